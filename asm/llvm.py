@@ -57,17 +57,18 @@ def _run(args: list[str], text: str) -> subprocess.CompletedProcess:
 def encode_lines(lines: list[str], triple: str = AARCH64_TRIPLE, mattr: str = AARCH64_MATTR) -> list[bytes]:
     """Assemble instructions one per line with ``--show-encoding``; bytes per line.
 
+    x86-64 lines are Intel syntax (``.intel_syntax noprefix`` is prepended).
+
     All lines go through one llvm-mc process. Raises LlvmError naming the first
     rejected line.
     """
     args = [find_tool("llvm-mc"), f"--triple={triple}", "--show-encoding"]
     if mattr:
         args.append(f"-mattr={mattr}")
-    if triple.startswith("x86"):
-        args.append("--x86-asm-syntax=att")
-    proc = _run(args, "\n".join(lines) + "\n")
+    prologue = ".intel_syntax noprefix\n" if triple.startswith("x86") else ""
+    proc = _run(args, prologue + "\n".join(lines) + "\n")
     if proc.returncode != 0:
-        raise LlvmError(_explain(proc.stderr, lines))
+        raise LlvmError(_explain(proc.stderr, lines, 1 if prologue else 0))
     out = []
     for m in _ENCODING.finditer(proc.stdout):
         items = [s.strip() for s in m.group(1).split(",") if s.strip()]
@@ -80,10 +81,10 @@ def encode_lines(lines: list[str], triple: str = AARCH64_TRIPLE, mattr: str = AA
     return out
 
 
-def _explain(stderr: str, lines: list[str]) -> str:
+def _explain(stderr: str, lines: list[str], skip: int = 0) -> str:
     m = re.search(r"<stdin>:(\d+):", stderr)
     if m:
-        n = int(m.group(1))
+        n = int(m.group(1)) - skip
         if 1 <= n <= len(lines):
             return f"llvm-mc rejected line {n}: {lines[n - 1]!r}\n{stderr}"
     return f"llvm-mc failed:\n{stderr}"
@@ -91,6 +92,8 @@ def _explain(stderr: str, lines: list[str]) -> str:
 
 def assemble(listing: str, triple: str = AARCH64_TRIPLE, mattr: str = AARCH64_MATTR) -> bytes:
     """Assemble a whole listing (labels allowed) and return its ``.text`` bytes."""
+    if triple.startswith("x86"):
+        listing = ".intel_syntax noprefix\n" + listing
     with tempfile.TemporaryDirectory(prefix="minijit-mc-") as tmp:
         obj = os.path.join(tmp, "k.o")
         raw = os.path.join(tmp, "k.bin")
