@@ -1,0 +1,180 @@
+"""Host CPU feature detection.
+
+`host()` reports the instruction set architecture, the operating system and
+the vector extensions the kernel generators care about. On Linux x86-64 the
+flags come from ``/proc/cpuinfo``; on Linux AArch64 from ``getauxval`` (via
+cffi ABI mode on libc) and ``prctl(PR_SVE_GET_VL)``; on macOS arm64 from
+``sysctl`` (NEON always, SVE never). Anything that cannot be determined is
+reported as False (or 0).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import subprocess
+import sys
+from dataclasses import dataclass
+
+__all__ = ["HostInfo", "host", "cpu_name", "num_cpus", "normalize_isa"]
+
+# Linux auxv keys and AArch64 hwcap bits (arch/arm64/include/uapi/asm/hwcap.h).
+_AT_HWCAP = 16
+_AT_HWCAP2 = 26
+_HWCAP_ASIMD = 1 << 1
+_HWCAP_SVE = 1 << 22
+_HWCAP2_BF16 = 1 << 14
+_PR_SVE_GET_VL = 51
+_PR_SVE_VL_LEN_MASK = 0xFFFF
+
+_ISA_ALIASES = {
+    "x86_64": "x86_64",
+    "amd64": "x86_64",
+    "x64": "x86_64",
+    "aarch64": "aarch64",
+    "arm64": "aarch64",
+}
+
+
+def normalize_isa(name: str) -> str:
+    """Map an architecture name (``platform.machine()`` style) to "x86_64" or "aarch64".
+
+    Raises ValueError for any other architecture.
+    """
+    isa = _ISA_ALIASES.get(name.strip().lower())
+    if isa is None:
+        raise ValueError(f"unsupported ISA {name!r}: expected one of {sorted(set(_ISA_ALIASES.values()))}")
+    return isa
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    """What the host CPU can run.
+
+    ``isa`` is "x86_64" or "aarch64" (or the raw ``platform.machine()`` text
+    for anything else); ``os`` is ``sys.platform`` ("linux", "darwin", ...).
+    x86-64 flags are False on AArch64 hosts and vice versa.
+    ``sve_vl_bits`` is the SVE vector length in bits (0 without SVE).
+    """
+
+    isa: str
+    os: str
+    avx2: bool = False
+    fma: bool = False
+    avx512f: bool = False
+    avx512bw: bool = False
+    avx512vl: bool = False
+    neon: bool = False
+    sve: bool = False
+    sve_vl_bits: int = 0
+    bf16: bool = False
+
+    @property
+    def avx512(self) -> bool:
+        """AVX-512 F, BW and VL together (what the x86-64 generators need)."""
+        return self.avx512f and self.avx512bw and self.avx512vl
+
+
+def _cpuinfo_flags() -> set[str]:
+    """The ``flags`` line of the first processor in /proc/cpuinfo (empty if unreadable)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, sep, value = line.partition(":")
+                if sep and key.strip() in ("flags", "Features"):
+                    return set(value.split())
+    except OSError:
+        pass
+    return set()
+
+
+def _linux_aarch64() -> dict[str, object]:
+    try:
+        import cffi
+
+        ffi = cffi.FFI()
+        ffi.cdef("unsigned long getauxval(unsigned long type); int prctl(int option, ...);")
+        libc = ffi.dlopen(None)
+        hwcap = int(libc.getauxval(_AT_HWCAP))
+        hwcap2 = int(libc.getauxval(_AT_HWCAP2))
+        sve = bool(hwcap & _HWCAP_SVE)
+        vl_bits = 0
+        if sve:
+            ret = int(libc.prctl(_PR_SVE_GET_VL))
+            if ret >= 0:
+                vl_bits = (ret & _PR_SVE_VL_LEN_MASK) * 8  # bytes -> bits
+    except Exception:  # no cffi, no libc symbol: report nothing
+        flags = _cpuinfo_flags()
+        return {"neon": "asimd" in flags, "sve": "sve" in flags, "sve_vl_bits": 0, "bf16": "bf16" in flags}
+    return {"neon": bool(hwcap & _HWCAP_ASIMD), "sve": sve, "sve_vl_bits": vl_bits, "bf16": bool(hwcap2 & _HWCAP2_BF16)}
+
+
+def _sysctl(name: str) -> str:
+    try:
+        proc = subprocess.run(["sysctl", "-n", name], capture_output=True, text=True, check=False, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
+@functools.cache
+def host() -> HostInfo:
+    """Detect the host once (cached) and return its HostInfo."""
+    machine = platform.machine()
+    try:
+        isa = normalize_isa(machine)
+    except ValueError:
+        isa = machine.lower()
+    osname = sys.platform
+    if isa == "x86_64":
+        flags = _cpuinfo_flags() if osname.startswith("linux") else set()
+        return HostInfo(
+            isa=isa,
+            os=osname,
+            avx2="avx2" in flags,
+            fma="fma" in flags,
+            avx512f="avx512f" in flags,
+            avx512bw="avx512bw" in flags,
+            avx512vl="avx512vl" in flags,
+            bf16="avx512_bf16" in flags,
+        )
+    if isa == "aarch64":
+        if osname.startswith("linux"):
+            return HostInfo(isa=isa, os=osname, **_linux_aarch64())  # type: ignore[arg-type]
+        if osname == "darwin":
+            return HostInfo(isa=isa, os=osname, neon=True, bf16=_sysctl("hw.optional.arm.FEAT_BF16") == "1")
+        return HostInfo(isa=isa, os=osname, neon=True)  # Advanced SIMD is mandatory in ARMv8-A
+    return HostInfo(isa=isa, os=osname)
+
+
+@functools.cache
+def cpu_name() -> str:
+    """Human-readable CPU model name ("" when unknown)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, sep, value = line.partition(":")
+                if sep and key.strip() in ("model name", "Model", "cpu model"):
+                    return value.strip()
+    except OSError:
+        pass
+    if sys.platform == "darwin":
+        name = _sysctl("machdep.cpu.brand_string")
+        if name:
+            return name
+    return platform.processor() or ""
+
+
+def num_cpus() -> int:
+    """CPUs this process may run on (sched affinity where available), at least 1."""
+    if hasattr(os, "sched_getaffinity"):
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except OSError:
+            pass
+    if hasattr(os, "process_cpu_count"):  # Python 3.13+
+        n = os.process_cpu_count()
+        if n:
+            return n
+    return os.cpu_count() or 1

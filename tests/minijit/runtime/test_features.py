@@ -1,0 +1,70 @@
+"""Host feature detection."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+
+import pytest
+
+from minijit.runtime.features import HostInfo, cpu_name, host, normalize_isa, num_cpus
+
+on_x86_linux = pytest.mark.skipif(
+    platform.machine().lower() not in ("x86_64", "amd64") or not os.path.exists("/proc/cpuinfo"),
+    reason="needs an x86-64 Linux host",
+)
+
+
+def test_host_is_cached_and_frozen() -> None:
+    info = host()
+    assert host() is info
+    assert isinstance(info, HostInfo)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        info.isa = "aarch64"  # type: ignore[misc]
+
+
+@on_x86_linux
+def test_x86_host_flags_match_cpuinfo() -> None:
+    info = host()
+    assert info.isa == "x86_64"
+    assert info.os == "linux"
+    assert info.avx2 is True
+    with open("/proc/cpuinfo") as f:
+        flags = next(line for line in f if line.startswith("flags")).split(":", 1)[1].split()
+    for name in ("avx2", "fma", "avx512f", "avx512bw", "avx512vl"):
+        assert getattr(info, name) == (name in flags), name
+    assert info.avx512 == (info.avx512f and info.avx512bw and info.avx512vl)
+    assert not info.neon and not info.sve and info.sve_vl_bits == 0
+
+
+def test_aarch64_fields_consistent() -> None:
+    info = host()
+    if info.isa == "aarch64":
+        assert info.neon
+        assert info.sve_vl_bits in range(0, 2049, 128)
+        assert info.sve == (info.sve_vl_bits > 0) or info.os != "linux"
+    else:
+        assert (info.neon, info.sve, info.sve_vl_bits) == (False, False, 0)
+
+
+def test_cpu_name_and_count() -> None:
+    assert isinstance(cpu_name(), str)
+    n = num_cpus()
+    assert isinstance(n, int) and n >= 1
+    if hasattr(os, "sched_getaffinity"):
+        assert n == len(os.sched_getaffinity(0))
+
+
+@pytest.mark.parametrize(
+    "name, isa",
+    [("x86_64", "x86_64"), ("AMD64", "x86_64"), ("aarch64", "aarch64"), ("arm64", "aarch64")],
+)
+def test_normalize_isa(name: str, isa: str) -> None:
+    assert normalize_isa(name) == isa
+
+
+@pytest.mark.parametrize("name", ["mips", "riscv64", "", "x86"])
+def test_normalize_isa_rejects(name: str) -> None:
+    with pytest.raises(ValueError, match="unsupported ISA"):
+        normalize_isa(name)
