@@ -1,0 +1,370 @@
+"""CUDA driver API through ``cuda-bindings`` (``from cuda.bindings import driver``).
+
+Imported lazily: nothing here needs cuda-bindings until a function is called.
+:func:`available` says whether cuda-bindings imports and a device answers.
+
+    cubin = toolchain.compile(module.text(), arch=device().arch)
+    fn = load(cubin).function("vadd", signature=kernel.signature)
+    x = to_device(np.arange(n, dtype=np.float32))
+    fn.launch(grid=(blocks,), block=(256,), args=(x, y, z, n))
+    synchronize()
+    z.to_host(np.float32, n)
+
+Every failing call raises :class:`ptx.CudaError` carrying the driver's name
+for the code (``cuGetErrorName``), e.g. ``CUDA_ERROR_INVALID_VALUE``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import numpy as np
+
+from .errors import CudaError
+
+_lock = threading.Lock()
+_state: dict = {}
+
+# parameter type -> ctypes type
+_CTYPES = {
+    "u8": ctypes.c_uint8,
+    "s8": ctypes.c_int8,
+    "b8": ctypes.c_uint8,
+    "u16": ctypes.c_uint16,
+    "s16": ctypes.c_int16,
+    "b16": ctypes.c_uint16,
+    "f16": ctypes.c_uint16,  # pass the bit pattern (np.float16 values are converted)
+    "u32": ctypes.c_uint32,
+    "s32": ctypes.c_int32,
+    "b32": ctypes.c_uint32,
+    "f32": ctypes.c_float,
+    "u64": ctypes.c_uint64,
+    "s64": ctypes.c_int64,
+    "b64": ctypes.c_uint64,
+    "f64": ctypes.c_double,
+}
+
+_NP_TO_PTX = {
+    np.dtype(np.uint8): "u8",
+    np.dtype(np.int8): "s8",
+    np.dtype(np.uint16): "u16",
+    np.dtype(np.int16): "s16",
+    np.dtype(np.float16): "f16",
+    np.dtype(np.uint32): "u32",
+    np.dtype(np.int32): "s32",
+    np.dtype(np.float32): "f32",
+    np.dtype(np.uint64): "u64",
+    np.dtype(np.int64): "s64",
+    np.dtype(np.float64): "f64",
+}
+
+
+def _driver():
+    from cuda.bindings import driver  # noqa: PLC0415 - optional dependency, imported lazily
+
+    return driver
+
+
+def _name(drv, err) -> str:
+    try:
+        e, name = drv.cuGetErrorName(err)
+        if int(e) == 0 and name is not None:
+            return name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:  # pragma: no cover - best effort
+        pass
+    return getattr(err, "name", str(err))
+
+
+def _desc(drv, err) -> str:
+    try:
+        e, s = drv.cuGetErrorString(err)
+        if int(e) == 0 and s is not None:
+            return s.decode() if isinstance(s, bytes) else str(s)
+    except Exception:  # pragma: no cover
+        pass
+    return ""
+
+
+def _call(fn_name: str, *args):
+    """Call ``driver.<fn_name>(*args)``; raise CudaError unless CUDA_SUCCESS; return the results."""
+    drv = _driver()
+    res = getattr(drv, fn_name)(*args)
+    if isinstance(res, tuple):
+        err, rest = res[0], res[1:]
+    else:
+        err, rest = res, ()
+    if int(err) != 0:
+        raise CudaError(fn_name, int(err), _name(drv, err), _desc(drv, err))
+    if not rest:
+        return None
+    return rest[0] if len(rest) == 1 else rest
+
+
+# --------------------------------------------------------------------------- device and context
+
+
+class Device:
+    """Device ``ordinal`` with its primary context made current."""
+
+    def __init__(self, ordinal: int = 0):
+        drv = _driver()
+        self.ordinal = ordinal
+        self.handle = _call("cuDeviceGet", ordinal)
+        raw = _call("cuDeviceGetName", 256, self.handle)
+        self.name = raw.split(b"\0", 1)[0].decode(errors="replace") if isinstance(raw, bytes) else str(raw)
+        attr = drv.CUdevice_attribute
+        self.cc = (
+            int(_call("cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self.handle)),
+            int(_call("cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self.handle)),
+        )
+        self.context = _call("cuDevicePrimaryCtxRetain", self.handle)
+        self.make_current()
+
+    @property
+    def arch(self) -> str:
+        return f"sm_{self.cc[0]}{self.cc[1]}"
+
+    def make_current(self) -> None:
+        _call("cuCtxSetCurrent", self.context)
+
+    def __repr__(self) -> str:
+        return f"Device({self.ordinal}: {self.name}, {self.arch})"
+
+
+def init() -> None:
+    with _lock:
+        if not _state.get("init"):
+            _call("cuInit", 0)
+            _state["init"] = True
+
+
+def device(ordinal: int = 0) -> Device:
+    """The device (primary context retained and current on this thread)."""
+    init()
+    with _lock:
+        devs = _state.setdefault("devices", {})
+        if ordinal not in devs:
+            devs[ordinal] = Device(ordinal)
+    d = devs[ordinal]
+    d.make_current()
+    return d
+
+
+def available() -> bool:
+    """True when cuda-bindings imports, the driver initializes and a device exists."""
+    try:
+        _driver()
+    except Exception:
+        return False
+    try:
+        init()
+        return int(_call("cuDeviceGetCount")) > 0
+    except Exception:
+        return False
+
+
+def synchronize() -> None:
+    _call("cuCtxSynchronize")
+
+
+# --------------------------------------------------------------------------- memory
+
+
+class DeviceBuffer:
+    """``nbytes`` of device memory (``cuMemAlloc``); freed by :meth:`free` or when collected."""
+
+    def __init__(self, nbytes: int):
+        device()
+        if nbytes <= 0:
+            raise ValueError(f"nbytes must be positive, got {nbytes}")
+        self.nbytes = int(nbytes)
+        self._ptr = _call("cuMemAlloc", self.nbytes)
+
+    @property
+    def ptr(self) -> int:
+        if self._ptr is None:
+            raise ValueError("buffer was freed")
+        return int(self._ptr)
+
+    def free(self) -> None:
+        if self._ptr is not None:
+            ptr, self._ptr = self._ptr, None
+            _call("cuMemFree", ptr)
+
+    def __del__(self):
+        try:
+            self.free()
+        except Exception:
+            pass
+
+    def copy_from(self, host: np.ndarray) -> None:
+        """HtoD copy of a C-contiguous array (at most ``nbytes``)."""
+        host = np.ascontiguousarray(host)
+        if host.nbytes > self.nbytes:
+            raise ValueError(f"host array has {host.nbytes} bytes, buffer {self.nbytes}")
+        _call("cuMemcpyHtoD", self._ptr, host.ctypes.data, host.nbytes)
+
+    def copy_to(self, host: np.ndarray) -> np.ndarray:
+        """DtoH copy into a C-contiguous, writeable array (at most ``nbytes``)."""
+        if not (host.flags.c_contiguous and host.flags.writeable):
+            raise ValueError("destination must be C-contiguous and writeable")
+        if host.nbytes > self.nbytes:
+            raise ValueError(f"host array has {host.nbytes} bytes, buffer {self.nbytes}")
+        _call("cuMemcpyDtoH", host.ctypes.data, self._ptr, host.nbytes)
+        return host
+
+    def to_host(self, dtype, shape) -> np.ndarray:
+        return self.copy_to(np.empty(shape, dtype=dtype))
+
+    def zero(self) -> None:
+        _call("cuMemsetD8", self._ptr, 0, self.nbytes)
+
+
+def to_device(host: np.ndarray) -> DeviceBuffer:
+    buf = DeviceBuffer(max(1, np.asarray(host).nbytes))
+    buf.copy_from(host)
+    return buf
+
+
+# --------------------------------------------------------------------------- modules and launch
+
+
+class Function:
+    """A kernel of a loaded module. ``signature``: PTX parameter types (``Kernel.signature``)."""
+
+    def __init__(self, module: LoadedModule, name: str, handle, signature=None):
+        self.module, self.name, self.handle = module, name, handle
+        self.signature = tuple(signature) if signature is not None else None
+
+    def _pack(self, args):
+        """ctypes values for each argument and the void** array of their addresses."""
+        if self.signature is not None and len(args) != len(self.signature):
+            raise TypeError(f"{self.name} takes {len(self.signature)} arguments, got {len(args)}")
+        values = []
+        for i, a in enumerate(args):
+            t = self.signature[i] if self.signature is not None else None
+            if isinstance(a, DeviceBuffer):
+                if t is not None and t not in ("u64", "s64", "b64"):
+                    raise TypeError(f"{self.name}: argument {i} is a device buffer but the parameter is .{t}")
+                values.append(ctypes.c_uint64(a.ptr))
+                continue
+            if isinstance(a, tuple) and len(a) == 2 and isinstance(a[1], str):
+                a, t = a  # explicit (value, "u32")
+            elif isinstance(a, np.generic) and t is None:
+                t = _NP_TO_PTX.get(a.dtype)
+            if t is None:
+                raise TypeError(
+                    f"{self.name}: argument {i} ({a!r}) has no PTX type; give signature=, a numpy scalar or (value, type)"
+                )
+            if t not in _CTYPES:
+                raise TypeError(f"{self.name}: argument {i}: unsupported parameter type .{t}")
+            if t == "f16":
+                a = int(np.float16(a).view(np.uint16))
+            elif t in ("f32", "f64"):
+                a = float(a)
+            else:
+                a = int(a)
+            values.append(_CTYPES[t](a))
+        ptrs = (ctypes.c_void_p * max(1, len(values)))(*[ctypes.addressof(v) for v in values])
+        return values, ptrs
+
+    def launch(self, grid, block, args=(), shared: int = 0, stream=None) -> None:
+        """``cuLaunchKernel`` with ``kernelParams`` = array of pointers to the argument values."""
+        g = tuple(grid) + (1,) * (3 - len(tuple(grid)))
+        b = tuple(block) + (1,) * (3 - len(tuple(block)))
+        values, ptrs = self._pack(list(args))
+        if shared > 48 * 1024:
+            drv = _driver()
+            _call(
+                "cuFuncSetAttribute",
+                self.handle,
+                drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                int(shared),
+            )
+        _call(
+            "cuLaunchKernel",
+            self.handle,
+            *map(int, g),
+            *map(int, b),
+            int(shared),
+            stream if stream is not None else 0,
+            ctypes.addressof(ptrs) if values else 0,
+            0,
+        )
+        del values, ptrs  # the driver copies the parameters during the call
+
+    __call__ = launch
+
+    def attribute(self, name: str) -> int:
+        """A ``CU_FUNC_ATTRIBUTE_*`` value, e.g. ``attribute("NUM_REGS")``."""
+        drv = _driver()
+        attr = getattr(drv.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{name}")
+        return int(_call("cuFuncGetAttribute", attr, self.handle))
+
+
+class LoadedModule:
+    """A cubin loaded with ``cuModuleLoadData``; unloaded by :meth:`unload` or when collected."""
+
+    def __init__(self, image: bytes):
+        device()
+        self._image = bytes(image)  # keep the bytes alive during the call
+        self.handle = _call("cuModuleLoadData", self._image)
+        self._functions: dict[str, Function] = {}
+
+    def function(self, name: str, signature=None) -> Function:
+        if name not in self._functions:
+            h = _call("cuModuleGetFunction", self.handle, name.encode())
+            self._functions[name] = Function(self, name, h, signature)
+        elif signature is not None:
+            self._functions[name].signature = tuple(signature)
+        return self._functions[name]
+
+    def unload(self) -> None:
+        if self.handle is not None:
+            h, self.handle = self.handle, None
+            _call("cuModuleUnload", h)
+
+    def __del__(self):
+        try:
+            self.unload()
+        except Exception:
+            pass
+
+
+def load(cubin) -> LoadedModule:
+    """Load a :class:`ptx.toolchain.Cubin` (or raw cubin/PTX bytes)."""
+    data = getattr(cubin, "data", cubin)
+    if isinstance(data, str):
+        data = data.encode() + b"\0"
+    return LoadedModule(data)
+
+
+# --------------------------------------------------------------------------- events
+
+
+class Event:
+    """A CUDA event for timing: ``e0.record(); ...; e1.record(); e1.elapsed_ms(e0)``."""
+
+    def __init__(self):
+        device()
+        self.handle = _call("cuEventCreate", 0)
+
+    def record(self, stream=None) -> None:
+        _call("cuEventRecord", self.handle, stream if stream is not None else 0)
+
+    def synchronize(self) -> None:
+        _call("cuEventSynchronize", self.handle)
+
+    def elapsed_ms(self, start: Event) -> float:
+        """Milliseconds from ``start`` to this event (synchronizes on this event)."""
+        self.synchronize()
+        return float(_call("cuEventElapsedTime", start.handle, self.handle))
+
+    def __del__(self):
+        try:
+            if self.handle is not None:
+                h, self.handle = self.handle, None
+                _call("cuEventDestroy", h)
+        except Exception:
+            pass
