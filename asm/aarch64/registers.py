@@ -277,3 +277,25 @@ W = [REGISTERS[f"w{i}"] for i in range(31)]
 V = [REGISTERS[f"v{i}"] for i in range(32)]
 Z = [REGISTERS[f"z{i}"] for i in range(32)]
 P = [REGISTERS[f"p{i}"] for i in range(16)]
+
+
+@dataclass(frozen=True)
+class VElemGroup:
+    """A 32-bit group of elements used as one indexed element, e.g. ``v2.2h[3]``.
+
+    ``group`` is "2h" (BFDOT) or "4b" (SDOT/UDOT); ``index`` selects the
+    32-bit group, 0..3. Build it as ``VElemGroup(2, "2h", 3)``.
+    """
+
+    idx: int
+    group: str
+    index: int
+
+    def __post_init__(self) -> None:
+        if self.group not in ("2h", "4b"):
+            raise EncodingError(f"element group of v{self.idx} must be 2h or 4b, got {self.group!r}")
+        if not isinstance(self.index, int) or not 0 <= self.index < 4:
+            raise EncodingError(f"element index of v{self.idx}.{self.group} must be in 0..3, got {self.index!r}")
+
+    def __str__(self) -> str:
+        return f"v{self.idx}.{self.group}[{self.index}]"
