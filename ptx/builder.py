@@ -49,7 +49,7 @@ _PREFIX = {
     "f32": "f",
     "f64": "fd",
 }
-_AUTO_NAME = re.compile(r"^(%s)\d+$" % "|".join(sorted(_PREFIX.values(), key=len, reverse=True)))
+_AUTO_NAME = re.compile(r"^({})\d+$".format("|".join(sorted(_PREFIX.values(), key=len, reverse=True))))
 
 
 # --------------------------------------------------------------------------- operands
@@ -415,7 +415,7 @@ class Kernel:
             lo, hi = T.int_range(t)
             if not lo <= x <= hi:
                 _fail(ins, f"operand {what}: immediate {x} is out of range [{lo}, {hi}] for .{t}")
-            return str(x)
+            return f"0x{x:X}" if k == "b" and x > 0xFFFF else str(x)
         _fail(ins, f"operand {what}: immediate {x!r} is not allowed for .{t}")
 
     def _dst(self, ins: str, x, t: str) -> str:

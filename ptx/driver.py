@@ -255,7 +255,8 @@ class Function:
                 t = _NP_TO_PTX.get(a.dtype)
             if t is None:
                 raise TypeError(
-                    f"{self.name}: argument {i} ({a!r}) has no PTX type; give signature=, a numpy scalar or (value, type)"
+                    f"{self.name}: argument {i} ({a!r}) has no PTX type;"
+                    " give signature=, a numpy scalar or (value, type)"
                 )
             if t not in _CTYPES:
                 raise TypeError(f"{self.name}: argument {i}: unsupported parameter type .{t}")

@@ -119,8 +119,8 @@ def int_range(t: str) -> tuple[int, int]:
 def float_literal(value: float, t: str) -> str:
     """PTX hex float literal: 0fXXXXXXXX (f32) or 0dXXXXXXXXXXXXXXXX (f64)."""
     if t == "f64":
-        return "0d%016X" % struct.unpack("<Q", struct.pack("<d", float(value)))[0]
-    return "0f%08X" % struct.unpack("<I", struct.pack("<f", float(value)))[0]
+        return "0d{:016X}".format(struct.unpack("<Q", struct.pack("<d", float(value)))[0])
+    return "0f{:08X}".format(struct.unpack("<I", struct.pack("<f", float(value)))[0])
 
 
 # --------------------------------------------------------------------------- versions and targets
