@@ -847,6 +847,7 @@ class Kernel:
         if pred_out is not None:
             if not isinstance(pred_out, Reg) or pred_out.type != "pred":
                 _fail(ins, f"operand p must be a .pred register, got {pred_out!r}")
+            self._own(ins, "p", pred_out)
             d += "|" + pred_out.name
         sa = self._src(ins, "a", a, "b32", imm=False)
         if isinstance(b, int) and not isinstance(b, bool) and not 0 <= b <= 31:

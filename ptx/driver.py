@@ -272,8 +272,12 @@ class Function:
 
     def launch(self, grid, block, args=(), shared: int = 0, stream=None) -> None:
         """``cuLaunchKernel`` with ``kernelParams`` = array of pointers to the argument values."""
-        g = tuple(grid) + (1,) * (3 - len(tuple(grid)))
-        b = tuple(block) + (1,) * (3 - len(tuple(block)))
+        grid = (grid,) if isinstance(grid, int) else tuple(grid)
+        block = (block,) if isinstance(block, int) else tuple(block)
+        if not (1 <= len(grid) <= 3 and 1 <= len(block) <= 3):
+            raise ValueError(f"grid {grid} / block {block} need 1-3 dimensions")
+        g = grid + (1,) * (3 - len(grid))
+        b = block + (1,) * (3 - len(block))
         values, ptrs = self._pack(list(args))
         if shared > 48 * 1024:
             drv = _driver()
@@ -360,7 +364,9 @@ class Event:
     def elapsed_ms(self, start: Event) -> float:
         """Milliseconds from ``start`` to this event (synchronizes on this event)."""
         self.synchronize()
-        return float(_call("cuEventElapsedTime", start.handle, self.handle))
+        drv = _driver()
+        name = "cuEventElapsedTime_v2" if hasattr(drv, "cuEventElapsedTime_v2") else "cuEventElapsedTime"
+        return float(_call(name, start.handle, self.handle))
 
     def __del__(self):
         try:

@@ -76,3 +76,20 @@ def test_kernel_param_checks():
         untyped._pack([3])
     values, _ = untyped._pack([np.float32(2.0), (5, "u64")])
     assert [type(v) for v in values] == [ctypes.c_float, ctypes.c_uint64]
+
+
+def test_launch_passes_grid_block_and_a_void_pointer_array(monkeypatch):
+    seen = {}
+
+    class Fake(_FakeDriver):
+        def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+            arr = ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))
+            seen["dims"] = (gx, gy, gz, bx, by, bz, smem, stream, extra)
+            seen["u32"] = ctypes.cast(arr[1], ctypes.POINTER(ctypes.c_uint32)).contents.value
+            seen["f32"] = ctypes.cast(arr[0], ctypes.POINTER(ctypes.c_float)).contents.value
+            return (_Res.CUDA_SUCCESS,)
+
+    monkeypatch.setattr(driver, "_driver", lambda: Fake())
+    fn = driver.Function(None, "k", "handle", signature=("f32", "u32"))
+    fn.launch(grid=4, block=(128, 2), args=(0.25, 9))
+    assert seen == {"dims": (4, 1, 1, 128, 2, 1, 0, 0, 0), "u32": 9, "f32": 0.25}
