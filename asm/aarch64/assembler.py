@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from asm.aarch64.base import BaseMixin
 from asm.aarch64.neon import NeonMixin
+from asm.aarch64.registers import PQual, PReg, PVec, ZElem, ZReg, ZVec
 from asm.aarch64.sve import SveMixin
 from asm.errors import EncodingError
 
@@ -47,7 +48,7 @@ class _Fixup:
 
 
 @dataclass
-class Assembler(BaseMixin, NeonMixin, SveMixin):
+class Assembler(NeonMixin, BaseMixin, SveMixin):
     """Collects instruction words with their text; `code()` resolves labels."""
 
     name: str = "kernel"
@@ -140,3 +141,26 @@ class Assembler(BaseMixin, NeonMixin, SveMixin):
 
     def __len__(self) -> int:
         return len(self.words)
+
+
+# Mnemonics shared by SVE and NEON/base: SVE operands (z/p registers) go to
+# ``SveMixin.sve_<name>``, everything else down the MRO (NEON, then base).
+_SVE_OPERANDS = (ZVec, ZReg, ZElem, PVec, PReg, PQual)
+
+
+def _sve_dispatch(mnemonic: str):
+    sve = getattr(SveMixin, "sve_" + mnemonic)
+    name = mnemonic + "_" if mnemonic == "and" else mnemonic
+
+    def method(self, *args, **kwargs):
+        if args and isinstance(args[0], _SVE_OPERANDS):
+            return sve(self, *args, **kwargs)
+        return getattr(super(Assembler, self), name)(*args, **kwargs)
+
+    method.__name__ = name
+    method.__doc__ = f"``{mnemonic}``: SVE operands go to `SveMixin.sve_{mnemonic}`, others to the NEON/base form."
+    return name, method
+
+
+for _mnemonic in [n[4:] for n in vars(SveMixin) if n.startswith("sve_")]:
+    setattr(Assembler, *_sve_dispatch(_mnemonic))
