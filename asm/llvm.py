@@ -29,7 +29,7 @@ class LlvmError(RuntimeError):
     """An LLVM tool is missing or rejected its input (the message holds its log)."""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def find_tool(name: str) -> str:
     """Absolute path of an LLVM tool (``llvm-mc``, ``llvm-mca``, ``llvm-objcopy``).
 
@@ -130,7 +130,9 @@ class McaReport:
         return self.total_cycles / self.iterations
 
 
-def mca(body: str, mcpu: str, triple: str = AARCH64_TRIPLE, mattr: str = AARCH64_MATTR, iterations: int = 200) -> McaReport:
+def mca(
+    body: str, mcpu: str, triple: str = AARCH64_TRIPLE, mattr: str = AARCH64_MATTR, iterations: int = 200
+) -> McaReport:
     """Run ``llvm-mca`` on a loop body (no labels or branches needed)."""
     args = [
         find_tool("llvm-mca"),

@@ -25,4 +25,6 @@ settings.load_profile("ci" if os.environ.get("CI") else "default")
 def pytest_terminal_summary(terminalreporter) -> None:
     for isa, forms in FORMS.items():
         if forms:
-            terminalreporter.write_line(f"{isa}: {len(forms)} distinct encoder forms checked byte-for-byte against llvm-mc")
+            terminalreporter.write_line(
+                f"{isa}: {len(forms)} distinct encoder forms checked byte-for-byte against llvm-mc"
+            )

@@ -1,6 +1,6 @@
 """AArch64 assembler: typed registers, encoders and listings.
 
-    from asm.aarch64 import Assembler, x0, x1, v0, mem, post
+from asm.aarch64 import Assembler, x0, x1, v0, mem, post
 """
 
 from asm.aarch64.assembler import Assembler, Label

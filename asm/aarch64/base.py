@@ -392,6 +392,8 @@ class BaseMixin:
             return
         off = addr.offset
         if addr.mode in ("pre", "post"):
+            if v == 0 and t == n:
+                raise fail(mn, "rt", "a register other than the written-back base (unpredictable)", rt)
             imm(mn, "offset", off, -256, 255)
             idx = 3 if addr.mode == "pre" else 1
             self.emit(head | (off & 0x1FF) << 12 | idx << 10 | n << 5 | t, f"{mn} {rt}, {addr}")
@@ -445,6 +447,10 @@ class BaseMixin:
         if not isinstance(addr, Mem) or addr.reg_offset or addr.mul_vl:
             raise fail(mn, "address", "[xn, #imm], [xn, #imm]! or [xn], #imm", addr)
         n = xreg(mn, "base", addr.base, sp=True)
+        if load and t == t2:
+            raise fail(mn, "rt2", f"a register other than rt={rt} (unpredictable)", rt2)
+        if v == 0 and addr.mode != "offset" and n in (t, t2):
+            raise fail(mn, "rt, rt2", "registers other than the written-back base (unpredictable)", f"{rt}, {rt2}")
         scale = 1 << log2
         imm(mn, "offset", addr.offset, -64 * scale, 63 * scale, scale)
         idx = {"post": 1, "offset": 2, "pre": 3}[addr.mode]

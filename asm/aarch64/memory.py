@@ -42,7 +42,7 @@ class Mem:
             return f"[{b}], {off}"
         if self.reg_offset:
             ext = ""
-            if self.extend is not None:
+            if self.extend is not None and not (self.extend == "lsl" and self.amount is None):
                 ext = f", {self.extend}" + (f" #{self.amount}" if self.amount is not None else "")
             return f"[{b}, {self.offset.name}{ext}]"
         if self.mul_vl:

@@ -147,7 +147,9 @@ class VElem:
     def __post_init__(self) -> None:
         lanes = 16 // ELEM_BYTES[self.esize]
         if not isinstance(self.index, int) or not 0 <= self.index < lanes:
-            raise EncodingError(f"element index of v{self.idx}.{self.esize} must be in 0..{lanes - 1}, got {self.index!r}")
+            raise EncodingError(
+                f"element index of v{self.idx}.{self.esize} must be in 0..{lanes - 1}, got {self.index!r}"
+            )
 
     def __str__(self) -> str:
         return f"v{self.idx}.{self.esize}[{self.index}]"

@@ -175,7 +175,8 @@ class BaseMixin:
             m = memop(mn, "dst", dst, width // 8)
             return self._legacy(mn, f"{mn} {m}, {src}", b"\xf7", 0, m.addr, w=w, imm=_imm_bytes(v, 4))
         if isinstance(dst, Gpr) and isinstance(src, Gpr):
-            gpr(mn, "dst", dst), gpr(mn, "src", src)
+            gpr(mn, "dst", dst)
+            gpr(mn, "src", src)
             same_width(mn, dst=dst, src=src)
             return self._legacy(mn, f"{mn} {dst}, {src}", b"\x85", src.idx, dst.idx, w=int(dst.bits == 64))
         if isinstance(dst, Mem) or isinstance(src, Mem):

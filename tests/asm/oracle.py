@@ -37,6 +37,6 @@ def assert_llvm_matches(asm, form: str, isa: str = "aarch64") -> None:
         ours = asm.instruction_bytes()
         theirs = llvm.encode_lines(lines, triple=llvm.X86_64_TRIPLE, mattr="")
     assert len(ours) == len(theirs) == len(lines)
-    bad = [(t, o.hex(), e.hex()) for t, o, e in zip(lines, ours, theirs) if o != e]
+    bad = [(t, o.hex(), e.hex()) for t, o, e in zip(lines, ours, theirs, strict=True) if o != e]
     assert not bad, "encodings differ from llvm-mc (text, ours, llvm):\n" + "\n".join(map(str, bad[:20]))
     FORMS[isa].add(form)

@@ -8,7 +8,6 @@ from hypothesis import strategies as st
 
 from asm import EncodingError
 from asm.aarch64 import Assembler, mem, post, pre, s0, sp, v0, v1, v2, v3, v31, w1, w2, x0, x1, x2, xzr
-from asm.aarch64.neon import NeonMixin
 from asm.aarch64.registers import ELEM_BYTES, ScalarReg, VElem, VElemGroup, VReg
 from tests.asm.aarch64.strategies import vecs, vnums, wregs, xregs
 from tests.asm.oracle import assert_llvm_matches
@@ -56,13 +55,10 @@ def addresses(mode: str, transfer: int) -> st.SearchStrategy:
 
 
 def _method(name: str):
-    """``Assembler.<name>``; the NEON one if a base mnemonic shadows it (see test_vector_aliases_reach_neon)."""
+    """``Assembler.<name>`` (shared mnemonics dispatch on operand type)."""
 
     def call(a: Assembler, *args, **kwargs):
-        fn = getattr(a, name)
-        if getattr(type(a), name) is not getattr(NeonMixin, name):
-            fn = getattr(NeonMixin, name).__get__(a)
-        return fn(*args, **kwargs)
+        return getattr(a, name)(*args, **kwargs)
 
     return call
 
@@ -364,12 +360,6 @@ def test_listing_text():
     ]
 
 
-@pytest.mark.xfail(
-    any(getattr(Assembler, n) is not getattr(NeonMixin, n) for n in ("mov", "and_", "orr", "eor")),
-    reason="BaseMixin precedes NeonMixin in Assembler's bases and shadows mov/and_/orr/eor; "
-    "NeonMixin defers non-vector operands to super(), so it must come first",
-    strict=False,
-)
 def test_vector_aliases_reach_neon():
     a = Assembler()
     a.mov(v0.b16, v1.b16)

@@ -118,8 +118,8 @@ def _record(a: Assembler) -> None:
         f = inst.fixup
         if f is not None:
             mn = inst.text.removeprefix("{disp32} ").split()[0]
-            if mn == "mov":
-                FORMS["x86_64"].add("mov r64, qword ptr [rip + label]")
+            if mn in ("mov", "lea"):
+                FORMS["x86_64"].add(f"{mn} r64, [rip + label]")
             else:
                 mn = mn if mn in ("jmp", "call") else "jcc"
                 FORMS["x86_64"].add(f"{mn} {'rel8' if f.width == 1 else 'rel32'} label")
@@ -133,6 +133,7 @@ def test_branch_kinds() -> None:
     a.jl(back, short=True)
     a.jmp(back, short=True)
     a.mov(r12, qword(rip + fwd + 8))
+    a.lea(rax, ptr(fwd))
     for _ in range(40):
         a.mov(rcx, -(1 << 40))
     a.jmp(back)
@@ -141,7 +142,7 @@ def test_branch_kinds() -> None:
     a.ret()
     code = a.code()
     assert code == llvm.assemble(a.listing(), triple=llvm.X86_64_TRIPLE, mattr="")
-    assert code[:2] == b"\x0f\x85" and int.from_bytes(code[2:6], "little") == 2 + 2 + 7 + 400 + 5 + 5
+    assert code[:2] == b"\x0f\x85" and int.from_bytes(code[2:6], "little") == 2 + 2 + 7 + 7 + 400 + 5 + 5
     assert code[6:8] == b"\x7c\xf8" and code[8:10] == b"\xeb\xf6"
     _record(a)
 
