@@ -79,6 +79,11 @@ class Assembler(NeonMixin, BaseMixin, SveMixin):
 
     @staticmethod
     def _patch(word: int, offset: int, kind: str, mnemonic: str) -> int:
+        if kind == "adr":  # byte offset split into immlo (bits 29-30) and immhi (bits 5-23)
+            if not isinstance(offset, int) or not -(1 << 20) <= offset < 1 << 20:
+                raise EncodingError(f"{mnemonic}: offset must be in {-(1 << 20)}..{(1 << 20) - 1} bytes, got {offset}")
+            offset &= (1 << 21) - 1
+            return word | (offset & 3) << 29 | (offset >> 2) << 5
         lo, width = FIXUP_FIELDS[kind]
         limit = 4 << (width - 1)
         if not isinstance(offset, int) or offset % 4 or not -limit <= offset < limit:

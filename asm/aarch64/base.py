@@ -311,6 +311,11 @@ class BaseMixin:
         c = _cond("b.cond", cond)
         self.emit_branch(0b01010100 << 24 | c, f"b.{cond} {{target}}", target, "imm19", f"b.{cond}")
 
+    def adr(self, rd: XReg, target) -> None:
+        """rd = address of a Label (or pc + byte offset), within ±1 MiB."""
+        d = xreg("adr", "rd", rd)
+        self.emit_branch(0b10000 << 24 | d, f"adr {rd}, {{target}}", target, "adr", "adr")
+
     def _cb(self, mn: str, op: int, rt, target) -> None:
         """Compare and branch: CBZ/CBNZ."""
         t, sf = gpr(mn, "rt", rt)

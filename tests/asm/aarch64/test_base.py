@@ -215,6 +215,12 @@ def test_b_bl(mn, offs):
 
 
 @EX
+@given(ops=OPS(st.tuples(xregs(), st.integers(-(1 << 20), (1 << 20) - 1)), min_size=1, max_size=48))
+def test_adr(ops):
+    run("adr", [("adr", o) for o in ops])
+
+
+@EX
 @given(ops=OPS(st.tuples(st.sampled_from(list(CONDITIONS)), offsets(19)), min_size=1, max_size=48))
 def test_b_cond(ops):
     run("b.cond", [("b_cond", o) for o in ops])
@@ -412,6 +418,8 @@ def test_labels_forward_backward_and_listing_reassembles():
     a.tbnz(X1, 3, top)
     a.b_ne(top)
     a.b(top)
+    a.adr(X1, fwd)
+    a.adr(X1, top)
     a.bind(fwd)
     a.ret()
     assert llvm.assemble(a.listing()) == a.code()

@@ -1,0 +1,1 @@
+"""minijit: a pure-Python JIT for tensor operations."""

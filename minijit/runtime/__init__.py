@@ -1,0 +1,44 @@
+"""Runtime: host features, W^X executable memory, callable kernels, AArch64 emulation.
+
+`load(code, signature, isa=...)` returns something callable with numpy arrays
+and ints: a native `Kernel` when the code's ISA is the host's, otherwise (for
+AArch64 code on another host) an `EmulatedKernel` running in a qemu worker.
+Both check their arguments against the C signature before any code runs.
+"""
+
+from __future__ import annotations
+
+from minijit.runtime.features import HostInfo, host
+from minijit.runtime.kernel import Kernel
+from minijit.runtime.signature import Signature
+
+__all__ = ["HostInfo", "Kernel", "Signature", "host", "load", "runs_natively"]
+
+
+def runs_natively(isa: str) -> bool:
+    """True when code for ``isa`` ("aarch64" or "x86_64") runs on this host without emulation."""
+    return host().isa == isa
+
+
+def load(
+    code: bytes,
+    signature: str,
+    *,
+    isa: str,
+    name: str = "kernel",
+    listing: str = "",
+    sve_vl: int = 128,
+    unchecked: bool = False,
+):
+    """Make ``code`` callable: natively on a matching host, else AArch64 under emulation.
+
+    ``sve_vl`` (bits) picks the emulation worker's SVE vector length; it is
+    ignored for native code. Raises ValueError for x86-64 code on a non-x86 host.
+    """
+    if runs_natively(isa):
+        return Kernel(code, signature, name=name, listing=listing, isa=isa, unchecked=unchecked)
+    if isa == "aarch64":
+        from minijit.runtime.emulator import EmulatedKernel
+
+        return EmulatedKernel(code, signature, name=name, listing=listing, sve_vl=sve_vl, unchecked=unchecked)
+    raise ValueError(f"cannot run {isa} code on this {host().isa} host")

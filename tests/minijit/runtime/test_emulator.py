@@ -1,0 +1,302 @@
+"""AArch64 code JIT'd by asm.aarch64 and executed (natively on ARM, in qemu elsewhere)."""
+
+from __future__ import annotations
+
+import signal
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from asm import llvm
+from asm.aarch64 import Assembler, d0, d1, mem, p0, p1, post, v0, v1, v2, x0, x1, x2, x3, x4, xzr, z0, z1, z2
+from asm.aarch64.registers import ScalarReg
+from minijit.runtime import load, runs_natively
+from minijit.runtime.emulator import EmulatedKernel, EmulatorError, EmulatorFault, worker
+from minijit.runtime.harness import harness_program
+
+needs_emulation = pytest.mark.skipif(runs_natively("aarch64"), reason="host runs AArch64 natively")
+SVE_VLS = [128, 256, 512]
+
+
+def neon_axpy(dtype: str) -> Assembler:
+    """f(n, alpha*, x*, y*): y += alpha * x, 128-bit vectors then a scalar tail."""
+    es, lanes, size = ("s", 4, 4) if dtype == "fp32" else ("d", 2, 8)
+
+    def vec(r):
+        return getattr(r, f"{es}{lanes}")
+
+    a = Assembler()
+    a.ld1r(vec(v0), mem(x1))
+    body, tail, done = a.new_label("body"), a.new_label("tail"), a.new_label("done")
+    a.bind(body)  # vector loop: backward branch
+    a.cmp(x0, lanes)
+    a.b_lt(tail)
+    a.ld1(vec(v1), post(x2, 16))
+    a.ld1(vec(v2), mem(x3))
+    a.fmla(vec(v2), vec(v1), vec(v0))
+    a.st1(vec(v2), post(x3, 16))
+    a.sub(x0, x0, lanes)
+    a.b(body)
+    a.bind(tail)  # scalar loop: forward exit
+    a.cbz(x0, done)
+    a.ldr(ScalarReg(1, es), post(x2, size))
+    a.ldr(ScalarReg(2, es), mem(x3))
+    a.fmla(vec(v2), vec(v1), vec(v0))  # upper lanes are zero and stay unused
+    a.str(ScalarReg(2, es), post(x3, size))
+    a.sub(x0, x0, 1)
+    a.b(tail)
+    a.bind(done)
+    a.ret()
+    return a
+
+
+def neon_dot(dtype: str) -> Assembler:
+    """T f(n, x*, y*): sum of x*y, returned in s0/d0."""
+    es, lanes, size = ("s", 4, 4) if dtype == "fp32" else ("d", 2, 8)
+
+    def vec(r):
+        return getattr(r, f"{es}{lanes}")
+
+    a = Assembler()
+    a.movi(v0.d2, 0)
+    body, tail, done = a.new_label("body"), a.new_label("tail"), a.new_label("done")
+    a.bind(body)
+    a.cmp(x0, lanes)
+    a.b_lt(tail)
+    a.ld1(vec(v1), post(x1, 16))
+    a.ld1(vec(v2), post(x2, 16))
+    a.fmla(vec(v0), vec(v1), vec(v2))
+    a.sub(x0, x0, lanes)
+    a.b(body)
+    a.bind(tail)
+    a.faddp(vec(v0), vec(v0), vec(v0))
+    if lanes == 4:
+        a.faddp(vec(v0), vec(v0), vec(v0))
+    reduce_done = a.new_label("scalar")
+    a.bind(reduce_done)
+    a.cbz(x0, done)
+    a.movi(v1.d2, 0)
+    a.movi(v2.d2, 0)
+    a.ldr(ScalarReg(1, es), post(x1, size))
+    a.ldr(ScalarReg(2, es), post(x2, size))
+    a.fmla(vec(v0), vec(v1), vec(v2))  # lane 0 only is non-zero
+    a.sub(x0, x0, 1)
+    a.b(reduce_done)
+    a.bind(done)
+    a.ret()
+    return a
+
+
+def sve_axpy(dtype: str) -> Assembler:
+    """f(n, alpha*, x*, y*): vector-length-agnostic y += alpha * x with a whilelt tail."""
+    es = "s" if dtype == "fp32" else "d"
+
+    def z(r):
+        return getattr(r, es)
+
+    ld1, st1, ld1r = ("ld1w", "st1w", "ld1rw") if es == "s" else ("ld1d", "st1d", "ld1rd")
+    shift = 2 if es == "s" else 3
+    a = Assembler()
+    a.ptrue(getattr(p0, es))
+    getattr(a, ld1r)(z(z0), p0.z, mem(x1))
+    a.mov(x4, 0)
+    loop, done = a.new_label("loop"), a.new_label("done")
+    a.bind(loop)
+    a.whilelt(getattr(p1, es), x4, x0)
+    a.b_none(done)
+    getattr(a, ld1)(z(z1), p1.z, mem(x2, x4, "lsl", shift))
+    getattr(a, ld1)(z(z2), p1.z, mem(x3, x4, "lsl", shift))
+    a.fmla(z(z2), p1.m, z(z1), z(z0))
+    getattr(a, st1)(z(z2), p1, mem(x3, x4, "lsl", shift))
+    getattr(a, "incw" if es == "s" else "incd")(x4)
+    a.b(loop)
+    a.bind(done)
+    a.ret()
+    return a
+
+
+DTYPES = {"fp32": np.float32, "fp64": np.float64}
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp64"])
+@settings(max_examples=10)
+@given(n=st.integers(0, 300), seed=st.integers(0, 2**32 - 1))
+def test_neon_axpy_and_dot(dtype, n, seed):
+    rng = np.random.default_rng(seed)
+    t = DTYPES[dtype]
+    ctype = "float" if dtype == "fp32" else "double"
+    axpy = _kernel(neon_axpy, dtype, f"void(int64_t, const {ctype}*, const {ctype}*, {ctype}*)")
+    dot = _kernel(neon_dot, dtype, f"{ctype}(int64_t, const {ctype}*, const {ctype}*)")
+    x, y = rng.standard_normal(n).astype(t), rng.standard_normal(n).astype(t)
+    alpha = np.array([rng.standard_normal()], dtype=t)
+    expect = y.astype(np.float64) + float(alpha[0]) * x.astype(np.float64)
+    got_dot = dot(n, x, y)
+    axpy(n, alpha, x, y)
+    tol = 1e-5 if dtype == "fp32" else 1e-12
+    np.testing.assert_allclose(y, expect, rtol=tol, atol=tol)
+    y0 = expect - float(alpha[0]) * x.astype(np.float64)  # y before the axpy
+    ref_dot = float(np.dot(x.astype(np.float64), y0))
+    assert got_dot == pytest.approx(ref_dot, rel=1e-4 if dtype == "fp32" else 1e-10, abs=1e-4 * np.sqrt(n + 1))
+
+
+_KERNELS: dict = {}
+
+
+def _kernel(builder, dtype: str, signature: str, sve_vl: int = 128):
+    key = (builder.__name__, dtype, sve_vl)
+    if key not in _KERNELS:
+        a = builder(dtype)
+        _KERNELS[key] = load(a.code(), signature, isa="aarch64", listing=a.listing(), sve_vl=sve_vl, name=key[0])
+    return _KERNELS[key]
+
+
+@pytest.mark.parametrize("vl", SVE_VLS)
+@pytest.mark.parametrize("dtype", ["fp32", "fp64"])
+def test_sve_axpy_every_length_up_to_1000(vl, dtype):
+    """One vector-length-agnostic kernel, correct at every VL for n = 0..1000 (a sample of
+    lengths around every multiple of the vector length, plus random ones)."""
+    if runs_natively("aarch64") and vl != 128:
+        pytest.skip("native host: its own vector length only")
+    t = DTYPES[dtype]
+    ctype = "float" if dtype == "fp32" else "double"
+    k = _kernel(sve_axpy, dtype, f"void(int64_t, const {ctype}*, const {ctype}*, {ctype}*)", sve_vl=vl)
+    rng = np.random.default_rng(vl)
+    lanes = vl // (32 if dtype == "fp32" else 64)
+    lengths = sorted({0, 1, 1000} | {m + d for m in range(0, 1001, lanes) for d in (-1, 0, 1) if 0 <= m + d <= 1000})
+    lengths = lengths[:: max(1, len(lengths) // 60)] + [1000]
+    for n in lengths:
+        # guard zones on both sides catch writes past the predicate
+        buf_y = rng.standard_normal(n + 64).astype(t)
+        x = rng.standard_normal(n).astype(t)
+        y = buf_y[32 : 32 + n]
+        before = buf_y.copy()
+        alpha = np.array([1.5], dtype=t)
+        k(n, alpha, x, buf_y[32:])
+        expect = before[32 : 32 + n].astype(np.float64) + 1.5 * x.astype(np.float64)
+        np.testing.assert_allclose(y, expect, rtol=1e-6, atol=1e-6)
+        assert np.array_equal(buf_y[:32], before[:32]) and np.array_equal(buf_y[32 + n :], before[32 + n :])
+
+
+@needs_emulation
+@pytest.mark.parametrize("vl", SVE_VLS + [2048])
+def test_worker_runs_at_requested_vector_length(vl):
+    assert worker(vl).vector_length() == vl
+
+
+def collatz_steps() -> Assembler:
+    """int64 f(n): Collatz steps to reach 1 (tbz forward, cbnz/b.ne backward)."""
+    a = Assembler()
+    a.mov(x1, 0)
+    loop, even, done = a.new_label("loop"), a.new_label("even"), a.new_label("done")
+    a.bind(loop)
+    a.cmp(x0, 1)
+    a.b_cond("ls", done)
+    a.add(x1, x1, 1)
+    a.tbz(x0, 0, even)
+    a.add(x2, x0, x0, "lsl", 1)  # 3n + 1
+    a.add(x0, x2, 1)
+    a.b(loop)
+    a.bind(even)
+    a.lsr(x0, x0, 1)
+    a.cbnz(x0, loop)
+    a.bind(done)
+    a.mov(x0, x1)
+    a.ret()
+    return a
+
+
+@settings(max_examples=20)
+@given(n=st.integers(1, 10**6))
+def test_branches_forward_and_backward(n):
+    if "collatz" not in _KERNELS:
+        a = collatz_steps()
+        assert llvm.assemble(a.listing()) == a.code()
+        _KERNELS["collatz"] = load(a.code(), "int64_t(int64_t)", isa="aarch64")
+    steps, m = 0, n
+    while m > 1:
+        m = 3 * m + 1 if m & 1 else m // 2
+        steps += 1
+    assert _KERNELS["collatz"](n) == steps
+
+
+@needs_emulation
+def test_fault_raises_names_signal_and_pc_then_fresh_worker_succeeds():
+    # stores into y, then loads from address 0
+    a = Assembler()
+    a.str(xzr, mem(x0))
+    a.mov(x1, 0)
+    a.ldr(x1, mem(x1))
+    a.ret()
+    bad = EmulatedKernel(a.code(), "void(double*, int64_t)", name="bad")
+    y = np.arange(4, dtype=np.float64)
+    with pytest.raises(EmulatorFault) as info:
+        bad(y, 0)
+    assert info.value.signo == signal.SIGSEGV
+    assert info.value.pc == bad.address + 8 and info.value.address == 0
+    assert "SIGSEGV" in str(info.value) and f"{bad.address + 8:#x}" in str(info.value)
+    np.testing.assert_array_equal(y, np.arange(4.0))  # nothing copied back
+    # illegal instruction
+    u = Assembler()
+    u.inst(0)
+    with pytest.raises(EmulatorFault, match="SIGILL"):
+        EmulatedKernel(u.code(), "void(void)")()
+    # the next call runs on a fresh worker; kernels are placed again at their old address
+    collatz = EmulatedKernel(collatz_steps().code(), "int64_t(int64_t)")
+    assert collatz(6) == 8
+    assert bad.address == info.value.pc - 8
+
+
+@needs_emulation
+def test_runaway_code_times_out_and_worker_recovers():
+    a = Assembler()
+    a.b(0)
+    spin = EmulatedKernel(a.code(), "void(void)", sve_vl=256)
+    w = worker(256)
+    old = w.timeout
+    w.timeout = 1.0
+    try:
+        with pytest.raises(EmulatorError, match="did not answer"):
+            spin()
+    finally:
+        w.timeout = old
+    assert w.vector_length() == 256
+
+
+@needs_emulation
+def test_aliasing_arrays_alias_in_the_worker():
+    """in-place y = y + y through two pointers to the same buffer."""
+    a = Assembler()
+    a.ldr(d0, mem(x0))
+    a.ldr(d1, mem(x1))
+    a.fadd(v0.d2, v0.d2, v1.d2)
+    a.str(d0, mem(x1, 8))
+    a.ret()
+    k = EmulatedKernel(a.code(), "void(const double*, double*)")
+    buf = np.array([1.0, 2.0, 3.0])
+    k(buf[:1], buf[1:])
+    np.testing.assert_array_equal(buf, [1.0, 2.0, 3.0])
+    k(buf, buf[1:])
+    np.testing.assert_array_equal(buf, [1.0, 2.0, 3.0])
+
+
+def test_harness_listing_reassembles_to_its_bytes():
+    h = harness_program()
+    assert llvm.assemble(h.listing()) == h.code()
+
+
+def test_emulated_kernel_checks_arguments_before_running():
+    a = Assembler()
+    a.inst(0)  # would fault if it ever ran
+    k = EmulatedKernel(a.code(), "void(float*, int64_t)")
+    with pytest.raises(TypeError):
+        k(np.zeros(3, dtype=np.float64), 1)
+    with pytest.raises(TypeError):
+        k(np.zeros(3, dtype=np.float32))
+    ro = np.zeros(3, dtype=np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError):
+        k(ro, 1)
+    with pytest.raises(ValueError, match="sve_vl"):
+        worker(100)
