@@ -1,0 +1,338 @@
+"""Optimizer passes over :class:`~minijit.ir.TensorConfig` (seed 004, §5.5).
+
+Every pass is a pure function ``TensorConfig -> TensorConfig``: it never mutates its input and
+returns a new, validated config (or the input itself when nothing changes is *not* guaranteed:
+callers must not rely on identity). :func:`optimize` composes them in the seed's order:
+fuse -> split -> identify primitives -> reorder -> create shared loops.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+from minijit.ir import (
+    BINARY_PTYPES,
+    GEMM_PTYPES,
+    Dimension,
+    TensorConfig,
+    dim_t,
+    exec_t,
+    ptype_t,
+)
+
+__all__ = [
+    "find_largest_multiple_of_divisor",
+    "find_best_split",
+    "fuse_dims",
+    "split_dims",
+    "identify_primitives",
+    "reorder_dims",
+    "create_shared_loops",
+    "optimize",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# dimension splitting (§5.5.2)
+# ---------------------------------------------------------------------------------------------
+def find_largest_multiple_of_divisor(
+    divisor: int, size: int, max_size: int, min_size: int = 1
+) -> tuple[int, int] | None:
+    """Seed's ``findLargestMultipleOfDivisor``: the largest multiple ``l`` of ``divisor`` with
+    ``l <= max_size`` and ``size % l == 0`` such that both ``size // l`` and ``l`` are ``>= min_size``.
+
+    Returns ``(size // l, l)`` (outer, inner) or ``None``.
+    """
+    if divisor <= 0 or size <= 0 or max_size <= 0 or min_size <= 0 or divisor > max_size or size < min_size:
+        return None
+    for l_m in range((max_size // divisor) * divisor, divisor - 1, -divisor):
+        if size % l_m == 0:
+            outer, inner = size // l_m, l_m
+            if outer >= min_size and inner >= min_size:
+                return outer, inner
+    return None
+
+
+def find_best_split(
+    size: int, max_kernel_size: int, min_kernel_size: int = 1, dim_type: dim_t | str = dim_t.m
+) -> tuple[int, int]:
+    """Seed's ``findBestSplit``: split ``size`` into ``(outer, inner)`` with ``outer * inner == size``.
+
+    M (and C) dims try inner sizes that are multiples of 16, 12, 8, then 2; N dims multiples of 4,
+    then 2; K dims any divisor (the seed: "K can be chosen freely"). The first divisor that gives a
+    split with ``inner <= max_kernel_size`` and both parts ``>= min_kernel_size`` wins, with the
+    largest such inner size. Returns ``(1, size)`` when there is none.
+
+    Example (the seed's code): ``find_best_split(1600, 1024, 16) == (20, 80)``;
+    ``find_best_split(1600, 32, 16) == (50, 32)``; without a minimum ``(2, 800)``.
+    """
+    dim_type = dim_t(dim_type)
+    if dim_type in (dim_t.m, dim_t.c):
+        divisors: Sequence[int] = (16, 12, 8, 2)
+    elif dim_type is dim_t.n:
+        divisors = (4, 2)
+    else:
+        divisors = (1,)
+    for divisor in divisors:
+        found = find_largest_multiple_of_divisor(divisor, size, max_kernel_size, min_kernel_size)
+        if found is not None:
+            return found
+    return 1, size
+
+
+def _first_prim(dims: Sequence[Dimension]) -> int:
+    return next((i for i, d in enumerate(dims) if d.exec is exec_t.prim), len(dims))
+
+
+def split_dims(config: TensorConfig, max_kernel_size: int, min_kernel_size: int = 1) -> TensorConfig:
+    """Split every dim larger than ``max_kernel_size`` (seed's ``splitDimensions``).
+
+    A dim of size ``outer * inner`` (from :func:`find_best_split`) keeps its place and exec type
+    with size ``inner``; a new dim of size ``outer`` and strides ``inner * stride`` is inserted
+    right before it (before the prim block when the dim is prim; the outer part of a prim dim is
+    seq). The outer part is checked again, so sizes shrink until they fit. When no split satisfies
+    ``min_kernel_size`` the minimum is dropped (the seed's earlier rule) rather than leave a dim
+    above the maximum; a dim without any fitting divisor (e.g. a large prime) stays as it is.
+    """
+    if max_kernel_size < 1:
+        raise ValueError(f"max_kernel_size must be >= 1, got {max_kernel_size}")
+    dims = list(config.dims)
+    i = 0
+    while i < len(dims):
+        d = dims[i]
+        if d.size > max_kernel_size:
+            outer, inner = find_best_split(d.size, max_kernel_size, min_kernel_size, d.type)
+            if outer == 1 and min_kernel_size > 1:
+                outer, inner = find_best_split(d.size, max_kernel_size, 1, d.type)
+            if outer > 1:
+                new = Dimension(
+                    d.type,
+                    exec_t.seq if d.exec is exec_t.prim else d.exec,
+                    outer,
+                    d.stride_in0 * inner,
+                    d.stride_in1 * inner,
+                    d.stride_out * inner,
+                )
+                dims[i] = d.with_(size=inner)
+                pos = _first_prim(dims) if d.exec is exec_t.prim else i
+                dims.insert(pos, new)
+                i = pos  # check the outer part again
+                continue
+        i += 1
+    return config.with_dims(dims)
+
+
+# ---------------------------------------------------------------------------------------------
+# dimension fusion (§5.5.4)
+# ---------------------------------------------------------------------------------------------
+def _fusable(inner: Dimension, outer: Dimension) -> bool:
+    if inner.type is not outer.type or exec_t.prim in (inner.exec, outer.exec):
+        return False
+    loose = {exec_t.seq, exec_t.undefined}
+    if inner.exec is not outer.exec and not {inner.exec, outer.exec} <= loose:
+        return False
+    return all(outer.stride(t) == inner.size * inner.stride(t) for t in ("in0", "in1", "out"))
+
+
+def fuse_dims(config: TensorConfig, min_kernel_size: int | None = None) -> TensorConfig:
+    """Fuse pairs of dims X (inner) and Y (outer) of the same type with
+    ``stride(Y) == |X| * stride(X)`` in all three tensors into one dim of size ``|X| * |Y|`` and
+    the strides of X, at X's position (seed's ``fuseDimensions``).
+
+    Exec types must match (seq and undefined mix, giving seq); prim dims are never fused (that
+    would change the primitive). With ``min_kernel_size`` only dims X smaller than it look for a
+    partner (the seed's rule); with ``None`` every composable pair is fused. Repeats to a fixpoint.
+    """
+    dims = list(config.dims)
+    changed = True
+    while changed:
+        changed = False
+        for i in range(len(dims)):
+            x = dims[i]
+            if min_kernel_size is not None and x.size >= min_kernel_size:
+                continue
+            j = next((j for j in range(len(dims)) if j != i and _fusable(x, dims[j])), None)
+            if j is None:
+                continue
+            y = dims[j]
+            exec_ = x.exec if x.exec is y.exec else exec_t.seq
+            dims[i] = x.with_(size=x.size * y.size, exec=exec_)
+            del dims[j]
+            changed = True
+            break
+    return config.with_dims(dims)
+
+
+# ---------------------------------------------------------------------------------------------
+# primitive identification (§5.5.1)
+# ---------------------------------------------------------------------------------------------
+def _rank(stride: int) -> tuple[int, float]:
+    """Sort key preferring unit stride, then the smallest nonzero magnitude (0 = absent: last)."""
+    return (stride != 1, abs(stride) if stride else math.inf)
+
+
+def _pick(dims: Sequence[Dimension], cands: Sequence[int], key: Callable[[Dimension], tuple]) -> int | None:
+    """The candidate with the smallest key; dims of size > 1 first, later dims win ties."""
+    best = None
+    for i in cands:
+        k = (dims[i].size == 1, *key(dims[i]), -i)
+        if best is None or k < best[0]:
+            best = (k, i)
+    return None if best is None else best[1]
+
+
+def _with_types(dims: Sequence[Dimension], t: dim_t) -> list[int]:
+    return [i for i, d in enumerate(dims) if d.type is t]
+
+
+def _dummy(t: dim_t) -> Dimension:
+    return Dimension(t, exec_t.prim, 1, 0, 0, 0)
+
+
+def identify_primitives(config: TensorConfig) -> TensorConfig:
+    """Choose the prim dims (seed §5.5.1) when the config has none; undefined dims become seq.
+
+    * GEMM/BRGEMM: prim M = the M dim with unit stride in in0 and out; prim N = the N dim with the
+      smallest strides in in1/out; prim K = the K dim with unit stride in in1. Another K dim (the
+      one with the smallest strides) becomes the batch-reduce dim: a GEMM with a second K dim of
+      size > 1 is promoted to BRGEMM, a BRGEMM without a second K is demoted to GEMM. Prim dims are
+      ordered BR, M, N, K. A missing M, N or K is added as a size-1 prim dim with zero strides.
+    * Unary (copy/relu): prim M = the unit-stride dim of in0; if its out stride is not 1 (a
+      transposition) prim N = the unit-stride dim of out, else the dim with the next smallest in0
+      stride. zero uses out strides only. Binary: prim M = unit stride in out (then in0, in1),
+      prim N = the remaining dim with the smallest out stride. Prim dims are ordered N, M.
+
+    Where no unit stride exists the smallest stride is taken; dims of size 1 are chosen last.
+    Other dims keep their exec type (shared stays shared). A config that already has prim dims
+    only gets its undefined dims set to seq.
+    """
+    dims = [d.with_(exec=exec_t.seq) if d.exec is exec_t.undefined else d for d in config.dims]
+    main = config.prim_main
+    if config.has_prims:
+        return config.with_dims(dims)
+
+    if main in GEMM_PTYPES:
+        ks = _with_types(dims, dim_t.k)
+        k = _pick(dims, ks, lambda d: (*_rank(d.stride_in1), *_rank(d.stride_in0)))
+        others = [i for i in ks if i != k]
+        br = _pick(dims, others, lambda d: (abs(d.stride_in0) + abs(d.stride_in1),))
+        if br is not None and main is ptype_t.gemm and dims[br].size == 1:
+            br = None
+        main = ptype_t.brgemm if br is not None else ptype_t.gemm
+        m = _pick(dims, _with_types(dims, dim_t.m), lambda d: (*_rank(d.stride_in0), *_rank(d.stride_out)))
+        n = _pick(dims, _with_types(dims, dim_t.n), lambda d: (abs(d.stride_out) + abs(d.stride_in1),))
+        roles: list[tuple[int | None, dim_t]] = [(m, dim_t.m), (n, dim_t.n), (k, dim_t.k)]
+        if br is not None:
+            roles.insert(0, (br, dim_t.k))
+    else:
+        cands = [i for i, d in enumerate(dims) if d.type is not dim_t.k]
+        if main in BINARY_PTYPES:
+            m = _pick(dims, cands, lambda d: (*_rank(d.stride_out), *_rank(d.stride_in0), *_rank(d.stride_in1)))
+            n = _pick(dims, [i for i in cands if i != m], lambda d: (abs(d.stride_out),))
+        elif main is ptype_t.zero:
+            m = _pick(dims, cands, lambda d: _rank(d.stride_out))
+            n = _pick(dims, [i for i in cands if i != m], lambda d: (abs(d.stride_out),))
+        else:
+            m = _pick(dims, cands, lambda d: (*_rank(d.stride_in0), *_rank(d.stride_out)))
+            rest = [i for i in cands if i != m]
+            if m is not None and dims[m].stride_out != 1:  # transposition
+                n = _pick(dims, rest, lambda d: _rank(d.stride_out))
+            else:
+                n = _pick(dims, rest, lambda d: (abs(d.stride_in0),))
+        fill = dims[m].type if m is not None else dim_t.c
+        roles = [(n, fill), (m, fill)] if n is not None else [(m, fill)]
+
+    chosen = {i for i, _ in roles if i is not None}
+    prims = [dims[i].with_(exec=exec_t.prim) if i is not None else _dummy(t) for i, t in roles]
+    loops = [d for i, d in enumerate(dims) if i not in chosen]
+    loops = [d for d in loops if d.exec is exec_t.shared] + [d for d in loops if d.exec is not exec_t.shared]
+    return config.with_dims(loops + prims, prim_main=main)
+
+
+# ---------------------------------------------------------------------------------------------
+# loop order and shared loops (§5.5.3)
+# ---------------------------------------------------------------------------------------------
+def reorder_dims(config: TensorConfig) -> TensorConfig:
+    """Order the seq dims by decreasing total stride ``|s_in0| + |s_in1| + |s_out|`` (stable), so
+    the unit-/small-stride loops run innermost, next to the primitive (for the seed's GEMM layout:
+    M, N, then K innermost, which keeps the C block hot across the K loop). Shared and prim dims
+    keep their places. Any order of loops is legal: first/last touch depend only on all K indices
+    being 0 / maximal, which holds regardless of the order.
+    """
+    dims = config.dims
+    seq = [i for i, d in enumerate(dims) if d.exec in (exec_t.seq, exec_t.undefined)]
+    order = sorted(seq, key=lambda i: -sum(abs(s) for s in dims[i].strides))
+    out = list(dims)
+    for slot, i in zip(seq, order):
+        out[slot] = dims[i]
+    return config.with_dims(out)
+
+
+def _smallest_divisor_at_least(size: int, need: int) -> int:
+    for d in range(max(need, 1), size + 1):
+        if size % d == 0:
+            return d
+    return size
+
+
+def create_shared_loops(config: TensorConfig, thread_target: int) -> TensorConfig:
+    """Mark seq (or undefined) M/N/C dims shared, outermost first, until the product of the shared
+    sizes reaches ``thread_target`` (seed's shared-loop pass; K dims are never shared).
+
+    A dim that fits entirely (product stays <= target) is marked shared as in the seed. A dim that
+    would overshoot is split into a shared outer part of the smallest size reaching the target
+    that divides it and a seq inner part; without such a divisor the whole dim is shared. Shared
+    dims are then moved to the front (stable), as in the seed.
+    """
+    if thread_target < 1:
+        raise ValueError(f"thread_target must be >= 1, got {thread_target}")
+    dims = list(config.dims)
+    threads = math.prod(d.size for d in dims if d.exec is exec_t.shared)
+    out: list[Dimension] = []
+    for d in dims:
+        eligible = d.exec in (exec_t.seq, exec_t.undefined) and d.type is not dim_t.k and d.size > 1
+        if not eligible or threads >= thread_target:
+            out.append(d)
+        elif threads * d.size <= thread_target:
+            out.append(d.with_(exec=exec_t.shared))
+            threads *= d.size
+        else:
+            part = _smallest_divisor_at_least(d.size, -(-thread_target // threads))
+            if part == d.size:
+                out.append(d.with_(exec=exec_t.shared))
+            else:
+                inner = d.size // part
+                out.append(
+                    Dimension(
+                        d.type,
+                        exec_t.shared,
+                        part,
+                        d.stride_in0 * inner,
+                        d.stride_in1 * inner,
+                        d.stride_out * inner,
+                    )
+                )
+                out.append(d.with_(size=inner))
+            threads *= part
+    out = [d for d in out if d.exec is exec_t.shared] + [d for d in out if d.exec is not exec_t.shared]
+    return config.with_dims(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# the pipeline
+# ---------------------------------------------------------------------------------------------
+def optimize(
+    config: TensorConfig,
+    thread_target: int = 1,
+    max_kernel_size: int = 1024,
+    min_kernel_size: int = 16,
+) -> TensorConfig:
+    """Run the passes in the seed's order: :func:`fuse_dims` (with ``min_kernel_size``),
+    :func:`split_dims`, :func:`identify_primitives`, :func:`reorder_dims`,
+    :func:`create_shared_loops`. The result has prim dims and no undefined exec types."""
+    config = fuse_dims(config, min_kernel_size)
+    config = split_dims(config, max_kernel_size, min_kernel_size)
+    config = identify_primitives(config)
+    config = reorder_dims(config)
+    return create_shared_loops(config, thread_target)
