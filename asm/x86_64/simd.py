@@ -250,6 +250,8 @@ class SimdMixin:
         op = Op(
             None if mn == "vcmpps" else 0x66, "0F", 0xC2, None, 0 if mn == "vcmpps" else 1, 4 if mn == "vcmpps" else 8
         )
+        if isinstance(dst, Vec):
+            return _vcmp_vec(self, mn, dst, src1, src2, pred)
         kd, k, _ = unmask(mn, "dst", dst, zero_ok=False)
         kreg(mn, "dst", kd)
         s1 = vec(mn, "src1", src1, ALL)
@@ -259,11 +261,11 @@ class SimdMixin:
         self._evex(mn, text, op, bits=s1.bits, reg=kd.idx, vvvv=s1.idx, rm=rm, k=k, b=b, n=n, imm8=pred)
 
     def vcmpps(self, dst, src1, src2, pred: int) -> None:
-        """``vcmpps k{k}, src1, src2/mem/bcst, pred`` (EVEX, predicate 0..31)."""
+        """``vcmpps k{k}, src1, src2/mem/bcst, pred`` (EVEX) or ``xmm/ymm, src1, src2/mem, pred`` (VEX)."""
         self._vcmp("vcmpps", dst, src1, src2, pred)
 
     def vcmppd(self, dst, src1, src2, pred: int) -> None:
-        """``vcmppd k{k}, src1, src2/mem/bcst, pred`` (EVEX, predicate 0..31)."""
+        """``vcmppd k{k}, src1, src2/mem/bcst, pred`` (EVEX) or ``xmm/ymm, src1, src2/mem, pred`` (VEX)."""
         self._vcmp("vcmppd", dst, src1, src2, pred)
 
     # -- 128-bit lane permutes and inserts (VEX, AVX) -------------------------------------
@@ -413,3 +415,139 @@ for _mn, _op in ARITH3_IMM.items():
     setattr(SimdMixin, _mn, _make3i(_mn, _op))
 for _mn in MOVES:
     setattr(SimdMixin, _mn, _makemov(_mn))
+
+
+# scalar (ss/sd) arithmetic: dst xmm, src1 xmm, src2 xmm/m32/m64 (VEX, EVEX for xmm16..31)
+SCALAR3: dict[str, Op] = {}
+for _name, _opc in {"vadd": 0x58, "vmul": 0x59, "vsub": 0x5C, "vmin": 0x5D, "vdiv": 0x5E, "vmax": 0x5F}.items():
+    SCALAR3[_name + "ss"] = Op(0xF3, "0F", _opc, 0, 0, 4)
+    SCALAR3[_name + "sd"] = Op(0xF2, "0F", _opc, 0, 1, 8)
+for _name, _opc in {"vfmadd231": 0xB9, "vfnmadd231": 0xBD}.items():
+    SCALAR3[_name + "ss"] = Op(0x66, "0F38", _opc, 0, 0, 4)
+    SCALAR3[_name + "sd"] = Op(0x66, "0F38", _opc, 1, 1, 8)
+
+# VEX-only masked moves: (load opcode, store opcode, W)
+MASKMOVES = {"vmaskmovps": (0x2C, 0x2E), "vmaskmovpd": (0x2D, 0x2F)}
+# VEX-only variable blends with the selector register in imm8[7:4]
+BLENDV = {"vblendvps": 0x4A, "vblendvpd": 0x4B}
+
+
+def _scalar_src(mn: str, operand: str, x: object, esize: int):
+    """An xmm register or an ``esize``-byte memory operand: ``(rm, text)``."""
+    if isinstance(x, Vec):
+        vec(mn, operand, x, (128,))
+        return x.idx, str(x)
+    m = memop(mn, operand, x, esize)
+    return m.addr, str(m)
+
+
+def _scalar3(self, mn: str, dst, src1, src2) -> None:
+    op = SCALAR3[mn]
+    d = vec(mn, "dst", self._nomask(mn, "dst", dst), (128,))
+    vec(mn, "src1", src1, (128,))
+    rm, stext = _scalar_src(mn, "src2", src2, op.esize)
+    text = f"{mn} {d}, {src1}, {stext}"
+    self._vex_or_evex(mn, text, op, [d, src1, src2], bits=128, reg=d.idx, vvvv=src1.idx, rm=rm, n=op.esize)
+
+
+def _vmovs(self, mn: str, dst, src) -> None:
+    """``vmovss/vmovsd xmm, m32/m64`` (load) or ``m32/m64, xmm`` (store)."""
+    esize = 4 if mn == "vmovss" else 8
+    pp, w = (0xF3, 0) if esize == 4 else (0xF2, 1)
+    if isinstance(dst, Mem):
+        s = vec(mn, "src", src, (128,))
+        m = memop(mn, "dst", dst, esize)
+        op = Op(pp, "0F", 0x11, 0, w, esize)
+        return self._vex_or_evex(mn, f"{mn} {m}, {s}", op, [s], bits=128, reg=s.idx, vvvv=0, rm=m.addr, n=esize)
+    d = vec(mn, "dst", self._nomask(mn, "dst", dst), (128,))
+    m = memop(mn, "src", src, esize)
+    op = Op(pp, "0F", 0x10, 0, w, esize)
+    self._vex_or_evex(mn, f"{mn} {d}, {m}", op, [d], bits=128, reg=d.idx, vvvv=0, rm=m.addr, n=esize)
+
+
+def _vmaskmov(self, mn: str, dst, mask, src) -> None:
+    """``vmaskmovps/pd xmm/ymm, mask, mem`` (load) or ``mem, mask, xmm/ymm`` (store); VEX only."""
+    load, store = MASKMOVES[mn]
+    if isinstance(dst, Mem):
+        s = vec(mn, "src", src, (128, 256), 15)
+        vec(mn, "mask", mask, (s.bits,), 15)
+        m = memop(mn, "dst", dst, s.bits // 8)
+        op = Op(0x66, "0F38", store, 0, None)
+        text = f"{mn} {m}, {mask}, {s}"
+        return self._vex(mn, text, op, l256=int(s.bits == 256), reg=s.idx, vvvv=mask.idx, rm=m.addr)
+    d = vec(mn, "dst", self._nomask(mn, "dst", dst), (128, 256), 15)
+    vec(mn, "mask", mask, (d.bits,), 15)
+    m = memop(mn, "src", src, d.bits // 8)
+    op = Op(0x66, "0F38", load, 0, None)
+    self._vex(mn, f"{mn} {d}, {mask}, {m}", op, l256=int(d.bits == 256), reg=d.idx, vvvv=mask.idx, rm=m.addr)
+
+
+def _vblendv(self, mn: str, dst, src1, src2, sel) -> None:
+    """``vblendvps/pd xmm/ymm, src1, src2/mem, selector``: lanes from src2 where the selector's sign is set."""
+    d = vec(mn, "dst", self._nomask(mn, "dst", dst), (128, 256), 15)
+    vec(mn, "src1", src1, (d.bits,), 15)
+    rm, stext, _, _ = self._vsrc(mn, "src2", src2, d.bits, 0, 15)
+    vec(mn, "selector", sel, (d.bits,), 15)
+    op = Op(0x66, "0F3A", BLENDV[mn], 0, None)
+    text = f"{mn} {d}, {src1}, {stext}, {sel}"
+    self._vex(mn, text, op, l256=int(d.bits == 256), reg=d.idx, vvvv=src1.idx, rm=rm, imm8=sel.idx << 4)
+
+
+def _vcmp_vec(self, mn: str, dst, src1, src2, pred: int) -> None:
+    """``vcmpps/pd xmm/ymm, src1, src2/mem, pred`` (VEX; all-ones lanes where the predicate holds)."""
+    d = vec(mn, "dst", self._nomask(mn, "dst", dst), (128, 256), 15)
+    vec(mn, "src1", src1, (d.bits,), 15)
+    rm, stext, _, _ = self._vsrc(mn, "src2", src2, d.bits, 0, 15)
+    imm(mn, "predicate", pred, 0, 31)
+    op = Op(None if mn == "vcmpps" else 0x66, "0F", 0xC2, 0, None)
+    text = f"{mn} {d}, {src1}, {stext}, {pred}"
+    if isinstance(src2, Vec) and src1.idx < 8 <= src2.idx and pred & 7 in (0, 3, 4, 7):
+        # symmetric predicate: llvm-mc swaps the sources for the 2-byte VEX prefix
+        src1, rm = src2, src1.idx
+    self._vex(mn, text, op, l256=int(d.bits == 256), reg=d.idx, vvvv=src1.idx, rm=rm, imm8=pred)
+
+
+def _make_scalar3(mn: str):
+    def method(self, dst, src1, src2) -> None:
+        _scalar3(self, mn, dst, src1, src2)
+
+    method.__name__ = mn
+    method.__doc__ = f"``{mn} xmm, xmm, xmm/m{SCALAR3[mn].esize * 8}`` (VEX; EVEX for xmm16..31)."
+    return method
+
+
+def _make_vmovs(mn: str):
+    def method(self, dst, src) -> None:
+        _vmovs(self, mn, dst, src)
+
+    method.__name__ = mn
+    method.__doc__ = f"``{mn}`` scalar load (``xmm, mem``) or store (``mem, xmm``)."
+    return method
+
+
+def _make_maskmov(mn: str):
+    def method(self, dst, mask, src) -> None:
+        _vmaskmov(self, mn, dst, mask, src)
+
+    method.__name__ = mn
+    method.__doc__ = f"``{mn}`` masked load (``v, mask, mem``) or store (``mem, mask, v``); VEX only."
+    return method
+
+
+def _make_blendv(mn: str):
+    def method(self, dst, src1, src2, sel) -> None:
+        _vblendv(self, mn, dst, src1, src2, sel)
+
+    method.__name__ = mn
+    method.__doc__ = f"``{mn} v, v, v/mem, v_selector`` (VEX only)."
+    return method
+
+
+for _mn in SCALAR3:
+    setattr(SimdMixin, _mn, _make_scalar3(_mn))
+for _mn in ("vmovss", "vmovsd"):
+    setattr(SimdMixin, _mn, _make_vmovs(_mn))
+for _mn in MASKMOVES:
+    setattr(SimdMixin, _mn, _make_maskmov(_mn))
+for _mn in BLENDV:
+    setattr(SimdMixin, _mn, _make_blendv(_mn))
