@@ -268,7 +268,7 @@ class TensorConfig:
             desc = ", ".join(f"{name}={n}" for name, n in lengths.items())
             raise SetupError(error_t.wrong_length, f"setup lists differ in length: {desc}")
         dims = []
-        for i, row in enumerate(zip(*lists.values())):
+        for i, row in enumerate(zip(*lists.values(), strict=True)):
             try:
                 dims.append(Dimension(*row))
             except SetupError as e:
@@ -350,7 +350,7 @@ class TensorConfig:
         if main in GEMM_PTYPES:
             want = {dim_t.m: 1, dim_t.n: 1, dim_t.k: 1 if main is ptype_t.gemm else 2, dim_t.c: 0}
             seen: dict[dim_t, int] = dict.fromkeys(dim_t, 0)
-            for i, t in zip(prim, types):
+            for i, t in zip(prim, types, strict=True):
                 seen[t] += 1
                 if seen[t] > want[t]:
                     raise self._fail(
@@ -372,7 +372,7 @@ class TensorConfig:
             )
         if main is ptype_t.zero:
             return
-        for i, t in zip(prim, types):
+        for i, t in zip(prim, types, strict=True):
             if t is dim_t.k:
                 raise self._fail(error_t.wrong_dimension, i, f"{main.name} takes prim dims of type c, m or n")
 
@@ -478,7 +478,7 @@ class TensorConfig:
             for i, d in enumerate(self.dims)
         ]
         widths = [max(len(r[c]) for r in rows) for c in range(len(cols))]
-        lines = [head] + ["  " + "  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in rows]
+        lines = [head] + ["  " + "  ".join(v.rjust(w) for v, w in zip(r, widths, strict=True)) for r in rows]
         return "\n".join(lines)
 
 

@@ -264,7 +264,7 @@ def reorder_dims(config: TensorConfig) -> TensorConfig:
     seq = [i for i, d in enumerate(dims) if d.exec in (exec_t.seq, exec_t.undefined)]
     order = sorted(seq, key=lambda i: -sum(abs(s) for s in dims[i].strides))
     out = list(dims)
-    for slot, i in zip(seq, order):
+    for slot, i in zip(seq, order, strict=True):
         out[slot] = dims[i]
     return config.with_dims(out)
 

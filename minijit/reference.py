@@ -59,7 +59,7 @@ def check_arrays(
     used = {"in0": config.uses_in0, "in1": config.uses_in1, "out": True}
     if len(offsets) != 3:
         raise SetupError(error_t.wrong_array, f"offsets needs 3 entries (in0, in1, out), got {len(offsets)}")
-    for name, arr, base in zip(("in0", "in1", "out"), (in0, in1, out), offsets):
+    for name, arr, base in zip(("in0", "in1", "out"), (in0, in1, out), offsets, strict=True):
         if not used[name] and arr is None:
             continue
         if not isinstance(arr, np.ndarray):

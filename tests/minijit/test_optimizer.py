@@ -1,0 +1,367 @@
+"""Tests of minijit.optimizer with the seed's (004, §5.5) numbers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from minijit.ir import Dimension, TensorConfig, dim_t, exec_t, ptype_t
+from minijit.optimizer import (
+    create_shared_loops,
+    find_best_split,
+    find_largest_multiple_of_divisor,
+    fuse_dims,
+    identify_primitives,
+    optimize,
+    reorder_dims,
+    split_dims,
+)
+
+SEED_LISTS = (
+    "mnkmnk",
+    ("seq",) * 6,
+    (32, 32, 8, 32, 32, 32),
+    (8192, 0, 1024, 1, 0, 32),
+    (0, 8192, 1024, 0, 32, 1),
+    (32768, 1024, 0, 1, 32, 0),
+)
+
+
+def cfg(main, dims, first="none", last="none", dtype="fp32") -> TensorConfig:
+    return TensorConfig(dtype, first, main, last, tuple(Dimension(*d) for d in dims))
+
+
+def seed_seq(main="gemm") -> TensorConfig:
+    return TensorConfig.from_lists("fp32", "none", main, "none", *SEED_LISTS)
+
+
+def matmul(n: int, exec_="seq") -> TensorConfig:
+    """C (M x N) += A (M x K) B (K x N), column-major, all dims ``exec_``."""
+    return cfg("gemm", [("m", exec_, n, 1, 0, 1), ("n", exec_, n, 0, n, n), ("k", exec_, n, n, 1, 0)])
+
+
+def footprint(config: TensorConfig) -> dict:
+    """Per dim type: product of sizes (invariant under fuse/split/reorder/shared)."""
+    return {t: math.prod(d.size for d in config.dims if d.type is t) for t in dim_t}
+
+
+def assert_valid_result(before: TensorConfig, after: TensorConfig) -> None:
+    assert isinstance(after, TensorConfig) and after is not before
+    TensorConfig(after.dtype, after.prim_first, after.prim_main, after.prim_last, after.dims)  # re-validates
+    assert footprint(after) == footprint(before)
+    assert after.offset_range("in0") == before.offset_range("in0")
+    assert after.offset_range("out") == before.offset_range("out")
+
+
+# --------------------------------------------------------------------------------------------
+# findBestSplit / findLargestMultipleOfDivisor
+# --------------------------------------------------------------------------------------------
+def test_find_largest_multiple_of_divisor_seed_example():
+    # "divisor 16, size 1600, max 1024 -> 2 and 800"
+    assert find_largest_multiple_of_divisor(16, 1600, 1024) == (2, 800)
+    assert find_largest_multiple_of_divisor(16, 1600, 1024, 16) == (20, 80)
+    assert find_largest_multiple_of_divisor(16, 100, 64) is None  # no multiple of 16 divides 100
+    assert find_largest_multiple_of_divisor(2048, 4096, 1024) is None  # divisor > max
+    assert find_largest_multiple_of_divisor(2, 8, 8, 16) is None  # size < min
+
+
+def test_find_best_split_seed_numbers():
+    # before min_kernel_size: 1600 -> 2 x 800 (the seed's first version)
+    assert find_best_split(1600, 1024, 1) == (2, 800)
+    # the seed's code with min 16 and max 1024 gives 20 x 80 (its prose says 50 x 32, which is
+    # what the same code gives for max_kernel_size 32 -- or for min 32)
+    assert find_best_split(1600, 1024, 16) == (20, 80)
+    assert find_best_split(1600, 32, 16) == (50, 32)
+    assert find_best_split(1600, 1024, 32) == (50, 32)
+    # N prefers multiples of 4, K any divisor
+    assert find_best_split(1600, 1024, 16, "n") == (16, 100)
+    assert find_best_split(1600, 1024, 16, dim_t.k) == (16, 100)
+    assert find_best_split(1600, 1024, 1, "k") == (2, 800)
+    # M falls back to multiples of 12, 8, 2
+    assert find_best_split(36, 20, 1) == (3, 12)
+    assert find_best_split(50, 32, 1) == (5, 10)
+    # nothing fits
+    assert find_best_split(1031, 1024, 16) == (1, 1031)
+    assert find_best_split(50, 32, 16) == (1, 50)
+
+
+@pytest.mark.parametrize("size", [2, 17, 96, 1000, 1600, 4096, 6000])
+@pytest.mark.parametrize("type_", list(dim_t))
+def test_find_best_split_invariants(size, type_):
+    outer, inner = find_best_split(size, 64, 4, type_)
+    assert outer * inner == size
+    assert outer == 1 or (inner <= 64 and outer >= 4 and inner >= 4)
+
+
+# --------------------------------------------------------------------------------------------
+# split_dims
+# --------------------------------------------------------------------------------------------
+def test_split_dims_1600():
+    c = matmul(1600)
+    s = split_dims(c, 1024, 16)
+    assert_valid_result(c, s)
+    assert [(d.type.name, d.size) for d in s.dims] == [
+        ("m", 20),
+        ("m", 80),
+        ("n", 16),
+        ("n", 100),
+        ("k", 16),
+        ("k", 100),
+    ]
+    outer_m, inner_m = s.dims[0], s.dims[1]
+    assert outer_m.strides == (80, 0, 80) and inner_m.strides == (1, 0, 1)
+    assert s.dims[2].strides == (0, 160000, 160000)
+
+
+def test_split_dims_recursive_and_fallback():
+    c = cfg("copy", [("c", "seq", 4096, 1, 0, 1)])
+    s = split_dims(c, 16, 4)
+    assert [d.size for d in s.dims] == [16, 16, 16]
+    assert [d.stride_in0 for d in s.dims] == [256, 16, 1]
+    # 50 with max 32, min 16 cannot satisfy the minimum: the seed's older rule splits it anyway
+    s = split_dims(cfg("copy", [("c", "seq", 50, 1, 0, 1)]), 32, 16)
+    assert [d.size for d in s.dims] == [5, 10]
+    # a prime stays
+    s = split_dims(cfg("copy", [("c", "seq", 37, 1, 0, 1)]), 32, 1)
+    assert [d.size for d in s.dims] == [37]
+
+
+def test_split_prim_dim_keeps_prim_block():
+    c = cfg("gemm", [("m", "prim", 64, 1, 0, 1), ("n", "prim", 8, 0, 8, 64), ("k", "prim", 8, 64, 1, 0)])
+    s = split_dims(c, 16, 1)
+    assert [(d.exec.name, d.size) for d in s.dims] == [("seq", 4), ("prim", 16), ("prim", 8), ("prim", 8)]
+    assert_valid_result(c, s)
+
+
+# --------------------------------------------------------------------------------------------
+# fuse_dims
+# --------------------------------------------------------------------------------------------
+def test_fuse_dims():
+    # A[m0, m1] with m1 unit stride: (m0 stride 5 = |m1| * 1) fuses into one M of 20
+    c = cfg("copy", [("m", "seq", 4, 5, 0, 5), ("m", "seq", 5, 1, 0, 1)])
+    f = fuse_dims(c)
+    assert_valid_result(c, f)
+    assert f.dims == (Dimension("m", "seq", 20, 1, 0, 1),)
+    # the seed's min_kernel_size rule: only dims smaller than it look for a partner
+    assert fuse_dims(c, min_kernel_size=5).dims == c.dims
+    assert fuse_dims(c, min_kernel_size=6).dims == f.dims
+    # different layout in out (a transposition): no fusion
+    t = cfg("copy", [("m", "seq", 4, 5, 0, 1), ("m", "seq", 5, 1, 0, 4)])
+    assert fuse_dims(t).dims == t.dims
+    # different types, or different exec types, or prim dims: no fusion
+    for dims in (
+        [("m", "seq", 4, 5, 0, 5), ("n", "seq", 5, 1, 0, 1)],
+        [("m", "shared", 4, 5, 0, 5), ("m", "seq", 5, 1, 0, 1)],
+        [("m", "prim", 4, 5, 0, 5), ("m", "prim", 5, 1, 0, 1)],
+    ):
+        c2 = cfg("add", dims)
+        assert fuse_dims(c2).dims == c2.dims
+    # seq and undefined mix
+    u = cfg("copy", [("m", "undefined", 4, 5, 0, 5), ("m", "seq", 5, 1, 0, 1)])
+    assert fuse_dims(u).dims == (Dimension("m", "seq", 20, 1, 0, 1),)
+
+
+def test_fuse_dims_chain_and_nonadjacent():
+    # three M dims spread over the list fuse into one; the N dim in between stays
+    c = cfg(
+        "gemm",
+        [
+            ("m", "seq", 2, 12, 0, 12),
+            ("n", "seq", 3, 0, 1, 24),
+            ("m", "seq", 3, 4, 0, 4),
+            ("k", "seq", 5, 24, 3, 0),
+            ("m", "seq", 4, 1, 0, 1),
+        ],
+    )
+    f = fuse_dims(c)
+    assert_valid_result(c, f)
+    assert [(d.type.name, d.size) for d in f.dims] == [("n", 3), ("k", 5), ("m", 24)]
+
+
+# --------------------------------------------------------------------------------------------
+# identify_primitives
+# --------------------------------------------------------------------------------------------
+def test_identify_seed_gemm_promotes_to_brgemm():
+    c = seed_seq("gemm")
+    p = identify_primitives(c)
+    assert_valid_result(c, p)
+    assert p.prim_main is ptype_t.brgemm  # the second K (size 8) becomes the BR dim
+    assert [(d.type.name, d.exec.name, d.size) for d in p.dims] == [
+        ("m", "seq", 32),
+        ("n", "seq", 32),
+        ("k", "prim", 8),
+        ("m", "prim", 32),
+        ("n", "prim", 32),
+        ("k", "prim", 32),
+    ]
+    assert p.prim.br == 2 and p.prim.k == 5
+    assert p.dims[5].stride_in1 == 1 and p.dims[3].stride_in0 == 1
+
+
+def test_identify_keeps_existing_prims_and_demotes_brgemm():
+    c = TensorConfig.from_lists(
+        "fp32", "none", "gemm", "none", *SEED_LISTS[:1], ("undefined",) * 3 + ("prim",) * 3, *SEED_LISTS[2:]
+    )
+    p = identify_primitives(c)
+    assert p.prim_main is ptype_t.gemm and all(d.exec is not exec_t.undefined for d in p.dims)
+    assert [d.exec for d in p.dims[:3]] == [exec_t.seq] * 3
+    b = matmul(16)
+    b = b.with_dims(b.dims, prim_main="brgemm")
+    assert identify_primitives(b).prim_main is ptype_t.gemm  # one K only
+
+
+def test_identify_missing_dims_become_size_one():
+    # matrix-vector: no N dim
+    c = cfg("gemm", [("m", "seq", 6, 1, 0, 1), ("k", "seq", 5, 6, 1, 0)])
+    p = identify_primitives(c)
+    assert_valid_result(c, p)
+    assert [(d.type.name, d.size, d.strides) for d in p.dims] == [
+        ("m", 6, (1, 0, 1)),
+        ("n", 1, (0, 0, 0)),
+        ("k", 5, (6, 1, 0)),
+    ]
+
+
+def test_identify_unary_permutation():
+    # seed §5.6.2: trus -> turs, all seq; prim M = s (unit stride in in0 and out), N = u
+    T, R, U, S = 3, 4, 7, 5
+    c = cfg(
+        "copy",
+        [
+            ("c", "seq", T, R * U * S, 0, U * R * S),
+            ("c", "seq", R, U * S, 0, S),
+            ("c", "seq", U, S, 0, R * S),
+            ("c", "seq", S, 1, 0, 1),
+        ],
+    )
+    p = identify_primitives(c)
+    assert_valid_result(c, p)
+    assert [d.size for d in p.prim_dims] == [U, S]
+    assert p.dims[p.prim.m].size == S and p.dims[p.prim.n].size == U
+    # a transposition: the unit-stride dim of out becomes prim N
+    tr = cfg("relu", [("c", "seq", 3, 1, 0, 4), ("c", "seq", 4, 3, 0, 1)])
+    p = identify_primitives(tr)
+    assert p.dims[p.prim.m].strides == (1, 0, 4) and p.dims[p.prim.n].strides == (3, 0, 1)
+
+
+def test_identify_binary_and_zero():
+    c = cfg("sub", [("n", "seq", 3, 20, 20, 20), ("m", "seq", 4, 5, 5, 5), ("m", "seq", 5, 1, 1, 1)])
+    p = identify_primitives(c)
+    assert [(d.exec.name, d.size) for d in p.dims] == [("seq", 3), ("prim", 4), ("prim", 5)]
+    z = cfg("zero", [("c", "seq", 3, 0, 0, 1), ("c", "seq", 4, 0, 0, 3), ("c", "seq", 2, 0, 0, 12)])
+    p = identify_primitives(z)
+    assert [d.stride_out for d in p.prim_dims] == [3, 1]
+
+
+# --------------------------------------------------------------------------------------------
+# reorder_dims and create_shared_loops
+# --------------------------------------------------------------------------------------------
+def test_reorder_dims():
+    c = identify_primitives(seed_seq("gemm"))
+    assert reorder_dims(c).dims == c.dims  # M, N, K is already the order by stride
+    shuffled = c.with_dims((c.dims[1], c.dims[0]) + c.dims[2:])
+    r = reorder_dims(shuffled)
+    assert_valid_result(shuffled, r)
+    assert r.dims == c.dims
+
+
+@pytest.mark.parametrize(
+    ("target", "shared"),
+    [(1, []), (2, [2]), (4, [4]), (16, [16]), (32, [32]), (64, [32, 2]), (4096, [32, 32])],
+)
+def test_create_shared_loops(target, shared):
+    c = identify_primitives(seed_seq("brgemm"))
+    s = create_shared_loops(c, target)
+    assert_valid_result(c, s)
+    assert [d.size for d in s.shared_dims] == shared
+    assert all(d.type is not dim_t.k for d in s.shared_dims)
+    assert s.dims[: len(shared)] == s.shared_dims
+    if target <= 1024:
+        assert math.prod(shared) >= target
+
+
+def test_create_shared_loops_existing_and_prime():
+    c = identify_primitives(seed_seq("gemm"))
+    pre = create_shared_loops(c, 32)
+    assert create_shared_loops(pre, 16).dims == pre.dims  # enough shared iterations already
+    # a dim without a suitable divisor is shared as a whole
+    p = cfg("copy", [("c", "seq", 7, 4, 0, 4), ("c", "prim", 4, 1, 0, 1)])
+    s = create_shared_loops(p, 4)
+    assert [(d.exec.name, d.size) for d in s.dims] == [("shared", 7), ("prim", 4)]
+    with pytest.raises(ValueError):
+        create_shared_loops(p, 0)
+
+
+# --------------------------------------------------------------------------------------------
+# the whole optimizer
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("exec_", ["seq", "undefined"])
+def test_optimize_1600_cubed(exec_):
+    c = matmul(1600, exec_)
+    o = optimize(c, thread_target=16, max_kernel_size=1024, min_kernel_size=16)
+    assert_valid_result(c, o)
+    o.validate_executable()
+    assert o.prim_main is ptype_t.brgemm
+    assert all(d.size <= 1024 for d in o.prim_dims)
+    p = o.prim
+    assert (o.dims[p.m].size, o.dims[p.n].size, o.dims[p.k].size, o.dims[p.br].size) == (80, 100, 100, 16)
+    assert o.dims[p.m].stride_in0 == 1 and o.dims[p.k].stride_in1 == 1
+    assert math.prod(d.size for d in o.shared_dims) >= 16
+    assert o.flops() == 2 * 1600**3
+
+
+def test_optimize_1600_cubed_small_kernels():
+    o = optimize(matmul(1600), thread_target=64, max_kernel_size=32, min_kernel_size=16)
+    assert o.dims[o.prim.m].size == 32  # the seed's 50 x 32
+    assert all(d.size <= 32 for d in o.prim_dims)
+
+
+def mm_64_25() -> TensorConfig:
+    """dims (M, M, N, N, K, K), sizes (64, 25, 64, 25, 64, 25), row-major A[k0,k1,m0,m1],
+    B[n0,n1,k0,k1], C[n0,n1,m0,m1] (the last index has unit stride)."""
+    return cfg(
+        "gemm",
+        [
+            ("m", "seq", 64, 25, 0, 25),
+            ("m", "seq", 25, 1, 0, 1),
+            ("n", "seq", 64, 0, 40000, 40000),
+            ("n", "seq", 25, 0, 1600, 1600),
+            ("k", "seq", 64, 40000, 25, 0),
+            ("k", "seq", 25, 1600, 1, 0),
+        ],
+    )
+
+
+def test_optimize_64_25():
+    c = mm_64_25()
+    # seed defaults (min 16): 64 and 25 are not small, nothing fuses
+    o = optimize(c, thread_target=4, max_kernel_size=1024, min_kernel_size=16)
+    assert_valid_result(c, o)
+    p = o.prim
+    assert (o.dims[p.m].size, o.dims[p.n].size, o.dims[p.k].size, o.dims[p.br].size) == (25, 25, 25, 64)
+    assert math.prod(d.size for d in o.shared_dims) >= 4
+    # min 32: the 25s fuse with their 64s into 1600, which is split again
+    o = optimize(c, thread_target=4, max_kernel_size=1024, min_kernel_size=32)
+    assert_valid_result(c, o)
+    p = o.prim
+    assert (o.dims[p.m].size, o.dims[p.n].size, o.dims[p.k].size, o.dims[p.br].size) == (32, 40, 50, 32)
+    # fusing everything gives the 1600^3 matmul
+    f = fuse_dims(c)
+    assert [(d.type.name, d.size) for d in f.dims] == [("m", 1600), ("n", 1600), ("k", 1600)]
+    assert [d.strides for d in f.dims] == [(1, 0, 1), (0, 1600, 1600), (1600, 1, 0)]
+
+
+def test_passes_do_not_mutate():
+    c = mm_64_25()
+    snapshot = (c.dims, c.prim_main)
+    for result in (
+        fuse_dims(c),
+        split_dims(c, 16),
+        identify_primitives(c),
+        reorder_dims(c),
+        create_shared_loops(c, 8),
+        optimize(c, 8, 16, 4),
+    ):
+        assert result is not c
+    assert (c.dims, c.prim_main) == snapshot
