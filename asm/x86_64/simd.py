@@ -495,7 +495,9 @@ def _vblendv(self, mn: str, dst, src1, src2, sel) -> None:
 
 def _vcmp_vec(self, mn: str, dst, src1, src2, pred: int) -> None:
     """``vcmpps/pd xmm/ymm, src1, src2/mem, pred`` (VEX; all-ones lanes where the predicate holds)."""
-    d = vec(mn, "dst", self._nomask(mn, "dst", dst), (128, 256), 15)
+    if dst.bits == 512 or dst.idx > 15:
+        raise fail(mn, "dst", "an opmask register k0..k7 or (VEX) xmm0..xmm15/ymm0..ymm15", dst)
+    d = vec(mn, "dst", dst, (128, 256), 15)
     vec(mn, "src1", src1, (d.bits,), 15)
     rm, stext, _, _ = self._vsrc(mn, "src2", src2, d.bits, 0, 15)
     imm(mn, "predicate", pred, 0, 31)

@@ -219,7 +219,7 @@ ERRORS = [
     (lambda a: a.vaddpd(zmm0, zmm1, _bcst_of(dword(rax))), r"vaddpd: src2 must be a qword broadcast"),
     (lambda a: a.vshufps(xmm0, xmm1, xmm2, 256), r"vshufps: imm must be in 0\.\.255"),
     (lambda a: a.vcmpps(k1, zmm0, zmm1, 32), r"vcmpps: predicate must be in 0\.\.31"),
-    (lambda a: a.vcmpps(xmm0, xmm0, xmm1, 0), r"vcmpps: dst must be an opmask register k0\.\.k7"),
+    (lambda a: a.vcmpps(zmm0, zmm0, zmm1, 0), r"vcmpps: dst must be an opmask register k0\.\.k7 or"),
     (lambda a: a.vinsertf32x4(zmm0, zmm1, xmm2, 4), r"vinsertf32x4: imm must be in 0\.\.3"),
     (lambda a: a.vinsertf32x4(ymm0, ymm1, xmm2, 2), r"vinsertf32x4: imm must be in 0\.\.1"),
     (lambda a: a.vbroadcastsd(xmm0, xmm1), r"vbroadcastsd: dst must be ymm0\.\.ymm31/zmm0\.\.zmm31"),
