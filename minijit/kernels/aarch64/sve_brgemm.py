@@ -1,0 +1,376 @@
+"""SVE batch-reduce GEMM, vector-length agnostic: C += sum over br of A_br B_br.
+
+Column-major, strides in elements: A is M x K (``a[m + k*lda]``), B is K x N
+(``b[k + n*ldb]``), C is M x N (``c[m + n*ldc]``); batch ``br`` reads
+``a + br*br_stride_a`` and ``b + br*br_stride_b``. The kernel
+
+    void f(const T* a, const T* b, T* c, int64_t lda, int64_t ldb, int64_t ldc,
+           int64_t br_stride_a, int64_t br_stride_b)
+
+makes no assumption about the SVE vector length: the M loop reads the lane
+count with ``cntw``/``cntd`` and builds one ``whilelt`` predicate per vector,
+so the same bytes run at 128 ... 2048 bits. Per M step the number of vectors
+(1..4) is chosen at run time from the predicates (the first all-false one
+branches to the narrower variant), and each variant has its own N blocking:
+
+    vectors of M  columns of N  accumulators
+         4             6             24
+         3             8             24
+         2             8             16
+         1             8              8
+
+A registers z24..z27, broadcast B (``ld1rw``/``ld1rd``) rotates through
+z28..z31, accumulators z0..z23 (z8..z15 make d8..d15 saved). N remainders use
+a narrower block; K is unrolled by 4. Loads and stores are predicated, so no
+byte outside the matrices is read or written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from asm.aarch64 import (
+    Assembler,
+    P,
+    Z,
+    d8,
+    d9,
+    d10,
+    d11,
+    d12,
+    d13,
+    d14,
+    d15,
+    mem,
+    post,
+    pre,
+    sp,
+    x0,
+    x1,
+    x2,
+    x3,
+    x4,
+    x5,
+    x6,
+    x7,
+    x8,
+    x9,
+    x10,
+    x11,
+    x12,
+    x13,
+    x14,
+    x15,
+    x16,
+    x17,
+    x19,
+    x20,
+    x21,
+    x22,
+    x23,
+    x24,
+    x25,
+    x26,
+    x27,
+    x28,
+)
+from asm.aarch64.registers import XReg, ZVec
+
+__all__ = ["BLOCKING", "UNROLL_K", "generate", "kloop_body", "program", "signature"]
+
+# -- blocking decisions ---------------------------------------------------------
+BLOCKING = {4: 6, 3: 8, 2: 8, 1: 8}  # vectors of M -> columns of N per micro-block
+UNROLL_K = 4  # K steps per loop iteration
+MIN_VL_BITS = 128  # narrowest SVE vector: bounds the variants a given m can need
+
+# -- registers ------------------------------------------------------------------
+A, B, C, LDA, LDB, LDC, BR_A, BR_B = x0, x1, x2, x3, x4, x5, x6, x7  # arguments (strides -> bytes)
+I, LANES, TMP = x8, x9, x10  # M offset (elements), lanes per vector, scratch
+A_M, C_M = x11, x12  # A and C at row I
+N_CNT, B_N, C_N = x13, x14, x15  # N-block counter, B and C at the current column block
+BR_CNT, K_CNT = x16, x17
+M_REG, XA = x19, x20  # m, A pointer walking K
+XB = (x21, x22, x23, x24, x25, x26, x27, x28)  # B column pointers walking K
+CALLEE_X = (x19, x20, *XB)
+CALLEE_D = (d8, d9, d10, d11, d12, d13, d14, d15)
+Z_A, Z_B = 24, 28  # first A register, first of 4 rotating B registers
+
+DTYPES = {"fp32": ("s", 4, "float"), "fp64": ("d", 8, "double")}
+
+
+def signature(dtype: str = "fp32") -> str:
+    """The C signature of a BRGEMM kernel of ``dtype``."""
+    t = _dtype(dtype).ctype
+    return (
+        f"void(const {t}* a, const {t}* b, {t}* c, int64_t lda, int64_t ldb, int64_t ldc,"
+        " int64_t br_stride_a, int64_t br_stride_b)"
+    )
+
+
+@dataclass(frozen=True)
+class _Type:
+    """Element-size specifics: ``es`` ("s"/"d"), ``size`` bytes, ``shift`` log2(size)."""
+
+    es: str
+    size: int
+    ctype: str
+
+    @property
+    def shift(self) -> int:
+        return 2 if self.size == 4 else 3
+
+    @property
+    def suffix(self) -> str:  # memory element suffix of ld1w/ld1d
+        return "w" if self.size == 4 else "d"
+
+    def z(self, idx: int) -> ZVec:
+        return getattr(Z[idx], self.es)
+
+    def ld1(self, a: Assembler, *ops: Any) -> None:
+        getattr(a, "ld1" + self.suffix)(*ops)
+
+    def st1(self, a: Assembler, *ops: Any) -> None:
+        getattr(a, "st1" + self.suffix)(*ops)
+
+    def ld1r(self, a: Assembler, *ops: Any) -> None:
+        getattr(a, "ld1r" + self.suffix)(*ops)
+
+    def cnt(self, a: Assembler, rd: XReg) -> None:
+        getattr(a, "cnt" + self.suffix)(rd)
+
+    def inc(self, a: Assembler, rd: XReg, mul: int = 1) -> None:
+        getattr(a, "inc" + self.suffix)(rd, "all", mul)
+
+
+def _dtype(dtype: str) -> _Type:
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    return _Type(*DTYPES[dtype])
+
+
+def _positive(**sizes: object) -> None:
+    for name, v in sizes.items():
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+
+
+def _check(m: int, n: int, k: int, br_size: int, trans_a: bool, trans_b: bool, trans_c: bool, dtype: str) -> _Type:
+    _positive(m=m, n=n, k=k, br_size=br_size)
+    for name, flag in (("trans_a", trans_a), ("trans_b", trans_b), ("trans_c", trans_c)):
+        if flag:
+            raise NotImplementedError(f"SVE BRGEMM: {name}=True is not supported (use the NEON generator)")
+    return _dtype(dtype)
+
+
+def max_vectors(m: int, t: _Type) -> int:
+    """Vectors of M a block can need: at 128 bits ``m`` fills at most ceil(m / lanes) (capped at 4)."""
+    lanes = MIN_VL_BITS // (8 * t.size)
+    return min(4, -(-m // lanes))
+
+
+# -- frame ------------------------------------------------------------------------
+def _frame(used_x: int, used_d: int) -> tuple[list[tuple[Any, Any]], int]:
+    """Pairs of callee-saved registers to save (x19.., d8..) and the frame size in bytes."""
+    xs = list(CALLEE_X[: used_x + used_x % 2])
+    ds = list(CALLEE_D[: used_d + used_d % 2])
+    pairs = [(xs[i], xs[i + 1]) for i in range(0, len(xs), 2)] + [(ds[i], ds[i + 1]) for i in range(0, len(ds), 2)]
+    return pairs, 16 * len(pairs)
+
+
+def _prologue(a: Assembler, pairs: list[tuple[Any, Any]], size: int) -> None:
+    for i, (r1, r2) in enumerate(pairs):
+        a.stp(r1, r2, pre(sp, -size) if i == 0 else mem(sp, 16 * i))
+
+
+def _epilogue(a: Assembler, pairs: list[tuple[Any, Any]], size: int) -> None:
+    for i, (r1, r2) in reversed(list(enumerate(pairs))):
+        a.ldp(r1, r2, post(sp, size) if i == 0 else mem(sp, 16 * i))
+    a.ret()
+
+
+# -- the kernel -------------------------------------------------------------------
+class _Brgemm:
+    """Emits one BRGEMM kernel; the methods mirror its loops (M, N, BR, K)."""
+
+    def __init__(self, a: Assembler, m: int, n: int, k: int, br_size: int, t: _Type) -> None:
+        self.a, self.m, self.n, self.k, self.br, self.t = a, m, n, k, br_size, t
+        self.mvs = range(max_vectors(m, t), 0, -1)  # variants, widest first
+        self.nbs = {mv: min(BLOCKING[mv], n) for mv in self.mvs}
+
+    def acc(self, mv: int, v: int, j: int) -> ZVec:
+        return self.t.z(j * mv + v)
+
+    def kernel(self) -> None:
+        a, t = self.a, self.t
+        widest = max(self.nbs.values())
+        pairs, size = _frame(2 + widest, max(0, max(mv * self.nbs[mv] for mv in self.mvs) - 8))
+        _prologue(a, pairs, size)
+        # strides to bytes; per-batch pointer steps net of the K walk
+        for r in (LDA, LDB, LDC, BR_A, BR_B):
+            a.lsl(r, r, t.shift)
+        if self.br > 1:
+            a.mov(TMP, self.k)
+            a.msub(BR_A, TMP, LDA, BR_A)  # br_stride_a - k*lda
+            a.mov(TMP, self.k * t.size)
+            a.sub(BR_B, BR_B, TMP)  # br_stride_b - k
+        a.ptrue(getattr(P[0], t.es))
+        t.cnt(a, LANES)
+        a.mov(I, 0)
+        a.mov(M_REG, self.m)
+        # M loop: predicates p1..p4 for the vectors at I; the first empty one picks the variant
+        done = a.new_label("done")
+        variants = {mv: a.new_label(f"m{mv}v") for mv in self.mvs}
+        mloop = a.label("mloop")
+        a.whilelt(self.p(1), I, M_REG)
+        a.b_none(done)
+        a.add(A_M, A, I, "lsl", t.shift)
+        a.add(C_M, C, I, "lsl", t.shift)
+        for v in range(2, self.mvs[0] + 1):
+            a.add(TMP, I if v == 2 else TMP, LANES)
+            a.whilelt(self.p(v), TMP, M_REG)
+            a.b_none(variants[v - 1])
+        for mv in self.mvs:
+            a.bind(variants[mv])
+            self.n_loop(mv)
+            t.inc(a, I, mv)  # I += mv vectors
+            a.b(mloop)
+        a.bind(done)
+        _epilogue(a, pairs, size)
+
+    def p(self, v: int) -> Any:
+        return getattr(P[v], self.t.es)
+
+    def n_loop(self, mv: int) -> None:
+        """N blocks of ``nbs[mv]`` columns, then one narrower remainder block."""
+        a, nb = self.a, self.nbs[mv]
+        n_full, n_rem = divmod(self.n, nb)
+        a.mov(B_N, B)
+        a.mov(C_N, C_M)
+        if n_full:
+            if n_full > 1:
+                a.mov(N_CNT, n_full)
+            nloop = a.label(f"n{mv}v")
+            self.block(mv, nb)
+            if n_full > 1 or n_rem:
+                a.mov(TMP, nb)
+                a.madd(B_N, TMP, LDB, B_N)  # next column block
+                a.madd(C_N, TMP, LDC, C_N)
+            if n_full > 1:
+                a.subs(N_CNT, N_CNT, 1)
+                a.b_ne(nloop)
+        if n_rem:
+            self.block(mv, n_rem)
+
+    def block(self, mv: int, nb: int) -> None:
+        """One mv-vector x nb-column block of C: load, batch-reduce over K, store."""
+        a = self.a
+        self.c_tile(mv, nb, store=False)
+        a.mov(XA, A_M)
+        a.mov(XB[0], B_N)
+        if self.br > 1:
+            a.mov(BR_CNT, self.br)
+        brloop = a.label("br")
+        for j in range(1, nb):  # column pointers of this batch
+            a.add(XB[j], XB[j - 1], LDB)
+        self.k_loop(mv, nb)
+        if self.br > 1:
+            a.add(XA, XA, BR_A)  # next batch: A and B net of the K walk
+            a.add(XB[0], XB[0], BR_B)
+            a.subs(BR_CNT, BR_CNT, 1)
+            a.b_ne(brloop)
+        self.c_tile(mv, nb, store=True)
+
+    def c_tile(self, mv: int, nb: int, store: bool) -> None:
+        """Load (zeroing inactive lanes) or store the accumulators, column by column."""
+        a, t = self.a, self.t
+        a.mov(TMP, C_N)
+        for j in range(nb):
+            for v in range(mv):
+                if store:
+                    t.st1(a, self.acc(mv, v, j), P[v + 1], mem(TMP, vl=v))
+                else:
+                    t.ld1(a, self.acc(mv, v, j), P[v + 1].z, mem(TMP, vl=v))
+            if j < nb - 1:
+                a.add(TMP, TMP, LDC)
+
+    def k_loop(self, mv: int, nb: int) -> None:
+        """K in steps of UNROLL_K (a counted loop when more than one), then the remainder."""
+        a, t = self.a, self.t
+        iters, rem = divmod(self.k, UNROLL_K)
+        if iters:
+            if iters > 1:
+                a.mov(K_CNT, iters)
+            kloop = a.label("k")
+            for u in range(UNROLL_K):
+                self.k_step(mv, nb, u)
+            for j in range(nb):
+                a.add(XB[j], XB[j], UNROLL_K * t.size)
+            if iters > 1:
+                a.subs(K_CNT, K_CNT, 1)
+                a.b_ne(kloop)
+        for u in range(rem):
+            self.k_step(mv, nb, u)
+        if rem and self.br > 1:
+            a.add(XB[0], XB[0], rem * t.size)
+
+    def k_step(self, mv: int, nb: int, u: int) -> None:
+        """One k: mv A vectors, then per column a broadcast B element and mv FMAs."""
+        a, t = self.a, self.t
+        for v in range(mv):
+            t.ld1(a, t.z(Z_A + v), P[v + 1].z, mem(XA, vl=v))
+        a.add(XA, XA, LDA)
+        for j in range(nb):
+            zb = t.z(Z_B + j % 4)
+            t.ld1r(a, zb, P[0].z, mem(XB[j], u * t.size))
+            for v in range(mv):
+                a.fmla(self.acc(mv, v, j), P[0].m, t.z(Z_A + v), zb)
+
+
+def program(
+    m: int,
+    n: int,
+    k: int,
+    br_size: int = 1,
+    trans_a: bool = False,
+    trans_b: bool = False,
+    trans_c: bool = False,
+    dtype: str = "fp32",
+) -> Assembler:
+    """The BRGEMM kernel as an `Assembler` (``code()``, ``listing()``). Raises ValueError/NotImplementedError."""
+    t = _check(m, n, k, br_size, trans_a, trans_b, trans_c, dtype)
+    a = Assembler(name=f"sve_brgemm_{dtype}_{m}x{n}x{k}_br{br_size}")
+    _Brgemm(a, m, n, k, br_size, t).kernel()
+    return a
+
+
+def generate(
+    m: int,
+    n: int,
+    k: int,
+    br_size: int = 1,
+    trans_a: bool = False,
+    trans_b: bool = False,
+    trans_c: bool = False,
+    dtype: str = "fp32",
+    sve_vl: int = 128,
+):
+    """A callable BRGEMM kernel (native on AArch64, else emulated at SVE length ``sve_vl`` bits)."""
+    from minijit.runtime import load
+
+    a = program(m, n, k, br_size, trans_a, trans_b, trans_c, dtype)
+    return load(a.code(), signature(dtype), isa="aarch64", name=a.name, listing=a.listing(), sve_vl=sve_vl)
+
+
+def kloop_body(dtype: str = "fp32", vectors: int = 4) -> str:
+    """Listing of one unrolled K-loop iteration of the ``vectors``-wide micro-block (for llvm-mca)."""
+    t = _dtype(dtype)
+    if vectors not in BLOCKING:
+        raise ValueError(f"vectors must be one of {sorted(BLOCKING)}, got {vectors!r}")
+    a = Assembler(name="kloop")
+    g = _Brgemm(a, 4 * 64, BLOCKING[vectors], UNROLL_K, 1, t)
+    for u in range(UNROLL_K):
+        g.k_step(vectors, BLOCKING[vectors], u)
+    for j in range(BLOCKING[vectors]):
+        a.add(XB[j], XB[j], UNROLL_K * t.size)
+    return a.listing()
