@@ -1,0 +1,6 @@
+"""x86-64 primitive generators (AVX-512 and AVX2): `brgemm`, `unary`, `binary`.
+
+Each ``generate(...)`` returns a native `minijit.runtime.kernel.Kernel` that
+carries its assembly listing; strides are in elements, matrices column-major
+(see DESIGN.md, "Reference semantics").
+"""

@@ -1,0 +1,338 @@
+"""x86-64 BRGEMM: ``C += sum_br A_br B_br`` (column-major, strides in elements).
+
+``generate(m, n, k, br_size, ...)`` returns a Kernel
+``void(const T* a, const T* b, T* c, int64_t lda, int64_t ldb, int64_t ldc,
+int64_t br_stride_a, int64_t br_stride_b)`` with A M x K (``a[m + k*lda]``),
+B K x N (``b[k + n*ldb]``, or ``b[n + k*ldb]`` with ``trans_b``), C M x N
+(``c[m + n*ldc]``) and ``A_br = a + br*br_stride_a``.
+
+Blocking (vector path, ``trans_a`` false): a block is ``mv`` vectors of M by
+``nb`` columns of N held in ``mv*nb`` accumulators for all of K and BR, so C
+is loaded and stored once per block. For every k the ``mv`` A vectors are
+loaded and each B element is broadcast once (into a register, or as an EVEX
+``{1toN}`` operand for single-vector blocks) and feeds ``mv`` FMAs:
+
+    AVX-512: mv x nb = 4x6 (64x6 fp32, 32x6 fp64), remainders 3x8, 2x12, 1x20
+    AVX2:    mv x nb = 2x6 (16x6 fp32, 8x6 fp64),  remainder 1x12
+
+Loops, outermost first: M blocks (full, then one masked remainder block),
+N blocks (full, then one narrower block), BR, K unrolled by 4 (A rows at
+``pa + {0, lda, 2lda, 3lda}``), then the K remainder. The last M vector of
+the remainder block is loaded and stored under an opmask (AVX-512) or with
+vmaskmov (AVX2), so nothing outside the matrices is touched.
+
+``trans_a`` (``a[k + m*lda]``) and ``trans_c`` (``c[n + m*ldc]``) take a
+simple scalar path (one vfmadd231ss/sd chain per element of C) that also
+handles ``trans_b``.
+"""
+
+from __future__ import annotations
+
+from asm.x86_64 import Assembler, Gpr, bcst, ptr
+from asm.x86_64.registers import r8, r9, r10, r11, r12, r13, r14, r15, rax, rbp, rbx, rcx, rdi, rdx, rsi, xmm0, xmm1
+from minijit.kernels.x86_64.common import (
+    LOG2,
+    Frame,
+    Partial,
+    Target,
+    build,
+    check_flag,
+    check_size,
+    counted_loop,
+    emit_mask_table,
+)
+from minijit.runtime.kernel import Kernel
+
+__all__ = ["generate", "blocking", "MAX_SIZE"]
+
+MAX_SIZE = 1 << 16
+UNROLL = 4
+# accumulator block (vectors of M -> columns of N)
+NB = {"avx512": {4: 6, 3: 8, 2: 12, 1: 20}, "avx2": {2: 6, 1: 12}}
+
+# general purpose registers of the vector path
+A_M, B_N, C_N = rdi, rsi, rdx  # A at the M block; B and C at the N block (br = 0)
+LDA, LDB, LDC = rcx, r8, r9  # leading dimensions in bytes
+LDA3, LDB3 = r10, r11  # 3 * lda, 3 * ldb
+PA, KC, BRC = rax, rbx, rbp  # A pointer, K counter, BR counter
+PB = (r12, r13, r14, r15)  # B column-group pointers (5 columns each) or the B row pointer (trans_b)
+
+
+def signature(ctype: str) -> str:
+    return (
+        f"void(const {ctype}* a, const {ctype}* b, {ctype}* c, int64_t lda, int64_t ldb, int64_t ldc,"
+        " int64_t br_stride_a, int64_t br_stride_b)"
+    )
+
+
+def blocking(m: int, isa: str, dtype: str = "fp32") -> list[tuple[int, int, int, int]]:
+    """The M blocks: ``(count, mv, nb, lanes in the last vector)`` for full blocks then the remainder."""
+    t = Target.of(dtype, isa)
+    mv_full = max(NB[isa])
+    mb = mv_full * t.vl
+    out = []
+    if m // mb:
+        out.append((m // mb, mv_full, NB[isa][mv_full], t.vl))
+    rem = m % mb
+    if rem:
+        mv = -(-rem // t.vl)
+        out.append((1, mv, NB[isa][mv], rem - (mv - 1) * t.vl))
+    return out
+
+
+def generate(
+    m: int,
+    n: int,
+    k: int,
+    br_size: int,
+    trans_a: bool = False,
+    trans_b: bool = False,
+    trans_c: bool = False,
+    dtype: str = "fp32",
+    isa: str = "avx512",
+) -> Kernel:
+    """Generate the BRGEMM kernel (see the module docstring). Bad arguments raise ValueError."""
+    for name, value in (("m", m), ("n", n), ("k", k)):
+        check_size(name, value, 1, MAX_SIZE)
+    check_size("br_size", br_size, 1, 1 << 24)
+    trans_a, trans_b, trans_c = (
+        check_flag(nm, v) for nm, v in (("trans_a", trans_a), ("trans_b", trans_b), ("trans_c", trans_c))
+    )
+    t = Target.of(dtype, isa)
+    a = Assembler(name="brgemm")
+    if trans_a or trans_c:
+        _emit_scalar(a, t, m, n, k, br_size, trans_a, trans_b, trans_c)
+    else:
+        _emit_vector(a, t, m, n, k, br_size, trans_b)
+    flags = "".join(f for f, on in (("_ta", trans_a), ("_tb", trans_b), ("_tc", trans_c)) if on)
+    return build(a, signature(t.ctype), f"brgemm_{dtype}_{isa}_{m}x{n}x{k}_br{br_size}{flags}")
+
+
+# -- vector path --------------------------------------------------------------------------------
+def _emit_vector(a: Assembler, t: Target, m: int, n: int, k: int, br: int, trans_b: bool) -> None:
+    es, vb = t.es, t.vbytes
+    blocks = blocking(m, t.isa, t.dtype)
+    k_loops, k_rem = divmod(k, UNROLL)
+    k_adv = k_loops * UNROLL  # rows the pointers advance per BR step (the remainder uses offsets)
+    masked = t.isa == "avx2" and any(last < t.vl for *_, last in blocks)
+    table = a.new_label("mask") if masked else None
+
+    frame = Frame(saved=[rbx, rbp, r12, r13, r14, r15])
+    s_b, s_c, s_mc, s_nc, s_da, s_db = (frame.slot(x) for x in ("b", "c_m", "m_count", "n_count", "da", "db"))
+    s_bstep = {nb: frame.slot(f"b_step{nb}") for _, _, nb, _ in blocks}
+    s_cstep = {nb: frame.slot(f"c_step{nb}") for _, _, nb, _ in blocks}
+
+    a_rows = (None, LDA, (LDA, 2), LDA3)  # A row k + kk: pa + a_rows[kk]
+    b_offs = (None, LDB, (LDB, 2), LDB3, (LDB, 4))  # B column 5g + r: pb[g] + b_offs[r] (row kk with trans_b)
+
+    def at(base: Gpr, off, disp: int = 0):
+        if off is None:
+            return base + disp
+        reg, scale = off if isinstance(off, tuple) else (off, 1)
+        return base + reg * scale + disp
+
+    def b_elem(j: int, kk: int):
+        if trans_b:
+            return at(PB[0], b_offs[kk], j * es)
+        g, r = divmod(j, 5)
+        return at(PB[g], b_offs[r], kk * es)
+
+    # prologue: strides to bytes, BR pointer deltas, per-block pointer steps
+    frame.enter(a)
+    for r in (LDA, LDB, LDC):
+        a.shl(r, LOG2[es])
+    a.lea(LDA3, ptr(LDA + LDA * 2))
+    a.lea(LDB3, ptr(LDB + LDB * 2))
+    a.mov(s_b, B_N)
+    a.mov(s_c, C_N)
+    if br > 1:
+        # da = br_stride_a - k_adv*lda, db = br_stride_b - k_adv*(es | ldb)  (bytes)
+        a.mov(rax, frame.arg(0))
+        a.shl(rax, LOG2[es])
+        a.imul(rbx, LDA, k_adv)
+        a.sub(rax, rbx)
+        a.mov(s_da, rax)
+        a.mov(rax, frame.arg(1))
+        a.shl(rax, LOG2[es])
+        if trans_b:
+            a.imul(rbx, LDB, k_adv)
+            a.sub(rax, rbx)
+        elif k_adv:
+            a.sub(rax, k_adv * es)
+        a.mov(s_db, rax)
+    for nb in s_bstep:
+        if not trans_b:
+            a.imul(rax, LDB, nb)
+            a.mov(s_bstep[nb], rax)
+        a.imul(rax, LDC, nb)
+        a.mov(s_cstep[nb], rax)
+
+    def block(mv: int, nb: int, part: Partial | None) -> None:
+        """One mv x nb block of C: load, BR x K FMAs, store."""
+        regs = t.vregs
+        acc = [[regs[j * mv + i] for j in range(nb)] for i in range(mv)]
+        av = regs[mv * nb : mv * nb + mv]
+        embedded = t.isa == "avx512" and mv == 1
+        bc = regs[mv * nb + mv : mv * nb + mv + (2 if t.isa == "avx512" else 1)]
+
+        def vload(i: int, dst, addr) -> None:
+            if part is not None and i == mv - 1:
+                part.load(a, dst, addr)
+            else:
+                a.vmovups(dst, t.vmem(addr))
+
+        def vstore(i: int, addr, src) -> None:
+            if part is not None and i == mv - 1:
+                part.store(a, addr, src)
+            else:
+                a.vmovups(t.vmem(addr), src)
+
+        # C block -> accumulators
+        a.mov(PA, C_N)
+        for j in range(nb):
+            for i in range(mv):
+                vload(i, acc[i][j], PA + i * vb)
+            if j < nb - 1:
+                a.add(PA, LDC)
+        # A and B pointers
+        a.mov(PA, A_M)
+        a.mov(PB[0], B_N)
+        if not trans_b:
+            for g in range(1, -(-nb // 5)):
+                a.lea(PB[g], ptr(PB[g - 1] + LDB * 4))
+                a.add(PB[g], LDB)
+
+        def k_step(kk: int) -> None:
+            for i in range(mv):
+                vload(i, av[i], at(PA, a_rows[kk], i * vb))
+            for j in range(nb):
+                if embedded:
+                    getattr(a, t.v("vfmadd231"))(acc[0][j], av[0], bcst(b_elem(j, kk)))
+                    continue
+                b = bc[j % len(bc)]
+                getattr(a, "vbroadcastss" if es == 4 else "vbroadcastsd")(b, t.smem(b_elem(j, kk)))
+                for i in range(mv):
+                    getattr(a, t.v("vfmadd231"))(acc[i][j], av[i], b)
+
+        def k_unrolled() -> None:
+            for kk in range(UNROLL):
+                k_step(kk)
+            a.lea(PA, ptr(PA + LDA * 4))
+            if trans_b:
+                a.lea(PB[0], ptr(PB[0] + LDB * 4))
+            else:
+                for g in range(-(-nb // 5)):
+                    a.add(PB[g], UNROLL * es)
+
+        def br_step() -> None:
+            counted_loop(a, KC, k_loops, k_unrolled, "k")  # K, unrolled by 4
+            for kk in range(k_rem):  # K remainder
+                k_step(kk)
+            if br > 1:  # next A_br, B_br
+                a.add(PA, s_da)
+                for g in range(1 if trans_b else -(-nb // 5)):
+                    a.add(PB[g], s_db)
+
+        counted_loop(a, BRC, br, br_step, "br")
+        # accumulators -> C block
+        a.mov(PA, C_N)
+        for j in range(nb):
+            for i in range(mv):
+                vstore(i, PA + i * vb, acc[i][j])
+            if j < nb - 1:
+                a.add(PA, LDC)
+
+    def n_blocks(mv: int, nb: int, part: Partial | None) -> None:
+        """All N blocks of one M block: full nb-column blocks, then the narrower remainder."""
+        a.mov(B_N, s_b)
+        a.mov(C_N, s_c)
+
+        def full() -> None:
+            block(mv, nb, part)
+            if trans_b:
+                a.add(B_N, nb * es)
+            else:
+                a.add(B_N, s_bstep[nb])
+            a.add(C_N, s_cstep[nb])
+
+        counted_loop(a, s_nc, n // nb, full, "n")
+        if n % nb:
+            block(mv, n % nb, part)
+
+    for count, mv, nb, last in blocks:
+        part = None
+        if last < t.vl:
+            part = Partial(t, last, maskreg=t.vregs[-1], table=table)
+            part.setup(a, rax)
+
+        def m_block(mv: int = mv, nb: int = nb, part: Partial | None = part) -> None:
+            n_blocks(mv, nb, part)
+            a.add(A_M, mv * vb)
+            a.add(s_c, mv * vb)
+
+        counted_loop(a, s_mc, count, m_block, "m")
+    frame.leave(a)
+    if table is not None:
+        emit_mask_table(a, table)
+
+
+# -- scalar path (trans_a / trans_c) ---------------------------------------------------------------
+def _emit_scalar(a: Assembler, t: Target, m: int, n: int, k: int, br: int, ta: bool, tb: bool, tc: bool) -> None:
+    """C[m,n] += sum A[m,k] B[k,n], one element at a time, any combination of transpositions."""
+    es = t.es
+    lda, ldb, ldc = rcx, r8, r9
+    pa, pb, kc, brc = rax, rbx, rdi, rbp
+    a_m, c_mn, b_n, c_n, mc, nc = r11, r10, r14, r15, r13, r12
+    # element strides (bytes; an int is a constant, a register a leading dimension)
+    sa_m, sa_k = (lda, es) if ta else (es, lda)
+    sb_k, sb_n = (ldb, es) if tb else (es, ldb)
+    sc_m, sc_n = (ldc, es) if tc else (es, ldc)
+
+    frame = Frame(saved=[rbx, rbp, r12, r13, r14, r15])
+    s_a, s_da, s_db = frame.slot("a"), frame.slot("da"), frame.slot("db")
+    frame.enter(a)
+    for r in (lda, ldb, ldc):
+        a.shl(r, LOG2[es])
+    a.mov(s_a, rdi)
+    # BR deltas: br_stride - k * stride_k (bytes)
+    for arg, stride, slot in ((0, sa_k, s_da), (1, sb_k, s_db)):
+        a.mov(rax, frame.arg(arg))
+        a.shl(rax, LOG2[es])
+        if isinstance(stride, Gpr):
+            a.imul(rbx, stride, k)
+            a.sub(rax, rbx)
+        else:
+            a.sub(rax, k * es)
+        a.mov(slot, rax)
+    a.mov(b_n, rsi)
+    a.mov(c_n, rdx)
+
+    def k_step() -> None:
+        getattr(a, t.s("vmov"))(xmm1, t.smem(pa))
+        getattr(a, t.s("vfmadd231"))(xmm0, xmm1, t.smem(pb))
+        a.add(pa, sa_k)
+        a.add(pb, sb_k)
+
+    def br_step() -> None:
+        counted_loop(a, kc, k, k_step, "k")
+        a.add(pa, s_da)
+        a.add(pb, s_db)
+
+    def element() -> None:
+        getattr(a, t.s("vmov"))(xmm0, t.smem(c_mn))
+        a.mov(pa, a_m)
+        a.mov(pb, b_n)
+        counted_loop(a, brc, br, br_step, "br")
+        getattr(a, t.s("vmov"))(t.smem(c_mn), xmm0)
+        a.add(a_m, sa_m)
+        a.add(c_mn, sc_m)
+
+    def column() -> None:
+        a.mov(a_m, s_a)
+        a.mov(c_mn, c_n)
+        counted_loop(a, mc, m, element, "m")
+        a.add(b_n, sb_n)
+        a.add(c_n, sc_n)
+
+    counted_loop(a, nc, n, column, "n")
+    frame.leave(a)

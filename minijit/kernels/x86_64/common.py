@@ -1,0 +1,192 @@
+"""Shared pieces of the x86-64 primitive generators.
+
+`Target` bundles what depends on the data type and the vector ISA (element
+size, lanes per vector, register file, ps/pd mnemonics, masked partial-vector
+loads and stores). `Frame` is the System V prologue/epilogue: it saves the
+callee-saved registers a kernel uses, reserves stack slots for spilled
+scalars, and knows where the stack-passed arguments live. `build` turns an
+Assembler into a `Kernel` that keeps its listing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from asm.x86_64 import YMM, ZMM, Assembler, Gpr, KReg, Label, Mem, Vec, dword, k1, qword, rip, rsp, ymmword, zmmword
+from asm.x86_64.registers import r12, r13, r14, r15, rbp, rbx
+from minijit.runtime.kernel import Kernel
+
+DTYPES = {"fp32": (4, "float"), "fp64": (8, "double")}
+ISAS = ("avx512", "avx2")
+CALLEE_SAVED = (rbx, rbp, r12, r13, r14, r15)
+LOG2 = {1: 0, 2: 1, 4: 2, 8: 3}
+
+
+def check_size(name: str, value: object, lo: int = 1, hi: int = 1 << 20) -> int:
+    """A positive integer size, else ValueError naming the parameter."""
+    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+        raise ValueError(f"{name} must be an integer in {lo}..{hi}, got {value!r}")
+    return value
+
+
+def check_choice(name: str, value: object, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def check_flag(name: str, value: object) -> bool:
+    if not isinstance(value, (bool, int)) or value not in (0, 1):
+        raise ValueError(f"{name} must be a bool, got {value!r}")
+    return bool(value)
+
+
+@dataclass(frozen=True)
+class Target:
+    """Data type x vector ISA: sizes, registers and mnemonics of one kernel."""
+
+    dtype: str
+    isa: str
+
+    @staticmethod
+    def of(dtype: object, isa: object) -> Target:
+        """Validated target (ValueError naming ``dtype`` or ``isa``)."""
+        return Target(check_choice("dtype", dtype, tuple(DTYPES)), check_choice("isa", isa, ISAS))
+
+    @property
+    def es(self) -> int:
+        """Element bytes."""
+        return DTYPES[self.dtype][0]
+
+    @property
+    def ctype(self) -> str:
+        return DTYPES[self.dtype][1]
+
+    @property
+    def vbytes(self) -> int:
+        return 64 if self.isa == "avx512" else 32
+
+    @property
+    def vl(self) -> int:
+        """Elements per vector register."""
+        return self.vbytes // self.es
+
+    @property
+    def vregs(self) -> list[Vec]:
+        """The vector register file: zmm0..31 or ymm0..15."""
+        return list(ZMM) if self.isa == "avx512" else list(YMM[:16])
+
+    def v(self, name: str) -> str:
+        """Packed mnemonic: ``v("vfmadd231")`` -> ``vfmadd231ps``/``vfmadd231pd``."""
+        return name + ("ps" if self.es == 4 else "pd")
+
+    def s(self, name: str) -> str:
+        """Scalar mnemonic: ``s("vmov")`` -> ``vmovss``/``vmovsd``."""
+        return name + ("ss" if self.es == 4 else "sd")
+
+    def vmem(self, addr: object) -> Mem:
+        return zmmword(addr) if self.isa == "avx512" else ymmword(addr)
+
+    def smem(self, addr: object) -> Mem:
+        return dword(addr) if self.es == 4 else qword(addr)
+
+
+@dataclass
+class Partial:
+    """Loads and stores of a partial vector (the first ``count`` lanes), by opmask or vmaskmov.
+
+    AVX-512 uses ``k1`` (set by `setup`); AVX2 uses a mask vector register
+    loaded from a constant table that `emit_data` appends after the code.
+    """
+
+    t: Target
+    count: int
+    maskreg: Vec | None = None
+    k: KReg = k1
+    table: Label | None = None
+
+    def setup(self, a: Assembler, scratch: Gpr) -> None:
+        """Materialize the mask (opmask register or mask vector)."""
+        if self.t.isa == "avx512":
+            a.mov(scratch.r32, (1 << self.count) - 1)
+            a.kmovw(self.k, scratch.r32)
+        else:
+            assert self.maskreg is not None and self.table is not None
+            a.vmovups(self.maskreg, ymmword(rip + self.table + (self.t.vl - self.count) * self.t.es))
+
+    def load(self, a: Assembler, dst: Vec, addr: object) -> None:
+        if self.t.isa == "avx512":
+            getattr(a, self.t.v("vmovu"))(dst.maskz(self.k), self.t.vmem(addr))
+        else:
+            getattr(a, self.t.v("vmaskmov"))(dst, self.maskreg, self.t.vmem(addr))
+
+    def store(self, a: Assembler, addr: object, src: Vec) -> None:
+        if self.t.isa == "avx512":
+            getattr(a, self.t.v("vmovu"))(self.t.vmem(addr).mask(self.k), src)
+        else:
+            getattr(a, self.t.v("vmaskmov"))(self.t.vmem(addr), self.maskreg, src)
+
+
+def emit_mask_table(a: Assembler, label: Label) -> None:
+    """32 bytes of ones then 32 zero bytes: ``table + (vl - count) * es`` is a count-lane mask."""
+    a.bind(label)
+    a.db(b"\xff" * 32)
+    a.db(b"\x00" * 32)
+
+
+@dataclass
+class Frame:
+    """Prologue/epilogue with callee-saved registers and 8-byte stack slots.
+
+    ``slot(name)`` allocates a local; ``arg(i)`` is stack argument ``i``
+    (0 = the seventh integer argument) as a qword operand, valid after
+    `enter` and before `leave`.
+    """
+
+    saved: list[Gpr]
+    slots: dict[str, int] = field(default_factory=dict)
+
+    def slot(self, name: str) -> Mem:
+        if name not in self.slots:
+            self.slots[name] = 8 * len(self.slots)
+        return qword(rsp + self.slots[name])
+
+    @property
+    def size(self) -> int:
+        return 8 * len(self.slots)
+
+    def arg(self, i: int) -> Mem:
+        return qword(rsp + self.size + 8 * len(self.saved) + 8 + 8 * i)
+
+    def enter(self, a: Assembler) -> None:
+        for r in self.saved:
+            a.push(r)
+        if self.size:
+            a.sub(rsp, self.size)
+
+    def leave(self, a: Assembler) -> None:
+        if self.size:
+            a.add(rsp, self.size)
+        for r in reversed(self.saved):
+            a.pop(r)
+        a.vzeroupper()
+        a.ret()
+
+
+def counted_loop(a: Assembler, counter: Gpr | Mem, count: int, body, name: str) -> None:
+    """``for counter = count..1: body()`` (nothing for count 0, straight-line for count 1)."""
+    if count <= 0:
+        return
+    if count == 1:
+        body()
+        return
+    a.mov(counter.r32 if isinstance(counter, Gpr) else counter, count)
+    top = a.label(name)
+    body()
+    a.dec(counter)
+    a.jnz(top)
+
+
+def build(a: Assembler, signature: str, name: str) -> Kernel:
+    """A native Kernel of the assembled code, carrying its listing."""
+    return Kernel(a.code(), signature, name=name, listing=a.listing(), isa="x86_64")
