@@ -1,0 +1,193 @@
+"""SVE unary primitives, vector-length agnostic: B = op(A) or B = op(A)^T.
+
+Column-major, strides in elements: A is M x N (``a[m + n*lda]``); B is M x N
+(``b[m + n*ldb]``) or, transposed, N x M (``b[n + m*ldb]``). The kernel
+
+    void f(const T* a, T* b, int64_t lda, int64_t ldb)
+
+applies ``zero``, ``copy`` (alias ``identity``) or ``relu`` (``np.maximum(x,
+0)``: NaN stays NaN, -0.0 becomes +0.0 as in numpy).
+
+Plain form: per column, up to 4 vectors of M per step, one ``whilelt``
+predicate each (lanes counted with ``cntw``/``cntd`` at run time). Zero
+transposed is the plain zero kernel over B's N x M shape.
+
+Transposed form: 128-bit tiles (4 x 4 fp32, 2 x 2 fp64), loaded column by
+column with a ``ptrue vl4``/``vl2`` predicate (``vl<r>`` at the edges) and
+transposed with ``trn1``/``trn2`` on .s then .d elements. TRN works on
+neighbouring element pairs, so the low 128 bits hold the same tile at every
+vector length; the stores write only those lanes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asm.aarch64 import Assembler, P, Z, mem, x0, x1, x2, x3, x8, x9, x10, x11, x12, x13, x14, x15
+from minijit.kernels.aarch64.sve_brgemm import _dtype, _positive, _Type, max_vectors
+
+__all__ = ["PTYPES", "generate", "program", "signature"]
+
+PTYPES = ("zero", "copy", "identity", "relu")
+A, B, LDA, LDB = x0, x1, x2, x3
+I, M_REG, COUNT, TMP = x8, x9, x10, x11  # row offset (elements), m, column counter, scratch
+XA, XB, WA, WB = x12, x13, x14, x15  # tile pointers and column walkers
+
+
+def signature(dtype: str = "fp32") -> str:
+    """The C signature of a unary kernel of ``dtype``."""
+    t = _dtype(dtype).ctype
+    return f"void(const {t}* a, {t}* b, int64_t lda, int64_t ldb)"
+
+
+def _check(m: int, n: int, dtype: str, ptype: str) -> _Type:
+    _positive(m=m, n=n)
+    if ptype not in PTYPES:
+        raise ValueError(f"ptype must be one of {', '.join(PTYPES)}, got {ptype!r}")
+    return _dtype(dtype)
+
+
+def _op(a: Assembler, t: _Type, ptype: str, z: Any) -> None:
+    """Apply the element-wise op in place (copy: nothing)."""
+    if ptype == "relu":
+        a.fmax(z, P[0].m, z, 0.0)
+
+
+def _plain(a: Assembler, t: _Type, rows: int, cols: int, ptype: str) -> None:
+    """Column by column: up to 4 predicated vectors of rows per step."""
+    nv = max_vectors(rows, t)
+    zs = [t.z(v) for v in range(nv)]
+    preds = [getattr(P[v + 1], t.es) for v in range(nv)]
+    if ptype == "zero":
+        a.mov(zs[0], 0)
+    a.mov(M_REG, rows)
+    a.mov(COUNT, cols)
+    col = a.label("col")
+    a.mov(I, 0)
+    row = a.label("row")
+    end = a.new_label("col_end")
+    # predicates of the nv vectors at I; none active: column done
+    a.whilelt(preds[0], I, M_REG)
+    a.b_none(end)
+    for v in range(1, nv):
+        if v == 1:
+            a.mov(TMP, I)
+        t.inc(a, TMP)
+        a.whilelt(preds[v], TMP, M_REG)
+    a.add(XA, A, I, "lsl", t.shift)
+    a.add(XB, B, I, "lsl", t.shift)
+    for v in range(nv):  # load and transform
+        if ptype != "zero":
+            t.ld1(a, zs[v], P[v + 1].z, mem(XA, vl=v))
+            _op(a, t, ptype, zs[v])
+    for v in range(nv):  # store
+        t.st1(a, zs[0] if ptype == "zero" else zs[v], P[v + 1], mem(XB, vl=v))
+    t.inc(a, I, nv)
+    a.b(row)
+    a.bind(end)
+    a.add(A, A, LDA)  # next column
+    a.add(B, B, LDB)
+    a.subs(COUNT, COUNT, 1)
+    a.b_ne(col)
+
+
+def _transposed(a: Assembler, t: _Type, m: int, n: int, ptype: str) -> None:
+    """128-bit tiles: load q columns of A, transpose with trn1/trn2, store q columns of B."""
+    q = 16 // t.size  # tile edge: lanes in 128 bits
+    lg = q.bit_length() - 1
+    mi, mr = divmod(m, q)
+    nj, nr = divmod(n, q)
+    full, m_edge, n_edge = (getattr(P[i], t.es) for i in (1, 2, 3))
+    a.ptrue(full, f"vl{q}")
+    if mr:
+        a.ptrue(m_edge, f"vl{mr}")
+    if nr:
+        a.ptrue(n_edge, f"vl{nr}")
+
+    def tile(rows: int, cols: int) -> None:
+        # A columns j..j+cols (rows i..i+rows) -> z0..z(cols-1)
+        load = full if rows == q else m_edge
+        a.mov(WA, XA)
+        for c in range(cols):
+            t.ld1(a, t.z(c), P[load.idx].z, mem(WA))
+            if c < cols - 1:
+                a.add(WA, WA, LDA)
+        # transpose in the low 128 bits: rows of the tile -> z4..z(4+q-1)
+        if q == 4:
+            a.trn1(t.z(8), t.z(0), t.z(1))
+            a.trn2(t.z(9), t.z(0), t.z(1))
+            a.trn1(t.z(10), t.z(2), t.z(3))
+            a.trn2(t.z(11), t.z(2), t.z(3))
+            a.trn1(Z[4].d, Z[8].d, Z[10].d)  # row 0
+            a.trn1(Z[5].d, Z[9].d, Z[11].d)  # row 1
+            a.trn2(Z[6].d, Z[8].d, Z[10].d)  # row 2
+            a.trn2(Z[7].d, Z[9].d, Z[11].d)  # row 3
+        else:
+            a.trn1(Z[4].d, Z[0].d, Z[1].d)
+            a.trn2(Z[5].d, Z[0].d, Z[1].d)
+        # B columns i..i+rows, elements j..j+cols
+        store = full if cols == q else n_edge
+        a.mov(WB, XB)
+        for r in range(rows):
+            _op(a, t, ptype, t.z(4 + r))
+            t.st1(a, t.z(4 + r), P[store.idx], mem(WB))
+            if r < rows - 1:
+                a.add(WB, WB, LDB)
+
+    def column_block(cols: int) -> None:
+        # tiles down the rows of A: XA steps q elements, XB steps q columns of B
+        a.mov(XA, A)
+        a.mov(XB, B)
+        if mi:
+            if mi > 1:
+                a.mov(COUNT, mi)
+            row = a.label("tiles")
+            tile(q, cols)
+            if mi > 1 or mr:
+                a.add(XA, XA, q * t.size)
+                a.add(XB, XB, LDB, "lsl", lg)
+            if mi > 1:
+                a.subs(COUNT, COUNT, 1)
+                a.b_ne(row)
+        if mr:
+            tile(mr, cols)
+
+    # column blocks of q columns of A (rows of B), then the remainder
+    if nj:
+        if nj > 1:
+            a.mov(I, nj)
+        cols = a.label("cols")
+        column_block(q)
+        if nj > 1 or nr:
+            a.add(A, A, LDA, "lsl", lg)
+            a.add(B, B, q * t.size)
+        if nj > 1:
+            a.subs(I, I, 1)
+            a.b_ne(cols)
+    if nr:
+        column_block(nr)
+
+
+def program(m: int, n: int, trans_b: bool = False, dtype: str = "fp32", ptype: str = "copy") -> Assembler:
+    """The unary kernel as an `Assembler` (``code()``, ``listing()``). Raises ValueError."""
+    t = _check(m, n, dtype, ptype)
+    a = Assembler(name=f"sve_unary_{ptype}_{dtype}_{m}x{n}{'_t' if trans_b else ''}")
+    a.lsl(LDA, LDA, t.shift)  # strides to bytes
+    a.lsl(LDB, LDB, t.shift)
+    a.ptrue(getattr(P[0], t.es))
+    if not trans_b:
+        _plain(a, t, m, n, ptype)
+    elif ptype == "zero":
+        _plain(a, t, n, m, ptype)  # B is N x M
+    else:
+        _transposed(a, t, m, n, ptype)
+    a.ret()
+    return a
+
+
+def generate(m: int, n: int, trans_b: bool = False, dtype: str = "fp32", ptype: str = "copy", sve_vl: int = 128):
+    """A callable unary kernel (native on AArch64, else emulated at SVE length ``sve_vl`` bits)."""
+    from minijit.runtime import load
+
+    a = program(m, n, trans_b, dtype, ptype)
+    return load(a.code(), signature(dtype), isa="aarch64", name=a.name, listing=a.listing(), sve_vl=sve_vl)
