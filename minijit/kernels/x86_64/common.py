@@ -190,3 +190,26 @@ def counted_loop(a: Assembler, counter: Gpr | Mem, count: int, body, name: str) 
 def build(a: Assembler, signature: str, name: str) -> Kernel:
     """A native Kernel of the assembled code, carrying its listing."""
     return Kernel(a.code(), signature, name=name, listing=a.listing(), isa="x86_64")
+
+
+def emit_column(a: Assembler, t: Target, m: int, ptrs: list[Gpr], counter: Gpr, body, part: Partial | None) -> None:
+    """Cover the ``m`` contiguous elements of one column: ``body(u, disp, part)`` handles one vector
+    at byte offset ``disp`` from every pointer in ``ptrs`` (``u`` = 0..3 picks registers).
+
+    Groups of 4 full vectors run in a loop that advances the pointers; the
+    remaining full vectors and the masked partial vector (``part``) follow.
+    """
+    full, last = divmod(m, t.vl)
+    groups, rem = divmod(full, 4)
+
+    def group() -> None:
+        for u in range(4):
+            body(u, u * t.vbytes, None)
+        for p in ptrs:
+            a.add(p, 4 * t.vbytes)
+
+    counted_loop(a, counter, groups, group, "mv")
+    for u in range(rem):
+        body(u, u * t.vbytes, None)
+    if last:
+        body(rem, rem * t.vbytes, part)

@@ -1,0 +1,229 @@
+"""x86-64 unary primitives: ``B = op(A)`` or ``B = op(A)^T`` (column-major, strides in elements).
+
+``generate(m, n, trans_b, dtype, ptype, isa)`` returns a Kernel
+``void(const T* a, T* b, int64_t lda, int64_t ldb)``; A is M x N
+(``a[m + n*lda]``), B is M x N (``b[m + n*ldb]``) or, with ``trans_b``,
+N x M (``b[n + m*ldb]``). ``a`` is not read for ptype "zero" (pass any array).
+
+ptype: "zero", "copy" (= "identity"), "relu" (``np.maximum(x, 0)`` exactly:
+NaN stays NaN, -0.0 becomes +0.0; computed as ``vmax(0, x) + 0``).
+
+Without transposition each column is covered by vectors (groups of four in a
+loop, then single vectors, then one masked partial vector). With
+transposition the main part is tiled in register transposes (fp32 8x8,
+fp64 4x4 ymm blocks: vunpck, vshuf, vperm2f128); the edge rows and columns
+are done element by element.
+"""
+
+from __future__ import annotations
+
+from asm.x86_64 import YMM, Assembler, ptr
+from asm.x86_64.registers import r8, r9, r10, r11, rax, rbx, rcx, rdi, rdx, rsi, xmm0, xmm1
+from minijit.kernels.x86_64.common import (
+    LOG2,
+    Frame,
+    Partial,
+    Target,
+    build,
+    check_choice,
+    check_flag,
+    check_size,
+    counted_loop,
+    emit_column,
+    emit_mask_table,
+)
+from minijit.runtime.kernel import Kernel
+
+__all__ = ["generate", "PTYPES"]
+
+PTYPES = ("zero", "copy", "identity", "relu")
+MAX_SIZE = 1 << 16
+
+
+def signature(ctype: str) -> str:
+    return f"void(const {ctype}* a, {ctype}* b, int64_t lda, int64_t ldb)"
+
+
+def generate(
+    m: int, n: int, trans_b: bool = False, dtype: str = "fp32", ptype: str = "copy", isa: str = "avx512"
+) -> Kernel:
+    """Generate the unary kernel (see the module docstring). Bad arguments raise ValueError."""
+    check_size("m", m, 1, MAX_SIZE)
+    check_size("n", n, 1, MAX_SIZE)
+    trans_b = check_flag("trans_b", trans_b)
+    ptype = check_choice("ptype", ptype, PTYPES)
+    t = Target.of(dtype, isa)
+    a = Assembler(name="unary")
+    (_emit_transposed if trans_b else _emit_plain)(a, t, m, n, "copy" if ptype == "identity" else ptype)
+    name = f"unary_{ptype}_{dtype}_{isa}_{m}x{n}{'_t' if trans_b else ''}"
+    return build(a, signature(t.ctype), name)
+
+
+def _op(a: Assembler, t: Target, ptype: str, x, zero, scalar: bool = False) -> None:
+    """``x = op(x)`` in place (copy: nothing; relu: vmax(0, x) + 0)."""
+    if ptype == "relu":
+        f = t.s if scalar else t.v
+        getattr(a, f("vmax"))(x, zero, x)
+        getattr(a, f("vadd"))(x, x, zero)
+
+
+def _emit_plain(a: Assembler, t: Target, m: int, n: int, ptype: str) -> None:
+    """Column by column: b[:, j] = op(a[:, j])."""
+    lda, ldb, pa, pb = rdx, rcx, rax, r10
+    regs = t.vregs
+    zero = regs[4]
+    part = table = None
+    if m % t.vl:
+        table = a.new_label("mask") if t.isa == "avx2" else None
+        part = Partial(t, m % t.vl, maskreg=regs[15], table=table)
+    a.shl(lda, LOG2[t.es])
+    a.shl(ldb, LOG2[t.es])
+    getattr(a, t.v("vxor"))(zero, zero, zero)
+    if part is not None:
+        part.setup(a, r11)
+
+    def vector(u: int, disp: int, p: Partial | None) -> None:
+        x = zero if ptype == "zero" else regs[u]
+        if ptype != "zero":
+            if p is not None:
+                p.load(a, x, pa + disp)
+            else:
+                getattr(a, t.v("vmovu"))(x, t.vmem(pa + disp))
+            _op(a, t, ptype, x, zero)
+        if p is not None:
+            p.store(a, pb + disp, x)
+        else:
+            getattr(a, t.v("vmovu"))(t.vmem(pb + disp), x)
+
+    def column() -> None:
+        a.mov(pa, rdi)
+        a.mov(pb, rsi)
+        emit_column(a, t, m, [pa, pb], r9, vector, part)
+        a.add(rdi, lda)
+        a.add(rsi, ldb)
+
+    counted_loop(a, r8, n, column, "n")
+    a.vzeroupper()
+    a.ret()
+    if table is not None:
+        emit_mask_table(a, table)
+
+
+def _transpose8x8_ps(a: Assembler, r: list, s: list) -> list:
+    """Transpose the 8x8 fp32 block in ``r`` (rows) using ``s`` as scratch; returns the output rows."""
+    for i in range(4):
+        a.vunpcklps(s[2 * i], r[2 * i], r[2 * i + 1])
+        a.vunpckhps(s[2 * i + 1], r[2 * i], r[2 * i + 1])
+    for h in range(2):  # s[4h..4h+3] -> r[4h..4h+3]
+        t0, t1, t2, t3 = s[4 * h : 4 * h + 4]
+        a.vshufps(r[4 * h + 0], t0, t2, 0x44)
+        a.vshufps(r[4 * h + 1], t0, t2, 0xEE)
+        a.vshufps(r[4 * h + 2], t1, t3, 0x44)
+        a.vshufps(r[4 * h + 3], t1, t3, 0xEE)
+    for i in range(4):
+        a.vperm2f128(s[i], r[i], r[4 + i], 0x20)
+        a.vperm2f128(s[4 + i], r[i], r[4 + i], 0x31)
+    return s
+
+
+def _transpose4x4_pd(a: Assembler, r: list, s: list) -> list:
+    """Transpose the 4x4 fp64 block in ``r`` using ``s`` as scratch; returns the output rows."""
+    a.vunpcklpd(s[0], r[0], r[1])
+    a.vunpckhpd(s[1], r[0], r[1])
+    a.vunpcklpd(s[2], r[2], r[3])
+    a.vunpckhpd(s[3], r[2], r[3])
+    a.vperm2f128(r[0], s[0], s[2], 0x20)
+    a.vperm2f128(r[1], s[1], s[3], 0x20)
+    a.vperm2f128(r[2], s[0], s[2], 0x31)
+    a.vperm2f128(r[3], s[1], s[3], 0x31)
+    return r[:4]
+
+
+def _emit_transposed(a: Assembler, t: Target, m: int, n: int, ptype: str) -> None:
+    """b[j + i*ldb] = op(a[i + j*lda]): T x T register transposes, element-wise edges."""
+    T = 8 if t.es == 4 else 4  # ymm block edge
+    lda, ldb = rdx, rcx
+    es = t.es
+    ymm = list(YMM[:16])
+    rows, scratch = ymm[:T], ymm[8 : 8 + T]
+    zero = scratch[T - 1]  # free until the first unpack writes it
+    mf, nf = m - m % T, n - n % T
+    frame = Frame(saved=[rbx])
+    frame.enter(a)
+    a.shl(lda, LOG2[es])
+    a.shl(ldb, LOG2[es])
+    vmov = "vmovups" if es == 4 else "vmovupd"
+
+    def tile() -> None:
+        # T columns of A (T rows each) -> registers, op
+        if ptype != "zero":
+            a.vxorps(zero, zero, zero)
+        a.mov(rax, r10)
+        for j in range(T):
+            if ptype == "zero":
+                a.vxorps(rows[j], rows[j], rows[j])
+            else:
+                getattr(a, vmov)(rows[j], ptr(rax))
+                _op(a, t, ptype, rows[j], zero)
+            if j < T - 1:
+                a.add(rax, lda)
+        out = _transpose8x8_ps(a, rows, scratch) if T == 8 else _transpose4x4_pd(a, rows, scratch)
+        # T rows of B
+        a.mov(rax, r11)
+        for i in range(T):
+            getattr(a, vmov)(ptr(rax), out[i])
+            a.add(rax, ldb)
+        a.mov(r11, rax)  # next tile of B: T rows down
+        a.add(r10, T * es)  # next tile of A: T elements down
+
+    def tile_row() -> None:  # all M tiles of T columns of A
+        a.mov(r10, rdi)
+        a.mov(r11, rsi)
+        counted_loop(a, r9, mf // T, tile, "mt")
+        a.lea(rdi, ptr(rdi + lda * T))
+        a.add(rsi, T * es)
+
+    if mf and nf:
+        a.push(rdi)  # keep the bases: the edges start from them
+        a.push(rsi)
+        counted_loop(a, r8, nf // T, tile_row, "nt")
+        a.pop(rsi)
+        a.pop(rdi)
+
+    def rect(m0: int, mr: int, n0: int, nr: int) -> None:
+        """Element-wise over rows m0..m0+mr-1, columns n0..n0+nr-1."""
+        if not mr or not nr:
+            return
+        # r10 = &a[m0 + n0*lda], r11 = &b[n0 + m0*ldb]
+        a.imul(r10, lda, n0) if n0 else a.xor(r10.r32, r10.r32)
+        a.add(r10, rdi)
+        if m0:
+            a.add(r10, m0 * es)
+        a.imul(r11, ldb, m0) if m0 else a.xor(r11.r32, r11.r32)
+        a.add(r11, rsi)
+        if n0:
+            a.add(r11, n0 * es)
+        getattr(a, t.v("vxor"))(xmm1, xmm1, xmm1)
+
+        def element() -> None:
+            if ptype == "zero":
+                getattr(a, t.s("vmov"))(t.smem(rbx), xmm1)
+            else:
+                getattr(a, t.s("vmov"))(xmm0, t.smem(rax))
+                _op(a, t, ptype, xmm0, xmm1, scalar=True)
+                getattr(a, t.s("vmov"))(t.smem(rbx), xmm0)
+            a.add(rax, es)
+            a.add(rbx, ldb)
+
+        def column() -> None:
+            a.mov(rax, r10)
+            a.mov(rbx, r11)
+            counted_loop(a, r9, mr, element, "em")
+            a.add(r10, lda)
+            a.add(r11, es)
+
+        counted_loop(a, r8, nr, column, "en")
+
+    rect(mf, m - mf, 0, nf)  # bottom rows of the tiled columns
+    rect(0, m, nf, n - nf)  # the remaining columns
+    frame.leave(a)
