@@ -14,6 +14,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from asm import llvm
+from asm.aarch64 import Assembler, V, X, Z, mem, post, pre, sp, x0, x9, x10, x11, x29, x30
 from minijit.kernels.aarch64 import sve_binary, sve_brgemm, sve_unary
 from minijit.runtime import load, runs_natively
 
@@ -21,6 +22,7 @@ VLS = [128] if runs_natively("aarch64") else [128, 256, 512]
 NP = {"fp32": np.float32, "fp64": np.float64}
 GUARD = 16  # guard elements after the last column
 SENTINEL = -7777.0
+D = [v.D for v in V]  # d0..d31
 
 _programs: dict = {}
 _kernels: dict = {}
@@ -93,7 +95,7 @@ def _brgemm_case(m, n, k, br, dtype, dlda, dldb, dldc, seed):
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp64"])
-@settings(max_examples=12)
+@settings(max_examples=40)
 @given(
     m=st.integers(1, 64),
     n=st.integers(1, 64),
@@ -121,10 +123,70 @@ def test_brgemm_hypothesis(dtype, m, n, k, br, dlda, dldb, dldc, seed):
         (3, 300, 4, 1, "fp32"),  # many N blocks
         (33, 5, 1024, 1, "fp64"),  # long K
         (16, 6, 8, 16, "fp32"),
+        (2048, 3, 2, 1, "fp32"),  # the largest sizes
+        (5, 2048, 1, 1, "fp64"),
+        (3, 2, 2048, 2, "fp64"),
     ],
 )
 def test_brgemm_shapes(m, n, k, br, dtype):
     _brgemm_case(m, n, k, br, dtype, 1, 2, 3, m * n + k)
+
+
+def _abi_wrapper(kernel: bytes) -> Assembler:
+    """int64_t f(8 BRGEMM args): call ``kernel`` with x19..x28 and d8..d15 set to markers and
+    return the OR of (value XOR marker) over them: 0 when the kernel preserved them all."""
+    a = Assembler(name="abi_check")
+    saved_x = [X[i] for i in range(19, 29)]
+    a.stp(x29, x30, pre(sp, -96))
+    for i in range(0, 10, 2):
+        a.stp(saved_x[i], saved_x[i + 1], mem(sp, 16 + 8 * i))
+    a.sub(sp, sp, 64)
+    for i in range(8, 16, 2):
+        a.stp(D[i], D[i + 1], mem(sp, 4 * (i - 8)))
+    for r in saved_x:
+        a.mov(r, 0x1000 + r.idx)
+    for i in range(8, 16):
+        a.mov(Z[i].d, i)  # low 64 bits: the integer i
+    kernel_label = a.new_label("kernel")
+    a.bl(kernel_label)
+    a.mov(x0, 0)
+    for r in saved_x:
+        a.mov(x9, 0x1000 + r.idx)
+        a.eor(x10, r, x9)
+        a.orr(x0, x0, x10)
+    for i in range(8, 16, 2):  # d8..d15 through memory into x registers
+        a.stp(D[i], D[i + 1], pre(sp, -16))
+        a.ldp(x10, x11, post(sp, 16))
+        for r, want in ((x10, i), (x11, i + 1)):
+            a.mov(x9, want)
+            a.eor(r, r, x9)
+            a.orr(x0, x0, r)
+    for i in range(8, 16, 2):
+        a.ldp(D[i], D[i + 1], mem(sp, 4 * (i - 8)))
+    a.add(sp, sp, 64)
+    for i in range(0, 10, 2):
+        a.ldp(saved_x[i], saved_x[i + 1], mem(sp, 16 + 8 * i))
+    a.ldp(x29, x30, post(sp, 96))
+    a.ret()
+    a.bind(kernel_label)
+    for i in range(0, len(kernel), 4):
+        a.inst(int.from_bytes(kernel[i : i + 4], "little"))
+    return a
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp64"])
+@pytest.mark.parametrize("m,n,k,br", [(64, 7, 3, 2), (3, 9, 2, 1), (1, 1, 1, 1)])
+def test_brgemm_preserves_callee_saved_registers(dtype, m, n, k, br):
+    """x19..x28 and d8..d15 survive the kernel (it uses them for pointers and accumulators)."""
+    kernel = _program(sve_brgemm, m, n, k, br, False, False, False, dtype).code()
+    w = _abi_wrapper(kernel)
+    sig = sve_brgemm.signature(dtype).replace("void(", "int64_t(")
+    t = NP[dtype]
+    a, b, c = np.ones(m * k * br, t), np.ones(k * n * br, t), np.zeros(m * n, t)
+    for vl in VLS:
+        f = load(w.code(), sig, isa="aarch64", name=w.name, sve_vl=vl)
+        assert f(a, b, c, m, k, m, m * k, k * n) == 0, f"SVE {vl}: a callee-saved register changed"
+    np.testing.assert_array_equal(c, br * k * len(VLS))
 
 
 def test_brgemm_parameters_checked():
@@ -174,7 +236,7 @@ UNARY_REF = {
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp64"])
 @pytest.mark.parametrize("trans_b", [False, True])
-@settings(max_examples=10)
+@settings(max_examples=25)
 @given(
     m=st.integers(1, 64),
     n=st.integers(1, 64),
@@ -224,7 +286,7 @@ BINARY_REF = {
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp64"])
 @pytest.mark.parametrize("ptype", sve_binary.PTYPES)
-@settings(max_examples=6)
+@settings(max_examples=10)
 @given(
     m=st.integers(1, 64),
     n=st.integers(1, 64),
