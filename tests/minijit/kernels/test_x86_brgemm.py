@@ -1,0 +1,132 @@
+"""x86-64 BRGEMM kernels executed natively against a float64 numpy reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from asm import llvm
+from minijit.kernels.x86_64 import binary, brgemm, unary
+from tests.minijit.kernels.x86_util import ISAS, NP, available, brgemm_kernel, colmajor_index, needs_x86
+
+pytestmark = needs_x86
+
+
+def run_brgemm(m, n, k, br, *, ta=False, tb=False, tc=False, dtype="fp32", isa="avx512", pad=(1, 2, 3), seed=0):
+    """Run one kernel on random padded operands; assert the result and the untouched padding."""
+    rng = np.random.default_rng(seed)
+    dt = NP[dtype]
+    a_rows, a_cols = (k, m) if ta else (m, k)
+    b_rows, b_cols = (n, k) if tb else (k, n)
+    c_rows, c_cols = (n, m) if tc else (m, n)
+    lda, ldb, ldc = a_rows + pad[0], b_rows + pad[1], c_rows + pad[2]
+    sa, sb = lda * a_cols + pad[0], ldb * b_cols + pad[1]
+    A = rng.uniform(-1, 1, sa * br).astype(dt)
+    B = rng.uniform(-1, 1, sb * br).astype(dt)
+    C = rng.uniform(-1, 1, ldc * c_cols + 5).astype(dt)
+    C0 = C.copy()
+    ref = C[colmajor_index(0, c_rows, c_cols, ldc)].astype(np.float64)
+    if tc:
+        ref = ref.T
+    ref = ref.copy()
+    for i in range(br):
+        Ab = A[colmajor_index(i * sa, a_rows, a_cols, lda)].astype(np.float64)
+        Bb = B[colmajor_index(i * sb, b_rows, b_cols, ldb)].astype(np.float64)
+        ref += (Ab.T if ta else Ab) @ (Bb.T if tb else Bb)
+    kern = brgemm_kernel(m, n, k, br, ta, tb, tc, dtype, isa)
+    kern(A, B, C, lda, ldb, ldc, sa, sb)
+    cidx = colmajor_index(0, c_rows, c_cols, ldc)
+    got = C[cidx].astype(np.float64)
+    if tc:
+        got = got.T
+    eps = np.finfo(dt).eps
+    tol = 4 * eps * (k * br + 1) + 1e-300
+    np.testing.assert_allclose(got, ref, rtol=0, atol=tol * max(1.0, np.abs(ref).max()))
+    outside = np.ones(C.size, bool)
+    outside[cidx.ravel()] = False
+    np.testing.assert_array_equal(C[outside], C0[outside])
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@settings(max_examples=150)
+@given(
+    m=st.integers(1, 64),
+    n=st.integers(1, 64),
+    k=st.integers(1, 256),
+    br=st.integers(1, 16),
+    dtype=st.sampled_from(["fp32", "fp64"]),
+    tb=st.booleans(),
+    pad=st.tuples(st.integers(1, 9), st.integers(1, 9), st.integers(1, 9)),
+)
+def test_brgemm_sweep(isa, m, n, k, br, dtype, tb, pad) -> None:
+    run_brgemm(m, n, k, br, tb=tb, dtype=dtype, isa=isa, pad=pad)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", ["fp32", "fp64"])
+@pytest.mark.parametrize(
+    "m,n,k,br",
+    [(64, 6, 256, 2), (300, 13, 7, 1), (129, 300, 3, 1), (1, 300, 17, 2), (300, 1, 1, 3), (48, 8, 5, 16)],
+)
+def test_brgemm_large_and_edges(isa, dtype, m, n, k, br) -> None:
+    run_brgemm(m, n, k, br, dtype=dtype, isa=isa)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@settings(max_examples=30)
+@given(
+    m=st.integers(1, 24),
+    n=st.integers(1, 24),
+    k=st.integers(1, 40),
+    br=st.integers(1, 4),
+    dtype=st.sampled_from(["fp32", "fp64"]),
+    flags=st.sampled_from([(1, 0, 0), (1, 1, 0), (0, 0, 1), (1, 1, 1), (0, 1, 1)]),
+)
+def test_brgemm_transposed_scalar_path(isa, m, n, k, br, dtype, flags) -> None:
+    ta, tb, tc = map(bool, flags)
+    run_brgemm(m, n, k, br, ta=ta, tb=tb, tc=tc, dtype=dtype, isa=isa)
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(m=0, n=1, k=1, br_size=1), "m must be"),
+        (dict(m=1, n=-1, k=1, br_size=1), "n must be"),
+        (dict(m=1, n=1, k=1.5, br_size=1), "k must be"),
+        (dict(m=1, n=1, k=1, br_size=0), "br_size must be"),
+        (dict(m=1, n=1, k=1, br_size=1, dtype="fp16"), "dtype must be"),
+        (dict(m=1, n=1, k=1, br_size=1, isa="sse"), "isa must be"),
+        (dict(m=1, n=1, k=1, br_size=1, trans_a=2), "trans_a must be"),
+    ],
+)
+def test_brgemm_rejects_bad_arguments(kwargs, match) -> None:
+    with pytest.raises(ValueError, match=match):
+        brgemm.generate(**kwargs)
+
+
+def test_brgemm_blocking() -> None:
+    assert brgemm.blocking(64 * 3 + 20, "avx512") == [(3, 4, 6, 16), (1, 2, 12, 4)]
+    assert brgemm.blocking(32, "avx512", "fp64") == [(1, 4, 6, 8)]
+    assert brgemm.blocking(20, "avx2") == [(1, 2, 6, 8), (1, 1, 12, 4)]
+
+
+def test_listings_reassemble_to_the_code() -> None:
+    """Every generated listing assembles with llvm-mc to exactly the kernel's bytes."""
+    kernels = []
+    for isa in ("avx512", "avx2"):
+        if not available(isa):
+            continue
+        kernels += [
+            brgemm_kernel(70, 13, 9, 2, False, False, False, "fp32", isa),
+            brgemm_kernel(37, 7, 6, 1, False, True, False, "fp64", isa),
+            brgemm_kernel(5, 4, 3, 2, True, True, True, "fp32", isa),
+            unary.generate(19, 11, True, "fp32", "relu", isa),
+            unary.generate(13, 5, False, "fp64", "zero", isa),
+            binary.generate(21, 3, "fp32", "max", isa),
+            binary.generate(7, 2, "fp64", "div", isa),
+        ]
+    for kern in kernels:
+        assert kern.listing
+        assert llvm.assemble(kern.listing, triple="x86_64", mattr="") == kern.code, kern.name
