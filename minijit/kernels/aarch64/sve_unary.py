@@ -112,16 +112,16 @@ def _transposed(a: Assembler, t: _Type, m: int, n: int, ptype: str) -> None:
             t.ld1(a, t.z(c), P[load.idx].z, mem(WA))
             if c < cols - 1:
                 a.add(WA, WA, LDA)
-        # transpose in the low 128 bits: rows of the tile -> z4..z(4+q-1)
+        # transpose in the low 128 bits (pairs z16..z19, rows z4..z7; z8..z15 stay untouched)
         if q == 4:
-            a.trn1(t.z(8), t.z(0), t.z(1))
-            a.trn2(t.z(9), t.z(0), t.z(1))
-            a.trn1(t.z(10), t.z(2), t.z(3))
-            a.trn2(t.z(11), t.z(2), t.z(3))
-            a.trn1(Z[4].d, Z[8].d, Z[10].d)  # row 0
-            a.trn1(Z[5].d, Z[9].d, Z[11].d)  # row 1
-            a.trn2(Z[6].d, Z[8].d, Z[10].d)  # row 2
-            a.trn2(Z[7].d, Z[9].d, Z[11].d)  # row 3
+            a.trn1(t.z(16), t.z(0), t.z(1))
+            a.trn2(t.z(17), t.z(0), t.z(1))
+            a.trn1(t.z(18), t.z(2), t.z(3))
+            a.trn2(t.z(19), t.z(2), t.z(3))
+            a.trn1(Z[4].d, Z[16].d, Z[18].d)  # row 0
+            a.trn1(Z[5].d, Z[17].d, Z[19].d)  # row 1
+            a.trn2(Z[6].d, Z[16].d, Z[18].d)  # row 2
+            a.trn2(Z[7].d, Z[17].d, Z[19].d)  # row 3
         else:
             a.trn1(Z[4].d, Z[0].d, Z[1].d)
             a.trn2(Z[5].d, Z[0].d, Z[1].d)

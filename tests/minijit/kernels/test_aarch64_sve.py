@@ -133,7 +133,7 @@ def test_brgemm_shapes(m, n, k, br, dtype):
 
 
 def _abi_wrapper(kernel: bytes) -> Assembler:
-    """int64_t f(8 BRGEMM args): call ``kernel`` with x19..x28 and d8..d15 set to markers and
+    """int64_t f(the kernel's args): call ``kernel`` with x19..x28 and d8..d15 set to markers and
     return the OR of (value XOR marker) over them: 0 when the kernel preserved them all."""
     a = Assembler(name="abi_check")
     saved_x = [X[i] for i in range(19, 29)]
@@ -187,6 +187,21 @@ def test_brgemm_preserves_callee_saved_registers(dtype, m, n, k, br):
         f = load(w.code(), sig, isa="aarch64", name=w.name, sve_vl=vl)
         assert f(a, b, c, m, k, m, m * k, k * n) == 0, f"SVE {vl}: a callee-saved register changed"
     np.testing.assert_array_equal(c, br * k * len(VLS))
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp64"])
+def test_unary_and_binary_preserve_callee_saved_registers(dtype):
+    t = NP[dtype]
+    x, y = np.ones(64, t), np.zeros(64, t)
+    for trans_b in (False, True):
+        w = _abi_wrapper(_program(sve_unary, 5, 7, trans_b, dtype, "relu").code())
+        sig = sve_unary.signature(dtype).replace("void(", "int64_t(")
+        for vl in VLS:
+            assert load(w.code(), sig, isa="aarch64", sve_vl=vl)(x, y, 5, 7 if trans_b else 5) == 0
+    w = _abi_wrapper(_program(sve_binary, 9, 5, dtype, "max").code())
+    sig = sve_binary.signature(dtype).replace("void(", "int64_t(")
+    for vl in VLS:
+        assert load(w.code(), sig, isa="aarch64", sve_vl=vl)(x, x, y, 9, 9, 9) == 0
 
 
 def test_brgemm_parameters_checked():
