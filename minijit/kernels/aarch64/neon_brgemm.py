@@ -396,9 +396,7 @@ class _Kernel:
         a.madd(C, XT, LDC, C)
 
 
-def _check(
-    m: int, n: int, k: int, br_size: int, trans_a: bool, trans_b: bool, trans_c: bool, dtype: str
-) -> DType:
+def _check(m: int, n: int, k: int, br_size: int, trans_a: bool, trans_b: bool, trans_c: bool, dtype: str) -> DType:
     check_positive(m=m, n=n, k=k)
     check_positive(MAX_BR_SIZE, br_size=br_size)
     t = dtype_info(dtype)
