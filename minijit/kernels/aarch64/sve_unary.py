@@ -141,7 +141,7 @@ def _transposed(a: Assembler, t: _Type, m: int, n: int, ptype: str) -> None:
         if mi:
             if mi > 1:
                 a.mov(COUNT, mi)
-            row = a.label("tiles")
+            row = a.label("tiles") if mi > 1 else None
             tile(q, cols)
             if mi > 1 or mr:
                 a.add(XA, XA, q * t.size)
@@ -156,7 +156,7 @@ def _transposed(a: Assembler, t: _Type, m: int, n: int, ptype: str) -> None:
     if nj:
         if nj > 1:
             a.mov(I, nj)
-        cols = a.label("cols")
+        cols = a.label("cols") if nj > 1 else None
         column_block(q)
         if nj > 1 or nr:
             a.add(A, A, LDA, "lsl", lg)
