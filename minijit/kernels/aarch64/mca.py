@@ -1,0 +1,164 @@
+"""Static estimate of AArch64 microkernels with llvm-mca: cycles per K-loop iteration vs the FMA bound.
+
+The body is the generator's innermost K-loop iteration (`neon_brgemm.program`)
+plus its loop counter and backward branch. The FMA-bound minimum is read from
+llvm-mca's own "Resource pressure by instruction" table: the busiest resource
+unit counting only the ``fmla`` rows, i.e. FMAs / (FMA pipes of the model)
+(neoverse-v1/v2: 4 units V0-V3; apple-m4, which LLVM 19 models as Cyclone: 3
+vector units for fp32, 2 for fp64 FMLA). 100 % means the model's FMA pipes
+never idle.
+Next to it, ``hw_efficiency`` uses the pipe counts of the real cores
+(`HW_FMA_PIPES`): LLVM 19 has no Apple M4 model of its own (``apple-m4`` uses
+the Cyclone model, 3 vector units), while the M4 has 4 FMA pipes.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from dataclasses import dataclass
+
+from asm import llvm
+from minijit.kernels.aarch64 import neon_brgemm
+
+__all__ = ["HW_FMA_PIPES", "MCPUS", "Estimate", "estimate", "estimates", "fma_bound", "llvm_version", "table"]
+
+MCPUS = ("neoverse-v2", "neoverse-v1", "apple-m4")
+# 128-bit FMA pipes per core: Arm Neoverse V2 / V1 Software Optimization Guides (ASIMD FMLA
+# on V0-V3); Apple M4 P-core: 4 (REFERENCE.md, "M4 ... 4 pipes x 4 lanes").
+HW_FMA_PIPES = {"neoverse-v2": 4, "neoverse-v1": 4, "apple-m4": 4}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One llvm-mca run over a K-loop body."""
+
+    kind: str
+    isa: str
+    shape: str  # "m x n x k, br, dtype, block"
+    mcpu: str
+    cycles: float  # per iteration of the K loop
+    fmas: int  # fmla instructions per iteration
+    fma_bound: float  # cycles per iteration if the model's FMA pipes were the only limit
+    flops: int  # per iteration
+
+    @property
+    def model_pipes(self) -> float:
+        """FMAs per cycle the model allows (its FMA pipes)."""
+        return self.fmas / self.fma_bound
+
+    @property
+    def efficiency(self) -> float:
+        """FMA-bound minimum over llvm-mca's cycles, in percent."""
+        return 100.0 * self.fma_bound / self.cycles
+
+    @property
+    def hw_efficiency(self) -> float:
+        """Like `efficiency` but against the real core's FMA pipes (`HW_FMA_PIPES`)."""
+        return 100.0 * self.fmas / HW_FMA_PIPES.get(self.mcpu, self.model_pipes) / self.cycles
+
+    @property
+    def flops_per_cycle(self) -> float:
+        return self.flops / self.cycles
+
+
+def _pressure_table(text: str) -> tuple[list[str], list[tuple[list[float], str]]]:
+    """Columns and rows (pressures, instruction) of llvm-mca's per-instruction resource table."""
+    part = text.split("Resource pressure by instruction:", 1)[1].strip().splitlines()
+    cols = re.findall(r"\[[0-9.]+\]", part[0])
+    rows = []
+    for line in part[1:]:
+        tokens = line.split()
+        if len(tokens) <= len(cols):
+            break
+        values = [0.0 if tok == "-" else float(tok) for tok in tokens[: len(cols)]]
+        rows.append((values, " ".join(tokens[len(cols) :])))
+    return cols, rows
+
+
+def fma_bound(report: llvm.McaReport) -> float:
+    """Cycles per iteration that the ``fmla`` rows alone put on the busiest resource unit."""
+    cols, rows = _pressure_table(report.text)
+    load = [0.0] * len(cols)
+    for values, inst in rows:
+        if inst.startswith("fmla"):
+            load = [x + v for x, v in zip(load, values, strict=True)]
+    if not any(load):
+        raise ValueError("no fmla in the llvm-mca report")
+    fmas = sum(inst.startswith("fmla") for _, inst in rows)
+    pipes = max(1, round(fmas / max(load)))  # the table prints 0.33/0.34 shares: snap to whole pipes
+    return fmas / pipes
+
+
+def _body(kind: str, isa: str, m: int, n: int, k: int, br_size: int, dtype: str, block) -> str:
+    if kind != "brgemm":
+        raise ValueError(f"kind must be 'brgemm', got {kind!r}")
+    if isa == "neon":
+        _, body = neon_brgemm.program(m, n, k, br_size, dtype=dtype, block=block)
+    elif isa == "sve":
+        from minijit.kernels.aarch64 import sve_brgemm  # written separately; its K-loop body
+
+        body = sve_brgemm.kloop_body(dtype)
+    else:
+        raise ValueError(f"isa must be 'neon' or 'sve', got {isa!r}")
+    return f"{body}\n    subs x11, x11, #1\n    b.ne #-4"  # loop counter and backward branch
+
+
+def estimate(
+    kind: str = "brgemm",
+    isa: str = "neon",
+    m: int = 32,
+    n: int = 32,
+    k: int = 32,
+    br_size: int = 1,
+    dtype: str = "fp32",
+    mcpu: str = "neoverse-v2",
+    block: tuple[int, int] | None = None,
+    iterations: int = 300,
+) -> Estimate:
+    """llvm-mca's cycles per K-loop iteration of the generated kernel on ``mcpu``."""
+    body = _body(kind, isa, m, n, k, br_size, dtype, block)
+    report = llvm.mca(body, mcpu, iterations=iterations)
+    lines = [s.strip() for s in body.splitlines()]
+    fmas = [s for s in lines if s.startswith("fmla")]
+    flops = 0
+    for s in fmas:  # 2 flops per lane: .4s -> 8, .2d/.2s -> 4, scalar -> 2
+        lanes = re.match(r"fmla\s+v\d+\.(\d+)[sd]", s)
+        flops += 2 * (int(lanes.group(1)) if lanes else 1)
+    blk = block or neon_brgemm.BLOCK[dtype]
+    shape = f"{m}x{n}x{k} br={br_size} {dtype} block {blk[0]}x{blk[1]}" if isa == "neon" else f"{dtype} (SVE)"
+    return Estimate(kind, isa, shape, mcpu, report.cycles_per_iteration, len(fmas), fma_bound(report), flops)
+
+
+def estimates(mcpus: tuple[str, ...] = MCPUS, **kwargs) -> list[Estimate]:
+    """`estimate` for every CPU in ``mcpus``."""
+    return [estimate(mcpu=c, **kwargs) for c in mcpus]
+
+
+def llvm_version() -> str:
+    """``llvm-mca --version`` (the LLVM version line)."""
+    import subprocess
+
+    out = subprocess.run([llvm.find_tool("llvm-mca"), "--version"], capture_output=True, text=True).stdout
+    m = re.search(r"LLVM version ([0-9.]+)", out)
+    return m.group(1) if m else out.strip().splitlines()[0]
+
+
+def table(rows: list[Estimate]) -> str:
+    """Markdown table of estimates."""
+    head = (
+        "| kernel | mcpu | cycles/iter | FMAs/iter | model FMA pipes | FMA-bound cycles | efficiency (model) "
+        "| efficiency (4 HW pipes) | flops/cycle |\n"
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|\n"
+    )
+    body = "".join(
+        f"| {r.isa} {r.kind} {r.shape} | {r.mcpu} | {r.cycles:.2f} | {r.fmas} | {r.model_pipes:.1f} | "
+        f"{r.fma_bound:.2f} | {r.efficiency:.1f} % | {r.hw_efficiency:.1f} % | {r.flops_per_cycle:.1f} |\n"
+        for r in rows
+    )
+    return head + body
+
+
+def today() -> str:
+    """ISO date for result files."""
+    return datetime.date.today().isoformat()
