@@ -57,7 +57,7 @@ def column_sweep(
 ) -> None:
     """out[:, j] = op(srcs[:, j]) for every column; ``srcs``/``dst`` are (pointer, byte stride) registers."""
     full, rest = divmod(rows, VECS * t.lanes)
-    pieces = split(rest, t.lanes, 99)[0] if rest else []
+    blocks = split(rest, t.lanes, VECS) if rest else []  # at most VECS pieces at a time
     ins = [[VECS * s + i for i in range(VECS)] for s in range(len(srcs))]
     ptrs = [*srcs, dst]
     a.mov(COL_CNT, cols)
@@ -77,7 +77,7 @@ def column_sweep(
         if full > 1:
             a.subs(ROW_CNT, ROW_CNT, 1)
             a.b_ne(rows_top)
-    if pieces:  # the rest of the column: q/d/s pieces
+    for pieces in blocks:  # the rest of the column: q/d/s pieces
         for s in range(len(srcs)):
             _ldst_pieces(a, t, False, ins[s][: len(pieces)], pieces, WALK[s])
         outs = [op(a, t, [[ins[s][i]] for s in range(len(srcs))], p.width)[0] for i, p in enumerate(pieces)]
