@@ -229,6 +229,20 @@ class BaseMixin:
         zr = XReg(31) if isinstance(rd, XReg) else WReg(31)
         self._mul_add("mul", 0, rd, rn, rm, zr, f"mul {rd}, {rn}, {rm}")
 
+    def _div(self, mn: str, o1: int, rd, rn, rm) -> None:
+        """Data processing (2 source): UDIV/SDIV (division by zero gives 0)."""
+        sf = same_sf(mn, rd=rd, rn=rn, rm=rm)
+        d, n, m = (gpr(mn, nm, r)[0] for nm, r in (("rd", rd), ("rn", rn), ("rm", rm)))
+        self.emit(sf << 31 | 0b11010110 << 21 | m << 16 | (0b10 | o1) << 10 | n << 5 | d, f"{mn} {rd}, {rn}, {rm}")
+
+    def udiv(self, rd, rn, rm) -> None:
+        """rd = rn / rm, unsigned."""
+        self._div("udiv", 0, rd, rn, rm)
+
+    def sdiv(self, rd, rn, rm) -> None:
+        """rd = rn / rm, signed."""
+        self._div("sdiv", 1, rd, rn, rm)
+
     # -- shifts ------------------------------------------------------------------
     def _shift(self, mn: str, op2: int, rd, rn, amount) -> None:
         """Immediate shifts as bitfield moves (UBFM/SBFM) or variable shifts (LSLV...)."""

@@ -258,10 +258,18 @@ class BaseMixin:
         return self._legacy(mn, text, b"\x69", dst.idx, rm, w=w, imm=_imm_bytes(v, 4))
 
     # -- inc / dec ----------------------------------------------------------------------
-    def _unary(self, mn: str, ext: int, dst) -> None:
+    def _unary(self, mn: str, ext: int, dst, opcode: bytes = b"\xff") -> None:
         width = self._width_of(mn, "dst", dst)
         rm = dst.idx if isinstance(dst, Gpr) else dst.addr
-        self._legacy(mn, f"{mn} {dst}", b"\xff", ext, rm, w=int(width == 64))
+        self._legacy(mn, f"{mn} {dst}", opcode, ext, rm, w=int(width == 64))
+
+    def div(self, src) -> None:
+        """``div r/m``: unsigned rdx:rax / src -> quotient rax, remainder rdx."""
+        self._unary("div", 6, src, b"\xf7")
+
+    def neg(self, dst) -> None:
+        """``neg r/m``: two's complement negation."""
+        self._unary("neg", 3, dst, b"\xf7")
 
     def inc(self, dst) -> None:
         """``inc r/m`` (memory needs dword/qword)."""

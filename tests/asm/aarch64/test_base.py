@@ -158,7 +158,7 @@ def test_cmp(sf, data):
 
 
 @SF
-@pytest.mark.parametrize("mn,nops", [("mul", 3), ("madd", 4), ("msub", 4)])
+@pytest.mark.parametrize("mn,nops", [("mul", 3), ("madd", 4), ("msub", 4), ("udiv", 3), ("sdiv", 3)])
 @EX
 @given(data=st.data())
 def test_multiply(sf, mn, nops, data):

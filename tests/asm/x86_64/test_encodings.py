@@ -74,7 +74,7 @@ for w in (64, 32):
     case(f"test m{w}, r{w}", st.tuples(mems(w // 8), gprs(w)), "test")
     case(f"test r{w}, m{w}", st.tuples(gprs(w), mems(w // 8)), "test")
     case(f"test m{w}, imm", st.tuples(mems(w // 8, sized=True), IMM[w]), "test")
-    for mn in ("inc", "dec"):
+    for mn in ("inc", "dec", "div", "neg"):
         case(f"{mn} r{w}", st.tuples(gprs(w)), mn)
         case(f"{mn} m{w}", st.tuples(mems(w // 8, sized=True)), mn)
     for mn in ("shl", "shr", "sar"):
