@@ -42,11 +42,11 @@ def find_largest_multiple_of_divisor(
     """Seed's ``findLargestMultipleOfDivisor``: the largest multiple ``l`` of ``divisor`` with
     ``l <= max_size`` and ``size % l == 0`` such that both ``size // l`` and ``l`` are ``>= min_size``.
 
-    Returns ``(size // l, l)`` (outer, inner) or ``None``.
+    Returns ``(size // l, l)`` (outer, inner) or ``None``. ``l = 1`` (no split) is never returned.
     """
     if divisor <= 0 or size <= 0 or max_size <= 0 or min_size <= 0 or divisor > max_size or size < min_size:
         return None
-    for l_m in range((max_size // divisor) * divisor, divisor - 1, -divisor):
+    for l_m in range((max_size // divisor) * divisor, max(divisor, 2) - 1, -divisor):  # inner 1 is no split
         if size % l_m == 0:
             outer, inner = size // l_m, l_m
             if outer >= min_size and inner >= min_size:

@@ -288,3 +288,8 @@ def test_offset_range_negative_strides():
     assert offset_range(c, "in1") == (-15, 4)
     assert offset_range(c, "out") == (-9, 2)
     assert offset_range(c.dims[:1], "in0") == (-2, 0)
+
+
+def test_config_is_hashable_cache_key():
+    a, b = seed_config(), seed_config()
+    assert hash(a) == hash(b) and len({a, b, seed_config("gemm")}) == 2
