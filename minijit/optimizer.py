@@ -1,9 +1,9 @@
 """Optimizer passes over :class:`~minijit.ir.TensorConfig` (seed 004, §5.5).
 
 Every pass is a pure function ``TensorConfig -> TensorConfig``: it never mutates its input and
-returns a new, validated config (or the input itself when nothing changes is *not* guaranteed:
-callers must not rely on identity). :func:`optimize` composes them in the seed's order:
-fuse -> split -> identify primitives -> reorder -> create shared loops.
+always returns a new, validated config (equal to the input when nothing applies).
+:func:`optimize` composes them in the seed's order: fuse -> split -> identify primitives -> reorder
+-> create shared loops.
 """
 
 from __future__ import annotations
