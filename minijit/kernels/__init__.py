@@ -1,0 +1,89 @@
+"""Primitive generators per target, behind one interface.
+
+Targets: ``aarch64-neon``, ``aarch64-sve`` (run natively on AArch64 hosts,
+emulated elsewhere at SVE vector length ``sve_vl`` bits), ``x86_64-avx512``,
+``x86_64-avx2``. Strides are in elements, matrices column-major:
+
+- `brgemm`: ``f(a, b, c, lda, ldb, ldc, br_stride_a, br_stride_b)``, C += Σ_br A_br·B_br
+- `unary`: ``f(a, b, lda, ldb)``, B = op(A) or op(A)ᵀ for zero/copy/relu
+- `binary`: ``f(in0, in1, out, ld0, ld1, ldo)`` for add/sub/mul/div/min/max
+- `compile_loopnest`: the compiled loop nest of a `LoopNest` plan,
+  ``f(in0, in1, out, begin, end)``
+"""
+
+from __future__ import annotations
+
+from minijit.runtime import host
+
+TARGETS = ("aarch64-neon", "aarch64-sve", "x86_64-avx512", "x86_64-avx2")
+
+
+def native_target() -> str:
+    """The fastest target this host runs natively."""
+    h = host()
+    if h.isa == "x86_64":
+        return "x86_64-avx512" if h.avx512f and h.avx512bw and h.avx512vl else "x86_64-avx2"
+    return "aarch64-sve" if h.sve else "aarch64-neon"
+
+
+def check_target(target: str) -> str:
+    """Resolve "native" and reject unknown targets (ValueError naming the choices)."""
+    if target == "native":
+        return native_target()
+    if target not in TARGETS:
+        raise ValueError(f"target must be 'native' or one of {', '.join(TARGETS)}, got {target!r}")
+    return target
+
+
+def brgemm(m, n, k, br_size=1, *, trans_a=False, trans_b=False, trans_c=False, dtype="fp32", target, sve_vl=128):
+    """A BRGEMM kernel for ``target`` (see the module docstring)."""
+    target = check_target(target)
+    if target == "aarch64-neon":
+        from minijit.kernels.aarch64 import neon_brgemm as g
+    elif target == "aarch64-sve":
+        from minijit.kernels.aarch64 import sve_brgemm as g
+    else:
+        from minijit.kernels.x86_64 import brgemm as x
+
+        return x.generate(m, n, k, br_size, trans_a, trans_b, trans_c, dtype, isa=target.split("-")[1])
+    return g.generate(m, n, k, br_size, trans_a, trans_b, trans_c, dtype, sve_vl=sve_vl)
+
+
+def unary(m, n, *, trans_b=False, dtype="fp32", ptype="copy", target, sve_vl=128):
+    """A unary (zero/copy/relu) kernel for ``target``."""
+    target = check_target(target)
+    if target == "aarch64-neon":
+        from minijit.kernels.aarch64 import neon_unary as g
+    elif target == "aarch64-sve":
+        from minijit.kernels.aarch64 import sve_unary as g
+    else:
+        from minijit.kernels.x86_64 import unary as x
+
+        return x.generate(m, n, trans_b, dtype, ptype, isa=target.split("-")[1])
+    return g.generate(m, n, trans_b, dtype, ptype, sve_vl=sve_vl)
+
+
+def binary(m, n, *, dtype="fp32", ptype="add", target, sve_vl=128):
+    """A binary elementwise kernel for ``target``."""
+    target = check_target(target)
+    if target == "aarch64-neon":
+        from minijit.kernels.aarch64 import neon_binary as g
+    elif target == "aarch64-sve":
+        from minijit.kernels.aarch64 import sve_binary as g
+    else:
+        from minijit.kernels.x86_64 import binary as x
+
+        return x.generate(m, n, dtype, ptype, isa=target.split("-")[1])
+    return g.generate(m, n, dtype, ptype, sve_vl=sve_vl)
+
+
+def compile_loopnest(plan, *, target, sve_vl=128):
+    """The compiled loop nest of ``plan`` (a `minijit.kernels.loopnest.LoopNest`)."""
+    target = check_target(target)
+    if target.startswith("aarch64"):
+        from minijit.kernels.aarch64 import loopnest as g
+
+        return g.generate(plan, sve_vl=sve_vl)
+    from minijit.kernels.x86_64 import loopnest as x
+
+    return x.generate(plan)

@@ -1,0 +1,333 @@
+"""`TensorOperation`: setup/execute of a tensor operation on JIT-generated primitives.
+
+    op = TensorOperation(target="native")
+    op.setup("fp32", "zero", "brgemm", "relu", dim_types, exec_types, dim_sizes,
+             strides_in0, strides_in1, strides_out)
+    op.execute(A, B, C)
+
+Strides are in elements, relative to each array's first element (numpy views
+with negative strides reach memory before it). `setup` validates the
+configuration (raising `SetupError` naming the offending dimension), runs the
+optimizer when asked or when no prim dims are given, generates the first-touch,
+main and last-touch primitives and compiles the seq loops and kernel calls into
+one machine-code function (`minijit.kernels.loopnest`). `execute` checks the
+arrays (dtype, writeability, every reachable element inside each array) before
+any machine code runs, then splits the shared iteration space over threads.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import cffi
+import numpy as np
+
+from minijit import kernels, optimizer, parallel, reference
+from minijit.errors import SetupError, error_t
+from minijit.ir import TensorConfig, dim_t, exec_t, ptype_t
+from minijit.kernels.loopnest import Call, Loop, LoopNest
+from minijit.runtime import runs_natively
+
+GEMM_PTYPES = (ptype_t.gemm, ptype_t.brgemm)
+UNARY_PTYPES = (ptype_t.zero, ptype_t.copy, ptype_t.relu)
+BINARY_PTYPES = (ptype_t.add, ptype_t.sub, ptype_t.mul, ptype_t.div, ptype_t.min, ptype_t.max)
+TENSORS = ("in0", "in1", "out")
+RAW_SIGNATURE = "void(*)(uintptr_t, uintptr_t, uintptr_t, int64_t, int64_t)"
+_FFI = cffi.FFI()
+
+
+class TensorOperation:
+    """A tensor operation compiled for one target.
+
+    ``target``: "native" (AVX-512/AVX2 on x86-64, SVE/NEON on AArch64),
+    "x86_64-avx512", "x86_64-avx2", "aarch64-neon", "aarch64-sve" (AArch64 on a
+    non-ARM host runs in the qemu emulation worker at ``sve_vl`` bits; for
+    correctness, not speed). ``num_threads`` defaults to MINIJIT_NUM_THREADS /
+    OMP_NUM_THREADS / the CPU count.
+    """
+
+    def __init__(self, target: str = "native", *, num_threads: int | None = None, sve_vl: int = 128) -> None:
+        if target == "cuda":
+            raise ValueError("target 'cuda' is not available yet: use 'native' or a CPU target")
+        self.target = kernels.check_target(target)
+        if num_threads is not None and (not isinstance(num_threads, int) or num_threads < 1):
+            raise ValueError(f"num_threads must be a positive int, got {num_threads!r}")
+        self.num_threads = num_threads or parallel.default_threads()
+        self.sve_vl = sve_vl
+        self.native = runs_natively(self.target.split("-")[0])
+        self.config: TensorConfig | None = None
+        self.primitives: dict[str, Any] = {}
+        self.nest: LoopNest | None = None
+        self._loopnest = None
+        self._iterations = 0
+
+    # -- setup ---------------------------------------------------------------------------------
+    def setup(
+        self,
+        dtype,
+        prim_first,
+        prim_main,
+        prim_last,
+        dim_types,
+        exec_types,
+        dim_sizes,
+        strides_in0,
+        strides_in1,
+        strides_out,
+        *,
+        optimize: bool | None = None,
+        thread_target: int | None = None,
+        max_kernel_size: int = 256,
+        min_kernel_size: int = 16,
+    ) -> error_t:
+        """Validate, optionally optimize, generate the kernels; returns ``error_t.success``.
+
+        Arguments follow mini_jit (enums or their names; lists of equal length;
+        strides in elements). ``optimize``: run `minijit.optimize` first (default:
+        only when no dim has exec type prim). Raises `SetupError` on any invalid
+        configuration; the operation is then left without a configuration.
+        """
+        self.config, self.primitives, self.nest, self._loopnest = None, {}, None, None
+        config = TensorConfig.from_lists(
+            dtype,
+            prim_first,
+            prim_main,
+            prim_last,
+            dim_types,
+            exec_types,
+            dim_sizes,
+            strides_in0,
+            strides_in1,
+            strides_out,
+        )
+        if optimize is None:
+            optimize = not config.has_prims
+        if optimize:
+            config = optimizer.optimize(
+                config,
+                thread_target=thread_target or self.num_threads,
+                max_kernel_size=max_kernel_size,
+                min_kernel_size=min_kernel_size,
+            )
+        return self.setup_config(config)
+
+    def setup_config(self, config: TensorConfig) -> error_t:
+        """Set up from a validated `TensorConfig` (e.g. the result of `minijit.optimize`)."""
+        config.validate_executable()
+        primitives, calls = self._primitives(config)
+        itemsize = config.dtype.itemsize
+        loops = tuple(
+            Loop(
+                d.size,
+                tuple(s * itemsize for s in d.strides),
+                shared=d.exec is exec_t.shared,
+                k=d.type is dim_t.k,
+            )
+            for d in config.loop_dims
+        )
+        nest = LoopNest(loops, calls["main"], calls.get("first"), calls.get("last"))
+        self._loopnest = kernels.compile_loopnest(nest, target=self.target, sve_vl=self.sve_vl)
+        if self.native:  # addresses are checked by execute(); the call itself takes plain integers
+            self._raw = _FFI.cast(RAW_SIGNATURE, self._loopnest.address)
+        self.config, self.primitives, self.nest = config, primitives, nest
+        self._iterations = nest.iterations
+        return error_t.success
+
+    def _primitives(self, cfg: TensorConfig) -> tuple[dict[str, Any], dict[str, Call]]:
+        """Generate first/main/last kernels and the calls the loop nest makes to them."""
+        dims, roles, main = cfg.dims, cfg.prim, cfg.prim_main
+        common = {"dtype": cfg.dtype.name, "target": self.target, "sve_vl": self.sve_vl}
+        prims: dict[str, Any] = {}
+        calls: dict[str, Call] = {}
+
+        def stride(role: int | None, tensor: str) -> int:
+            return 0 if role is None else dims[role].stride(tensor)
+
+        def size(role: int | None) -> int:
+            return 1 if role is None else dims[role].size
+
+        def fail(role: int | None, what: str) -> SetupError:
+            at = f"dim {role} ({dims[role]})" if role is not None else "prim dims"
+            return SetupError(error_t.wrong_stride, f"{at}: {what}", dim=role)
+
+        if main in GEMM_PTYPES:
+            m, n, k, br = roles.m, roles.n, roles.k, roles.br
+            if stride(m, "out") != 1:
+                raise fail(m, f"prim M needs unit stride in out (column-major C), got {stride(m, 'out')}")
+            trans_a = stride(m, "in0") != 1
+            if trans_a and stride(k, "in0") != 1:
+                raise fail(m, "prim M (or prim K, transposed) needs unit stride in in0")
+            trans_b = stride(k, "in1") != 1
+            if trans_b and stride(n, "in1") != 1:
+                raise fail(k, "prim K (or prim N, transposed) needs unit stride in in1")
+            lda = stride(m if trans_a else k, "in0")
+            ldb = stride(k if trans_b else n, "in1")
+            ldc = stride(n, "out")
+            prims["main"] = self._kernel(
+                kernels.brgemm,
+                size(m),
+                size(n),
+                size(k),
+                size(br),
+                trans_a=trans_a,
+                trans_b=trans_b,
+                **common,
+            )
+            calls["main"] = Call(
+                prims["main"].address, ("in0", "in1", "out", lda, ldb, ldc, stride(br, "in0"), stride(br, "in1"))
+            )
+        elif main in UNARY_PTYPES:
+            m, n = roles.m, roles.n
+            src = "out" if main is ptype_t.zero else "in0"
+            if stride(m, src) != 1 and size(m) > 1:
+                raise fail(m, f"the unit-stride prim dim of {src} must be the first prim role")
+            trans = main is not ptype_t.zero and stride(m, "out") != 1 and size(m) > 1
+            if trans and stride(n, "out") != 1 and size(n) > 1:
+                raise fail(n, "a transposing unary op needs a unit-stride prim dim in out")
+            ldb = stride(m if trans else n, "out")
+            prims["main"] = self._kernel(kernels.unary, size(m), size(n), trans_b=trans, ptype=main.name, **common)
+            a_ptr = "out" if main is ptype_t.zero else "in0"
+            calls["main"] = Call(prims["main"].address, (a_ptr, "out", stride(n, src), ldb))
+        elif main in BINARY_PTYPES:
+            m, n = roles.m, roles.n
+            for t in TENSORS:
+                if stride(m, t) != 1 and size(m) > 1:
+                    raise fail(m, f"binary ops need unit stride in {t} on the first prim dim, got {stride(m, t)}")
+            prims["main"] = self._kernel(kernels.binary, size(m), size(n), ptype=main.name, **common)
+            calls["main"] = Call(
+                prims["main"].address,
+                ("in0", "in1", "out", stride(n, "in0"), stride(n, "in1"), stride(n, "out")),
+            )
+        else:
+            raise SetupError(error_t.wrong_ptype, f"main primitive {main.name} is not supported")
+
+        # first/last touch: a unary op in place on the output block (column-major, unit stride M)
+        out_m, out_n = (roles.m, roles.n)
+        for which, ptype in (("first", cfg.prim_first), ("last", cfg.prim_last)):
+            if ptype in (ptype_t.none, ptype_t.copy):  # copy in place changes nothing
+                continue
+            if ptype not in UNARY_PTYPES:
+                raise SetupError(error_t.wrong_ptype, f"{which} touch must be none/zero/relu/copy, got {ptype.name}")
+            if stride(out_m, "out") != 1 and size(out_m) > 1:
+                raise fail(out_m, f"{which} touch needs unit stride in out on the first prim dim")
+            prims[which] = self._kernel(kernels.unary, size(out_m), size(out_n), ptype=ptype.name, **common)
+            ldo = stride(out_n, "out")
+            calls[which] = Call(prims[which].address, ("out", "out", ldo, ldo))
+        return prims, calls
+
+    def _kernel(self, generator, *args, **kwargs):
+        try:
+            return generator(*args, **kwargs)
+        except NotImplementedError as e:
+            raise SetupError(error_t.wrong_ptype, f"target {self.target}: {e}") from None
+        except ValueError as e:
+            raise SetupError(error_t.wrong_size, f"target {self.target}: {e}") from None
+
+    # -- execute -------------------------------------------------------------------------------
+    def _check(self, name: str, arr: Any, used: bool) -> None:
+        """TypeError/ValueError naming the tensor unless ``arr`` is safe to hand to machine code."""
+        cfg = self.config
+        if not isinstance(arr, np.ndarray):
+            raise TypeError(f"{name} must be a numpy array, got {type(arr).__name__}")
+        if arr.dtype != cfg.dtype.numpy:
+            raise TypeError(f"{name} has dtype {arr.dtype}, the operation was set up for {cfg.dtype.numpy}")
+        if name == "out" and not arr.flags.writeable:
+            raise ValueError("out is read-only")
+        if not used:
+            return
+        lo, hi = cfg.offset_range(name)
+        start, end = _byte_bounds(arr)
+        item = cfg.dtype.itemsize
+        first, last = arr.ctypes.data + lo * item, arr.ctypes.data + hi * item + item
+        if (first - start) % item:
+            raise ValueError(f"{name} is not aligned to its element size")
+        if first < start or last > end:
+            raise ValueError(
+                f"{name}: the strides reach elements {lo}..{hi} relative to its first element, "
+                f"outside the array's memory ({(start - arr.ctypes.data) // item}..{(end - arr.ctypes.data) // item - 1})"
+            )
+
+    def _arrays(self, in0, in1, out) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self.config is None:
+            raise RuntimeError("execute before a successful setup")
+        cfg = self.config
+        if in0 is None and cfg.uses_in0:
+            raise TypeError("in0 is required for this operation")
+        if in1 is None and cfg.uses_in1:
+            raise TypeError("in1 is required for this operation")
+        in0 = out if in0 is None else in0
+        in1 = in0 if in1 is None else in1
+        self._check("in0", in0, cfg.uses_in0)
+        self._check("in1", in1, cfg.uses_in1)
+        self._check("out", out, True)
+        return in0, in1, out
+
+    def execute(self, in0: np.ndarray | None, in1: np.ndarray | None, out: np.ndarray) -> None:
+        """Run the operation on numpy arrays (``in1`` None for unary ops, ``in0`` None for zero).
+
+        Every element reachable through the strides must lie inside each
+        array's memory; otherwise TypeError/ValueError before anything runs.
+        """
+        in0, in1, out = self._arrays(in0, in1, out)
+        if not self.native:  # emulated: one call, the worker copies the arrays in and out
+            self._loopnest(in0, in1, out, 0, self._iterations)
+            return
+        self._run(in0.ctypes.data, in1.ctypes.data, out.ctypes.data)
+
+    def execute_ptr(self, addr_in0: int, addr_in1: int, addr_out: int) -> None:
+        """Unchecked execute on raw addresses (native targets only). The caller guarantees
+        that every element the strides reach is valid memory of the right dtype."""
+        if self.config is None:
+            raise RuntimeError("execute_ptr before a successful setup")
+        if not self.native:
+            raise ValueError(f"execute_ptr needs a native target; {self.target} is emulated on this host")
+        for name, v in (("addr_in0", addr_in0), ("addr_in1", addr_in1), ("addr_out", addr_out)):
+            if not isinstance(v, int) or v < 0:
+                raise TypeError(f"{name} must be a non-negative int address, got {v!r}")
+        self._run(addr_in0, addr_in1, addr_out)
+
+    def _run(self, a0: int, a1: int, ao: int) -> None:
+        fn = self._raw
+
+        def part(begin: int, end: int) -> None:
+            fn(a0, a1, ao, begin, end)
+
+        parallel.run_range(part, self._iterations, self.num_threads)
+
+    def execute_iter(self, in0: np.ndarray | None, in1: np.ndarray | None, out: np.ndarray) -> None:
+        """The pure-Python reference path (seed 004 §5.2 recursion with numpy primitives)."""
+        in0, in1, out = self._arrays(in0, in1, out)
+        flats = [_flat(a) for a in (in0, in1, out)]
+        reference.execute_iter(self.config, flats[0][0], flats[1][0], flats[2][0], offsets=[f[1] for f in flats])
+
+    # -- inspection ----------------------------------------------------------------------------
+    def listing(self) -> str:
+        """Assembly of every generated kernel (first/main/last touch and the loop nest)."""
+        if self.config is None:
+            raise RuntimeError("listing before a successful setup")
+        parts = [f"// {self.target}\n// {self.config}".replace("\n", "\n// ")]
+        for name, k in {**self.primitives, "loopnest": self._loopnest}.items():
+            parts.append(f"// ---- {name}: {getattr(k, 'name', name)} at {k.address:#x}\n{k.listing}")
+        return "\n".join(parts)
+
+    def __repr__(self) -> str:
+        state = "not set up" if self.config is None else f"{len(self.config.dims)} dims"
+        return f"<TensorOperation {self.target} threads={self.num_threads} {state}>"
+
+
+def _byte_bounds(arr: np.ndarray) -> tuple[int, int]:
+    try:
+        from numpy.lib.array_utils import byte_bounds
+    except ImportError:  # numpy < 2
+        byte_bounds = np.byte_bounds  # type: ignore[attr-defined]
+    return byte_bounds(arr)
+
+
+def _flat(arr: np.ndarray) -> tuple[np.ndarray, int]:
+    """A flat 1-D view over the memory ``arr`` spans, and the element offset of its first element."""
+    lo, hi = _byte_bounds(arr)
+    item = arr.dtype.itemsize
+    raw = (ctypes.c_char * (hi - lo)).from_address(lo)
+    flat = np.frombuffer(raw, dtype=arr.dtype)
+    return flat, (arr.ctypes.data - lo) // item
