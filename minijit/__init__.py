@@ -1,1 +1,29 @@
-"""minijit: a pure-Python JIT for tensor operations."""
+"""minijit: a pure-Python JIT for tensor operations.
+
+    from minijit import TensorOperation, dtype_t, ptype_t, dim_t, exec_t, SetupError
+    op = TensorOperation(target="native")
+    op.setup("fp32", "zero", "brgemm", "relu", dim_types, exec_types, dim_sizes,
+             strides_in0, strides_in1, strides_out)
+    op.execute(in0, in1, out)
+
+Emitters live in the sibling packages `asm` (AArch64, x86-64) and `ptx`.
+"""
+
+from minijit.errors import SetupError, error_t
+from minijit.ir import Dimension, TensorConfig, dim_t, dtype_t, exec_t, ptype_t
+from minijit.optimizer import optimize
+from minijit.tensor_operation import TensorOperation
+
+__all__ = [
+    "Dimension",
+    "SetupError",
+    "TensorConfig",
+    "TensorOperation",
+    "dim_t",
+    "dtype_t",
+    "error_t",
+    "exec_t",
+    "optimize",
+    "ptype_t",
+]
+__version__ = "0.1.0"
