@@ -1,4 +1,4 @@
-"""Write bench/results/aarch64_mca.md: llvm-mca estimates of the NEON BRGEMM K loop.
+"""Write bench/results/aarch64_mca.md: llvm-mca estimates of the NEON and SVE BRGEMM K loops.
 
 python3 bench/aarch64_mca.py            # from the repository root
 """
@@ -34,6 +34,11 @@ def main() -> None:
     for block in [(16, 4), (8, 8), (12, 6)]:
         blocks += mca.estimates(m=48, n=48, k=32, block=block)
     fp64 = mca.estimates(m=32, n=32, k=32, dtype="fp64")
+    sve = [
+        mca.estimate(isa="sve", m=32, n=32, k=32, dtype=dt, mcpu=cpu)
+        for dt in ("fp32", "fp64")
+        for cpu in ("neoverse-v1", "neoverse-v2")
+    ]
     text = f"""# AArch64 NEON BRGEMM: llvm-mca static estimate
 
 - Date: {mca.today()}; LLVM {mca.llvm_version()} (`llvm-mca -mtriple=aarch64 -mcpu=<cpu> -iterations=300`)
@@ -62,7 +67,15 @@ def main() -> None:
 {mca.table(blocks)}
 ## fp64 (default 8x4 block)
 
-{mca.table(fp64)}"""
+{mca.table(fp64)}
+## SVE BRGEMM (vector-length agnostic; 4 vectors of M x 6 columns, K unrolled by 4)
+
+The body is `sve_brgemm.kloop_body`: ld1w/ld1d of 4 A vectors, ld1rw/ld1rd broadcasts of B, 24
+predicated fmla per K step. llvm-mca's resource table gives 2 pipes for SVE fmla on neoverse-v1
+(which has two 256-bit SVE pipes, so the "4 HW pipes" column does not apply there) and 4 on
+neoverse-v2. "flops/cycle" counts 2 per fmla instruction, whatever the vector length.
+
+{mca.table(sve)}"""
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(text)
     print(text)
