@@ -35,6 +35,8 @@ BINARY_PTYPES = (ptype_t.add, ptype_t.sub, ptype_t.mul, ptype_t.div, ptype_t.min
 TENSORS = ("in0", "in1", "out")
 RAW_SIGNATURE = "void(*)(uintptr_t, uintptr_t, uintptr_t, int64_t, int64_t)"
 _FFI = cffi.FFI()
+#: Operations with fewer multiply-adds/elements than this run on the calling thread only.
+PARALLEL_MIN_ELEMENTS = 1 << 20
 
 
 class TensorOperation:
@@ -61,6 +63,8 @@ class TensorOperation:
         self.nest: LoopNest | None = None
         self._loopnest = None
         self._iterations = 0
+        self._threads = 1
+        self._ranges: dict[str, tuple[int, int]] = {}
 
     # -- setup ---------------------------------------------------------------------------------
     def setup(
@@ -132,6 +136,10 @@ class TensorOperation:
             self._raw = _FFI.cast(RAW_SIGNATURE, self._loopnest.address)
         self.config, self.primitives, self.nest = config, primitives, nest
         self._iterations = nest.iterations
+        self._ranges = {t: config.offset_range(t) for t in TENSORS}
+        # tiny operations run on the calling thread: a pool round trip costs ~10-20 us
+        small = config.num_elements() < PARALLEL_MIN_ELEMENTS
+        self._threads = 1 if small or self._iterations == 1 else self.num_threads
         return error_t.success
 
     def _primitives(self, cfg: TensorConfig) -> tuple[dict[str, Any], dict[str, Call]]:
@@ -153,13 +161,17 @@ class TensorOperation:
 
         if main in GEMM_PTYPES:
             m, n, k, br = roles.m, roles.n, roles.k, roles.br
-            if stride(m, "out") != 1:
+
+            def unit(role: int | None, tensor: str) -> bool:  # a size-1 dim may have any stride
+                return size(role) == 1 or stride(role, tensor) == 1
+
+            if not unit(m, "out"):
                 raise fail(m, f"prim M needs unit stride in out (column-major C), got {stride(m, 'out')}")
-            trans_a = stride(m, "in0") != 1
-            if trans_a and stride(k, "in0") != 1:
+            trans_a = not unit(m, "in0")
+            if trans_a and not unit(k, "in0"):
                 raise fail(m, "prim M (or prim K, transposed) needs unit stride in in0")
-            trans_b = stride(k, "in1") != 1
-            if trans_b and stride(n, "in1") != 1:
+            trans_b = not unit(k, "in1")
+            if trans_b and not unit(n, "in1"):
                 raise fail(k, "prim K (or prim N, transposed) needs unit stride in in1")
             lda = stride(m if trans_a else k, "in0")
             ldb = stride(k if trans_b else n, "in1")
@@ -202,8 +214,11 @@ class TensorOperation:
         else:
             raise SetupError(error_t.wrong_ptype, f"main primitive {main.name} is not supported")
 
-        # first/last touch: a unary op in place on the output block (column-major, unit stride M)
+        # first/last touch: a unary op in place on the output block (column-major, unit stride M;
+        # a transposing unary main has its unit-stride out dim in the N role)
         out_m, out_n = (roles.m, roles.n)
+        if stride(out_m, "out") != 1 and size(out_m) > 1:
+            out_m, out_n = out_n, out_m
         for which, ptype in (("first", cfg.prim_first), ("last", cfg.prim_last)):
             if ptype in (ptype_t.none, ptype_t.copy):  # copy in place changes nothing
                 continue
@@ -218,15 +233,22 @@ class TensorOperation:
 
     def _kernel(self, generator, *args, **kwargs):
         try:
-            return generator(*args, **kwargs)
+            try:
+                return generator(*args, **kwargs)
+            except NotImplementedError:
+                if kwargs.get("target") != "aarch64-sve":
+                    raise
+                # e.g. transposed BRGEMM: SVE machines run the NEON kernel as well
+                return generator(*args, **{**kwargs, "target": "aarch64-neon"})
         except NotImplementedError as e:
             raise SetupError(error_t.wrong_ptype, f"target {self.target}: {e}") from None
         except ValueError as e:
             raise SetupError(error_t.wrong_size, f"target {self.target}: {e}") from None
 
     # -- execute -------------------------------------------------------------------------------
-    def _check(self, name: str, arr: Any, used: bool) -> None:
-        """TypeError/ValueError naming the tensor unless ``arr`` is safe to hand to machine code."""
+    def _check(self, name: str, arr: Any, used: bool) -> int:
+        """TypeError/ValueError naming the tensor unless ``arr`` is safe to hand to machine code;
+        returns the address of its first element."""
         cfg = self.config
         if not isinstance(arr, np.ndarray):
             raise TypeError(f"{name} must be a numpy array, got {type(arr).__name__}")
@@ -234,20 +256,29 @@ class TensorOperation:
             raise TypeError(f"{name} has dtype {arr.dtype}, the operation was set up for {cfg.dtype.numpy}")
         if name == "out" and not arr.flags.writeable:
             raise ValueError("out is read-only")
-        if not used:
-            return
-        lo, hi = cfg.offset_range(name)
-        start, end = _byte_bounds(arr)
-        item = cfg.dtype.itemsize
         origin = arr.ctypes.data
+        if not used:
+            return origin
+        lo, hi = self._ranges[name]
+        flags = arr.flags
+        if flags.c_contiguous or flags.f_contiguous:  # fast path: the memory is [origin, origin + nbytes)
+            start, end = origin, origin + arr.nbytes
+        else:
+            start, end = _byte_bounds(arr)
+        item = arr.itemsize
         if origin + lo * item < start or origin + (hi + 1) * item > end:
             have = f"{(start - origin) // item}..{(end - origin) // item - 1}"
             raise ValueError(
                 f"{name}: the strides reach elements {lo}..{hi} relative to its first element, "
                 f"outside the array's memory (elements {have})"
             )
+        return origin
 
     def _arrays(self, in0, in1, out) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self._checked(in0, in1, out)[:3]
+
+    def _checked(self, in0, in1, out) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int]:
+        """The three arrays (missing inputs replaced) and their checked addresses."""
         if self.config is None:
             raise RuntimeError("execute before a successful setup")
         cfg = self.config
@@ -257,10 +288,10 @@ class TensorOperation:
             raise TypeError("in1 is required for this operation")
         in0 = out if in0 is None else in0
         in1 = in0 if in1 is None else in1
-        self._check("in0", in0, cfg.uses_in0)
-        self._check("in1", in1, cfg.uses_in1)
-        self._check("out", out, True)
-        return in0, in1, out
+        a0 = self._check("in0", in0, cfg.uses_in0)
+        a1 = self._check("in1", in1, cfg.uses_in1)
+        ao = self._check("out", out, True)
+        return in0, in1, out, a0, a1, ao
 
     def execute(self, in0: np.ndarray | None, in1: np.ndarray | None, out: np.ndarray) -> None:
         """Run the operation on numpy arrays (``in1`` None for unary ops, ``in0`` None for zero).
@@ -268,11 +299,11 @@ class TensorOperation:
         Every element reachable through the strides must lie inside each
         array's memory; otherwise TypeError/ValueError before anything runs.
         """
-        in0, in1, out = self._arrays(in0, in1, out)
+        in0, in1, out, a0, a1, ao = self._checked(in0, in1, out)
         if not self.native:  # emulated: one call, the worker copies the arrays in and out
             self._loopnest(in0, in1, out, 0, self._iterations)
             return
-        self._run(in0.ctypes.data, in1.ctypes.data, out.ctypes.data)
+        self._run(a0, a1, ao)
 
     def execute_ptr(self, addr_in0: int, addr_in1: int, addr_out: int) -> None:
         """Unchecked execute on raw addresses (native targets only). The caller guarantees
@@ -288,6 +319,9 @@ class TensorOperation:
 
     def _run(self, a0: int, a1: int, ao: int) -> None:
         fn = self._raw
+        if self._threads == 1:
+            fn(a0, a1, ao, 0, self._iterations)
+            return
 
         def part(begin: int, end: int) -> None:
             fn(a0, a1, ao, begin, end)

@@ -46,6 +46,11 @@ from minijit.runtime.kernel import Kernel
 __all__ = ["generate", "blocking", "MAX_SIZE"]
 
 MAX_SIZE = 1 << 16
+# BR loop outside the blocks when the A panels of one call (m*k*br elements) exceed this many bytes:
+# a block then streams A over all of BR*K from L2/L3 once per N block; per BR step the A_br/B_br
+# blocks stay in L2 and the C round trip costs one load+store per k rows.
+BR_OUTER_BYTES = 256 * 1024
+BR_OUTER_MIN_K = 32
 UNROLL = 4
 # accumulator block (vectors of M -> columns of N)
 NB = {"avx512": {4: 6, 3: 8, 2: 12, 1: 20}, "avx2": {2: 6, 1: 12}}
@@ -90,8 +95,15 @@ def generate(
     trans_c: bool = False,
     dtype: str = "fp32",
     isa: str = "avx512",
+    *,
+    br_outer: bool | None = None,
 ) -> Kernel:
-    """Generate the BRGEMM kernel (see the module docstring). Bad arguments raise ValueError."""
+    """Generate the BRGEMM kernel (see the module docstring). Bad arguments raise ValueError.
+
+    ``br_outer``: run the BR loop outside the M/N block loops (C blocks are loaded and stored
+    once per BR step) instead of inside each block; ``None`` picks it when the A panels of one
+    call exceed `BR_OUTER_BYTES` and each BR step has at least `BR_OUTER_MIN_K` rows of K.
+    """
     for name, value in (("m", m), ("n", n), ("k", k)):
         check_size(name, value, 1, MAX_SIZE)
     check_size("br_size", br_size, 1, 1 << 24)
@@ -103,14 +115,18 @@ def generate(
     if trans_a or trans_c:
         _emit_scalar(a, t, m, n, k, br_size, trans_a, trans_b, trans_c)
     else:
-        _emit_vector(a, t, m, n, k, br_size, trans_b)
+        if br_outer is None:
+            br_outer = br_size > 1 and k >= BR_OUTER_MIN_K and m * k * br_size * t.es > BR_OUTER_BYTES
+        _emit_vector(a, t, m, n, k, br_size, trans_b, bool(br_outer) and br_size > 1)
     flags = "".join(f for f, on in (("_ta", trans_a), ("_tb", trans_b), ("_tc", trans_c)) if on)
+    flags += "_bro" if br_outer and br_size > 1 and not (trans_a or trans_c) else ""
     return build(a, signature(t.ctype), f"brgemm_{dtype}_{isa}_{m}x{n}x{k}_br{br_size}{flags}")
 
 
 # -- vector path --------------------------------------------------------------------------------
-def _emit_vector(a: Assembler, t: Target, m: int, n: int, k: int, br: int, trans_b: bool) -> None:
+def _emit_vector(a: Assembler, t: Target, m: int, n: int, k: int, br: int, trans_b: bool, br_outer: bool) -> None:
     es, vb = t.es, t.vbytes
+    br_total, br = br, (1 if br_outer else br)  # `br`: BR steps inside one block
     blocks = blocking(m, t.isa, t.dtype)
     k_loops, k_rem = divmod(k, UNROLL)
     k_adv = k_loops * UNROLL  # rows the pointers advance per BR step (the remainder uses offsets)
@@ -119,6 +135,7 @@ def _emit_vector(a: Assembler, t: Target, m: int, n: int, k: int, br: int, trans
 
     frame = Frame(saved=[rbx, rbp, r12, r13, r14, r15])
     s_b, s_c, s_mc, s_nc, s_da, s_db = (frame.slot(x) for x in ("b", "c_m", "m_count", "n_count", "da", "db"))
+    s_a0, s_c0 = frame.slot("a0"), frame.slot("c0")  # BR-outer: A_br and C bases
     s_bstep = {nb: frame.slot(f"b_step{nb}") for _, _, nb, _ in blocks}
     s_cstep = {nb: frame.slot(f"c_step{nb}") for _, _, nb, _ in blocks}
 
@@ -160,6 +177,13 @@ def _emit_vector(a: Assembler, t: Target, m: int, n: int, k: int, br: int, trans
         elif k_adv:
             a.sub(rax, k_adv * es)
         a.mov(s_db, rax)
+    elif br_outer:  # da, db = the BR strides in bytes
+        for i, slot in ((0, s_da), (1, s_db)):
+            a.mov(rax, frame.arg(i))
+            a.shl(rax, LOG2[es])
+            a.mov(slot, rax)
+        a.mov(s_a0, A_M)
+        a.mov(s_c0, C_N)
     for nb in s_bstep:
         if not trans_b:
             a.imul(rax, LDB, nb)
@@ -259,18 +283,35 @@ def _emit_vector(a: Assembler, t: Target, m: int, n: int, k: int, br: int, trans
         if n % nb:
             block(mv, n % nb, part)
 
-    for count, mv, nb, last in blocks:
-        part = None
-        if last < t.vl:
-            part = Partial(t, last, maskreg=t.vregs[-1], table=table)
-            part.setup(a, rax)
+    def m_blocks() -> None:
+        for count, mv, nb, last in blocks:
+            part = None
+            if last < t.vl:
+                part = Partial(t, last, maskreg=t.vregs[-1], table=table)
+                part.setup(a, rax)
 
-        def m_block(mv: int = mv, nb: int = nb, part: Partial | None = part) -> None:
-            n_blocks(mv, nb, part)
-            a.add(A_M, mv * vb)
-            a.add(s_c, mv * vb)
+            def m_block(mv: int = mv, nb: int = nb, part: Partial | None = part) -> None:
+                n_blocks(mv, nb, part)
+                a.add(A_M, mv * vb)
+                a.add(s_c, mv * vb)
 
-        counted_loop(a, s_mc, count, m_block, "m")
+            counted_loop(a, s_mc, count, m_block, "m")
+
+    if br_outer:
+
+        def br_pass() -> None:
+            a.mov(A_M, s_a0)
+            a.mov(rax, s_c0)
+            a.mov(s_c, rax)
+            m_blocks()
+            a.mov(rax, s_da)
+            a.add(s_a0, rax)
+            a.mov(rax, s_db)
+            a.add(s_b, rax)
+
+        counted_loop(a, BRC, br_total, br_pass, "br_outer")
+    else:
+        m_blocks()
     frame.leave(a)
     if table is not None:
         emit_mask_table(a, table)
