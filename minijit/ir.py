@@ -127,6 +127,8 @@ GEMM_PTYPES = frozenset({ptype_t.gemm, ptype_t.brgemm})
 TOUCH_PTYPES = frozenset({ptype_t.none, ptype_t.zero, ptype_t.relu, ptype_t.copy})
 
 _TENSORS = ("in0", "in1", "out")
+#: Largest size, |stride| and element reach of a tensor (keeps byte offsets far inside int64).
+MAX_EXTENT = 1 << 56
 
 
 def _coerce_enum(cls: type[enum.Enum], value: Any, code: error_t, what: str) -> Any:
@@ -255,14 +257,20 @@ class TensorConfig:
         strides_out: Any,
     ) -> TensorConfig:
         """Build from the seed's ``setup`` argument lists (same order); all lists must have equal length."""
-        lists = {
-            "dim_types": list(dim_types),
-            "exec_types": list(exec_types),
-            "dim_sizes": list(dim_sizes),
-            "strides_in0": list(strides_in0),
-            "strides_in1": list(strides_in1),
-            "strides_out": list(strides_out),
+        given = {
+            "dim_types": dim_types,
+            "exec_types": exec_types,
+            "dim_sizes": dim_sizes,
+            "strides_in0": strides_in0,
+            "strides_in1": strides_in1,
+            "strides_out": strides_out,
         }
+        lists = {}
+        for name, value in given.items():
+            try:
+                lists[name] = list(value)
+            except TypeError:
+                raise SetupError(error_t.wrong_length, f"{name} must be a list, got {value!r}") from None
         lengths = {name: len(v) for name, v in lists.items()}
         if len(set(lengths.values())) != 1:
             desc = ", ".join(f"{name}={n}" for name, n in lengths.items())
@@ -327,8 +335,62 @@ class TensorConfig:
                 raise self._fail(
                     error_t.wrong_stride, i, f"unary ops have no in1: stride_in1 must be 0, got {d.stride_in1}"
                 )
+        self._validate_ranges()
+        self._validate_out_overlap()
         self._validate_order()
         self._validate_prims()
+
+    def _validate_ranges(self) -> None:
+        """Sizes, strides and the offsets they reach stay far inside int64 (as byte offsets)."""
+        for i, d in enumerate(self.dims):
+            if d.size > MAX_EXTENT:
+                raise self._fail(error_t.wrong_size, i, f"size must be at most 2**{MAX_EXTENT.bit_length() - 1}")
+            for t in _TENSORS:
+                if abs(d.stride(t)) > MAX_EXTENT:
+                    raise self._fail(
+                        error_t.wrong_stride, i, f"|stride_{t}| must be at most 2**{MAX_EXTENT.bit_length() - 1}"
+                    )
+        if math.prod(d.size for d in self.dims) > MAX_EXTENT:
+            raise SetupError(
+                error_t.wrong_size, f"the dim sizes multiply to more than 2**{MAX_EXTENT.bit_length() - 1}"
+            )
+        for t in _TENSORS:
+            lo, hi = offset_range(self, t)
+            if hi - lo > MAX_EXTENT:
+                raise SetupError(
+                    error_t.wrong_stride,
+                    f"the strides of {t} reach more than 2**{MAX_EXTENT.bit_length() - 1} elements",
+                )
+
+    def _validate_out_overlap(self) -> None:
+        """Distinct output index tuples (over the C/M/N dims) must address distinct elements.
+
+        Sufficient test first: sorted by |stride_out|, each dim's stride exceeds the reach of all
+        smaller ones (every nested layout, padded or permuted or reversed, passes). Otherwise the
+        offsets are enumerated when that is cheap; beyond that the layout is rejected.
+        """
+        outs = sorted((abs(d.stride_out), i) for i, d in enumerate(self.dims) if d.type is not dim_t.k and d.size > 1)
+        reach = 0
+        for s, i in outs:
+            if s <= reach:
+                break
+            reach += (self.dims[i].size - 1) * s
+        else:
+            return
+        sizes = [self.dims[j].size for _, j in outs]
+        if math.prod(sizes) <= 1 << 20:
+            offsets = np.zeros(1, dtype=np.int64)
+            for _, j in outs:
+                d = self.dims[j]
+                offsets = (offsets[:, None] + np.arange(d.size, dtype=np.int64)[None, :] * d.stride_out).ravel()
+            if np.unique(offsets).size == offsets.size:
+                return
+        raise self._fail(
+            error_t.wrong_stride,
+            i,
+            f"stride_out {self.dims[i].stride_out} makes output elements overlap "
+            "(two index tuples of the C/M/N dims reach the same element)",
+        )
 
     def _validate_order(self) -> None:
         rank = {exec_t.shared: 0, exec_t.seq: 1, exec_t.undefined: 1, exec_t.prim: 2}
