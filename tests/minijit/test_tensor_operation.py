@@ -1,0 +1,715 @@
+"""TensorOperation backend: setup/execute against numpy on every CPU target.
+
+Targets: the host's native one (x86-64 AVX-512/AVX2 here) and the AArch64 targets
+(NEON, SVE), which run in the qemu worker on a non-ARM host. Emulated sweeps use
+smaller sizes; the seed's full configurations run natively and once emulated.
+Every result is compared with ``np.einsum``/numpy on the logical tensors, and the
+generated contractions also with ``op.execute_iter`` (the reference path).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from numpy.lib.stride_tricks import as_strided
+
+from minijit import kernels
+from minijit.errors import SetupError
+from minijit.runtime import host, runs_natively
+from minijit.tensor_operation import TensorOperation
+
+ON_X86 = host().isa == "x86_64"
+NATIVE = kernels.native_target()
+EMULATED = () if runs_natively("aarch64") else ("aarch64-neon", "aarch64-sve")
+TARGETS = tuple(dict.fromkeys((NATIVE, "aarch64-neon", "aarch64-sve")))
+if ON_X86 and host().avx2 and NATIVE != "x86_64-avx2":
+    TARGETS += ("x86_64-avx2",)
+UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "min": np.minimum, "max": np.maximum}
+NP = {"fp32": np.float32, "fp64": np.float64}
+
+
+def emulated(target: str) -> bool:
+    return target in EMULATED
+
+
+@functools.lru_cache(maxsize=256)
+def op_for(target: str, *args, num_threads: int = 2, sve_vl: int = 128, **kwargs) -> TensorOperation:
+    """A set-up operation, cached (setup args must be hashable: tuples/strings)."""
+    op = TensorOperation(target, num_threads=num_threads, sve_vl=sve_vl)
+    op.setup(*args, **kwargs)
+    return op
+
+
+def rand(rng: np.random.Generator, shape, dtype=np.float32) -> np.ndarray:
+    return rng.uniform(-1.0, 1.0, shape).astype(dtype)
+
+
+def elem_strides(view: np.ndarray) -> list[int]:
+    assert all(s % view.itemsize == 0 for s in view.strides)
+    return [s // view.itemsize for s in view.strides]
+
+
+# ---------------------------------------------------------------------------------------------
+# seed 004 §5.3 configurations
+# ---------------------------------------------------------------------------------------------
+SEED_VARIANTS = {
+    "gemm": ("none", "gemm", "none", 3),
+    "brgemm": ("none", "brgemm", "none", 2),
+    "zero_brgemm_relu": ("zero", "brgemm", "relu", 2),
+}
+
+
+def seed_case(variant: str, shared: bool, s: tuple[int, int, int, int, int, int]):
+    """The seed's (M, N, K, M, N, K) configuration at sizes ``s`` (32, 32, 8, 32, 32, 32 in the seed):
+    A[m0,k0,k1,m1], B[n0,k0,n1,k1], C[m0,n0,n1,m1], dense row-major."""
+    first, main, last, n_seq = SEED_VARIANTS[variant]
+    m0, n0, k0, m1, n1, k1 = s
+    outer = ("shared", "shared") if shared else ("seq", "seq")
+    exec_types = outer + ("seq",) * (n_seq - 2) + ("prim",) * (6 - n_seq)
+    strides_in0 = (k0 * k1 * m1, 0, k1 * m1, 1, 0, m1)
+    strides_in1 = (0, k0 * n1 * k1, n1 * k1, 0, k1, 1)
+    strides_out = (n0 * n1 * m1, n1 * m1, 0, 1, m1, 0)
+    return (
+        ("fp32", first, main, last, "mnkmnk", exec_types, s, strides_in0, strides_in1, strides_out),
+        ((m0, k0, k1, m1), (n0, k0, n1, k1), (m0, n0, n1, m1)),
+    )
+
+
+def run_seed(target: str, variant: str, shared: bool, sizes, seed: int = 0, **kw) -> None:
+    args, (sa, sb, sc) = seed_case(variant, shared, sizes)
+    op = op_for(target, *args, **kw)
+    rng = np.random.default_rng(seed)
+    A, B, C = rand(rng, sa), rand(rng, sb), rand(rng, sc)
+    expected = np.einsum("akcb,dkec->adeb", A.astype(np.float64), B.astype(np.float64))
+    if args[1] == "none":
+        expected += C
+    if args[3] == "relu":
+        expected = np.maximum(expected, 0)
+    op.execute(A, B, C)
+    np.testing.assert_allclose(C, expected, rtol=1e-4, atol=1e-4)
+    if args[3] == "relu":
+        assert (C == 0).any() and (C > 0).any()
+
+
+SEED_SIZES = (32, 32, 8, 32, 32, 32)
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["seq", "shared"])
+@pytest.mark.parametrize("variant", sorted(SEED_VARIANTS))
+def test_seed_configurations_native(variant, shared):
+    run_seed(NATIVE, variant, shared, SEED_SIZES)
+
+
+@pytest.mark.parametrize("target", EMULATED)
+def test_seed_configuration_full_size_emulated(target):
+    # one full-size run per emulated target (about a second each)
+    run_seed(target, "zero_brgemm_relu", True, SEED_SIZES)
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["seq", "shared"])
+@pytest.mark.parametrize("variant", sorted(SEED_VARIANTS))
+@pytest.mark.parametrize("target", TARGETS)
+def test_seed_configurations_small(target, variant, shared):
+    # the same layout at sizes with remainders in every kernel loop
+    run_seed(target, variant, shared, (3, 2, 3, 19, 7, 5), seed=1)
+    run_seed(target, variant, shared, (2, 3, 2, 8, 4, 16), seed=2)
+
+
+@pytest.mark.parametrize("sve_vl", [256, 512])
+def test_seed_configuration_sve_vector_lengths(sve_vl):
+    if "aarch64-sve" not in EMULATED:
+        pytest.skip("the host runs SVE natively at its own vector length")
+    for variant in sorted(SEED_VARIANTS):
+        run_seed("aarch64-sve", variant, True, (2, 2, 3, 37, 9, 6), seed=3, sve_vl=sve_vl)
+
+
+# ---------------------------------------------------------------------------------------------
+# seed 004 §5.6.2: unary permutation trus -> turs
+# ---------------------------------------------------------------------------------------------
+TRUS = list(itertools.product((3, 4, 7), repeat=4))
+
+
+def trus_args(ptype: str, T: int, R: int, U: int, S: int):
+    return (
+        "fp32",
+        "none",
+        ptype,
+        "none",
+        "cccc",
+        ("seq", "seq", "prim", "prim"),
+        (T, R, U, S),
+        (R * U * S, U * S, S, 1),
+        (0, 0, 0, 0),
+        (U * R * S, S, R * S, 1),
+    )
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("ptype", ["identity", "copy", "relu", "zero"])
+def test_unary_permutation(target, ptype):
+    rng = np.random.default_rng(5)
+    for T, R, U, S in TRUS:
+        op = TensorOperation(target)
+        op.setup(*trus_args(ptype, T, R, U, S))
+        A = rng.uniform(-10, 10, (T, R, U, S)).astype(np.float32)
+        C = np.full((T, U, R, S), 99.0, np.float32)
+        if ptype == "zero":
+            op.execute(None, None, C)
+            np.testing.assert_array_equal(C, 0)
+            continue
+        op.execute(A, None, C)
+        expected = A.transpose(0, 2, 1, 3)
+        if ptype == "relu":
+            expected = np.maximum(expected, 0)
+        np.testing.assert_array_equal(C, expected)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_unary_transposition_of_prim_dims(target):
+    # the two prim dims swap: in0 unit stride on the last, out unit stride on the one before
+    rng = np.random.default_rng(6)
+    for ptype, (a, b, c) in itertools.product(["copy", "relu"], [(2, 5, 3), (3, 17, 9), (1, 33, 4), (4, 1, 8)]):
+        A = rand(rng, (a, b, c))  # out[x, z, y] = A[x, y, z]
+        C = np.zeros((a, c, b), np.float32)
+        op = op_for(
+            target, "fp32", "none", ptype, "none", "ccc", ("seq", "prim", "prim"), (a, b, c),
+            tuple(elem_strides(A)), (0, 0, 0), (b * c, 1, b),
+        )  # fmt: skip
+        op.execute(A, None, C)
+        expected = A.transpose(0, 2, 1)
+        np.testing.assert_array_equal(C, np.maximum(expected, 0) if ptype == "relu" else expected)
+
+
+# ---------------------------------------------------------------------------------------------
+# binary ops, with and without broadcast of in1
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("ptype", sorted(UFUNCS))
+@pytest.mark.parametrize("dtype", ["fp32", "fp64"])
+def test_binary(target, ptype, dtype):
+    rng = np.random.default_rng(7)
+    dt = NP[dtype]
+    for s0, s1, s2 in [(3, 17, 5), (2, 4, 64), (1, 1, 1), (5, 33, 7)]:
+        X = rand(rng, (s0, s1, s2), dt)  # [c0, n, m], m unit stride
+        Y = rand(rng, (s0, s1, s2), dt)
+        Y[np.abs(Y) < 0.1] = 0.5
+        row = rand(rng, (s0, 1, s2), dt) + 3.0  # broadcast over n (stride 0)
+        col = rand(rng, (1, s1, s2), dt) + 3.0  # broadcast over the seq dim (stride 0)
+        for name, in1 in [("full", Y), ("bcast_n", row), ("bcast_seq", col)]:
+            strides_in1 = tuple(
+                0 if in1.shape[i] == 1 and X.shape[i] > 1 else s for i, s in enumerate(elem_strides(in1))
+            )
+            op = op_for(
+                target, dtype, "none", ptype, "none", "cnm", ("seq", "prim", "prim"), (s0, s1, s2),
+                tuple(elem_strides(X)), strides_in1, tuple(elem_strides(X)),
+            )  # fmt: skip
+            out = np.full_like(X, 42.0)
+            op.execute(X, in1, out)
+            with np.errstate(divide="ignore"):
+                expected = UFUNCS[ptype](X, in1)
+            np.testing.assert_allclose(out, expected, rtol=1e-6 if dtype == "fp32" else 1e-13, err_msg=name)
+            # and with a shared outer loop
+            op = op_for(
+                target, dtype, "none", ptype, "none", "cnm", ("shared", "prim", "prim"), (s0, s1, s2),
+                tuple(elem_strides(X)), strides_in1, tuple(elem_strides(X)),
+            )  # fmt: skip
+            out2 = np.full_like(X, 42.0)
+            op.execute(X, in1, out2)
+            np.testing.assert_array_equal(out2, out)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_binary_with_touches(target):
+    rng = np.random.default_rng(8)
+    X, Y = rand(rng, (6, 20)), rand(rng, (6, 20))
+    for first, last in [("zero", "relu"), ("relu", "none"), ("copy", "zero"), ("none", "relu")]:
+        op = op_for(target, "fp32", first, "sub", last, "nm", ("prim", "prim"), (6, 20), (20, 1), (20, 1), (20, 1))
+        out = np.full_like(X, -3.0)
+        op.execute(X, Y, out)
+        expected = X - Y
+        if last == "relu":
+            expected = np.maximum(expected, 0)
+        elif last == "zero":
+            expected = np.zeros_like(X)
+        np.testing.assert_allclose(out, expected, rtol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# generated contractions
+# ---------------------------------------------------------------------------------------------
+PRESENT = {"in0": "cmk", "in1": "cnk", "out": "cmn"}
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+class Case:
+    """A generated operation: setup arguments and the numpy views to pass to execute."""
+
+    def __init__(self, args, views, bufs, bases):
+        self.args, self.views, self.bufs, self.bases = args, views, bufs, bases
+
+    def __repr__(self) -> str:
+        return f"Case{self.args}"
+
+
+def _tensor(draw, rng, dtype, types, sizes, tensor, unit, allow_negative, scalar_for_absent=True):
+    """A random layout of the dims of ``tensor``: dense with ``unit`` innermost (if given), the
+    others in random order, random padding, random flips (negative strides) of non-unit dims.
+    Returns (view with one axis per dim of the tensor, its element strides per dim index, buffer, base)."""
+    ids = [i for i, t in enumerate(types) if t in PRESENT[tensor]]
+    rest = [i for i in ids if i != unit]
+    order = ([unit] if unit is not None else []) + draw(st.permutations(rest))
+    strides: dict[int, int] = {}
+    step = 1
+    for i in order:
+        strides[i] = step
+        step = step * sizes[i] + draw(st.sampled_from([0, 0, 0, 1, 3]))
+    base = 0
+    for i in order:
+        if i != unit and allow_negative and sizes[i] > 1 and draw(st.integers(0, 3)) == 0:
+            strides[i] = -strides[i]
+            base += (sizes[i] - 1) * -strides[i]
+    pad = draw(st.integers(0, 2))
+    buf = rand(rng, step + 2 * pad, dtype)
+    base += pad
+    view = as_strided(
+        buf[base:], shape=tuple(sizes[i] for i in ids), strides=tuple(strides[i] * buf.itemsize for i in ids)
+    )
+    return view, strides, buf, base
+
+
+@st.composite
+def contractions(draw, max_size: int, max_elems: int, max_leaves: int, emulated: bool = False):
+    """A GEMM/BRGEMM contraction with random C/M/N/K dims, sizes, layouts, prim/shared/seq dims."""
+    dtype = draw(st.sampled_from(["fp32", "fp64"]))
+    main = draw(st.sampled_from(["gemm", "brgemm"]))
+    counts = {"c": draw(st.integers(0, 2)), "m": draw(st.integers(1, 2)), "n": draw(st.integers(1, 2))}
+    counts["k"] = draw(st.integers(2 if main == "brgemm" else 1, 3))
+    types = draw(st.permutations([t for t, n in counts.items() for _ in range(n)]))
+    sizes = [draw(st.integers(1, max_size)) for _ in types]
+    pick = {t: draw(st.sampled_from([i for i, u in enumerate(types) if u == t])) for t in "mnk"}
+    br = None
+    if main == "brgemm":
+        br = draw(st.sampled_from([i for i, u in enumerate(types) if u == "k" and i != pick["k"]]))
+    prims = {pick["m"], pick["n"], pick["k"]} | ({br} if br is not None else set())
+    loops = [i for i in range(len(types)) if i not in prims]
+    while math.prod(sizes) > max_elems or math.prod(sizes[i] for i in loops) > max_leaves:
+        big = max(range(len(sizes)), key=lambda i: sizes[i])
+        sizes[big] = max(1, sizes[big] // 2)
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    neg = draw(st.booleans())
+    units = {
+        "in0": draw(st.sampled_from([pick["m"], pick["k"]])),  # M unit: A column-major; K unit: transposed
+        "in1": draw(st.sampled_from([pick["k"], pick["n"]])),
+        "out": pick["m"],
+    }
+    dt = NP[dtype]
+    views, strides, bufs, bases = {}, {}, {}, {}
+    for t in ("in0", "in1", "out"):
+        views[t], strides[t], bufs[t], bases[t] = _tensor(draw, rng, dt, types, sizes, t, units[t], neg)
+    # exec types: some non-K loops shared (first), the other loops seq, prim dims last (BR before K)
+    shared = [i for i in loops if types[i] != "k" and draw(st.booleans())]
+    seq = [i for i in loops if i not in shared]
+    prim_order = draw(st.permutations(sorted(prims)))
+    if br is not None and prim_order.index(br) > prim_order.index(pick["k"]):
+        prim_order = [pick["k"] if i == br else br if i == pick["k"] else i for i in prim_order]
+    order = draw(st.permutations(shared)) + draw(st.permutations(seq)) + prim_order
+    execs = ["shared"] * len(shared) + ["seq"] * len(seq) + ["prim"] * len(prim_order)
+    first = draw(st.sampled_from(["none", "zero", "relu", "copy"]))
+    last = draw(st.sampled_from(["none", "zero", "relu", "copy"]))
+    args = (
+        dtype,
+        first,
+        main,
+        last,
+        "".join(types[i] for i in order),
+        tuple(execs),
+        tuple(sizes[i] for i in order),
+        *(tuple(strides[t].get(i, 0) for i in order) for t in ("in0", "in1", "out")),
+    )
+    return Case(args, views, bufs, bases), types
+
+
+def expected_contraction(case: Case, types) -> np.ndarray:
+    first, last = case.args[1], case.args[3]
+    ids = {t: [i for i, u in enumerate(types) if u in PRESENT[t]] for t in PRESENT}
+    sub = ",".join("".join(LETTERS[i] for i in ids[t]) for t in ("in0", "in1"))
+    sub += "->" + "".join(LETTERS[i] for i in ids["out"])
+    out = case.bufs["out"].copy()
+    c = as_strided(out[case.bases["out"] :], shape=case.views["out"].shape, strides=case.views["out"].strides)
+    if first == "zero":
+        c[...] = 0
+    elif first == "relu":
+        c[...] = np.maximum(c, 0)
+    c += np.einsum(sub, case.views["in0"].astype(np.float64), case.views["in1"].astype(np.float64))
+    if last == "relu":
+        c[...] = np.maximum(c, 0)
+    elif last == "zero":
+        c[...] = 0
+    return out
+
+
+def out_copy(case: Case) -> tuple[np.ndarray, np.ndarray]:
+    """A fresh copy of the output buffer and the output view into it."""
+    buf = case.bufs["out"].copy()
+    v = case.views["out"]
+    return buf, as_strided(buf[case.bases["out"] :], shape=v.shape, strides=v.strides)
+
+
+def check_contraction(target: str, case: Case, types, num_threads: int) -> None:
+    op = TensorOperation(target, num_threads=num_threads)
+    op.setup(*case.args)
+    expected = expected_contraction(case, types)
+    ksize = math.prod(s for s, t in zip(case.args[6], case.args[4], strict=True) if t == "k")
+    tol = {"rtol": 1e-4, "atol": 1e-5 * (1 + ksize)} if case.args[0] == "fp32" else {"rtol": 1e-10, "atol": 1e-12}
+    buf, view = out_copy(case)
+    op.execute(case.views["in0"], case.views["in1"], view)
+    np.testing.assert_allclose(buf, expected, **tol)
+    ref, rview = out_copy(case)
+    op.execute_iter(case.views["in0"], case.views["in1"], rview)
+    np.testing.assert_allclose(buf, ref, **tol)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_contractions(target):
+    emu = emulated(target)
+
+    @settings(max_examples=40 if emu else 120, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+    @given(
+        contractions(max_size=12 if emu else 40, max_elems=20_000 if emu else 400_000, max_leaves=300, emulated=emu),
+        st.integers(1, 3),
+    )
+    def run(case_types, num_threads):
+        case, types = case_types
+        check_contraction(target, case, types, num_threads)
+
+    run()
+
+
+@st.composite
+def elementwise(draw, max_size: int, max_elems: int, max_leaves: int):
+    """A unary or binary op over C/M/N dims with random layouts; transposing unary ops included."""
+    dtype = draw(st.sampled_from(["fp32", "fp64"]))
+    main = draw(st.sampled_from(["copy", "relu", "zero", *UFUNCS]))
+    types = [draw(st.sampled_from("cmn")) for _ in range(draw(st.integers(1, 4)))]
+    sizes = [draw(st.integers(1, max_size)) for _ in types]
+    nprim = draw(st.integers(1, min(2, len(types))))
+    prims = draw(st.permutations(range(len(types))))[:nprim]
+    loops = [i for i in range(len(types)) if i not in prims]
+    while math.prod(sizes) > max_elems or math.prod(sizes[i] for i in loops) > max_leaves:
+        big = max(range(len(sizes)), key=lambda i: sizes[i])
+        sizes[big] = max(1, sizes[big] // 2)
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    neg = draw(st.booleans())
+    dt = NP[dtype]
+    # unit strides: binary ops need one prim dim with unit stride in all tensors; copy/relu a unit
+    # stride in in0 and in out (the same dim, or the other prim dim: a transposition)
+    unit0 = prims[0]
+    unit_out = unit0 if main not in ("copy", "relu") else draw(st.sampled_from(prims))
+    views, strides, bufs, bases = {}, {}, {}, {}
+    for t, unit in (("in0", unit0), ("in1", unit0), ("out", unit_out)):
+        if (t == "in1" and main in ("copy", "relu", "zero")) or (t == "in0" and main == "zero"):
+            views[t], strides[t], bufs[t], bases[t] = None, {}, None, 0
+            continue
+        sub = ["c"] * len(types)  # every dim is present in every tensor
+        views[t], strides[t], bufs[t], bases[t] = _tensor(draw, rng, dt, sub, sizes, "out", unit, neg)
+    if main in ("div",):
+        views["in1"][np.abs(views["in1"]) < 0.05] = 0.5
+    shared = [i for i in loops if draw(st.booleans())]
+    seq = [i for i in loops if i not in shared]
+    order = draw(st.permutations(shared)) + draw(st.permutations(seq)) + list(prims)
+    execs = ["shared"] * len(shared) + ["seq"] * len(seq) + ["prim"] * nprim
+    first = draw(st.sampled_from(["none", "zero", "relu", "copy"]))
+    last = draw(st.sampled_from(["none", "zero", "relu", "copy"]))
+    args = (
+        dtype,
+        first,
+        main,
+        last,
+        "".join(types[i] for i in order),
+        tuple(execs),
+        tuple(sizes[i] for i in order),
+        *(tuple(strides[t].get(i, 0) for i in order) for t in ("in0", "in1", "out")),
+    )
+    return Case(args, views, bufs, bases)
+
+
+def expected_elementwise(case: Case) -> np.ndarray:
+    first, main, last = case.args[1:4]
+    out, c = out_copy(case)
+    if first == "zero":
+        c[...] = 0
+    elif first == "relu":
+        c[...] = np.maximum(c, 0)
+    a, b = case.views["in0"], case.views["in1"]
+    if main == "zero":
+        c[...] = 0
+    elif main == "copy":
+        c[...] = a
+    elif main == "relu":
+        c[...] = np.maximum(a, 0)
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            c[...] = UFUNCS[main](a, b)
+    if last == "relu":
+        c[...] = np.maximum(c, 0)
+    elif last == "zero":
+        c[...] = 0
+    return out
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_elementwise(target):
+    emu = emulated(target)
+
+    @settings(max_examples=40 if emu else 120, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+    @given(elementwise(max_size=12 if emu else 40, max_elems=20_000 if emu else 200_000, max_leaves=300))
+    def run(case):
+        op = TensorOperation(target, num_threads=2)
+        op.setup(*case.args)
+        expected = expected_elementwise(case)
+        buf, view = out_copy(case)
+        op.execute(case.views["in0"], case.views["in1"], view)
+        np.testing.assert_array_equal(buf, expected)
+        ref, rview = out_copy(case)
+        op.execute_iter(case.views["in0"], case.views["in1"], rview)
+        np.testing.assert_array_equal(buf, ref)
+
+    run()
+
+
+# ---------------------------------------------------------------------------------------------
+# invalid configurations
+# ---------------------------------------------------------------------------------------------
+GEMM_OK = ("fp32", "none", "gemm", "none", "mnk", ("prim",) * 3, (4, 3, 2), (1, 0, 4), (0, 2, 1), (1, 4, 0))
+FIELDS = ("dtype", "first", "main", "last", "types", "execs", "sizes", "s0", "s1", "so")
+
+
+def changed(base=GEMM_OK, **kw):
+    args = list(base)
+    for name, value in kw.items():
+        args[FIELDS.index(name)] = value
+    return tuple(args)
+
+
+INVALID = {
+    "lengths": changed(types="mn"),
+    "lengths_strides": changed(s1=(0, 2)),
+    "zero_size": changed(sizes=(4, 0, 2)),
+    "negative_size": changed(sizes=(-4, 3, 2)),
+    "float_size": changed(sizes=(4.0, 3, 2)),
+    "bool_size": changed(sizes=(4, True, 2)),
+    "none_size": changed(sizes=(4, None, 2)),
+    "str_size": changed(sizes=(4, "3", 2)),
+    "huge_size": changed(sizes=(4, 3, 2**70)),
+    "huge_stride": changed(s1=(0, 2**70, 1)),
+    "float_stride": changed(s0=(1, 0, 4.5)),
+    "none_stride": changed(s0=(1, 0, None)),
+    "dtype": changed(dtype="fp16"),
+    "dtype_none": changed(dtype=None),
+    "main_unknown": changed(main="conv"),
+    "main_none": changed(main="none"),
+    "first_gemm": changed(first="gemm"),
+    "last_add": changed(last="add"),
+    "touch_unknown": changed(last="tanh"),
+    "dim_type": changed(types="mxk"),
+    "dim_type_int": changed(types=(0, 1, 2)),
+    "exec_type": changed(execs=("prim", "parallel", "prim")),
+    "exec_none": changed(execs=("prim", None, "prim")),
+    "shared_k": (
+        "fp32", "none", "gemm", "none", "kmnk", ("shared", "prim", "prim", "prim"), (2, 4, 3, 2),
+        (8, 1, 0, 4), (6, 0, 2, 1), (0, 1, 4, 0),
+    ),
+    "gemm_two_prim_k": (
+        "fp32", "none", "gemm", "none", "kmnk", ("prim",) * 4, (2, 4, 3, 2), (8, 1, 0, 4), (6, 0, 2, 1), (0, 1, 4, 0),
+    ),
+    "brgemm_one_prim_k": changed(main="brgemm"),
+    "gemm_missing_n": changed(execs=("prim", "seq", "prim")),
+    "gemm_prim_c": (
+        "fp32", "none", "gemm", "none", "cmnk", ("prim",) * 4, (2, 4, 3, 2), (8, 1, 0, 4), (6, 0, 2, 1), (12, 1, 4, 0),
+    ),
+    "unary_three_prims": (
+        "fp32", "none", "copy", "none", "ccc", ("prim",) * 3, (2, 3, 4), (12, 4, 1), (0, 0, 0), (12, 4, 1),
+    ),
+    "unary_k_dim": ("fp32", "none", "relu", "none", "ck", ("prim",) * 2, (2, 3), (1, 2), (0, 0), (1, 0)),
+    "binary_k_dim": ("fp32", "none", "add", "none", "ck", ("seq", "prim"), (2, 3), (1, 2), (1, 2), (1, 0)),
+    "unary_in1_stride": ("fp32", "none", "copy", "none", "cc", ("prim",) * 2, (2, 3), (3, 1), (3, 1), (3, 1)),
+    "overlap_out_same_stride": (
+        "fp32", "none", "copy", "none", "ccc", ("seq", "prim", "prim"), (2, 3, 4), (12, 4, 1), (0, 0, 0), (4, 4, 1),
+    ),
+    "overlap_out_m_n": changed(so=(1, 2, 0)),
+    "overlap_out_shared": (
+        "fp32", "none", "copy", "none", "ccc", ("shared", "prim", "prim"), (3, 3, 4), (12, 4, 1), (0, 0, 0),
+        (5, 4, 1),
+    ),
+    "out_stride_zero": changed(so=(1, 0, 0)),
+    "k_out_stride": changed(so=(1, 4, 1)),
+    "n_in0_stride": changed(s0=(1, 3, 4)),
+    "m_in1_stride": changed(s1=(5, 2, 1)),
+    "prim_m_not_unit_in_out": changed(so=(3, 12, 0)),
+    "prim_not_unit_in_in0": changed(s0=(2, 0, 8)),
+    "prim_not_unit_in_in1": changed(s1=(0, 4, 2)),
+    "order_prim_seq": changed(execs=("prim", "prim", "seq"), types="mkn", sizes=(4, 2, 3), s0=(1, 4, 0),
+                              s1=(0, 1, 2), so=(1, 0, 4)),
+    "order_seq_shared": (
+        "fp32", "none", "copy", "none", "ccc", ("seq", "shared", "prim"), (2, 3, 4), (12, 4, 1), (0, 0, 0),
+        (12, 4, 1),
+    ),
+    "undefined_with_prims": (
+        "fp32", "none", "copy", "none", "ccc", ("undefined", "prim", "prim"), (2, 3, 4), (12, 4, 1), (0, 0, 0),
+        (12, 4, 1),
+    ),
+    "binary_m_not_unit": ("fp32", "none", "add", "none", "mn", ("prim",) * 2, (4, 3), (1, 4), (2, 8), (1, 4)),
+    "unary_no_unit_in0": ("fp32", "none", "copy", "none", "cc", ("prim",) * 2, (4, 3), (2, 8), (0, 0), (1, 4)),
+    "unary_trans_no_unit_out": (
+        "fp32", "none", "copy", "none", "cc", ("prim",) * 2, (4, 3), (1, 4), (0, 0), (3, 12),
+    ),
+    "not_a_list": changed(sizes=5),
+    "none_list": changed(s0=None),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(INVALID))
+@pytest.mark.parametrize("target", TARGETS)
+def test_invalid_configurations(target, name):
+    op = TensorOperation(target)
+    op.setup(*GEMM_OK)
+    with pytest.raises(SetupError):
+        op.setup(*INVALID[name])
+    assert op.config is None  # a failed setup leaves no configuration behind
+    with pytest.raises(RuntimeError):
+        op.execute(np.zeros(64, np.float32), np.zeros(64, np.float32), np.zeros(64, np.float32))
+
+
+def span_view(buf: np.ndarray, base: int) -> np.ndarray:
+    """A view whose first element is ``buf[base]`` and whose memory spans all of ``buf``."""
+    n, item = buf.shape[0], buf.itemsize
+    return as_strided(buf[base:], shape=(2, 2), strides=(-base * item, (n - 1 - base) * item))
+
+
+GARBAGE = st.one_of(
+    st.none(), st.booleans(), st.floats(allow_nan=True), st.text(max_size=3), st.integers(-(2**70), 2**70)
+)
+
+
+@st.composite
+def garbage_setups(draw):
+    n = draw(st.integers(0, 5))
+
+    def one(valid):
+        return draw(st.one_of(valid, GARBAGE) if draw(st.integers(0, 9)) == 0 else valid)
+
+    def lst(valid):
+        k = n if draw(st.integers(0, 19)) else draw(st.integers(0, 6))
+        return tuple(one(valid) for _ in range(k))
+
+    ptypes = st.sampled_from(["none", "zero", "relu", "copy", "identity", "gemm", "brgemm", *UFUNCS, "ZERO"])
+    return (
+        one(st.sampled_from(["fp32", "fp64", "FP32"])),
+        one(ptypes),
+        one(ptypes),
+        one(ptypes),
+        lst(st.sampled_from("cmnk")),
+        lst(st.sampled_from(["seq", "shared", "prim", "prim", "undefined"])),
+        lst(st.integers(-1, 5)),
+        lst(st.integers(-12, 12)),
+        lst(st.integers(-12, 12)),
+        lst(st.integers(-12, 12)),
+    )
+
+
+def agrees_with_reference(op: TensorOperation, seed: int, max_leaves: int = 2000) -> None:
+    """Run a set-up ``op`` on arrays just large enough for its strides (negative ones included)
+    and compare with ``execute_iter``."""
+    cfg = op.config
+    if math.prod(d.size for d in cfg.loop_dims) > max_leaves:
+        return  # the reference would take too long
+    rng = np.random.default_rng(seed)
+    arrays = {}
+    for t in ("in0", "in1", "out"):
+        lo, hi = cfg.offset_range(t)
+        buf = rand(rng, hi - lo + 1, cfg.dtype.numpy)
+        arrays[t] = (buf, span_view(buf, -lo) if lo < 0 else buf)
+    lo = cfg.offset_range("out")[0]
+    ref = arrays["out"][0].copy()
+    op.execute_iter(arrays["in0"][1], arrays["in1"][1], span_view(ref, -lo) if lo < 0 else ref)
+    op.execute(arrays["in0"][1], arrays["in1"][1], arrays["out"][1])
+    tol = {"rtol": 1e-4, "atol": 1e-4} if cfg.dtype.name == "fp32" else {"rtol": 1e-9, "atol": 1e-9}
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(arrays["out"][0], ref, equal_nan=True, **tol)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_garbage_setups_raise_setup_error_or_run(target):
+    emu = emulated(target)
+
+    @settings(max_examples=150 if emu else 400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+    @given(garbage_setups(), st.booleans(), st.integers(0, 2**32 - 1))
+    def run(args, optimize, seed):
+        op = TensorOperation(target, num_threads=2)
+        try:
+            op.setup(*args, optimize=optimize or None)
+        except SetupError:
+            assert op.config is None
+            return
+        agrees_with_reference(op, seed)
+
+    run()
+
+
+@st.composite
+def mutated(draw, cases):
+    """A valid generated case with one to three random edits (most of them make it invalid)."""
+    case = draw(cases)
+    case = case[0] if isinstance(case, tuple) else case
+    args = list(case.args)
+    n = len(args[4])
+    for _ in range(draw(st.integers(1, 3))):
+        field = draw(st.integers(0, 9))
+        if field < 4:
+            pool = ["fp32", "fp64"] if field == 0 else ["none", "zero", "relu", "copy", "gemm", "brgemm", "add", "max"]
+            args[field] = draw(st.sampled_from(pool))
+            continue
+        values = list(args[field])
+        pos = draw(st.integers(0, n - 1))
+        if field == 4:
+            values[pos] = draw(st.sampled_from("cmnk"))
+            values = "".join(values)
+        elif field == 5:
+            values[pos] = draw(st.sampled_from(["seq", "shared", "prim", "undefined"]))
+        elif field == 6:
+            values[pos] = draw(st.integers(1, 6))
+        else:
+            values[pos] = draw(
+                st.sampled_from([0, 1, -1, values[pos] + 1, values[pos] - 1, -values[pos], 2 * values[pos]])
+            )
+        args[field] = values if isinstance(values, str) else tuple(values)
+    return tuple(args)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_mutated_setups_raise_setup_error_or_run(target):
+    emu = emulated(target)
+    cases = st.one_of(
+        contractions(max_size=8, max_elems=5000, max_leaves=200),
+        elementwise(max_size=8, max_elems=5000, max_leaves=200),
+    )
+
+    @settings(max_examples=150 if emu else 400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+    @given(mutated(cases), st.booleans(), st.integers(0, 2**32 - 1))
+    def run(args, optimize, seed):
+        op = TensorOperation(target, num_threads=2)
+        try:
+            op.setup(*args, optimize=optimize or None)
+        except SetupError:
+            assert op.config is None
+            return
+        agrees_with_reference(op, seed)
+
+    run()
