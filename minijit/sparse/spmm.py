@@ -1,0 +1,282 @@
+"""``SpMM``: C = S @ B for a CSR matrix S, planned once per sparsity pattern.
+
+    op = SpMM(S, n=256, target="cuda")        # or target="native"
+    op.execute(B, C)                           # C[:] = S @ B
+    op.update_values(new_data)                 # same pattern, new values: no re-planning
+    C = spmm(S, B)                             # one-shot, native
+
+Operands: ``S`` a ``scipy.sparse`` CSR matrix or ``(indptr, indices, data,
+shape)`` (validated by `minijit.sparse.csr.as_csr`); ``B`` K x N, float16 or
+float32, row-major (C-contiguous) or column-major (F-contiguous); ``C`` M x N
+float32, C-contiguous, overwritten. The kernels read B row-major: an F-order
+B, or one whose dtype is not the kernel's, is converted (one copy) per call.
+
+Targets and precision:
+
+* ``target="cuda"`` (dtype "fp16"): TCA-SpMM tensor-core kernels
+  (`minijit.sparse.tca`): S and B rounded to fp16, fp32 accumulation;
+  ``plan`` is the seed-003 warp assignment (`minijit.sparse.plan`).
+* ``target="native"`` (dtype "fp32" by default): JIT'd CPU kernel
+  (`minijit.sparse.cpu`; AVX-512/AVX2 on x86-64, NEON on AArch64), rows split
+  over the minijit thread pool by nnz. ``dtype="fp16"`` rounds S and B to
+  fp16 first (the GPU's input precision) and computes in fp32.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from minijit.sparse import cpu
+from minijit.sparse.csr import Csr, as_csr, check_dense, check_out
+from minijit.sparse.plan import SEG_CHUNKS, Plan, make_plan
+
+__all__ = ["SpMM", "spmm"]
+
+TARGETS = ("cuda", "native")
+DTYPES = ("fp16", "fp32")
+
+
+def _native_isa(isa: str | None) -> str:
+    from minijit.runtime.features import host
+
+    if isa is not None:
+        if isa not in ("avx512", "avx2", "neon"):
+            raise ValueError(f"isa must be 'avx512', 'avx2' or 'neon', got {isa!r}")
+        return isa
+    h = host()
+    if h.isa == "aarch64":
+        return "neon"
+    if h.isa == "x86_64" and getattr(h, "avx512f", False):
+        return "avx512"
+    if h.isa == "x86_64" and getattr(h, "avx2", False):
+        return "avx2"
+    raise RuntimeError(f"no native SpMM kernel for this host ({h.isa} without AVX2)")
+
+
+class SpMM:
+    """C = S @ B for one sparsity pattern and N (see the module docstring).
+
+    ``threads``: native worker count (default: minijit's pool size).
+    ``isa``: native kernel override ("avx512", "avx2", "neon"; NEON runs
+    emulated on non-ARM hosts, for testing only). ``seg_chunks``: 64-nnz
+    chunks per multiblock_per_row block (cuda).
+    """
+
+    def __init__(
+        self,
+        csr: object,
+        n: int,
+        dtype: str | None = None,
+        target: str = "cuda",
+        *,
+        threads: int | None = None,
+        isa: str | None = None,
+        seg_chunks: int = SEG_CHUNKS,
+    ) -> None:
+        if target not in TARGETS:
+            raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
+        if isinstance(n, bool) or not isinstance(n, int | np.integer) or not 1 <= int(n) <= cpu.MAX_N:
+            raise ValueError(f"n must be an int in 1..{cpu.MAX_N}, got {n!r}")
+        dtype = dtype if dtype is not None else ("fp16" if target == "cuda" else "fp32")
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+        if target == "cuda" and dtype != "fp16":
+            raise ValueError("target='cuda' computes with fp16 inputs (mma m16n8k8 f16); use dtype='fp16'")
+        self.csr: Csr = as_csr(csr)
+        self.n = int(n)
+        self.dtype = dtype
+        self.target = target
+        self.seg_chunks = seg_chunks
+        self._plan: Plan | None = None
+        self._data32 = self._values(self.csr.data)
+        if target == "native":
+            self.isa = _native_isa(isa)
+            self._kernel = cpu.generate(self.n, self.isa)
+            from minijit.parallel import default_threads
+
+            self.threads = max(1, int(threads) if threads is not None else default_threads())
+            self._splits = self._row_splits(self.threads)
+        else:
+            self.isa = "ptx"
+            self._cuda_setup()
+
+    # ------------------------------------------------------------------ common
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.csr.shape
+
+    @property
+    def plan(self) -> Plan:
+        """The TCA-SpMM warp plan (built on first use for native targets)."""
+        if self._plan is None:
+            self._plan = make_plan(self.csr.indptr, self.n, self.seg_chunks)
+        return self._plan
+
+    def _values(self, data: np.ndarray) -> np.ndarray:
+        d = np.asarray(data, dtype=np.float32)
+        if self.dtype == "fp16":
+            d = d.astype(np.float16).astype(np.float32)
+        return np.ascontiguousarray(d)
+
+    def update_values(self, data: np.ndarray) -> None:
+        """New non-zero values for the same pattern (length nnz, float, contiguous); the plan is kept."""
+        if not isinstance(data, np.ndarray):
+            raise TypeError(f"data must be a numpy array, got {type(data).__name__}")
+        if data.ndim != 1 or data.shape[0] != self.csr.nnz:
+            raise ValueError(f"data must be 1-D with nnz = {self.csr.nnz} entries, got shape {data.shape}")
+        if data.dtype not in (np.float16, np.float32, np.float64):
+            raise TypeError(f"data must be float16, float32 or float64, got {data.dtype}")
+        if not data.flags.c_contiguous:
+            raise ValueError("data must be contiguous")
+        self.csr = Csr(self.csr.indptr, self.csr.indices, data, self.csr.shape)
+        self._data32 = self._values(data)
+        if self.target == "cuda":
+            self._d_data.copy_from(np.ascontiguousarray(data, dtype=np.float16))
+
+    def _check(self, b: object, c: object) -> tuple[np.ndarray, np.ndarray]:
+        m, k = self.csr.shape
+        b = check_dense(b, k, self.n)
+        c = check_out(c, m, self.n)
+        return b, c
+
+    def execute(self, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        """``c[:] = S @ b``; returns ``c``. Arguments are checked before any kernel runs."""
+        b, c = self._check(b, c)
+        if self.csr.shape[0] == 0:
+            return c
+        if self.target == "native":
+            self._native_execute(b, c)
+        else:
+            self._cuda_execute(b, c)
+        return c
+
+    def model(self, b: np.ndarray) -> np.ndarray:
+        """The numpy model of the TCA-SpMM kernels for ``b`` (any target; for checking)."""
+        from minijit.sparse import model
+
+        m, k = self.csr.shape
+        b = check_dense(b, k, self.n)
+        return model.tca_spmm(self.plan, self.csr, np.asarray(b, np.float32))
+
+    # ------------------------------------------------------------------ native
+    def _row_splits(self, threads: int) -> list[tuple[int, int]]:
+        """Contiguous row ranges of about equal cost (nnz + rows)."""
+        m = self.csr.shape[0]
+        if m == 0:
+            return []
+        cost = self.csr.indptr.astype(np.int64) + np.arange(m + 1)
+        parts = max(1, min(threads, m))
+        cuts = np.searchsorted(cost, np.linspace(0, cost[-1], parts + 1)[1:-1])
+        bounds = [0, *sorted(set(int(x) for x in cuts if 0 < x < m)), m]
+        return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+    def _native_execute(self, b: np.ndarray, c: np.ndarray) -> None:
+        bb = b
+        if self.dtype == "fp16":
+            bb = np.asarray(b, np.float16).astype(np.float32)
+        bb = np.ascontiguousarray(bb, dtype=np.float32)
+        indptr, indices, data = self.csr.indptr, self.csr.indices, self._data32
+        if indices.shape[0] == 0:  # pointers must reference something
+            indices, data = np.zeros(1, np.int32), np.zeros(1, np.float32)
+        kern = self._kernel
+
+        def run(r0: int, r1: int) -> None:
+            kern(indptr[r0:], indices, data, bb, c[r0:], r1 - r0)
+
+        if len(self._splits) <= 1:
+            for r0, r1 in self._splits:
+                run(r0, r1)
+            return
+        from minijit.parallel import _pool
+
+        pool = _pool(len(self._splits) - 1)
+        futures = [pool.submit(run, r0, r1) for r0, r1 in self._splits[1:]]
+        run(*self._splits[0])
+        for f in futures:
+            f.result()
+
+    # ------------------------------------------------------------------ cuda
+    def _cuda_setup(self) -> None:
+        import ptx
+        from minijit.sparse import tca
+        from ptx import driver
+
+        if not driver.available():
+            raise RuntimeError(
+                "target='cuda' needs a CUDA device and cuda-bindings (ptx.driver.available() is False);"
+                " use target='native'"
+            )
+        plan = self.plan
+        dev = driver.device()
+        module = tca.build(self.n, self.seg_chunks)
+        self.ptx_text = module.text()
+        self.cubin = ptx.compile(self.ptx_text, arch=dev.arch)
+        self._module = driver.load(self.cubin)
+        sig_main = tuple(p.type for p in module.kernels[0].params)
+        sig_red = tuple(p.type for p in module.kernels[1].params)
+        self._f_main = self._module.function("tca_spmm", signature=sig_main)
+        self._f_reduce = self._module.function("tca_reduce", signature=sig_red)
+        m, k = self.csr.shape
+
+        def up(a: np.ndarray):
+            return driver.to_device(a if a.size else np.zeros(1, a.dtype))
+
+        self._d_indptr = up(self.csr.indptr)
+        self._d_indices = up(self.csr.indices)
+        self._d_data = up(np.ascontiguousarray(self.csr.data, dtype=np.float16))
+        self._d_plan = [
+            up(plan.row_id_for_each_warp),
+            up(plan.num_warps_per_row),
+            up(plan.warpid_within_row),
+            up(plan.partial_slot_for_each_warp),
+        ]
+        self._d_reduce = [up(plan.reduce_rows), up(plan.reduce_slot_begin), up(plan.reduce_slot_count)]
+        self._d_b = driver.DeviceBuffer(max(1, k * self.n * 2))
+        self._d_c = driver.DeviceBuffer(max(1, m * self.n * 4))
+        self._d_p = driver.DeviceBuffer(max(1, plan.num_partials * self.n * 4))
+
+    def upload_b(self, b: np.ndarray) -> None:
+        """Copy B (as fp16, row-major) to the device."""
+        self._d_b.copy_from(np.ascontiguousarray(b, dtype=np.float16))
+
+    def launch(self) -> None:
+        """Run the kernels on the uploaded B (asynchronous; for timing)."""
+        plan = self.plan
+        if plan.num_blocks:
+            self._f_main.launch(
+                grid=(plan.num_blocks,),
+                block=(32 * 8,),
+                args=(
+                    self._d_indptr,
+                    self._d_indices,
+                    self._d_data,
+                    self._d_b,
+                    self._d_c,
+                    self._d_p,
+                    *self._d_plan,
+                ),
+            )
+        if plan.needs_second_pass:
+            self._f_reduce.launch(
+                grid=(plan.reduce_rows.shape[0], -(-self.n // 256)),
+                block=(256,),
+                args=(self._d_c, self._d_p, *self._d_reduce),
+            )
+
+    def _cuda_execute(self, b: np.ndarray, c: np.ndarray) -> None:
+        from ptx import driver
+
+        self.upload_b(b)
+        self.launch()
+        driver.synchronize()
+        self._d_c.copy_to(c)
+
+
+def spmm(s: object, b: np.ndarray, target: str = "native", dtype: str | None = None) -> np.ndarray:
+    """One-shot ``S @ B`` (float32 result); plans and JITs on every call, so prefer `SpMM` for repeats."""
+    csr = as_csr(s)
+    if not isinstance(b, np.ndarray) or b.ndim != 2:
+        raise TypeError("B must be a 2-D numpy array")
+    op = SpMM(csr, b.shape[1], dtype=dtype, target=target)
+    c = np.empty((csr.shape[0], b.shape[1]), np.float32)
+    return op.execute(b, c)
