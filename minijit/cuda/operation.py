@@ -1,0 +1,379 @@
+"""`CudaTensorOperation`: GEMM/BRGEMM tensor operations on NVIDIA tensor cores.
+
+    op = CudaTensorOperation()
+    op.setup("fp16", "zero", "brgemm", "relu", dim_types, exec_types, dim_sizes,
+             strides_in0, strides_in1, strides_out)
+    op.execute(A, B, C)          # torch/cupy device tensors, or numpy arrays (copied)
+
+Same ``setup``/``execute`` interface as :class:`minijit.TensorOperation`, for GEMM and BRGEMM
+main primitives. One kernel launch per ``execute`` (:mod:`minijit.cuda.gemm`):
+
+- prim dims (M, N, K and the BRGEMM batch-reduce K) are the GEMM the kernel tiles over CTAs;
+- K loop dims (seq; K is never shared) and the BR dim become the kernel's reduction table: the
+  kernel walks all of them inside the CTA, accumulating in registers, so first and last touch are
+  applied once per output block, in the epilogue;
+- every non-K loop dim (shared, and seq M/N/C dims, whose iterations write disjoint output blocks
+  and may run in any order) becomes an entry of the batch table, i.e. ``gridDim.z``.
+
+Types: ``dtype`` names the *input* type: "fp32" (run as tf32: inputs rounded with
+cvt.rna.tf32.f32, fp32 accumulation), "fp16" or "bf16". Output is always fp32. Layouts: A and C
+need unit stride on the prim M dim, B on the prim K dim (mini_jit's column-major kernels);
+other layouts raise ``SetupError(wrong_stride)``.
+
+Arrays: torch tensors (any dtype above, incl. bfloat16), objects with ``__cuda_array_interface__``
+(cupy; fp16/fp32), objects with ``__dlpack__`` (through ``torch.from_dlpack`` when torch is
+installed), and numpy arrays. numpy arrays are **copied** to the device before the launch (the
+whole memory span they cover) and ``out`` is copied back after it; bf16 host data is passed as
+uint16 bit patterns (or an ml_dtypes bfloat16 array). Before anything is launched every array is
+checked like on the CPU path: dtype, writeability of ``out``, and every element the strides reach
+(`TensorConfig.offset_range`) inside the array's memory.
+
+``setup`` needs no GPU (it validates and generates PTX); ``execute`` raises ``RuntimeError`` when
+``ptx.driver.available()`` is False. :meth:`CudaTensorOperation.simulate` runs the same launch
+(tables, parameters, kernel spec) through the numpy model of :func:`minijit.cuda.gemm.simulate`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+import ptx
+from minijit import optimizer
+from minijit.cuda import gemm
+from minijit.errors import SetupError, error_t
+from minijit.ir import GEMM_PTYPES, TensorConfig, dim_t, exec_t, ptype_t
+
+#: setup dtype -> kernel input type
+DTYPES = {"fp32": "tf32", "tf32": "tf32", "fp16": "f16", "f16": "f16", "bf16": "bf16"}
+#: kernel input type -> accepted element types of in0/in1 (numpy dtype names / torch names)
+_IN_TYPES = {
+    "f16": ({"float16"}, {"torch.float16"}, {"<f2"}),
+    "bf16": ({"uint16", "bfloat16"}, {"torch.bfloat16"}, set()),
+    "tf32": ({"float32"}, {"torch.float32"}, {"<f4"}),
+}
+_OUT_TYPES = ({"float32"}, {"torch.float32"}, {"<f4"})
+MAX_BATCH = 65535  # gridDim.z
+
+_kernels: dict = {}
+
+
+@dataclass
+class _Array:
+    """A validated argument: device address of its first element, or a host array to copy."""
+
+    name: str
+    ptr: int  # device address of element 0 (0 for host arrays until staged)
+    host: np.ndarray | None
+    lo: int  # byte offset of the span start relative to element 0 (<= 0)
+    nbytes: int  # span size
+    keep: Any = None
+
+
+def _dtype_name(dtype) -> str:
+    name = getattr(dtype, "name", None) or str(dtype)
+    key = name.strip().lower()
+    if key not in DTYPES:
+        raise SetupError(error_t.wrong_dtype, f"dtype {name!r}: the CUDA target takes fp32 (as tf32), fp16 or bf16")
+    return DTYPES[key]
+
+
+def _span(shape, strides, item: int) -> tuple[int, int]:
+    """(lo, hi) byte offsets relative to element 0 of the memory a strided view covers."""
+    lo = hi = 0
+    for n, s in zip(shape, strides, strict=True):
+        if n == 0:
+            return 0, 0
+        reach = (n - 1) * s
+        if reach < 0:
+            lo += reach
+        else:
+            hi += reach
+    return lo, hi + item
+
+
+def _flat_bytes(arr: np.ndarray) -> tuple[np.ndarray, int]:
+    """uint8 view over the memory span of ``arr`` and the byte offset of its first element."""
+    try:
+        from numpy.lib.array_utils import byte_bounds
+    except ImportError:  # numpy < 2
+        byte_bounds = np.byte_bounds  # type: ignore[attr-defined]
+    lo, hi = byte_bounds(arr)
+    raw = (ctypes.c_char * (hi - lo)).from_address(lo)
+    return np.frombuffer(raw, dtype=np.uint8), arr.ctypes.data - lo
+
+
+class CudaTensorOperation:
+    """A GEMM/BRGEMM tensor operation compiled for an NVIDIA GPU (sm_80 or newer)."""
+
+    def __init__(self, device: int = 0) -> None:
+        self.device_ordinal = device
+        self.config: TensorConfig | None = None
+        self.dtype: str | None = None
+        self.spec: gemm.GemmSpec | None = None
+
+    # -- setup ---------------------------------------------------------------------------------
+    def setup(
+        self,
+        dtype,
+        prim_first,
+        prim_main,
+        prim_last,
+        dim_types,
+        exec_types,
+        dim_sizes,
+        strides_in0,
+        strides_in1,
+        strides_out,
+        *,
+        optimize: bool | None = None,
+    ) -> error_t:
+        """Validate and plan the launch; returns ``error_t.success`` or raises `SetupError`.
+
+        Without prim dims (or with ``optimize=True``) the prim dims are chosen by
+        `minijit.optimizer` (fuse, identify_primitives, reorder; no splitting: the GPU tiles
+        the whole prim GEMM itself).
+        """
+        self.config = self.spec = None
+        dt = _dtype_name(dtype)
+        config = TensorConfig.from_lists(
+            "fp32",
+            prim_first,
+            prim_main,
+            prim_last,
+            dim_types,
+            exec_types,
+            dim_sizes,
+            strides_in0,
+            strides_in1,
+            strides_out,
+        )
+        if optimize is None:
+            optimize = not config.has_prims
+        if optimize:
+            config = optimizer.reorder_dims(optimizer.identify_primitives(optimizer.fuse_dims(config)))
+        return self.setup_config(config, dt)
+
+    def setup_config(self, config: TensorConfig, dtype: str = "tf32") -> error_t:
+        """Set up from a `TensorConfig` (its dtype_t is ignored; ``dtype`` is f16, bf16 or tf32)."""
+        dt = _dtype_name(dtype)
+        config.validate_executable()
+        if config.prim_main not in GEMM_PTYPES:
+            raise SetupError(error_t.wrong_ptype, f"the CUDA target runs gemm/brgemm, not {config.prim_main.name}")
+        first = {ptype_t.none: "load", ptype_t.copy: "load", ptype_t.zero: "zero", ptype_t.relu: "relu"}
+        last = {ptype_t.none: "none", ptype_t.copy: "none", ptype_t.relu: "relu"}
+        if config.prim_last not in last:
+            raise SetupError(error_t.wrong_ptype, f"last touch {config.prim_last.name} is not supported on CUDA")
+        dims, roles = config.dims, config.prim
+        es = gemm.ESIZE[dt]
+
+        def stride(role, tensor):
+            return 0 if role is None else dims[role].stride(tensor)
+
+        def size(role):
+            return 1 if role is None else dims[role].size
+
+        for role, tensor, what in (
+            (roles.m, "in0", "prim M needs unit stride in in0 (column-major A)"),
+            (roles.m, "out", "prim M needs unit stride in out (column-major C)"),
+            (roles.k, "in1", "prim K needs unit stride in in1 (B with K contiguous)"),
+        ):
+            if size(role) > 1 and stride(role, tensor) != 1:
+                raise SetupError(
+                    error_t.wrong_stride, f"dim {role} ({dims[role]}): {what}, got {stride(role, tensor)}", dim=role
+                )
+        self.m, self.n, self.k = size(roles.m), size(roles.n), size(roles.k)
+        self.lda = stride(roles.k, "in0") * es
+        self.ldb = stride(roles.n, "in1") * es
+        self.ldc = stride(roles.n, "out") * 4
+        loop = [d for d in config.dims if d.exec is not exec_t.prim]
+        red = [d for d in loop if d.type is dim_t.k]
+        if roles.br is not None:
+            red.append(dims[roles.br])
+        batch = [d for d in loop if d.type is not dim_t.k]
+        self.red_table = _offsets(red, (("in0", es), ("in1", es)))
+        self.batch_table = _offsets(batch, (("in0", es), ("in1", es), ("out", 4)))
+        if len(self.batch_table) > MAX_BATCH:
+            raise SetupError(
+                error_t.wrong_size, f"{len(self.batch_table)} independent output blocks exceed gridDim.z = {MAX_BATCH}"
+            )
+        for name, v in (("lda", self.lda), ("ldb", self.ldb), ("ldc", self.ldc)):
+            if abs(v) >= 2**62:
+                raise SetupError(error_t.wrong_stride, f"{name} of {v} bytes is out of range")
+        touches = {"first": first[config.prim_first], "last": last[config.prim_last]}
+        spec = gemm.default_spec(dt, self.m, self.n, self.k, **touches)
+        self.config, self.dtype, self.spec = config, dt, spec
+        self._dev_tables = None
+        return error_t.success
+
+    def kernel_spec(self, ptr_a: int = 0, ptr_b: int = 0) -> gemm.GemmSpec:
+        """The spec for operands whose first elements are at ``ptr_a``/``ptr_b`` (copy widths
+        follow the alignment of pointers, leading dims and table offsets)."""
+        es = self.spec.es
+        va = gemm.choose_vec(es, ptr_a, self.lda, *self.batch_table[:, 0], *self.red_table[:, 0])
+        vb = gemm.choose_vec(es, ptr_b, self.ldb, *self.batch_table[:, 1], *self.red_table[:, 1])
+        return replace(self.spec, vec_a=va, vec_b=vb)
+
+    def ptx(self, ptr_a: int = 0, ptr_b: int = 0) -> str:
+        """PTX text of the kernel ``execute`` launches for operands at these addresses."""
+        return _generated(self.kernel_spec(ptr_a, ptr_b)).text
+
+    # -- arrays --------------------------------------------------------------------------------
+    def _check(self, name: str, arr: Any) -> _Array:
+        cfg = self.config
+        if arr is None:
+            raise TypeError(f"{name} is required for a {cfg.prim_main.name}")
+        np_names, torch_names, typestrs = _OUT_TYPES if name == "out" else _IN_TYPES[self.dtype]
+        want = "/".join(sorted(np_names | torch_names))
+        if isinstance(arr, np.ndarray):
+            if arr.dtype.name not in np_names:
+                raise TypeError(f"{name} has dtype {arr.dtype}, the operation needs {want}")
+            if name == "out" and not arr.flags.writeable:
+                raise ValueError("out is read-only")
+            item = arr.dtype.itemsize
+            lo, hi = _span(arr.shape, arr.strides, item)
+            a = _Array(name, 0, arr, lo, hi - lo)
+        else:
+            if not hasattr(arr, "__cuda_array_interface__") and not hasattr(arr, "data_ptr"):
+                if hasattr(arr, "__dlpack__"):
+                    try:
+                        import torch  # noqa: PLC0415 - optional
+                    except ImportError:
+                        raise TypeError(f"{name}: DLPack objects need torch (torch.from_dlpack)") from None
+                    arr = torch.from_dlpack(arr)
+                else:
+                    raise TypeError(
+                        f"{name} must be a numpy array, a torch/cupy GPU array or expose __cuda_array_interface__"
+                        f" / __dlpack__, got {type(arr).__name__}"
+                    )
+            if hasattr(arr, "data_ptr") and hasattr(arr, "is_cuda"):  # torch
+                if not arr.is_cuda:
+                    raise TypeError(f"{name} is a CPU torch tensor: move it to the GPU or pass a numpy array")
+                if str(arr.dtype) not in torch_names:
+                    raise TypeError(f"{name} has dtype {arr.dtype}, the operation needs {want}")
+                item = arr.element_size()
+                lo, hi = _span(tuple(arr.shape), tuple(s * item for s in arr.stride()), item)
+                ptr = int(arr.data_ptr())
+            else:
+                cai = arr.__cuda_array_interface__
+                if cai["typestr"] not in typestrs:
+                    raise TypeError(f"{name} has typestr {cai['typestr']}, the operation needs {want}")
+                if name == "out" and cai["data"][1]:
+                    raise ValueError("out is read-only")
+                item = int(cai["typestr"][2:])
+                shape = tuple(cai["shape"])
+                strides = cai.get("strides")
+                if strides is None:
+                    strides, acc = [], item
+                    for n in reversed(shape):
+                        strides.append(acc)
+                        acc *= n
+                    strides = tuple(reversed(strides))
+                lo, hi = _span(shape, strides, item)
+                ptr = int(cai["data"][0])
+            a = _Array(name, ptr, None, lo, hi - lo, keep=arr)
+        e_lo, e_hi = cfg.offset_range(name)
+        if e_lo * item < a.lo or (e_hi + 1) * item > a.lo + a.nbytes:
+            have = f"{a.lo // item}..{(a.lo + a.nbytes) // item - 1}"
+            raise ValueError(
+                f"{name}: the strides reach elements {e_lo}..{e_hi} relative to its first element, "
+                f"outside the array's memory (elements {have})"
+            )
+        return a
+
+    def _arrays(self, in0, in1, out):
+        if self.config is None:
+            raise RuntimeError("execute before a successful setup")
+        return self._check("in0", in0), self._check("in1", in1), self._check("out", out)
+
+    def _args(self, pa: int, pb: int, pc: int, bt, rt):
+        return (pa, pb, pc, bt, rt, self.m, self.n, self.k, len(self.red_table), self.lda, self.ldb, self.ldc)
+
+    # -- execute -------------------------------------------------------------------------------
+    def execute(self, in0, in1, out, *, sync: bool = True) -> None:
+        """One kernel launch. ``sync``: wait for it (always, when numpy arrays are involved)."""
+        arrays = self._arrays(in0, in1, out)
+        from ptx import driver  # noqa: PLC0415
+
+        if not driver.available():
+            raise RuntimeError(
+                "CudaTensorOperation.execute needs an NVIDIA GPU with a CUDA driver and cuda-bindings"
+                " (ptx.driver.available() is False)"
+            )
+        dev = driver.device(self.device_ordinal)
+        staged = []
+        for a in arrays:
+            if a.host is not None:
+                flat, origin = _flat_bytes(a.host)
+                buf = driver.DeviceBuffer(max(1, flat.size))
+                buf.copy_from(flat)
+                a.ptr = buf.ptr + origin
+                staged.append((a, buf, flat))
+        pa, pb, pc = (a.ptr for a in arrays)
+        if self._dev_tables is None:
+            self._dev_tables = (driver.to_device(self.batch_table), driver.to_device(self.red_table))
+        spec = self.kernel_spec(pa, pb)
+        fn = _loaded(spec, dev)
+        gk = _generated(spec)
+        grid = gk.grid(self.m, self.n, len(self.batch_table))
+        fn.launch(grid, gk.block, args=self._args(pa, pb, pc, *self._dev_tables))
+        if sync or staged:
+            driver.synchronize()
+        for a, buf, flat in staged:
+            if a.name == "out":
+                buf.copy_to(flat)
+
+    def simulate(self, in0: np.ndarray, in1: np.ndarray, out: np.ndarray) -> gemm.ModelStats:
+        """Run the launch ``execute`` would make through the numpy model (numpy arrays only)."""
+        arrays = self._arrays(in0, in1, out)
+        if any(a.host is None for a in arrays):
+            raise TypeError("simulate takes numpy arrays")
+        (fa, oa), (fb, ob), (fc, oc) = (_flat_bytes(a.host) for a in arrays)
+        bt = self.batch_table + np.array([oa, ob, oc], np.int64)
+        spec = self.kernel_spec(oa, ob)
+        c = np.frombuffer(fc, dtype=np.float32) if fc.size % 4 == 0 and oc % 4 == 0 else None
+        if c is None:
+            raise ValueError("out must be 4-byte aligned")
+        c_work = c.copy()  # host arrays hold the kernel's encoding already (f16, bf16 bits, f32)
+        stats = gemm.simulate(
+            spec, fa, fb, c_work, self.m, self.n, self.k, self.lda, self.ldb, self.ldc, bt, self.red_table
+        )
+        c[...] = c_work
+        return stats
+
+    def __repr__(self) -> str:
+        state = "not set up" if self.config is None else f"{self.spec.name} batch {len(self.batch_table)}"
+        return f"<CudaTensorOperation {state}>"
+
+
+def _offsets(dims, tensors) -> np.ndarray:
+    """Byte offsets (rows: all index tuples of ``dims``, outer first; columns: tensors)."""
+    cols = []
+    for tensor, es in tensors:
+        off = np.zeros(1, np.int64)
+        for d in dims:
+            off = (off[:, None] + np.arange(d.size, dtype=np.int64)[None, :] * (d.stride(tensor) * es)).reshape(-1)
+        cols.append(off)
+    return np.ascontiguousarray(np.stack(cols, axis=1))
+
+
+def _generated(spec: gemm.GemmSpec) -> gemm.GemmKernel:
+    key = ("gen", spec)
+    if key not in _kernels:
+        _kernels[key] = gemm.generate(spec)
+    return _kernels[key]
+
+
+def _loaded(spec: gemm.GemmSpec, dev):
+    from ptx import driver  # noqa: PLC0415
+
+    key = ("fn", spec, dev.ordinal)
+    if key not in _kernels:
+        gk = _generated(spec)
+        cub = ptx.compile(gk.text, arch=dev.arch)
+        mod = driver.load(cub)
+        _kernels[key] = (mod, mod.function(gk.name, signature=gk.signature))
+    return _kernels[key][1]
