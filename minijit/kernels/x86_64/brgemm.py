@@ -49,7 +49,7 @@ MAX_SIZE = 1 << 16
 # BR loop outside the blocks when the A panels of one call (m*k*br elements) exceed this many bytes:
 # a block then streams A over all of BR*K from L2/L3 once per N block; per BR step the A_br/B_br
 # blocks stay in L2 and the C round trip costs one load+store per k rows.
-BR_OUTER_BYTES = 256 * 1024
+BR_OUTER_BYTES = 64 * 1024
 BR_OUTER_MIN_K = 32
 UNROLL = 4
 # accumulator block (vectors of M -> columns of N)
