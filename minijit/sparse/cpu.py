@@ -158,7 +158,7 @@ def neon_program(n: int):
         return r.s4 if w == 4 else r.s2
 
     for col0, pieces in blocks:
-        for i, (w, _) in enumerate(pieces):
+        for i in range(len(pieces)):
             r = V[16 + i]
             a.eor(r.b16, r.b16, r.b16)
         a.mov_imm(x13, 4 * col0)

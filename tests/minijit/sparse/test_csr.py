@@ -1,0 +1,85 @@
+"""CSR and operand validation: malformed input raises before any kernel runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from minijit.sparse import SpMM, as_csr, spmm
+
+
+def _good():
+    indptr = np.array([0, 2, 2, 5], np.int32)
+    indices = np.array([0, 3, 1, 2, 3], np.int32)
+    data = np.arange(5, dtype=np.float32)
+    return indptr, indices, data, (3, 4)
+
+
+def test_accepts_scipy_and_tuple():
+    ip, ix, d, shape = _good()
+    a = as_csr((ip, ix, d, shape))
+    b = as_csr(sp.csr_matrix((d, ix, ip), shape=shape))
+    assert a.shape == b.shape == (3, 4) and a.nnz == 5
+    assert a.indptr.dtype == np.int32 and a.indices.dtype == np.int32
+
+
+@pytest.mark.parametrize(
+    "mutate, exc, text",
+    [
+        (lambda ip, ix, d, s: (ip, np.array([0, 3, 2, 1, 3], np.int32), d, s), ValueError, "not sorted"),
+        (lambda ip, ix, d, s: (ip, np.array([0, 3, 1, 2, 4], np.int32), d, s), ValueError, "out of range"),
+        (lambda ip, ix, d, s: (ip, np.array([0, 3, 1, -1, 3], np.int32), d, s), ValueError, "out of range"),
+        (lambda ip, ix, d, s: (np.array([0, 2, 1, 5], np.int32), ix, d, s), ValueError, "monotone"),
+        (lambda ip, ix, d, s: (np.array([1, 2, 2, 5], np.int32), ix, d, s), ValueError, "indptr[0]"),
+        (lambda ip, ix, d, s: (np.array([0, 2, 5], np.int32), ix, d, s), ValueError, "length"),
+        (lambda ip, ix, d, s: (np.array([0, 2, 2, 4], np.int32), ix, d, s), ValueError, "nnz mismatch"),
+        (lambda ip, ix, d, s: (ip, ix, d[:4], s), ValueError, "nnz mismatch"),
+        (lambda ip, ix, d, s: (ip.astype(np.float32), ix, d, s), TypeError, "integer"),
+        (lambda ip, ix, d, s: (ip, ix, d.astype(np.int32), s), TypeError, "float"),
+        (lambda ip, ix, d, s: (ip, ix.tolist(), d, s), TypeError, "numpy array"),
+        (lambda ip, ix, d, s: (ip, np.repeat(ix, 2)[::2], d, s), ValueError, "contiguous"),
+        (lambda ip, ix, d, s: (ip, ix, np.repeat(d, 2)[::2], s), ValueError, "contiguous"),
+        (lambda ip, ix, d, s: (ip, ix, d, (3,)), ValueError, "shape"),
+        (lambda ip, ix, d, s: (ip, ix, d, (3, -4)), ValueError, "cols"),
+    ],
+)
+def test_malformed_csr(mutate, exc, text):
+    with pytest.raises(exc, match=None) as ei:
+        as_csr(mutate(*_good()))
+    assert text in str(ei.value)
+
+
+def test_non_csr_inputs():
+    with pytest.raises(TypeError, match="tocsr"):
+        as_csr(sp.coo_matrix(np.eye(3)))
+    with pytest.raises(TypeError):
+        as_csr(np.eye(3))
+
+
+def test_operand_checks_before_kernel():
+    ip, ix, d, shape = _good()
+    op = SpMM((ip, ix, d, shape), 5, target="native")
+    c = np.zeros((3, 5), np.float32)
+    with pytest.raises(ValueError, match="shape mismatch"):
+        op.execute(np.zeros((5, 5), np.float32), c)
+    with pytest.raises(TypeError, match="dtype"):
+        op.execute(np.zeros((4, 5), np.float64), c)
+    with pytest.raises(ValueError, match="contiguous"):
+        op.execute(np.zeros((4, 10), np.float32)[:, ::2], c)
+    with pytest.raises(TypeError, match="float32"):
+        op.execute(np.zeros((4, 5), np.float32), np.zeros((3, 5), np.float64))
+    with pytest.raises(ValueError, match="shape mismatch"):
+        op.execute(np.zeros((4, 5), np.float32), np.zeros((3, 6), np.float32))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        op.execute(np.zeros((4, 5), np.float32), np.zeros((3, 5), np.float32, order="F"))
+    with pytest.raises(ValueError, match="nnz"):
+        op.update_values(np.zeros(4, np.float32))
+    with pytest.raises(ValueError, match="target"):
+        SpMM((ip, ix, d, shape), 5, target="tpu")
+    with pytest.raises(ValueError, match="n must"):
+        SpMM((ip, ix, d, shape), 0, target="native")
+    with pytest.raises(ValueError, match="fp16"):
+        SpMM((ip, ix, d, shape), 5, dtype="fp32", target="cuda")
+    with pytest.raises(TypeError):
+        spmm((ip, ix, d, shape), np.zeros(4, np.float32))

@@ -1,0 +1,105 @@
+"""TCA-SpMM PTX kernels: ptxas for sm_80/sm_90 without spills; on a GPU, results vs scipy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ptx
+from minijit.sparse import SpMM, tca
+from minijit.sparse import layout as L
+from ptx import driver, toolchain
+from tests.minijit.sparse.helpers import quantized_reference, skewed
+
+needs_ptxas = pytest.mark.skipif(toolchain.find_ptxas() is None, reason="ptxas not found")
+
+
+@needs_ptxas
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("n, seg", [(8, 2), (64, 2), (100, 2), (256, 1), (512, 4), (13, 3)])
+def test_kernels_assemble_without_spills(arch, n, seg):
+    cub = ptx.compile(tca.build(n, seg).text(), arch=arch)
+    assert set(cub.functions) == {"tca_spmm", "tca_reduce"}
+    for f in cub.functions.values():
+        assert f.spills == 0 and f.stack_frame == 0, (f.name, f.spill_stores, f.spill_loads)
+    assert cub["tca_spmm"].shared_bytes >= 8 * L.RHS_HALVES * 2
+
+
+def test_kernel_text_has_the_scheme():
+    text = tca.build(256).text()
+    for needle in (
+        "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32",
+        "ld.global.nc.v4.b32",  # 128-bit B loads (N % 8 == 0)
+        "shfl.sync.idx.b32",
+        "shfl.sync.bfly.b32",
+        ".shared .align 16 .b16 s_val",
+        "$multiblock_per_row",
+        "bar.sync 0",
+    ):
+        assert needle in text, needle
+    assert text.count("mma.sync") == 4
+    odd = tca.build(100).text()
+    assert "ld.global.nc.v4.b32" not in odd and "ld.global.nc.b16" in odd  # predicated scalar edge loads
+
+
+def test_ptx_ops_fold_like_int_ops():
+    m = ptx.Module()
+    k = m.kernel("t")
+    o = tca.PtxOps(k)
+    for lq in range(4):
+        for g in range(8):
+            assert L.out_col(o, g, lq, 1) == L.out_col(L.IntOps, g, lq, 1)
+            assert L.rhs_slot(o, 5, 3, lq) == L.rhs_slot(L.IntOps, 5, 3, lq)
+    assert k.body == []  # all constant
+
+
+def test_bad_build_arguments():
+    with pytest.raises(ValueError):
+        tca.build(0)
+    with pytest.raises(ValueError):
+        tca.build(8, seg_chunks=5)
+
+
+# ---------------------------------------------------------------------------- GPU
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    if not driver.available():
+        pytest.skip("no CUDA device or cuda-bindings not installed")
+    if toolchain.find_ptxas() is None:
+        pytest.skip("ptxas not found")
+    return driver.device()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [8, 64, 100, 256, 512])
+@pytest.mark.parametrize("density", [1e-4, 1e-3, 1e-2, 0.1, 0.3])
+def test_gpu_vs_scipy(gpu, n, density):
+    rng = np.random.default_rng(int(n + 1e5 * density))
+    s = skewed(700, 3000, density, rng)
+    b = rng.standard_normal((3000, n)).astype(np.float32)
+    op = SpMM(s, n, target="cuda")
+    c = np.full((700, n), np.nan, np.float32)
+    op.execute(b, c)
+    ref = quantized_reference(s, b)
+    scale = (np.abs(s).astype(np.float64) @ np.abs(b).astype(np.float64)) + 1e-30
+    assert np.all(np.abs(c - ref) <= 1e-4 * scale + 1e-5)
+    np.testing.assert_allclose(c, op.model(b), rtol=1e-4, atol=1e-4 * float(scale.max()))
+
+
+@pytest.mark.gpu
+def test_gpu_update_values_and_long_rows(gpu):
+    rng = np.random.default_rng(5)
+    from tests.minijit.sparse.helpers import csr_with_lengths
+
+    s = csr_with_lengths([0, 3, 64, 65, 129, 1000, 4000, 0], 5000, rng)
+    b = rng.standard_normal((5000, 72)).astype(np.float16)
+    op = SpMM(s, 72, target="cuda")
+    for _ in range(2):
+        c = np.empty((8, 72), np.float32)
+        op.execute(b, c)
+        ref = quantized_reference(s, b.astype(np.float32))
+        np.testing.assert_allclose(c, ref, rtol=2e-3, atol=2e-2)
+        s.data = rng.standard_normal(s.nnz).astype(np.float32)
+        op.update_values(s.data)
