@@ -376,11 +376,12 @@ def check_contraction(target: str, case: Case, types, num_threads: int) -> None:
     np.testing.assert_allclose(buf, ref, **tol)
 
 
+@pytest.mark.usefixtures("parallel_always")
 @pytest.mark.parametrize("target", TARGETS)
 def test_contractions(target):
     emu = emulated(target)
 
-    @settings(max_examples=40 if emu else 120, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+    @settings(max_examples=150 if emu else 300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
     @given(
         contractions(max_size=12 if emu else 40, max_elems=20_000 if emu else 400_000, max_leaves=300, emulated=emu),
         st.integers(1, 3),
@@ -464,11 +465,12 @@ def expected_elementwise(case: Case) -> np.ndarray:
     return out
 
 
+@pytest.mark.usefixtures("parallel_always")
 @pytest.mark.parametrize("target", TARGETS)
 def test_elementwise(target):
     emu = emulated(target)
 
-    @settings(max_examples=40 if emu else 120, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+    @settings(max_examples=150 if emu else 300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
     @given(elementwise(max_size=12 if emu else 40, max_elems=20_000 if emu else 200_000, max_leaves=300))
     def run(case):
         op = TensorOperation(target, num_threads=2)
@@ -713,3 +715,353 @@ def test_mutated_setups_raise_setup_error_or_run(target):
         agrees_with_reference(op, seed)
 
     run()
+
+
+# ---------------------------------------------------------------------------------------------
+# optimizer end to end
+# ---------------------------------------------------------------------------------------------
+def matmul_args(n: int, execs, main: str = "gemm"):
+    # column-major C (M x N) += A (M x K) B (K x N), all n x n
+    return ("fp32", "none", main, "none", "mnk", execs, (n, n, n), (1, 0, n), (0, n, 1), (1, n, 0))
+
+
+def test_optimizer_matmul_1600_native():
+    n = 1600
+    rng = np.random.default_rng(11)
+    A, B = rand(rng, (n, n)), rand(rng, (n, n))  # row-major arrays = column-major transposes
+    expected = (A.T.astype(np.float64) @ B.T.astype(np.float64)).T  # C^T as a row-major array
+    results = []
+    for execs, optimize in [(("prim",) * 3, None), (("seq",) * 3, None), (("undefined",) * 3, True)]:
+        op = TensorOperation(NATIVE)
+        op.setup(*matmul_args(n, execs), optimize=optimize)
+        if execs[0] != "prim":
+            assert any(d.exec.name == "prim" for d in op.config.dims) and len(op.config.dims) > 3
+        C = np.zeros((n, n), np.float32)
+        op.execute(A, B, C)
+        np.testing.assert_allclose(C, expected, rtol=1e-3, atol=2e-3)
+        results.append(C)
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-4, atol=1e-3)
+
+
+def permuted(args, order):
+    """Setup arguments with the dims in another order."""
+    lists = [tuple(args[f][i] for i in order) for f in range(4, 10)]
+    lists[0] = "".join(lists[0])
+    return (*args[:4], *lists)
+
+
+MMNNKK = (
+    "fp32", "none", "gemm", "none", "mmnnkk", None, (64, 25, 64, 25, 64, 25),
+    (25, 1, 0, 0, 40000, 1600), (0, 0, 40000, 1600, 25, 1), (25, 1, 40000, 1600, 0, 0),
+)  # fmt: skip
+
+
+def test_optimizer_mmnnkk_native():
+    rng = np.random.default_rng(12)
+    A, B = rand(rng, (1600, 1600)), rand(rng, (1600, 1600))
+    expected = (A.T.astype(np.float64) @ B.T.astype(np.float64)).T
+    results = []
+    # unoptimized: a 25^3 GEMM in 64^3 seq loops (dims reordered so that the prim dims come last)
+    plain = permuted(changed(MMNNKK, execs=("seq", "prim") * 3), (0, 2, 4, 1, 3, 5))
+    for args in [plain, changed(MMNNKK, execs=("seq",) * 6), changed(MMNNKK, execs=("undefined",) * 6)]:
+        op = TensorOperation(NATIVE)
+        op.setup(*args)
+        C = np.zeros((1600, 1600), np.float32)
+        op.execute(A, B, C)
+        np.testing.assert_allclose(C, expected, rtol=1e-3, atol=2e-3)
+        results.append(C)
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-4, atol=1e-3)
+    np.testing.assert_array_equal(results[1], results[2])  # undefined == seq
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_optimizer_small(target):
+    # 96^3 written as (M, N, K) and as (M, M, N, N, K, K): optimized with small kernels vs plain GEMM
+    n = 96
+    rng = np.random.default_rng(13)
+    A, B = rand(rng, (n, n)), rand(rng, (n, n))
+    expected = (A.T.astype(np.float64) @ B.T.astype(np.float64)).T
+    split = (
+        "fp32", "zero", "gemm", "relu", "mmnnkk", ("seq",) * 6, (8, 12, 4, 24, 6, 16),
+        (12, 1, 0, 0, 16 * n, n), (0, 0, 24 * n, n, 16, 1), (12, 1, 24 * n, n, 0, 0),
+    )  # fmt: skip
+    for args, kw in [
+        (matmul_args(n, ("prim",) * 3), {}),
+        (matmul_args(n, ("seq",) * 3), {"max_kernel_size": 32, "min_kernel_size": 8, "thread_target": 4}),
+        (matmul_args(n, ("undefined",) * 3, "brgemm"), {"max_kernel_size": 24}),
+        (split, {"max_kernel_size": 16, "min_kernel_size": 4}),
+    ]:
+        op = TensorOperation(target, num_threads=3)
+        op.setup(*args, optimize=True if args[5][0] != "prim" else None, **kw)
+        C = np.full((n, n), 2.0, np.float32)
+        op.execute(A, B, C)
+        want = expected + (0 if args[1] == "zero" else 2.0)
+        if args[3] == "relu":
+            want = np.maximum(want, 0)
+        np.testing.assert_allclose(C, want, rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------
+# shared loops: any number of threads gives the same bits
+# ---------------------------------------------------------------------------------------------
+THREADS = (1, 2, 3, 7)
+
+
+def test_shared_loops_are_deterministic_seed_config():
+    args, (sa, sb, sc) = seed_case("zero_brgemm_relu", True, SEED_SIZES)
+    rng = np.random.default_rng(14)
+    A, B = rand(rng, sa), rand(rng, sb)
+    results = []
+    for t in THREADS:
+        op = op_for(NATIVE, *args, num_threads=t)
+        C = rand(rng, sc)
+        op.execute(A, B, C)
+        results.append(C)
+    for r in results[1:]:
+        assert np.array_equal(r, results[0])
+
+
+@pytest.fixture
+def parallel_always(monkeypatch):
+    """Split even tiny operations over the threads (normally they run on the calling thread)."""
+    import minijit.tensor_operation as to
+
+    monkeypatch.setattr(to, "PARALLEL_MIN_ELEMENTS", 0, raising=False)
+
+
+@pytest.mark.usefixtures("parallel_always")
+def test_shared_loops_are_deterministic():
+    rng = np.random.default_rng(15)
+    configs = [
+        seed_case("brgemm", True, (5, 3, 2, 16, 8, 8))[0],
+        seed_case("gemm", True, (7, 1, 3, 5, 3, 2))[0],
+        trus_args("relu", 7, 4, 3, 7)[:5] + (("shared", "shared", "prim", "prim"),) + trus_args("relu", 7, 4, 3, 7)[6:],
+        ("fp64", "none", "max", "none", "mcn", ("shared", "shared", "prim"), (5, 3, 7),
+         (21, 7, 1), (7, 0, 1), (21, 7, 1)),
+    ]  # fmt: skip
+    for args in configs:
+        ops = [op_for(NATIVE, *args, num_threads=t) for t in THREADS]
+        cfg = ops[0].config
+        bufs = {}
+        for name in ("in0", "in1", "out"):
+            lo, hi = cfg.offset_range(name)
+            assert lo == 0
+            bufs[name] = rand(rng, hi + 1, cfg.dtype.numpy)
+        results = []
+        for op in ops:
+            out = bufs["out"].copy()
+            op.execute(bufs["in0"], bufs["in1"] if cfg.uses_in1 else None, out)
+            results.append(out)
+        ref = bufs["out"].copy()
+        ops[0].execute_iter(bufs["in0"], bufs["in1"] if cfg.uses_in1 else None, ref)
+        np.testing.assert_allclose(results[0], ref, rtol=1e-5, atol=1e-5)
+        for r in results[1:]:
+            assert np.array_equal(r, results[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# execute: argument checks before any machine code runs
+# ---------------------------------------------------------------------------------------------
+SMALL_GEMM = ("fp32", "relu", "gemm", "zero", "mnk", ("prim",) * 3, (4, 3, 2), (1, 0, 4), (0, 2, 1), (1, 4, 0))
+
+
+def gemm_arrays(dtype=np.float32):
+    rng = np.random.default_rng(16)
+    return rand(rng, 8, dtype), rand(rng, 6, dtype), np.full(12, 5.0, dtype)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_execute_rejects_bad_arrays(target):
+    op = op_for(target, *SMALL_GEMM)  # last touch zero: any run of machine code zeroes out
+    a, b, out = gemm_arrays()
+    a64, b64, out64 = gemm_arrays(np.float64)
+    ro = out.copy()
+    ro.flags.writeable = False
+    cases = [
+        ((a64, b, out), TypeError, "in0"),
+        ((a, b64, out), TypeError, "in1"),
+        ((a, b, out64), TypeError, "out"),
+        ((list(a), b, out), TypeError, "in0"),
+        ((a, b, ro), ValueError, "out"),
+        ((a[:7], b, out), ValueError, "in0"),
+        ((a, b[:5], out), ValueError, "in1"),
+        ((a, b, out[:11]), ValueError, "out"),
+        ((a, b, out[1:]), ValueError, "out"),
+        ((a[::-1], b, out), ValueError, "in0"),  # the first element is the last in memory
+        ((a, None, out), TypeError, "in1"),
+        ((None, b, out), TypeError, "in0"),
+    ]
+    for args, exc, name in cases:
+        out_arg = args[2]
+        before = out_arg.copy() if isinstance(out_arg, np.ndarray) else None
+        with pytest.raises(exc, match=name):
+            op.execute(*args)
+        if before is not None:
+            assert np.array_equal(out_arg, before)
+    with pytest.raises(ValueError, match="in0"):
+        op.execute_iter(a[:7], b, out)
+    assert (out == 5.0).all() and (ro == 5.0).all()
+    op.execute(a, b, out)
+    assert (out == 0).all()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_execute_negative_strides_bounds(target):
+    # out[i, j] = in0[-4i + j]: rows reversed; the strides reach 20 elements before in0's first
+    op = op_for(target, "fp32", "none", "copy", "none", "cc", ("seq", "prim"), (6, 4), (-4, 1), (0, 0), (4, 1))
+    a = np.arange(24, dtype=np.float32)
+    out = np.zeros((6, 4), np.float32)
+    expected = a.reshape(6, 4)[::-1]
+    # the array's own memory counts, not its base's: a[20:] is rejected like a copy of it
+    for bad in (a, a[19:], a[20:], a[20:23], a.reshape(6, 4)[:0:-1]):
+        with pytest.raises(ValueError, match="in0"):
+            op.execute(bad, None, out)
+        assert (out == 0).all()
+    op.execute(a.reshape(6, 4)[::-1], None, out)  # the reversed view spans the memory it needs
+    np.testing.assert_array_equal(out, expected)
+    out[...] = 0
+    op.execute_iter(a.reshape(6, 4)[::-1], None, out)
+    np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_unary_and_zero_need_no_in1(target):
+    op = op_for(target, *trus_args("relu", 3, 4, 3, 4))
+    A = rand(np.random.default_rng(17), (3, 4, 3, 4))
+    out = np.zeros((3, 3, 4, 4), np.float32)
+    op.execute(A, None, out)
+    np.testing.assert_array_equal(out, np.maximum(A.transpose(0, 2, 1, 3), 0))
+    with pytest.raises(TypeError, match="in0"):
+        op.execute(None, None, out)
+    zero = op_for(target, *trus_args("zero", 3, 4, 3, 4))
+    zero.execute(None, None, out)
+    assert (out == 0).all()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_execute_before_setup(target):
+    op = TensorOperation(target)
+    with pytest.raises(RuntimeError):
+        op.execute(*gemm_arrays())
+    with pytest.raises(RuntimeError):
+        op.listing()
+
+
+@pytest.mark.skipif(not ON_X86 and not runs_natively("aarch64"), reason="no native target")
+def test_execute_ptr():
+    op = op_for(NATIVE, *SMALL_GEMM[:3], "none", *SMALL_GEMM[4:])
+    a, b, out = gemm_arrays()
+    expected = out.copy()
+    op.execute(a, b, expected)
+    op.execute_ptr(a.ctypes.data, b.ctypes.data, out.ctypes.data)
+    np.testing.assert_array_equal(out, expected)
+    for bad in (float(a.ctypes.data), str(a.ctypes.data), None, -8, np.float64(1.0)):
+        with pytest.raises(TypeError, match="addr_in0"):
+            op.execute_ptr(bad, b.ctypes.data, out.ctypes.data)
+    with pytest.raises(TypeError, match="addr_out"):
+        op.execute_ptr(a.ctypes.data, b.ctypes.data, out)
+    np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("target", EMULATED)
+def test_execute_ptr_needs_a_native_target(target):
+    op = op_for(target, *SMALL_GEMM)
+    a, b, out = gemm_arrays()
+    with pytest.raises(ValueError, match="native"):
+        op.execute_ptr(a.ctypes.data, b.ctypes.data, out.ctypes.data)
+
+
+# ---------------------------------------------------------------------------------------------
+# listing
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("variant", sorted(SEED_VARIANTS))
+def test_listing_reassembles(target, variant):
+    from asm import llvm
+
+    args = seed_case(variant, True, SEED_SIZES)[0]
+    op = op_for(target, *args)
+    text = op.listing()
+    for name, kernel in {**op.primitives, "loopnest": op._loopnest}.items():
+        assert f"---- {name}" in text
+        assert kernel.listing in text
+    assert set(op.primitives) == {"main"} | ({"first", "last"} if variant == "zero_brgemm_relu" else set())
+    if target.startswith("x86_64"):
+        code = llvm.assemble(op._loopnest.listing, triple="x86_64", mattr="")
+    else:
+        code = llvm.assemble(op._loopnest.listing)
+    assert code == op._loopnest.code
+
+
+# ---------------------------------------------------------------------------------------------
+# loop-nest corner cases: deep nests, strides beyond 32-bit immediates
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.usefixtures("parallel_always")
+@pytest.mark.parametrize("target", TARGETS)
+def test_deep_loop_nest(target):
+    # 10 loops of size 2 (3 shared, K loops between the others) around a 3x2x5 GEMM, touches on
+    types = "mcnkmknkcm" + "mnk"
+    sizes = (2,) * 10 + (3, 2, 5)
+    execs = ("shared",) * 3 + ("seq",) * 7 + ("prim",) * 3
+    ids = {t: [i for i, u in enumerate(types) if u in PRESENT[t]] for t in PRESENT}
+    strides = {}
+    for t, unit in (("in0", 10), ("in1", 12), ("out", 10)):
+        order = [unit] + [i for i in reversed(ids[t]) if i != unit]
+        step, st_ = 1, {}
+        for i in order:
+            st_[i] = step
+            step *= sizes[i]
+        strides[t] = tuple(st_.get(i, 0) for i in range(len(types)))
+    args = ("fp32", "zero", "gemm", "relu", types, execs, sizes, strides["in0"], strides["in1"], strides["out"])
+    op = op_for(target, *args, num_threads=3)
+    assert len(op.nest.loops) == 10
+    agrees_with_reference(op, seed=18)
+
+
+HUGE = (1 << 33) + 12  # bytes: beyond any 32-bit immediate
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("kind", ["seq", "shared"])
+def test_huge_strides_on_size_one_loops(target, kind):
+    # size-1 loops never dereference their stride, but the loop nest still adds and subtracts it
+    big = HUGE // 4
+    args = (
+        "fp32", "none", "add", "relu", "cmnc", (kind, "seq", "prim", "prim"), (1, 3, 5, 7),
+        (big, 35, 1, 5), (-big, -35, 1, 5), (big + 1, 36, 1, 5),
+    )  # fmt: skip
+    op = op_for(target, *args)
+    agrees_with_reference(op, seed=19)
+
+
+@pytest.mark.skipif(not ON_X86, reason="needs 4 GiB of address space on the native x86-64 target")
+@pytest.mark.parametrize("kind", ["seq", "shared"])
+def test_huge_strides_native(kind):
+    import mmap
+
+    big = (HUGE // 4) | 1  # elements
+    mem = mmap.mmap(-1, 4 * (2 * big + 64))  # lazily allocated: only touched pages cost memory
+    try:
+        buf = np.frombuffer(mem, dtype=np.float32)
+        out = np.zeros((3, 8), np.float32)
+        # out[i, j] = relu(buf[i * big + j]) over i in 0..2, j in 0..7
+        args = ("fp32", "none", "relu", "none", "cc", (kind, "prim"), (3, 8), (big, 1), (0, 0), (8, 1))
+        op = op_for(NATIVE, *args, num_threads=3)
+        vals = np.random.default_rng(20).uniform(-1, 1, (3, 8)).astype(np.float32)
+        for i in range(3):
+            buf[i * big : i * big + 8] = vals[i]
+        view = buf[: 2 * big + 8]
+        op.execute(view, None, out)
+        np.testing.assert_array_equal(out, np.maximum(vals, 0))
+        # and reversed: the first element is the last row, the stride negative
+        rev = as_strided(buf[2 * big :], shape=(3, 8), strides=(-4 * big, 4))
+        args = ("fp32", "none", "copy", "none", "cc", (kind, "prim"), (3, 8), (-big, 1), (0, 0), (8, 1))
+        op = op_for(NATIVE, *args, num_threads=3)
+        op.execute(rev, None, out)
+        np.testing.assert_array_equal(out, vals[::-1])
+        del buf, view, rev
+    finally:
+        try:
+            mem.close()
+        except BufferError:
+            pass
