@@ -322,6 +322,16 @@ class GemmSpec:
         return "m16n8k16" if self.es == 2 else "m16n8k8"
 
     @property
+    def trans_a(self) -> bool:
+        """ldmatrix .trans for A: its shared rows are k (M contiguous), the fragment wants rows m."""
+        return True
+
+    @property
+    def trans_b(self) -> bool:
+        """ldmatrix .trans for B: its shared rows are n (K contiguous), as the "col" fragment wants."""
+        return False
+
+    @property
     def kstep(self) -> int:
         return 16 if self.es == 2 else 8
 
@@ -733,10 +743,10 @@ def generate(spec: GemmSpec) -> GemmKernel:
         for ks in range(S.bk // S.kstep):
             if S.es == 2:
                 for mt in range(S.mt):
-                    k.ldmatrix(afr[mt], frag_addr(stage, ("a", mt, ks, 0)), trans=True)
+                    k.ldmatrix(afr[mt], frag_addr(stage, ("a", mt, ks, 0)), trans=S.trans_a)
                 for p in range(S.nt // 2):
                     regs = [bfr[2 * p][0], bfr[2 * p][1], bfr[2 * p + 1][0], bfr[2 * p + 1][1]]
-                    k.ldmatrix(regs, frag_addr(stage, ("b", p, ks, 0), b_off))
+                    k.ldmatrix(regs, frag_addr(stage, ("b", p, ks, 0), b_off), trans=S.trans_b)
             else:
                 for mt in range(S.mt):
                     for i in range(4):
@@ -1030,7 +1040,7 @@ def _model_frag(S: GemmSpec, smem, stage, lane_tids, operand, tile, ks, fplan, s
         assert (a % 16 == 0).all(), "ldmatrix row address not 16-byte aligned"
         stats.note(f"ldmatrix_{operand}", bank_degree(a, 16))
         rows = smem[a[:, None] + np.arange(16)[None, :]].view(np.uint16).reshape(4, 8, 8)
-        got = mma.ldmatrix(rows, trans=(operand == "a"))  # (32, 4, 2) uint16
+        got = mma.ldmatrix(rows, trans=S.trans_a if operand == "a" else S.trans_b)  # (32, 4, 2) uint16
         return got[..., 0].astype(np.uint32) | (got[..., 1].astype(np.uint32) << 16)
     n = 4 if operand == "a" else 2
     out = np.empty((32, n), np.uint32)

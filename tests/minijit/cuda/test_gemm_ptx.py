@@ -1,0 +1,394 @@
+"""CUDA GEMM generator without a GPU: index math (PTX interpreted), numpy model of whole CTAs,
+bank conflicts, ptxas for sm_80 and sm_90 with no spills, CudaTensorOperation setup/simulate."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ptx
+from minijit import SetupError, error_t
+from minijit.cuda import CudaTensorOperation, gemm
+from minijit.cuda.gemm import GemmSpec, Val
+from ptx import Module, mma, sreg
+
+DTYPES = ("f16", "bf16", "tf32")
+HAVE_PTXAS = ptx.find_ptxas() is not None
+
+
+# --------------------------------------------------------------------------- a PTX ALU interpreter
+
+_ALU = re.compile(r"^(\w+)((?:\.\w+)*)\s+(%\w+),\s*(.+);$")
+
+
+def _interpret(kernel, env: dict[str, np.ndarray], threads: int) -> dict[str, np.ndarray]:
+    """Run the integer ALU instructions of ``kernel`` for ``threads`` threads at once (int64
+    lanes, .s32 results wrapped to 32 bits). ``env`` gives ld.param values by parameter name."""
+    regs: dict[str, np.ndarray] = {"%tid.x": np.arange(threads, dtype=np.int64)}
+
+    def val(tok: str):
+        tok = tok.strip()
+        if tok.startswith("%"):
+            return regs[tok]
+        return int(tok, 0)
+
+    for line in kernel.body:
+        line = line.strip()
+        m = _ALU.match(line)
+        if not m:
+            continue
+        op, mods, dst, rest = m.groups()
+        args = [a.strip() for a in rest.split(",")]
+        mods = mods.split(".")[1:]
+        if op == "ld" and mods[0] == "param":
+            regs[dst] = np.full(threads, env[args[0].strip("[]")], np.int64)
+            continue
+        if op == "mov" and not args[0].startswith("%") or op == "mov" and args[0] in regs:
+            regs[dst] = np.broadcast_to(np.asarray(val(args[0]), np.int64), (threads,)).copy()
+            continue
+        fn = {
+            "add": lambda a, b: a + b,
+            "sub": lambda a, b: a - b,
+            "mul": lambda a, b: a * b,
+            "shl": lambda a, b: a << b,
+            "shr": lambda a, b: a >> b,
+            "and": lambda a, b: a & b,
+            "or": lambda a, b: a | b,
+            "xor": lambda a, b: a ^ b,
+            "min": np.minimum,
+            "max": np.maximum,
+        }.get(op)
+        if op == "cvt":
+            regs[dst] = val(args[0]).copy()
+            continue
+        if fn is None:
+            continue
+        r = fn(val(args[0]), val(args[1]))
+        if mods[-1] in ("s32", "b32", "u32"):
+            r = ((r + 2**31) % 2**32) - 2**31
+        regs[dst] = np.asarray(r, np.int64)
+    return regs
+
+
+def _tid_kernel(threads: int):
+    k = Module().kernel("index_math", reqntid=threads)
+    r = k.reg("s32")
+    k.mov(r, sreg.tid.x)
+    return k, Val(k, r)
+
+
+SPECS = [
+    GemmSpec("f16", 128, 128, 32, 2, 4, 3),
+    GemmSpec("bf16", 64, 32, 16, 1, 1, 2, vec_a=8, vec_b=4),
+    GemmSpec("tf32", 128, 128, 16, 2, 4, 3),
+    GemmSpec("tf32", 32, 64, 16, 1, 2, 4, vec_a=4, vec_b=8),
+    GemmSpec("f16", 32, 32, 32, 1, 1, 3, vec_a=2, vec_b=2),
+]
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)
+def test_index_math_ptx_equals_numpy(spec):
+    """The PTX the shared formulas emit computes, for every thread, what numpy computes."""
+    T = spec.threads
+    k, tid = _tid_kernel(T)
+    params = {}
+    for n in ("M", "N", "K", "k0", "m_cta"):
+        r = k.reg("s32")
+        k.ld_param(r, k.param("s32", n))
+        params[n] = Val(k, r)
+    env = {"M": 77, "N": 45, "K": 37, "k0": 32, "m_cta": 64}
+    out: dict[str, tuple] = {}
+    tids = np.arange(T, dtype=np.int64)
+    for op, lay, vec in (("a", spec.layout_a, spec.vec_a), ("b", spec.layout_b, spec.vec_b)):
+        for j in range(spec.copies(op)):
+            for src, pv in ((tids, env), (tid, params)):
+                row, col = gemm.copy_coords(lay, vec, T, src, j)
+                outer, inner, nb = gemm.copy_src(lay, vec, row, col, pv["k0"], pv["m_cta"], pv["K"], pv["M"])
+                vals = (lay.offset(row, col), outer, inner, nb)
+                out.setdefault((op, j), []).append(vals)
+    for key in gemm._fragment_plans(spec):
+        out[key] = [(gemm._frag_offset(spec, tids, key),), (gemm._frag_offset(spec, tid, key),)]
+    for mt in range(spec.mt):
+        for nt in range(spec.nt):
+            for i in range(4):
+                key = ("acc", mt, nt, i)
+                out[key] = [gemm.acc_coords(spec, tids, mt, nt, i), gemm.acc_coords(spec, tid, mt, nt, i)]
+    regs = _interpret(k, env, T)
+    for key, (want, got) in out.items():
+        for w, g in zip(want, got, strict=True):
+            g = regs[g.r.name] if isinstance(g, Val) else np.full(T, g)
+            np.testing.assert_array_equal(g, np.broadcast_to(w, (T,)), err_msg=str(key))
+
+
+# --------------------------------------------------------------------------- the numpy model
+
+
+def _run_model(spec: GemmSpec, m, n, k, r=1, z=1, seed=0, exact=False, pad=(0, 0, 0)):
+    """A, B, C blocks packed one after another (leading dims padded by ``pad``)."""
+    rng = np.random.default_rng(seed)
+    es = spec.es
+    lda, ldb, ldc = m + pad[0], k + pad[1], m + pad[2]
+    A = rng.standard_normal((z, r, k, lda)).astype(np.float32)
+    B = rng.standard_normal((z, r, n, ldb)).astype(np.float32)
+    C = rng.standard_normal((z, n, ldc)).astype(np.float32)
+    a_mem, b_mem = (gemm.encode(spec.dtype, x).view(np.uint8).ravel() for x in (A, B))
+    bt = [(zz * r * k * lda * es, zz * r * n * ldb * es, zz * n * ldc * 4) for zz in range(z)]
+    rt = [(rr * k * lda * es, rr * n * ldb * es) for rr in range(r)]
+    va = gemm.choose_vec(es, lda * es, *(x[0] for x in bt), *(x[0] for x in rt))
+    vb = gemm.choose_vec(es, ldb * es, *(x[1] for x in bt), *(x[1] for x in rt))
+    spec = replace(spec, vec_a=va, vec_b=vb)
+    c = C.copy().ravel()
+    stats = gemm.simulate(spec, a_mem, b_mem, c, m, n, k, lda * es, ldb * es, ldc * 4, bt, rt, exact_mma=exact)
+    c = c.reshape(C.shape)
+    for zz in range(z):
+        a = np.concatenate([A[zz, rr, :, :m].T for rr in range(r)], axis=1)
+        b = np.concatenate([B[zz, rr, :, :k].T for rr in range(r)], axis=0)
+        ref = gemm.reference(spec.dtype, a, b, C[zz, :, :m].T, spec.first, spec.last)
+        np.testing.assert_allclose(c[zz, :, :m].T, ref, rtol=1e-5, atol=1e-5 * np.sqrt(k * r))
+        np.testing.assert_array_equal(c[zz, :, m:], C[zz, :, m:])  # padding untouched
+    written = stats.written.reshape(C.shape)
+    assert (written[:, :, :m] == 1).all() and (written[:, :, m:] == 0).all()
+    return stats
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "m,n,k,r,z",
+    [(32, 32, 32, 1, 1), (40, 24, 40, 2, 2), (33, 17, 9, 1, 1), (1, 1, 1, 1, 1), (64, 48, 70, 3, 1)],
+)
+def test_model_small_tiles(dtype, m, n, k, r, z):
+    spec = GemmSpec(dtype, 32, 32, 32 if dtype != "tf32" else 16, 1, 1, 3)
+    stats = _run_model(spec, m, n, k, r, z)
+    assert set(stats.conflicts.values()) == {1}, stats.conflicts
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("first,last", [("zero", "none"), ("load", "relu"), ("relu", "none")])
+def test_model_default_tiles_ragged(dtype, first, last):
+    """A 128x128 CTA tile with 8 warps over a ragged 136 x 72 x 50 problem (two CTAs in M)."""
+    spec = gemm.default_spec(dtype, first=first, last=last)
+    stats = _run_model(spec, 136, 72, 50, pad=(8, 0, 3))
+    assert set(stats.conflicts.values()) == {1}, stats.conflicts
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_model_default_tiles_aligned_brgemm(dtype):
+    spec = gemm.default_spec(dtype)
+    stats = _run_model(spec, 128, 128, 64, r=2)
+    assert set(stats.conflicts.values()) == {1}, stats.conflicts
+    assert stats.mma == spec.warps * spec.mt * spec.nt * (64 * 2 // spec.kstep)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_model_exact_warp_mma(dtype):
+    """The lane-level ptx.mma.mma_sync on the fragments the model loads gives the same C."""
+    _run_model(GemmSpec(dtype, 32, 32, 16, 1, 1, 2), 20, 12, 16, exact=True)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    dtype=st.sampled_from(DTYPES),
+    m=st.integers(1, 80),
+    n=st.integers(1, 80),
+    k=st.integers(1, 50),
+    r=st.integers(1, 2),
+    stages=st.integers(2, 4),
+)
+def test_model_hypothesis(dtype, m, n, k, r, stages):
+    spec = gemm.default_spec(dtype, m, n, k, stages=stages)
+    _run_model(spec, m, n, k, r)
+
+
+def test_model_detects_a_bad_swizzle(monkeypatch):
+    """Without the swizzle the ldmatrix reads of A conflict: the bank check has teeth."""
+    monkeypatch.setattr(gemm, "ldmatrix_swizzle", lambda rb: gemm.Swizzle())
+    stats = _run_model(gemm.default_spec("f16"), 128, 128, 32)
+    assert stats.conflicts["ldmatrix_a"] > 1
+
+
+def test_model_detects_out_of_bounds_reads():
+    spec = GemmSpec("f16", 32, 32, 32, 1, 1, 2)
+    a = np.zeros(32 * 32 * 2 - 2, np.uint8)  # one element short
+    b = np.zeros(32 * 32 * 2, np.uint8)
+    with pytest.raises(AssertionError, match="outside"):
+        gemm.simulate(replace(spec, vec_a=2), a, b, np.zeros(32 * 32, np.float32), 32, 32, 32, 64, 64, 128)
+
+
+def test_fragment_tables_used_by_the_model():
+    """The model's fragments go through ptx.mma.gather; ldmatrix.trans of A's k-major rows
+    yields exactly the m16n8k16 A layout."""
+    tile = np.arange(16 * 16, dtype=np.float32).reshape(16, 16)  # (m, k)
+    stored = tile.T.astype(np.float16).view(np.uint16)  # rows k, m contiguous
+    mats = np.stack([stored[0:8, 0:8], stored[0:8, 8:16], stored[8:16, 0:8], stored[8:16, 8:16]])
+    got = mma.ldmatrix(mats, trans=True)
+    regs = got[..., 0].astype(np.uint32) | (got[..., 1].astype(np.uint32) << 16)
+    np.testing.assert_array_equal(mma.gather("m16n8k16", "f16", "a", mma.unpack_regs("f16", regs)), tile)
+
+
+# --------------------------------------------------------------------------- ptxas
+
+
+def _sweep():
+    out = []
+    for dtype in DTYPES:
+        for m, n, k in ((8192, 8192, 8192), (32, 32, 32), (64, 40, 9), (100, 300, 17)):
+            for first, last in (("zero", "none"), ("load", "relu"), ("relu", "relu")):
+                vecs = [(16, 16)] + ([(2, 2), (8, 4)] if dtype != "tf32" else [(4, 8)])
+                for va, vb in vecs:
+                    try:
+                        out.append(gemm.default_spec(dtype, m, n, k, first=first, last=last, vec_a=va, vec_b=vb))
+                    except ValueError:
+                        pass
+    return sorted(set(out), key=lambda s: s.name)
+
+
+SWEEP = _sweep()
+
+
+@pytest.mark.skipif(not HAVE_PTXAS, reason="ptxas not found")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_ptxas_sweep_no_spills(arch):
+    assert len(SWEEP) >= 40
+    for spec in SWEEP:
+        gk = gemm.generate(spec)
+        cub = ptx.compile(gk.text, arch=arch)
+        info = cub[gk.name]
+        assert info.spills == 0 and info.stack_frame == 0, (spec.name, info)
+        assert info.registers <= 255
+        assert info.shared_bytes == spec.smem_bytes
+        if spec.threads == 256:
+            assert info.registers <= 128, (spec.name, info.registers)  # two CTAs per SM
+
+
+def test_generated_text_features():
+    gk = gemm.generate(gemm.default_spec("f16", first="load", last="relu"))
+    text = gk.text
+    assert ".version 7.0" in text and ".target sm_80" in text
+    assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in text
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in text
+    assert "cp.async.cg.shared.global" in text and "cp.async.wait_group 1" in text
+    assert gk.signature == ("u64",) * 5 + ("s32",) * 4 + ("s64",) * 3
+    tf = gemm.generate(gemm.default_spec("tf32")).text
+    assert "cvt.rna.tf32.f32" in tf and "m16n8k8.row.col.f32.tf32.tf32.f32" in tf
+
+
+def test_spec_validation():
+    with pytest.raises(ValueError, match="shared memory"):
+        GemmSpec("tf32", 128, 128, 32, 2, 4, 3).validate()
+    with pytest.raises(ValueError, match="warp tile"):
+        GemmSpec("f16", 32, 32, 32, 1, 4, 3).validate()
+    with pytest.raises(ValueError, match="vec_a"):
+        GemmSpec("tf32", 32, 32, 16, 1, 1, 3, vec_a=2).validate()
+    assert gemm.choose_vec(2, 64, 130) == 2 and gemm.choose_vec(4, 64, 8) == 8
+
+
+# --------------------------------------------------------------------------- CudaTensorOperation
+
+
+def _seed(m0, n0, k0, m1, n1, k1):
+    """Seed 004 layout: A[m0,k0,k1,m1], B[n0,k0,n1,k1], C[m0,n0,n1,m1]."""
+    sizes = (m0, n0, k0, m1, n1, k1)
+    s0 = (k0 * k1 * m1, 0, k1 * m1, 1, 0, m1)
+    s1 = (0, k0 * n1 * k1, n1 * k1, 0, k1, 1)
+    so = (n0 * n1 * m1, n1 * m1, 0, 1, m1, 0)
+    return ("m", "n", "k", "m", "n", "k"), sizes, s0, s1, so
+
+
+SEED_CASES = [
+    ("gemm", ("seq", "seq", "seq", "prim", "prim", "prim"), "none", "none"),
+    ("brgemm", ("seq", "seq", "prim", "prim", "prim", "prim"), "none", "none"),
+    ("brgemm", ("shared", "seq", "prim", "prim", "prim", "prim"), "zero", "relu"),
+]
+
+
+def _host(dtype, x):
+    return gemm.encode({"fp16": "f16", "bf16": "bf16", "fp32": "tf32"}[dtype], x)
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16", "fp32"])
+@pytest.mark.parametrize("main,exec_types,first,last", SEED_CASES)
+def test_operation_seed_configs_simulated(dtype, main, exec_types, first, last):
+    """The seed configurations (sizes scaled down) through the launch execute() would make."""
+    dims, sizes, s0, s1, so = _seed(2, 3, 4, 32, 32, 32)
+    op = CudaTensorOperation()
+    assert op.setup(dtype, first, main, last, dims, exec_types, sizes, s0, s1, so) is error_t.success
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((2, 4, 32, 32)).astype(np.float32)
+    B = rng.standard_normal((3, 4, 32, 32)).astype(np.float32)
+    C = rng.standard_normal((2, 3, 32, 32)).astype(np.float32)
+    ha, hb = _host(dtype, A), _host(dtype, B)
+    qa, qb = (gemm.decode(op.dtype, h) if op.dtype != "tf32" else mma.round_tf32(h) for h in (ha, hb))
+    ref = np.einsum("akcb,dkec->adeb", qa.astype(np.float64), qb.astype(np.float64))
+    ref = ref + (C if first == "none" else 0)
+    ref = np.maximum(ref, 0) if last == "relu" else ref
+    out = C.copy()
+    op.simulate(ha, hb, out)
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-4)
+
+
+def test_operation_setup_errors():
+    dims, sizes, s0, s1, so = _seed(2, 2, 2, 32, 32, 32)
+    ex = ("seq", "seq", "seq", "prim", "prim", "prim")
+    op = CudaTensorOperation()
+    with pytest.raises(SetupError) as e:
+        op.setup("fp64", "zero", "gemm", "none", dims, ex, sizes, s0, s1, so)
+    assert e.value.code is error_t.wrong_dtype
+    with pytest.raises(SetupError) as e:  # A with K contiguous: not generated
+        op.setup("fp16", "zero", "gemm", "none", dims, ex, sizes, (1, 0, 1024, 32, 0, 1), s1, so)
+    assert e.value.code is error_t.wrong_stride
+    with pytest.raises(SetupError) as e:
+        op.setup("fp16", "zero", "gemm", "zero", dims, ex, sizes, s0, s1, so)
+    assert e.value.code is error_t.wrong_ptype
+    with pytest.raises(SetupError):
+        op.setup("fp16", "zero", "add", "none", ("m", "n"), ("prim", "prim"), (4, 4), (1, 4), (1, 4), (1, 4))
+    assert op.config is None
+
+
+def test_operation_no_prims_uses_optimizer():
+    op = CudaTensorOperation()
+    strides = (1, 0, 20), (0, 40, 1), (1, 20, 0)
+    op.setup("fp32", "zero", "gemm", "none", ("m", "n", "k"), ("seq",) * 3, (20, 30, 40), *strides)
+    assert (op.m, op.n, op.k) == (20, 30, 40)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((40, 20)).astype(np.float32)  # a[m + k*20]
+    b = rng.standard_normal((30, 40)).astype(np.float32)  # b[k + n*40]
+    c = np.zeros((30, 20), np.float32)
+    op.simulate(a, b, c)
+    ref = mma.round_tf32(a).T.astype(np.float64) @ mma.round_tf32(b).T.astype(np.float64)
+    np.testing.assert_allclose(c.T, ref, rtol=1e-5, atol=1e-4)
+
+
+def test_operation_validates_arrays_before_launch():
+    dims, sizes, s0, s1, so = _seed(2, 2, 2, 32, 32, 32)
+    op = CudaTensorOperation()
+    op.setup("fp16", "zero", "gemm", "none", dims, ("seq", "seq", "seq", "prim", "prim", "prim"), sizes, s0, s1, so)
+    a = np.zeros((2, 2, 32, 32), np.float16)
+    b = np.zeros((2, 2, 32, 32), np.float16)
+    c = np.zeros((2, 2, 32, 32), np.float32)
+    with pytest.raises(TypeError, match="dtype"):
+        op.execute(a.astype(np.float32), b, c)
+    with pytest.raises(ValueError, match="outside"):
+        op.execute(a[:1], b, c)
+    with pytest.raises(TypeError, match="dtype"):
+        op.execute(a, b, c.astype(np.float64))
+    c.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        op.execute(a, b, c)
+
+
+def test_operation_execute_without_gpu_is_a_clear_error():
+    from ptx import driver
+
+    if driver.available():
+        pytest.skip("a GPU is present")
+    dims, sizes, s0, s1, so = _seed(1, 1, 1, 32, 32, 32)
+    op = CudaTensorOperation()
+    op.setup("fp16", "zero", "gemm", "none", dims, ("seq", "seq", "seq", "prim", "prim", "prim"), sizes, s0, s1, so)
+    a = np.zeros(32 * 32, np.float16)
+    with pytest.raises(RuntimeError, match="GPU"):
+        op.execute(a, a, np.zeros(32 * 32, np.float32))
