@@ -1,19 +1,23 @@
 """Helpers shared by the AArch64 NEON and SVE generators.
 
-Data type table, argument registers, parameter checks, and the AAPCS64 frame:
-`prologue` saves the callee-saved registers a kernel uses (x19-x28, and the
-low 64 bits d8-d15 of v8-v15), `epilogue` restores them and returns.
+Data type table (NEON and SVE views of fp32/fp64), argument registers,
+parameter checks, the kernels' C signatures, the AAPCS64 frame (`prologue`
+saves the callee-saved registers a kernel uses: x19-x28, and the low 64 bits
+d8-d15 of v8-v15; `epilogue` restores them and returns), and `generator`, which
+makes the ``generate`` that loads a kernel with `minijit.runtime.load`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import inspect
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from asm.aarch64 import Assembler, X, mem, sp
-from asm.aarch64.registers import ScalarReg, VecReg, XReg
+from asm.aarch64 import Assembler, X, Z, mem, post, pre, sp
+from asm.aarch64.registers import ScalarReg, VecReg, XReg, ZVec
 
 __all__ = [
     "ARGS",
@@ -22,11 +26,16 @@ __all__ = [
     "DTYPES",
     "DType",
     "Frame",
+    "binary_signature",
+    "brgemm_signature",
+    "check_bools",
     "check_choice",
     "check_positive",
     "dtype_info",
     "epilogue",
+    "generator",
     "prologue",
+    "unary_signature",
 ]
 
 ARGS: tuple[XReg, ...] = tuple(X[i] for i in range(8))  # x0..x7: integer/pointer arguments
@@ -36,7 +45,7 @@ CALLEE_SAVED_V: tuple[int, ...] = tuple(range(8, 16))  # v8..v15 (low 64 bits: d
 
 @dataclass(frozen=True)
 class DType:
-    """One element type: C name, element size letter, bytes, lanes per 128-bit vector."""
+    """One element type: C name, element size letter, bytes, lanes per 128-bit vector; SVE forms."""
 
     name: str
     ctype: str
@@ -63,6 +72,31 @@ class DType:
         """Scalar view ``s<idx>``/``d<idx>``."""
         return ScalarReg(idx, self.es)
 
+    # -- SVE ---------------------------------------------------------------------------
+    @property
+    def suffix(self) -> str:
+        """Memory element suffix of the SVE loads/stores and counts (ld1w/ld1d, cntw/cntd)."""
+        return "w" if self.size == 4 else "d"
+
+    def z(self, idx: int) -> ZVec:
+        """``z<idx>`` with this element size."""
+        return getattr(Z[idx], self.es)
+
+    def ld1(self, a: Assembler, *ops: Any) -> None:
+        getattr(a, "ld1" + self.suffix)(*ops)
+
+    def st1(self, a: Assembler, *ops: Any) -> None:
+        getattr(a, "st1" + self.suffix)(*ops)
+
+    def ld1r(self, a: Assembler, *ops: Any) -> None:
+        getattr(a, "ld1r" + self.suffix)(*ops)
+
+    def cnt(self, a: Assembler, rd: XReg) -> None:
+        getattr(a, "cnt" + self.suffix)(rd)
+
+    def inc(self, a: Assembler, rd: XReg, mul: int = 1) -> None:
+        getattr(a, "inc" + self.suffix)(rd, "all", mul)
+
 
 DTYPES: dict[str, DType] = {
     "fp32": DType("fp32", "float", "s", 4, np.float32),
@@ -77,26 +111,106 @@ def dtype_info(dtype: str) -> DType:
     return DTYPES[dtype]
 
 
-def check_positive(limit: int = 1 << 20, **dims: int) -> None:
-    """Every named size is an int in 1..limit (ValueError naming the first bad one)."""
+def check_positive(limit: int | None = 1 << 20, **dims: object) -> None:
+    """Every named size is an int in 1..limit, or >= 1 without a limit (ValueError naming the first bad one)."""
+    wanted = "an int >= 1" if limit is None else f"an integer in 1..{limit}"
     for name, value in dims.items():
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
-            raise ValueError(f"{name} must be an integer in 1..{limit}, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (limit is not None and value > limit):
+            raise ValueError(f"{name} must be {wanted}, got {value!r}")
 
 
-def check_choice(name: str, value: object, choices: Iterable[object]) -> None:
-    """``value`` is one of ``choices`` (ValueError naming ``name`` otherwise)."""
+def check_choice(name: str, value: object, choices: Iterable[object], show: Callable[[object], str] = repr) -> None:
+    """``value`` is one of ``choices`` (ValueError naming ``name`` and the choices, each as ``show`` gives it)."""
     choices = tuple(choices)
     if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+        raise ValueError(f"{name} must be one of {', '.join(map(show, choices))}, got {value!r}")
+
+
+def check_bools(**flags: object) -> None:
+    """Every named flag is a bool (ValueError naming the first that is not)."""
+    for name, flag in flags.items():
+        if not isinstance(flag, bool):
+            raise ValueError(f"{name} must be a bool, got {flag!r}")
+
+
+# -- C signatures ------------------------------------------------------------------------
+def brgemm_signature(dtype: str = "fp32") -> str:
+    """The C signature of a BRGEMM kernel of ``dtype``."""
+    t = dtype_info(dtype).ctype
+    return (
+        f"void(const {t}* a, const {t}* b, {t}* c, int64_t lda, int64_t ldb, int64_t ldc,"
+        " int64_t br_stride_a, int64_t br_stride_b)"
+    )
+
+
+def unary_signature(dtype: str = "fp32") -> str:
+    """The C signature of a unary kernel of ``dtype``."""
+    t = dtype_info(dtype).ctype
+    return f"void(const {t}* a, {t}* b, int64_t lda, int64_t ldb)"
+
+
+def binary_signature(dtype: str = "fp32") -> str:
+    """The C signature of a binary kernel of ``dtype``."""
+    t = dtype_info(dtype).ctype
+    return f"void(const {t}* in0, const {t}* in1, {t}* out, int64_t ld0, int64_t ld1, int64_t ldo)"
+
+
+def generator(
+    program: Callable[..., Any],
+    signature: Callable[[str], str],
+    doc: str,
+    name: Callable[..., str] | None = None,
+    sve_vl_before: str | None = None,
+) -> Callable[..., Any]:
+    """A ``generate`` function for ``program``: JIT its kernel with `minijit.runtime.load`.
+
+    ``generate`` takes the parameters of ``program``, with ``sve_vl: int = 128``
+    added before the parameter ``sve_vl_before`` (else last), and returns the
+    callable kernel: native on an AArch64 host, else emulated at SVE length
+    ``sve_vl`` bits. ``program`` returns an `Assembler` (or a tuple starting
+    with one) and has a ``dtype`` parameter, which picks the C ``signature``.
+    The kernel is named ``name(**arguments)`` (all of ``program``'s, defaults
+    filled in), or after the Assembler.
+    """
+    sig = inspect.signature(program)
+    params = list(sig.parameters.values())
+    at = [p.name for p in params].index(sve_vl_before) if sve_vl_before else len(params)
+    params.insert(
+        at, inspect.Parameter("sve_vl", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=128, annotation="int")
+    )
+    gen_sig = sig.replace(parameters=params, return_annotation=inspect.Signature.empty)
+
+    def generate(*args: Any, **kwargs: Any) -> Any:
+        from minijit.runtime import load
+
+        bound = gen_sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        arguments = dict(bound.arguments)
+        sve_vl = arguments.pop("sve_vl")
+        a = program(**arguments)
+        if isinstance(a, tuple):
+            a = a[0]
+        kernel_name = name(**arguments) if name else a.name
+        c_sig = signature(arguments["dtype"])
+        return load(a.code(), c_sig, isa="aarch64", name=kernel_name, listing=a.listing(), sve_vl=sve_vl)
+
+    generate.__signature__ = gen_sig  # type: ignore[attr-defined]
+    generate.__doc__ = doc
+    generate.__module__ = program.__module__
+    return generate
 
 
 @dataclass(frozen=True)
 class Frame:
-    """Callee-saved registers stored by `prologue`, and the frame size in bytes."""
+    """Callee-saved registers stored by `prologue`, and the frame size in bytes.
+
+    ``writeback``: the first store allocates the frame (pre-indexed) and the
+    last load frees it (post-indexed), instead of a separate ``sub``/``add`` of sp.
+    """
 
     xregs: tuple[int, ...]
     vregs: tuple[int, ...]
+    writeback: bool = False
 
     @property
     def size(self) -> int:
@@ -115,29 +229,36 @@ def _slots(frame: Frame) -> list[tuple[list, int]]:
     return out
 
 
-def prologue(a: Assembler, xregs: Iterable[int] = (), vregs: Iterable[int] = ()) -> Frame:
-    """Save the callee-saved registers among ``xregs``/``vregs`` (register numbers) on the stack."""
+def prologue(a: Assembler, xregs: Iterable[int] = (), vregs: Iterable[int] = (), writeback: bool = False) -> Frame:
+    """Save the callee-saved registers among ``xregs``/``vregs`` (register numbers) on the stack.
+
+    ``writeback``: allocate the frame with the first store (see `Frame`).
+    """
     frame = Frame(
         tuple(sorted({r for r in xregs if r in CALLEE_SAVED_X})),
         tuple(sorted({r for r in vregs if r in CALLEE_SAVED_V})),
+        writeback,
     )
-    if frame.size:
+    if frame.size and not writeback:
         a.sub(sp, sp, frame.size)
     for group, off in _slots(frame):
+        addr = pre(sp, -frame.size) if writeback and off == 0 else mem(sp, off)
         if len(group) == 2:
-            a.stp(group[0], group[1], mem(sp, off))
+            a.stp(group[0], group[1], addr)
         else:
-            a.str(group[0], mem(sp, off))
+            a.str(group[0], addr)
     return frame
 
 
 def epilogue(a: Assembler, frame: Frame) -> None:
-    """Restore what `prologue` saved and return."""
-    for group, off in _slots(frame):
+    """Restore what `prologue` saved (with ``writeback``: last slot first) and return."""
+    slots = _slots(frame)
+    for group, off in reversed(slots) if frame.writeback else slots:
+        addr = post(sp, frame.size) if frame.writeback and off == 0 else mem(sp, off)
         if len(group) == 2:
-            a.ldp(group[0], group[1], mem(sp, off))
+            a.ldp(group[0], group[1], addr)
         else:
-            a.ldr(group[0], mem(sp, off))
-    if frame.size:
+            a.ldr(group[0], addr)
+    if frame.size and not frame.writeback:
         a.add(sp, sp, frame.size)
     a.ret()

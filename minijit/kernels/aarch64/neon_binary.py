@@ -16,19 +16,15 @@ op, 4 q registers stored; then the rest of the column as q/d/s pieces
 from __future__ import annotations
 
 from asm.aarch64 import Assembler, x0, x1, x2, x3, x4, x5
-from minijit.kernels.aarch64.common import DType, check_choice, check_positive, dtype_info
+from minijit.kernels.aarch64.common import DType, binary_signature, check_choice, check_positive, dtype_info, generator
 from minijit.kernels.aarch64.neon_unary import Op, column_sweep
-from minijit.runtime import load
 
 __all__ = ["PTYPES", "generate", "program", "signature"]
 
 PTYPES = {"add": "fadd", "sub": "fsub", "mul": "fmul", "div": "fdiv", "min": "fmin", "max": "fmax"}
 
 
-def signature(dtype: str = "fp32") -> str:
-    """The C signature of a binary kernel of ``dtype``."""
-    t = dtype_info(dtype).ctype
-    return f"void(const {t}* in0, const {t}* in1, {t}* out, int64_t ld0, int64_t ld1, int64_t ldo)"
+signature = binary_signature
 
 
 def _binary_op(mnemonic: str) -> Op:
@@ -53,8 +49,10 @@ def program(m: int, n: int, dtype: str = "fp32", ptype: str = "add") -> Assemble
     return a
 
 
-def generate(m: int, n: int, dtype: str = "fp32", ptype: str = "add", sve_vl: int = 128):
-    """JIT a binary kernel; returns the callable from `minijit.runtime.load`."""
-    a = program(m, n, dtype, ptype)
-    name = f"neon_binary_{ptype}_{m}x{n}_{dtype}"
-    return load(a.code(), signature(dtype), isa="aarch64", name=name, listing=a.listing(), sve_vl=sve_vl)
+def _name(m: int, n: int, dtype: str, ptype: str) -> str:
+    return f"neon_binary_{ptype}_{m}x{n}_{dtype}"
+
+
+generate = generator(
+    program, signature, "JIT a binary kernel; returns the callable from `minijit.runtime.load`.", _name
+)

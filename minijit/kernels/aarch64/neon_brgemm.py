@@ -26,65 +26,37 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
-from asm.aarch64 import (
-    Assembler,
-    mem,
-    post,
-    x0,
-    x1,
-    x2,
-    x3,
-    x4,
-    x5,
-    x6,
-    x7,
-    x8,
-    x9,
-    x10,
-    x11,
-    x12,
-    x13,
-    x14,
-    x15,
-    x16,
-    x17,
-    x19,
-    x20,
-    x21,
-    x22,
-    x23,
-    x24,
-    x25,
-    x26,
-    x27,
-)
+from asm.aarch64 import Assembler, X, mem, post
 from asm.aarch64.registers import ScalarReg, VecReg, VElem, XReg
-from minijit.kernels.aarch64.common import DType, check_positive, dtype_info, epilogue, prologue
-from minijit.runtime import load
+from minijit.kernels.aarch64.common import (
+    DType,
+    brgemm_signature,
+    check_bools,
+    check_positive,
+    dtype_info,
+    epilogue,
+    generator,
+    prologue,
+)
 
-__all__ = ["BLOCK", "Piece", "generate", "program", "signature", "split"]
+__all__ = ["BLOCK", "Piece", "generate", "ldst_pieces", "program", "signature", "split"]
 
 # -- blocking decisions -----------------------------------------------------------
 BLOCK = {"fp32": (16, 4), "fp64": (8, 4)}  # default register block (rows, columns) of C
 MAX_BR_SIZE = 1 << 20
 
 # -- registers ----------------------------------------------------------------------
-A, B, C, LDA, LDB, LDC, BR_A, BR_B = x0, x1, x2, x3, x4, x5, x6, x7  # arguments (strides -> bytes)
-N_CNT, M_CNT, BR_CNT, K_CNT = x8, x9, x10, x11  # loop counters
-A_M, C_M, A_BR, B_BR, XA, XT = x12, x13, x14, x15, x16, x17  # block / br / walking pointers
-B_COL = (x19, x20, x21, x22, x23, x24, x25, x26)  # B column pointers (or B_COL[0]: B row pointer)
-B_STEP = x27  # bytes from one N block of B to the next
-ROW_OFF = (x24, x25, x26)  # trans_a: byte offsets of rows 1..3 of an A tile (blocks have <= 4 columns)
+A, B, C, LDA, LDB, LDC, BR_A, BR_B = X[0:8]  # arguments (strides -> bytes)
+N_CNT, M_CNT, BR_CNT, K_CNT = X[8:12]  # loop counters
+A_M, C_M, A_BR, B_BR, XA, XT = X[12:18]  # block / br / walking pointers
+B_COL = tuple(X[19:27])  # B column pointers (or B_COL[0]: B row pointer)
+B_STEP = X[27]  # bytes from one N block of B to the next
+ROW_OFF = tuple(X[24:27])  # trans_a: byte offsets of rows 1..3 of an A tile (blocks have <= 4 columns)
 
 
-def signature(dtype: str = "fp32") -> str:
-    """The C signature of a BRGEMM kernel of ``dtype``."""
-    t = dtype_info(dtype).ctype
-    return (
-        f"void(const {t}* a, const {t}* b, {t}* c, int64_t lda, int64_t ldb, int64_t ldc,"
-        " int64_t br_stride_a, int64_t br_stride_b)"
-    )
+signature = brgemm_signature
 
 
 @dataclass(frozen=True)
@@ -126,7 +98,7 @@ def _reg(t: DType, idx: int, width: int) -> ScalarReg:
     return ScalarReg(idx, _LETTER[width * t.size])
 
 
-def _ldst_pieces(a: Assembler, t: DType, store: bool, regs: list[int], pieces: list[Piece], base: XReg) -> None:
+def ldst_pieces(a: Assembler, t: DType, store: bool, regs: list[int], pieces: list[Piece], base: XReg) -> None:
     """Load/store pieces at ``base + off``; neighbours of one width go as ldp/stp."""
     i = 0
     while i < len(pieces):
@@ -205,7 +177,7 @@ class _Kernel:
         regs = {}
         for kk in range(steps):
             idx = [self.vb + kk * len(pieces) + i for i in range(len(pieces))]
-            _ldst_pieces(a, t, False, idx, pieces, B_COL[0])
+            ldst_pieces(a, t, False, idx, pieces, B_COL[0])
             a.add(B_COL[0], B_COL[0], LDB)
             for i, p in enumerate(pieces):
                 for j in range(p.off, p.off + p.width):
@@ -259,7 +231,7 @@ class _Kernel:
             while i < nset:  # one op per ldr/ldp, then the pointer bump
                 pair = i + 1 < nset and pieces[i + 1].width == pieces[i].width
                 sub = pieces[i : i + 2] if pair else pieces[i : i + 1]
-                ops.append(partial(_ldst_pieces, a, t, False, regs[i : i + len(sub)], sub, XA))
+                ops.append(partial(ldst_pieces, a, t, False, regs[i : i + len(sub)], sub, XA))
                 i += len(sub)
             ops.append(partial(a.add, XA, XA, LDA))
             return ops
@@ -296,7 +268,7 @@ class _Kernel:
         acc = lambda j: [self.vc + j * len(pieces) + i for i in range(len(pieces))]  # noqa: E731
         a.mov(XT, C_M)  # load the C block, column by column
         for j in range(cols):
-            _ldst_pieces(a, t, False, acc(j), pieces, XT)
+            ldst_pieces(a, t, False, acc(j), pieces, XT)
             if j + 1 < cols:
                 a.add(XT, XT, LDC)
         if self.br_size > 1:
@@ -318,7 +290,7 @@ class _Kernel:
             a.b_ne(top)
         a.mov(XT, C_M)  # store the C block
         for j in range(cols):
-            _ldst_pieces(a, t, True, acc(j), pieces, XT)
+            ldst_pieces(a, t, True, acc(j), pieces, XT)
             if j + 1 < cols:
                 a.add(XT, XT, LDC)
 
@@ -400,9 +372,7 @@ def _check(m: int, n: int, k: int, br_size: int, trans_a: bool, trans_b: bool, t
     check_positive(m=m, n=n, k=k)
     check_positive(MAX_BR_SIZE, br_size=br_size)
     t = dtype_info(dtype)
-    for name, flag in (("trans_a", trans_a), ("trans_b", trans_b), ("trans_c", trans_c)):
-        if not isinstance(flag, bool):
-            raise ValueError(f"{name} must be a bool, got {flag!r}")
+    check_bools(trans_a=trans_a, trans_b=trans_b, trans_c=trans_c)
     if trans_c:
         raise NotImplementedError("trans_c: the NEON BRGEMM writes column-major C only (transpose with neon_unary)")
     return t
@@ -434,25 +404,14 @@ def program(
     return a, body.listing()
 
 
-def generate(
-    m: int,
-    n: int,
-    k: int,
-    br_size: int = 1,
-    trans_a: bool = False,
-    trans_b: bool = False,
-    trans_c: bool = False,
-    dtype: str = "fp32",
-    sve_vl: int = 128,
-    block: tuple[int, int] | None = None,
-):
-    """JIT a BRGEMM kernel; returns the callable from `minijit.runtime.load`."""
-    a, _ = program(m, n, k, br_size, trans_a, trans_b, trans_c, dtype, block)
-    return load(
-        a.code(),
-        signature(dtype),
-        isa="aarch64",
-        name=f"neon_brgemm_{m}x{n}x{k}_br{br_size}_{dtype}",
-        listing=a.listing(),
-        sve_vl=sve_vl,
-    )
+def _name(m: int, n: int, k: int, br_size: int, dtype: str, **_: Any) -> str:
+    return f"neon_brgemm_{m}x{n}x{k}_br{br_size}_{dtype}"
+
+
+generate = generator(
+    program,
+    signature,
+    "JIT a BRGEMM kernel; returns the callable from `minijit.runtime.load`.",
+    _name,
+    sve_vl_before="block",
+)

@@ -21,9 +21,16 @@ from collections.abc import Callable, Sequence
 
 from asm.aarch64 import Assembler, mem, post, x0, x1, x2, x3, x8, x9, x10, x11, x12, x13, x14, x15, x16, x17
 from asm.aarch64.registers import ScalarReg, VecReg, VElem, XReg
-from minijit.kernels.aarch64.common import DType, check_choice, check_positive, dtype_info
-from minijit.kernels.aarch64.neon_brgemm import Piece, _ldst_pieces, split
-from minijit.runtime import load
+from minijit.kernels.aarch64.common import (
+    DType,
+    check_bools,
+    check_choice,
+    check_positive,
+    dtype_info,
+    generator,
+    unary_signature,
+)
+from minijit.kernels.aarch64.neon_brgemm import Piece, ldst_pieces, split
 
 __all__ = ["PTYPES", "column_sweep", "generate", "program", "signature"]
 
@@ -40,10 +47,7 @@ A_N, B_N, A_T, B_T = x14, x15, x16, x17  # transposed: column block of A/B, tile
 Op = Callable[[Assembler, DType, list[list[int]], int], list[int]]
 
 
-def signature(dtype: str = "fp32") -> str:
-    """The C signature of a unary kernel of ``dtype``."""
-    t = dtype_info(dtype).ctype
-    return f"void(const {t}* a, {t}* b, int64_t lda, int64_t ldb)"
+signature = unary_signature
 
 
 def column_sweep(
@@ -79,9 +83,9 @@ def column_sweep(
             a.b_ne(rows_top)
     for pieces in blocks:  # the rest of the column: q/d/s pieces
         for s in range(len(srcs)):
-            _ldst_pieces(a, t, False, ins[s][: len(pieces)], pieces, WALK[s])
+            ldst_pieces(a, t, False, ins[s][: len(pieces)], pieces, WALK[s])
         outs = [op(a, t, [[ins[s][i]] for s in range(len(srcs))], p.width)[0] for i, p in enumerate(pieces)]
-        _ldst_pieces(a, t, True, outs, pieces, WALK[len(srcs)])
+        ldst_pieces(a, t, True, outs, pieces, WALK[len(srcs)])
     for base, ld in ptrs:  # next column
         a.add(base, base, ld)
     a.subs(COL_CNT, COL_CNT, 1)
@@ -108,7 +112,7 @@ def _load_n(a: Assembler, t: DType, reg: int, count: int, base: XReg) -> None:
         a.ldr(ScalarReg(V_TMP, "s"), mem(base, 8))
         a.ins(VElem(reg, "s", 2), VElem(V_TMP, "s", 0))
         return
-    _ldst_pieces(a, t, False, [reg], [Piece(0, count)], base)
+    ldst_pieces(a, t, False, [reg], [Piece(0, count)], base)
 
 
 def _store_n(a: Assembler, t: DType, reg: int, count: int, base: XReg) -> None:
@@ -118,7 +122,7 @@ def _store_n(a: Assembler, t: DType, reg: int, count: int, base: XReg) -> None:
         a.mov(ScalarReg(V_TMP, "s"), VElem(reg, "s", 2))
         a.str(ScalarReg(V_TMP, "s"), mem(base, 8))
         return
-    _ldst_pieces(a, t, True, [reg], [Piece(0, count)], base)
+    ldst_pieces(a, t, True, [reg], [Piece(0, count)], base)
 
 
 def transpose(a: Assembler, t: DType, regs: list[int]) -> list[int]:
@@ -201,8 +205,7 @@ def _check(m: int, n: int, trans_b: bool, dtype: str, ptype: str) -> DType:
     check_positive(m=m, n=n)
     t = dtype_info(dtype)
     check_choice("ptype", ptype, PTYPES)
-    if not isinstance(trans_b, bool):
-        raise ValueError(f"trans_b must be a bool, got {trans_b!r}")
+    check_bools(trans_b=trans_b)
     return t
 
 
@@ -225,8 +228,8 @@ def program(m: int, n: int, trans_b: bool = False, dtype: str = "fp32", ptype: s
     return a
 
 
-def generate(m: int, n: int, trans_b: bool = False, dtype: str = "fp32", ptype: str = "copy", sve_vl: int = 128):
-    """JIT a unary kernel; returns the callable from `minijit.runtime.load`."""
-    a = program(m, n, trans_b, dtype, ptype)
-    name = f"neon_unary_{ptype}_{m}x{n}{'_t' if trans_b else ''}_{dtype}"
-    return load(a.code(), signature(dtype), isa="aarch64", name=name, listing=a.listing(), sve_vl=sve_vl)
+def _name(m: int, n: int, trans_b: bool, dtype: str, ptype: str) -> str:
+    return f"neon_unary_{ptype}_{m}x{n}{'_t' if trans_b else ''}_{dtype}"
+
+
+generate = generator(program, signature, "JIT a unary kernel; returns the callable from `minijit.runtime.load`.", _name)

@@ -31,11 +31,19 @@ puts the 4-, 3- and 2-vector blocks at their FMA bound (48/48/32 cycles for
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from asm.aarch64 import Assembler, P, V, X, Z, mem, post, pre, sp
-from asm.aarch64.registers import XReg, ZVec
+from asm.aarch64 import Assembler, P, X, mem
+from asm.aarch64.registers import ZVec
+from minijit.kernels.aarch64.common import (
+    DType,
+    brgemm_signature,
+    check_positive,
+    dtype_info,
+    epilogue,
+    generator,
+    prologue,
+)
 
 __all__ = ["BLOCKING", "UNROLL_K", "generate", "kloop_body", "max_vectors", "program", "signature"]
 
@@ -52,108 +60,35 @@ N_CNT, B_N, C_N = X[13], X[14], X[15]  # N-block counter, B and C at the current
 BR_CNT, K_CNT = X[16], X[17]
 M_REG, XA = X[19], X[20]  # m, A pointer walking K (x18 is left alone: platform register)
 XB = tuple(X[21:29])  # B column pointers walking K
-CALLEE_X = tuple(X[19:29])
-CALLEE_D = tuple(v.D for v in V[8:16])
 Z_A, Z_B = 24, 28  # first A register, first of 4 rotating B registers
 
-DTYPES = {"fp32": ("s", 4, "float"), "fp64": ("d", 8, "double")}
+signature = brgemm_signature
 
 
-def signature(dtype: str = "fp32") -> str:
-    """The C signature of a BRGEMM kernel of ``dtype``."""
-    t = _dtype(dtype).ctype
-    return (
-        f"void(const {t}* a, const {t}* b, {t}* c, int64_t lda, int64_t ldb, int64_t ldc,"
-        " int64_t br_stride_a, int64_t br_stride_b)"
-    )
-
-
-@dataclass(frozen=True)
-class _Type:
-    """Element-size specifics: ``es`` ("s"/"d"), ``size`` bytes, ``shift`` log2(size)."""
-
-    es: str
-    size: int
-    ctype: str
-
-    @property
-    def shift(self) -> int:
-        return 2 if self.size == 4 else 3
-
-    @property
-    def suffix(self) -> str:  # memory element suffix of ld1w/ld1d
-        return "w" if self.size == 4 else "d"
-
-    def z(self, idx: int) -> ZVec:
-        return getattr(Z[idx], self.es)
-
-    def ld1(self, a: Assembler, *ops: Any) -> None:
-        getattr(a, "ld1" + self.suffix)(*ops)
-
-    def st1(self, a: Assembler, *ops: Any) -> None:
-        getattr(a, "st1" + self.suffix)(*ops)
-
-    def ld1r(self, a: Assembler, *ops: Any) -> None:
-        getattr(a, "ld1r" + self.suffix)(*ops)
-
-    def cnt(self, a: Assembler, rd: XReg) -> None:
-        getattr(a, "cnt" + self.suffix)(rd)
-
-    def inc(self, a: Assembler, rd: XReg, mul: int = 1) -> None:
-        getattr(a, "inc" + self.suffix)(rd, "all", mul)
-
-
-def _dtype(dtype: str) -> _Type:
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-    return _Type(*DTYPES[dtype])
-
-
-def _positive(**sizes: object) -> None:
-    for name, v in sizes.items():
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {v!r}")
-
-
-def _check(m: int, n: int, k: int, br_size: int, trans_a: bool, trans_b: bool, trans_c: bool, dtype: str) -> _Type:
-    _positive(m=m, n=n, k=k, br_size=br_size)
+def _check(m: int, n: int, k: int, br_size: int, trans_a: bool, trans_b: bool, trans_c: bool, dtype: str) -> DType:
+    check_positive(None, m=m, n=n, k=k, br_size=br_size)
     for name, flag in (("trans_a", trans_a), ("trans_b", trans_b), ("trans_c", trans_c)):
         if flag:
             raise NotImplementedError(f"SVE BRGEMM: {name}=True is not supported (use the NEON generator)")
-    return _dtype(dtype)
+    return dtype_info(dtype)
 
 
-def max_vectors(m: int, t: _Type) -> int:
+def max_vectors(m: int, t: DType) -> int:
     """Vectors of M a block can need: at 128 bits ``m`` fills at most ceil(m / lanes) (capped at 4)."""
     lanes = MIN_VL_BITS // (8 * t.size)
     return min(4, -(-m // lanes))
 
 
-# -- frame ------------------------------------------------------------------------
-def _frame(used_x: int, used_d: int) -> tuple[list[tuple[Any, Any]], int]:
-    """Pairs of callee-saved registers to save (x19.., d8..) and the frame size in bytes."""
-    xs = list(CALLEE_X[: used_x + used_x % 2])
-    ds = list(CALLEE_D[: used_d + used_d % 2])
-    pairs = [(xs[i], xs[i + 1]) for i in range(0, len(xs), 2)] + [(ds[i], ds[i + 1]) for i in range(0, len(ds), 2)]
-    return pairs, 16 * len(pairs)
-
-
-def _prologue(a: Assembler, pairs: list[tuple[Any, Any]], size: int) -> None:
-    for i, (r1, r2) in enumerate(pairs):
-        a.stp(r1, r2, pre(sp, -size) if i == 0 else mem(sp, 16 * i))
-
-
-def _epilogue(a: Assembler, pairs: list[tuple[Any, Any]], size: int) -> None:
-    for i, (r1, r2) in reversed(list(enumerate(pairs))):
-        a.ldp(r1, r2, post(sp, size) if i == 0 else mem(sp, 16 * i))
-    a.ret()
+def _pairs(first: int, count: int) -> range:
+    """``count`` registers from ``first``, rounded up to whole pairs (the frame stores pairs only)."""
+    return range(first, first + count + count % 2)
 
 
 # -- the kernel -------------------------------------------------------------------
 class _Brgemm:
     """Emits one BRGEMM kernel; the methods mirror its loops (M, N, BR, K)."""
 
-    def __init__(self, a: Assembler, m: int, n: int, k: int, br_size: int, t: _Type) -> None:
+    def __init__(self, a: Assembler, m: int, n: int, k: int, br_size: int, t: DType) -> None:
         self.a, self.m, self.n, self.k, self.br, self.t = a, m, n, k, br_size, t
         self.mvs = range(max_vectors(m, t), 0, -1)  # variants, widest first
         self.nbs = {mv: min(BLOCKING[mv], n) for mv in self.mvs}
@@ -164,8 +99,9 @@ class _Brgemm:
     def kernel(self) -> None:
         a, t = self.a, self.t
         widest = max(self.nbs.values())
-        pairs, size = _frame(2 + widest, max(0, max(mv * self.nbs[mv] for mv in self.mvs) - 8))
-        _prologue(a, pairs, size)
+        used_x = 2 + widest  # x19..: M_REG, XA, XB
+        used_d = max(0, max(mv * self.nbs[mv] for mv in self.mvs) - 8)  # accumulators from z8 (d8..d15)
+        frame = prologue(a, _pairs(19, used_x), _pairs(8, used_d), writeback=True)
         # strides to bytes; per-batch pointer steps net of the K walk
         for r in (LDA, LDB, LDC, BR_A, BR_B):
             a.lsl(r, r, t.shift)
@@ -196,7 +132,7 @@ class _Brgemm:
             t.inc(a, I, mv)  # I += mv vectors
             a.b(mloop)
         a.bind(done)
-        _epilogue(a, pairs, size)
+        epilogue(a, frame)
 
     def p(self, v: int) -> Any:
         return getattr(P[v], self.t.es)
@@ -304,27 +240,14 @@ def program(
     return a
 
 
-def generate(
-    m: int,
-    n: int,
-    k: int,
-    br_size: int = 1,
-    trans_a: bool = False,
-    trans_b: bool = False,
-    trans_c: bool = False,
-    dtype: str = "fp32",
-    sve_vl: int = 128,
-):
-    """A callable BRGEMM kernel (native on AArch64, else emulated at SVE length ``sve_vl`` bits)."""
-    from minijit.runtime import load
-
-    a = program(m, n, k, br_size, trans_a, trans_b, trans_c, dtype)
-    return load(a.code(), signature(dtype), isa="aarch64", name=a.name, listing=a.listing(), sve_vl=sve_vl)
+generate = generator(
+    program, signature, "A callable BRGEMM kernel (native on AArch64, else emulated at SVE length ``sve_vl`` bits)."
+)
 
 
 def kloop_body(dtype: str = "fp32", vectors: int = 4) -> str:
     """Listing of one unrolled K-loop iteration of the ``vectors``-wide micro-block (for llvm-mca)."""
-    t = _dtype(dtype)
+    t = dtype_info(dtype)
     if vectors not in BLOCKING:
         raise ValueError(f"vectors must be one of {sorted(BLOCKING)}, got {vectors!r}")
     a = Assembler(name="kloop")

@@ -21,12 +21,16 @@ vector length; the stores write only those lanes.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from asm.aarch64 import Assembler, P, Z, mem, x0, x1, x2, x3, x8, x9, x10, x11, x12, x13, x14, x15
-from minijit.kernels.aarch64.sve_brgemm import _dtype, _positive, _Type, max_vectors
+from asm.aarch64.registers import XReg
+from minijit.kernels.aarch64.common import DType, check_choice, check_positive, dtype_info, generator, unary_signature
+from minijit.kernels.aarch64.sve_brgemm import max_vectors
 
-__all__ = ["PTYPES", "generate", "program", "signature"]
+__all__ = ["PTYPES", "column_sweep", "generate", "program", "signature"]
 
 PTYPES = ("zero", "copy", "identity", "relu")
 A, B, LDA, LDB = x0, x1, x2, x3
@@ -34,32 +38,32 @@ I, M_REG, COUNT, TMP = x8, x9, x10, x11  # row offset (elements), m, column coun
 XA, XB, WA, WB = x12, x13, x14, x15  # tile pointers and column walkers
 
 
-def signature(dtype: str = "fp32") -> str:
-    """The C signature of a unary kernel of ``dtype``."""
-    t = _dtype(dtype).ctype
-    return f"void(const {t}* a, {t}* b, int64_t lda, int64_t ldb)"
+signature = unary_signature
 
 
-def _check(m: int, n: int, dtype: str, ptype: str) -> _Type:
-    _positive(m=m, n=n)
-    if ptype not in PTYPES:
-        raise ValueError(f"ptype must be one of {', '.join(PTYPES)}, got {ptype!r}")
-    return _dtype(dtype)
+def _check(m: int, n: int, dtype: str, ptype: str) -> DType:
+    check_positive(None, m=m, n=n)
+    check_choice("ptype", ptype, PTYPES, show=str)
+    return dtype_info(dtype)
 
 
-def _op(a: Assembler, t: _Type, ptype: str, z: Any) -> None:
-    """Apply the element-wise op in place (copy: nothing)."""
-    if ptype == "relu":
-        a.fmax(z, P[0].m, z, 0.0)
+def column_sweep(
+    a: Assembler,
+    t: DType,
+    rows: int,
+    cols: int,
+    columns: Sequence[tuple[XReg, XReg, XReg]],
+    step: Callable[[int], None],
+) -> None:
+    """Column by column, up to 4 predicated vectors (p1..p4) of ``rows`` per step (shared with sve_binary).
 
-
-def _plain(a: Assembler, t: _Type, rows: int, cols: int, ptype: str) -> None:
-    """Column by column: up to 4 predicated vectors of rows per step."""
+    ``columns``: (column pointer, byte stride, walker) per matrix; each step sets
+    the walker to the column pointer + I elements, each column moves the pointer
+    by the stride. ``step(nv)`` loads, transforms and stores the ``nv`` vectors
+    at the walkers.
+    """
     nv = max_vectors(rows, t)
-    zs = [t.z(v) for v in range(nv)]
     preds = [getattr(P[v + 1], t.es) for v in range(nv)]
-    if ptype == "zero":
-        a.mov(zs[0], 0)
     a.mov(M_REG, rows)
     a.mov(COUNT, cols)
     col = a.label("col")
@@ -74,24 +78,43 @@ def _plain(a: Assembler, t: _Type, rows: int, cols: int, ptype: str) -> None:
             a.mov(TMP, I)
         t.inc(a, TMP)
         a.whilelt(preds[v], TMP, M_REG)
-    a.add(XA, A, I, "lsl", t.shift)
-    a.add(XB, B, I, "lsl", t.shift)
+    for base, _, walker in columns:
+        a.add(walker, base, I, "lsl", t.shift)
+    step(nv)
+    t.inc(a, I, nv)
+    a.b(row)
+    a.bind(end)
+    for base, stride, _ in columns:  # next column
+        a.add(base, base, stride)
+    a.subs(COUNT, COUNT, 1)
+    a.b_ne(col)
+
+
+def _op(a: Assembler, t: DType, ptype: str, z: Any) -> None:
+    """Apply the element-wise op in place (copy: nothing)."""
+    if ptype == "relu":
+        a.fmax(z, P[0].m, z, 0.0)
+
+
+def _plain_step(a: Assembler, t: DType, ptype: str, nv: int) -> None:
+    """Load and transform ``nv`` vectors at XA, store them at XB (zero: store z0)."""
+    zs = [t.z(v) for v in range(nv)]
     for v in range(nv):  # load and transform
         if ptype != "zero":
             t.ld1(a, zs[v], P[v + 1].z, mem(XA, vl=v))
             _op(a, t, ptype, zs[v])
     for v in range(nv):  # store
         t.st1(a, zs[0] if ptype == "zero" else zs[v], P[v + 1], mem(XB, vl=v))
-    t.inc(a, I, nv)
-    a.b(row)
-    a.bind(end)
-    a.add(A, A, LDA)  # next column
-    a.add(B, B, LDB)
-    a.subs(COUNT, COUNT, 1)
-    a.b_ne(col)
 
 
-def _transposed(a: Assembler, t: _Type, m: int, n: int, ptype: str) -> None:
+def _plain(a: Assembler, t: DType, rows: int, cols: int, ptype: str) -> None:
+    """Column by column: up to 4 predicated vectors of rows per step."""
+    if ptype == "zero":
+        a.mov(t.z(0), 0)
+    column_sweep(a, t, rows, cols, [(A, LDA, XA), (B, LDB, XB)], partial(_plain_step, a, t, ptype))
+
+
+def _transposed(a: Assembler, t: DType, m: int, n: int, ptype: str) -> None:
     """128-bit tiles: load q columns of A, transpose with trn1/trn2, store q columns of B."""
     q = 16 // t.size  # tile edge: lanes in 128 bits
     lg = q.bit_length() - 1
@@ -185,9 +208,6 @@ def program(m: int, n: int, trans_b: bool = False, dtype: str = "fp32", ptype: s
     return a
 
 
-def generate(m: int, n: int, trans_b: bool = False, dtype: str = "fp32", ptype: str = "copy", sve_vl: int = 128):
-    """A callable unary kernel (native on AArch64, else emulated at SVE length ``sve_vl`` bits)."""
-    from minijit.runtime import load
-
-    a = program(m, n, trans_b, dtype, ptype)
-    return load(a.code(), signature(dtype), isa="aarch64", name=a.name, listing=a.listing(), sve_vl=sve_vl)
+generate = generator(
+    program, signature, "A callable unary kernel (native on AArch64, else emulated at SVE length ``sve_vl`` bits)."
+)
