@@ -1,0 +1,166 @@
+"""Generated GEMM/BRGEMM kernels and CudaTensorOperation on a GPU, against numpy (needs a GPU)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ptx
+from minijit.cuda import CudaTensorOperation, gemm
+from ptx import driver, mma
+
+pytestmark = pytest.mark.gpu
+
+#: per input type: (rtol, atol per sqrt(reduction length)); inputs are quantized exactly in the
+#: reference, so only the fp32 accumulation order differs
+TOL = {"f16": (1e-4, 2e-5), "bf16": (1e-4, 2e-5), "tf32": (1e-4, 2e-5)}
+
+
+@pytest.fixture(scope="module")
+def dev():
+    if not driver.available():
+        pytest.skip("no CUDA device or cuda-bindings not installed")
+    if ptx.find_ptxas() is None:
+        pytest.skip("ptxas not found")
+    return driver.device()
+
+
+def _launch(dev, spec, m, n, k, r, z, seed=0, pad=(0, 0, 0)):
+    rng = np.random.default_rng(seed)
+    es = spec.es
+    lda, ldb, ldc = m + pad[0], k + pad[1], m + pad[2]
+    A = rng.standard_normal((z, r, k, lda)).astype(np.float32)
+    B = rng.standard_normal((z, r, n, ldb)).astype(np.float32)
+    C = rng.standard_normal((z, n, ldc)).astype(np.float32)
+    ha, hb = gemm.encode(spec.dtype, A), gemm.encode(spec.dtype, B)
+    bt, rt = gemm.tables(
+        [(zz * r * k * lda * es, zz * r * n * ldb * es, zz * n * ldc * 4) for zz in range(z)],
+        [(rr * k * lda * es, rr * n * ldb * es) for rr in range(r)],
+    )
+    va = gemm.choose_vec(es, lda * es, *bt[:, 0], *rt[:, 0])
+    vb = gemm.choose_vec(es, ldb * es, *bt[:, 1], *rt[:, 1])
+    spec = replace(spec, vec_a=va, vec_b=vb)
+    gk = gemm.generate(spec)
+    cub = ptx.compile(gk.text, arch=dev.arch)
+    assert cub[gk.name].spills == 0
+    mod = driver.load(cub)
+    fn = mod.function(gk.name, signature=gk.signature)
+    guard = 256
+    c_host = np.concatenate([C.ravel(), np.full(guard, 7.0, np.float32)])
+    da, db, dc = driver.to_device(ha), driver.to_device(hb), driver.to_device(c_host)
+    dbt, drt = driver.to_device(bt), driver.to_device(rt)
+    args = (da, db, dc, dbt, drt, m, n, k, r, lda * es, ldb * es, ldc * 4)
+    fn.launch(gk.grid(m, n, z), gk.block, args=args)
+    driver.synchronize()
+    out = dc.to_host(np.float32, c_host.size)
+    assert (out[C.size :] == 7.0).all(), "store past C"
+    out = out[: C.size].reshape(C.shape)
+    rtol, atol = TOL[spec.dtype]
+    for zz in range(z):
+        a = np.concatenate([A[zz, rr, :, :m].T for rr in range(r)], axis=1)
+        b = np.concatenate([B[zz, rr, :, :k].T for rr in range(r)], axis=0)
+        ref = gemm.reference(spec.dtype, a, b, C[zz, :, :m].T, spec.first, spec.last)
+        np.testing.assert_allclose(out[zz, :, :m].T, ref, rtol=rtol, atol=atol * np.sqrt(k * r) + 1e-5)
+        np.testing.assert_array_equal(out[zz, :, m:], C[zz, :, m:])
+    return out
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "tf32"])
+@pytest.mark.parametrize("m,n,k", [(128, 128, 64), (256, 384, 512), (136, 72, 50), (1, 1, 1), (33, 17, 9)])
+def test_gemm_kernel(dev, dtype, m, n, k):
+    _launch(dev, gemm.default_spec(dtype, m, n, k), m, n, k, 1, 1)
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "tf32"])
+@pytest.mark.parametrize("first,last", [("zero", "relu"), ("load", "none"), ("relu", "relu")])
+def test_brgemm_kernel_touches(dev, dtype, first, last):
+    _launch(dev, gemm.default_spec(dtype, 200, 130, 70, first=first, last=last), 200, 130, 70, 3, 2, pad=(8, 0, 5))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    dtype=st.sampled_from(["f16", "bf16", "tf32"]),
+    m=st.integers(1, 300),
+    n=st.integers(1, 300),
+    k=st.integers(1, 200),
+    r=st.integers(1, 3),
+    z=st.integers(1, 3),
+    pad=st.tuples(st.integers(0, 9), st.integers(0, 9), st.integers(0, 9)),
+)
+def test_gemm_kernel_hypothesis(dev, dtype, m, n, k, r, z, pad):
+    _launch(dev, gemm.default_spec(dtype, m, n, k), m, n, k, r, z, pad=pad)
+
+
+def _seed(m0, n0, k0, m1, n1, k1):
+    sizes = (m0, n0, k0, m1, n1, k1)
+    s0 = (k0 * k1 * m1, 0, k1 * m1, 1, 0, m1)
+    s1 = (0, k0 * n1 * k1, n1 * k1, 0, k1, 1)
+    so = (n0 * n1 * m1, n1 * m1, 0, 1, m1, 0)
+    return ("m", "n", "k", "m", "n", "k"), sizes, s0, s1, so
+
+
+SEED_CASES = [
+    ("gemm", ("seq", "seq", "seq", "prim", "prim", "prim"), "none", "none"),
+    ("brgemm", ("seq", "seq", "prim", "prim", "prim", "prim"), "none", "none"),
+    ("brgemm", ("seq", "seq", "prim", "prim", "prim", "prim"), "zero", "relu"),
+    ("brgemm", ("shared", "shared", "prim", "prim", "prim", "prim"), "zero", "relu"),
+]
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16", "fp32"])
+@pytest.mark.parametrize("main,exec_types,first,last", SEED_CASES)
+def test_seed_configs_numpy(dev, dtype, main, exec_types, first, last):
+    """Seed 004's configuration (32, 32, 8, 32, 32, 32) with numpy arrays (copied to the GPU)."""
+    dims, sizes, s0, s1, so = _seed(32, 32, 8, 32, 32, 32)
+    op = CudaTensorOperation()
+    op.setup(dtype, first, main, last, dims, exec_types, sizes, s0, s1, so)
+    rng = np.random.default_rng(4)
+    A = rng.standard_normal((32, 8, 32, 32)).astype(np.float32)
+    B = rng.standard_normal((32, 8, 32, 32)).astype(np.float32)
+    C = rng.standard_normal((32, 32, 32, 32)).astype(np.float32)
+    ha, hb = gemm.encode(op.dtype, A), gemm.encode(op.dtype, B)
+    qa, qb = (gemm.decode(op.dtype, h) if op.dtype != "tf32" else mma.round_tf32(h) for h in (ha, hb))
+    ref = np.einsum("akcb,dkec->adeb", qa, qb, optimize=True).astype(np.float64)
+    ref = ref + (C if first == "none" else 0)
+    ref = np.maximum(ref, 0) if last == "relu" else ref
+    out = C.copy()
+    op.execute(ha, hb, out)
+    np.testing.assert_allclose(out, ref, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16", "fp32"])
+def test_seed_configs_torch(dev, dtype):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    dims, sizes, s0, s1, so = _seed(32, 32, 8, 32, 32, 32)
+    op = CudaTensorOperation()
+    op.setup(dtype, "zero", "brgemm", "relu", dims, ("seq", "seq", "prim", "prim", "prim", "prim"), sizes, s0, s1, so)
+    tdt = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[dtype]
+    g = torch.Generator(device="cuda").manual_seed(0)
+    A = torch.randn((32, 8, 32, 32), device="cuda", generator=g).to(tdt)
+    B = torch.randn((32, 8, 32, 32), device="cuda", generator=g).to(tdt)
+    C = torch.empty((32, 32, 32, 32), device="cuda", dtype=torch.float32)
+    op.execute(A, B, C)
+    ref = torch.relu(torch.einsum("akcb,dkec->adeb", A.double(), B.double())).float()
+    tol = 1e-2 if dtype == "fp32" else 1e-3  # tf32 rounding vs exact fp32 inputs
+    torch.testing.assert_close(C, ref, rtol=tol, atol=tol * 16)
+
+
+def test_torch_bounds_checked_before_launch(dev):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    dims, sizes, s0, s1, so = _seed(2, 2, 2, 32, 32, 32)
+    op = CudaTensorOperation()
+    op.setup("fp16", "zero", "gemm", "none", dims, ("seq", "seq", "seq", "prim", "prim", "prim"), sizes, s0, s1, so)
+    A = torch.zeros((2, 2, 32, 32), device="cuda", dtype=torch.float16)
+    C = torch.zeros((2, 2, 32, 32), device="cuda", dtype=torch.float32)
+    with pytest.raises(ValueError, match="outside"):
+        op.execute(A[:1], A, C)
+    with pytest.raises(TypeError, match="dtype"):
+        op.execute(A.float(), A, C)
