@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 TENSORS = ("in0", "in1", "out")
 SIGNATURE = "void(const void* in0, const void* in1, void* out, int64_t begin, int64_t end)"
@@ -91,3 +92,67 @@ class LoopNest:
     def iterations(self) -> int:
         """Size of the flattened shared iteration space (1 without shared loops)."""
         return math.prod(lp.size for lp in self.shared_loops)
+
+
+class SeqEmitter(Protocol):
+    """What an ISA emitter provides for `emit_seq_loops` (counter ``i`` is seq loop ``i``)."""
+
+    def here(self, name: str) -> Any:
+        """Create a label bound at the current position."""
+
+    def new_label(self, name: str) -> Any:
+        """Create an unbound label."""
+
+    def bind(self, label: Any) -> None:
+        """Bind a label created by `new_label`."""
+
+    def counter_init(self, i: int, size: int) -> None:
+        """Set counter ``i`` to ``size``."""
+
+    def counter_loop(self, i: int, body: Any) -> None:
+        """Decrement counter ``i``; branch to ``body`` unless it reached zero."""
+
+    def skip_unless_counter(self, i: int, value: int, skip: Any) -> None:
+        """Branch to ``skip`` unless counter ``i`` equals ``value``."""
+
+    def advance(self, strides: tuple[int, int, int]) -> None:
+        """Add byte offsets to the in0/in1/out pointers."""
+
+    def call(self, call: Call) -> None:
+        """Call a kernel with the current pointers and constants."""
+
+
+def emit_seq_loops(plan: LoopNest, e: SeqEmitter) -> None:
+    """Emit the seq loops (counting down from size to 1) around the first/main/last calls.
+
+    The first touch runs when every seq K counter is at its first iteration
+    (== size), the last touch when every one is at its last (== 1). Pointers
+    are rewound after each loop, so each level leaves them where it found them.
+    """
+    seq = plan.seq_loops
+    k_slots = [i for i, lp in enumerate(seq) if lp.k]
+
+    def touch(which: str, call: Call) -> None:
+        skip = e.new_label(f"skip_{which}")
+        for i in k_slots:
+            e.skip_unless_counter(i, seq[i].size if which == "first" else 1, skip)
+        e.call(call)
+        e.bind(skip)
+
+    def level(i: int) -> None:
+        if i == len(seq):  # innermost: first touch, main, last touch
+            if plan.first:
+                touch("first", plan.first)
+            e.call(plan.main)
+            if plan.last:
+                touch("last", plan.last)
+            return
+        loop = seq[i]
+        e.counter_init(i, loop.size)
+        body = e.here(f"seq{i}")
+        level(i + 1)
+        e.advance(loop.strides)
+        e.counter_loop(i, body)
+        e.advance(tuple(-s * loop.size for s in loop.strides))
+
+    level(0)

@@ -36,7 +36,7 @@ from asm.aarch64 import (
     x29,
     x30,
 )
-from minijit.kernels.loopnest import SIGNATURE, Call, LoopNest
+from minijit.kernels.loopnest import SIGNATURE, Call, LoopNest, emit_seq_loops
 from minijit.runtime import load
 
 POINTERS = (x24, x25, x26)
@@ -67,13 +67,42 @@ def _call(a: Assembler, call: Call) -> None:
     a.blr(x9)
 
 
+class _Emitter:
+    """`minijit.kernels.loopnest.SeqEmitter` for AArch64: counters at [sp, #8*i]."""
+
+    def __init__(self, a: Assembler) -> None:
+        self.a = a
+        self.here, self.new_label, self.bind = a.label, a.new_label, a.bind
+
+    def counter_init(self, i: int, size: int) -> None:
+        self.a.mov(x9, size)
+        self.a.str(x9, mem(sp, 8 * i))
+
+    def counter_loop(self, i: int, body) -> None:
+        self.a.ldr(x9, mem(sp, 8 * i))
+        self.a.subs(x9, x9, 1)
+        self.a.str(x9, mem(sp, 8 * i))
+        self.a.b_ne(body)
+
+    def skip_unless_counter(self, i: int, value: int, skip) -> None:
+        self.a.ldr(x9, mem(sp, 8 * i))
+        self.a.mov(x10, value)
+        self.a.cmp(x9, x10)
+        self.a.b_ne(skip)
+
+    def advance(self, strides: tuple[int, int, int]) -> None:
+        for ptr, stride in zip(POINTERS, strides, strict=True):
+            _add_const(self.a, ptr, stride)
+
+    def call(self, call: Call) -> None:
+        _call(self.a, call)
+
+
 def program(plan: LoopNest) -> Assembler:
     """The loop nest as an Assembler (prints as a listing)."""
     a = Assembler(name="loopnest")
-    seq = plan.seq_loops
     shared = plan.shared_loops
-    k_slots = [i for i, lp in enumerate(seq) if lp.k]
-    frame = (8 * len(seq) + 15) // 16 * 16
+    frame = (8 * len(plan.seq_loops) + 15) // 16 * 16
 
     # -- prologue: frame record, callee-saved registers, counter slots
     a.stp(x29, x30, pre(sp, -80))
@@ -112,44 +141,8 @@ def program(plan: LoopNest) -> Assembler:
             if idx is x12:
                 a.mov(x9, x11)
 
-    # -- seq loops, counters count down from size to 1
-    def level(i: int) -> None:
-        if i == len(seq):
-            leaf()
-            return
-        loop = seq[i]
-        a.mov(x9, loop.size)
-        a.str(x9, mem(sp, 8 * i))
-        body = a.label(f"seq{i}")
-        level(i + 1)
-        for ptr, stride in zip(POINTERS, loop.strides, strict=True):
-            _add_const(a, ptr, stride)
-        a.ldr(x9, mem(sp, 8 * i))
-        a.subs(x9, x9, 1)
-        a.str(x9, mem(sp, 8 * i))
-        a.b_ne(body)
-        for ptr, stride in zip(POINTERS, loop.strides, strict=True):
-            _add_const(a, ptr, -stride * loop.size)
-
-    def when_k_at(counter: str, call: Call) -> None:
-        """Call when every seq K counter is at its first (== size) or last (== 1) iteration."""
-        skip = a.new_label(f"skip_{counter}")
-        for i in k_slots:
-            a.ldr(x9, mem(sp, 8 * i))
-            a.mov(x10, seq[i].size if counter == "first" else 1)
-            a.cmp(x9, x10)
-            a.b_ne(skip)
-        _call(a, call)
-        a.bind(skip)
-
-    def leaf() -> None:
-        if plan.first:
-            when_k_at("first", plan.first)
-        _call(a, plan.main)
-        if plan.last:
-            when_k_at("last", plan.last)
-
-    level(0)
+    # -- seq loops and kernel calls; counters live in the frame
+    emit_seq_loops(plan, _Emitter(a))
     a.add(x22, x22, 1)
     a.cmp(x22, x23)
     a.b_lt(top)

@@ -9,7 +9,7 @@ the 7th/8th outgoing call arguments at [rsp], [rsp+8], the base pointers at
 from __future__ import annotations
 
 from asm.x86_64 import Assembler, qword, r8, r9, r12, r13, r14, r15, rax, rbp, rbx, rcx, rdi, rdx, rsi, rsp
-from minijit.kernels.loopnest import SIGNATURE, TENSORS, Call, LoopNest
+from minijit.kernels.loopnest import SIGNATURE, TENSORS, Call, LoopNest, emit_seq_loops
 from minijit.runtime import load
 
 POINTERS = (rbx, rbp, r12)
@@ -49,12 +49,43 @@ def _call(a: Assembler, call: Call) -> None:
     a.call(rax)
 
 
+def _slot(i: int):
+    return qword(rsp + COUNTERS_AT + 8 * i)
+
+
+class _Emitter:
+    """`minijit.kernels.loopnest.SeqEmitter` for x86-64: counters at [rsp + 40 + 8*i]."""
+
+    def __init__(self, a: Assembler) -> None:
+        self.a = a
+        self.here, self.new_label, self.bind = a.label, a.new_label, a.bind
+
+    def counter_init(self, i: int, size: int) -> None:
+        self.a.mov(rax, size)
+        self.a.mov(_slot(i), rax)
+
+    def counter_loop(self, i: int, body) -> None:
+        self.a.dec(_slot(i))
+        self.a.jne(body)
+
+    def skip_unless_counter(self, i: int, value: int, skip) -> None:
+        self.a.mov(rax, value)
+        self.a.cmp(_slot(i), rax)
+        self.a.jne(skip)
+
+    def advance(self, strides: tuple[int, int, int]) -> None:
+        for ptr, stride in zip(POINTERS, strides, strict=True):
+            _add_const(self.a, ptr, stride)
+
+    def call(self, call: Call) -> None:
+        _call(self.a, call)
+
+
 def program(plan: LoopNest) -> Assembler:
     """The loop nest as an Assembler (prints as a listing)."""
     a = Assembler()
     seq = plan.seq_loops
     shared = plan.shared_loops
-    k_slots = [i for i, lp in enumerate(seq) if lp.k]
     # after 6 pushes rsp is 8 mod 16: the frame is 8 mod 16 so calls see an aligned stack
     frame = COUNTERS_AT + 8 * len(seq)
     frame += (8 - frame) % 16
@@ -95,44 +126,8 @@ def program(plan: LoopNest) -> Assembler:
                         a.imul(rsi, rdi)
                     a.add(ptr, rsi)
 
-    # -- seq loops, counters count down from size to 1
-    def slot(i: int):
-        return qword(rsp + COUNTERS_AT + 8 * i)
-
-    def level(i: int) -> None:
-        if i == len(seq):
-            leaf()
-            return
-        loop = seq[i]
-        a.mov(rax, loop.size)
-        a.mov(slot(i), rax)
-        body = a.label(f"seq{i}")
-        level(i + 1)
-        for ptr, stride in zip(POINTERS, loop.strides, strict=True):
-            _add_const(a, ptr, stride)
-        a.dec(slot(i))
-        a.jne(body)
-        for ptr, stride in zip(POINTERS, loop.strides, strict=True):
-            _add_const(a, ptr, -stride * loop.size)
-
-    def when_k_at(counter: str, call: Call) -> None:
-        """Call when every seq K counter is at its first (== size) or last (== 1) iteration."""
-        skip = a.new_label(f"skip_{counter}")
-        for i in k_slots:
-            a.mov(rax, seq[i].size if counter == "first" else 1)
-            a.cmp(slot(i), rax)
-            a.jne(skip)
-        _call(a, call)
-        a.bind(skip)
-
-    def leaf() -> None:
-        if plan.first:
-            when_k_at("first", plan.first)
-        _call(a, plan.main)
-        if plan.last:
-            when_k_at("last", plan.last)
-
-    level(0)
+    # -- seq loops and kernel calls; counters live in the frame
+    emit_seq_loops(plan, _Emitter(a))
     a.inc(r13)
     a.cmp(r13, r14)
     a.jl(top)
