@@ -45,13 +45,22 @@ class TensorOperation:
     ``target``: "native" (AVX-512/AVX2 on x86-64, SVE/NEON on AArch64),
     "x86_64-avx512", "x86_64-avx2", "aarch64-neon", "aarch64-sve" (AArch64 on a
     non-ARM host runs in the qemu emulation worker at ``sve_vl`` bits; for
-    correctness, not speed). ``num_threads`` defaults to MINIJIT_NUM_THREADS /
-    OMP_NUM_THREADS / the CPU count.
+    correctness, not speed), or "cuda" (GEMM/BRGEMM on tensor cores: returns a
+    `minijit.cuda.CudaTensorOperation`, same setup/execute interface).
+    ``num_threads`` defaults to MINIJIT_NUM_THREADS / OMP_NUM_THREADS / the CPU count.
     """
 
-    def __init__(self, target: str = "native", *, num_threads: int | None = None, sve_vl: int = 128) -> None:
+    def __new__(cls, target: str = "native", **kwargs: Any):
         if target == "cuda":
-            raise ValueError("target 'cuda' is not available yet: use 'native' or a CPU target")
+            from minijit.cuda.operation import CudaTensorOperation
+
+            unknown = set(kwargs) - {"device"}
+            if unknown:
+                raise TypeError(f"target 'cuda' takes no {', '.join(sorted(unknown))} argument")
+            return CudaTensorOperation(**kwargs)
+        return super().__new__(cls)
+
+    def __init__(self, target: str = "native", *, num_threads: int | None = None, sve_vl: int = 128) -> None:
         self.target = kernels.check_target(target)
         if num_threads is not None and (not isinstance(num_threads, int) or num_threads < 1):
             raise ValueError(f"num_threads must be a positive int, got {num_threads!r}")

@@ -392,3 +392,13 @@ def test_operation_execute_without_gpu_is_a_clear_error():
     a = np.zeros(32 * 32, np.float16)
     with pytest.raises(RuntimeError, match="GPU"):
         op.execute(a, a, np.zeros(32 * 32, np.float32))
+
+
+def test_tensor_operation_cuda_target_is_the_cuda_operation():
+    from minijit import TensorOperation
+    from minijit.cuda.operation import CudaTensorOperation
+
+    op = TensorOperation("cuda")
+    assert isinstance(op, CudaTensorOperation)
+    with pytest.raises(TypeError, match="num_threads"):
+        TensorOperation("cuda", num_threads=2)
