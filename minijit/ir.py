@@ -454,8 +454,21 @@ class TensorConfig:
             if len(ks) == 2:
                 return PrimDims(m=m, n=n, k=ks[1], br=ks[0])  # BR = the outer prim K
             return PrimDims(m=m, n=n, k=ks[0])
-        tensor = "in0" if self.prim_main in (ptype_t.copy, ptype_t.relu) else "out"
-        unit = [i for i in prim if dims[i].stride(tensor) == 1]
+        # m: a prim dim the kernel can run with unit stride (in in0 for copy/relu, in out for zero,
+        # in all three tensors for binary ops), dims of size > 1 first
+        if self.prim_main in (ptype_t.copy, ptype_t.relu):
+            tensors: tuple[str, ...] = ("in0",)
+        elif self.prim_main is ptype_t.zero:
+            tensors = ("out",)
+        else:
+            tensors = _TENSORS
+        fits = [i for i in prim if all(dims[i].stride(t) == 1 for t in tensors)]
+        unit = (
+            [i for i in fits if dims[i].size > 1]
+            or fits
+            or [i for i in prim if dims[i].size == 1]
+            or [i for i in prim if dims[i].stride(tensors[-1]) == 1]  # not runnable; named in setup's error
+        )
         m = unit[0] if unit else prim[-1]
         rest = [i for i in prim if i != m]
         return PrimDims(m=m, n=rest[0] if rest else None)

@@ -8,6 +8,7 @@ always returns a new, validated config (equal to the input when nothing applies)
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 
@@ -182,6 +183,16 @@ def _pick(dims: Sequence[Dimension], cands: Sequence[int], key: Callable[[Dimens
     return None if best is None else best[1]
 
 
+def _ranked(dims: Sequence[Dimension], cands: Sequence[int], key: Callable[[Dimension], tuple]) -> list[int | None]:
+    """Candidates best first by the `_pick` order, then ``None`` (a size-1 dummy dim)."""
+    return [*sorted(cands, key=lambda i: (dims[i].size == 1, *key(dims[i]), -i)), None]
+
+
+def _unit(dims: Sequence[Dimension], i: int | None, tensor: str) -> bool:
+    """A prim role the kernels can take with unit stride in ``tensor`` (size-1 dims: any stride)."""
+    return i is None or dims[i].size == 1 or dims[i].stride(tensor) == 1
+
+
 def _with_types(dims: Sequence[Dimension], t: dim_t) -> list[int]:
     return [i for i, d in enumerate(dims) if d.type is t]
 
@@ -214,32 +225,58 @@ def identify_primitives(config: TensorConfig) -> TensorConfig:
 
     if main in GEMM_PTYPES:
         ks = _with_types(dims, dim_t.k)
-        k = _pick(dims, ks, lambda d: (*_rank(d.stride_in1), *_rank(d.stride_in0)))
+        # the best-ranked (m, n, k) the BRGEMM kernel can take: unit stride of M in out, of M or K
+        # (transposed A) in in0, of K or N (transposed B) in in1; size-1 dims and dummies always fit
+        ranked = (
+            _ranked(dims, _with_types(dims, dim_t.m), lambda d: (*_rank(d.stride_in0), *_rank(d.stride_out))),
+            _ranked(dims, _with_types(dims, dim_t.n), lambda d: (abs(d.stride_out) + abs(d.stride_in1),)),
+            _ranked(dims, ks, lambda d: (*_rank(d.stride_in1), *_rank(d.stride_in0))),
+        )
+        best = None
+        for ranks in itertools.product(*(range(len(r)) for r in ranked)):
+            m, n, k = (r[j] for r, j in zip(ranked, ranks, strict=True))
+            if not (
+                _unit(dims, m, "out")
+                and (_unit(dims, m, "in0") or _unit(dims, k, "in0"))
+                and (_unit(dims, k, "in1") or _unit(dims, n, "in1"))
+            ):
+                continue
+            key = (sum(i is None or dims[i].size == 1 for i in (m, n, k)), sum(ranks), ranks)
+            if best is None or key < best[0]:
+                best = (key, (m, n, k))
+        m, n, k = best[1]
         others = [i for i in ks if i != k]
         br = _pick(dims, others, lambda d: (abs(d.stride_in0) + abs(d.stride_in1),))
         if br is not None and main is ptype_t.gemm and dims[br].size == 1:
             br = None
         main = ptype_t.brgemm if br is not None else ptype_t.gemm
-        m = _pick(dims, _with_types(dims, dim_t.m), lambda d: (*_rank(d.stride_in0), *_rank(d.stride_out)))
-        n = _pick(dims, _with_types(dims, dim_t.n), lambda d: (abs(d.stride_out) + abs(d.stride_in1),))
         roles: list[tuple[int | None, dim_t]] = [(m, dim_t.m), (n, dim_t.n), (k, dim_t.k)]
         if br is not None:
             roles.insert(0, (br, dim_t.k))
     else:
         cands = [i for i, d in enumerate(dims) if d.type is not dim_t.k]
         if main in BINARY_PTYPES:
-            m = _pick(dims, cands, lambda d: (*_rank(d.stride_out), *_rank(d.stride_in0), *_rank(d.stride_in1)))
-            n = _pick(dims, [i for i in cands if i != m], lambda d: (abs(d.stride_out),))
+            m_key = lambda d: (*_rank(d.stride_out), *_rank(d.stride_in0), *_rank(d.stride_in1))  # noqa: E731
+            n_key = lambda d: (abs(d.stride_out),)  # noqa: E731
+            fits = lambda m, n: all(_unit(dims, m, t) for t in ("in0", "in1", "out"))  # noqa: E731
         elif main is ptype_t.zero:
-            m = _pick(dims, cands, lambda d: _rank(d.stride_out))
-            n = _pick(dims, [i for i in cands if i != m], lambda d: (abs(d.stride_out),))
-        else:
-            m = _pick(dims, cands, lambda d: (*_rank(d.stride_in0), *_rank(d.stride_out)))
-            rest = [i for i in cands if i != m]
-            if m is not None and dims[m].stride_out != 1:  # transposition
-                n = _pick(dims, rest, lambda d: _rank(d.stride_out))
-            else:
-                n = _pick(dims, rest, lambda d: (abs(d.stride_in0),))
+            m_key = lambda d: _rank(d.stride_out)  # noqa: E731
+            n_key = lambda d: (abs(d.stride_out),)  # noqa: E731
+            fits = lambda m, n: _unit(dims, m, "out")  # noqa: E731
+        else:  # copy/relu: M unit in in0; unit in out too, or a transposition with N unit in out
+            m_key = lambda d: (*_rank(d.stride_in0), *_rank(d.stride_out))  # noqa: E731
+            n_key = lambda d: (abs(d.stride_in0),)  # noqa: E731
+            fits = lambda m, n: _unit(dims, m, "in0") and (_unit(dims, m, "out") or _unit(dims, n, "out"))  # noqa: E731
+        ranked = (_ranked(dims, cands, m_key), _ranked(dims, cands, n_key))
+        best = None
+        for ranks in itertools.product(*(range(len(r)) for r in ranked)):
+            m, n = (r[j] for r, j in zip(ranked, ranks, strict=True))
+            if (m is not None and m == n) or (m is None and n is not None) or not fits(m, n):
+                continue
+            key = (sum(i is None or dims[i].size == 1 for i in (m, n)), sum(ranks), ranks)
+            if best is None or key < best[0]:
+                best = (key, (m, n))
+        m, n = best[1]
         fill = dims[m].type if m is not None else dim_t.c
         roles = [(n, fill), (m, fill)] if n is not None else [(m, fill)]
 
