@@ -1065,3 +1065,65 @@ def test_huge_strides_native(kind):
             mem.close()
         except BufferError:
             pass
+
+
+@pytest.mark.usefixtures("parallel_always")
+@pytest.mark.parametrize("target", TARGETS)
+def test_optimized_contractions(target):
+    # the generated layouts with every exec type seq/undefined: the optimizer picks the primitives
+    emu = emulated(target)
+
+    @settings(max_examples=60 if emu else 150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+    @given(
+        contractions(max_size=12 if emu else 40, max_elems=20_000 if emu else 400_000, max_leaves=300),
+        st.sampled_from(["seq", "undefined"]),
+        st.sampled_from([1, 2, 4, 8]),
+        st.sampled_from([4, 16, 64, 1024]),
+        st.sampled_from([1, 4, 16]),
+    )
+    def run(case_types, exec_, thread_target, max_kernel_size, min_kernel_size):
+        case, types = case_types
+        n = len(case.args[4])
+        case = Case(changed(case.args, execs=(exec_,) * n), case.views, case.bufs, case.bases)
+        op = TensorOperation(target, num_threads=2)
+        op.setup(
+            *case.args,
+            thread_target=thread_target,
+            max_kernel_size=max_kernel_size,
+            min_kernel_size=min_kernel_size,
+        )
+        expected = expected_contraction(case, types)
+        ksize = math.prod(s for s, t in zip(case.args[6], case.args[4], strict=True) if t == "k")
+        tol = {"rtol": 1e-4, "atol": 1e-5 * (1 + ksize)} if case.args[0] == "fp32" else {"rtol": 1e-10, "atol": 1e-12}
+        buf, view = out_copy(case)
+        op.execute(case.views["in0"], case.views["in1"], view)
+        np.testing.assert_allclose(buf, expected, **tol)
+
+    run()
+
+
+@pytest.mark.usefixtures("parallel_always")
+@pytest.mark.parametrize("target", TARGETS)
+def test_optimized_elementwise(target):
+    emu = emulated(target)
+
+    @settings(max_examples=60 if emu else 150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+    @given(
+        elementwise(max_size=12 if emu else 40, max_elems=20_000 if emu else 200_000, max_leaves=300),
+        st.sampled_from(["seq", "undefined"]),
+        st.sampled_from([1, 3, 8]),
+        st.sampled_from([4, 16, 1024]),
+        st.sampled_from([1, 4, 16]),
+    )
+    def run(case, exec_, thread_target, max_kernel_size, min_kernel_size):
+        case = Case(changed(case.args, execs=(exec_,) * len(case.args[4])), case.views, case.bufs, case.bases)
+        op = TensorOperation(target, num_threads=2)
+        op.setup(
+            *case.args, thread_target=thread_target, max_kernel_size=max_kernel_size, min_kernel_size=min_kernel_size
+        )
+        expected = expected_elementwise(case)
+        buf, view = out_copy(case)
+        op.execute(case.views["in0"], case.views["in1"], view)
+        np.testing.assert_array_equal(buf, expected)
+
+    run()
