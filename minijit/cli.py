@@ -141,6 +141,9 @@ def _mmnnkk() -> OpSpec:
             "strides_in1": [0, 0, 40000, 1600, 25, 1],
             "strides_out": [25, 1, 40000, 1600, 0, 0],
         },
+        # min_kernel_size 26 (> 25) lets the optimizer fuse each pair to 1600 before splitting:
+        # prims 32x40x50 (BR 32) instead of 25x25x25 (BR 64); ~1.25x faster on Zen 5
+        {"max_kernel_size": 256, "min_kernel_size": 26},
         description="optimizer case: dims M,M,N,N,K,K sizes 64,25,64,25,64,25 (undefined -> optimizer)",
     )
 
