@@ -123,7 +123,7 @@ def test_bad_arguments_exit_2(argv, message, capsys):
         ('{"name": "x", "colour": 1}', "unknown key(s) colour"),
         ("[]", "no configurations"),
         (json.dumps({**TINY_GEMM, "dim_sizes": [24, 12]}), "setup lists differ in length"),
-        (json.dumps({**TINY_GEMM, "strides_in1": [0, 8, 0]}), "setup failed"),
+        (json.dumps({**TINY_GEMM, "strides_out": [0, 24, 0]}), "nonzero stride_out"),
         (json.dumps({**TINY_GEMM, "prim_main": "fma"}), "setup failed"),
         (json.dumps({**TINY_GEMM, "dim_sizes": "24"}), "dim_sizes must be a list"),
         (json.dumps([TINY_GEMM, TINY_GEMM]), "duplicate configuration name"),
