@@ -419,8 +419,13 @@ def default_spec(dtype: str, m: int = 4096, n: int = 4096, k: int = 4096, **chan
     bk = 32 if es == 2 else 16
     if k <= 16:
         bk = 16
-    spec = GemmSpec(dtype, bm, bn, bk, max(1, bm // 64), max(1, bn // 32), 3)
-    return replace(spec, **changes).validate()
+    spec = replace(GemmSpec(dtype, bm, bn, bk, max(1, bm // 64), max(1, bn // 32), 3), **changes)
+    for op in ("a", "b"):  # the widest copy that splits the tile evenly over the threads
+        lay = spec.layout_a if op == "a" else spec.layout_b
+        fits = [v for v in (16, 8, 4, 2) if v >= es and not lay.nbytes % (v * spec.threads) and not lay.row_bytes % v]
+        if f"vec_{op}" not in changes and fits:
+            spec = replace(spec, **{f"vec_{op}": fits[0]})
+    return spec.validate()
 
 
 # --------------------------------------------------------------------------- shared index math
