@@ -360,6 +360,17 @@ class GemmSpec:
             f"_v{self.vec_a}x{self.vec_b}_{self.first}_{self.last}"
         )
 
+    def max_vec(self, operand: str) -> int:
+        """Widest copy (bytes) that splits operand 'a' or 'b''s shared tile evenly over the threads."""
+        lay = self.layout_a if operand == "a" else self.layout_b
+        fits = [v for v in (16, 8, 4, 2) if v >= self.es and not lay.nbytes % (v * self.threads)]
+        return next((v for v in fits if not lay.row_bytes % v), self.es)
+
+    def aligned(self, vec_a: int, vec_b: int) -> GemmSpec:
+        """This spec with copy widths no wider than the operands' alignment (``vec_*``, e.g. from
+        `choose_vec`) and the tile split allow."""
+        return replace(self, vec_a=min(vec_a, self.max_vec("a")), vec_b=min(vec_b, self.max_vec("b")))
+
     def copies(self, operand: str) -> int:
         """Global->shared copies per thread per tile for operand 'a' or 'b'."""
         lay, vec = (self.layout_a, self.vec_a) if operand == "a" else (self.layout_b, self.vec_b)
@@ -420,12 +431,7 @@ def default_spec(dtype: str, m: int = 4096, n: int = 4096, k: int = 4096, **chan
     if k <= 16:
         bk = 16
     spec = replace(GemmSpec(dtype, bm, bn, bk, max(1, bm // 64), max(1, bn // 32), 3), **changes)
-    for op in ("a", "b"):  # the widest copy that splits the tile evenly over the threads
-        lay = spec.layout_a if op == "a" else spec.layout_b
-        fits = [v for v in (16, 8, 4, 2) if v >= es and not lay.nbytes % (v * spec.threads) and not lay.row_bytes % v]
-        if f"vec_{op}" not in changes and fits:
-            spec = replace(spec, **{f"vec_{op}": fits[0]})
-    return spec.validate()
+    return spec.aligned(changes.get("vec_a", 16), changes.get("vec_b", 16)).validate()
 
 
 # --------------------------------------------------------------------------- shared index math

@@ -36,7 +36,7 @@ checked like on the CPU path: dtype, writeability of ``out``, and every element 
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -215,7 +215,7 @@ class CudaTensorOperation:
         es = self.spec.es
         va = gemm.choose_vec(es, ptr_a, self.lda, *self.batch_table[:, 0], *self.red_table[:, 0])
         vb = gemm.choose_vec(es, ptr_b, self.ldb, *self.batch_table[:, 1], *self.red_table[:, 1])
-        return replace(self.spec, vec_a=va, vec_b=vb)
+        return self.spec.aligned(va, vb)
 
     def ptx(self, ptr_a: int = 0, ptr_b: int = 0) -> str:
         """PTX text of the kernel ``execute`` launches for operands at these addresses."""

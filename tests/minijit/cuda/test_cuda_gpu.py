@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -43,7 +41,7 @@ def _launch(dev, spec, m, n, k, r, z, seed=0, pad=(0, 0, 0)):
     )
     va = gemm.choose_vec(es, lda * es, *bt[:, 0], *rt[:, 0])
     vb = gemm.choose_vec(es, ldb * es, *bt[:, 1], *rt[:, 1])
-    spec = replace(spec, vec_a=va, vec_b=vb)
+    spec = spec.aligned(va, vb)
     gk = gemm.generate(spec)
     cub = ptx.compile(gk.text, arch=dev.arch)
     assert cub[gk.name].spills == 0

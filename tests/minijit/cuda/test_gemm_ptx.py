@@ -141,7 +141,7 @@ def _run_model(spec: GemmSpec, m, n, k, r=1, z=1, seed=0, exact=False, pad=(0, 0
     rt = [(rr * k * lda * es, rr * n * ldb * es) for rr in range(r)]
     va = gemm.choose_vec(es, lda * es, *(x[0] for x in bt), *(x[0] for x in rt))
     vb = gemm.choose_vec(es, ldb * es, *(x[1] for x in bt), *(x[1] for x in rt))
-    spec = replace(spec, vec_a=va, vec_b=vb)
+    spec = spec.aligned(va, vb)
     c = C.copy().ravel()
     stats = gemm.simulate(spec, a_mem, b_mem, c, m, n, k, lda * es, ldb * es, ldc * 4, bt, rt, exact_mma=exact)
     c = c.reshape(C.shape)
@@ -200,6 +200,11 @@ def test_model_exact_warp_mma(dtype):
     stages=st.integers(2, 4),
 )
 def test_model_hypothesis(dtype, m, n, k, r, stages):
+    base = gemm.default_spec(dtype, m, n, k)
+    if stages * (base.layout_a.nbytes + base.layout_b.nbytes) > 48 * 1024:
+        with pytest.raises(ValueError, match="static shared memory"):
+            gemm.default_spec(dtype, m, n, k, stages=stages)
+        return
     spec = gemm.default_spec(dtype, m, n, k, stages=stages)
     _run_model(spec, m, n, k, r)
 
