@@ -146,6 +146,17 @@ def test_plot_without_matplotlib_is_a_clear_error(tmp_path, capsys, monkeypatch)
 
 
 @native_x86
+def test_plot_writes_a_png(tmp_path, capsys):
+    pytest.importorskip("matplotlib")  # part of the test extra, so CI always runs this
+    cfg = tmp_path / "ops.json"
+    cfg.write_text(json.dumps([TINY_GEMM]))
+    png = tmp_path / "bars.png"
+    rc, _, err = run(["bench", "--config-file", str(cfg), "--threads", "1", "--reps", "1", "--plot", str(png)], capsys)
+    assert rc == 0, err
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@native_x86
 def test_disasm_prints_listing(capsys):
     rc, out, _ = run(["disasm", "--config", "brgemm", "--threads", "1"], capsys)
     assert rc == 0
