@@ -102,18 +102,8 @@ class TensorOperation:
         configuration; the operation is then left without a configuration.
         """
         self.config, self.primitives, self.nest, self._loopnest = None, {}, None, None
-        config = TensorConfig.from_lists(
-            dtype,
-            prim_first,
-            prim_main,
-            prim_last,
-            dim_types,
-            exec_types,
-            dim_sizes,
-            strides_in0,
-            strides_in1,
-            strides_out,
-        )
+        lists = (dim_types, exec_types, dim_sizes, strides_in0, strides_in1, strides_out)
+        config = TensorConfig.from_lists(dtype, prim_first, prim_main, prim_last, *lists)
         if optimize is None:
             optimize = not config.has_prims
         if optimize:

@@ -139,18 +139,8 @@ class CudaTensorOperation:
         """
         self.config = self.spec = None
         dt = _dtype_name(dtype)
-        config = TensorConfig.from_lists(
-            "fp32",
-            prim_first,
-            prim_main,
-            prim_last,
-            dim_types,
-            exec_types,
-            dim_sizes,
-            strides_in0,
-            strides_in1,
-            strides_out,
-        )
+        lists = (dim_types, exec_types, dim_sizes, strides_in0, strides_in1, strides_out)
+        config = TensorConfig.from_lists("fp32", prim_first, prim_main, prim_last, *lists)
         if optimize is None:
             optimize = not config.has_prims
         if optimize:
