@@ -39,6 +39,7 @@ from minijit.kernels.x86_64.common import (
     check_flag,
     check_size,
     counted_loop,
+    element_loops,
     emit_mask_table,
 )
 from minijit.runtime.kernel import Kernel
@@ -365,15 +366,8 @@ def _emit_scalar(a: Assembler, t: Target, m: int, n: int, k: int, br: int, ta: b
         a.mov(pb, b_n)
         counted_loop(a, brc, br, br_step, "br")
         getattr(a, t.s("vmov"))(t.smem(c_mn), xmm0)
-        a.add(a_m, sa_m)
-        a.add(c_mn, sc_m)
 
-    def column() -> None:
-        a.mov(a_m, s_a)
-        a.mov(c_mn, c_n)
-        counted_loop(a, mc, m, element, "m")
-        a.add(b_n, sb_n)
-        a.add(c_n, sc_n)
-
-    counted_loop(a, nc, n, column, "n")
+    # a_m, c_mn walk down the column of A and C; B and C move on by a column
+    walk = [(a_m, s_a, sa_m), (c_mn, c_n, sc_m)]
+    element_loops(a, (mc, m, "m"), (nc, n, "n"), element, walk, advance=[(b_n, sb_n), (c_n, sc_n)])
     frame.leave(a)

@@ -187,6 +187,38 @@ def counted_loop(a: Assembler, counter: Gpr | Mem, count: int, body, name: str) 
     a.jnz(top)
 
 
+def element_loops(
+    a: Assembler,
+    m: tuple[Gpr | Mem, int, str],
+    n: tuple[Gpr | Mem, int, str],
+    element,
+    walk: list[tuple[Gpr, object, object]],
+    advance: list[tuple[object, object]],
+) -> None:
+    """Scalar loops over ``n`` columns of ``m`` elements; ``m`` and ``n`` are (counter, count, label).
+
+    Each column starts every walking pointer of ``walk`` (``(ptr, base, step)``) at ``base``,
+    runs ``element()`` m times, each followed by ``ptr += step``, then adds each ``(reg, step)``
+    of ``advance``.
+    """
+    m_counter, m_count, m_label = m
+    n_counter, n_count, n_label = n
+
+    def element_step() -> None:
+        element()
+        for ptr, _, step in walk:
+            a.add(ptr, step)
+
+    def column() -> None:
+        for ptr, base, _ in walk:
+            a.mov(ptr, base)
+        counted_loop(a, m_counter, m_count, element_step, m_label)
+        for reg, step in advance:
+            a.add(reg, step)
+
+    counted_loop(a, n_counter, n_count, column, n_label)
+
+
 def build(a: Assembler, signature: str, name: str) -> Kernel:
     """A native Kernel of the assembled code, carrying its listing."""
     return Kernel(a.code(), signature, name=name, listing=a.listing(), isa="x86_64")

@@ -29,6 +29,7 @@ from minijit.kernels.x86_64.common import (
     check_flag,
     check_size,
     counted_loop,
+    element_loops,
     emit_column,
     emit_mask_table,
 )
@@ -212,17 +213,10 @@ def _emit_transposed(a: Assembler, t: Target, m: int, n: int, ptype: str) -> Non
                 getattr(a, t.s("vmov"))(xmm0, t.smem(rax))
                 _op(a, t, ptype, xmm0, xmm1, scalar=True)
                 getattr(a, t.s("vmov"))(t.smem(rbx), xmm0)
-            a.add(rax, es)
-            a.add(rbx, ldb)
 
-        def column() -> None:
-            a.mov(rax, r10)
-            a.mov(rbx, r11)
-            counted_loop(a, r9, mr, element, "em")
-            a.add(r10, lda)
-            a.add(r11, es)
-
-        counted_loop(a, r8, nr, column, "en")
+        # rax, rbx walk down the column of A and the row of B; r10, r11 move on by a column
+        walk = [(rax, r10, es), (rbx, r11, ldb)]
+        element_loops(a, (r9, mr, "em"), (r8, nr, "en"), element, walk, advance=[(r10, lda), (r11, es)])
 
     rect(mf, m - mf, 0, nf)  # bottom rows of the tiled columns
     rect(0, m, nf, n - nf)  # the remaining columns
