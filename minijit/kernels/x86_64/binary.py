@@ -29,7 +29,6 @@ from minijit.kernels.x86_64.common import (
     check_size,
     counted_loop,
     emit_column,
-    emit_mask_table,
 )
 from minijit.runtime.kernel import Kernel
 
@@ -59,10 +58,7 @@ def _emit(a: Assembler, t: Target, m: int, n: int, ptype: str) -> None:
     ld0, ld1, ldo = rcx, r8, r9
     p0, p1, po = rax, r10, r11
     regs = t.vregs
-    part = table = None
-    if m % t.vl:
-        table = a.new_label("mask") if t.isa == "avx2" else None
-        part = Partial(t, m % t.vl, maskreg=regs[15], table=table)
+    part = Partial.column_tail(a, t, m, maskreg=regs[15])
     frame = Frame(saved=[rbx, rbp])
     frame.enter(a)
     for r in (ld0, ld1, ldo):
@@ -107,5 +103,5 @@ def _emit(a: Assembler, t: Target, m: int, n: int, ptype: str) -> None:
 
     counted_loop(a, rbx, n, column, "n")
     frame.leave(a)
-    if table is not None:
-        emit_mask_table(a, table)
+    if part is not None:
+        part.emit_data(a)

@@ -96,7 +96,8 @@ class Partial:
     """Loads and stores of a partial vector (the first ``count`` lanes), by opmask or vmaskmov.
 
     AVX-512 uses ``k1`` (set by `setup`); AVX2 uses a mask vector register
-    loaded from a constant table that `emit_data` appends after the code.
+    loaded from a constant table that `emit_data` (or `emit_mask_table`, for a table several
+    partials share) appends after the code.
     """
 
     t: Target
@@ -104,6 +105,20 @@ class Partial:
     maskreg: Vec | None = None
     k: KReg = k1
     table: Label | None = None
+
+    @staticmethod
+    def column_tail(a: Assembler, t: Target, m: int, maskreg: Vec) -> Partial | None:
+        """The partial vector for the last ``m % vl`` elements of a column (None when there are none),
+        with a new mask table label on AVX2 (``emit_data`` appends the table)."""
+        if not m % t.vl:
+            return None
+        table = a.new_label("mask") if t.isa == "avx2" else None
+        return Partial(t, m % t.vl, maskreg=maskreg, table=table)
+
+    def emit_data(self, a: Assembler) -> None:
+        """Append the mask table after the code (AVX2; nothing on AVX-512)."""
+        if self.table is not None:
+            emit_mask_table(a, self.table)
 
     def setup(self, a: Assembler, scratch: Gpr) -> None:
         """Materialize the mask (opmask register or mask vector)."""

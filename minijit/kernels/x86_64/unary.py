@@ -31,7 +31,6 @@ from minijit.kernels.x86_64.common import (
     counted_loop,
     element_loops,
     emit_column,
-    emit_mask_table,
 )
 from minijit.runtime.kernel import Kernel
 
@@ -73,10 +72,7 @@ def _emit_plain(a: Assembler, t: Target, m: int, n: int, ptype: str) -> None:
     lda, ldb, pa, pb = rdx, rcx, rax, r10
     regs = t.vregs
     zero = regs[4]
-    part = table = None
-    if m % t.vl:
-        table = a.new_label("mask") if t.isa == "avx2" else None
-        part = Partial(t, m % t.vl, maskreg=regs[15], table=table)
+    part = Partial.column_tail(a, t, m, maskreg=regs[15])
     a.shl(lda, LOG2[t.es])
     a.shl(ldb, LOG2[t.es])
     getattr(a, t.v("vxor"))(zero, zero, zero)
@@ -106,8 +102,8 @@ def _emit_plain(a: Assembler, t: Target, m: int, n: int, ptype: str) -> None:
     counted_loop(a, r8, n, column, "n")
     a.vzeroupper()
     a.ret()
-    if table is not None:
-        emit_mask_table(a, table)
+    if part is not None:
+        part.emit_data(a)
 
 
 def _transpose8x8_ps(a: Assembler, r: list, s: list) -> list:
