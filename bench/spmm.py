@@ -32,6 +32,7 @@ import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from minijit.runtime.features import cpu_name  # noqa: E402
 from minijit.sparse import SpMM  # noqa: E402
 from minijit.sparse.plan import make_plan  # noqa: E402
 
@@ -91,16 +92,6 @@ def _best(fn, repeats: int) -> float:
         fn()
         best = min(best, time.perf_counter() - t0)
     return best
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def cpu_section(mats, ns, repeats: int, threads: int | None) -> tuple[list[str], float]:
@@ -227,10 +218,11 @@ def main() -> None:
     threads = args.threads or default_threads()
     date = datetime.date.today().isoformat()
     cmd = "python bench/spmm.py " + " ".join(sys.argv[1:])
+    cpu = cpu_name() or platform.machine()
     text = [
         f"# SpMM on the CPU: minijit native kernel vs scipy ({date})",
         "",
-        f"- CPU: {cpu_model()} ({platform.machine()}), minijit threads: {threads}; scipy is single-threaded",
+        f"- CPU: {cpu} ({platform.machine()}), minijit threads: {threads}; scipy is single-threaded",
         f"- Date: {date}; command: `{cmd.strip()}`",
         "- fp32 S (CSR) x fp32 B (row-major) -> fp32 C; best of "
         f"{args.repeats} runs after a warm-up; GFLOPS = 2 nnz N / time",

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import platform
 import sys
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ from asm.x86_64 import YMM, ZMM, Assembler  # noqa: E402
 from asm.x86_64.registers import rdi  # noqa: E402
 from minijit.kernels.x86_64 import brgemm  # noqa: E402
 from minijit.kernels.x86_64.common import Target  # noqa: E402
+from minijit.runtime.features import cpu_name  # noqa: E402
 from minijit.runtime.kernel import Kernel  # noqa: E402
 
 CHAINS = 24
@@ -65,16 +65,6 @@ def best_rate(fn, flops: float, seconds: float) -> float:
     return best
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--isa", default="avx512", choices=["avx512", "avx2"])
@@ -104,7 +94,7 @@ def main() -> None:
     reps = 64
     np_gflops = best_rate(lambda: [am @ bm for _ in range(reps)], 2.0 * m * n * k * reps, args.seconds)
 
-    print(f"CPU: {cpu_model()}   date: {datetime.date.today()}   command: python {' '.join(sys.argv)}")
+    print(f"CPU: {cpu_name() or 'unknown'}   date: {datetime.date.today()}   command: python {' '.join(sys.argv)}")
     print(f"FMA peak ({peak.chains} chains, {t.isa} {t.dtype}):      {peak_gflops:8.1f} GFLOPS")
     print(
         f"BRGEMM {m}x{n}x{k} br={br} ({t.isa} {t.dtype}): {kern_gflops:8.1f} GFLOPS"
