@@ -59,6 +59,9 @@ def xreg(mnemonic: str, operand: str, reg: object, *, sp: bool = False, zr: bool
 
 def same_sf(mnemonic: str, **regs: object) -> int:
     """All named registers are X or all are W; returns sf."""
+    for name, r in regs.items():
+        if not isinstance(r, (XReg, WReg)):
+            raise fail(mnemonic, name, "an X or W register", repr(r) if isinstance(r, str) else r)
     kinds = {name: isinstance(r, XReg) for name, r in regs.items()}
     if len(set(kinds.values())) != 1:
         desc = ", ".join(f"{n}={r}" for n, r in regs.items())
