@@ -2,6 +2,12 @@
 
 Imported lazily: nothing here needs cuda-bindings until a function is called.
 :func:`available` says whether cuda-bindings imports and a device answers.
+Checked against cuda-bindings 13.x (every call returns a tuple ``(CUresult, values...)``;
+handles are ``CUdevice``/``CUcontext``/``CUdeviceptr``/... objects that ``int()`` accepts;
+host buffers and ``kernelParams`` are passed as integer addresses). cuda-python before
+12.6 (``from cuda import cuda``) is used when ``cuda.bindings`` does not import.
+Without ``libcuda`` (no NVIDIA driver) cuda-bindings raises on the first call instead of
+returning an error code; :func:`available` is then False.
 
     cubin = toolchain.compile(module.text(), arch=device().arch)
     fn = load(cubin).function("vadd", signature=kernel.signature)
@@ -61,7 +67,10 @@ _NP_TO_PTX = {
 
 
 def _driver():
-    from cuda.bindings import driver  # noqa: PLC0415 - optional dependency, imported lazily
+    try:
+        from cuda.bindings import driver  # noqa: PLC0415 - optional dependency, imported lazily
+    except ImportError:
+        from cuda import cuda as driver  # noqa: PLC0415 - cuda-python < 12.6
 
     return driver
 
@@ -364,9 +373,9 @@ class Event:
     def elapsed_ms(self, start: Event) -> float:
         """Milliseconds from ``start`` to this event (synchronizes on this event)."""
         self.synchronize()
-        drv = _driver()
-        name = "cuEventElapsedTime_v2" if hasattr(drv, "cuEventElapsedTime_v2") else "cuEventElapsedTime"
-        return float(_call(name, start.handle, self.handle))
+        # cuEventElapsedTime exists in every version (13.x dropped the 12.8 alias cuEventElapsedTime_v2,
+        # which an older driver under 12.9 bindings would lack)
+        return float(_call("cuEventElapsedTime", start.handle, self.handle))
 
     def __del__(self):
         try:

@@ -1,8 +1,10 @@
 """ptxas: locate it, assemble PTX to a cubin, parse its resource report, cache results.
 
 ``ptxas`` is searched for, in order: ``$MINIJIT_PTXAS``, ``PATH``,
-``$CUDA_HOME/bin`` (also ``$CUDA_PATH``), then the ``nvidia-cuda-nvcc`` wheel
-(``nvidia/cuda_nvcc/bin/ptxas`` in any site-packages directory). Results are
+``$CUDA_HOME/bin`` (also ``$CUDA_PATH``), then the ``nvidia-cuda-nvcc`` wheel in any
+site-packages or ``sys.path`` directory: ``nvidia/cu13/bin/ptxas`` (CUDA 13 wheels,
+``nvidia-cuda-nvcc`` 13.x) or ``nvidia/cuda_nvcc/bin/ptxas`` (CUDA 12 wheels,
+``nvidia-cuda-nvcc-cu12``). Results are
 cached by a hash of the ptxas version, the arguments and the PTX text under
 ``$MINIJIT_CACHE_DIR`` or ``~/.cache/minijit``.
 """
@@ -66,6 +68,10 @@ class Cubin:
 # --------------------------------------------------------------------------- locating ptxas
 
 
+# where the nvidia-cuda-nvcc wheels put ptxas, relative to site-packages (newest CUDA first)
+_WHEEL_PTXAS = (("nvidia", "cu13", "bin", "ptxas"), ("nvidia", "cuda_nvcc", "bin", "ptxas"))
+
+
 def _wheel_candidates() -> list[Path]:
     dirs: list[str] = []
     try:
@@ -76,13 +82,14 @@ def _wheel_candidates() -> list[Path]:
         dirs.append(site.getusersitepackages())
     except AttributeError:  # pragma: no cover
         pass
-    dirs.extend(p for p in sys.path if p.endswith("site-packages"))
+    dirs.extend(p for p in sys.path if p)  # also `pip install --target DIR` on PYTHONPATH
     seen, out = set(), []
-    for d in dirs:
-        p = Path(d) / "nvidia" / "cuda_nvcc" / "bin" / "ptxas"
-        if str(p) not in seen:
-            seen.add(str(p))
-            out.append(p)
+    for rel in _WHEEL_PTXAS:
+        for d in dirs:
+            p = Path(d).joinpath(*rel)
+            if str(p) not in seen:
+                seen.add(str(p))
+                out.append(p)
     return out
 
 

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import ctypes
 import enum
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -93,3 +99,131 @@ def test_launch_passes_grid_block_and_a_void_pointer_array(monkeypatch):
     fn = driver.Function(None, "k", "handle", signature=("f32", "u32"))
     fn.launch(grid=4, block=(128, 2), args=(0.25, 9))
     assert seen == {"dims": (4, 1, 1, 128, 2, 1, 0, 0, 0), "u32": 9, "f32": 0.25}
+
+
+class _MemDriver(_FakeDriver):
+    """Host memory as device memory; argument kinds as cuda-bindings takes them (``CUdeviceptr``
+    or int for device pointers, an int address for host buffers)."""
+
+    def __init__(self):
+        self.blocks, self.calls = {}, []
+
+    def cuMemAlloc(self, n):
+        b = ctypes.create_string_buffer(n)
+        self.blocks[ctypes.addressof(b)] = b
+        return (_Res.CUDA_SUCCESS, ctypes.addressof(b))
+
+    def cuMemFree(self, ptr):
+        del self.blocks[int(ptr)]
+        return (_Res.CUDA_SUCCESS,)
+
+    def cuMemcpyHtoD(self, dst, src, n):
+        assert isinstance(src, int) and int(dst) in self.blocks
+        self.calls.append("HtoD")
+        ctypes.memmove(int(dst), src, n)
+        return (_Res.CUDA_SUCCESS,)
+
+    def cuMemcpyDtoH(self, dst, src, n):
+        assert isinstance(dst, int) and int(src) in self.blocks
+        self.calls.append("DtoH")
+        ctypes.memmove(dst, int(src), n)
+        return (_Res.CUDA_SUCCESS,)
+
+    def cuMemsetD8(self, dst, value, n):
+        ctypes.memset(int(dst), value, n)
+        return (_Res.CUDA_SUCCESS,)
+
+    def cuEventCreate(self, flags):
+        return (_Res.CUDA_SUCCESS, [None])
+
+    def cuEventRecord(self, ev, stream):
+        ev[0] = len(self.calls)
+        self.calls.append("record")
+        return (_Res.CUDA_SUCCESS,)
+
+    def cuEventSynchronize(self, ev):
+        return (_Res.CUDA_SUCCESS,)
+
+    def cuEventElapsedTime(self, start, end):  # 13.x has no cuEventElapsedTime_v2
+        return (_Res.CUDA_SUCCESS, float(end[0] - start[0]))
+
+    def cuEventDestroy(self, ev):
+        return (_Res.CUDA_SUCCESS,)
+
+
+def test_copies_and_events_against_a_host_memory_driver(monkeypatch):
+    fake = _MemDriver()
+    monkeypatch.setattr(driver, "_driver", lambda: fake)
+    monkeypatch.setattr(driver, "device", lambda ordinal=0: None)
+    x = np.arange(10, dtype=np.float32)
+    start, stop = driver.Event(), driver.Event()
+    start.record()
+    buf = driver.to_device(x)
+    np.testing.assert_array_equal(buf.to_host(np.float32, 10), x)
+    stop.record()
+    assert stop.elapsed_ms(start) == 3.0  # record, HtoD, DtoH, record
+    buf.zero()
+    assert (buf.to_host(np.int32, 10) == 0).all()
+    with pytest.raises(ValueError, match="C-contiguous"):
+        buf.copy_to(np.empty((4, 4), np.float32).T)
+    buf.free()
+    assert not fake.blocks
+
+
+def _driver_calls() -> set[str]:
+    src = Path(driver.__file__).read_text()
+    return set(re.findall(r"_call\(\s*\"(cu\w+)\"", src)) | {"cuGetErrorName", "cuGetErrorString"}
+
+
+def test_every_driver_call_exists_in_cuda_bindings():
+    real = pytest.importorskip("cuda.bindings.driver")
+    calls = _driver_calls()
+    assert {"cuLaunchKernel", "cuMemcpyHtoD", "cuEventElapsedTime"} <= calls
+    assert sorted(c for c in calls if not hasattr(real, c)) == []
+    assert real.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR is not None
+    assert real.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES is not None
+
+
+_STUB_SCRIPT = """
+import numpy as np
+from ptx import CudaError, driver
+assert driver.available()
+dev = driver.device()
+assert (dev.name, dev.arch) == ("Fake H200", "sm_90"), dev
+n = 1000
+a, b = np.arange(n, dtype=np.float32), np.ones(n, np.float32)
+da, db, dc = driver.to_device(a), driver.to_device(b), driver.to_device(np.full(n + 64, 7.0, np.float32))
+fn = driver.load(b"\\x7fELF" + bytes(60)).function("vadd", signature=("u64", "u64", "u64", "u32"))
+assert fn.attribute("NUM_REGS") == 42
+e0, e1 = driver.Event(), driver.Event()
+e0.record()
+fn.launch(grid=((n + 255) // 256,), block=(256,), args=(da, db, dc, n))
+fn.launch(grid=1, block=1, args=(da, db, dc, 0), shared=64 * 1024)
+e1.record()
+assert e1.elapsed_ms(e0) == 0.5
+driver.synchronize()
+out = dc.to_host(np.float32, n + 64)
+assert (out[:n] == a + b).all() and (out[n:] == 7.0).all()
+try:
+    driver.load(b"not a cubin")
+except CudaError as e:
+    assert e.name == "CUDA_ERROR_INVALID_IMAGE" and e.code == 200, e
+else:
+    raise AssertionError("no CudaError")
+print("stub-ok")
+"""
+
+
+def test_real_cuda_bindings_against_a_stub_libcuda(tmp_path):
+    """The real cuda-bindings marshalling (handles, CUdeviceptr, host addresses, kernelParams,
+    error names) end to end, with ``fake_libcuda.c`` standing in for the driver."""
+    pytest.importorskip("cuda.bindings.driver")
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler for the stub libcuda")
+    src = Path(__file__).with_name("fake_libcuda.c")
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(tmp_path / "libcuda.so.1"), str(src)], check=True)
+    root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ, LD_LIBRARY_PATH=str(tmp_path), PYTHONPATH=root)
+    r = subprocess.run([sys.executable, "-c", _STUB_SCRIPT], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "stub-ok" in r.stdout, r.stdout + r.stderr

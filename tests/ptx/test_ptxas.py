@@ -191,8 +191,10 @@ def _fake_ptxas(path):
 def test_find_ptxas_search_order(tmp_path, monkeypatch):
     env = _fake_ptxas(tmp_path / "env" / "ptxas")
     home = _fake_ptxas(tmp_path / "cuda" / "bin" / "ptxas")
-    wheel = _fake_ptxas(tmp_path / "sp" / "nvidia" / "cuda_nvcc" / "bin" / "ptxas")
+    wheel12 = _fake_ptxas(tmp_path / "sp" / "nvidia" / "cuda_nvcc" / "bin" / "ptxas")  # nvidia-cuda-nvcc-cu12
     monkeypatch.setattr(toolchain.site, "getsitepackages", lambda: [str(tmp_path / "sp")])
+    monkeypatch.setattr(toolchain.site, "getusersitepackages", lambda: str(tmp_path / "none"))
+    monkeypatch.setattr(toolchain.sys, "path", [])  # no wheel installed on this machine may interfere
     monkeypatch.setenv("MINIJIT_PTXAS", env)
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
     assert toolchain.find_ptxas() == env
@@ -203,7 +205,13 @@ def test_find_ptxas_search_order(tmp_path, monkeypatch):
     assert toolchain.find_ptxas() == home
     monkeypatch.delenv("CUDA_HOME")
     monkeypatch.delenv("CUDA_PATH", raising=False)
-    assert toolchain.find_ptxas() == wheel
+    assert toolchain.find_ptxas() == wheel12
+    wheel13 = _fake_ptxas(tmp_path / "sp" / "nvidia" / "cu13" / "bin" / "ptxas")  # nvidia-cuda-nvcc 13.x
+    assert toolchain.find_ptxas() == wheel13
+    target = _fake_ptxas(tmp_path / "t" / "nvidia" / "cu13" / "bin" / "ptxas")  # pip install --target t
+    monkeypatch.setattr(toolchain.site, "getsitepackages", lambda: [])
+    monkeypatch.setattr(toolchain.sys, "path", [str(tmp_path / "t")])
+    assert toolchain.find_ptxas() == target
 
 
 def test_missing_ptxas_raises(tmp_path, monkeypatch):
