@@ -28,6 +28,17 @@ def run(form: str, calls) -> None:
     assert_llvm_matches(a, form)
 
 
+def draw_run(data, form: str, mn: str, operands, max_size: int = 48) -> None:
+    """Draw 1..max_size operand tuples and check ``mn`` on each of them as ``form``."""
+    ops = data.draw(OPS(operands, min_size=1, max_size=max_size))
+    run(form, [(mn, o) for o in ops])
+
+
+def xw(sf: int) -> str:
+    """The form-name suffix of the register width: "x" or "w"."""
+    return "xw"[1 - sf]
+
+
 SF = pytest.mark.parametrize("sf", [1, 0], ids=["x", "w"])
 
 
@@ -36,22 +47,19 @@ SF = pytest.mark.parametrize("sf", [1, 0], ids=["x", "w"])
 @EX
 @given(data=st.data())
 def test_move_wide(sf, mn, data):
-    ops = data.draw(
-        OPS(
-            st.tuples(gp(sf), st.integers(0, 0xFFFF), st.sampled_from([0, 16, 32, 48][: 4 if sf else 2])),
-            min_size=1,
-            max_size=48,
-        )
+    draw_run(
+        data,
+        f"{mn}.{xw(sf)}",
+        mn,
+        st.tuples(gp(sf), st.integers(0, 0xFFFF), st.sampled_from([0, 16, 32, 48][: 4 if sf else 2])),
     )
-    run(f"{mn}.{'xw'[1 - sf]}", [(mn, o) for o in ops])
 
 
 @SF
 @EX
 @given(data=st.data())
 def test_mov_register(sf, data):
-    ops = data.draw(OPS(st.tuples(gp(sf), gp(sf)), min_size=1, max_size=48))
-    run(f"mov.reg.{'xw'[1 - sf]}", [("mov", o) for o in ops])
+    draw_run(data, f"mov.reg.{xw(sf)}", "mov", st.tuples(gp(sf), gp(sf)))
 
 
 @EX
@@ -94,14 +102,12 @@ def test_mov_constant_materialises_value(value, rd):
 def test_add_sub_immediate(sf, mn, data):
     flags = mn.endswith("s")
     rd = gp(sf, sp=not flags)
-    ops = data.draw(
-        OPS(
-            st.tuples(rd, gp(sf, sp=True), st.integers(0, 4095), st.just("lsl"), st.sampled_from([0, 12])),
-            min_size=1,
-            max_size=48,
-        )
+    draw_run(
+        data,
+        f"{mn}.imm.{xw(sf)}",
+        mn,
+        st.tuples(rd, gp(sf, sp=True), st.integers(0, 4095), st.just("lsl"), st.sampled_from([0, 12])),
     )
-    run(f"{mn}.imm.{'xw'[1 - sf]}", [(mn, o) for o in ops])
 
 
 @SF
@@ -110,14 +116,12 @@ def test_add_sub_immediate(sf, mn, data):
 @given(data=st.data())
 def test_add_sub_shifted(sf, mn, data):
     r = gp(sf)
-    ops = data.draw(
-        OPS(
-            st.tuples(r, r, r, st.sampled_from(["lsl", "lsr", "asr"]), st.integers(0, 63 if sf else 31)),
-            min_size=1,
-            max_size=48,
-        )
+    draw_run(
+        data,
+        f"{mn}.shifted.{xw(sf)}",
+        mn,
+        st.tuples(r, r, r, st.sampled_from(["lsl", "lsr", "asr"]), st.integers(0, 63 if sf else 31)),
     )
-    run(f"{mn}.shifted.{'xw'[1 - sf]}", [(mn, o) for o in ops])
 
 
 @SF
@@ -132,14 +136,12 @@ def test_add_sub_extended(sf, mn, data):
         ext = "uxtw"
         wide = False
     rm = xregs() if sf and wide else wregs()
-    ops = data.draw(
-        OPS(
-            st.tuples(gp(sf, sp=not flags), gp(sf, sp=True), rm, st.just(ext), st.integers(0, 4)),
-            min_size=1,
-            max_size=48,
-        )
+    draw_run(
+        data,
+        f"{mn}.extended.{xw(sf)}",
+        mn,
+        st.tuples(gp(sf, sp=not flags), gp(sf, sp=True), rm, st.just(ext), st.integers(0, 4)),
     )
-    run(f"{mn}.extended.{'xw'[1 - sf]}", [(mn, o) for o in ops])
 
 
 @SF
@@ -154,7 +156,7 @@ def test_cmp(sf, data):
             max_size=24,
         )
     )
-    run(f"cmp.{'xw'[1 - sf]}", [("cmp", o) for o in imms] + [("cmp", o) for o in regs])
+    run(f"cmp.{xw(sf)}", [("cmp", o) for o in imms] + [("cmp", o) for o in regs])
 
 
 @SF
@@ -162,8 +164,7 @@ def test_cmp(sf, data):
 @EX
 @given(data=st.data())
 def test_multiply(sf, mn, nops, data):
-    ops = data.draw(OPS(st.tuples(*[gp(sf)] * nops), min_size=1, max_size=48))
-    run(f"{mn}.{'xw'[1 - sf]}", [(mn, o) for o in ops])
+    draw_run(data, f"{mn}.{xw(sf)}", mn, st.tuples(*[gp(sf)] * nops))
 
 
 @SF
@@ -171,10 +172,8 @@ def test_multiply(sf, mn, nops, data):
 @EX
 @given(data=st.data())
 def test_shift_immediate_and_register(sf, mn, data):
-    imms = data.draw(OPS(st.tuples(gp(sf), gp(sf), st.integers(0, 63 if sf else 31)), min_size=1, max_size=32))
-    run(f"{mn}.imm.{'xw'[1 - sf]}", [(mn, o) for o in imms])
-    regs = data.draw(OPS(st.tuples(gp(sf), gp(sf), gp(sf)), min_size=1, max_size=32))
-    run(f"{mn}.reg.{'xw'[1 - sf]}", [(mn, o) for o in regs])
+    draw_run(data, f"{mn}.imm.{xw(sf)}", mn, st.tuples(gp(sf), gp(sf), st.integers(0, 63 if sf else 31)), max_size=32)
+    draw_run(data, f"{mn}.reg.{xw(sf)}", mn, st.tuples(gp(sf), gp(sf), gp(sf)), max_size=32)
 
 
 @SF
@@ -183,14 +182,12 @@ def test_shift_immediate_and_register(sf, mn, data):
 @given(data=st.data())
 def test_logical_shifted(sf, mn, data):
     r = gp(sf)
-    ops = data.draw(
-        OPS(
-            st.tuples(r, r, r, st.sampled_from(["lsl", "lsr", "asr", "ror"]), st.integers(0, 63 if sf else 31)),
-            min_size=1,
-            max_size=48,
-        )
+    draw_run(
+        data,
+        f"{mn.rstrip('_')}.reg.{xw(sf)}",
+        mn,
+        st.tuples(r, r, r, st.sampled_from(["lsl", "lsr", "asr", "ror"]), st.integers(0, 63 if sf else 31)),
     )
-    run(f"{mn.rstrip('_')}.reg.{'xw'[1 - sf]}", [(mn, o) for o in ops])
 
 
 @SF
@@ -198,8 +195,7 @@ def test_logical_shifted(sf, mn, data):
 @given(data=st.data())
 def test_csel(sf, data):
     conds = [c for c in CONDITIONS if len(c) == 2]
-    ops = data.draw(OPS(st.tuples(gp(sf), gp(sf), gp(sf), st.sampled_from(conds)), min_size=1, max_size=48))
-    run(f"csel.{'xw'[1 - sf]}", [("csel", o) for o in ops])
+    draw_run(data, f"csel.{xw(sf)}", "csel", st.tuples(gp(sf), gp(sf), gp(sf), st.sampled_from(conds)))
 
 
 def offsets(bits: int):
@@ -231,8 +227,7 @@ def test_b_cond(ops):
 @EX
 @given(data=st.data())
 def test_cbz(sf, mn, data):
-    ops = data.draw(OPS(st.tuples(gp(sf), offsets(19)), min_size=1, max_size=48))
-    run(f"{mn}.{'xw'[1 - sf]}", [(mn, o) for o in ops])
+    draw_run(data, f"{mn}.{xw(sf)}", mn, st.tuples(gp(sf), offsets(19)))
 
 
 @pytest.mark.parametrize("mn", ["tbz", "tbnz"])
@@ -275,12 +270,9 @@ def test_ldr_str_forms(kind, mn, data):
     scale = 1 << log2
     base = xregs(sp=True)
     rt = rt_of(kind)
-    uoff = data.draw(
-        OPS(st.tuples(rt, st.builds(mem, base, st.integers(0, 4095).map(lambda i: i * scale))), min_size=1, max_size=32)
-    )
-    run(f"{mn}.uoff.{kind}", [(mn, o) for o in uoff])
-    unscaled = data.draw(OPS(st.tuples(rt, st.builds(mem, base, st.integers(-256, -1))), min_size=1, max_size=16))
-    run(f"{mn[:2]}ur.{kind}", [(mn, o) for o in unscaled])
+    uoff = st.tuples(rt, st.builds(mem, base, st.integers(0, 4095).map(lambda i: i * scale)))
+    draw_run(data, f"{mn}.uoff.{kind}", mn, uoff, max_size=32)
+    draw_run(data, f"{mn[:2]}ur.{kind}", mn, st.tuples(rt, st.builds(mem, base, st.integers(-256, -1))), max_size=16)
     idx = data.draw(
         OPS(
             st.tuples(rt, st.builds(pre, base, st.integers(-256, 255)) | st.builds(post, base, st.integers(-256, 255))),
@@ -295,8 +287,7 @@ def test_ldr_str_forms(kind, mn, data):
         st.builds(mem, base, xregs(), st.sampled_from(["lsl", "sxtx"]), st.sampled_from([None, log2])),
         st.builds(mem, base, wregs(), st.sampled_from(["uxtw", "sxtw"]), st.sampled_from([None, log2])),
     )
-    regs = data.draw(OPS(st.tuples(rt, regoff), min_size=1, max_size=32))
-    run(f"{mn}.regoff.{kind}", [(mn, o) for o in regs])
+    draw_run(data, f"{mn}.regoff.{kind}", mn, st.tuples(rt, regoff), max_size=32)
 
 
 @pytest.mark.parametrize("mn", ["ldrb", "strb"])
@@ -341,27 +332,24 @@ def test_ldp_stp(kind, mn, mode, data):
 @EX
 @given(data=st.data())
 def test_prfm(data):
-    ops = data.draw(
-        OPS(
-            st.tuples(
-                st.sampled_from(list(PRFOPS)), st.builds(mem, xregs(sp=True), st.integers(0, 4095).map(lambda i: 8 * i))
-            ),
-            min_size=1,
-            max_size=48,
-        )
+    draw_run(
+        data,
+        "prfm.uoff",
+        "prfm",
+        st.tuples(
+            st.sampled_from(list(PRFOPS)), st.builds(mem, xregs(sp=True), st.integers(0, 4095).map(lambda i: 8 * i))
+        ),
     )
-    run("prfm.uoff", [("prfm", o) for o in ops])
-    regs = data.draw(
-        OPS(
-            st.tuples(
-                st.sampled_from(list(PRFOPS)),
-                st.builds(mem, xregs(sp=True), xregs(), st.just("lsl"), st.sampled_from([None, 3])),
-            ),
-            min_size=1,
-            max_size=24,
-        )
+    draw_run(
+        data,
+        "prfm.regoff",
+        "prfm",
+        st.tuples(
+            st.sampled_from(list(PRFOPS)),
+            st.builds(mem, xregs(sp=True), xregs(), st.just("lsl"), st.sampled_from([None, 3])),
+        ),
+        max_size=24,
     )
-    run("prfm.regoff", [("prfm", o) for o in regs])
 
 
 # -- illegal operands -------------------------------------------------------------------
