@@ -13,6 +13,11 @@ def k():
     return Module().kernel("t")
 
 
+def _mma(k, shape: str, dtype: str, a=("b32", 4), b=("b32", 2), c=("f32", 4)):
+    """``k.mma`` with d in four fresh .f32 registers and a, b, c in fresh registers of the given (type, count)."""
+    return k.mma(shape, dtype, k.regs("f32", 4), k.regs(*a), k.regs(*b), k.regs(*c))
+
+
 def _body_len(k):
     return len(k.body)
 
@@ -127,34 +132,22 @@ BAD = [
     ("ldmatrix f16", lambda k: k.ldmatrix(k.regs("f16", 2), k.reg("u32")), r"ldmatrix.x2: operand d\[0\]"),
     (
         "mma a count",
-        lambda k: k.mma("m16n8k16", "f16", k.regs("f32", 4), k.regs("b32", 2), k.regs("b32", 2), k.regs("f32", 4)),
+        lambda k: _mma(k, "m16n8k16", "f16", a=("b32", 2)),
         r"mma.sync.aligned.m16n8k16.f16: operand a needs 4 registers, got 2",
     ),
-    (
-        "mma tf32 a count",
-        lambda k: k.mma("m16n8k8", "tf32", k.regs("f32", 4), k.regs("b32", 2), k.regs("b32", 2), k.regs("f32", 4)),
-        r"operand a needs 4 registers",
-    ),
-    (
-        "mma f16 b count",
-        lambda k: k.mma("m16n8k8", "f16", k.regs("f32", 4), k.regs("b32", 2), k.regs("b32", 2), k.regs("f32", 4)),
-        r"operand b needs 1 registers",
-    ),
+    ("mma tf32 a count", lambda k: _mma(k, "m16n8k8", "tf32", a=("b32", 2)), r"operand a needs 4 registers"),
+    ("mma f16 b count", lambda k: _mma(k, "m16n8k8", "f16", a=("b32", 2)), r"operand b needs 1 registers"),
     (
         "mma c type",
-        lambda k: k.mma("m16n8k16", "bf16", k.regs("f32", 4), k.regs("b32", 4), k.regs("b32", 2), k.regs("u32", 4)),
+        lambda k: _mma(k, "m16n8k16", "bf16", c=("u32", 4)),
         r"operand c\[0\] .* \.u32, not compatible with \.f32",
     ),
     (
         "mma bf16 with f16x2",
-        lambda k: k.mma("m16n8k16", "bf16", k.regs("f32", 4), k.regs("f16x2", 4), k.regs("b32", 2), k.regs("f32", 4)),
+        lambda k: _mma(k, "m16n8k16", "bf16", a=("f16x2", 4)),
         r"operand a\[0\] .* \.f16x2, not compatible with \.bf16x2",
     ),
-    (
-        "mma shape",
-        lambda k: k.mma("m16n8k32", "f16", k.regs("f32", 4), k.regs("b32", 4), k.regs("b32", 2), k.regs("f32", 4)),
-        r"unsupported shape/type",
-    ),
+    ("mma shape", lambda k: _mma(k, "m16n8k32", "f16"), r"unsupported shape/type"),
     ("bar count", lambda k: k.bar_sync(1, 33), r"bar.sync: operand b"),
 ]
 
@@ -234,7 +227,7 @@ def test_membermask_default_renders_as_hex(k):
 def test_bit_type_operand_accepts_same_size_registers(k):
     # PTX: a .bN operand takes any register of N bits (tf32 patterns may live in .f32 registers)
     k.cvt_tf32(k.reg("f32"), k.reg("f32"))
-    k.mma("m16n8k8", "tf32", k.regs("f32", 4), k.regs("u32", 4), k.regs("b32", 2), k.regs("f32", 4))
+    _mma(k, "m16n8k8", "tf32", a=("u32", 4))
 
 
 def test_unplaced_label_raises(k):
@@ -266,15 +259,15 @@ def test_inference_baseline():
         (lambda k: k.add(*k.regs("f16", 3)), ("6.0", "sm_53")),
         (lambda k: k.ldmatrix(k.regs("b32", 4), k.reg("u32")), ("6.5", "sm_75")),
         (
-            lambda k: k.mma("m16n8k8", "f16", k.regs("f32", 4), k.regs("b32", 2), k.regs("b32", 1), k.regs("f32", 4)),
+            lambda k: _mma(k, "m16n8k8", "f16", a=("b32", 2), b=("b32", 1)),
             ("6.5", "sm_75"),
         ),
         (
-            lambda k: k.mma("m16n8k8", "tf32", k.regs("f32", 4), k.regs("b32", 4), k.regs("b32", 2), k.regs("f32", 4)),
+            lambda k: _mma(k, "m16n8k8", "tf32"),
             ("7.0", "sm_80"),
         ),
         (
-            lambda k: k.mma("m16n8k16", "bf16", k.regs("f32", 4), k.regs("b32", 4), k.regs("b32", 2), k.regs("f32", 4)),
+            lambda k: _mma(k, "m16n8k16", "bf16"),
             ("7.0", "sm_80"),
         ),
         (lambda k: k.cp_async(k.reg("u32"), k.reg("u64"), 16), ("7.0", "sm_80")),
@@ -308,7 +301,7 @@ def test_target_too_low_raises_at_the_instruction():
     k = m.kernel("t")
     k.ldmatrix(k.regs("b32", 4), k.reg("u32"))  # fine on sm_75
     with pytest.raises(PtxVersionError, match=r"sm_75 is too low for mma.m16n8k16.f16"):
-        k.mma("m16n8k16", "f16", k.regs("f32", 4), k.regs("b32", 4), k.regs("b32", 2), k.regs("f32", 4))
+        _mma(k, "m16n8k16", "f16")
     with pytest.raises(PtxVersionError, match="cp.async"):
         k.cp_async(k.reg("u32"), k.reg("u64"), 16)
 
