@@ -18,6 +18,7 @@ from minijit.ir import (
     offset_range,
     ptype_t,
 )
+from tests.minijit.helpers import trus_args
 
 # the seed's §5.3 benchmark configuration (BRGEMM variant)
 SEED = dict(
@@ -145,18 +146,7 @@ def test_config_without_prims_is_valid_but_not_executable():
 def test_unary_and_binary_configs():
     # the seed's §5.6.2 permutation trus -> turs with T, R, U, S = 3, 4, 7, 5
     T, R, U, S = 3, 4, 7, 5
-    c = TensorConfig.from_lists(
-        "fp32",
-        "none",
-        "identity",
-        "none",
-        "cccc",
-        ("seq", "seq", "prim", "prim"),
-        (T, R, U, S),
-        (R * U * S, U * S, S, 1),
-        (0, 0, 0, 0),
-        (U * R * S, S, R * S, 1),
-    )
+    c = TensorConfig.from_lists(*trus_args("identity", T, R, U, S))
     assert c.prim_main is ptype_t.copy and c.prim == PrimDims(m=3, n=2)
     assert not c.uses_in1 and c.flops() == 0
     b = TensorConfig.from_lists(

@@ -15,6 +15,7 @@ from minijit.errors import SetupError, error_t
 from minijit.ir import Dimension, TensorConfig, dim_t, exec_t, ptype_t
 from minijit.optimizer import optimize
 from minijit.reference import execute_iter
+from tests.minijit.helpers import UFUNCS, trus_args
 
 SEED = (
     "mnkmnk",
@@ -34,7 +35,6 @@ PRESENT = {
     "in1": (dim_t.c, dim_t.n, dim_t.k),
     "out": (dim_t.c, dim_t.m, dim_t.n),
 }
-UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "min": np.minimum, "max": np.maximum}
 
 
 def rand(rng: np.random.Generator, n: int, dtype) -> np.ndarray:
@@ -73,18 +73,7 @@ def test_seed_configurations(variant):
 # --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("T", "R", "U", "S"), list(itertools.product((3, 4, 7), repeat=4)))
 def test_unary_permutation(T, R, U, S):
-    config = TensorConfig.from_lists(
-        "fp32",
-        "none",
-        "identity",
-        "none",
-        "cccc",
-        ("seq", "seq", "prim", "prim"),
-        (T, R, U, S),
-        (R * U * S, U * S, S, 1),
-        (0, 0, 0, 0),
-        (U * R * S, S, R * S, 1),
-    )
+    config = TensorConfig.from_lists(*trus_args("identity", T, R, U, S))
     rng = np.random.default_rng(T * 1000 + R * 100 + U * 10 + S)
     A = rng.uniform(-10, 10, T * R * U * S).astype(np.float32)
     expected = A.reshape(T, R, U, S).transpose(0, 2, 1, 3).reshape(-1)

@@ -23,6 +23,7 @@ from minijit import kernels
 from minijit.errors import SetupError
 from minijit.runtime import host, runs_natively
 from minijit.tensor_operation import TensorOperation
+from tests.minijit.helpers import UFUNCS, seed_layout, trus_args
 
 ON_X86 = host().isa == "x86_64"
 NATIVE = kernels.native_target()
@@ -30,7 +31,6 @@ EMULATED = () if runs_natively("aarch64") else ("aarch64-neon", "aarch64-sve")
 TARGETS = tuple(dict.fromkeys((NATIVE, "aarch64-neon", "aarch64-sve")))
 if ON_X86 and host().avx2 and NATIVE != "x86_64-avx2":
     TARGETS += ("x86_64-avx2",)
-UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "min": np.minimum, "max": np.maximum}
 NP = {"fp32": np.float32, "fp64": np.float64}
 
 
@@ -72,9 +72,7 @@ def seed_case(variant: str, shared: bool, s: tuple[int, int, int, int, int, int]
     m0, n0, k0, m1, n1, k1 = s
     outer = ("shared", "shared") if shared else ("seq", "seq")
     exec_types = outer + ("seq",) * (n_seq - 2) + ("prim",) * (6 - n_seq)
-    strides_in0 = (k0 * k1 * m1, 0, k1 * m1, 1, 0, m1)
-    strides_in1 = (0, k0 * n1 * k1, n1 * k1, 0, k1, 1)
-    strides_out = (n0 * n1 * m1, n1 * m1, 0, 1, m1, 0)
+    _, _, strides_in0, strides_in1, strides_out = seed_layout(*s)
     return (
         ("fp32", first, main, last, "mnkmnk", exec_types, s, strides_in0, strides_in1, strides_out),
         ((m0, k0, k1, m1), (n0, k0, n1, k1), (m0, n0, n1, m1)),
@@ -133,21 +131,6 @@ def test_seed_configuration_sve_vector_lengths(sve_vl):
 # seed 004 §5.6.2: unary permutation trus -> turs
 # ---------------------------------------------------------------------------------------------
 TRUS = list(itertools.product((3, 4, 7), repeat=4))
-
-
-def trus_args(ptype: str, T: int, R: int, U: int, S: int):
-    return (
-        "fp32",
-        "none",
-        ptype,
-        "none",
-        "cccc",
-        ("seq", "seq", "prim", "prim"),
-        (T, R, U, S),
-        (R * U * S, U * S, S, 1),
-        (0, 0, 0, 0),
-        (U * R * S, S, R * S, 1),
-    )
 
 
 @pytest.mark.parametrize("target", TARGETS)

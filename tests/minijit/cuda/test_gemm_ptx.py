@@ -16,6 +16,7 @@ from minijit import SetupError, error_t
 from minijit.cuda import CudaTensorOperation, gemm
 from minijit.cuda.gemm import GemmSpec, Val
 from ptx import Module, mma, sreg
+from tests.minijit.helpers import seed_layout
 
 DTYPES = ("f16", "bf16", "tf32")
 HAVE_PTXAS = ptx.find_ptxas() is not None
@@ -295,15 +296,6 @@ def test_spec_validation():
 # --------------------------------------------------------------------------- CudaTensorOperation
 
 
-def _seed(m0, n0, k0, m1, n1, k1):
-    """Seed 004 layout: A[m0,k0,k1,m1], B[n0,k0,n1,k1], C[m0,n0,n1,m1]."""
-    sizes = (m0, n0, k0, m1, n1, k1)
-    s0 = (k0 * k1 * m1, 0, k1 * m1, 1, 0, m1)
-    s1 = (0, k0 * n1 * k1, n1 * k1, 0, k1, 1)
-    so = (n0 * n1 * m1, n1 * m1, 0, 1, m1, 0)
-    return ("m", "n", "k", "m", "n", "k"), sizes, s0, s1, so
-
-
 SEED_CASES = [
     ("gemm", ("seq", "seq", "seq", "prim", "prim", "prim"), "none", "none"),
     ("brgemm", ("seq", "seq", "prim", "prim", "prim", "prim"), "none", "none"),
@@ -319,7 +311,7 @@ def _host(dtype, x):
 @pytest.mark.parametrize("main,exec_types,first,last", SEED_CASES)
 def test_operation_seed_configs_simulated(dtype, main, exec_types, first, last):
     """The seed configurations (sizes scaled down) through the launch execute() would make."""
-    dims, sizes, s0, s1, so = _seed(2, 3, 4, 32, 32, 32)
+    dims, sizes, s0, s1, so = seed_layout(2, 3, 4, 32, 32, 32)
     op = CudaTensorOperation()
     assert op.setup(dtype, first, main, last, dims, exec_types, sizes, s0, s1, so) is error_t.success
     rng = np.random.default_rng(3)
@@ -337,7 +329,7 @@ def test_operation_seed_configs_simulated(dtype, main, exec_types, first, last):
 
 
 def test_operation_setup_errors():
-    dims, sizes, s0, s1, so = _seed(2, 2, 2, 32, 32, 32)
+    dims, sizes, s0, s1, so = seed_layout(2, 2, 2, 32, 32, 32)
     ex = ("seq", "seq", "seq", "prim", "prim", "prim")
     op = CudaTensorOperation()
     with pytest.raises(SetupError) as e:
@@ -369,7 +361,7 @@ def test_operation_no_prims_uses_optimizer():
 
 
 def test_operation_validates_arrays_before_launch():
-    dims, sizes, s0, s1, so = _seed(2, 2, 2, 32, 32, 32)
+    dims, sizes, s0, s1, so = seed_layout(2, 2, 2, 32, 32, 32)
     op = CudaTensorOperation()
     op.setup("fp16", "zero", "gemm", "none", dims, ("seq", "seq", "seq", "prim", "prim", "prim"), sizes, s0, s1, so)
     a = np.zeros((2, 2, 32, 32), np.float16)
@@ -391,7 +383,7 @@ def test_operation_execute_without_gpu_is_a_clear_error():
 
     if driver.available():
         pytest.skip("a GPU is present")
-    dims, sizes, s0, s1, so = _seed(1, 1, 1, 32, 32, 32)
+    dims, sizes, s0, s1, so = seed_layout(1, 1, 1, 32, 32, 32)
     op = CudaTensorOperation()
     op.setup("fp16", "zero", "gemm", "none", dims, ("seq", "seq", "seq", "prim", "prim", "prim"), sizes, s0, s1, so)
     a = np.zeros(32 * 32, np.float16)

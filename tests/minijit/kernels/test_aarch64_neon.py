@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from asm import llvm
 from minijit.kernels.aarch64 import neon_binary, neon_brgemm, neon_unary
 from minijit.kernels.aarch64.neon_brgemm import Piece, split
+from tests.minijit.helpers import UFUNCS
 
 GUARD = 7  # elements around every output buffer that must stay untouched
 NP = {"fp32": np.float32, "fp64": np.float64}
@@ -192,16 +193,6 @@ def test_unary_rejects_bad_parameters():
 
 
 # -- binary ---------------------------------------------------------------------------------
-NUMPY_BINARY = {
-    "add": np.add,
-    "sub": np.subtract,
-    "mul": np.multiply,
-    "div": np.divide,
-    "min": np.minimum,
-    "max": np.maximum,
-}
-
-
 def check_binary(m, n, dtype, ptype, bias=False, pad=(1, 2, 3), seed=0):
     rng = np.random.default_rng(seed)
     ld0, ld1, ldo = m + pad[0], 0 if bias else m + pad[1], m + pad[2]
@@ -214,7 +205,7 @@ def check_binary(m, n, dtype, ptype, bias=False, pad=(1, 2, 3), seed=0):
     xm = x.reshape(n, ld0).T[:m]
     ym = np.repeat(y[:m, None], n, axis=1) if bias else y.reshape(n, ld1).T[:m]
     with np.errstate(all="ignore"):
-        want[GUARD : GUARD + ldo * n].reshape(n, ldo).T[:m] = NUMPY_BINARY[ptype](xm, ym)
+        want[GUARD : GUARD + ldo * n].reshape(n, ldo).T[:m] = UFUNCS[ptype](xm, ym)
     binary_kernel(m, n, dtype, ptype)(x, y, out, ld0, ld1, ldo)
     # values and NaN positions as numpy; the sign of a zero tie in min/max is numpy-backend specific
     assert np.array_equal(full, want, equal_nan=True)
@@ -242,7 +233,7 @@ def test_binary_min_max_nan_and_signed_zero():
         out = np.zeros(6, np.float32)
         binary_kernel(6, 1, "fp32", ptype)(x, y, out, 6, 6, 6)
         assert np.array_equal(out, np.array(want, np.float32), equal_nan=True)
-        assert np.array_equal(np.isnan(out), np.isnan(NUMPY_BINARY[ptype](x, y)))
+        assert np.array_equal(np.isnan(out), np.isnan(UFUNCS[ptype](x, y)))
         if ptype == "min":
             assert np.signbit(out[2]) and np.signbit(out[3])  # fmin(-0, +0) = -0
         else:

@@ -17,6 +17,7 @@ from asm import llvm
 from asm.aarch64 import Assembler, V, X, Z, mem, post, pre, sp, x0, x9, x10, x11, x29, x30
 from minijit.kernels.aarch64 import sve_binary, sve_brgemm, sve_unary
 from minijit.runtime import load, runs_natively
+from tests.minijit.helpers import UFUNCS
 
 VLS = [128] if runs_natively("aarch64") else [128, 256, 512]
 NP = {"fp32": np.float32, "fp64": np.float64}
@@ -289,16 +290,6 @@ def test_relu_nan_inf_and_signed_zero():
             _same(b, np.maximum(x, 0), str(kern))
 
 
-BINARY_REF = {
-    "add": np.add,
-    "sub": np.subtract,
-    "mul": np.multiply,
-    "div": np.divide,
-    "min": np.minimum,
-    "max": np.maximum,
-}
-
-
 @pytest.mark.parametrize("dtype", ["fp32", "fp64"])
 @pytest.mark.parametrize("ptype", sve_binary.PTYPES)
 @settings(max_examples=10)
@@ -323,7 +314,7 @@ def test_binary(dtype, ptype, m, n, broadcast, d0, d1, do, seed):
     x0 = _with_specials(rng, _view(in0, m, n, ld0))
     x1 = _with_specials(rng, _view(in1, m, n, ld1))
     with np.errstate(all="ignore"):
-        expect = BINARY_REF[ptype](x0, x1)
+        expect = UFUNCS[ptype](x0, x1)
     # fmin/fmax order zeros of opposite sign (-0 < +0); numpy returns its second argument
     signed = ~((x0 == 0) & (x1 == 0)) if ptype in ("min", "max") else None
     for kern in _kernels_for(sve_binary, sve_binary.signature(dtype), m, n, dtype, ptype):

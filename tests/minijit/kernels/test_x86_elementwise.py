@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minijit.kernels.x86_64 import binary, unary
+from tests.minijit.helpers import UFUNCS
 from tests.minijit.kernels.x86_util import (
     ISAS,
     NP,
@@ -27,14 +28,6 @@ UNARY_REF = {
     "copy": lambda x: x,
     "identity": lambda x: x,
     "relu": lambda x: np.maximum(x, 0),
-}
-BINARY_REF = {
-    "add": np.add,
-    "sub": np.subtract,
-    "mul": np.multiply,
-    "div": np.divide,
-    "min": np.minimum,
-    "max": np.maximum,
 }
 
 
@@ -63,7 +56,7 @@ def run_binary(m, n, dtype, ptype, isa, bias=False, seed=0) -> None:
     O = rng.standard_normal(ldo * n + 2).astype(dt)
     O0 = O.copy()
     with np.errstate(all="ignore"):
-        ref = BINARY_REF[ptype](X0[colmajor_index(0, m, n, ld0)], X1[colmajor_index(0, m, n, ld1)])
+        ref = UFUNCS[ptype](X0[colmajor_index(0, m, n, ld0)], X1[colmajor_index(0, m, n, ld1)])
     binary_kernel(m, n, dtype, ptype, isa)(X0, X1, O, ld0, ld1, ldo)
     oidx = colmajor_index(0, m, n, ldo)
     got = O[oidx]
@@ -114,7 +107,7 @@ def test_relu_matches_numpy_on_signed_zero_and_nan() -> None:
     m=st.integers(1, 64),
     n=st.integers(1, 40),
     dtype=st.sampled_from(["fp32", "fp64"]),
-    ptype=st.sampled_from(list(BINARY_REF)),
+    ptype=st.sampled_from(list(UFUNCS)),
     bias=st.booleans(),
 )
 def test_binary_sweep(isa, m, n, dtype, ptype, bias) -> None:
@@ -122,7 +115,7 @@ def test_binary_sweep(isa, m, n, dtype, ptype, bias) -> None:
 
 
 @pytest.mark.parametrize("isa", ISAS)
-@pytest.mark.parametrize("ptype", list(BINARY_REF))
+@pytest.mark.parametrize("ptype", list(UFUNCS))
 def test_binary_large(isa, ptype) -> None:
     run_binary(300, 5, "fp32", ptype, isa)
     run_binary(77, 3, "fp64", ptype, isa, bias=True)
