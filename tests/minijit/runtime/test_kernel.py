@@ -18,6 +18,7 @@ from hypothesis.extra import numpy as hnp
 from minijit.runtime.features import host
 from minijit.runtime.kernel import Kernel
 from minijit.runtime.signature import ArgSpec, Signature
+from tests.minijit.helpers import mapping_perms
 
 # ---------------------------------------------------------------- signatures
 
@@ -339,24 +340,15 @@ def test_bad_signature_and_empty_code() -> None:
         Kernel(b"", "void()")
 
 
-def _maps_perms(address: int) -> str | None:
-    with open("/proc/self/maps") as f:
-        for line in f:
-            lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
-            if lo <= address < hi:
-                return line.split()[1]
-    return None
-
-
 @needs_x86
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="Linux only")
 def test_kernel_memory_w_xor_x_and_release() -> None:
     k = Kernel(_asm(ADD), "int64_t(int64_t, int64_t)")
     address = k.address
-    assert _maps_perms(address) == "r-xp"
+    assert mapping_perms(address) == "r-xp"
     k.close()
     k.close()
-    assert k.closed and _maps_perms(address) != "r-xp"
+    assert k.closed and mapping_perms(address) != "r-xp"
     with pytest.raises(ValueError, match="closed"):
         k(1, 2)
     assert "closed" in repr(k)
@@ -365,7 +357,7 @@ def test_kernel_memory_w_xor_x_and_release() -> None:
     address = k.address
     del k
     gc.collect()
-    perms = _maps_perms(address)
+    perms = mapping_perms(address)
     assert perms is None or "x" not in perms
 
 

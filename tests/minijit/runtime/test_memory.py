@@ -11,18 +11,9 @@ import pytest
 
 from minijit.runtime import memory
 from minijit.runtime.memory import ExecutableBuffer, page_size
+from tests.minijit.helpers import mapping_perms
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs /proc/self/maps (Linux)")
-
-
-def mapping_perms(address: int) -> str | None:
-    """Permissions ("r-xp", ...) of the mapping containing `address`, or None."""
-    with open("/proc/self/maps") as f:
-        for line in f:
-            lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
-            if lo <= address < hi:
-                return line.split()[1]
-    return None
 
 
 def assert_w_xor_x(perms: str | None) -> None:
