@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 from tests.asm.oracle import FORMS
@@ -20,6 +21,18 @@ settings.register_profile(
     print_blob=True,
 )
 settings.load_profile("ci" if os.environ.get("CI") else "default")
+
+
+@pytest.fixture(scope="module")
+def dev():
+    """The CUDA device, for the gpu tests; skips without a device, the CUDA bindings or ptxas."""
+    from ptx import driver, toolchain
+
+    if not driver.available():
+        pytest.skip("no CUDA device or cuda-bindings not installed")
+    if toolchain.find_ptxas() is None:
+        pytest.skip("ptxas not found")
+    return driver.device()
 
 
 def pytest_terminal_summary(terminalreporter) -> None:

@@ -6,19 +6,10 @@ import numpy as np
 import pytest
 
 import ptx
-from ptx import driver, mma, toolchain
+from ptx import driver, mma
 from tests.ptx import kernels as K
 
 pytestmark = pytest.mark.gpu
-
-
-@pytest.fixture(scope="module")
-def dev():
-    if not driver.available():
-        pytest.skip("no CUDA device or cuda-bindings not installed")
-    if toolchain.find_ptxas() is None:
-        pytest.skip("ptxas not found")
-    return driver.device()
 
 
 def _load(dev, m, k):

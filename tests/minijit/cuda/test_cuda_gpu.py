@@ -10,21 +10,13 @@ from hypothesis import strategies as st
 import ptx
 from minijit.cuda import CudaTensorOperation, gemm
 from ptx import driver, mma
+from tests.minijit.helpers import seed_layout
 
 pytestmark = pytest.mark.gpu
 
 #: per input type: (rtol, atol per sqrt(reduction length)); inputs are quantized exactly in the
 #: reference, so only the fp32 accumulation order differs
 TOL = {"f16": (1e-4, 2e-5), "bf16": (1e-4, 2e-5), "tf32": (1e-4, 2e-5)}
-
-
-@pytest.fixture(scope="module")
-def dev():
-    if not driver.available():
-        pytest.skip("no CUDA device or cuda-bindings not installed")
-    if ptx.find_ptxas() is None:
-        pytest.skip("ptxas not found")
-    return driver.device()
 
 
 def _launch(dev, spec, m, n, k, r, z, seed=0, pad=(0, 0, 0)):
@@ -93,14 +85,6 @@ def test_gemm_kernel_hypothesis(dev, dtype, m, n, k, r, z, pad):
     _launch(dev, gemm.default_spec(dtype, m, n, k), m, n, k, r, z, pad=pad)
 
 
-def _seed(m0, n0, k0, m1, n1, k1):
-    sizes = (m0, n0, k0, m1, n1, k1)
-    s0 = (k0 * k1 * m1, 0, k1 * m1, 1, 0, m1)
-    s1 = (0, k0 * n1 * k1, n1 * k1, 0, k1, 1)
-    so = (n0 * n1 * m1, n1 * m1, 0, 1, m1, 0)
-    return ("m", "n", "k", "m", "n", "k"), sizes, s0, s1, so
-
-
 SEED_CASES = [
     ("gemm", ("seq", "seq", "seq", "prim", "prim", "prim"), "none", "none"),
     ("brgemm", ("seq", "seq", "prim", "prim", "prim", "prim"), "none", "none"),
@@ -113,7 +97,7 @@ SEED_CASES = [
 @pytest.mark.parametrize("main,exec_types,first,last", SEED_CASES)
 def test_seed_configs_numpy(dev, dtype, main, exec_types, first, last):
     """Seed 004's configuration (32, 32, 8, 32, 32, 32) with numpy arrays (copied to the GPU)."""
-    dims, sizes, s0, s1, so = _seed(32, 32, 8, 32, 32, 32)
+    dims, sizes, s0, s1, so = seed_layout(32, 32, 8, 32, 32, 32)
     op = CudaTensorOperation()
     op.setup(dtype, first, main, last, dims, exec_types, sizes, s0, s1, so)
     rng = np.random.default_rng(4)
@@ -135,11 +119,11 @@ def test_seed_configs_torch(dev, dtype):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("torch without CUDA")
-    dims, sizes, s0, s1, so = _seed(32, 32, 8, 32, 32, 32)
+    dims, sizes, s0, s1, so = seed_layout(32, 32, 8, 32, 32, 32)
     op = CudaTensorOperation()
     op.setup(dtype, "zero", "brgemm", "relu", dims, ("seq", "seq", "prim", "prim", "prim", "prim"), sizes, s0, s1, so)
     tdt = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[dtype]
-    g = torch.Generator(device="cuda").manual_seed(0)
+    g = torch.Generator(device="cuda").manualseed_layout(0)
     A = torch.randn((32, 8, 32, 32), device="cuda", generator=g).to(tdt)
     B = torch.randn((32, 8, 32, 32), device="cuda", generator=g).to(tdt)
     C = torch.empty((32, 32, 32, 32), device="cuda", dtype=torch.float32)
@@ -153,7 +137,7 @@ def test_torch_bounds_checked_before_launch(dev):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("torch without CUDA")
-    dims, sizes, s0, s1, so = _seed(2, 2, 2, 32, 32, 32)
+    dims, sizes, s0, s1, so = seed_layout(2, 2, 2, 32, 32, 32)
     op = CudaTensorOperation()
     op.setup("fp16", "zero", "gemm", "none", dims, ("seq", "seq", "seq", "prim", "prim", "prim"), sizes, s0, s1, so)
     A = torch.zeros((2, 2, 32, 32), device="cuda", dtype=torch.float16)

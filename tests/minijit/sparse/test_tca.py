@@ -8,7 +8,7 @@ import pytest
 import ptx
 from minijit.sparse import SpMM, tca
 from minijit.sparse import layout as L
-from ptx import driver, toolchain
+from ptx import toolchain
 from tests.minijit.sparse.helpers import quantized_reference, skewed
 
 needs_ptxas = pytest.mark.skipif(toolchain.find_ptxas() is None, reason="ptxas not found")
@@ -63,19 +63,10 @@ def test_bad_build_arguments():
 # ---------------------------------------------------------------------------- GPU
 
 
-@pytest.fixture(scope="module")
-def gpu():
-    if not driver.available():
-        pytest.skip("no CUDA device or cuda-bindings not installed")
-    if toolchain.find_ptxas() is None:
-        pytest.skip("ptxas not found")
-    return driver.device()
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("n", [8, 64, 100, 256, 512])
 @pytest.mark.parametrize("density", [1e-4, 1e-3, 1e-2, 0.1, 0.3])
-def test_gpu_vs_scipy(gpu, n, density):
+def test_gpu_vs_scipy(dev, n, density):
     rng = np.random.default_rng(int(n + 1e5 * density))
     s = skewed(700, 3000, density, rng)
     b = rng.standard_normal((3000, n)).astype(np.float32)
@@ -89,7 +80,7 @@ def test_gpu_vs_scipy(gpu, n, density):
 
 
 @pytest.mark.gpu
-def test_gpu_update_values_and_long_rows(gpu):
+def test_gpu_update_values_and_long_rows(dev):
     rng = np.random.default_rng(5)
     from tests.minijit.sparse.helpers import csr_with_lengths
 
