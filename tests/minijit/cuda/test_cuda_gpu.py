@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 import ptx
 from minijit.cuda import CudaTensorOperation, gemm
 from ptx import driver, mma
+from tests.minijit.cuda.helpers import check_result, gemm_problem
 from tests.minijit.helpers import seed_layout
 
 pytestmark = pytest.mark.gpu
@@ -20,20 +21,10 @@ TOL = {"f16": (1e-4, 2e-5), "bf16": (1e-4, 2e-5), "tf32": (1e-4, 2e-5)}
 
 
 def _launch(dev, spec, m, n, k, r, z, seed=0, pad=(0, 0, 0)):
-    rng = np.random.default_rng(seed)
-    es = spec.es
-    lda, ldb, ldc = m + pad[0], k + pad[1], m + pad[2]
-    A = rng.standard_normal((z, r, k, lda)).astype(np.float32)
-    B = rng.standard_normal((z, r, n, ldb)).astype(np.float32)
-    C = rng.standard_normal((z, n, ldc)).astype(np.float32)
-    ha, hb = gemm.encode(spec.dtype, A), gemm.encode(spec.dtype, B)
-    bt, rt = gemm.tables(
-        [(zz * r * k * lda * es, zz * r * n * ldb * es, zz * n * ldc * 4) for zz in range(z)],
-        [(rr * k * lda * es, rr * n * ldb * es) for rr in range(r)],
-    )
-    va = gemm.choose_vec(es, lda * es, *bt[:, 0], *rt[:, 0])
-    vb = gemm.choose_vec(es, ldb * es, *bt[:, 1], *rt[:, 1])
-    spec = spec.aligned(va, vb)
+    spec, p = gemm_problem(spec, m, n, k, r, z, seed, pad)
+    es, lda, ldb, ldc, C = spec.es, p.lda, p.ldb, p.ldc, p.C
+    ha, hb = gemm.encode(spec.dtype, p.A), gemm.encode(spec.dtype, p.B)
+    bt, rt = gemm.tables(p.bt, p.rt)
     gk = gemm.generate(spec)
     cub = ptx.compile(gk.text, arch=dev.arch)
     assert cub[gk.name].spills == 0
@@ -50,12 +41,7 @@ def _launch(dev, spec, m, n, k, r, z, seed=0, pad=(0, 0, 0)):
     assert (out[C.size :] == 7.0).all(), "store past C"
     out = out[: C.size].reshape(C.shape)
     rtol, atol = TOL[spec.dtype]
-    for zz in range(z):
-        a = np.concatenate([A[zz, rr, :, :m].T for rr in range(r)], axis=1)
-        b = np.concatenate([B[zz, rr, :, :k].T for rr in range(r)], axis=0)
-        ref = gemm.reference(spec.dtype, a, b, C[zz, :, :m].T, spec.first, spec.last)
-        np.testing.assert_allclose(out[zz, :, :m].T, ref, rtol=rtol, atol=atol * np.sqrt(k * r) + 1e-5)
-        np.testing.assert_array_equal(out[zz, :, m:], C[zz, :, m:])
+    check_result(spec, p, out, rtol=rtol, atol=atol * np.sqrt(k * r) + 1e-5)
     return out
 
 

@@ -16,6 +16,7 @@ from minijit import SetupError, error_t
 from minijit.cuda import CudaTensorOperation, gemm
 from minijit.cuda.gemm import GemmSpec, Val
 from ptx import Module, mma, sreg
+from tests.minijit.cuda.helpers import check_result, gemm_problem
 from tests.minijit.helpers import seed_layout
 
 DTYPES = ("f16", "bf16", "tf32")
@@ -131,27 +132,15 @@ def test_index_math_ptx_equals_numpy(spec):
 
 def _run_model(spec: GemmSpec, m, n, k, r=1, z=1, seed=0, exact=False, pad=(0, 0, 0)):
     """A, B, C blocks packed one after another (leading dims padded by ``pad``)."""
-    rng = np.random.default_rng(seed)
-    es = spec.es
-    lda, ldb, ldc = m + pad[0], k + pad[1], m + pad[2]
-    A = rng.standard_normal((z, r, k, lda)).astype(np.float32)
-    B = rng.standard_normal((z, r, n, ldb)).astype(np.float32)
-    C = rng.standard_normal((z, n, ldc)).astype(np.float32)
-    a_mem, b_mem = (gemm.encode(spec.dtype, x).view(np.uint8).ravel() for x in (A, B))
-    bt = [(zz * r * k * lda * es, zz * r * n * ldb * es, zz * n * ldc * 4) for zz in range(z)]
-    rt = [(rr * k * lda * es, rr * n * ldb * es) for rr in range(r)]
-    va = gemm.choose_vec(es, lda * es, *(x[0] for x in bt), *(x[0] for x in rt))
-    vb = gemm.choose_vec(es, ldb * es, *(x[1] for x in bt), *(x[1] for x in rt))
-    spec = spec.aligned(va, vb)
+    spec, p = gemm_problem(spec, m, n, k, r, z, seed, pad)
+    es, C = spec.es, p.C
+    a_mem, b_mem = (gemm.encode(spec.dtype, x).view(np.uint8).ravel() for x in (p.A, p.B))
     c = C.copy().ravel()
-    stats = gemm.simulate(spec, a_mem, b_mem, c, m, n, k, lda * es, ldb * es, ldc * 4, bt, rt, exact_mma=exact)
+    stats = gemm.simulate(
+        spec, a_mem, b_mem, c, m, n, k, p.lda * es, p.ldb * es, p.ldc * 4, p.bt, p.rt, exact_mma=exact
+    )
     c = c.reshape(C.shape)
-    for zz in range(z):
-        a = np.concatenate([A[zz, rr, :, :m].T for rr in range(r)], axis=1)
-        b = np.concatenate([B[zz, rr, :, :k].T for rr in range(r)], axis=0)
-        ref = gemm.reference(spec.dtype, a, b, C[zz, :, :m].T, spec.first, spec.last)
-        np.testing.assert_allclose(c[zz, :, :m].T, ref, rtol=1e-5, atol=1e-5 * np.sqrt(k * r))
-        np.testing.assert_array_equal(c[zz, :, m:], C[zz, :, m:])  # padding untouched
+    check_result(spec, p, c, rtol=1e-5, atol=1e-5 * np.sqrt(k * r))
     written = stats.written.reshape(C.shape)
     assert (written[:, :, :m] == 1).all() and (written[:, :, m:] == 0).all()
     return stats
