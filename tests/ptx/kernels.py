@@ -59,6 +59,21 @@ def _c_offsets(k, g, t):
     return o64
 
 
+def _mma_c_to_d(k, g, t, gc, gd, shape, dtype, ra, rb):
+    """Load this lane's C fragment (row-major 16 x 8 f32 at ``gc``), D = A @ B + C, store D at ``gd``."""
+    coff = _c_offsets(k, g, t)
+    pc_, pd_ = k.regs("u64", 2)
+    k.add(pc_, gc, coff)
+    k.add(pd_, gd, coff)
+    c = k.regs("f32", 4)
+    k.ld("global", c[0:2], addr(pc_))
+    k.ld("global", c[2:4], addr(pc_, 8 * 8 * 4))  # rows g and g + 8
+    d = k.regs("f32", 4)
+    k.mma(shape, dtype, d, ra, rb, c)
+    k.st("global", addr(pd_), d[0:2])
+    k.st("global", addr(pd_, 8 * 8 * 4), d[2:4])
+
+
 def _global_param(k, p):
     r, g = k.regs("u64", 2)
     k.ld_param(r, p)
@@ -115,18 +130,7 @@ def mma_ldmatrix_f16(module: Module | None = None):
     rb = k.regs("b32", 2)
     k.ldmatrix(ra, addr(la))
     k.ldmatrix(rb, addr(lb), trans=True)
-    # C fragments
-    coff = _c_offsets(k, g, t)
-    pc_, pd_ = k.regs("u64", 2)
-    k.add(pc_, gc, coff)
-    k.add(pd_, gd, coff)
-    c = k.regs("f32", 4)
-    k.ld("global", c[0:2], addr(pc_))
-    k.ld("global", c[2:4], addr(pc_, 8 * 8 * 4))
-    d = k.regs("f32", 4)
-    k.mma("m16n8k16", "f16", d, ra, rb, c)
-    k.st("global", addr(pd_), d[0:2])
-    k.st("global", addr(pd_, 8 * 8 * 4), d[2:4])
+    _mma_c_to_d(k, g, t, gc, gd, "m16n8k16", "f16", ra, rb)
     k.ret()
     return m, k
 
@@ -191,17 +195,7 @@ def mma_direct(shape: str, dtype: str, module: Module | None = None):
                 k.cvt_tf32(r, f)
             else:
                 k.ld("global", r, addr(base, const))
-    coff = _c_offsets(k, g, t)
-    pc_, pd_ = k.regs("u64", 2)
-    k.add(pc_, gc, coff)
-    k.add(pd_, gd, coff)
-    c = k.regs("f32", 4)
-    k.ld("global", c[0:2], addr(pc_))
-    k.ld("global", c[2:4], addr(pc_, 256))
-    d = k.regs("f32", 4)
-    k.mma(shape, dtype, d, ra, rb, c)
-    k.st("global", addr(pd_), d[0:2])
-    k.st("global", addr(pd_, 256), d[2:4])
+    _mma_c_to_d(k, g, t, gc, gd, shape, dtype, ra, rb)
     k.ret()
     return m, k
 
