@@ -509,47 +509,24 @@ def _vcmp_vec(self, mn: str, dst, src1, src2, pred: int) -> None:
     self._vex(mn, text, op, l256=int(d.bits == 256), reg=d.idx, vvvv=src1.idx, rm=rm, imm8=pred)
 
 
-def _make_scalar3(mn: str):
-    def method(self, dst, src1, src2) -> None:
-        _scalar3(self, mn, dst, src1, src2)
+def _mnemonic(mn: str, encode, doc: str):
+    """A thin mnemonic method ``mn`` that passes its operands to ``encode(self, mn, ...)``."""
+
+    def method(self, *operands) -> None:
+        encode(self, mn, *operands)
 
     method.__name__ = mn
-    method.__doc__ = f"``{mn} xmm, xmm, xmm/m{SCALAR3[mn].esize * 8}`` (VEX; EVEX for xmm16..31)."
-    return method
-
-
-def _make_vmovs(mn: str):
-    def method(self, dst, src) -> None:
-        _vmovs(self, mn, dst, src)
-
-    method.__name__ = mn
-    method.__doc__ = f"``{mn}`` scalar load (``xmm, mem``) or store (``mem, xmm``)."
-    return method
-
-
-def _make_maskmov(mn: str):
-    def method(self, dst, mask, src) -> None:
-        _vmaskmov(self, mn, dst, mask, src)
-
-    method.__name__ = mn
-    method.__doc__ = f"``{mn}`` masked load (``v, mask, mem``) or store (``mem, mask, v``); VEX only."
-    return method
-
-
-def _make_blendv(mn: str):
-    def method(self, dst, src1, src2, sel) -> None:
-        _vblendv(self, mn, dst, src1, src2, sel)
-
-    method.__name__ = mn
-    method.__doc__ = f"``{mn} v, v, v/mem, v_selector`` (VEX only)."
+    method.__doc__ = doc
     return method
 
 
 for _mn in SCALAR3:
-    setattr(SimdMixin, _mn, _make_scalar3(_mn))
+    _doc = f"``{_mn} xmm, xmm, xmm/m{SCALAR3[_mn].esize * 8}`` (VEX; EVEX for xmm16..31)."
+    setattr(SimdMixin, _mn, _mnemonic(_mn, _scalar3, _doc))
 for _mn in ("vmovss", "vmovsd"):
-    setattr(SimdMixin, _mn, _make_vmovs(_mn))
+    setattr(SimdMixin, _mn, _mnemonic(_mn, _vmovs, f"``{_mn}`` scalar load (``xmm, mem``) or store (``mem, xmm``)."))
 for _mn in MASKMOVES:
-    setattr(SimdMixin, _mn, _make_maskmov(_mn))
+    _doc = f"``{_mn}`` masked load (``v, mask, mem``) or store (``mem, mask, v``); VEX only."
+    setattr(SimdMixin, _mn, _mnemonic(_mn, _vmaskmov, _doc))
 for _mn in BLENDV:
-    setattr(SimdMixin, _mn, _make_blendv(_mn))
+    setattr(SimdMixin, _mn, _mnemonic(_mn, _vblendv, f"``{_mn} v, v, v/mem, v_selector`` (VEX only)."))
