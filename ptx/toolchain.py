@@ -56,6 +56,7 @@ class Cubin:
     functions: dict[str, FunctionInfo]
     ptxas: str = ""
     cached: bool = False
+    ptx: str = ""  #: the PTX text it was assembled from (what :mod:`ptx.simdriver` runs)
 
     def __getitem__(self, name: str) -> FunctionInfo:
         return self.functions[name]
@@ -221,7 +222,7 @@ def compile(ptx_text: str, arch: str = "sm_80", opt_level: int = 3, extra_args=(
                 n: FunctionInfo(**{**f, "cmem": {int(k): v for k, v in f["cmem"].items()}})
                 for n, f in meta["functions"].items()
             }
-            return Cubin(entry_bin.read_bytes(), arch, meta["log"], funcs, ptxas, cached=True)
+            return Cubin(entry_bin.read_bytes(), arch, meta["log"], funcs, ptxas, cached=True, ptx=ptx_text)
         except (OSError, ValueError, KeyError, TypeError):
             pass  # corrupt entry: rebuild
     with tempfile.TemporaryDirectory(prefix="minijit-ptxas-") as tmp:
@@ -238,7 +239,7 @@ def compile(ptx_text: str, arch: str = "sm_80", opt_level: int = 3, extra_args=(
         if r.returncode != 0 or not out.is_file():
             raise _error(ptx_text, log, arch)
         data = out.read_bytes()
-    cub = Cubin(data, arch, log, parse_log(log), ptxas)
+    cub = Cubin(data, arch, log, parse_log(log), ptxas, ptx=ptx_text)
     if cache:
         try:
             cdir.mkdir(parents=True, exist_ok=True)

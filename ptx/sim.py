@@ -1,0 +1,1200 @@
+"""A functional simulator for the PTX this package emits: kernels run on the CPU, checked.
+
+    mem = sim.Memory()
+    x = mem.upload(np.arange(n, dtype=np.float32))          # device address (int)
+    y = mem.alloc(4 * n)
+    sim.launch(module.text(), "vadd", grid=(g, 1, 1), block=(256, 1, 1), args=(x, x, y, n), memory=mem)
+    mem.read(y, np.float32, n)
+
+It parses the PTX *text* (what ptxas would get) and executes one CTA at a time, all its threads
+as numpy vectors. Threads diverge freely: each has its own program counter and the simulator
+always runs the threads at the lowest one (min-PC reconvergence), which is exact for the
+functional result of structured code. Nothing undefined passes silently; a :class:`SimError`
+names the kernel, the PTX line and the threads when a kernel
+
+- reads or writes global memory outside every allocation, or misaligned;
+- touches shared memory outside its arrays, reads bytes a ``cp.async`` has not completed
+  (no ``cp.async.wait_group`` yet), or races: a byte written by one warp and read or written by
+  another with no ``bar.sync`` between them (detected per barrier epoch, whatever the order);
+- reads a register before any instruction wrote it (per thread);
+- runs ``mma.sync.aligned`` / ``ldmatrix.sync.aligned`` with part of a warp, ``shfl.sync`` with
+  a membermask that is not the set of threads executing it, or takes a lane outside it;
+- waits at ``bar.sync`` while other threads of the CTA wait elsewhere or run to a different one;
+- runs for more than ``max_steps`` instructions.
+
+Numerics: integer ops wrap like the hardware; f32/f64 arithmetic is IEEE round-to-nearest
+(``fma`` is computed in float64 and rounded once more, which can differ in the last bit in rare
+cases); ``mma.sync`` multiplies the quantized inputs exactly and accumulates in float64 (the
+tensor core's internal order and precision are not modelled); cvt.rna.tf32, f16/bf16 packing
+and the f32 <-> f16/bf16 conversions are bit-exact. Supported: the instructions
+:mod:`ptx.builder` emits, except ``.b128`` registers and non-.rn float arithmetic rounding.
+The simulator is slow (tens of microseconds per warp instruction): it is for tests of small
+launches, never for timing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cache, lru_cache
+
+import numpy as np
+
+from . import mma as _mma
+from . import types as T
+
+__all__ = ["SimError", "Memory", "Program", "LaunchStats", "launch"]
+
+SHARED_BASE = 1024  #: shared-window address of the first .shared array (0..1023 is invalid)
+GENERIC_SHARED = 1 << 48  #: generic address of shared-window address 0 (cvta.shared)
+GLOBAL_BASE = 1 << 40  #: first global allocation
+_GAP = 4096  #: unallocated bytes between global allocations (out-of-bounds accesses fault)
+_MASK = {1: 1, 8: 0xFF, 16: 0xFFFF, 32: 0xFFFFFFFF, 64: 0xFFFFFFFFFFFFFFFF}
+_U64 = np.uint64
+
+
+class SimError(Exception):
+    """A kernel did something undefined (or the simulator does not support it)."""
+
+
+# --------------------------------------------------------------------------- global memory
+
+
+class Memory:
+    """Simulated global memory: separate allocations with unmapped gaps between them."""
+
+    def __init__(self) -> None:
+        self._bases: list[int] = []
+        self._bufs: list[np.ndarray] = []
+        self._next = GLOBAL_BASE
+
+    def alloc(self, nbytes: int, align: int = 256) -> int:
+        """A zeroed allocation of ``nbytes`` bytes; returns its device address."""
+        if nbytes < 0:
+            raise ValueError(f"nbytes must be >= 0, got {nbytes}")
+        base = -(-self._next // align) * align
+        self._bases.append(base)
+        self._bufs.append(np.zeros(max(nbytes, 1), np.uint8))
+        self._next = base + max(nbytes, 1) + _GAP
+        return base
+
+    def upload(self, host: np.ndarray) -> int:
+        """Copy ``host`` (any dtype, C-contiguous bytes) into a new allocation; its address."""
+        raw = np.ascontiguousarray(host).view(np.uint8).reshape(-1)
+        addr = self.alloc(raw.size)
+        self.write(addr, raw)
+        return addr
+
+    def _buffer(self, addr: int, nbytes: int) -> tuple[np.ndarray, int]:
+        i = int(np.searchsorted(self._bases, addr, side="right")) - 1
+        if i < 0 or addr + nbytes > self._bases[i] + self._bufs[i].size:
+            raise SimError(f"host access to {nbytes} bytes at {addr:#x}: not inside one allocation")
+        return self._bufs[i], addr - self._bases[i]
+
+    def write(self, addr: int, host: np.ndarray) -> None:
+        """Copy the bytes of ``host`` to device address ``addr``."""
+        raw = np.ascontiguousarray(host).view(np.uint8).reshape(-1)
+        buf, off = self._buffer(addr, raw.size)
+        buf[off : off + raw.size] = raw
+
+    def read(self, addr: int, dtype, count: int) -> np.ndarray:
+        """``count`` elements of ``dtype`` from device address ``addr`` (a copy)."""
+        dt = np.dtype(dtype)
+        buf, off = self._buffer(addr, dt.itemsize * count)
+        return buf[off : off + dt.itemsize * count].copy().view(dt)
+
+    def locate(self, addrs: np.ndarray, width: int, what: str) -> tuple[np.ndarray, np.ndarray]:
+        """(allocation index, offset) of each address; SimError unless [a, a+width) is mapped."""
+        a = addrs.astype(_U64)
+        if len(self._bases) == 0:
+            raise SimError(f"{what} at {int(a[0]):#x}: no global memory is allocated")
+        bases = np.asarray(self._bases, _U64)
+        i = np.searchsorted(bases, a, side="right") - 1
+        ok = i >= 0
+        ic = np.maximum(i, 0)
+        ends = bases + np.asarray([b.size for b in self._bufs], _U64)
+        ok &= a + _U64(width) <= ends[ic]
+        if not ok.all():
+            bad = int(a[~ok][0])
+            raise SimError(f"{what} of {width} bytes at {bad:#x} is outside every allocation")
+        return ic, (a - bases[ic]).astype(np.int64)
+
+    def gather(self, addrs: np.ndarray, width: int, what: str) -> np.ndarray:
+        """Bytes (n, width) at each address."""
+        idx, off = self.locate(addrs, width, what)
+        out = np.empty((addrs.size, width), np.uint8)
+        cols = np.arange(width)
+        for j in np.unique(idx):
+            sel = idx == j
+            out[sel] = self._bufs[j][off[sel, None] + cols]
+        return out
+
+    def scatter(self, addrs: np.ndarray, data: np.ndarray, what: str) -> None:
+        """Store bytes ``data`` (n, width) at each address (later threads win on overlap)."""
+        width = data.shape[1]
+        idx, off = self.locate(addrs, width, what)
+        cols = np.arange(width)
+        for j in np.unique(idx):
+            sel = idx == j
+            self._bufs[j][off[sel, None] + cols] = data[sel]
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+@dataclass
+class Operand:
+    kind: str  # reg, imm, sreg, sym, addr, vec, label
+    name: str = ""
+    value: int = 0  # imm: bits / int value ; addr: offset
+    float_bits: int | None = None  # 0f / 0d literals: (bits, width)
+    items: list[Operand] = field(default_factory=list)
+    pred: str | None = None  # shfl "d|p"
+
+
+@dataclass
+class Instr:
+    line: int
+    text: str
+    op: str
+    mods: tuple[str, ...]
+    ops: list[Operand]
+    guard: str | None = None
+    negate: bool = False
+
+
+@dataclass
+class KernelCode:
+    name: str
+    params: list[tuple[str, str]]  # (type, name)
+    shared: dict[str, tuple[int, int]]  # name -> (shared address, nbytes)
+    shared_end: int
+    code: list[Instr]
+    labels: dict[str, int]
+    reqntid: tuple[int, ...] | None
+
+
+_SPECIAL = re.compile(r"^%(tid|ntid|ctaid|nctaid)\.[xyz]$|^%(laneid|warpid)$")
+_ENTRY = re.compile(r"\.entry\s+(\w+)\s*\(")
+_PARAM = re.compile(r"\.param\s+\.(\w+)\s+(\w+)")
+_SHARED = re.compile(r"\.shared\s+\.align\s+(\d+)\s+\.(\w+)\s+(\w+)\[(\d+)\]")
+_LABEL = re.compile(r"^([$\w]+):$")
+_GUARD = re.compile(r"^@(!?)(%\w+)\s+(.*)$")
+
+
+def _split(s: str) -> list[str]:
+    out, depth, cur = [], 0, []
+    for ch in s:
+        if ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    if "".join(cur).strip():
+        out.append("".join(cur).strip())
+    return out
+
+
+def _operand(tok: str, labels_ok: bool) -> Operand:
+    tok = tok.strip()
+    if tok.startswith("{"):
+        return Operand("vec", items=[_operand(t, False) for t in _split(tok[1:-1])])
+    if tok.startswith("["):
+        inner = tok[1:-1].strip()
+        m = re.match(r"^([%$\w.]+)\s*([+-]\s*\d+)?$", inner)
+        if not m:
+            raise SimError(f"cannot parse address {tok!r}")
+        off = int(m.group(2).replace(" ", "")) if m.group(2) else 0
+        base = m.group(1)
+        return Operand("addr", name=base, value=off, items=[_operand(base, False)])
+    if "|" in tok:
+        d, p = tok.split("|")
+        o = _operand(d, False)
+        o.pred = p.strip()
+        return o
+    if tok.startswith("%"):
+        return Operand("sreg" if _SPECIAL.match(tok) else "reg", name=tok)
+    if re.match(r"^0[fF][0-9a-fA-F]{8}$", tok):
+        return Operand("imm", value=int(tok[2:], 16), float_bits=32)
+    if re.match(r"^0[dD][0-9a-fA-F]{16}$", tok):
+        return Operand("imm", value=int(tok[2:], 16), float_bits=64)
+    if re.match(r"^-?(0[xX][0-9a-fA-F]+|\d+)[uU]?$", tok):
+        return Operand("imm", value=int(tok.rstrip("uU"), 0))
+    if re.match(r"^[$A-Za-z_][$\w]*$", tok):
+        return Operand("label" if labels_ok else "sym", name=tok)
+    raise SimError(f"cannot parse operand {tok!r}")
+
+
+class Program:
+    """The kernels of a PTX module text, parsed once."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.kernels: dict[str, KernelCode] = {}
+        lines = text.splitlines()
+        i = 0
+        while i < len(lines):
+            m = _ENTRY.search(lines[i])
+            if not m:
+                i += 1
+                continue
+            i = self._kernel(m.group(1), lines, i)
+
+    def _kernel(self, name: str, lines: list[str], i: int) -> int:
+        params, head = [], []
+        while "{" not in lines[i]:
+            head.append(lines[i])
+            i += 1
+        params = _PARAM.findall("\n".join(head))
+        reqntid = None
+        m = re.search(r"\.reqntid\s+([\d,\s]+)", "\n".join(head))
+        if m:
+            reqntid = tuple(int(x) for x in m.group(1).replace(" ", "").split(",") if x)
+        i += 1
+        code: list[Instr] = []
+        labels: dict[str, int] = {}
+        shared: dict[str, tuple[int, int]] = {}
+        end = SHARED_BASE
+        while i < len(lines) and lines[i].strip() != "}":
+            raw, lineno = lines[i].split("//")[0].strip(), i + 1
+            i += 1
+            if not raw:
+                continue
+            ms = _SHARED.match(raw)
+            if ms:
+                align, t, sname, count = int(ms.group(1)), ms.group(2), ms.group(3), int(ms.group(4))
+                end = -(-end // align) * align
+                nbytes = count * T.bits(t) // 8
+                shared[sname] = (end, nbytes)
+                end += nbytes
+                continue
+            if raw.startswith("."):
+                continue
+            ml = _LABEL.match(raw)
+            if ml:
+                labels[ml.group(1)] = len(code)
+                continue
+            code.append(self._instr(raw, lineno))
+        for ins in code:
+            for o in ins.ops:
+                if o.kind == "label" and o.name not in labels:
+                    raise SimError(f"{name}: line {ins.line}: label {o.name} is not defined")
+        self.kernels[name] = KernelCode(name, [(t, n) for t, n in params], shared, end, code, labels, reqntid)
+        return i
+
+    @staticmethod
+    def _instr(raw: str, lineno: int) -> Instr:
+        text = raw.rstrip(";").strip()
+        guard, neg = None, False
+        m = _GUARD.match(text)
+        if m:
+            neg, guard, text = m.group(1) == "!", m.group(2), m.group(3)
+        parts = text.split(None, 1)
+        opcode = parts[0].split(".")
+        rest = parts[1] if len(parts) > 1 else ""
+        ops = [_operand(t, opcode[0] == "bra") for t in _split(rest)]
+        return Instr(lineno, raw, opcode[0], tuple(opcode[1:]), ops, guard, neg)
+
+
+@lru_cache(maxsize=64)
+def _program(text: str) -> Program:
+    return Program(text)
+
+
+# --------------------------------------------------------------------------- value conversion
+
+
+def _width(t: str) -> int:
+    return 1 if t == "pred" else T.bits(t)
+
+
+def _from_bits(raw: np.ndarray, t: str) -> np.ndarray:
+    """Typed values of raw register bits (uint64)."""
+    k, w = T.kind(t), _width(t)
+    if t == "pred":
+        return (raw & _U64(1)).astype(bool)
+    if t == "f32" or t == "tf32":
+        return (raw & _U64(_MASK[32])).astype(np.uint32).view(np.float32)
+    if t == "f64":
+        return raw.view(np.float64)
+    if t == "f16":
+        return (raw & _U64(0xFFFF)).astype(np.uint16).view(np.float16)
+    if t == "bf16":
+        return _mma.bf16_bits_to_f32((raw & _U64(0xFFFF)).astype(np.uint16))
+    if w == 64:
+        return raw.view(np.int64) if k == "s" else raw
+    v = (raw & _U64(_MASK[w])).astype(np.int64)
+    if k == "s":
+        v = np.where(v >= (1 << (w - 1)), v - (1 << w), v)
+    return v
+
+
+def _to_bits(v, t: str, n: int) -> np.ndarray:
+    """Raw bits (uint64, length n) of typed values ``v``."""
+    w = _width(t)
+    v = np.asarray(v)
+    if t == "pred":
+        out = v.astype(_U64)
+    elif t in ("f32", "tf32"):
+        out = np.asarray(v, np.float32).view(np.uint32).astype(_U64)
+    elif t == "f64":
+        out = np.asarray(v, np.float64).view(_U64)
+    elif t == "f16":
+        out = np.asarray(v, np.float16).view(np.uint16).astype(_U64)
+    elif t == "bf16":
+        out = _mma.f32_to_bf16_bits(v).astype(_U64)
+    elif v.dtype == _U64:
+        out = v & _U64(_MASK[w])
+    else:
+        out = v.astype(np.int64).view(_U64) & _U64(_MASK[w])
+    return np.broadcast_to(out, (n,))
+
+
+# --------------------------------------------------------------------------- one CTA
+
+
+@dataclass
+class LaunchStats:
+    """What a launch executed: CTAs, warp-instructions, released barriers, completed cp.async."""
+
+    ctas: int = 0
+    warp_instructions: int = 0
+    barriers: int = 0
+    async_copies: int = 0
+
+
+class _Cta:
+    def __init__(self, k: KernelCode, mem: Memory, params: dict, ctaid, nctaid, block, stats, max_steps):
+        self.k, self.mem, self.params, self.stats, self.max_steps = k, mem, params, stats, max_steps
+        nx, ny, nz = block
+        n = nx * ny * nz
+        self.n = n
+        lin = np.arange(n, dtype=np.int64)
+        self.sregs = {
+            "%tid.x": lin % nx,
+            "%tid.y": (lin // nx) % ny,
+            "%tid.z": lin // (nx * ny),
+            "%laneid": lin % 32,
+            "%warpid": lin // 32,
+        }
+        for ax, i in zip("xyz", range(3), strict=True):
+            self.sregs[f"%ntid.{ax}"] = np.full(n, block[i], np.int64)
+            self.sregs[f"%ctaid.{ax}"] = np.full(n, ctaid[i], np.int64)
+            self.sregs[f"%nctaid.{ax}"] = np.full(n, nctaid[i], np.int64)
+        self.lane, self.warp = lin % 32, lin // 32
+        self.nwarps = -(-n // 32)
+        self.regs: dict[str, np.ndarray] = {}
+        self.defined: dict[str, np.ndarray] = {}
+        self.smem = np.zeros(k.shared_end, np.uint8)
+        size = k.shared_end
+        self.w_warp = np.full(size, -1, np.int64)
+        self.w_epoch = np.full(size, -1, np.int64)
+        self.r_warp = np.full(size, -1, np.int64)
+        self.r_epoch = np.full(size, -1, np.int64)
+        self.pending = np.zeros(size, np.int32)
+        self.epoch = 0
+        self.committed = np.zeros(n, np.int64)
+        self.copies: list[dict] = []
+        self.ctaid = ctaid
+
+    # -- errors ------------------------------------------------------------------------------
+    def fail(self, ins: Instr, msg: str, threads=None) -> None:
+        who = ""
+        if threads is not None:
+            tids = np.flatnonzero(threads)[:4].tolist()
+            who = f" (threads {tids}{'...' if np.count_nonzero(threads) > 4 else ''})"
+        raise SimError(f"{self.k.name}: line {ins.line}: `{ins.text}`: {msg}; CTA {self.ctaid}{who}")
+
+    # -- registers ---------------------------------------------------------------------------
+    def raw(self, ins: Instr, o: Operand, t: str, exe: np.ndarray) -> np.ndarray:
+        """Raw bits (uint64, one per thread) of a source operand."""
+        if o.kind == "reg":
+            r = self.regs.get(o.name)
+            d = self.defined.get(o.name)
+            if r is None or not d[exe].all():
+                bad = exe if d is None else exe & ~d
+                self.fail(ins, f"reads {o.name} before it is written", bad)
+            return r
+        if o.kind == "imm":
+            if o.float_bits == 32 and t == "f64":
+                v = np.float64(np.uint32(o.value).view(np.float32))
+                return np.full(self.n, np.float64(v).view(_U64), _U64)
+            if o.float_bits is not None:
+                return np.full(self.n, o.value, _U64)
+            if T.is_float(t) and t != "tf32":
+                return _to_bits(np.full(self.n, float(o.value)), t, self.n).copy()
+            return np.full(self.n, o.value & _MASK[64], _U64)
+        if o.kind == "sreg":
+            return self.sregs[o.name].astype(_U64)
+        if o.kind == "sym":
+            if o.name in self.k.shared:
+                return np.full(self.n, self.k.shared[o.name][0], _U64)
+            if o.name in self.params:
+                self.fail(ins, f"the address of parameter {o.name} is not supported")
+            self.fail(ins, f"unknown symbol {o.name}")
+        self.fail(ins, f"operand kind {o.kind} cannot be read as a value")
+        raise AssertionError  # unreachable
+
+    def get(self, ins: Instr, o: Operand, t: str, exe: np.ndarray) -> np.ndarray:
+        return _from_bits(self.raw(ins, o, t, exe), t)
+
+    def put(self, name: str, value, t: str, exe: np.ndarray) -> None:
+        """Write typed ``value`` (a float for float types: use :meth:`put_raw` for bit patterns)."""
+        self.put_raw(name, _to_bits(value, t, self.n), exe)
+
+    def put_raw(self, name: str, bits: np.ndarray, exe: np.ndarray) -> None:
+        """Write raw register bits (uint64) in the threads of ``exe``."""
+        old = self.regs.get(name)
+        if old is None:
+            self.regs[name] = np.where(exe, bits, _U64(0))
+            self.defined[name] = exe.copy()
+        else:
+            self.regs[name] = np.where(exe, bits, old)
+            self.defined[name] = self.defined[name] | exe
+
+    # -- shared memory -----------------------------------------------------------------------
+    def _smem_index(self, ins, addrs: np.ndarray, width: int, threads: np.ndarray) -> np.ndarray:
+        a = addrs.astype(np.int64)
+        bad = (a < SHARED_BASE) | (a + width > self.k.shared_end)
+        if bad.any():
+            self.fail(
+                ins,
+                f"shared access of {width} bytes at {int(a[bad][0])} is outside the .shared arrays "
+                f"[{SHARED_BASE}, {self.k.shared_end})",
+                self._mask(threads[bad]),
+            )
+        if (a % width).any():
+            self.fail(ins, f"misaligned shared access of {width} bytes at {int(a[(a % width) != 0][0])}")
+        return a[:, None] + np.arange(width)
+
+    def _mask(self, tids: np.ndarray) -> np.ndarray:
+        m = np.zeros(self.n, bool)
+        m[tids] = True
+        return m
+
+    def smem_read(self, ins, addrs, width, threads) -> np.ndarray:
+        """Bytes (n, width) of shared memory; checks pending async copies and races."""
+        idx = self._smem_index(ins, addrs, width, threads)
+        flat, wv = idx.reshape(-1), np.repeat(self.warp[threads], width)
+        if (self.pending[flat] > 0).any():
+            self.fail(
+                ins, "reads shared memory that a cp.async has not completed (missing wait_group?)", self._mask(threads)
+            )
+        race = (self.w_epoch[flat] == self.epoch) & (self.w_warp[flat] != wv)
+        if race.any():
+            j = int(np.flatnonzero(race)[0])
+            self.fail(
+                ins,
+                f"race: warp {wv[j]} reads shared byte {flat[j]} that warp {self.w_warp[flat[j]]} "
+                "wrote with no bar.sync in between",
+            )
+        fresh = self.r_epoch[flat] != self.epoch
+        self.r_warp[flat[fresh]] = wv[fresh]
+        self.r_epoch[flat] = self.epoch
+        multi = self.r_warp[flat] != wv
+        self.r_warp[flat[multi]] = -2
+        return self.smem[idx]
+
+    def _check_write(self, ins, flat, wv, what="writes"):
+        same = self.epoch
+        raw_ = (self.w_epoch[flat] == same) & (self.w_warp[flat] != wv)
+        war = (self.r_epoch[flat] == same) & (self.r_warp[flat] != wv)
+        if (raw_ | war).any():
+            j = int(np.flatnonzero(raw_ | war)[0])
+            other = self.w_warp[flat[j]] if raw_[j] else self.r_warp[flat[j]]
+            kind = "wrote" if raw_[j] else "read"
+            other = "several warps" if other == -2 else f"warp {other}"
+            self.fail(
+                ins, f"race: warp {wv[j]} {what} shared byte {flat[j]} that {other} {kind} with no bar.sync in between"
+            )
+
+    def smem_write(self, ins, addrs, data: np.ndarray, threads) -> None:
+        width = data.shape[1]
+        idx = self._smem_index(ins, addrs, width, threads)
+        flat, wv = idx.reshape(-1), np.repeat(self.warp[threads], width)
+        if (self.pending[flat] > 0).any():
+            self.fail(ins, "writes shared memory that a cp.async has not completed", self._mask(threads))
+        self._check_write(ins, flat, wv)
+        self.w_warp[flat] = wv
+        self.w_epoch[flat] = self.epoch
+        if (self.w_warp[flat] != wv).any():
+            self.fail(ins, "race: two warps write the same shared byte in one instruction")
+        self.smem[idx] = data
+
+    # -- run ---------------------------------------------------------------------------------
+    def run(self) -> None:
+        code = self.k.code
+        n = self.n
+        pc = np.zeros(n, np.int64)
+        alive = np.ones(n, bool)
+        waiting = np.zeros(n, bool)
+        wait_id = np.full(n, -1, np.int64)
+        steps = 0
+        while True:
+            runnable = alive & ~waiting
+            if not runnable.any():
+                if not alive.any():
+                    return
+                ids = np.unique(wait_id[alive])
+                if ids.size != 1:
+                    ins = code[int(pc[alive][0])]
+                    self.fail(ins, f"threads wait at different barriers {ids.tolist()}: deadlock")
+                waiting[:] = False
+                pc[alive] += 1
+                self.epoch += 1
+                self.stats.barriers += 1
+                continue
+            p = int(pc[runnable].min())
+            if p >= len(code):
+                self.fail(code[-1], "ran past the end of the kernel without ret/exit", runnable & (pc == p))
+            act = runnable & (pc == p)
+            ins = code[p]
+            steps += 1
+            self.stats.warp_instructions += np.unique(self.warp[act]).size
+            if steps > self.max_steps:
+                self.fail(ins, f"no end after {self.max_steps} instructions (an endless loop?)")
+            exe = act
+            if ins.guard is not None:
+                g = self.get(ins, Operand("reg", name=ins.guard), "pred", act)
+                exe = act & (~g if ins.negate else g)
+            op = ins.op
+            if op == "bra":
+                pc[exe] = self.k.labels[ins.ops[0].name]
+                pc[act & ~exe] += 1
+                continue
+            if op in ("ret", "exit"):
+                alive[exe] = False
+                pc[act & ~exe] += 1
+                continue
+            if op == "bar":
+                if len(ins.ops) > 1:
+                    self.fail(ins, "bar.sync with a thread count is not supported by the simulator")
+                bid = int(self.get(ins, ins.ops[0], "u32", exe)[exe][0]) if exe.any() else 0
+                waiting[exe] = True
+                wait_id[exe] = bid
+                pc[act & ~exe] += 1
+                continue
+            if exe.any():
+                handler = _HANDLERS.get(op)
+                if handler is None:
+                    self.fail(ins, f"instruction {op} is not supported by the simulator")
+                handler(self, ins, exe)
+            pc[act] += 1
+
+    # -- warp-collective checks --------------------------------------------------------------
+    def whole_warps(self, ins: Instr, exe: np.ndarray, alive_hint=None) -> np.ndarray:
+        """Warp indices executing ``ins``; every thread of those warps must execute it."""
+        warps = np.unique(self.warp[exe])
+        part = np.isin(self.warp, warps) & ~exe
+        if part.any():
+            self.fail(ins, ".sync.aligned instruction executed by part of a warp", part)
+        if self.n % 32:
+            self.fail(ins, "warp-collective instruction in a CTA that is not a whole number of warps")
+        return warps
+
+
+# --------------------------------------------------------------------------- instruction handlers
+
+
+def _type(ins: Instr) -> str:
+    return ins.mods[-1]
+
+
+def _mov(c: _Cta, ins: Instr, exe) -> None:
+    t = _type(ins)
+    d, s = ins.ops
+    w = T.bits(t)
+    if d.kind == "vec":  # unpack
+        raw = c.raw(ins, s, t, exe)
+        pw = w // len(d.items)
+        for i, r in enumerate(d.items):
+            c.put(r.name, (raw >> _U64(i * pw)) & _U64(_MASK[pw]), f"b{pw}", exe)
+        return
+    if s.kind == "vec":  # pack
+        pw = w // len(s.items)
+        acc = np.zeros(c.n, _U64)
+        for i, r in enumerate(s.items):
+            acc |= (c.raw(ins, r, f"b{pw}", exe) & _U64(_MASK[pw])) << _U64(i * pw)
+        c.put(d.name, acc, t, exe)
+        return
+    c.put_raw(d.name, c.raw(ins, s, t, exe) & _U64(_MASK[w] if t != "pred" else 1), exe)
+
+
+def _space(ins: Instr) -> str:
+    for s in ("param", "global", "shared", "local", "const"):
+        if s in ins.mods:
+            return s
+    return "generic"
+
+
+def _vec_n(ins: Instr) -> int:
+    for m in ins.mods:
+        if m in ("v2", "v4", "v8"):
+            return int(m[1:])
+    return 1
+
+
+def _addr(c: _Cta, ins: Instr, o: Operand, exe) -> np.ndarray:
+    base = o.items[0]
+    if base.kind == "sym":
+        if base.name in c.k.shared:
+            return np.full(c.n, c.k.shared[base.name][0] + o.value, np.int64)
+        c.fail(ins, f"unknown symbol {base.name}")
+    t = "u64"
+    raw = c.raw(ins, base, t, exe)
+    return (raw + _U64(o.value & _MASK[64])).astype(np.int64)
+
+
+def _resolve(c: _Cta, ins: Instr, space: str, addrs: np.ndarray, exe) -> tuple[str, np.ndarray]:
+    if space == "generic":
+        a = addrs.view(_U64)[exe]
+        sh = (a >= _U64(GENERIC_SHARED)) & (a < _U64(GENERIC_SHARED + (1 << 32)))
+        if sh.all():
+            return "shared", (a - _U64(GENERIC_SHARED)).astype(np.int64)
+        if sh.any():
+            c.fail(ins, "generic access mixes shared and global addresses in one instruction")
+        return "global", a.astype(np.int64)
+    if space == "shared":
+        return "shared", addrs[exe] & _MASK[32]
+    if space == "global":
+        return "global", addrs[exe]
+    c.fail(ins, f"state space .{space} is not supported by the simulator")
+    raise AssertionError
+
+
+def _elem_bytes(t: str) -> int:
+    if t == "b128":
+        raise SimError(".b128 is not supported by the simulator")
+    return max(1, T.bits(t) // 8)
+
+
+def _ld(c: _Cta, ins: Instr, exe) -> None:
+    t = _type(ins)
+    d, a = ins.ops
+    dsts = d.items if d.kind == "vec" else [d]
+    space = _space(ins)
+    es = _elem_bytes(t)
+    if space == "param":
+        name = a.items[0].name
+        if name not in c.params:
+            c.fail(ins, f"unknown parameter {name}")
+        ptype, bits = c.params[name]
+        c.put(d.name, np.full(c.n, bits, _U64), ptype if ptype != "pred" else "b32", exe)
+        return
+    width = es * len(dsts)
+    kind, addrs = _resolve(c, ins, space, _addr(c, ins, a, exe), exe)
+    tids = np.flatnonzero(exe)
+    if kind == "shared":
+        data = c.smem_read(ins, addrs, width, tids)
+    else:
+        if (addrs % width).any():
+            c.fail(ins, f"misaligned global load of {width} bytes at {int(addrs[(addrs % width) != 0][0]):#x}")
+        try:
+            data = c.mem.gather(addrs, width, "global load")
+        except SimError as e:
+            c.fail(ins, str(e), exe)
+    vals = np.ascontiguousarray(data).view(f"<u{es}").astype(_U64)
+    if T.kind(t) == "s" and es < 8:  # sign-extend loads of signed types
+        v = vals.astype(np.int64)
+        v = np.where(v >= 1 << (8 * es - 1), v - (1 << (8 * es)), v)
+        vals = v.view(_U64)
+    for i, r in enumerate(dsts):
+        full = np.zeros(c.n, _U64)
+        full[exe] = vals[:, i]
+        c.put(r.name, full, "b64", exe)  # zero/sign-extended already
+
+
+def _st(c: _Cta, ins: Instr, exe) -> None:
+    t = _type(ins)
+    a, s = ins.ops
+    srcs = s.items if s.kind == "vec" else [s]
+    es = _elem_bytes(t)
+    width = es * len(srcs)
+    kind, addrs = _resolve(c, ins, _space(ins), _addr(c, ins, a, exe), exe)
+    cols = [c.raw(ins, r, t, exe)[exe] & _U64(_MASK[8 * es] if es < 8 else _MASK[64]) for r in srcs]
+    vals = np.stack(cols, axis=1).astype(f"<u{es}") if es < 8 else np.stack(cols, axis=1)
+    data = np.ascontiguousarray(vals).view(np.uint8).reshape(len(addrs), width)
+    tids = np.flatnonzero(exe)
+    if kind == "shared":
+        c.smem_write(ins, addrs, data, tids)
+        return
+    if (addrs % width).any():
+        c.fail(ins, f"misaligned global store of {width} bytes at {int(addrs[(addrs % width) != 0][0]):#x}")
+    try:
+        c.mem.scatter(addrs, data, "global store")
+    except SimError as e:
+        c.fail(ins, str(e), exe)
+
+
+def _cvta(c: _Cta, ins: Instr, exe) -> None:
+    d, s = ins.ops
+    t = _type(ins)
+    space = ins.mods[-2]
+    v = c.raw(ins, s, t, exe)
+    if space == "shared":
+        v = v - _U64(GENERIC_SHARED) if ins.mods[0] == "to" else v + _U64(GENERIC_SHARED)
+    elif space != "global":
+        c.fail(ins, f"cvta for .{space} is not supported by the simulator")
+    c.put(d.name, v, t, exe)
+
+
+def _arith(c: _Cta, ins: Instr, exe) -> None:
+    op, t = ins.op, _type(ins)
+    mods = ins.mods
+    d = ins.ops[0]
+    if T.is_float(t):
+        if any(m in ("rz", "rm", "rp") for m in mods):
+            c.fail(ins, "float rounding other than .rn is not supported by the simulator")
+        if t in ("f16x2", "bf16x2", "bf16"):
+            c.fail(ins, f"{op}.{t} is not supported by the simulator")
+        a, b = (c.get(ins, o, t, exe) for o in ins.ops[1:3])
+        with np.errstate(all="ignore"):
+            if op == "add":
+                r = a + b
+            elif op == "sub":
+                r = a - b
+            elif op == "mul":
+                r = a * b
+            elif op == "min":
+                r = np.fmin(a, b)
+            elif op == "max":
+                r = np.fmax(a, b)
+            elif op in ("fma", "mad"):
+                cc = c.get(ins, ins.ops[3], t, exe)
+                r = (a.astype(np.float64) * b + cc).astype(a.dtype) if t != "f64" else a * b + cc
+            else:
+                c.fail(ins, f"{op}.{t} is not supported")
+        if "sat" in mods:
+            r = np.where(np.isnan(r), 0, np.clip(r, 0, 1))
+        c.put(d.name, r, t, exe)
+        return
+    mode = next((m for m in mods if m in ("lo", "hi", "wide")), None)
+    if mode == "wide":
+        a, b = (c.get(ins, o, t, exe) for o in ins.ops[1:3])
+        dt = ("s" if T.kind(t) == "s" else "u") + str(2 * T.bits(t))
+        if T.kind(t) == "s":
+            r = a.astype(np.int64) * b.astype(np.int64)
+        else:
+            r = a.astype(_U64) * b.astype(_U64)
+        if op == "mad":
+            cc = c.get(ins, ins.ops[3], dt, exe)
+            r = r + cc
+        c.put(d.name, r, dt, exe)
+        return
+    a, b = (c.get(ins, o, t, exe) for o in ins.ops[1:3])
+    w = T.bits(t)
+    with np.errstate(over="ignore"):
+        if op == "add":
+            r = a + b
+        elif op == "sub":
+            r = a - b
+        elif op in ("mul", "mad"):
+            if mode == "hi":
+                if w == 64:
+                    c.fail(ins, "mul.hi on 64-bit types is not supported by the simulator")
+                wide = np.int64 if T.kind(t) == "s" else _U64
+                r = (a.astype(wide) * b.astype(wide)) >> wide(w)
+            else:
+                r = a * b
+            if op == "mad":
+                r = r + c.get(ins, ins.ops[3], t, exe)
+        elif op == "min":
+            r = np.minimum(a, b)
+        elif op == "max":
+            r = np.maximum(a, b)
+        else:
+            c.fail(ins, f"{op}.{t} is not supported")
+    if "sat" in mods and t == "s32":
+        r = np.clip(r, -(2**31), 2**31 - 1)
+    c.put(d.name, r, t, exe)
+
+
+def _logic(c: _Cta, ins: Instr, exe) -> None:
+    t = _type(ins)
+    d = ins.ops[0]
+    if t == "pred":
+        vals = [c.get(ins, o, "pred", exe) for o in ins.ops[1:]]
+        r = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}.get(ins.op)
+        c.put(d.name, np.logical_not(vals[0]) if ins.op == "not" else r(*vals), "pred", exe)
+        return
+    vals = [c.raw(ins, o, t, exe) for o in ins.ops[1:]]
+    if ins.op == "not":
+        r = ~vals[0]
+    else:
+        r = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[ins.op](*vals)
+    c.put(d.name, r, t, exe)
+
+
+def _shift(c: _Cta, ins: Instr, exe) -> None:
+    t = _type(ins)
+    d, a, b = ins.ops
+    w = T.bits(t)
+    n = np.minimum(c.get(ins, b, "u32", exe), w).astype(np.int64)
+    if ins.op == "shl":
+        v = c.raw(ins, a, t, exe)
+        r = np.where(n >= w, _U64(0), v << np.minimum(n, w - 1).astype(_U64))
+        c.put(d.name, r, t, exe)
+        return
+    v = c.get(ins, a, t, exe)
+    if T.kind(t) == "s":
+        r = v >> np.minimum(n, w - 1).astype(v.dtype)
+    else:
+        r = np.where(n >= w, 0, v >> np.minimum(n, w - 1).astype(v.dtype)).astype(v.dtype)
+    c.put(d.name, r, t, exe)
+
+
+_CMP = {
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+    "lo": np.less,
+    "ls": np.less_equal,
+    "hi": np.greater,
+    "hs": np.greater_equal,
+}
+
+
+def _setp(c: _Cta, ins: Instr, exe) -> None:
+    cmp, t = ins.mods[0], _type(ins)
+    p, a, b = ins.ops
+    x, y = c.get(ins, a, t, exe), c.get(ins, b, t, exe)
+    if T.kind(t) == "b":
+        x, y = c.raw(ins, a, t, exe), c.raw(ins, b, t, exe)
+    with np.errstate(invalid="ignore"):
+        if cmp in _CMP:
+            r = _CMP[cmp](x, y)
+            if cmp == "ne" and T.is_float(t):
+                r = r & ~(np.isnan(x) | np.isnan(y))
+        elif cmp == "num":
+            r = ~(np.isnan(x) | np.isnan(y))
+        elif cmp == "nan":
+            r = np.isnan(x) | np.isnan(y)
+        elif cmp.endswith("u") and cmp[:-1] in _CMP:
+            r = _CMP[cmp[:-1]](x, y) | np.isnan(x) | np.isnan(y)
+        else:
+            c.fail(ins, f"comparison {cmp} is not supported")
+    c.put(p.name, r, "pred", exe)
+
+
+def _selp(c: _Cta, ins: Instr, exe) -> None:
+    t = _type(ins)
+    d, a, b, p = ins.ops
+    sel = c.get(ins, p, "pred", exe)
+    c.put_raw(d.name, np.where(sel, c.raw(ins, a, t, exe), c.raw(ins, b, t, exe)), exe)
+
+
+def _cvt(c: _Cta, ins: Instr, exe) -> None:
+    mods = ins.mods
+    dt, at = mods[-2], mods[-1]
+    rnd = next((m for m in mods if m in ("rn", "rz", "rm", "rp", "rna", "rni", "rzi", "rmi", "rpi")), None)
+    d = ins.ops[0]
+    srcs = ins.ops[1:]
+    if dt in ("f16x2", "bf16x2"):
+        if rnd != "rn":
+            c.fail(ins, "packing cvt with rounding other than .rn is not supported by the simulator")
+        hi, lo = (c.get(ins, o, "f32", exe) for o in srcs)
+        if "relu" in mods:
+            hi, lo = (np.where(np.isnan(v), v, np.maximum(v, 0)) for v in (hi, lo))
+        one = "f16" if dt == "f16x2" else "bf16"
+        bh, bl = _to_bits(hi, one, c.n), _to_bits(lo, one, c.n)
+        c.put(d.name, (bh << _U64(16)) | bl, "b32", exe)
+        return
+    v = c.get(ins, srcs[0], at, exe)
+    if dt == "tf32":
+        u = np.asarray(v, np.float32).view(np.uint32)
+        special = (u & np.uint32(0x7F800000)) == np.uint32(0x7F800000)
+        r = np.where(special, u, _mma.round_tf32(v).view(np.uint32))
+        c.put(d.name, r.astype(_U64), "b32", exe)
+        return
+    if T.is_float(dt) and T.is_float(at):
+        if T.bits(dt) < T.bits(at) and rnd != "rn":
+            c.fail(ins, "narrowing float cvt with rounding other than .rn is not supported")
+        r = np.asarray(v, np.float32 if at != "f64" else np.float64)
+        if "sat" in mods:
+            r = np.where(np.isnan(r), 0, np.clip(r, 0, 1))
+        c.put(d.name, r, dt, exe)
+        return
+    if T.is_float(at):  # float -> int: round, saturate, NaN -> 0
+        fn = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}.get(rnd)
+        if fn is None:
+            c.fail(ins, f"float -> int cvt needs rni/rzi/rmi/rpi, got {rnd}")
+        lo, hi = T.int_range(dt)
+        f = np.nan_to_num(fn(np.asarray(v, np.float64)), nan=0.0)
+        r = np.clip(f, lo, hi)
+        r = r.astype(np.int64) if T.kind(dt) == "s" or T.bits(dt) < 64 else r.astype(_U64)
+        c.put(d.name, r, dt, exe)
+        return
+    if T.is_float(dt):  # int -> float
+        if rnd != "rn":
+            c.fail(ins, "int -> float cvt with rounding other than .rn is not supported")
+        c.put(d.name, np.asarray(v, np.float64), dt, exe)
+        return
+    # int -> int: sign/zero extension comes from the source type, truncation from _to_bits
+    if "sat" in mods:
+        lo, hi = T.int_range(dt)
+        v = np.clip(v, lo, hi)
+    c.put(d.name, v, dt, exe)
+
+
+def _shfl(c: _Cta, ins: Instr, exe) -> None:
+    mode = ins.mods[1]
+    d, a, b, cc, mm = ins.ops
+    mask = c.get(ins, mm, "b32", exe)
+    lane = c.lane
+    members = ((mask >> lane) & 1).astype(bool)
+    if (exe & ~members).any():
+        c.fail(ins, "a thread outside membermask executes shfl.sync", exe & ~members)
+    warps = np.unique(c.warp[exe])
+    inwarp = np.isin(c.warp, warps)
+    if (inwarp & members & ~exe).any():
+        c.fail(ins, "threads named in membermask do not execute this shfl.sync", inwarp & members & ~exe)
+    bval = c.get(ins, b, "u32", exe) & 31
+    cv = c.get(ins, cc, "u32", exe)
+    cval, seg = cv & 31, (cv >> 8) & 31
+    max_lane = (lane & seg) | (cval & ~seg & 31)
+    min_lane = lane & seg
+    if mode == "up":
+        j = lane - bval
+        pval = j >= max_lane
+    elif mode == "down":
+        j = lane + bval
+        pval = j <= max_lane
+    elif mode == "bfly":
+        j = lane ^ bval
+        pval = j <= max_lane
+    else:
+        j = min_lane | (bval & ~seg & 31)
+        pval = j <= max_lane
+    j = np.where(pval, j, lane)
+    src = c.warp * 32 + j
+    src_c = np.clip(src, 0, c.n - 1)
+    if (exe & ((src >= c.n) | ~exe[src_c])).any():
+        c.fail(ins, "shfl.sync reads a lane that does not execute it", exe & ~exe[src_c])
+    val = c.raw(ins, a, "b32", exe)
+    c.put(d.name, val[src_c], "b32", exe)
+    if d.pred:
+        c.put(d.pred, pval, "pred", exe)
+
+
+def _cp_async(c: _Cta, ins: Instr, exe) -> None:
+    op = ins.mods[1]  # cp.async.<op>
+    if op == "commit_group":
+        c.committed[exe] += 1
+        return
+    if op in ("wait_group", "wait_all"):
+        if op == "wait_all":
+            c.committed[exe] += 1
+        n = 0 if op == "wait_all" else ins.ops[0].value
+        _complete(c, ins, exe, n)
+        return
+    dst, src, size = ins.ops[0], ins.ops[1], ins.ops[2].value
+    tids = np.flatnonzero(exe)
+    sh = _addr(c, ins, dst, exe)[exe] & _MASK[32]
+    gl = _addr(c, ins, src, exe)[exe]
+    ssz = c.get(ins, ins.ops[3], "u32", exe)[exe] if len(ins.ops) > 3 else np.full(tids.size, size, np.int64)
+    if (ssz > size).any():
+        c.fail(ins, f"src-size larger than cp-size {size}")
+    if (gl % size).any():
+        c.fail(ins, f"cp.async global source misaligned for {size} bytes", exe)
+    idx = c._smem_index(ins, sh, size, tids)
+    flat, wv = idx.reshape(-1), np.repeat(c.warp[tids], size)
+    c._check_write(ins, flat, wv, what="starts an async copy into")
+    np.add.at(c.pending, flat, 1)
+    c.copies.append(
+        {
+            "ins": ins,
+            "tid": tids,
+            "group": c.committed[tids].copy(),
+            "dst": sh,
+            "src": gl,
+            "size": size,
+            "ssz": ssz,
+            "done": np.zeros(tids.size, bool),
+        }
+    )
+
+
+def _complete(c: _Cta, ins: Instr, exe, n: int) -> None:
+    for rec in c.copies:
+        sel = ~rec["done"] & exe[rec["tid"]] & (rec["group"] < c.committed[rec["tid"]] - n)
+        if not sel.any():
+            continue
+        size = rec["size"]
+        tids, dst, src, ssz = rec["tid"][sel], rec["dst"][sel], rec["src"][sel], rec["ssz"][sel]
+        data = np.zeros((tids.size, size), np.uint8)
+        for k in np.unique(ssz):
+            if k == 0:
+                continue
+            m = ssz == k
+            try:
+                data[m, :k] = c.mem.gather(src[m], int(k), "cp.async source")
+            except SimError as e:
+                c.fail(rec["ins"], str(e))
+        idx = dst[:, None] + np.arange(size)
+        flat = idx.reshape(-1)
+        np.add.at(c.pending, flat, -1)
+        wv = np.repeat(c.warp[tids], size)
+        c._check_write(rec["ins"], flat, wv, what="completes an async copy into")
+        c.w_warp[flat] = wv
+        c.w_epoch[flat] = c.epoch
+        c.smem[idx] = data
+        rec["done"][sel] = True
+        c.stats.async_copies += int(sel.sum())
+    c.copies = [r for r in c.copies if not r["done"].all()]
+
+
+def _ldmatrix(c: _Cta, ins: Instr, exe) -> None:
+    warps = c.whole_warps(ins, exe)
+    nmat = int(next(m for m in ins.mods if m.startswith("x"))[1:])
+    trans = "trans" in ins.mods
+    d, a = ins.ops
+    addrs = _addr(c, ins, a, exe) & _MASK[32]
+    # lanes 8j..8j+7 of each warp give the 16-byte rows of matrix j
+    giver = np.concatenate([w * 32 + np.arange(8 * nmat) for w in warps])
+    rows = c.smem_read(ins, addrs[giver], 16, giver).view("<u2").reshape(len(warps), nmat, 8, 8)
+    if trans:
+        rows = rows.transpose(0, 1, 3, 2)
+    lane = np.arange(32)
+    r, col = lane // 4, 2 * (lane % 4)
+    lo = rows[:, :, r, col].astype(_U64)  # (warps, nmat, 32)
+    hi = rows[:, :, r, col + 1].astype(_U64)
+    regs = lo | (hi << _U64(16))
+    for j, reg in enumerate(d.items):
+        full = c.regs.get(reg.name, np.zeros(c.n, _U64)).copy()
+        for wi, w in enumerate(warps):
+            full[w * 32 : w * 32 + 32] = regs[wi, j]
+        c.put(reg.name, full, "b32", exe)
+
+
+@cache
+def _layout(shape: str, dtype: str, operand: str) -> tuple[np.ndarray, np.ndarray]:
+    lay = _mma.layout(shape, dtype, operand)
+    return lay[..., 0], lay[..., 1]
+
+
+def _mma_sync(c: _Cta, ins: Instr, exe) -> None:
+    warps = c.whole_warps(ins, exe)
+    shape, dtype = ins.mods[2], ins.mods[6]
+    if ins.mods[3:5] != ("row", "col") or ins.mods[5] != "f32" or ins.mods[8] != "f32":
+        c.fail(ins, "only .row.col mma with f32 accumulators is supported by the simulator")
+    inf = _mma.info(shape, dtype)
+    dd, aa, bb, cc = ins.ops
+    sel = np.concatenate([w * 32 + np.arange(32) for w in warps])
+    nw = len(warps)
+
+    def frags(o: Operand, t: str, operand: str) -> np.ndarray:
+        regs = np.stack([c.raw(ins, r, t, exe)[sel] for r in o.items], axis=1)  # (nw*32, nregs)
+        if operand == "c":
+            return (regs & _U64(_MASK[32])).astype(np.uint32).view(np.float32).reshape(nw, 32, -1)
+        u = (regs & _U64(_MASK[32])).astype(np.uint32)
+        return _mma.unpack_regs(dtype, u).reshape(nw, 32, -1)
+
+    def tile(fr: np.ndarray, operand: str) -> np.ndarray:
+        rows, cols = _layout(shape, dtype, operand)
+        out = np.zeros((nw, *inf.dims(operand)), np.float64)
+        out[:, rows, cols] = fr
+        return out
+
+    qa = _mma.quantize(dtype, tile(frags(aa, "b32", "a"), "a").astype(np.float32)).astype(np.float64)
+    qb = _mma.quantize(dtype, tile(frags(bb, "b32", "b"), "b").astype(np.float32)).astype(np.float64)
+    acc = tile(frags(cc, "f32", "c"), "c") + qa @ qb
+    rows, cols = _layout(shape, dtype, "c")
+    dfr = acc[:, rows, cols].astype(np.float32).reshape(nw * 32, -1)  # (nw*32, 4)
+    for i, r in enumerate(dd.items):
+        full = c.regs.get(r.name, np.zeros(c.n, _U64)).copy()
+        full[sel] = dfr[:, i].view(np.uint32).astype(_U64)
+        c.put_raw(r.name, full, exe)
+
+
+_HANDLERS = {
+    "mov": _mov,
+    "ld": _ld,
+    "st": _st,
+    "cvta": _cvta,
+    "add": _arith,
+    "sub": _arith,
+    "mul": _arith,
+    "mad": _arith,
+    "fma": _arith,
+    "min": _arith,
+    "max": _arith,
+    "and": _logic,
+    "or": _logic,
+    "xor": _logic,
+    "not": _logic,
+    "shl": _shift,
+    "shr": _shift,
+    "setp": _setp,
+    "selp": _selp,
+    "cvt": _cvt,
+    "shfl": _shfl,
+    "cp": _cp_async,
+    "ldmatrix": _ldmatrix,
+    "mma": _mma_sync,
+}
+
+
+# --------------------------------------------------------------------------- launch
+
+
+def _dim3(x, what: str) -> tuple[int, int, int]:
+    t = tuple(x) if isinstance(x, tuple | list) else (x,)
+    if not 1 <= len(t) <= 3 or not all(isinstance(v, int | np.integer) and v >= 1 for v in t):
+        raise ValueError(f"{what} must be 1-3 positive ints, got {x!r}")
+    return tuple(int(v) for v in t) + (1,) * (3 - len(t))  # type: ignore[return-value]
+
+
+def launch(
+    ptx_text: str | Program,
+    kernel: str,
+    grid,
+    block,
+    args,
+    memory: Memory,
+    *,
+    max_steps: int = 2_000_000,
+    ctas=None,
+) -> LaunchStats:
+    """Run ``kernel`` of the module over ``grid`` x ``block`` threads on ``memory``.
+
+    ``args`` are the kernel parameters in order: ints (device addresses or integers, stored
+    with the parameter's width) or floats for .f32/.f64 parameters. ``ctas`` optionally limits
+    the run to some CTA indices (tuples), e.g. the corners of a large grid. CTAs run one after
+    another, in grid order.
+    """
+    prog = ptx_text if isinstance(ptx_text, Program) else _program(ptx_text)
+    if kernel not in prog.kernels:
+        raise SimError(f"kernel {kernel!r} not in module (has {', '.join(prog.kernels)})")
+    k = prog.kernels[kernel]
+    g, b = _dim3(grid, "grid"), _dim3(block, "block")
+    if k.reqntid is not None and np.prod(k.reqntid) != np.prod(b):
+        raise SimError(f"{kernel}: block {b} does not match .reqntid {k.reqntid}")
+    if len(args) != len(k.params):
+        raise SimError(
+            f"{kernel} takes {len(k.params)} parameters ({', '.join(n for _, n in k.params)}), got {len(args)}"
+        )
+    params = {}
+    for (t, name), v in zip(k.params, args, strict=True):
+        if T.is_float(t):
+            bits = int(_to_bits(np.asarray([float(v)]), t, 1)[0])
+        else:
+            if not isinstance(v, int | np.integer) or isinstance(v, bool):
+                raise SimError(f"parameter {name} (.{t}) needs an int, got {v!r}")
+            w = T.bits(t)
+            if not -(2 ** (w - 1)) <= int(v) < 2**w:
+                raise SimError(f"parameter {name} (.{t}): {v} does not fit in {w} bits")
+            bits = int(v) & _MASK[T.bits(t)]
+        params[name] = (t, bits)
+    stats = LaunchStats()
+    order = ctas if ctas is not None else [(x, y, z) for z in range(g[2]) for y in range(g[1]) for x in range(g[0])]
+    for cta in order:
+        _Cta(k, memory, params, tuple(cta), g, b, stats, max_steps).run()
+        stats.ctas += 1
+    return stats
