@@ -4,6 +4,8 @@
     minijit bench --quick               # small suite (~15 s)
     minijit bench --config brgemm --threads 1,2 --reps 20 --json out.json --plot out.png
     minijit bench --config-file ops.json   # user-defined tensor operations (JSON, or YAML with PyYAML)
+    minijit bench --target cuda         # GPU: tensor-core GEMM / seed configs vs torch (--size, --iters, --write)
+    minijit bench --spmm                # SpMM: TCA-SpMM vs cuSPARSE on a GPU, CPU kernel vs scipy (--quick, --write)
     minijit disasm --config brgemm      # the generated kernels and loop nest as assembly
     minijit info                        # host features, targets, tools
 
@@ -12,6 +14,7 @@ plain GEMMs, ``np.einsum(..., optimize=True)`` for tensor configurations,
 ``torch.einsum`` when torch is importable), after a warm-up, as the median of
 ``--reps`` timed calls (``time.perf_counter``); GFLOPS = ``TensorConfig.flops()``
 / time. Errors in the arguments or a config file print one line and exit 2.
+``--target cuda`` and ``--spmm`` are implemented in `minijit.bench_cuda` and `minijit.bench_spmm`.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import ctypes
 import datetime
 import json
 import os
+import pathlib
 import platform
 import shlex
 import shutil
@@ -676,14 +680,187 @@ def plot(rows: list[dict[str, Any]], path: str) -> None:
     plt.close(fig)
 
 
+def _meta(args: argparse.Namespace) -> dict[str, Any]:
+    """Date and command of a result."""
+    return {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "command": "minijit " + shlex.join(args.argv),
+    }
+
+
+def _write_json(args: argparse.Namespace, result: dict[str, Any]) -> None:
+    if not args.json:
+        return
+    try:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
+            f.write("\n")
+    except OSError as e:
+        raise CliError(f"cannot write {args.json}: {e.strerror or e}") from None
+    _progress(f"wrote {args.json}", args.quiet)
+
+
+def results_dir() -> pathlib.Path:
+    """``bench/results`` of the source tree minijit runs from, else ``./bench/results``."""
+    tree = pathlib.Path(__file__).resolve().parents[1] / "bench"
+    return (tree if tree.is_dir() else pathlib.Path.cwd() / "bench") / "results"
+
+
+def _write_results(args: argparse.Namespace, name: str, title: str, facts: list[str], body: list[str]) -> None:
+    """With ``--write``: ``results_dir()/name`` as Markdown (title, ``- fact`` lines, the report)."""
+    if not args.write:
+        return
+    path = results_dir() / name
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join([f"# {title}", "", *(f"- {f}" for f in facts), "", *body, ""]), encoding="utf-8")
+    except OSError as e:
+        raise CliError(f"cannot write {path}: {e.strerror or e}") from None
+    _progress(f"wrote {path}", args.quiet)
+
+
+def _bench_mode(args: argparse.Namespace) -> str:
+    """The bench mode: cpu, cuda (``--target cuda``) or spmm (``--spmm``); CliError for options it does not take."""
+    mode = "spmm" if args.spmm else "cuda" if args.target == "cuda" else "cpu"
+    if mode == "spmm" and args.target != "native":
+        raise CliError(
+            f"--spmm chooses its devices itself (the GPU when one answers, and the CPU); drop --target {args.target}"
+        )
+    if mode != "cpu":
+        flag = "--target cuda" if mode == "cuda" else "--spmm"
+        opts = {"--config": args.config, "--config-file": args.config_file, "--dtype": args.dtype, "--plot": args.plot}
+        if mode == "cuda":
+            opts["--threads"] = args.threads
+        given = [o for o, v in opts.items() if v]
+        if given:
+            raise CliError(f"{flag} runs its own cases; it does not take {', '.join(given)}")
+    if args.size is not None and mode != "cuda":
+        raise CliError("--size (the GEMM size) applies only to --target cuda")
+    if args.spmm_n is not None and mode != "spmm":
+        raise CliError("--spmm-n applies only to --spmm")
+    if args.write and mode == "cpu":
+        raise CliError("--write applies to --target cuda and --spmm; the CPU suite writes --json PATH")
+    return mode
+
+
+def _default_reps(args: argparse.Namespace) -> int:
+    if args.spmm:
+        return 3 if args.quick else 5
+    if args.target == "cuda":
+        return 10 if args.quick else 20
+    return 5 if args.quick else 10
+
+
+def _bench_cuda(args: argparse.Namespace) -> int:
+    from minijit import bench_cuda
+
+    size = args.size if args.size is not None else bench_cuda.QUICK_SIZE if args.quick else bench_cuda.SIZE
+    if not bench_cuda.MIN_SIZE <= size <= bench_cuda.MAX_SIZE:
+        raise CliError(f"--size must be in {bench_cuda.MIN_SIZE}..{bench_cuda.MAX_SIZE}, got {size}")
+    why = bench_cuda.missing()
+    if why:
+        raise CliError(f"--target cuda: {why}")
+    started = time.perf_counter()
+    rows = bench_cuda.run(size, args.reps, lambda msg: _progress(msg, args.quiet))
+    env = bench_cuda.environment()
+    print(f"# minijit bench --target cuda: {env['device']}, driver {env['driver']}, size {size}, iters {args.reps}")
+    table = bench_cuda.table(rows)
+    print(table)
+    meta = _meta(args)
+    settings = {"size": size, "iters": args.reps, "warmup": bench_cuda.WARMUP, "measurement": bench_cuda.TIMING}
+    result = {**meta, "device": env, "versions": _versions(), "settings": settings}
+    _write_json(args, {**result, "elapsed_s": round(time.perf_counter() - started, 2), "results": rows})
+    facts = [f"{k}: {v}" for k, v in env.items()]
+    facts += [f"date: {meta['date']}", f"command: `{meta['command']}`", f"timing: {bench_cuda.TIMING}"]
+    facts.append("fp32 rows: minijit tf32 (cvt.rna, fp32 C) vs torch with allow_tf32; torch's C has the input dtype")
+    date = meta["date"][:10]
+    _write_results(args, f"cuda_{date}.md", "CUDA GEMM/BRGEMM: minijit vs torch (cuBLAS)", facts, [table])
+    return 0 if all(r["check"]["ok"] for r in rows) else 1
+
+
+def _spmm_ns(args: argparse.Namespace) -> list[int]:
+    from minijit.sparse.cpu import MAX_N
+
+    if args.spmm_n is None:
+        return [64, 128] if args.quick else [128, 256, 512]
+    out = []
+    for part in args.spmm_n.split(","):
+        try:
+            n = int(part)
+        except ValueError:
+            raise CliError(f"--spmm-n takes comma-separated integers, got {part.strip()!r}") from None
+        if not 1 <= n <= MAX_N:
+            raise CliError(f"--spmm-n values must be in 1..{MAX_N}, got {n}")
+        out.append(n)
+    return list(dict.fromkeys(out))
+
+
+def _bench_spmm(args: argparse.Namespace) -> int:
+    from minijit.parallel import default_threads
+
+    ns = _spmm_ns(args)
+    threads = _threads_list(args.threads) if args.threads else [default_threads()]
+    if len(threads) != 1:
+        raise CliError(f"--spmm takes one --threads value, got {','.join(map(str, threads))}")
+    try:
+        import scipy  # type: ignore[import-untyped]
+    except ImportError:
+        raise CliError("--spmm needs scipy (the CPU peer and the check): pip install scipy") from None
+    from minijit import bench_spmm
+    from ptx import driver
+
+    def progress(msg: str) -> None:
+        _progress(msg, args.quiet)
+
+    started = time.perf_counter()
+    mats = bench_spmm.matrices(np.random.default_rng(2026), quick=args.quick)
+    gpu, note, device = None, "", None
+    if not driver.available():
+        note = "GPU rows pending: no CUDA device here (ptx.driver.available() is False); CPU section only."
+    elif bench_spmm.gpu_peer() is None:
+        note = "GPU rows skipped: no cuSPARSE peer (torch with CUDA, or cupy) is importable; CPU section only."
+    else:
+        device = f"{driver.device().name} ({driver.device().arch})"
+        gpu = bench_spmm.gpu_rows(mats, ns, args.reps, progress)
+    cpu = bench_spmm.cpu_rows(mats, ns, args.reps, threads[0], progress)
+    body = bench_spmm.sections(gpu, cpu, note)
+    hw = _hardware()
+    how = f"best of {args.reps} after a warm-up; GFLOPS = 2 nnz N / time"
+    print(
+        f"# minijit bench --spmm: {hw['cpu'] or hw['isa']}, minijit threads {threads[0]} (scipy single-threaded),"
+        f" N {','.join(map(str, ns))}, {'quick ' if args.quick else ''}matrices, {how}"
+    )
+    print("\n".join(body))
+    meta = _meta(args)
+    rows = [*(gpu or []), *cpu]
+    settings = {"n": ns, "reps": args.reps, "threads": threads[0], "quick": args.quick, "measurement": how}
+    versions = {**_versions(), "scipy": scipy.__version__}
+    result = {**meta, "hardware": hw, "gpu": device or note, "versions": versions, "settings": settings}
+    parts = (("gpu", gpu or []), ("cpu", cpu))
+    result["geomean_speedup"] = {k: bench_spmm.geomean([r["speedup"] for r in v]) for k, v in parts if v}
+    _write_json(args, {**result, "elapsed_s": round(time.perf_counter() - started, 2), "results": rows})
+    facts = [f"CPU: {hw['cpu'] or hw['isa']} ({hw['isa']}), minijit threads: {threads[0]}; scipy is single-threaded"]
+    facts += [f"GPU: {device}"] if device else []
+    facts += [f"date: {meta['date']}", f"command: `{meta['command']}`", f"timing: {how}"]
+    facts.append("CPU: fp32 S (CSR) x fp32 B (row-major) -> fp32 C; GPU: fp16 S and B -> fp32 C")
+    name = f"spmm_{meta['date'][:10]}.md" if gpu else f"spmm_cpu_{meta['date'][:10]}.md"
+    _write_results(args, name, "SpMM: minijit vs cuSPARSE (GPU) and scipy (CPU)", facts, body)
+    return 0 if all(r["check"]["ok"] for r in rows) else 1
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
+    mode = _bench_mode(args)
+    if args.reps < 1:
+        raise CliError(f"--reps must be >= 1, got {args.reps}")
+    if mode == "cuda":
+        return _bench_cuda(args)
+    if mode == "spmm":
+        return _bench_spmm(args)
     if args.plot:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
             raise CliError("--plot needs matplotlib: pip install matplotlib (or 'minijit[plot]')") from None
-    if args.reps < 1:
-        raise CliError(f"--reps must be >= 1, got {args.reps}")
     target = _check_native(args.target)
     specs = _select(args, QUICK_SUITE if args.quick else DEFAULT_SUITE)
     threads = _threads_list(args.threads)
@@ -705,8 +882,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print("# note: numpy's BLAS thread count could not be set; peers used their default threads")
     print(format_table(rows))
     result = {
-        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "command": "minijit " + shlex.join(args.argv),
+        **_meta(args),
         "hardware": hw,
         "versions": _versions(),
         "settings": {
@@ -719,14 +895,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         "elapsed_s": round(time.perf_counter() - started, 2),
         "results": rows,
     }
-    if args.json:
-        try:
-            with open(args.json, "w", encoding="utf-8") as f:
-                json.dump(result, f, indent=2)
-                f.write("\n")
-        except OSError as e:
-            raise CliError(f"cannot write {args.json}: {e.strerror or e}") from None
-        _progress(f"wrote {args.json}", args.quiet)
+    _write_json(args, result)
     if args.plot:
         plot(rows, args.plot)
         _progress(f"wrote {args.plot}", args.quiet)
@@ -827,7 +996,11 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--config-file", metavar="PATH", help="JSON (or YAML) file of user tensor operations")
     p.add_argument("--dtype", choices=("fp32", "fp64"), help="element type (default: fp32 / the file's)")
-    p.add_argument("--target", default="native", help="native (default), x86_64-avx512, x86_64-avx2, aarch64-...")
+    p.add_argument(
+        "--target",
+        default="native",
+        help="native (default), x86_64-avx512, x86_64-avx2, aarch64-...; bench: cuda (GPU GEMM rows vs torch)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -838,8 +1011,26 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="GFLOPS of tensor operations next to numpy (and torch) in the same run")
     _add_config_args(b)
     b.add_argument("--threads", action="append", metavar="N", help="threads (repeatable or list: 1,2; default all,1)")
-    b.add_argument("--reps", type=int, default=None, help="timed repetitions per measurement (median; default 10)")
-    b.add_argument("--quick", action="store_true", help="a small suite (~15 s)")
+    b.add_argument(
+        "--reps",
+        "--iters",
+        dest="reps",
+        type=int,
+        default=None,
+        help="timed repetitions per measurement (CPU: median, default 10; cuda: mean of CUDA-event-timed"
+        " iterations, default 20; --spmm: best of, default 5)",
+    )
+    b.add_argument(
+        "--quick", action="store_true", help="a small suite (~15 s); cuda: size 4096; --spmm: small matrices (s)"
+    )
+    b.add_argument("--size", type=int, default=None, help="--target cuda: M = N = K of the GEMM (default 8192)")
+    b.add_argument(
+        "--spmm",
+        action="store_true",
+        help="SpMM rows: TCA-SpMM vs cuSPARSE on a GPU (when one answers), the CPU kernel vs scipy",
+    )
+    b.add_argument("--spmm-n", metavar="N,N,...", help="--spmm: dense column counts N (default 128,256,512)")
+    b.add_argument("--write", action="store_true", help="cuda / --spmm: also write a Markdown file to bench/results/")
     b.add_argument("--json", metavar="PATH", help="write the results (with hardware, date, command, versions)")
     b.add_argument("--plot", metavar="PATH", help="bar chart PNG (needs matplotlib)")
     b.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
@@ -863,7 +1054,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         args.argv = argv
         if args.command == "bench" and args.reps is None:
-            args.reps = 5 if args.quick else 10
+            args.reps = _default_reps(args)
         if args.command == "disasm" and args.threads_n is not None and args.threads_n < 1:
             raise CliError(f"--threads must be >= 1, got {args.threads_n}")
         return int(args.func(args) or 0)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -188,3 +191,206 @@ def test_python_dash_m(tmp_path):
         [sys.executable, "-m", "minijit", "bench", "--config", "nope"], capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 2 and "unknown config" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# bench --spmm and bench --target cuda
+# ---------------------------------------------------------------------------------------------
+native_spmm = pytest.mark.skipif(
+    not (host().isa == "aarch64" or (host().isa == "x86_64" and host().avx2)),
+    reason="no native SpMM kernel for this host",
+)
+SPMM_ROW = re.compile(r"^\| (dlmc_\w+|ss_\w+) \|")
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    """ptx.driver.available() is False, so the GPU paths behave as on a machine without a GPU."""
+    from ptx import driver
+
+    monkeypatch.setattr(driver, "available", lambda: False)
+
+
+@native_spmm
+def test_bench_spmm_quick_cpu_rows(no_gpu, tmp_path, capsys, monkeypatch):
+    pytest.importorskip("scipy")
+    monkeypatch.setattr(cli, "results_dir", lambda: tmp_path / "results")
+    out_json = tmp_path / "spmm.json"
+    argv = ["bench", "--spmm", "--quick", "--reps", "1", "--json", str(out_json), "--write"]
+    rc, out, err = run(argv, capsys)
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert [ln for ln in lines if "GPU rows" in ln] == [
+        "GPU rows pending: no CUDA device here (ptx.driver.available() is False); CPU section only."
+    ]
+    assert "| N | minijit ms | GFLOPS | scipy ms | GFLOPS | speedup | check |" in out
+    rows = [ln for ln in lines if SPMM_ROW.match(ln)]
+    assert len(rows) == 6 * 2  # six matrices, N = 64 and 128
+    assert all(ln.endswith("x | ok |") for ln in rows)
+    (gm_line,) = [ln for ln in lines if ln.startswith("geometric-mean speedup over scipy:")]
+    data = json.loads(out_json.read_text())
+    assert data["command"] == "minijit " + " ".join(argv)
+    results = data["results"]
+    assert [(r["matrix"], r["n"]) for r in results] == [(r.split(" | ")[0][2:], int(r.split(" | ")[4])) for r in rows]
+    for r in results:
+        assert r["section"] == "cpu" and r["check"]["ok"] and r["peer"]["name"] == "scipy"
+        assert r["rows"] <= 10000 and r["nnz"] > 0  # the quick matrices
+        assert r["speedup"] == pytest.approx(r["peer"]["time_s"] / r["time_s"])
+        assert r["gflops"] == pytest.approx(2 * r["nnz"] * r["n"] / r["time_s"] / 1e9)
+    gm = math.exp(sum(math.log(r["speedup"]) for r in results) / len(results))
+    assert data["geomean_speedup"] == {"cpu": pytest.approx(gm)}
+    assert gm_line == f"geometric-mean speedup over scipy: {gm:.2f}x"
+    (md,) = (tmp_path / "results").glob("spmm_cpu_*.md")
+    text = md.read_text()
+    assert "`minijit bench --spmm --quick" in text and rows[0] in text and gm_line in text
+
+
+def _spmm_nothing(self, b, c):
+    return c  # C keeps the NaNs it was filled with
+
+
+def _spmm_one_off(self, b, c):
+    c[...] = self.csr.to_scipy() @ b
+    c[-1, -1] += 0.5
+    return c
+
+
+@native_spmm
+@pytest.mark.parametrize("broken", [_spmm_nothing, _spmm_one_off])
+def test_bench_spmm_wrong_result_exits_1(broken, no_gpu, capsys, monkeypatch):
+    pytest.importorskip("scipy")
+    from minijit.sparse import SpMM
+
+    monkeypatch.setattr(SpMM, "execute", broken)
+    rc, out, err = run(["bench", "--spmm", "--quick", "--reps", "1", "--spmm-n", "16"], capsys)
+    assert rc == 1
+    rows = [ln for ln in out.splitlines() if SPMM_ROW.match(ln)]
+    assert len(rows) == 6 and all(" | ERR " in ln for ln in rows)
+    assert err.count("WRONG RESULT") == 6
+
+
+@pytest.mark.parametrize(
+    "patches, message",
+    [
+        ({}, "--target cuda: no usable CUDA GPU: ptx.driver.available() is False"),
+        ({"available": True, "ptxas": None}, "--target cuda: ptxas not found"),
+        ({"available": True, "ptxas": "/bin/true", "torch": None}, "--target cuda: torch is not installed"),
+    ],
+)
+def test_bench_cuda_without_gpu_exits_2_naming_what_is_missing(patches, message, capsys, monkeypatch):
+    import ptx
+    from ptx import driver
+
+    monkeypatch.setattr(driver, "available", lambda: patches.get("available", False))
+    if "ptxas" in patches:
+        monkeypatch.setattr(ptx, "find_ptxas", lambda: patches["ptxas"])
+    if "torch" in patches:
+        monkeypatch.setitem(sys.modules, "torch", None)  # import fails
+    rc, out, err = run(["bench", "--target", "cuda"], capsys)
+    assert rc == 2
+    assert out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith("minijit: error: " + message)
+
+
+def test_bench_cuda_cases_match_their_einsum():
+    """Each case's setup (strides, touches) computes its einsum: the kernel's numpy model, no GPU."""
+    np = pytest.importorskip("numpy")
+    from minijit import bench_cuda
+
+    todo = [c for c in bench_cuda.cases(48, dims=(2, 3, 2, 32, 16, 16)) if c.dtype != "bf16"]
+    assert {c.name for c in todo} == {"gemm", "seed gemm", "seed brgemm", "seed zero-brgemm-relu"}
+    rng = np.random.default_rng(0)
+    for case in todo:
+        op = case.operation()
+        npdt = np.float16 if case.dtype == "fp16" else np.float32
+        a = rng.uniform(-1, 1, case.shapes[0]).astype(npdt)
+        b = rng.uniform(-1, 1, case.shapes[1]).astype(npdt)
+        c = np.zeros(case.shapes[2], np.float32)
+        op.simulate(a, b, c)
+        ref = case.reference(a, b)
+        assert np.abs(c - ref).max() / np.abs(ref).max() < bench_cuda.TOL[case.dtype], (case.name, case.dtype)
+        assert (c.min() >= 0) == case.relu
+
+
+def test_bench_cuda_cases_at_full_size_set_up_without_gpu():
+    from minijit import bench_cuda
+
+    todo = bench_cuda.cases(bench_cuda.SIZE)
+    assert [(c.name, c.dtype) for c in todo[:3]] == [("gemm", dt) for dt in ("fp16", "bf16", "fp32")]
+    assert len(todo) == 12
+    for case in todo:
+        op = case.operation()
+        assert case.flops == 2.0 * 8192**3 if case.name == "gemm" else 2.0 * 8192 * 8192 * 2048
+        if case.name.startswith("seed"):
+            assert len(op.batch_table) == 16 * 16  # the shared m0, n0 (gridDim.z)
+            assert len(op.red_table) == 32  # k0: the seq K loop or the BR dim
+            assert (op.m, op.n, op.k) == (512, 512, 64)
+            assert case.sizes.startswith("M=8192 N=8192 K=2048 as (m0,n0,k0,m1,n1,k1)=(16,16,32,512,512,64)")
+    first_last = {c.name: (c.setup_args[0], c.setup_args[2]) for c in todo}
+    assert first_last["seed zero-brgemm-relu"] == ("zero", "relu") and first_last["seed gemm"] == ("none", "none")
+
+
+@pytest.mark.gpu
+def test_bench_cuda_rows_on_gpu(dev, tmp_path, capsys):
+    pytest.importorskip("torch")
+    out_json = tmp_path / "cuda.json"
+    rc, out, err = run(["bench", "--target", "cuda", "--size", "512", "--iters", "2", "--json", str(out_json)], capsys)
+    assert rc == 0, err
+    assert "| minijit/peer | max rel err |" in out
+    data = json.loads(out_json.read_text())
+    assert dev.name in data["device"]["device"] and data["device"]["ptxas"]
+    rows = data["results"]
+    assert {(r["case"], r["dtype"]) for r in rows} == {
+        (c, dt)
+        for c in ("gemm", "seed gemm", "seed brgemm", "seed zero-brgemm-relu")
+        for dt in ("fp16", "bf16", "fp32")
+    }
+    for r in rows:
+        assert r["check"]["ok"] and r["max_rel_err"] < (1e-2 if r["dtype"] == "fp32" else 1e-3), r
+        assert r["tflops"] > 0 and r["peer"]["tflops"] > 0
+        assert r["ratio"] == pytest.approx(r["tflops"] / r["peer"]["tflops"])
+        assert f"| {r['case']} | {r['dtype']} | {r['sizes']} | {r['tflops']:.1f} |" in out
+        assert f"| {r['ratio']:.2f}x | {r['max_rel_err']:.1e} | ok |" in out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["bench", "--spmm", "--target", "cuda"], "--spmm chooses its devices itself"),
+        (["bench", "--target", "cuda", "--size", "0"], "--size must be in 16..16384, got 0"),
+        (["bench", "--target", "cuda", "--size", "100000"], "--size must be in 16..16384, got 100000"),
+        (["bench", "--target", "cuda", "--iters", "0"], "--reps must be >= 1"),
+        (
+            ["bench", "--target", "cuda", "--config", "gemm"],
+            "--target cuda runs its own cases; it does not take --config",
+        ),
+        (["bench", "--target", "cuda", "--threads", "1"], "it does not take --threads"),
+        (["bench", "--spmm", "--dtype", "fp64"], "--spmm runs its own cases; it does not take --dtype"),
+        (["bench", "--size", "512", "--config", "gemm"], "--size (the GEMM size) applies only to --target cuda"),
+        (["bench", "--spmm-n", "64"], "--spmm-n applies only to --spmm"),
+        (["bench", "--spmm", "--spmm-n", "0"], "--spmm-n values must be in 1..65536, got 0"),
+        (["bench", "--spmm", "--spmm-n", "64,x"], "--spmm-n takes comma-separated integers, got 'x'"),
+        (["bench", "--spmm", "--threads", "1,2"], "--spmm takes one --threads value, got 1,2"),
+        (["bench", "--write", "--config", "gemm"], "--write applies to --target cuda and --spmm"),
+    ],
+)
+def test_bench_gpu_and_spmm_argument_errors_exit_2_with_one_line(argv, message, capsys):
+    rc, out, err = run(argv, capsys)
+    assert rc == 2
+    assert out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith("minijit: error: ") and message in line
+
+
+@pytest.mark.parametrize(
+    "script, args, message",
+    [
+        ("cuda_gemm.py", ["--size", "0"], "--size must be in 16..16384, got 0"),
+        ("spmm.py", ["--repeats", "0", "--no-write"], "--reps must be >= 1, got 0"),
+    ],
+)
+def test_bench_scripts_wrap_the_cli(script, args, message):
+    path = Path(__file__).resolve().parents[2] / "bench" / script
+    proc = subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.strip() == f"minijit: error: {message}", proc.stderr

@@ -1,0 +1,260 @@
+"""GPU rows for ``minijit bench --target cuda``: tensor-core GEMM/BRGEMM kernels vs torch (cuBLAS).
+
+Cases, each for fp16, bf16 and fp32 inputs (fp32 runs as tf32; torch gets
+``torch.backends.cuda.matmul.allow_tf32 = True``); output C is fp32 for minijit and the input
+type for torch:
+
+- ``gemm``: an M = N = K = ``size`` column-major GEMM against ``torch.matmul``;
+- the seed 004 configurations ``seed gemm``, ``seed brgemm`` and ``seed zero-brgemm-relu``
+  (`minijit.cli.BUILTIN_CONFIGS`: A[m0,k0,k1,m1], B[n0,k0,n1,k1], C[m0,n0,n1,m1]) scaled up to fill
+  the GPU: prims m1 = n1 = 512, k1 = 64, k0 = 32 and the outer m0 = n0 = ``size`` / 512 run
+  ``shared`` (C is size x size, K = 2048; at 8192: 256 output blocks of 16 CTA tiles each),
+  against ``torch.einsum`` (+ ``torch.relu``). Large prims, few loop iterations: ``execute`` does
+  host work per launch that grows with the batch and reduction tables (about 0.15 us per entry),
+  which must stay well below the kernel's time for the rows to measure the kernel.
+
+Timing: 3 warm-up calls, then ``torch.cuda.Event`` around ``iters`` calls (mean);
+TFLOPS = 2 * (product of the dim sizes) / time. Each case is checked once against a torch fp32
+reference (tf32 off) from the same inputs: ``max rel err`` = max |C - ref| / max |ref|.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["DTYPES", "SIZE", "TOL", "Case", "cases", "environment", "missing", "run", "seed_dims", "table"]
+
+SIZE = 8192
+QUICK_SIZE = 4096
+MIN_SIZE, MAX_SIZE = 16, 16384
+DTYPES = ("fp16", "bf16", "fp32")
+#: ``check`` tolerance of the max relative error (fp32 inputs are rounded to tf32, the reference is not)
+TOL = {"fp16": 1e-3, "bf16": 1e-3, "fp32": 1e-2}
+SEED_CONFIGS = ("gemm", "brgemm", "zero-brgemm-relu")
+SEED_EXPR = "akcb,dkec->adeb"  # A[m0,k0,k1,m1], B[n0,k0,n1,k1] -> C[m0,n0,n1,m1]
+WARMUP = 3
+TIMING = f"{WARMUP} warm-up calls, then torch.cuda.Event around iters calls (mean); TFLOPS = 2 * prod(dims) / time"
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmark case: CudaTensorOperation.setup arguments, dense operand shapes, the peer."""
+
+    name: str
+    dtype: str
+    sizes: str
+    setup_args: tuple  # setup() arguments after dtype
+    expr: str  # einsum of the dense operands a, b -> c (before a ReLU)
+    shapes: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+    relu: bool
+    peer: str  # "torch.matmul" or "torch.einsum"
+    flops: float
+
+    def operation(self):
+        """The set-up `CudaTensorOperation` (needs no GPU)."""
+        from minijit.cuda import CudaTensorOperation
+
+        op = CudaTensorOperation()
+        op.setup(self.dtype, *self.setup_args)
+        return op
+
+    def reference(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """numpy float64 reference of C from the dense operands."""
+        r = np.einsum(self.expr, a.astype(np.float64), b.astype(np.float64))
+        return np.maximum(r, 0) if self.relu else r
+
+
+def seed_dims(size: int) -> tuple[int, int, int, int, int, int]:
+    """(m0, n0, k0, m1, n1, k1) of the scaled seed configurations for ``--size``."""
+    outer = max(1, size // 512)
+    return outer, outer, 32, 512, 512, 64
+
+
+def cases(size: int, dims: tuple[int, ...] | None = None) -> list[Case]:
+    """The GEMM and the three seed cases for every dtype (``dims``: override `seed_dims`)."""
+    from minijit.cli import BUILTIN_CONFIGS
+
+    n = size
+    out = []
+    for dt in DTYPES:
+        gemm = ("zero", "gemm", "none", "mnk", ("prim",) * 3, (n, n, n), (1, 0, n), (0, n, 1), (1, n, 0))
+        # at[k, m] = A[m, k] (column-major A), bt[n, k] = B[k, n], c[n, m] = C[m, n]
+        shapes = ((n, n), (n, n), (n, n))
+        out.append(Case("gemm", dt, f"M=N=K={n}", gemm, "km,nk->nm", shapes, False, "torch.matmul", 2.0 * n**3))
+    m0, n0, k0, m1, n1, k1 = dims or seed_dims(size)
+    sizes = (m0, n0, k0, m1, n1, k1)
+    strides = (
+        (k0 * k1 * m1, 0, k1 * m1, 1, 0, m1),
+        (0, k0 * n1 * k1, n1 * k1, 0, k1, 1),
+        (n0 * n1 * m1, n1 * m1, 0, 1, m1, 0),
+    )
+    shapes = ((m0, k0, k1, m1), (n0, k0, n1, k1), (m0, n0, n1, m1))
+    desc = f"M={m0 * m1} N={n0 * n1} K={k0 * k1} as (m0,n0,k0,m1,n1,k1)=({','.join(map(str, sizes))}), m0,n0 shared"
+    for name in SEED_CONFIGS:
+        s = BUILTIN_CONFIGS[name].setup
+        exec_types = ("shared", "shared", *s["exec_types"][2:])  # the seed's outer seq M, N loops
+        args = (s["prim_first"], s["prim_main"], s["prim_last"], s["dim_types"], exec_types, sizes, *strides)
+        relu = s["prim_last"] == "relu"
+        for dt in DTYPES:
+            flops = 2.0 * math.prod(sizes)
+            out.append(Case(f"seed {name}", dt, desc, args, SEED_EXPR, shapes, relu, "torch.einsum", flops))
+    return out
+
+
+def missing() -> str | None:
+    """What the GPU benchmark lacks here, as one line, or None when it can run."""
+    import ptx
+    from ptx import driver
+
+    if not driver.available():
+        return (
+            "no usable CUDA GPU: ptx.driver.available() is False"
+            " (no NVIDIA driver or device, or cuda-bindings not installed: pip install -e '.[gpu]')"
+        )
+    if ptx.find_ptxas() is None:
+        return "ptxas not found (set MINIJIT_PTXAS or CUDA_HOME, or pip install nvidia-cuda-nvcc)"
+    try:
+        import torch  # type: ignore[import-not-found]
+    except ImportError:
+        return "torch is not installed (the peer: torch.matmul / torch.einsum on cuBLAS)"
+    if not torch.cuda.is_available():
+        return f"torch {torch.__version__} has no CUDA device (torch.cuda.is_available() is False)"
+    return None
+
+
+def _timed(torch, fn: Callable[[], object], iters: int) -> float:
+    """Seconds per call: warm-up, then CUDA events around ``iters`` calls."""
+    for _ in range(WARMUP):
+        fn()
+    torch.cuda.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        fn()
+    stop.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(stop) / iters / 1e3
+
+
+def _measure(torch, case: Case, iters: int) -> dict[str, Any]:
+    tdt = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[case.dtype]
+    op = case.operation()
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(case.shapes[0], device="cuda", generator=gen).to(tdt)
+    b = torch.randn(case.shapes[1], device="cuda", generator=gen).to(tdt)
+    c = torch.zeros(case.shapes[2], device="cuda", dtype=torch.float32)
+
+    def peer() -> object:
+        r = torch.matmul(b, a) if case.peer == "torch.matmul" else torch.einsum(case.expr, a, b)
+        return torch.relu(r) if case.relu else r
+
+    # correctness once, from a zeroed C (the accumulating seed configs add to C)
+    op.execute(a, b, c)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ref = torch.einsum(case.expr, a.float(), b.float())
+    if case.relu:
+        ref = torch.relu(ref)
+    scale = ref.abs().max().item()
+    err = (c - ref).abs().max().item() / max(scale, 1e-30)
+    del ref
+    torch.backends.cuda.matmul.allow_tf32 = True
+    t_ours = _timed(torch, lambda: op.execute(a, b, c, sync=False), iters)
+    t_peer = _timed(torch, peer, iters)
+    return {
+        "case": case.name,
+        "dtype": case.dtype,
+        "sizes": case.sizes,
+        "flops": case.flops,
+        "time_s": t_ours,
+        "tflops": case.flops / t_ours / 1e12,
+        "peer": {"name": case.peer, "time_s": t_peer, "tflops": case.flops / t_peer / 1e12},
+        "ratio": t_peer / t_ours,  # minijit TFLOPS / peer TFLOPS
+        "max_rel_err": err,
+        "check": {"max_rel_err": err, "tol": TOL[case.dtype], "ok": bool(err <= TOL[case.dtype])},
+        "kernel": op.spec.name,
+    }
+
+
+def run(size: int, iters: int, progress: Progress = lambda _m: None) -> list[dict[str, Any]]:
+    """Measure every case (needs `missing()` to be None)."""
+    import torch  # type: ignore[import-not-found]
+
+    from ptx import driver
+
+    driver.device()  # the primary context, shared with torch
+    old = torch.backends.cuda.matmul.allow_tf32
+    todo = cases(size)
+    rows: list[dict[str, Any]] = []
+    try:
+        for i, case in enumerate(todo, 1):
+            progress(f"[{i}/{len(todo)}] {case.name} {case.dtype} {case.sizes} ...")
+            rows.append(_measure(torch, case, iters))
+            r, p = rows[-1], rows[-1]["peer"]
+            status = "" if r["check"]["ok"] else f"  WRONG RESULT (max rel err {r['max_rel_err']:.3g})"
+            progress(f"    minijit {r['tflops']:.1f} TFLOPS; {p['name']} {p['tflops']:.1f} ({r['ratio']:.2f}x){status}")
+            torch.cuda.empty_cache()
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old
+    return rows
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = ["case", "dtype", "sizes", "minijit TFLOPS", "peer", "peer TFLOPS", "minijit/peer", "max rel err"]
+    head += ["check", "kernel"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        p = r["peer"]
+        cells = [r["case"], r["dtype"], r["sizes"], f"{r['tflops']:.1f}", p["name"], f"{p['tflops']:.1f}"]
+        cells += [f"{r['ratio']:.2f}x", f"{r['max_rel_err']:.1e}", "ok" if r["check"]["ok"] else "ERR", r["kernel"]]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _driver_version() -> str:
+    parts = []
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            r = subprocess.run(
+                [smi, "--query-gpu=driver_version", "--format=csv,noheader", "-i", "0"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            if r.returncode == 0 and r.stdout.strip():
+                parts.append(r.stdout.strip().splitlines()[0])
+        except (OSError, subprocess.SubprocessError):
+            pass
+    try:
+        from ptx import driver
+
+        v = int(driver._call("cuDriverGetVersion"))
+        parts.append(f"CUDA {v // 1000}.{v % 1000 // 10}")
+    except Exception:
+        pass
+    return " ".join(parts[:1] + [f"({p})" for p in parts[1:]]) or "?"
+
+
+def environment() -> dict[str, Any]:
+    """Device, driver, torch and ptxas versions (needs `missing()` to be None)."""
+    import torch  # type: ignore[import-not-found]
+
+    from ptx import driver, toolchain
+
+    dev = driver.device()
+    lines = toolchain.ptxas_version().splitlines()
+    ptxas = next((ln for ln in lines if "release" in ln), lines[-1] if lines else "?")
+    return {
+        "device": f"{dev.name} ({dev.arch})",
+        "driver": _driver_version(),
+        "torch": f"{torch.__version__} (CUDA {torch.version.cuda})",
+        "ptxas": ptxas.strip(),
+    }

@@ -1,0 +1,274 @@
+"""SpMM benchmark rows for ``minijit bench --spmm``: TCA-SpMM vs cuSPARSE on a GPU, the CPU kernel vs scipy.
+
+Matrices are synthetic, shaped like the DLMC (deep-learning pruned weights: uniform random
+sparsity 70-98 %) and SuiteSparse (power-law, banded, web-graph row-length distributions) sets;
+each row states rows, cols, nnz and the distribution. GFLOPS = 2 * nnz * N / time; a time is the
+best of ``reps`` runs after a warm-up.
+
+- GPU section (when ``ptx.driver.available()``): ``SpMM(..., target="cuda")`` (fp16 S and B, fp32
+  C) timed with CUDA events against cuSPARSE through ``torch.sparse`` (fp16 CSR x fp16 dense;
+  fp32 when torch refuses fp16) or cupy when torch has no CUDA.
+- CPU section: ``SpMM(..., target="native")`` (fp32) against ``scipy.sparse`` (single-threaded).
+
+Every row is checked against scipy once before it is timed (``check``: max |C - S B| within
+``tol * max(1, max |S B|)``). ``quick=True`` uses small matrices (a few seconds on 2 cores).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+__all__ = ["check", "cpu_rows", "geomean", "gpu_peer", "gpu_rows", "matrices", "sections", "table"]
+
+#: ``check`` tolerances relative to max(1, max |S B|): fp32 kernel vs scipy, fp16 TCA-SpMM vs fp32 scipy
+#: on the same fp16-rounded values
+CPU_TOL = 1e-4
+GPU_TOL = 1e-3
+Progress = Callable[[str], None]
+
+
+def _quiet(_msg: str) -> None:
+    pass
+
+
+def _csr(m: int, k: int, lengths: np.ndarray, rng: np.random.Generator, band: int | None = None):
+    import scipy.sparse as sp
+
+    lengths = np.minimum(lengths.astype(np.int64), k)
+    indptr = np.zeros(m + 1, np.int64)
+    indptr[1:] = np.cumsum(lengths)
+    cols = []
+    for r, n in enumerate(lengths):
+        if band is not None:
+            lo = max(0, min(k - n, r * k // m - n // 2))
+            cols.append(np.arange(lo, lo + n))
+        else:
+            cols.append(
+                np.sort(rng.choice(k, int(n), replace=False)) if n < k // 4 else np.sort(rng.permutation(k)[:n])
+            )
+    idx = np.concatenate(cols).astype(np.int32)
+    data = rng.standard_normal(idx.size).astype(np.float32)
+    return sp.csr_matrix((data, idx, indptr.astype(np.int32)), shape=(m, k))
+
+
+def matrices(rng: np.random.Generator, quick: bool = False) -> list[tuple[str, str, Any]]:
+    """(name, distribution, scipy CSR matrix) of the benchmark set; ``quick``: 1/4 the rows and cols."""
+    q = 4 if quick else 1
+    out = []
+    for name, m, k, density in (
+        ("dlmc_rn50_s70", 2048, 1024, 0.30),
+        ("dlmc_transformer_s90", 2048, 512, 0.10),
+        ("dlmc_rn50_s98", 4096, 2048, 0.02),
+    ):
+        m, k = m // q, k // q
+        lengths = rng.binomial(k, density, m)
+        out.append((name, f"DLMC-like uniform, density {density}", _csr(m, k, lengths, rng)))
+    m = 20000 // q
+    lengths = np.minimum(np.floor(rng.pareto(1.3, m) * 4 + 1), 4000 // q)
+    dist = f"SuiteSparse-like power law (Pareto 1.3), mean ~{lengths.mean():.0f}"
+    out.append(("ss_powerlaw", dist, _csr(m, m, lengths, rng)))
+    m = 30000 // q
+    out.append(
+        ("ss_banded_fem", "SuiteSparse-like banded, 7-27 per row", _csr(m, m, rng.integers(7, 28, m), rng, band=64))
+    )
+    m = 40000 // q
+    lo, hi = 1000 // q, 8000 // q
+    lengths = np.where(rng.random(m) < 0.002, rng.integers(lo, hi, m), rng.poisson(3, m))
+    dist = f"SuiteSparse-like web graph: Poisson(3) + 0.2 % hubs {lo}-{hi}"
+    out.append(("ss_webgraph", dist, _csr(m, m, lengths, rng)))
+    return out
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
+
+
+def check(got: np.ndarray, ref: np.ndarray, tol: float) -> dict[str, Any]:
+    """Compare with the reference like ``minijit bench`` does (NaN, e.g. an unwritten C, fails)."""
+    scale = float(np.max(np.abs(ref))) if ref.size else 0.0
+    err = float(np.max(np.abs(got - ref))) if ref.size else 0.0
+    return {"max_abs_err": err, "max_abs_ref": scale, "ok": bool(err <= tol * max(scale, 1.0))}
+
+
+def _best(fn: Callable[[], object], reps: int) -> float:
+    fn()
+    best = math.inf
+    for _ in range(max(reps, 1)):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _row(section: str, name: str, dist: str, s, n: int, t: float, peer: str, t_peer: float, chk) -> dict[str, Any]:
+    flops = 2.0 * s.nnz * n
+    return {
+        "section": section,
+        "matrix": name,
+        "distribution": dist,
+        "rows": s.shape[0],
+        "cols": s.shape[1],
+        "nnz": int(s.nnz),
+        "n": n,
+        "time_s": t,
+        "gflops": flops / t / 1e9,
+        "peer": {"name": peer, "time_s": t_peer, "gflops": flops / t_peer / 1e9},
+        "speedup": t_peer / t,
+        "check": chk,
+    }
+
+
+def cpu_rows(mats, ns, reps: int, threads: int | None = None, progress: Progress = _quiet) -> list[dict[str, Any]]:
+    """The native fp32 kernel vs ``scipy.sparse`` (``s @ b``) for every matrix and N."""
+    from minijit.sparse import SpMM
+
+    rows = []
+    for name, dist, s in mats:
+        for n in ns:
+            progress(f"cpu {name} {s.shape[0]}x{s.shape[1]} nnz {s.nnz} N={n} ...")
+            b = np.random.default_rng(n).standard_normal((s.shape[1], n)).astype(np.float32)
+            c = np.full((s.shape[0], n), np.nan, np.float32)
+            op = SpMM(s, n, target="native", threads=threads)
+            op.execute(b, c)
+            chk = check(c, s @ b, CPU_TOL)
+            t_jit = _best(lambda op=op, b=b, c=c: op.execute(b, c), reps)
+            t_sp = _best(lambda s=s, b=b: s @ b, reps)
+            rows.append(_row("cpu", name, dist, s, n, t_jit, "scipy", t_sp, chk))
+            progress(_summary(rows[-1]))
+    return rows
+
+
+def _summary(r: dict[str, Any]) -> str:
+    status = "" if r["check"]["ok"] else f"  WRONG RESULT (max err {r['check']['max_abs_err']:.3g})"
+    p = r["peer"]
+    return f"    minijit {r['gflops']:.1f} GFLOPS; {p['name']} {p['gflops']:.1f} ({r['speedup']:.2f}x){status}"
+
+
+def _torch_cuda():
+    try:
+        import torch  # type: ignore[import-not-found]
+    except Exception:
+        return None
+    return torch if torch.cuda.is_available() else None
+
+
+def _peer_torch(torch, s, b: np.ndarray, reps: int) -> tuple[str, float]:
+    """cuSPARSE through torch.sparse: fp16 CSR x fp16 dense, fp32 when fp16 is not supported."""
+    for dt, label in ((torch.float16, "fp16"), (torch.float32, "fp32")):
+        try:
+            st = torch.sparse_csr_tensor(
+                torch.from_numpy(s.indptr.astype(np.int64)),
+                torch.from_numpy(s.indices.astype(np.int64)),
+                torch.from_numpy(s.data.astype(np.float32)).to(dt),
+                size=s.shape,
+                device="cuda",
+            )
+            bt = torch.from_numpy(b.astype(np.float32)).to(device="cuda", dtype=dt)
+            st @ bt
+            torch.cuda.synchronize()
+        except RuntimeError:
+            continue
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        for _ in range(reps):
+            st @ bt
+        e1.record()
+        torch.cuda.synchronize()
+        return f"torch.sparse {label} (cuSPARSE)", e0.elapsed_time(e1) / reps / 1e3
+    raise RuntimeError("torch.sparse CSR @ dense failed in fp16 and fp32")
+
+
+def _peer_cupy(s, b: np.ndarray, reps: int) -> tuple[str, float]:
+    import cupy as cp  # type: ignore[import-not-found]
+    import cupyx.scipy.sparse as cps  # type: ignore[import-not-found]
+
+    sc = cps.csr_matrix(s.astype(np.float32))
+    bc = cp.asarray(b.astype(np.float32))
+    sc @ bc
+    e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+    e0.record()
+    for _ in range(reps):
+        sc @ bc
+    e1.record()
+    e1.synchronize()
+    return "cupy fp32 (cuSPARSE)", cp.cuda.get_elapsed_time(e0, e1) / reps / 1e3
+
+
+def gpu_peer() -> str | None:
+    """Which cuSPARSE peer the GPU section would use ("torch", "cupy"), or None."""
+    if _torch_cuda() is not None:
+        return "torch"
+    try:
+        import cupy  # type: ignore[import-not-found]  # noqa: F401
+    except Exception:
+        return None
+    return "cupy"
+
+
+def gpu_rows(mats, ns, reps: int, progress: Progress = _quiet) -> list[dict[str, Any]]:
+    """TCA-SpMM (fp16) vs cuSPARSE for every matrix and N; needs ``ptx.driver.available()`` and a peer."""
+    from minijit.sparse import SpMM
+    from ptx import driver
+
+    peer = gpu_peer()
+    torch = _torch_cuda() if peer == "torch" else None
+    rows = []
+    for name, dist, s in mats:
+        for n in ns:
+            progress(f"gpu {name} {s.shape[0]}x{s.shape[1]} nnz {s.nnz} N={n} ...")
+            b = np.random.default_rng(n).standard_normal((s.shape[1], n)).astype(np.float16)
+            op = SpMM(s, n, target="cuda")
+            progress(f"    plan: {op.plan.summary()}")
+            c = np.full((s.shape[0], n), np.nan, np.float32)
+            op.execute(b, c)
+            s16 = s.copy()  # the values the kernel multiplies (scipy.sparse has no float16)
+            s16.data = s.data.astype(np.float16).astype(np.float32)
+            chk = check(c, s16 @ b.astype(np.float32), GPU_TOL)
+            op.upload_b(b)
+            t0, t1 = driver.Event(), driver.Event()
+            op.launch()
+            t0.record()
+            for _ in range(reps):
+                op.launch()
+            t1.record()
+            t_tca = t1.elapsed_ms(t0) / reps / 1e3
+            label, t_peer = _peer_torch(torch, s, b, reps) if torch is not None else _peer_cupy(s, b, reps)
+            rows.append(_row("gpu", name, dist, s, n, t_tca, label, t_peer, chk))
+            progress(_summary(rows[-1]))
+    return rows
+
+
+def table(rows: list[dict[str, Any]], ours: str, unit: str = "GFLOPS") -> str:
+    """Markdown table of one section (``unit``: GFLOPS or TFLOPS)."""
+    scale = 1e3 if unit == "TFLOPS" else 1.0
+    peer = rows[0]["peer"]["name"] if rows else "peer"
+    head = ["matrix", "distribution", "rows x cols", "nnz", "N", f"{ours} ms", unit, f"{peer} ms", unit]
+    head += ["speedup", "check"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        p = r["peer"]
+        cells = [r["matrix"], r["distribution"], f"{r['rows']} x {r['cols']}", str(r["nnz"]), str(r["n"])]
+        cells += [f"{r['time_s'] * 1e3:.3f}", f"{r['gflops'] / scale:.2f}", f"{p['time_s'] * 1e3:.3f}"]
+        cells += [f"{p['gflops'] / scale:.2f}", f"{r['speedup']:.2f}x"]
+        cells.append("ok" if r["check"]["ok"] else f"ERR {r['check']['max_abs_err']:.2g}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def sections(gpu: list[dict[str, Any]] | None, cpu: list[dict[str, Any]], gpu_note: str) -> list[str]:
+    """The printed report: GPU table and geometric mean (or ``gpu_note``), CPU table and geometric mean."""
+    out = []
+    if gpu:
+        out += ["## GPU: TCA-SpMM (fp16) vs cuSPARSE", "", table(gpu, "TCA-SpMM", "TFLOPS"), ""]
+        gm = geomean([r["speedup"] for r in gpu])
+        out += [f"geometric-mean speedup of TCA-SpMM over {gpu[0]['peer']['name']}: {gm:.2f}x", ""]
+    else:
+        out += [gpu_note, ""]
+    out += ["## CPU: minijit native kernel (fp32) vs scipy.sparse", "", table(cpu, "minijit"), ""]
+    out.append(f"geometric-mean speedup over scipy: {geomean([r['speedup'] for r in cpu]):.2f}x")
+    return out
