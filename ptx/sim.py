@@ -533,16 +533,17 @@ class _Cta:
         alive = np.ones(n, bool)
         waiting = np.zeros(n, bool)
         wait_id = np.full(n, -1, np.int64)
+        wait_cnt = np.full(n, -1, np.int64)  # thread count of a named barrier, -1: the whole CTA
         steps = 0
         while True:
             runnable = alive & ~waiting
             if not runnable.any():
                 if not alive.any():
                     return
+                ins = code[int(pc[alive][0])]
                 ids = np.unique(wait_id[alive])
-                if ids.size != 1:
-                    ins = code[int(pc[alive][0])]
-                    self.fail(ins, f"threads wait at different barriers {ids.tolist()}: deadlock")
+                if ids.size != 1 or (wait_cnt[alive] != -1).any():
+                    self.fail(ins, f"threads wait at different or incomplete barriers {ids.tolist()}: deadlock")
                 waiting[:] = False
                 pc[alive] += 1
                 self.epoch += 1
@@ -571,12 +572,36 @@ class _Cta:
                 pc[act & ~exe] += 1
                 continue
             if op == "bar":
-                if len(ins.ops) > 1:
-                    self.fail(ins, "bar.sync with a thread count is not supported by the simulator")
-                bid = int(self.get(ins, ins.ops[0], "u32", exe)[exe][0]) if exe.any() else 0
-                waiting[exe] = True
-                wait_id[exe] = bid
                 pc[act & ~exe] += 1
+                if not exe.any():
+                    continue
+                bids = self.get(ins, ins.ops[0], "u32", exe)
+                counts = self.get(ins, ins.ops[1], "u32", exe) if len(ins.ops) > 1 else np.full(n, n)
+                for bid in np.unique(bids[exe]).tolist():
+                    here = exe & (bids == bid)
+                    cs = np.unique(counts[here])
+                    if cs.size != 1 or cs[0] <= 0 or cs[0] % 32:
+                        self.fail(ins, f"bar.sync {bid}: thread count {cs.tolist()} is not one positive multiple of 32")
+                    count = -1 if int(cs[0]) == n else int(cs[0])
+                    waiting[here] = True
+                    wait_id[here] = bid
+                    wait_cnt[here] = count
+                    if count < 0:
+                        continue  # the whole CTA: released when every live thread waits
+                    # a named barrier of `count` threads: released once they have all arrived
+                    arrived = waiting & (wait_id == bid)
+                    if (wait_cnt[arrived] != count).any():
+                        self.fail(ins, f"barrier {bid} is used with different thread counts", arrived)
+                    k = int(arrived.sum())
+                    if k > count:
+                        self.fail(ins, f"{k} threads arrive at barrier {bid} of {count}", arrived)
+                    if k == count:
+                        if np.unique(self.warp[arrived]).size > 1:
+                            self.fail(ins, "named barriers across several warps are not supported by the simulator")
+                        waiting[arrived] = False
+                        wait_cnt[arrived] = -1
+                        pc[arrived] += 1
+                        self.stats.barriers += 1
                 continue
             if exe.any():
                 handler = _HANDLERS.get(op)

@@ -59,7 +59,9 @@ class SpMM:
     ``threads``: native worker count (default: minijit's pool size).
     ``isa``: native kernel override ("avx512", "avx2", "neon"; NEON runs
     emulated on non-ARM hosts, for testing only). ``seg_chunks``: 64-nnz
-    chunks per multiblock_per_row block (cuda).
+    chunks per multiblock_per_row block (cuda). ``driver``: the module the cuda
+    target launches through, `ptx.driver` by default; `ptx.simdriver` runs the
+    same kernels in the PTX simulator (no GPU; slow, for tests).
     """
 
     def __init__(
@@ -72,6 +74,7 @@ class SpMM:
         threads: int | None = None,
         isa: str | None = None,
         seg_chunks: int = SEG_CHUNKS,
+        driver=None,
     ) -> None:
         if target not in TARGETS:
             raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
@@ -98,6 +101,9 @@ class SpMM:
             self._splits = self._row_splits(self.threads)
         else:
             self.isa = "ptx"
+            if driver is None:
+                from ptx import driver
+            self._driver = driver
             self._cuda_setup()
 
     # ------------------------------------------------------------------ common
@@ -199,8 +205,8 @@ class SpMM:
     def _cuda_setup(self) -> None:
         import ptx
         from minijit.sparse import tca
-        from ptx import driver
 
+        driver = self._driver
         if not driver.available():
             raise RuntimeError(
                 "target='cuda' needs a CUDA device and cuda-bindings (ptx.driver.available() is False);"
@@ -210,8 +216,13 @@ class SpMM:
         dev = driver.device()
         module = tca.build(self.n, self.seg_chunks)
         self.ptx_text = module.text()
-        self.cubin = ptx.compile(self.ptx_text, arch=dev.arch)
-        self._module = driver.load(self.cubin)
+        simulated = getattr(driver, "MEMORY", None) is not None
+        if simulated and ptx.find_ptxas() is None:
+            self.cubin = None  # the simulator runs the PTX text; nothing to assemble without ptxas
+            self._module = driver.load(self.ptx_text)
+        else:
+            self.cubin = ptx.compile(self.ptx_text, arch=dev.arch)
+            self._module = driver.load(self.cubin)
         sig_main = tuple(p.type for p in module.kernels[0].params)
         sig_red = tuple(p.type for p in module.kernels[1].params)
         self._f_main = self._module.function("tca_spmm", signature=sig_main)
@@ -264,11 +275,9 @@ class SpMM:
             )
 
     def _cuda_execute(self, b: np.ndarray, c: np.ndarray) -> None:
-        from ptx import driver
-
         self.upload_b(b)
         self.launch()
-        driver.synchronize()
+        self._driver.synchronize()
         self._d_c.copy_to(c)
 
 
