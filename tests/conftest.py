@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -33,6 +35,44 @@ def dev():
     if toolchain.find_ptxas() is None:
         pytest.skip("ptxas not found")
     return driver.device()
+
+
+@dataclass(frozen=True)
+class CudaBackend:
+    """Where kernel-launch tests run: ``driver`` has the `ptx.driver` API, ``dev`` its device."""
+
+    name: str
+    driver: Any
+    dev: Any
+
+    @property
+    def simulated(self) -> bool:
+        return self.name == "sim"
+
+    def load(self, text: str, kernel: str, signature=None):
+        """Assemble ``text`` with ptxas (when present; no spills) and load ``kernel``: (module, function)."""
+        from ptx import toolchain
+
+        if self.simulated and toolchain.find_ptxas() is None:
+            mod = self.driver.load(text)
+        else:
+            cub = toolchain.compile(text, arch=self.dev.arch)
+            assert cub[kernel].spills == 0, f"{kernel} spills"
+            mod = self.driver.load(cub)
+        return mod, mod.function(kernel, signature=signature)
+
+
+@pytest.fixture(scope="module", params=["sim", pytest.param("gpu", marks=pytest.mark.gpu)])
+def cuda_backend(request) -> CudaBackend:
+    """Each launch test runs twice: in the PTX simulator (`ptx.simdriver`, always) and on the
+    GPU (`ptx.driver`, marked gpu; skipped without a device, cuda-bindings or ptxas)."""
+    if request.param == "sim":
+        from ptx import simdriver
+
+        return CudaBackend("sim", simdriver, simdriver.device())
+    from ptx import driver
+
+    return CudaBackend("gpu", driver, request.getfixturevalue("dev"))
 
 
 def pytest_terminal_summary(terminalreporter) -> None:

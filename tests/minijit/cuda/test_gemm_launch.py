@@ -1,35 +1,34 @@
-"""Generated GEMM/BRGEMM kernels and CudaTensorOperation on a GPU, against numpy (needs a GPU)."""
+"""Generated GEMM/BRGEMM kernels launched in the PTX simulator (always) and on a GPU (``gpu``
+mark) through the same driver API, and CudaTensorOperation on a GPU, against numpy."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import ptx
 from minijit.cuda import CudaTensorOperation, gemm
-from ptx import driver, mma
+from ptx import mma
+from tests.conftest import CudaBackend
 from tests.minijit.cuda.helpers import check_result, gemm_problem
 from tests.minijit.helpers import seed_layout
-
-pytestmark = pytest.mark.gpu
 
 #: per input type: (rtol, atol per sqrt(reduction length)); inputs are quantized exactly in the
 #: reference, so only the fp32 accumulation order differs
 TOL = {"f16": (1e-4, 2e-5), "bf16": (1e-4, 2e-5), "tf32": (1e-4, 2e-5)}
 
 
-def _launch(dev, spec, m, n, k, r, z, seed=0, pad=(0, 0, 0)):
+def _launch(be: CudaBackend, spec, m, n, k, r, z, seed=0, pad=(0, 0, 0)):
     spec, p = gemm_problem(spec, m, n, k, r, z, seed, pad)
     es, lda, ldb, ldc, C = spec.es, p.lda, p.ldb, p.ldc, p.C
     ha, hb = gemm.encode(spec.dtype, p.A), gemm.encode(spec.dtype, p.B)
     bt, rt = gemm.tables(p.bt, p.rt)
     gk = gemm.generate(spec)
-    cub = ptx.compile(gk.text, arch=dev.arch)
-    assert cub[gk.name].spills == 0
-    mod = driver.load(cub)
-    fn = mod.function(gk.name, signature=gk.signature)
+    mod, fn = be.load(gk.text, gk.name, gk.signature)
+    driver = be.driver
     guard = 256
     c_host = np.concatenate([C.ravel(), np.full(guard, 7.0, np.float32)])
     da, db, dc = driver.to_device(ha), driver.to_device(hb), driver.to_device(c_host)
@@ -47,14 +46,16 @@ def _launch(dev, spec, m, n, k, r, z, seed=0, pad=(0, 0, 0)):
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16", "tf32"])
 @pytest.mark.parametrize("m,n,k", [(128, 128, 64), (256, 384, 512), (136, 72, 50), (1, 1, 1), (33, 17, 9)])
-def test_gemm_kernel(dev, dtype, m, n, k):
-    _launch(dev, gemm.default_spec(dtype, m, n, k), m, n, k, 1, 1)
+def test_gemm_kernel(cuda_backend, dtype, m, n, k):
+    _launch(cuda_backend, gemm.default_spec(dtype, m, n, k), m, n, k, 1, 1)
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16", "tf32"])
 @pytest.mark.parametrize("first,last", [("zero", "relu"), ("load", "none"), ("relu", "relu")])
-def test_brgemm_kernel_touches(dev, dtype, first, last):
-    _launch(dev, gemm.default_spec(dtype, 200, 130, 70, first=first, last=last), 200, 130, 70, 3, 2, pad=(8, 0, 5))
+def test_brgemm_kernel_touches(cuda_backend, dtype, first, last):
+    _launch(
+        cuda_backend, gemm.default_spec(dtype, 200, 130, 70, first=first, last=last), 200, 130, 70, 3, 2, pad=(8, 0, 5)
+    )
 
 
 @settings(max_examples=40, deadline=None)
@@ -67,8 +68,31 @@ def test_brgemm_kernel_touches(dev, dtype, first, last):
     z=st.integers(1, 3),
     pad=st.tuples(st.integers(0, 9), st.integers(0, 9), st.integers(0, 9)),
 )
+@pytest.mark.gpu
 def test_gemm_kernel_hypothesis(dev, dtype, m, n, k, r, z, pad):
-    _launch(dev, gemm.default_spec(dtype, m, n, k), m, n, k, r, z, pad=pad)
+    from ptx import driver
+
+    _launch(CudaBackend("gpu", driver, dev), gemm.default_spec(dtype, m, n, k), m, n, k, r, z, pad=pad)
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    dtype=st.sampled_from(["f16", "bf16", "tf32"]),
+    m=st.integers(1, 140),
+    n=st.integers(1, 140),
+    k=st.integers(1, 80),
+    r=st.integers(1, 2),
+    z=st.integers(1, 2),
+    pad=st.tuples(st.integers(0, 9), st.integers(0, 9), st.integers(0, 9)),
+    stages=st.integers(2, 4),
+)
+def test_gemm_kernel_hypothesis_simulated(dtype, m, n, k, r, z, pad, stages):
+    """The same sweep, smaller, in the PTX simulator (which also checks races and bounds)."""
+    from ptx import simdriver
+
+    spec = gemm.default_spec(dtype, m, n, k)
+    spec = replace(spec, stages=stages)
+    _launch(CudaBackend("sim", simdriver, simdriver.device()), spec, m, n, k, r, z, pad=pad)
 
 
 SEED_CASES = [
@@ -81,6 +105,7 @@ SEED_CASES = [
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16", "fp32"])
 @pytest.mark.parametrize("main,exec_types,first,last", SEED_CASES)
+@pytest.mark.gpu
 def test_seed_configs_numpy(dev, dtype, main, exec_types, first, last):
     """Seed 004's configuration (32, 32, 8, 32, 32, 32) with numpy arrays (copied to the GPU)."""
     dims, sizes, s0, s1, so = seed_layout(32, 32, 8, 32, 32, 32)
@@ -101,6 +126,7 @@ def test_seed_configs_numpy(dev, dtype, main, exec_types, first, last):
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16", "fp32"])
+@pytest.mark.gpu
 def test_seed_configs_torch(dev, dtype):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
@@ -109,7 +135,7 @@ def test_seed_configs_torch(dev, dtype):
     op = CudaTensorOperation()
     op.setup(dtype, "zero", "brgemm", "relu", dims, ("seq", "seq", "prim", "prim", "prim", "prim"), sizes, s0, s1, so)
     tdt = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[dtype]
-    g = torch.Generator(device="cuda").manualseed_layout(0)
+    g = torch.Generator(device="cuda").manual_seed(0)
     A = torch.randn((32, 8, 32, 32), device="cuda", generator=g).to(tdt)
     B = torch.randn((32, 8, 32, 32), device="cuda", generator=g).to(tdt)
     C = torch.empty((32, 32, 32, 32), device="cuda", dtype=torch.float32)
@@ -119,6 +145,7 @@ def test_seed_configs_torch(dev, dtype):
     torch.testing.assert_close(C, ref, rtol=tol, atol=tol * 16)
 
 
+@pytest.mark.gpu
 def test_torch_bounds_checked_before_launch(dev):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
