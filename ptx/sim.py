@@ -344,7 +344,8 @@ def _to_bits(v, t: str, n: int) -> np.ndarray:
     elif t == "f64":
         out = np.asarray(v, np.float64).view(_U64)
     elif t == "f16":
-        out = np.asarray(v, np.float16).view(np.uint16).astype(_U64)
+        with np.errstate(over="ignore"):  # out of range rounds to inf, as cvt.rn.f16.f32 does
+            out = np.asarray(v, np.float16).view(np.uint16).astype(_U64)
     elif t == "bf16":
         out = _mma.f32_to_bf16_bits(v).astype(_U64)
     elif v.dtype == _U64:
