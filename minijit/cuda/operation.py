@@ -1,12 +1,15 @@
-"""`CudaTensorOperation`: GEMM/BRGEMM tensor operations on NVIDIA tensor cores.
+"""`CudaTensorOperation`: tensor operations on an NVIDIA GPU: GEMM/BRGEMM on tensor cores,
+unary (zero, copy, relu) and binary (add, sub, mul, div, min, max) elementwise ops.
 
     op = CudaTensorOperation()
     op.setup("fp16", "zero", "brgemm", "relu", dim_types, exec_types, dim_sizes,
              strides_in0, strides_in1, strides_out)
     op.execute(A, B, C)          # torch/cupy device tensors, or numpy arrays (copied)
 
-Same ``setup``/``execute`` interface as :class:`minijit.TensorOperation`, for GEMM and BRGEMM
-main primitives. One kernel launch per ``execute`` (:mod:`minijit.cuda.gemm`):
+Same ``setup``/``execute`` interface as :class:`minijit.TensorOperation`. One kernel launch per
+``execute``.
+
+GEMM and BRGEMM main primitives (:mod:`minijit.cuda.gemm`):
 
 - prim dims (M, N, K and the BRGEMM batch-reduce K) are the GEMM the kernel tiles over CTAs;
 - K loop dims (seq; K is never shared) and the BR dim become the kernel's reduction table: the
@@ -28,9 +31,24 @@ uint16 bit patterns (or an ml_dtypes bfloat16 array). Before anything is launche
 checked like on the CPU path: dtype, writeability of ``out``, and every element the strides reach
 (`TensorConfig.offset_range`) inside the array's memory.
 
+Elementwise main primitives (:mod:`minijit.cuda.elementwise`): ``zero``, ``copy`` (alias
+``identity``), ``relu``, ``add``, ``sub``, ``mul``, ``div``, ``min``, ``max``, with the CPU path's
+semantics (numpy's: min/max/relu propagate NaN like ``np.minimum``/``np.maximum``). Every dim runs
+in the one launch, whatever its exec type (exec types and ``optimize`` are ignored: the kernel
+sorts the dims by output stride and fuses contiguous ones itself); any strides the config accepts
+work: permutations/transpositions (trus -> turs), negative strides, stride 0 (broadcast) in an
+input. The first touch is not run (the main primitive overwrites every output element); the last
+touch ReLU is applied to the result, zero makes the whole operation a zero. Types: fp32 in and out
+only (``dtype`` "fp32"); fp16/bf16 raise ``SetupError(wrong_dtype)``. ``execute(in0, None, out)``
+for unary ops, ``execute(None, None, out)`` for zero; inputs may overlap ``out`` only element for
+element (in place). :meth:`CudaTensorOperation.reference` computes the same in numpy.
+
 ``setup`` needs no GPU (it validates and generates PTX); ``execute`` raises ``RuntimeError`` when
-``ptx.driver.available()`` is False. :meth:`CudaTensorOperation.simulate` runs the same launch
+``ptx.driver.available()`` is False. :meth:`CudaTensorOperation.simulate` runs the same GEMM launch
 (tables, parameters, kernel spec) through the numpy model of :func:`minijit.cuda.gemm.simulate`.
+:meth:`CudaTensorOperation.launch_args` gives the kernel name, grid, block and arguments of the
+launch ``execute`` makes, for tensors at given device addresses (e.g. in a simulated device);
+:meth:`CudaTensorOperation.ptx` the kernel's PTX text.
 """
 
 from __future__ import annotations
@@ -40,22 +58,27 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 import ptx
 from minijit import optimizer
-from minijit.cuda import gemm
+from minijit.cuda import elementwise, gemm
 from minijit.errors import SetupError, error_t
-from minijit.ir import GEMM_PTYPES, TensorConfig, dim_t, exec_t, ptype_t
+from minijit.ir import BINARY_PTYPES, GEMM_PTYPES, UNARY_PTYPES, TensorConfig, dim_t, exec_t, ptype_t
 
 #: setup dtype -> kernel input type
 DTYPES = {"fp32": "tf32", "tf32": "tf32", "fp16": "f16", "f16": "f16", "bf16": "bf16"}
+#: setup dtype -> elementwise kernel type
+EW_DTYPES = {"fp32": "f32", "f32": "f32", "float32": "f32"}
+ELEMENTWISE_PTYPES = UNARY_PTYPES | BINARY_PTYPES
+_OUT_TYPES = ({"float32"}, {"torch.float32"}, {"<f4"})
 #: kernel input type -> accepted element types of in0/in1 (numpy dtype names / torch names)
 _IN_TYPES = {
     "f16": ({"float16"}, {"torch.float16"}, {"<f2"}),
     "bf16": ({"uint16", "bfloat16"}, {"torch.bfloat16"}, set()),
-    "tf32": ({"float32"}, {"torch.float32"}, {"<f4"}),
+    "tf32": _OUT_TYPES,
+    "f32": _OUT_TYPES,
 }
-_OUT_TYPES = ({"float32"}, {"torch.float32"}, {"<f4"})
 MAX_BATCH = 65535  # gridDim.z
 
 _kernels: dict = {}
@@ -79,6 +102,24 @@ def _dtype_name(dtype) -> str:
     if key not in DTYPES:
         raise SetupError(error_t.wrong_dtype, f"dtype {name!r}: the CUDA target takes fp32 (as tf32), fp16 or bf16")
     return DTYPES[key]
+
+
+def _ew_dtype(dtype) -> str:
+    name = getattr(dtype, "name", None) or str(dtype)
+    key = name.strip().lower()
+    if key not in EW_DTYPES:
+        raise SetupError(
+            error_t.wrong_dtype,
+            f"dtype {name!r}: elementwise ops on the CUDA target take fp32 in and out (fp16/bf16 are GEMM only)",
+        )
+    return EW_DTYPES[key]
+
+
+def _elementwise(prim_main) -> bool:
+    try:
+        return ptype_t(prim_main) in ELEMENTWISE_PTYPES
+    except ValueError:
+        return False
 
 
 def _span(shape, strides, item: int) -> tuple[int, int]:
@@ -107,13 +148,14 @@ def _flat_bytes(arr: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 class CudaTensorOperation:
-    """A GEMM/BRGEMM tensor operation compiled for an NVIDIA GPU (sm_80 or newer)."""
+    """A GEMM/BRGEMM (sm_80 or newer) or elementwise tensor operation compiled for an NVIDIA GPU."""
 
     def __init__(self, device: int = 0) -> None:
         self.device_ordinal = device
         self.config: TensorConfig | None = None
         self.dtype: str | None = None
         self.spec: gemm.GemmSpec | None = None
+        self.plan: elementwise.Plan | None = None
 
     # -- setup ---------------------------------------------------------------------------------
     def setup(
@@ -133,11 +175,15 @@ class CudaTensorOperation:
     ) -> error_t:
         """Validate and plan the launch; returns ``error_t.success`` or raises `SetupError`.
 
-        Without prim dims (or with ``optimize=True``) the prim dims are chosen by
+        GEMM/BRGEMM: without prim dims (or with ``optimize=True``) the prim dims are chosen by
         `minijit.optimizer` (fuse, identify_primitives, reorder; no splitting: the GPU tiles
-        the whole prim GEMM itself).
+        the whole prim GEMM itself). Elementwise ops ignore exec types and ``optimize``.
         """
-        self.config = self.spec = None
+        self.config = self.spec = self.plan = None
+        if _elementwise(prim_main):
+            _ew_dtype(dtype)
+            lists = (dim_types, exec_types, dim_sizes, strides_in0, strides_in1, strides_out)
+            return self.setup_config(TensorConfig.from_lists("fp32", prim_first, prim_main, prim_last, *lists), dtype)
         dt = _dtype_name(dtype)
         lists = (dim_types, exec_types, dim_sizes, strides_in0, strides_in1, strides_out)
         config = TensorConfig.from_lists("fp32", prim_first, prim_main, prim_last, *lists)
@@ -147,9 +193,12 @@ class CudaTensorOperation:
             config = optimizer.reorder_dims(optimizer.identify_primitives(optimizer.fuse_dims(config)))
         return self.setup_config(config, dt)
 
-    def setup_config(self, config: TensorConfig, dtype: str = "tf32") -> error_t:
-        """Set up from a `TensorConfig` (its dtype_t is ignored; ``dtype`` is f16, bf16 or tf32)."""
-        dt = _dtype_name(dtype)
+    def setup_config(self, config: TensorConfig, dtype: str | None = None) -> error_t:
+        """Set up from a `TensorConfig` (its dtype_t is ignored; ``dtype``: GEMM/BRGEMM f16, bf16 or
+        tf32 (the default), elementwise fp32 (the default))."""
+        if config.prim_main in ELEMENTWISE_PTYPES:
+            return self._setup_elementwise(config, "fp32" if dtype is None else dtype)
+        dt = _dtype_name("tf32" if dtype is None else dtype)
         config.validate_executable()
         if config.prim_main not in GEMM_PTYPES:
             raise SetupError(error_t.wrong_ptype, f"the CUDA target runs gemm/brgemm, not {config.prim_main.name}")
@@ -195,13 +244,26 @@ class CudaTensorOperation:
                 raise SetupError(error_t.wrong_stride, f"{name} of {v} bytes is out of range")
         touches = {"first": first[config.prim_first], "last": last[config.prim_last]}
         spec = gemm.default_spec(dt, self.m, self.n, self.k, **touches)
-        self.config, self.dtype, self.spec = config, dt, spec
+        self.config, self.dtype, self.spec, self.plan = config, dt, spec, None
         self._dev_tables = None
         return error_t.success
 
-    def kernel_spec(self, ptr_a: int = 0, ptr_b: int = 0) -> gemm.GemmSpec:
-        """The spec for operands whose first elements are at ``ptr_a``/``ptr_b`` (copy widths
-        follow the alignment of pointers, leading dims and table offsets)."""
+    def _setup_elementwise(self, config: TensorConfig, dtype) -> error_t:
+        """Plan (sort, fuse, size: `elementwise.plan` raises for what the kernel cannot run) and
+        generate the elementwise kernel."""
+        self.config = self.spec = self.plan = None
+        dt = _ew_dtype(dtype)
+        plan = elementwise.plan(config)
+        _generated(plan.spec)
+        self.config, self.dtype, self.plan = config, dt, plan
+        self._dev_tables = None
+        return error_t.success
+
+    def kernel_spec(self, ptr_a: int = 0, ptr_b: int = 0) -> gemm.GemmSpec | elementwise.KernelSpec:
+        """The spec for operands whose first elements are at ``ptr_a``/``ptr_b`` (GEMM: copy widths
+        follow the alignment of pointers, leading dims and table offsets; elementwise: one spec)."""
+        if self.plan is not None:
+            return self.plan.spec
         es = self.spec.es
         va = gemm.choose_vec(es, ptr_a, self.lda, *self.batch_table[:, 0], *self.red_table[:, 0])
         vb = gemm.choose_vec(es, ptr_b, self.ldb, *self.batch_table[:, 1], *self.red_table[:, 1])
@@ -275,16 +337,37 @@ class CudaTensorOperation:
         return a
 
     def _arrays(self, in0, in1, out):
+        """The checked arrays; None for the inputs an elementwise op does not use."""
         if self.config is None:
             raise RuntimeError("execute before a successful setup")
+        if self.plan is not None:
+            cfg = self.config
+            used = (("in0", in0, cfg.uses_in0), ("in1", in1, cfg.uses_in1), ("out", out, True))
+            return tuple(self._check(name, arr) if use else None for name, arr, use in used)
         return self._check("in0", in0), self._check("in1", in1), self._check("out", out)
 
     def _args(self, pa: int, pb: int, pc: int, bt, rt):
         return (pa, pb, pc, bt, rt, self.m, self.n, self.k, len(self.red_table), self.lda, self.ldb, self.ldc)
 
+    def launch_args(self, in0: int = 0, in1: int = 0, out: int = 0, *, tables=None):
+        """``(kernel name, grid, block, args)`` of the launch ``execute`` makes for tensors whose
+        first elements are at these device addresses (0 for an input the op does not use); the
+        kernel is in ``ptx(in0, in1)``. GEMM/BRGEMM launches also need ``tables``: the device
+        addresses (or buffers) of ``batch_table`` and ``red_table``."""
+        if self.config is None:
+            raise RuntimeError("launch_args before a successful setup")
+        if self.plan is not None:
+            kernel = _generated(self.plan.spec)
+            return kernel.name, self.plan.grid, self.plan.block, self.plan.args({"in0": in0, "in1": in1, "out": out})
+        if tables is None:
+            raise ValueError("a GEMM/BRGEMM launch needs tables=(batch_table, red_table) device addresses")
+        gk = _generated(self.kernel_spec(in0, in1))
+        return gk.name, gk.grid(self.m, self.n, len(self.batch_table)), gk.block, self._args(in0, in1, out, *tables)
+
     # -- execute -------------------------------------------------------------------------------
     def execute(self, in0, in1, out, *, sync: bool = True) -> None:
-        """One kernel launch. ``sync``: wait for it (always, when numpy arrays are involved)."""
+        """One kernel launch (``in1`` None for unary ops, ``in0`` too for zero). ``sync``: wait for
+        it (always, when numpy arrays are involved)."""
         arrays = self._arrays(in0, in1, out)
         from ptx import driver  # noqa: PLC0415
 
@@ -296,20 +379,18 @@ class CudaTensorOperation:
         dev = driver.device(self.device_ordinal)
         staged = []
         for a in arrays:
-            if a.host is not None:
+            if a is not None and a.host is not None:
                 flat, origin = _flat_bytes(a.host)
                 buf = driver.DeviceBuffer(max(1, flat.size))
                 buf.copy_from(flat)
                 a.ptr = buf.ptr + origin
                 staged.append((a, buf, flat))
-        pa, pb, pc = (a.ptr for a in arrays)
-        if self._dev_tables is None:
+        pa, pb, pc = (0 if a is None else a.ptr for a in arrays)
+        if self.plan is None and self._dev_tables is None:
             self._dev_tables = (driver.to_device(self.batch_table), driver.to_device(self.red_table))
-        spec = self.kernel_spec(pa, pb)
-        fn = _loaded(spec, dev)
-        gk = _generated(spec)
-        grid = gk.grid(self.m, self.n, len(self.batch_table))
-        fn.launch(grid, gk.block, args=self._args(pa, pb, pc, *self._dev_tables))
+        fn = _loaded(self.kernel_spec(pa, pb), dev)
+        _, grid, block, args = self.launch_args(pa, pb, pc, tables=self._dev_tables)
+        fn.launch(grid, block, args=args)
         if sync or staged:
             driver.synchronize()
         for a, buf, flat in staged:
@@ -317,7 +398,9 @@ class CudaTensorOperation:
                 buf.copy_to(flat)
 
     def simulate(self, in0: np.ndarray, in1: np.ndarray, out: np.ndarray) -> gemm.ModelStats:
-        """Run the launch ``execute`` would make through the numpy model (numpy arrays only)."""
+        """Run the GEMM launch ``execute`` would make through the numpy model (numpy arrays only)."""
+        if self.plan is not None:
+            raise TypeError("simulate models the GEMM kernel; elementwise ops have reference()")
         arrays = self._arrays(in0, in1, out)
         if any(a.host is None for a in arrays):
             raise TypeError("simulate takes numpy arrays")
@@ -334,8 +417,33 @@ class CudaTensorOperation:
         c[...] = c_work
         return stats
 
+    def reference(self, in0: np.ndarray | None, in1: np.ndarray | None, out: np.ndarray) -> None:
+        """What ``execute`` computes for an elementwise op, in numpy on strided views of the same
+        (checked, numpy) arrays."""
+        arrays = self._arrays(in0, in1, out)
+        if self.plan is None:
+            raise TypeError("reference computes elementwise ops; GEMM/BRGEMM have simulate()")
+        if any(a is not None and a.host is None for a in arrays):
+            raise TypeError("reference takes numpy arrays")
+        cfg = self.config
+        shape = tuple(d.size for d in cfg.dims)
+
+        def view(a, name):
+            if a is None:
+                return None
+            strides = tuple(d.stride(name) * a.host.itemsize for d in cfg.dims)
+            return as_strided(a.host, shape, strides, writeable=name == "out")
+
+        views = [view(a, name) for a, name in zip(arrays, ("in0", "in1", "out"), strict=True)]
+        elementwise.reference(cfg.prim_main.name, cfg.prim_last.name, *views)
+
     def __repr__(self) -> str:
-        state = "not set up" if self.config is None else f"{self.spec.name} batch {len(self.batch_table)}"
+        if self.config is None:
+            state = "not set up"
+        elif self.plan is not None:
+            state = f"{self.plan.spec.name} sizes {self.plan.sizes}"
+        else:
+            state = f"{self.spec.name} batch {len(self.batch_table)}"
         return f"<CudaTensorOperation {state}>"
 
 
@@ -350,14 +458,16 @@ def _offsets(dims, tensors) -> np.ndarray:
     return np.ascontiguousarray(np.stack(cols, axis=1))
 
 
-def _generated(spec: gemm.GemmSpec) -> gemm.GemmKernel:
+def _generated(spec):
+    """The generated kernel of a `gemm.GemmSpec` or an `elementwise.KernelSpec` (cached)."""
     key = ("gen", spec)
     if key not in _kernels:
-        _kernels[key] = gemm.generate(spec)
+        gen = elementwise.generate if isinstance(spec, elementwise.KernelSpec) else gemm.generate
+        _kernels[key] = gen(spec)
     return _kernels[key]
 
 
-def _loaded(spec: gemm.GemmSpec, dev):
+def _loaded(spec, dev):
     from ptx import driver  # noqa: PLC0415
 
     key = ("fn", spec, dev.ordinal)
