@@ -45,8 +45,9 @@ class TensorOperation:
     ``target``: "native" (AVX-512/AVX2 on x86-64, SVE/NEON on AArch64),
     "x86_64-avx512", "x86_64-avx2", "aarch64-neon", "aarch64-sve" (AArch64 on a
     non-ARM host runs in the qemu emulation worker at ``sve_vl`` bits; for
-    correctness, not speed), or "cuda" (GEMM/BRGEMM on tensor cores: returns a
-    `minijit.cuda.CudaTensorOperation`, same setup/execute interface).
+    correctness, not speed), or "cuda" (GEMM/BRGEMM on tensor cores, unary/binary
+    elementwise ops: returns a `minijit.cuda.CudaTensorOperation`, same setup/execute
+    interface; ``device=`` and ``driver=`` go to it).
     ``num_threads`` defaults to MINIJIT_NUM_THREADS / OMP_NUM_THREADS / the CPU count.
     """
 
@@ -54,7 +55,7 @@ class TensorOperation:
         if target == "cuda":
             from minijit.cuda.operation import CudaTensorOperation
 
-            unknown = set(kwargs) - {"device"}
+            unknown = set(kwargs) - {"device", "driver"}
             if unknown:
                 raise TypeError(f"target 'cuda' takes no {', '.join(sorted(unknown))} argument")
             return CudaTensorOperation(**kwargs)

@@ -715,6 +715,28 @@ class Kernel:
         sa, sb, sc = (self._src(ins, n, x, t) for n, x in (("a", a), ("b", b), ("c", c)))
         self._emit(f"fma{mods}.{t} {d}, {sa}, {sb}, {sc}", pred, self._arith_reqs(ins, t))
 
+    def div(self, dst, a, b, type=None, rnd="rn", ftz=False, pred=None) -> None:
+        """``div{.rnd}.f32/.f64 d, a, b`` (IEEE; ``rnd`` rn/rz/rm/rp, or "approx"/"full" for .f32);
+        ``div.{s,u}{16,32,64}`` for integers (truncating; pass ``rnd=None``)."""
+        ins = "div"
+        t = self._arith_type(ins, dst, type)
+        if T.is_int(t):
+            if rnd is not None or ftz:
+                _fail(ins, f"integer division .{t} takes no rounding or .ftz")
+            mods = ""
+        elif t in ("f32", "f64"):
+            ok = _FRND + (("approx", "full") if t == "f32" else ())
+            if rnd not in ok:
+                _fail(ins, f"div.{t} needs rounding from {ok}, got {rnd!r}")
+            if ftz and t != "f32":
+                _fail(ins, ".ftz needs .f32")
+            mods = f".{rnd}" + (".ftz" if ftz else "")
+        else:
+            _fail(ins, f"type .{t} is not an integer, .f32 or .f64 type")
+        d = self._dst(ins, dst, t)
+        sa, sb = self._src(ins, "a", a, t), self._src(ins, "b", b, t)
+        self._emit(f"div{mods}.{t} {d}, {sa}, {sb}", pred)
+
     def _minmax(self, op: str, dst, a, b, type, pred) -> None:
         t = self._arith_type(op, dst, type)
         if T.kind(t) not in ("u", "s") and t not in ("f32", "f64"):

@@ -789,6 +789,10 @@ def _arith(c: _Cta, ins: Instr, exe) -> None:
                 r = np.fmin(a, b)
             elif op == "max":
                 r = np.fmax(a, b)
+            elif op == "div":
+                if "rn" not in mods:
+                    c.fail(ins, "div.approx/div.full are not supported by the simulator (div.rn is)")
+                r = a / b
             elif op in ("fma", "mad"):
                 cc = c.get(ins, ins.ops[3], t, exe)
                 r = (a.astype(np.float64) * b + cc).astype(a.dtype) if t != "f64" else a * b + cc
@@ -819,9 +823,9 @@ def _arith(c: _Cta, ins: Instr, exe) -> None:
         elif op == "sub":
             r = a - b
         elif op in ("mul", "mad"):
-            if mode == "hi":
-                if w == 64:
-                    c.fail(ins, "mul.hi on 64-bit types is not supported by the simulator")
+            if mode == "hi" and w == 64:  # the 128-bit product in Python integers
+                r = np.array([(x * y) >> 64 for x, y in zip(a.tolist(), b.tolist(), strict=True)], dtype=a.dtype)
+            elif mode == "hi":
                 wide = np.int64 if T.kind(t) == "s" else _U64
                 r = (a.astype(wide) * b.astype(wide)) >> wide(w)
             else:
@@ -832,6 +836,11 @@ def _arith(c: _Cta, ins: Instr, exe) -> None:
             r = np.minimum(a, b)
         elif op == "max":
             r = np.maximum(a, b)
+        elif op == "div":  # truncating; the result of a division by zero is unspecified: reported
+            if (b[exe] == 0).any():
+                c.fail(ins, "integer division by zero", exe & (b == 0))
+            q = np.abs(a) // np.where(b == 0, 1, np.abs(b))
+            r = np.where((a < 0) != (b < 0), -q, q).astype(a.dtype)
         else:
             c.fail(ins, f"{op}.{t} is not supported")
     if "sat" in mods and t == "s32":
@@ -1149,6 +1158,7 @@ _HANDLERS = {
     "mul": _arith,
     "mad": _arith,
     "fma": _arith,
+    "div": _arith,
     "min": _arith,
     "max": _arith,
     "and": _logic,

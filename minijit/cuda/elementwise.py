@@ -349,12 +349,6 @@ class ElementwiseKernel:
     signature: tuple[str, ...]
 
 
-def _div_rn(k, d, a, b) -> None:
-    """``div.rn.f32 d, a, b`` (IEEE division; :mod:`ptx.builder` has no div method)."""
-    names = [k._reg("div.rn.f32", w, r, "f32") for w, r in (("d", d), ("a", a), ("b", b))]
-    k._emit("div.rn.f32 {}, {}, {}".format(*names))
-
-
 def _select(k, cmp: str, a, b):
     """``(a cmp b or a is NaN) ? a : b`` (numpy's minimum/maximum and, with b = +0.0, ReLU)."""
     p, q, r, d = k.reg("pred"), k.reg("pred"), k.reg("pred"), k.reg("f32")
@@ -377,7 +371,7 @@ def _compute(k, op: str, x: list, zero):
         return _select(k, "lt" if op == "min" else "gt", x[0], x[1])
     d = k.reg("f32")
     if op == "div":
-        _div_rn(k, d, x[0], x[1])
+        k.div(d, x[0], x[1], rnd="rn")  # IEEE division, as numpy
     else:
         getattr(k, op)(d, x[0], x[1], rnd="rn")
     return d

@@ -150,8 +150,14 @@ def _flat_bytes(arr: np.ndarray) -> tuple[np.ndarray, int]:
 class CudaTensorOperation:
     """A GEMM/BRGEMM (sm_80 or newer) or elementwise tensor operation compiled for an NVIDIA GPU."""
 
-    def __init__(self, device: int = 0) -> None:
+    def __init__(self, device: int = 0, driver=None) -> None:
+        """``driver``: the module launches go through, `ptx.driver` by default; `ptx.simdriver`
+        runs the same kernels in the PTX simulator (no GPU; slow, for tests; numpy arrays)."""
+        if driver is None:
+            from ptx import driver  # noqa: PLC0415
+        self.driver = driver
         self.device_ordinal = device
+        self._vec_cache: dict = {}
         self.config: TensorConfig | None = None
         self.dtype: str | None = None
         self.spec: gemm.GemmSpec | None = None
@@ -265,9 +271,12 @@ class CudaTensorOperation:
         if self.plan is not None:
             return self.plan.spec
         es = self.spec.es
-        va = gemm.choose_vec(es, ptr_a, self.lda, *self.batch_table[:, 0], *self.red_table[:, 0])
-        vb = gemm.choose_vec(es, ptr_b, self.ldb, *self.batch_table[:, 1], *self.red_table[:, 1])
-        return self.spec.aligned(va, vb)
+        key = (self.spec, ptr_a % 16, ptr_b % 16)  # copy widths depend on 16-byte alignment only
+        if key not in self._vec_cache:
+            va = gemm.choose_vec(es, ptr_a, self.lda, *self.batch_table[:, 0], *self.red_table[:, 0])
+            vb = gemm.choose_vec(es, ptr_b, self.ldb, *self.batch_table[:, 1], *self.red_table[:, 1])
+            self._vec_cache[key] = self.spec.aligned(va, vb)
+        return self._vec_cache[key]
 
     def ptx(self, ptr_a: int = 0, ptr_b: int = 0) -> str:
         """PTX text of the kernel ``execute`` launches for operands at these addresses."""
@@ -369,8 +378,7 @@ class CudaTensorOperation:
         """One kernel launch (``in1`` None for unary ops, ``in0`` too for zero). ``sync``: wait for
         it (always, when numpy arrays are involved)."""
         arrays = self._arrays(in0, in1, out)
-        from ptx import driver  # noqa: PLC0415
-
+        driver = self.driver
         if not driver.available():
             raise RuntimeError(
                 "CudaTensorOperation.execute needs an NVIDIA GPU with a CUDA driver and cuda-bindings"
@@ -388,7 +396,7 @@ class CudaTensorOperation:
         pa, pb, pc = (0 if a is None else a.ptr for a in arrays)
         if self.plan is None and self._dev_tables is None:
             self._dev_tables = (driver.to_device(self.batch_table), driver.to_device(self.red_table))
-        fn = _loaded(self.kernel_spec(pa, pb), dev)
+        fn = _loaded(self.kernel_spec(pa, pb), dev, driver)
         _, grid, block, args = self.launch_args(pa, pb, pc, tables=self._dev_tables)
         fn.launch(grid, block, args=args)
         if sync or staged:
@@ -467,13 +475,12 @@ def _generated(spec):
     return _kernels[key]
 
 
-def _loaded(spec, dev):
-    from ptx import driver  # noqa: PLC0415
-
-    key = ("fn", spec, dev.ordinal)
+def _loaded(spec, dev, driver):
+    key = ("fn", spec, dev.ordinal, driver.__name__)
     if key not in _kernels:
         gk = _generated(spec)
-        cub = ptx.compile(gk.text, arch=dev.arch)
+        simulated = getattr(driver, "MEMORY", None) is not None
+        cub = gk.text if simulated and ptx.find_ptxas() is None else ptx.compile(gk.text, arch=dev.arch)
         mod = driver.load(cub)
         _kernels[key] = (mod, mod.function(gk.name, signature=gk.signature))
     return _kernels[key][1]

@@ -315,3 +315,24 @@ def test_version_too_low_raises():
         Module(version="6.5", target="sm_80")
     with pytest.raises(PtxVersionError, match="form sm_NN"):
         Module(target="compute_80")
+
+
+def test_div_forms_and_errors(k):
+    f, g = k.reg("f32"), k.reg("f64")
+    i, b = k.reg("s32"), k.reg("b32")
+    k.div(f, f, f)
+    k.div(f, f, 2.0, rnd="approx")
+    k.div(g, g, g, rnd="rz")
+    k.div(i, i, 3, rnd=None)
+    assert k.body[-4:] == [
+        f"div.rn.f32 {f.name}, {f.name}, {f.name};",
+        f"div.approx.f32 {f.name}, {f.name}, 0f40000000;",
+        f"div.rz.f64 {g.name}, {g.name}, {g.name};",
+        f"div.s32 {i.name}, {i.name}, 3;",
+    ]
+    with pytest.raises(PtxTypeError, match="div.f64 needs rounding"):
+        k.div(g, g, g, rnd="approx")
+    with pytest.raises(PtxTypeError, match="integer division .s32 takes no rounding"):
+        k.div(i, i, i)
+    with pytest.raises(PtxTypeError, match="not an integer, .f32 or .f64"):
+        k.div(b, b, b)

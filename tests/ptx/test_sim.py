@@ -99,6 +99,10 @@ INT_OPS = {
     "mul.wide.u32": ("u32", "u32", "u64", lambda k, d, a, b: k.mul(d, a, b, mode="wide"), lambda a, b: a * b),
     "add.s64": ("s64", "s64", "s64", lambda k, d, a, b: k.add(d, a, b), lambda a, b: _wrap(a + b, 64, True)),
     "mul.lo.u64": ("u64", "u64", "u64", lambda k, d, a, b: k.mul(d, a, b, mode="lo"), lambda a, b: _wrap(a * b, 64, 0)),
+    "mul.hi.u64": ("u64", "u64", "u64", lambda k, d, a, b: k.mul(d, a, b, mode="hi"), lambda a, b: (a * b) >> 64),
+    "mul.hi.s64": ("s64", "s64", "s64", lambda k, d, a, b: k.mul(d, a, b, mode="hi"), lambda a, b: (a * b) >> 64),
+    "div.s32": ("s32", "s32", "s32", lambda k, d, a, b: k.div(d, a, b, rnd=None), lambda a, b: _tdiv(a, b)),
+    "div.u64": ("u64", "u64", "u64", lambda k, d, a, b: k.div(d, a, b, rnd=None), lambda a, b: a // b),
     "min.s32": ("s32", "s32", "s32", lambda k, d, a, b: k.min(d, a, b), min),
     "max.u32": ("u32", "u32", "u32", lambda k, d, a, b: k.max(d, a, b), max),
     "max.s64": ("s64", "s64", "s64", lambda k, d, a, b: k.max(d, a, b), max),
@@ -108,6 +112,11 @@ INT_OPS = {
     "xor.b32": ("u32", "u32", "u32", lambda k, d, a, b: k.xor(d, a, b), lambda a, b: a ^ b),
     "and.b64": ("u64", "u64", "u64", lambda k, d, a, b: k.and_(d, a, b), lambda a, b: a & b),
 }
+
+
+def _tdiv(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return -q if (a < 0) != (b < 0) else q
 
 
 def _setp_selp(cmp):
@@ -145,6 +154,8 @@ def _check_int(be, op, ta, tb, td, emit, ref, seed):
     a, b = _ints(seed, ta), _ints(seed + 1, tb)
     if op.startswith("sh"):
         b = np.array([int(x) % 40 for x in b], dtype=object)  # shift amounts incl. >= 32 (clamped)
+    if op.startswith("div"):  # no division by zero, no INT_MIN / -1 (both unspecified)
+        b = np.array([7 if int(x) in (0, -1) else x for x in b], dtype=object)
     got = _run(be, re.sub(r"\W", "_", op), ta, tb, td, emit, a, b)
     want = [ref(int(x), int(y)) for x, y in zip(a, b, strict=True)]
     np.testing.assert_array_equal(got.astype(object), np.array(want, dtype=object), err_msg=op)
@@ -194,6 +205,7 @@ FLOAT_OPS = {
     "mul.f32": ("f32", lambda k, d, a, b: k.mul(d, a, b), lambda a, b: a * b),
     "min.f32": ("f32", lambda k, d, a, b: k.min(d, a, b), np.fmin),
     "max.f32": ("f32", lambda k, d, a, b: k.max(d, a, b), np.fmax),
+    "div.rn.f32": ("f32", lambda k, d, a, b: k.div(d, a, b, rnd="rn"), lambda a, b: a / b),
     "cvt.rna.tf32.f32": ("b32", _cvt("tf32", "f32", "rna"), lambda a, b: _tf32_ref(a).view(np.uint32)),
     "cvt.rn.bf16.f32": ("b16", _cvt("bf16", "f32", "rn"), lambda a, b: _bf16_ref(a)),
     "cvt.rn.f16.f32": ("b16", _cvt("f16", "f32", "rn"), lambda a, b: a.astype(np.float16).view(np.uint16)),
