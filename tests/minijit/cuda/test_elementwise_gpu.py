@@ -1,4 +1,5 @@
-"""Elementwise CUDA kernels on a GPU against numpy (needs a GPU): trus -> turs and other
+"""Elementwise CUDA kernels against numpy, in the PTX simulator (always) and on a GPU (``gpu``
+mark; the big shapes and device arrays there only): trus -> turs and other
 permutations, the CPU path's unary configs, binary ops with broadcast and touches, NaN / -0.0 /
 inf / subnormal semantics, negative strides, the grid-stride loop and the 64-bit index variant,
 device arrays; every output buffer carries a guard zone after out."""
@@ -11,15 +12,13 @@ import math
 import numpy as np
 import pytest
 
-import ptx
 from minijit import TensorOperation
 from minijit.cuda import CudaTensorOperation
 from minijit.cuda import elementwise as ew
 from ptx import driver
+from tests.conftest import CudaBackend
 from tests.minijit.cuda.test_elementwise_ptx import CASES, config, perm_args, special_values
 from tests.minijit.helpers import UFUNCS, trus_args
-
-pytestmark = pytest.mark.gpu
 
 GUARD = 256
 SENTINEL = np.float32(-12345.0)
@@ -33,10 +32,10 @@ def guarded(n: int, fill: float = 7.0) -> np.ndarray:
     return buf
 
 
-def run(args, in0, in1, shape, fill: float = 7.0) -> np.ndarray:
-    """Set up ``args``, execute into a guarded buffer laid out row-major as ``shape``, check the
-    guard, return the output."""
-    op = CudaTensorOperation()
+def run(be, args, in0, in1, shape, fill: float = 7.0) -> np.ndarray:
+    """Set up ``args`` on backend ``be``, execute into a guarded buffer laid out row-major as
+    ``shape``, check the guard, return the output."""
+    op = CudaTensorOperation(driver=be.driver)
     op.setup(*args)
     n = math.prod(shape)
     buf = guarded(n, fill)
@@ -81,52 +80,54 @@ def unary_expected(ptype: str, a: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("ptype", ["identity", "copy", "relu", "zero"])
-def test_trus_to_turs(dev, ptype):
+def test_trus_to_turs(cuda_backend, ptype):
     """Seed 004 §5.6.2: out[t, u, r, s] = op(in0[t, r, u, s]) for T, R, U, S in {3, 4, 7}."""
     rng = np.random.default_rng(5)
     for T, R, U, S in TRUS:
         a = sample(rng, (T, R, U, S))
-        got = run(trus_args(ptype, T, R, U, S), None if ptype == "zero" else a, None, (T, U, R, S))
+        got = run(cuda_backend, trus_args(ptype, T, R, U, S), None if ptype == "zero" else a, None, (T, U, R, S))
         assert_bits(got, unary_expected(ptype, a.transpose(0, 2, 1, 3)))
 
 
 @pytest.mark.parametrize("T,R,U,S", [(64, 128, 96, 33), (5, 1000, 3, 257), (2, 2048, 1024, 1), (1, 1, 1, 1)])
 @pytest.mark.parametrize("ptype", ["copy", "relu"])
+@pytest.mark.gpu
 def test_trus_to_turs_bigger(dev, ptype, T, R, U, S):
     a = sample(np.random.default_rng(6), (T, R, U, S))
-    got = run(trus_args(ptype, T, R, U, S), a, None, (T, U, R, S))
+    got = run(CudaBackend("gpu", driver, dev), trus_args(ptype, T, R, U, S), a, None, (T, U, R, S))
     assert_bits(got, unary_expected(ptype, a.transpose(0, 2, 1, 3)))
 
 
-def test_all_permutations_of_four_dims(dev):
+def test_all_permutations_of_four_dims(cuda_backend):
     rng = np.random.default_rng(7)
     sizes = (6, 7, 8, 9)
     a = sample(rng, sizes)
     for perm in itertools.permutations(range(4)):
         for ptype in ("copy", "relu"):
-            got = run(perm_args(ptype, sizes, perm), a, None, tuple(sizes[i] for i in perm))
+            got = run(cuda_backend, perm_args(ptype, sizes, perm), a, None, tuple(sizes[i] for i in perm))
             assert_bits(got, unary_expected(ptype, a.transpose(perm)))
 
 
 @pytest.mark.parametrize("ptype", ["copy", "relu"])
-def test_cpu_unary_transpositions_of_prim_dims(dev, ptype):
+def test_cpu_unary_transpositions_of_prim_dims(cuda_backend, ptype):
     """The CPU path's transposing unary configs: out[x, z, y] = op(A[x, y, z])."""
     rng = np.random.default_rng(8)
-    for a_, b_, c_ in [(2, 5, 3), (3, 17, 9), (1, 33, 4), (4, 1, 8), (16, 1000, 999)]:
+    shapes = [(2, 5, 3), (3, 17, 9), (1, 33, 4), (4, 1, 8)]
+    for a_, b_, c_ in shapes + ([] if cuda_backend.simulated else [(16, 1000, 999)]):
         a = sample(rng, (a_, b_, c_))
         args = (
             "fp32", "none", ptype, "none", "ccc", ("seq", "prim", "prim"), (a_, b_, c_),
             (b_ * c_, c_, 1), (0, 0, 0), (b_ * c_, 1, b_),
         )  # fmt: skip
-        got = run(args, a, None, (a_, c_, b_))
+        got = run(cuda_backend, args, a, None, (a_, c_, b_))
         assert_bits(got, unary_expected(ptype, a.transpose(0, 2, 1)))
 
 
 @pytest.mark.parametrize("name", sorted(n for n in CASES if n.startswith("r")))
-def test_generated_cases(dev, name):
+def test_generated_cases(cuda_backend, name):
     """The CI cases (1..8 dims, permutations, padding, broadcast) against CudaTensorOperation.reference."""
     args = CASES[name]
-    op = CudaTensorOperation()
+    op = CudaTensorOperation(driver=cuda_backend.driver)
     op.setup(*args)
     cfg = op.config
     rng = np.random.default_rng(9)
@@ -149,15 +150,16 @@ def test_generated_cases(dev, name):
 
 @pytest.mark.parametrize("last", ["none", "relu", "zero"])
 @pytest.mark.parametrize("ptype", sorted(UFUNCS))
-def test_binary_with_broadcast(dev, ptype, last):
+def test_binary_with_broadcast(cuda_backend, ptype, last):
     """out[c, n, m] = last(in0 (op) in1), in1 full or broadcast (stride 0) over n or over c."""
     rng = np.random.default_rng(10)
-    for s0, s1, s2 in [(3, 17, 5), (2, 4, 64), (1, 1, 1), (5, 33, 7), (64, 300, 257)]:
+    shapes = [(3, 17, 5), (2, 4, 64), (1, 1, 1), (5, 33, 7)]
+    for s0, s1, s2 in shapes + ([] if cuda_backend.simulated else [(64, 300, 257)]):
         x, y = sample(rng, (s0, s1, s2)), sample(rng, (s0, s1, s2))
         for bcast in ((), (1,), (0,), (0, 2)):
             args = perm_args(ptype, (s0, s1, s2), (0, 1, 2), bcast=bcast, last=last)
             yb = y[tuple(slice(0, 1) if i in bcast else slice(None) for i in range(3))]
-            got = run(args, x, y, (s0, s1, s2))  # in1 strides as y's, 0 on the broadcast dims
+            got = run(cuda_backend, args, x, y, (s0, s1, s2))  # in1 strides as y's, 0 on the broadcast dims
             with np.errstate(all="ignore"):
                 want = UFUNCS[ptype](x, yb)
             want = np.maximum(want, np.float32(0)) if last == "relu" else want
@@ -166,33 +168,33 @@ def test_binary_with_broadcast(dev, ptype, last):
 
 
 @pytest.mark.parametrize("ptype", sorted(UFUNCS))
-def test_binary_special_values(dev, ptype):
+def test_binary_special_values(cuda_backend, ptype):
     """All pairs of NaN (payloads, signs), +-0, +-inf, subnormals, finite values: min/max bit for
     bit as np.minimum/np.maximum (first NaN propagates, the second of two equal zeros), IEEE
     arithmetic otherwise."""
     v = special_values()
     x, y = np.repeat(v, v.size), np.tile(v, v.size)
     n = x.size
-    got = run(perm_args(ptype, (n,), (0,)), x, y, (n,))
+    got = run(cuda_backend, perm_args(ptype, (n,), (0,)), x, y, (n,))
     with np.errstate(all="ignore"):
         want = UFUNCS[ptype](x, y)
     (assert_bits if ptype in ("min", "max") else assert_values)(got, want)
 
 
-def test_unary_special_values(dev):
+def test_unary_special_values(cuda_backend):
     """ReLU keeps NaN (with its payload), turns -0.0 into +0.0; copy moves bits (signalling NaN too)."""
     v = special_values()
     n = v.size
     for ptype in ("copy", "relu"):
-        assert_bits(run(perm_args(ptype, (n,), (0,)), v, None, (n,)), unary_expected(ptype, v))
+        assert_bits(run(cuda_backend, perm_args(ptype, (n,), (0,)), v, None, (n,)), unary_expected(ptype, v))
     for last in ("relu", "none"):  # a ReLU last touch after min, with NaN from either side
         x, y = np.repeat(v, n), np.tile(v, n)
-        got = run(perm_args("min", (n * n,), (0,), last=last), x, y, (n * n,))
+        got = run(cuda_backend, perm_args("min", (n * n,), (0,), last=last), x, y, (n * n,))
         want = np.minimum(x, y)
         assert_bits(got, np.maximum(want, np.float32(0)) if last == "relu" else want)
 
 
-def test_first_touch_is_overwritten_and_touches_match_the_cpu_path(dev):
+def test_first_touch_is_overwritten_and_touches_match_the_cpu_path(cuda_backend):
     """Same results as the CPU TensorOperation (x86/AArch64 JIT) for every touch combination."""
     rng = np.random.default_rng(11)
     x, y = sample(rng, (6, 20)), sample(rng, (6, 20))
@@ -203,14 +205,14 @@ def test_first_touch_is_overwritten_and_touches_match_the_cpu_path(dev):
         cpu.setup(*args)
         want = np.full((6, 20), -3.0, np.float32)
         cpu.execute(x, None if main == "relu" else y, want)
-        got = run(args, x, None if main == "relu" else y, (6, 20), fill=-3.0)
+        got = run(cuda_backend, args, x, None if main == "relu" else y, (6, 20), fill=-3.0)
         assert_values(got, want)
 
 
 # --------------------------------------------------------------------------- layouts and launches
 
 
-def test_negative_strides(dev):
+def test_negative_strides(cuda_backend):
     rng = np.random.default_rng(12)
     a = sample(rng, (4, 5, 6))
     v = a[::-1, :, ::-1]  # in0 strides (-30, 6, -1) relative to its first element
@@ -218,22 +220,23 @@ def test_negative_strides(dev):
     for main in ("copy", "add"):
         args = ("fp32", "none", main, "none", "ccc", ("seq", "prim", "prim"), (4, 5, 6), s0,
                 s0 if main == "add" else (0, 0, 0), (6, 24, 1))  # fmt: skip
-        got = run(args, v, v if main == "add" else None, (5, 4, 6))
+        got = run(cuda_backend, args, v, v if main == "add" else None, (5, 4, 6))
         want = v.transpose(1, 0, 2)
         assert_values(got, want + want if main == "add" else want)
     out = np.full((5, 4, 6), 7.0, np.float32)
     o = out[::-1, ::-1]  # out with negative strides too
-    op = CudaTensorOperation()
+    op = CudaTensorOperation(driver=cuda_backend.driver)
     op.setup("fp32", "none", "relu", "none", "ccc", ("seq", "prim", "prim"), (4, 5, 6), s0, (0, 0, 0),
              tuple(s // 4 for s in o.transpose(1, 0, 2).strides))  # fmt: skip
     op.execute(v, None, o)
     assert_bits(o.transpose(1, 0, 2), np.maximum(v, np.float32(0)))
 
 
-def _launch_direct(dev, p: ew.Plan, x: np.ndarray, y: np.ndarray, n_out: int, grid) -> np.ndarray:
+def _launch_direct(be, p: ew.Plan, x: np.ndarray, y: np.ndarray, n_out: int, grid) -> np.ndarray:
     """Launch ``p``'s kernel through ptx.driver with our own grid; in0/in1/out start at element 0."""
     k = ew.generate(p.spec)
-    fn = driver.load(ptx.compile(k.text, arch=dev.arch)).function(k.name, signature=k.signature)
+    driver = be.driver
+    _, fn = be.load(k.text, k.name, k.signature)
     dx, dy, do = driver.to_device(x), driver.to_device(y), driver.to_device(guarded(n_out))
     fn.launch(grid, p.block, args=p.args({"in0": dx.ptr, "in1": dy.ptr, "out": do.ptr}))
     driver.synchronize()
@@ -243,7 +246,7 @@ def _launch_direct(dev, p: ew.Plan, x: np.ndarray, y: np.ndarray, n_out: int, gr
 
 
 @pytest.mark.parametrize("wide", [False, True])
-def test_grid_stride_loop_and_index_widths(dev, wide):
+def test_grid_stride_loop_and_index_widths(cuda_backend, wide):
     """Small grids loop over the whole operation; the 64-bit variant computes the same."""
     rng = np.random.default_rng(13)
     sizes = (7, 300, 61)
@@ -254,11 +257,11 @@ def test_grid_stride_loop_and_index_widths(dev, wide):
         assert p.spec.wide == wide
         yfull = np.ascontiguousarray(np.broadcast_to(y, sizes))  # in1 strides as row-major, 0 over dim 1
         want = np.full(x.size, 7.0, np.float32)
-        op = CudaTensorOperation()
+        op = CudaTensorOperation(driver=cuda_backend.driver)
         op.setup_config(cfg)
         op.reference(x, yfull, want)
         for grid in ((1, 1, 1), (3, 1, 1), p.grid):
-            got = _launch_direct(dev, p, x, yfull, x.size, grid)
+            got = _launch_direct(cuda_backend, p, x, yfull, x.size, grid)
             assert_values(got, want)
 
 
@@ -272,6 +275,7 @@ class _DeviceArray:
         }  # fmt: skip
 
 
+@pytest.mark.gpu
 def test_device_arrays(dev):
     rng = np.random.default_rng(14)
     T, R, U, S = 7, 33, 65, 129
@@ -286,6 +290,7 @@ def test_device_arrays(dev):
     assert_bits(out[:n].reshape(T, U, R, S), np.maximum(a.transpose(0, 2, 1, 3), np.float32(0)))
 
 
+@pytest.mark.gpu
 def test_torch_tensors(dev):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
