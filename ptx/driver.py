@@ -346,6 +346,32 @@ class LoadedModule:
             pass
 
 
+def load_ptx(text: str, arch: str) -> LoadedModule:
+    """Assemble PTX ``text`` for ``arch`` with ptxas (:func:`ptx.toolchain.compile`) and load it."""
+    from . import toolchain
+
+    return load(toolchain.compile(text, arch=arch))
+
+
+#: what a driver module (this one, `ptx.simdriver`) offers to the code that launches kernels
+API = ("available", "device", "synchronize", "DeviceBuffer", "to_device", "load", "load_ptx")
+
+
+def resolve(driver=None):
+    """``driver`` if it offers :data:`API` (TypeError naming what is missing), this module if None."""
+    if driver is None:
+        import sys
+
+        return sys.modules[__name__]
+    missing = [name for name in API if not callable(getattr(driver, name, None))]
+    if missing:
+        raise TypeError(
+            f"driver {getattr(driver, '__name__', driver)!r} lacks {', '.join(missing)}; "
+            "pass ptx.driver, ptx.simdriver or None"
+        )
+    return driver
+
+
 def load(cubin) -> LoadedModule:
     """Load a :class:`ptx.toolchain.Cubin` (or raw cubin/PTX bytes)."""
     data = getattr(cubin, "data", cubin)

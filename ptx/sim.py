@@ -612,7 +612,7 @@ class _Cta:
             pc[act] += 1
 
     # -- warp-collective checks --------------------------------------------------------------
-    def whole_warps(self, ins: Instr, exe: np.ndarray, alive_hint=None) -> np.ndarray:
+    def whole_warps(self, ins: Instr, exe: np.ndarray) -> np.ndarray:
         """Warp indices executing ``ins``; every thread of those warps must execute it."""
         warps = np.unique(self.warp[exe])
         part = np.isin(self.warp, warps) & ~exe

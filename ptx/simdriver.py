@@ -16,7 +16,17 @@ import numpy as np
 
 from . import sim
 
-__all__ = ["DeviceBuffer", "Event", "Function", "LoadedModule", "available", "device", "load", "synchronize"]
+__all__ = [
+    "DeviceBuffer",
+    "Event",
+    "Function",
+    "LoadedModule",
+    "available",
+    "device",
+    "load",
+    "load_ptx",
+    "synchronize",
+]
 
 MEMORY = sim.Memory()
 
@@ -127,6 +137,15 @@ class LoadedModule:
 
     def unload(self) -> None:
         pass
+
+
+def load_ptx(text: str, arch: str = "sm_90") -> LoadedModule:
+    """Load PTX ``text``; when ptxas is installed it must assemble for ``arch`` first."""
+    from . import toolchain
+
+    if toolchain.find_ptxas() is not None:
+        toolchain.compile(text, arch=arch)
+    return LoadedModule(text)
 
 
 def load(cubin) -> LoadedModule:

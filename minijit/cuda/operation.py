@@ -60,7 +60,6 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-import ptx
 from minijit import optimizer
 from minijit.cuda import elementwise, gemm
 from minijit.errors import SetupError, error_t
@@ -153,9 +152,9 @@ class CudaTensorOperation:
     def __init__(self, device: int = 0, driver=None) -> None:
         """``driver``: the module launches go through, `ptx.driver` by default; `ptx.simdriver`
         runs the same kernels in the PTX simulator (no GPU; slow, for tests; numpy arrays)."""
-        if driver is None:
-            from ptx import driver  # noqa: PLC0415
-        self.driver = driver
+        from ptx.driver import resolve  # noqa: PLC0415
+
+        self.driver = resolve(driver)
         self.device_ordinal = device
         self._vec_cache: dict = {}
         self.config: TensorConfig | None = None
@@ -479,8 +478,6 @@ def _loaded(spec, dev, driver):
     key = ("fn", spec, dev.ordinal, driver.__name__)
     if key not in _kernels:
         gk = _generated(spec)
-        simulated = getattr(driver, "MEMORY", None) is not None
-        cub = gk.text if simulated and ptx.find_ptxas() is None else ptx.compile(gk.text, arch=dev.arch)
-        mod = driver.load(cub)
+        mod = driver.load_ptx(gk.text, dev.arch)
         _kernels[key] = (mod, mod.function(gk.name, signature=gk.signature))
     return _kernels[key][1]

@@ -101,9 +101,9 @@ class SpMM:
             self._splits = self._row_splits(self.threads)
         else:
             self.isa = "ptx"
-            if driver is None:
-                from ptx import driver
-            self._driver = driver
+            from ptx.driver import resolve
+
+            self._driver = resolve(driver)
             self._cuda_setup()
 
     # ------------------------------------------------------------------ common
@@ -203,7 +203,6 @@ class SpMM:
 
     # ------------------------------------------------------------------ cuda
     def _cuda_setup(self) -> None:
-        import ptx
         from minijit.sparse import tca
 
         driver = self._driver
@@ -216,13 +215,7 @@ class SpMM:
         dev = driver.device()
         module = tca.build(self.n, self.seg_chunks)
         self.ptx_text = module.text()
-        simulated = getattr(driver, "MEMORY", None) is not None
-        if simulated and ptx.find_ptxas() is None:
-            self.cubin = None  # the simulator runs the PTX text; nothing to assemble without ptxas
-            self._module = driver.load(self.ptx_text)
-        else:
-            self.cubin = ptx.compile(self.ptx_text, arch=dev.arch)
-            self._module = driver.load(self.cubin)
+        self._module = driver.load_ptx(self.ptx_text, dev.arch)
         sig_main = tuple(p.type for p in module.kernels[0].params)
         sig_red = tuple(p.type for p in module.kernels[1].params)
         self._f_main = self._module.function("tca_spmm", signature=sig_main)

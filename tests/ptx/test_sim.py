@@ -229,6 +229,38 @@ def test_float_semantics(cuda_backend, op):
         np.testing.assert_array_equal(got, want, err_msg=op)
 
 
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_semantics_kernels_assemble(arch):
+    """Every kernel above, and each div form the builder emits, is accepted by ptxas."""
+    from ptx import toolchain
+
+    if toolchain.find_ptxas() is None:
+        pytest.skip("ptxas not found")
+    kernels = [(op, *INT_OPS[op][:4]) for op in INT_OPS]
+    kernels += [(op, "f32", "f32", *FLOAT_OPS[op][:2]) for op in FLOAT_OPS]
+
+    def divs(k, d, a, b):
+        k.div(d, a, b, rnd="approx")
+        k.div(d, a, b, rnd="full", ftz=True)
+        k.div(d, a, b, rnd="rz")
+
+    kernels.append(("div_forms", "f32", "f32", "f32", divs))
+    for op, ta, tb, td, emit in kernels:
+        m, k = _kernel(re.sub(r"\W", "_", op), ta, tb, td, emit)
+        cub = toolchain.compile(m.text(), arch=arch)
+        assert cub[k.name].spills == 0, op
+
+
+def test_drivers_offer_the_same_api():
+    from ptx import driver
+
+    for name in driver.API:
+        assert callable(getattr(simdriver, name)), name
+    assert driver.resolve(None) is driver and driver.resolve(simdriver) is simdriver
+    with pytest.raises(TypeError, match="lacks available, device, synchronize"):
+        driver.resolve(object())
+
+
 # --------------------------------------------------------------------------- defects it reports
 
 

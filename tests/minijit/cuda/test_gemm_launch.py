@@ -58,16 +58,16 @@ def test_brgemm_kernel_touches(cuda_backend, dtype, first, last):
     )
 
 
+def _problems(mn: int, k: int, rz: int) -> dict:
+    """Strategies of a GEMM sweep: dtype, M, N (1..mn), K (1..k), R, Z (1..rz), leading-dim pads."""
+    pads = st.tuples(st.integers(0, 9), st.integers(0, 9), st.integers(0, 9))
+    sizes = {"m": st.integers(1, mn), "n": st.integers(1, mn), "k": st.integers(1, k)}
+    counts = {"r": st.integers(1, rz), "z": st.integers(1, rz)}
+    return {"dtype": st.sampled_from(["f16", "bf16", "tf32"]), **sizes, **counts, "pad": pads}
+
+
 @settings(max_examples=40, deadline=None)
-@given(
-    dtype=st.sampled_from(["f16", "bf16", "tf32"]),
-    m=st.integers(1, 300),
-    n=st.integers(1, 300),
-    k=st.integers(1, 200),
-    r=st.integers(1, 3),
-    z=st.integers(1, 3),
-    pad=st.tuples(st.integers(0, 9), st.integers(0, 9), st.integers(0, 9)),
-)
+@given(**_problems(300, 200, 3))
 @pytest.mark.gpu
 def test_gemm_kernel_hypothesis(dev, dtype, m, n, k, r, z, pad):
     from ptx import driver
@@ -76,16 +76,7 @@ def test_gemm_kernel_hypothesis(dev, dtype, m, n, k, r, z, pad):
 
 
 @settings(max_examples=12, deadline=None)
-@given(
-    dtype=st.sampled_from(["f16", "bf16", "tf32"]),
-    m=st.integers(1, 140),
-    n=st.integers(1, 140),
-    k=st.integers(1, 80),
-    r=st.integers(1, 2),
-    z=st.integers(1, 2),
-    pad=st.tuples(st.integers(0, 9), st.integers(0, 9), st.integers(0, 9)),
-    stages=st.integers(2, 4),
-)
+@given(**_problems(140, 80, 2), stages=st.integers(2, 4))
 def test_gemm_kernel_hypothesis_simulated(dtype, m, n, k, r, z, pad, stages):
     """The same sweep, smaller, in the PTX simulator (which also checks races and bounds)."""
     from ptx import simdriver

@@ -388,3 +388,8 @@ def test_tensor_operation_cuda_target_is_the_cuda_operation():
     assert isinstance(op, CudaTensorOperation)
     with pytest.raises(TypeError, match="num_threads"):
         TensorOperation("cuda", num_threads=2)
+    from ptx import driver, simdriver
+
+    assert op.driver is driver and TensorOperation("cuda", driver=simdriver).driver is simdriver
+    with pytest.raises(TypeError, match="lacks"):
+        TensorOperation("cuda", driver=np)

@@ -100,3 +100,9 @@ def test_cuda_update_values_and_long_rows(cuda_backend):
         np.testing.assert_allclose(c, ref, rtol=2e-3, atol=2e-2)
         s.data = rng.standard_normal(s.nnz).astype(np.float32)
         op.update_values(s.data)
+
+
+def test_cuda_target_rejects_a_bad_driver():
+    s = skewed(8, 64, 0.1, np.random.default_rng(0))
+    with pytest.raises(TypeError, match="lacks"):
+        SpMM(s, 8, target="cuda", driver="not a driver")
