@@ -9,9 +9,9 @@ type for torch:
   (`minijit.cli.BUILTIN_CONFIGS`: A[m0,k0,k1,m1], B[n0,k0,n1,k1], C[m0,n0,n1,m1]) scaled up to fill
   the GPU: prims m1 = n1 = 512, k1 = 64, k0 = 32 and the outer m0 = n0 = ``size`` / 512 run
   ``shared`` (C is size x size, K = 2048; at 8192: 256 output blocks of 16 CTA tiles each),
-  against ``torch.einsum`` (+ ``torch.relu``). Large prims, few loop iterations: ``execute`` does
-  host work per launch that grows with the batch and reduction tables (about 0.15 us per entry),
-  which must stay well below the kernel's time for the rows to measure the kernel.
+  against ``torch.einsum`` (+ ``torch.relu``). Large prims, few loop iterations, so each launch
+  has much work (``execute``'s host time per call is independent of the table sizes: the copy
+  widths they imply are cached per operand alignment).
 
 Timing: 3 warm-up calls, then ``torch.cuda.Event`` around ``iters`` calls (mean);
 TFLOPS = 2 * (product of the dim sizes) / time. Each case is checked once against a torch fp32
