@@ -359,11 +359,17 @@ def create_shared_loops(config: TensorConfig, thread_target: int) -> TensorConfi
 # ---------------------------------------------------------------------------------------------
 # the pipeline
 # ---------------------------------------------------------------------------------------------
+# The one set of defaults used by `TensorOperation.setup`, `optimize` and `minijit bench`
+# (dim sizes in elements): prims up to 256 per dim; a split keeps both parts >= 4 where it can.
+DEFAULT_MAX_KERNEL_SIZE = 256
+DEFAULT_MIN_KERNEL_SIZE = 4
+
+
 def optimize(
     config: TensorConfig,
     thread_target: int = 1,
-    max_kernel_size: int = 1024,
-    min_kernel_size: int = 16,
+    max_kernel_size: int = DEFAULT_MAX_KERNEL_SIZE,
+    min_kernel_size: int = DEFAULT_MIN_KERNEL_SIZE,
 ) -> TensorConfig:
     """Run the passes in the seed's order: :func:`fuse_dims` (with ``min_kernel_size``),
     :func:`split_dims`, :func:`identify_primitives`, :func:`reorder_dims`,

@@ -92,8 +92,8 @@ class TensorOperation:
         *,
         optimize: bool | None = None,
         thread_target: int | None = None,
-        max_kernel_size: int = 256,
-        min_kernel_size: int = 16,
+        max_kernel_size: int = optimizer.DEFAULT_MAX_KERNEL_SIZE,
+        min_kernel_size: int = optimizer.DEFAULT_MIN_KERNEL_SIZE,
     ) -> error_t:
         """Validate, optionally optimize, generate the kernels; returns ``error_t.success``.
 
