@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from minijit import cli
+from minijit.bench import configs, report
+from minijit.bench import cuda as bench_cuda
 from minijit.runtime import host
 
 native_x86 = pytest.mark.skipif(host().isa != "x86_64", reason="bench runs natively; this host is not x86-64")
@@ -103,7 +105,7 @@ def test_bench_yaml_config_and_fp64(tmp_path, capsys):
     [
         (["bench", "--config", "nope"], "unknown config 'nope'"),
         (["bench", "--reps", "0", "--config", "gemm"], "--reps must be >= 1"),
-        (["bench", "--threads", "x", "--config", "gemm"], "--threads takes positive integers"),
+        (["bench", "--threads", "x", "--config", "gemm"], "--threads: expected positive integers (or 'all'), got 'x'"),
         (["bench", "--dtype", "fp16"], "invalid choice"),
         (["bench", "--target", "riscv"], "target must be"),
         (["bench", "--config-file", "/nonexistent/ops.json"], "cannot read config file"),
@@ -116,6 +118,139 @@ def test_bad_arguments_exit_2(argv, message, capsys):
     assert rc == 2
     assert message in err
     assert "Traceback" not in err
+
+
+THREADS_RULE = "--threads: expected positive integers (or 'all'), got "
+
+
+@pytest.mark.parametrize(
+    "argv, value",
+    [
+        (["bench", "--config", "gemm", "--threads", ""], ""),  # used to run and print a table with no rows
+        (["bench", "--config", "gemm", "--threads", "0"], "0"),
+        (["bench", "--config", "gemm", "--threads", "abc"], "abc"),
+        (["bench", "--config", "gemm", "--threads", "-1"], "-1"),
+        (["bench", "--config", "gemm", "--threads", "1,,2"], ""),
+        (["bench", "--config", "gemm", "--threads", "1", "--threads", "2.5"], "2.5"),
+        (["bench", "--spmm", "--threads", "0"], "0"),
+        (["disasm", "--config", "gemm", "--threads", "0"], "0"),
+        (["disasm", "--config", "gemm", "--threads", "abc"], "abc"),
+    ],
+)
+def test_bad_threads_one_wording_exit_2(argv, value, capsys):
+    rc, out, err = run(argv, capsys)
+    assert rc == 2 and out == ""
+    assert err.strip().splitlines() == [f"minijit: error: {THREADS_RULE}{value!r}"]
+
+
+def test_threads_accepts_integers_and_all(monkeypatch):
+    from minijit import parallel
+
+    monkeypatch.setattr(parallel, "default_threads", lambda: 3)
+    assert cli._parse_threads(None) == [3, 1]
+    assert cli._parse_threads(["all,1", " 2 "]) == [3, 1, 2]
+    assert cli._parse_threads(["all", "3"]) == [3]
+
+
+def test_disasm_help_metavar_is_n(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["disasm", "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "--threads N" in out and "THREADS_N" not in out
+
+
+def test_builtin_square_gemms_use_setup_defaults():
+    """The built-in GEMM rows measure what a default TensorOperation.setup() call gets."""
+    square = [s for s in configs.BUILTIN_CONFIGS.values() if configs.matmul_n(s.setup) is not None]
+    assert {s.name for s in square} == {"gemm-256", "gemm-512", "gemm-1024", "gemm-2048", "matmul-1600"}
+    for spec in square:
+        assert spec.options == {}, spec.name
+    for spec in configs.BUILTIN_CONFIGS.values():
+        overrides = sorted(set(spec.options) & {"max_kernel_size", "min_kernel_size"})
+        for key in overrides:  # a row that exercises non-default optimizer options says so
+            assert "non-default optimizer option" in spec.description and key in spec.description, spec.name
+
+
+TINY_COPY = {
+    "name": "tiny-copy",
+    "prim_main": "copy",
+    "dim_types": ["c", "c"],
+    "dim_sizes": [64, 48],
+    "strides_in0": [48, 1],
+    "strides_in1": [0, 0],
+    "strides_out": [48, 1],
+}
+
+
+@native_x86
+def test_copy_only_row_reports_bandwidth(tmp_path, capsys):
+    cfg = tmp_path / "ops.json"
+    cfg.write_text(json.dumps([TINY_COPY, {**TINY_GEMM, "name": "tiny-gemm"}]))
+    out_json = tmp_path / "r.json"
+    argv = ["bench", "--config-file", str(cfg), "--threads", "1", "--reps", "1", "--json", str(out_json)]
+    rc, out, err = run(argv, capsys)
+    assert rc == 0, err
+    assert "| config | dtype | threads | time ms | unit | minijit | numpy | minijit/numpy | check |" in out
+    (copy_line,) = [ln for ln in out.splitlines() if ln.startswith("| tiny-copy |")]
+    cells = [c.strip() for c in copy_line.strip("|").split("|")]
+    assert cells[4] == "GB/s" and "-" not in cells[5:8]
+    (gemm_line,) = [ln for ln in out.splitlines() if ln.startswith("| tiny-gemm |")]
+    assert " | GFLOPS | " in gemm_line
+    copy, gemm = json.loads(out_json.read_text())["results"]
+    assert copy["flops"] == 0 and copy["gflops"] is None and copy["unit"] == "GB/s"
+    assert copy["bytes"] == 2 * 64 * 48 * 4  # in0 read + out written
+    assert copy["rate"] == pytest.approx(copy["bytes"] / copy["time_s"] / 1e9)
+    (peer,) = copy["peers"]
+    assert peer["rate"] == pytest.approx(copy["bytes"] / peer["time_s"] / 1e9)
+    assert peer["ratio"] == pytest.approx(copy["rate"] / peer["rate"])
+    assert gemm["unit"] == "GFLOPS" and gemm["rate"] == pytest.approx(gemm["gflops"])
+
+
+def _fake_driver(monkeypatch, *, available, ptxas, init_error=None):
+    import importlib.util
+
+    import ptx
+    from ptx import driver
+
+    monkeypatch.setattr(driver, "available", lambda: available)
+    monkeypatch.setattr(ptx, "find_ptxas", lambda: ptxas)
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda n, *a: object() if n == "cuda.bindings" else real_find_spec(n, *a)
+    )
+
+    def init():
+        if init_error is not None:
+            raise init_error
+
+    class Dev:
+        name, arch = "Fake GPU", "sm_90"
+
+    monkeypatch.setattr(driver, "init", init)
+    monkeypatch.setattr(driver, "device", lambda ordinal=0: Dev())
+
+
+def _info_cuda_line(capsys) -> str:
+    rc, out, _ = run(["info"], capsys)
+    assert rc == 0
+    (line,) = [ln for ln in out.splitlines() if ln.split()[:1] == ["cuda"]]
+    return line.split(None, 1)[1]
+
+
+def test_info_lists_cuda_target(capsys, monkeypatch):
+    from ptx import CudaError
+
+    _fake_driver(monkeypatch, available=True, ptxas="/opt/cuda/bin/ptxas")
+    assert _info_cuda_line(capsys) == "available: Fake GPU (sm_90), ptxas /opt/cuda/bin/ptxas"
+    _fake_driver(monkeypatch, available=False, ptxas=None, init_error=RuntimeError("no libcuda"))
+    line = _info_cuda_line(capsys)
+    assert line.startswith("unavailable: ptxas not found") and "; no NVIDIA driver (libcuda" in line
+    no_device = CudaError("cuInit", 100, "CUDA_ERROR_NO_DEVICE")
+    _fake_driver(monkeypatch, available=False, ptxas="/opt/cuda/bin/ptxas", init_error=no_device)
+    assert _info_cuda_line(capsys) == "unavailable: no GPU (cuInit: CUDA_ERROR_NO_DEVICE)"
+    rc, out, _ = run(["info", "--json"], capsys)
+    assert json.loads(out)["targets"]["cuda"] == "unavailable: no GPU (cuInit: CUDA_ERROR_NO_DEVICE)"
 
 
 @pytest.mark.parametrize(
@@ -214,7 +349,7 @@ def no_gpu(monkeypatch):
 @native_spmm
 def test_bench_spmm_quick_cpu_rows(no_gpu, tmp_path, capsys, monkeypatch):
     pytest.importorskip("scipy")
-    monkeypatch.setattr(cli, "results_dir", lambda: tmp_path / "results")
+    monkeypatch.setattr(report, "results_dir", lambda: tmp_path / "results")
     out_json = tmp_path / "spmm.json"
     argv = ["bench", "--spmm", "--quick", "--reps", "1", "--json", str(out_json), "--write"]
     rc, out, err = run(argv, capsys)
@@ -296,8 +431,6 @@ def test_bench_cuda_without_gpu_exits_2_naming_what_is_missing(patches, message,
 def test_bench_cuda_cases_match_their_einsum():
     """Each case's setup (strides, touches) computes its einsum: the kernel's numpy model, no GPU."""
     np = pytest.importorskip("numpy")
-    from minijit import bench_cuda
-
     todo = [c for c in bench_cuda.cases(48, dims=(2, 3, 2, 32, 16, 16)) if c.dtype != "bf16"]
     assert {c.name for c in todo} == {"gemm", "seed gemm", "seed brgemm", "seed zero-brgemm-relu"}
     rng = np.random.default_rng(0)
@@ -314,8 +447,6 @@ def test_bench_cuda_cases_match_their_einsum():
 
 
 def test_bench_cuda_cases_at_full_size_set_up_without_gpu():
-    from minijit import bench_cuda
-
     todo = bench_cuda.cases(bench_cuda.SIZE)
     assert [(c.name, c.dtype) for c in todo[:3]] == [("gemm", dt) for dt in ("fp16", "bf16", "fp32")]
     assert len(todo) == 12

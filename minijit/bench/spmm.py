@@ -23,17 +23,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["check", "cpu_rows", "geomean", "gpu_peer", "gpu_rows", "matrices", "sections", "table"]
+from minijit.bench import UserError, report
+
+__all__ = ["bench", "cpu_rows", "geomean", "gpu_peer", "gpu_rows", "matrices", "sections", "table"]
 
 #: ``check`` tolerances relative to max(1, max |S B|): fp32 kernel vs scipy, fp16 TCA-SpMM vs fp32 scipy
 #: on the same fp16-rounded values
 CPU_TOL = 1e-4
 GPU_TOL = 1e-3
-Progress = Callable[[str], None]
-
-
-def _quiet(_msg: str) -> None:
-    pass
+Progress = report.Progress
 
 
 def _csr(m: int, k: int, lengths: np.ndarray, rng: np.random.Generator, band: int | None = None):
@@ -88,13 +86,6 @@ def geomean(values: list[float]) -> float:
     return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
 
 
-def check(got: np.ndarray, ref: np.ndarray, tol: float) -> dict[str, Any]:
-    """Compare with the reference like ``minijit bench`` does (NaN, e.g. an unwritten C, fails)."""
-    scale = float(np.max(np.abs(ref))) if ref.size else 0.0
-    err = float(np.max(np.abs(got - ref))) if ref.size else 0.0
-    return {"max_abs_err": err, "max_abs_ref": scale, "ok": bool(err <= tol * max(scale, 1.0))}
-
-
 def _best(fn: Callable[[], object], reps: int) -> float:
     fn()
     best = math.inf
@@ -123,7 +114,9 @@ def _row(section: str, name: str, dist: str, s, n: int, t: float, peer: str, t_p
     }
 
 
-def cpu_rows(mats, ns, reps: int, threads: int | None = None, progress: Progress = _quiet) -> list[dict[str, Any]]:
+def cpu_rows(
+    mats, ns, reps: int, threads: int | None = None, progress: Progress = report.quiet
+) -> list[dict[str, Any]]:
     """The native fp32 kernel vs ``scipy.sparse`` (``s @ b``) for every matrix and N."""
     from minijit.sparse import SpMM
 
@@ -135,7 +128,7 @@ def cpu_rows(mats, ns, reps: int, threads: int | None = None, progress: Progress
             c = np.full((s.shape[0], n), np.nan, np.float32)
             op = SpMM(s, n, target="native", threads=threads)
             op.execute(b, c)
-            chk = check(c, s @ b, CPU_TOL)
+            chk = report.check_result(c, s @ b, CPU_TOL)
             t_jit = _best(lambda op=op, b=b, c=c: op.execute(b, c), reps)
             t_sp = _best(lambda s=s, b=b: s @ b, reps)
             rows.append(_row("cpu", name, dist, s, n, t_jit, "scipy", t_sp, chk))
@@ -210,7 +203,7 @@ def gpu_peer() -> str | None:
     return "cupy"
 
 
-def gpu_rows(mats, ns, reps: int, progress: Progress = _quiet) -> list[dict[str, Any]]:
+def gpu_rows(mats, ns, reps: int, progress: Progress = report.quiet) -> list[dict[str, Any]]:
     """TCA-SpMM (fp16) vs cuSPARSE for every matrix and N; needs ``ptx.driver.available()`` and a peer."""
     from minijit.sparse import SpMM
     from ptx import driver
@@ -228,7 +221,7 @@ def gpu_rows(mats, ns, reps: int, progress: Progress = _quiet) -> list[dict[str,
             op.execute(b, c)
             s16 = s.copy()  # the values the kernel multiplies (scipy.sparse has no float16)
             s16.data = s.data.astype(np.float16).astype(np.float32)
-            chk = check(c, s16 @ b.astype(np.float32), GPU_TOL)
+            chk = report.check_result(c, s16 @ b.astype(np.float32), GPU_TOL)
             op.upload_b(b)
             t0, t1 = driver.Event(), driver.Event()
             op.launch()
@@ -249,15 +242,15 @@ def table(rows: list[dict[str, Any]], ours: str, unit: str = "GFLOPS") -> str:
     peer = rows[0]["peer"]["name"] if rows else "peer"
     head = ["matrix", "distribution", "rows x cols", "nnz", "N", f"{ours} ms", unit, f"{peer} ms", unit]
     head += ["speedup", "check"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out = []
     for r in rows:
         p = r["peer"]
         cells = [r["matrix"], r["distribution"], f"{r['rows']} x {r['cols']}", str(r["nnz"]), str(r["n"])]
         cells += [f"{r['time_s'] * 1e3:.3f}", f"{r['gflops'] / scale:.2f}", f"{p['time_s'] * 1e3:.3f}"]
         cells += [f"{p['gflops'] / scale:.2f}", f"{r['speedup']:.2f}x"]
         cells.append("ok" if r["check"]["ok"] else f"ERR {r['check']['max_abs_err']:.2g}")
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        out.append(cells)
+    return report.markdown_table(head, out)
 
 
 def sections(gpu: list[dict[str, Any]] | None, cpu: list[dict[str, Any]], gpu_note: str) -> list[str]:
@@ -272,3 +265,48 @@ def sections(gpu: list[dict[str, Any]] | None, cpu: list[dict[str, Any]], gpu_no
     out += ["## CPU: minijit native kernel (fp32) vs scipy.sparse", "", table(cpu, "minijit"), ""]
     out.append(f"geometric-mean speedup over scipy: {geomean([r['speedup'] for r in cpu]):.2f}x")
     return out
+
+
+def bench(
+    ns: list[int], reps: int, threads: int, quick: bool, command: str, progress: Progress = report.quiet
+) -> report.Report:
+    """The GPU section (when a GPU and a cuSPARSE peer answer) and the CPU section, reported."""
+    try:
+        import scipy  # type: ignore[import-untyped]
+    except ImportError:
+        raise UserError("--spmm needs scipy (the CPU peer and the check): pip install scipy") from None
+    from ptx import driver
+
+    started = time.perf_counter()
+    mats = matrices(np.random.default_rng(2026), quick=quick)
+    gpu, note, device = None, "", None
+    if not driver.available():
+        note = "GPU rows pending: no CUDA device here (ptx.driver.available() is False); CPU section only."
+    elif gpu_peer() is None:
+        note = "GPU rows skipped: no cuSPARSE peer (torch with CUDA, or cupy) is importable; CPU section only."
+    else:
+        device = f"{driver.device().name} ({driver.device().arch})"
+        gpu = gpu_rows(mats, ns, reps, progress)
+    cpu = cpu_rows(mats, ns, reps, threads, progress)
+    body = sections(gpu, cpu, note)
+    hw = report.hardware()
+    how = f"best of {reps} after a warm-up; GFLOPS = 2 nnz N / time"
+    header = [
+        f"# minijit bench --spmm: {hw['cpu'] or hw['isa']}, minijit threads {threads} (scipy single-threaded),"
+        f" N {','.join(map(str, ns))}, {'quick ' if quick else ''}matrices, {how}"
+    ]
+    meta = report.meta(command)
+    rows = [*(gpu or []), *cpu]
+    settings = {"n": ns, "reps": reps, "threads": threads, "quick": quick, "measurement": how}
+    versions = {**report.versions(), "scipy": scipy.__version__}
+    result = {**meta, "hardware": hw, "gpu": device or note, "versions": versions, "settings": settings}
+    parts = (("gpu", gpu or []), ("cpu", cpu))
+    result["geomean_speedup"] = {k: geomean([r["speedup"] for r in v]) for k, v in parts if v}
+    result.update(elapsed_s=round(time.perf_counter() - started, 2), results=rows)
+    facts = [f"CPU: {hw['cpu'] or hw['isa']} ({hw['isa']}), minijit threads: {threads}; scipy is single-threaded"]
+    facts += [f"GPU: {device}"] if device else []
+    facts += [f"date: {meta['date']}", f"command: `{command}`", f"timing: {how}"]
+    facts.append("CPU: fp32 S (CSR) x fp32 B (row-major) -> fp32 C; GPU: fp16 S and B -> fp32 C")
+    name = f"spmm_{meta['date'][:10]}.md" if gpu else f"spmm_cpu_{meta['date'][:10]}.md"
+    title = "SpMM: minijit vs cuSPARSE (GPU) and scipy (CPU)"
+    return report.Report(header, body, result, all(r["check"]["ok"] for r in rows), name, title, facts)

@@ -6,7 +6,7 @@ type for torch:
 
 - ``gemm``: an M = N = K = ``size`` column-major GEMM against ``torch.matmul``;
 - the seed 004 configurations ``seed gemm``, ``seed brgemm`` and ``seed zero-brgemm-relu``
-  (`minijit.cli.BUILTIN_CONFIGS`: A[m0,k0,k1,m1], B[n0,k0,n1,k1], C[m0,n0,n1,m1]) scaled up to fill
+  (`minijit.bench.configs.BUILTIN_CONFIGS`: A[m0,k0,k1,m1], B[n0,k0,n1,k1], C[m0,n0,n1,m1]) scaled up to fill
   the GPU: prims m1 = n1 = 512, k1 = 64, k0 = 32 and the outer m0 = n0 = ``size`` / 512 run
   ``shared`` (C is size x size, K = 2048; at 8192: 256 output blocks of 16 CTA tiles each),
   against ``torch.einsum`` (+ ``torch.relu``). Large prims, few loop iterations, so each launch
@@ -23,13 +23,29 @@ from __future__ import annotations
 import math
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["DTYPES", "SIZE", "TOL", "Case", "cases", "environment", "missing", "run", "seed_dims", "table"]
+from minijit.bench import report
+
+__all__ = [
+    "DTYPES",
+    "SIZE",
+    "TOL",
+    "Case",
+    "bench",
+    "cases",
+    "environment",
+    "measure",
+    "missing",
+    "seed_dims",
+    "table",
+    "target_status",
+]
 
 SIZE = 8192
 QUICK_SIZE = 4096
@@ -41,7 +57,7 @@ SEED_CONFIGS = ("gemm", "brgemm", "zero-brgemm-relu")
 SEED_EXPR = "akcb,dkec->adeb"  # A[m0,k0,k1,m1], B[n0,k0,n1,k1] -> C[m0,n0,n1,m1]
 WARMUP = 3
 TIMING = f"{WARMUP} warm-up calls, then torch.cuda.Event around iters calls (mean); TFLOPS = 2 * prod(dims) / time"
-Progress = Callable[[str], None]
+Progress = report.Progress
 
 
 @dataclass(frozen=True)
@@ -80,7 +96,7 @@ def seed_dims(size: int) -> tuple[int, int, int, int, int, int]:
 
 def cases(size: int, dims: tuple[int, ...] | None = None) -> list[Case]:
     """The GEMM and the three seed cases for every dtype (``dims``: override `seed_dims`)."""
-    from minijit.cli import BUILTIN_CONFIGS
+    from minijit.bench.configs import BUILTIN_CONFIGS
 
     n = size
     out = []
@@ -109,18 +125,56 @@ def cases(size: int, dims: tuple[int, ...] | None = None) -> list[Case]:
     return out
 
 
-def missing() -> str | None:
-    """What the GPU benchmark lacks here, as one line, or None when it can run."""
+NO_PTXAS = "ptxas not found (set MINIJIT_PTXAS or CUDA_HOME, or pip install nvidia-cuda-nvcc)"
+
+
+def driver_problem() -> str | None:
+    """Why ``ptx.driver.available()`` is False (no bindings, no driver, no GPU), or None when it is True."""
+    import importlib.util
+
+    from ptx import CudaError, driver
+
+    if driver.available():
+        return None
+    try:
+        bindings = importlib.util.find_spec("cuda.bindings") or importlib.util.find_spec("cuda.cuda")
+    except (ImportError, ValueError):
+        bindings = None
+    if bindings is None:
+        return "no CUDA driver bindings (cuda-bindings not installed: pip install -e '.[gpu]')"
+    try:
+        driver.init()
+    except CudaError as e:
+        if e.name == "CUDA_ERROR_NO_DEVICE":
+            return "no GPU (cuInit: CUDA_ERROR_NO_DEVICE)"
+        return f"no usable NVIDIA driver ({e})"
+    except Exception as e:  # cuda-bindings raises when it cannot load libcuda
+        return f"no NVIDIA driver (libcuda not loadable: {type(e).__name__})"
+    return "no GPU (the NVIDIA driver reports no CUDA device)"
+
+
+def target_status() -> tuple[bool, str]:
+    """Whether ``TensorOperation(target="cuda")`` runs here: (True, device and ptxas) or (False, what is missing)."""
     import ptx
     from ptx import driver
 
-    if not driver.available():
-        return (
-            "no usable CUDA GPU: ptx.driver.available() is False"
-            " (no NVIDIA driver or device, or cuda-bindings not installed: pip install -e '.[gpu]')"
-        )
+    ptxas = ptx.find_ptxas()
+    problems = [p for p in (None if ptxas else NO_PTXAS, driver_problem()) if p]
+    if problems:
+        return False, "; ".join(problems)
+    dev = driver.device()
+    return True, f"{dev.name} ({dev.arch}), ptxas {ptxas}"
+
+
+def missing() -> str | None:
+    """What the GPU benchmark lacks here, as one line, or None when it can run."""
+    import ptx
+
+    problem = driver_problem()
+    if problem:
+        return f"no usable CUDA GPU: ptx.driver.available() is False: {problem}"
     if ptx.find_ptxas() is None:
-        return "ptxas not found (set MINIJIT_PTXAS or CUDA_HOME, or pip install nvidia-cuda-nvcc)"
+        return NO_PTXAS
     try:
         import torch  # type: ignore[import-not-found]
     except ImportError:
@@ -183,7 +237,7 @@ def _measure(torch, case: Case, iters: int) -> dict[str, Any]:
     }
 
 
-def run(size: int, iters: int, progress: Progress = lambda _m: None) -> list[dict[str, Any]]:
+def measure(size: int, iters: int, progress: Progress = report.quiet) -> list[dict[str, Any]]:
     """Measure every case (needs `missing()` to be None)."""
     import torch  # type: ignore[import-not-found]
 
@@ -209,13 +263,13 @@ def run(size: int, iters: int, progress: Progress = lambda _m: None) -> list[dic
 def table(rows: list[dict[str, Any]]) -> str:
     head = ["case", "dtype", "sizes", "minijit TFLOPS", "peer", "peer TFLOPS", "minijit/peer", "max rel err"]
     head += ["check", "kernel"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out = []
     for r in rows:
         p = r["peer"]
         cells = [r["case"], r["dtype"], r["sizes"], f"{r['tflops']:.1f}", p["name"], f"{p['tflops']:.1f}"]
         cells += [f"{r['ratio']:.2f}x", f"{r['max_rel_err']:.1e}", "ok" if r["check"]["ok"] else "ERR", r["kernel"]]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        out.append(cells)
+    return report.markdown_table(head, out)
 
 
 def _driver_version() -> str:
@@ -258,3 +312,21 @@ def environment() -> dict[str, Any]:
         "torch": f"{torch.__version__} (CUDA {torch.version.cuda})",
         "ptxas": ptxas.strip(),
     }
+
+
+def bench(size: int, iters: int, command: str, progress: Progress = report.quiet) -> report.Report:
+    """Measure every case (needs `missing()` to be None) and report them."""
+    started = time.perf_counter()
+    rows = measure(size, iters, progress)
+    env = environment()
+    header = [f"# minijit bench --target cuda: {env['device']}, driver {env['driver']}, size {size}, iters {iters}"]
+    meta = report.meta(command)
+    settings = {"size": size, "iters": iters, "warmup": WARMUP, "measurement": TIMING}
+    result = {**meta, "device": env, "versions": report.versions(), "settings": settings}
+    result.update(elapsed_s=round(time.perf_counter() - started, 2), results=rows)
+    facts = [f"{k}: {v}" for k, v in env.items()]
+    facts += [f"date: {meta['date']}", f"command: `{command}`", f"timing: {TIMING}"]
+    facts.append("fp32 rows: minijit tf32 (cvt.rna, fp32 C) vs torch with allow_tf32; torch's C has the input dtype")
+    ok = all(r["check"]["ok"] for r in rows)
+    title = "CUDA GEMM/BRGEMM: minijit vs torch (cuBLAS)"
+    return report.Report(header, [table(rows)], result, ok, f"cuda_{meta['date'][:10]}.md", title, facts)

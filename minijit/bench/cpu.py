@@ -1,0 +1,356 @@
+"""The CPU suite of ``minijit bench``: tensor operations next to numpy (and torch) in the same run.
+
+Each row sets up a `TensorOperation` (`make_op`), fills random operands (`operands`), checks one
+``execute`` against numpy (`reference`) and times minijit and its peers: numpy ``matmul`` for the
+square column-major GEMMs, ``np.einsum(optimize=True)`` for other GEMM/BRGEMM configurations, the
+matching ufunc for elementwise ones, ``torch.einsum`` when torch imports. A time is the median of
+``reps`` calls after a warm-up (`timeit`); the rate is GFLOPS = ``TensorConfig.flops()`` / time,
+or GB/s = `moved_bytes` / time for rows whose main primitive does no flops (copy, zero). The
+``minijit/peer`` ratio is always the peer's time over minijit's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from minijit.bench import UserError, report
+from minijit.bench.configs import OpSpec, matmul_n
+
+__all__ = ["BlasThreads", "bench", "check_native", "make_op", "moved_bytes", "operands", "reference", "timeit"]
+
+MAX_BUFFER_BYTES = 4 << 30
+#: Pause before timing minijit: OpenBLAS worker threads keep spinning for a while after a call
+#: and would take a core away from minijit's threads.
+SETTLE_S = 0.1
+MEASUREMENT = (
+    "warm-up, then median of reps time.perf_counter() calls; GFLOPS = TensorConfig.flops()/time,"
+    " GB/s = (bytes read + written)/time for rows without flops (copy, zero); ratio = peer time / minijit time"
+)
+
+
+def check_native(target: str) -> str:
+    """``target`` resolved ("native" -> the host's best); UserError unless this host runs it natively."""
+    from minijit.kernels import check_target
+    from minijit.runtime import host, runs_natively
+
+    try:
+        resolved = check_target(target)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    if not runs_natively(resolved.split("-")[0]):
+        raise UserError(f"bench needs a target this host runs natively; {resolved} would be emulated")
+    if resolved == "x86_64-avx512" and not host().avx512:
+        raise UserError("target x86_64-avx512 needs AVX-512 F/BW/VL, which this CPU lacks")
+    return resolved
+
+
+def make_op(spec: OpSpec, threads: int, target: str):
+    """A set-up TensorOperation for ``spec`` (UserError on any setup failure)."""
+    from minijit import SetupError, TensorOperation
+
+    opts = dict(spec.options)
+    opt = opts.pop("optimize", None)
+    has_prims = any(str(e).lower() == "prim" for e in spec.setup["exec_types"])
+    if opt is None and has_prims and threads > 1:
+        opt = True  # given prims: the optimizer keeps them and adds the shared loops
+    opts.setdefault("thread_target", threads)
+    try:
+        op = TensorOperation(target=target, num_threads=threads)
+        op.setup(**spec.setup, optimize=opt, **opts)
+    except SetupError as e:
+        raise UserError(f"config {spec.name!r}: setup failed: {e}") from None
+    except (ValueError, TypeError, NotImplementedError) as e:
+        raise UserError(f"config {spec.name!r}: {e}") from None
+    return op
+
+
+@dataclass
+class Operands:
+    """Flat buffers of the three tensors and numpy views over the elements the op touches."""
+
+    flats: dict[str, np.ndarray]
+    base: dict[str, int]
+    views: dict[str, np.ndarray]
+    subscripts: dict[str, str]
+
+    def array(self, t: str) -> np.ndarray:
+        """The buffer handed to execute(): the flat array from the tensor's first element on."""
+        return self.flats[t][self.base[t] :]
+
+    def einsum_expr(self) -> str:
+        s = self.subscripts
+        return f"{s['in0']},{s['in1']}->{s['out']}"
+
+
+def operands(config, seed: int = 0) -> Operands:
+    """Random inputs and a zeroed output for ``config``, with strided views in its dim order."""
+    from minijit.ir import offset_range
+
+    dt = config.dtype.numpy
+    rng = np.random.default_rng(seed)
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    if len(config.dims) > len(letters):
+        raise UserError(f"too many dims ({len(config.dims)}) for an einsum peer")
+    flats, base, views, subs = {}, {}, {}, {}
+    total = 0
+    for t in ("in0", "in1", "out"):
+        lo, hi = offset_range(config, t)
+        n = hi - lo + 1
+        total += n * dt.itemsize
+        if total > MAX_BUFFER_BYTES:
+            raise UserError(f"the tensors need more than {MAX_BUFFER_BYTES >> 30} GiB")
+        flat = np.zeros(n, dt) if t == "out" else rng.uniform(-1, 1, n).astype(dt)
+        flats[t], base[t] = flat, -lo
+        used = [(i, d) for i, d in enumerate(config.dims) if d.stride(t) != 0]
+        shape = tuple(d.size for _, d in used)
+        strides = tuple(d.stride(t) * dt.itemsize for _, d in used)
+        views[t] = np.lib.stride_tricks.as_strided(flat[-lo:], shape, strides, writeable=t == "out")
+        subs[t] = "".join(letters[i] for i, _ in used)
+    return Operands(flats, base, views, subs)
+
+
+def moved_bytes(config) -> int:
+    """Bytes the main primitive must move: each element of the tensors it reads once, plus each
+    output element written once (broadcast dims, stride 0, count once)."""
+    from minijit.ir import ptype_t
+
+    main = config.prim_main
+    reads = [] if main is ptype_t.zero else ["in0"] if main in (ptype_t.copy, ptype_t.relu) else ["in0", "in1"]
+    elements = 0
+    for t in (*reads, "out"):
+        n = 1
+        for d in config.dims:
+            n *= d.size if d.stride(t) != 0 else 1
+        elements += n
+    return elements * config.dtype.numpy.itemsize
+
+
+def reference(config, ops: Operands) -> Callable[[], np.ndarray]:
+    """numpy computing what execute() writes into the out view (from a zeroed out)."""
+    from minijit.ir import ptype_t
+
+    main, v = config.prim_main, ops.views
+    if main in (ptype_t.gemm, ptype_t.brgemm):
+        expr = ops.einsum_expr()
+
+        def f() -> np.ndarray:
+            r = np.einsum(expr, v["in0"], v["in1"], optimize=True)
+            return np.maximum(r, 0) if config.prim_last is ptype_t.relu else r
+
+        return f
+    full = {}
+    for t in ("in0", "in1"):  # broadcast views over every dim, in the out view's dim order
+        order = [ops.subscripts[t].find(c) for c in ops.subscripts["out"]]
+        arr = v[t]
+        full[t] = np.lib.stride_tricks.as_strided(
+            arr, v["out"].shape, tuple(arr.strides[j] if j >= 0 else 0 for j in order)
+        )
+    ufuncs = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "min": np.minimum}
+    ufuncs["max"] = np.maximum
+    if main.name in ufuncs:
+        return lambda: ufuncs[main.name](full["in0"], full["in1"])
+    if main is ptype_t.zero:
+        return lambda: np.zeros(v["out"].shape, v["out"].dtype)
+    if main is ptype_t.relu:
+        return lambda: np.maximum(full["in0"], 0)
+    return lambda: full["in0"].copy()
+
+
+class BlasThreads:
+    """Set numpy's BLAS thread count (threadpoolctl, else the OpenBLAS symbol of the loaded library)."""
+
+    def __init__(self) -> None:
+        self._set: Callable[[int], None] | None = None
+        self._get: Callable[[], int] | None = None
+        self.how = "unavailable"
+        try:
+            import threadpoolctl  # type: ignore[import-not-found]
+
+            ctl = threadpoolctl.ThreadpoolController()
+            blas = ctl.select(user_api="blas")
+            if blas.lib_controllers:
+                self._set = lambda n: [c.set_num_threads(n) for c in blas.lib_controllers] and None
+                self._get = lambda: blas.lib_controllers[0].num_threads
+                self.how = "threadpoolctl"
+                return
+        except Exception:
+            pass
+        lib = self._openblas()
+        if lib is None:
+            return
+        for prefix in ("scipy_openblas", "openblas"):
+            for suffix in ("64_", "_64_", ""):
+                setter = getattr(lib, f"{prefix}_set_num_threads{suffix}", None)
+                getter = getattr(lib, f"{prefix}_get_num_threads{suffix}", None)
+                if setter is not None and getter is not None:
+                    setter.argtypes, setter.restype, getter.restype = [ctypes.c_int], None, ctypes.c_int
+                    self._set, self._get, self.how = setter, getter, "openblas"
+                    return
+
+    @staticmethod
+    def _openblas() -> ctypes.CDLL | None:
+        try:
+            with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+                paths = {line.split()[-1] for line in f if "openblas" in line.lower() and "/" in line}
+        except OSError:
+            return None
+        for p in sorted(paths):
+            try:
+                return ctypes.CDLL(p)
+            except OSError:
+                continue
+        return None
+
+    @contextlib.contextmanager
+    def limit(self, n: int) -> Iterator[bool]:
+        """Run the block with ``n`` BLAS threads; yields whether the limit could be set."""
+        if self._set is None or self._get is None:
+            yield False
+            return
+        old = self._get()
+        self._set(n)
+        try:
+            yield True
+        finally:
+            self._set(old)
+
+
+def timeit(fn: Callable[[], object], reps: int, warmup: int = 1, min_warm_s: float = 0.05) -> float:
+    """Median of ``reps`` timed calls after ``warmup`` calls (more while under ``min_warm_s``)."""
+    t0 = time.perf_counter()
+    for _ in range(max(warmup, 1)):
+        fn()
+    while time.perf_counter() - t0 < min_warm_s:
+        fn()
+    times = []
+    for _ in range(max(reps, 1)):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def bench_one(spec: OpSpec, threads: int, target: str, reps: int, blas: BlasThreads) -> dict[str, Any]:
+    """One row: set up, check once against numpy, time minijit and its peers."""
+    t0 = time.perf_counter()
+    op = make_op(spec, threads, target)
+    setup_s = time.perf_counter() - t0
+    cfg = op.config
+    ops = operands(cfg)
+    a0, a1, ao = ops.array("in0"), ops.array("in1"), ops.array("out")
+    flops, nbytes = cfg.flops(), moved_bytes(cfg)
+    unit, work = ("GFLOPS", flops) if flops else ("GB/s", nbytes)
+
+    # correctness once: out zeroed, one execute, compared with numpy
+    ops.flats["out"][:] = 0
+    op.execute(a0, a1, ao)
+    tol = 1e-4 if cfg.dtype.name == "fp32" else 1e-10
+    check = report.check_result(ops.views["out"], reference(cfg, ops)(), tol)
+
+    time.sleep(SETTLE_S)  # let the previous peer's BLAS threads stop spinning
+    t_mj = timeit(lambda: op.execute(a0, a1, ao), reps)
+    row: dict[str, Any] = {
+        "config": spec.name,
+        "description": spec.description,
+        "dtype": cfg.dtype.name,
+        "threads": threads,
+        "target": op.target,
+        "flops": flops,
+        "bytes": nbytes,
+        "setup_s": round(setup_s, 4),
+        "time_s": t_mj,
+        "unit": unit,
+        "rate": work / t_mj / 1e9,
+        "gflops": flops / t_mj / 1e9 if flops else None,
+        "check": check,
+        "optimized_config": str(cfg),
+        "peers": [],
+    }
+
+    def add_peer(name: str, fn: Callable[[], object], peer_threads: int | str) -> None:
+        t = timeit(fn, reps)
+        row["peers"].append(
+            {
+                "name": name,
+                "threads": peer_threads,
+                "time_s": t,
+                "rate": work / t / 1e9,
+                "gflops": flops / t / 1e9 if flops else None,
+                "ratio": t / t_mj,  # minijit rate / peer rate
+            }
+        )
+
+    v = ops.views
+    is_gemm = cfg.prim_main.name in ("gemm", "brgemm")
+    with blas.limit(threads) as limited:
+        peer_threads: int | str = threads if limited else "default"
+        time.sleep(SETTLE_S)
+        n = matmul_n(spec.setup) if spec.peer == "matmul" else None
+        if n is not None:
+            # column-major C = A B is row-major c = b @ a over the same buffers
+            a2, b2, c2 = (ops.array(t)[: n * n].reshape(n, n) for t in ("in0", "in1", "out"))
+            add_peer("numpy.matmul", lambda: np.matmul(b2, a2, out=c2), peer_threads)
+        elif is_gemm:
+            expr = ops.einsum_expr()
+            add_peer("numpy.einsum", lambda: np.einsum(expr, v["in0"], v["in1"], optimize=True), peer_threads)
+        else:
+            add_peer("numpy", reference(cfg, ops), peer_threads)
+    torch = report.torch_module()
+    if torch is not None and is_gemm:
+        expr = ops.einsum_expr()
+        x, y = torch.from_numpy(np.ascontiguousarray(v["in0"])), torch.from_numpy(np.ascontiguousarray(v["in1"]))
+        old = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            add_peer("torch.einsum", lambda: torch.einsum(expr, x, y), threads)
+        finally:
+            torch.set_num_threads(old)
+    return row
+
+
+def _summary(row: dict[str, Any]) -> str:
+    peers = ", ".join(f"{p['name']} {report.fmt(p['rate'])} ({p['ratio']:.2f}x)" for p in row["peers"])
+    status = "" if row["check"]["ok"] else f"  WRONG RESULT (max err {row['check']['max_abs_err']:.3g})"
+    return f"    minijit {report.fmt(row['rate'])} {row['unit']}; {peers}{status}"
+
+
+def bench(
+    specs: list[OpSpec],
+    threads: list[int],
+    target: str,
+    reps: int,
+    command: str,
+    progress: report.Progress = report.quiet,
+) -> report.Report:
+    """Every spec at every thread count on ``target`` (already checked by `check_native`)."""
+    blas = BlasThreads()
+    rows: list[dict[str, Any]] = []
+    total = len(specs) * len(threads)
+    started = time.perf_counter()
+    for spec in specs:
+        for th in threads:
+            progress(f"[{len(rows) + 1}/{total}] {spec.name} {spec.setup['dtype']} threads={th} ...")
+            rows.append(bench_one(spec, th, target, reps, blas))
+            progress(_summary(rows[-1]))
+    hw = report.hardware()
+    header = [f"# minijit bench: {hw['cpu'] or hw['isa']}, {hw['cores']} cores, {target}, reps {reps} (median)"]
+    if blas.how == "unavailable":
+        header.append("# note: numpy's BLAS thread count could not be set; peers used their default threads")
+    settings = {"target": target, "reps": reps, "threads": threads, "blas_threads_control": blas.how}
+    result = {
+        **report.meta(command),
+        "hardware": hw,
+        "versions": report.versions(),
+        "settings": {**settings, "measurement": MEASUREMENT},
+        "elapsed_s": round(time.perf_counter() - started, 2),
+        "results": rows,
+    }
+    return report.Report(header, [report.cpu_table(rows)], result, all(r["check"]["ok"] for r in rows))
