@@ -5,25 +5,26 @@
              strides_in0, strides_in1, strides_out)
     op.execute(A, B, C)
 
-Strides are in elements, relative to each array's first element (numpy views
-with negative strides reach memory before it). `setup` validates the
+Strides are in elements of C-contiguous arrays, relative to each array's first
+element or to an explicit element offset (`minijit.arrays` states the rule;
+negative strides need an offset). `setup` validates the
 configuration (raising `SetupError` naming the offending dimension), runs the
 optimizer when asked or when no prim dims are given, generates the first-touch,
 main and last-touch primitives and compiles the seq loops and kernel calls into
 one machine-code function (`minijit.kernels.loopnest`). `execute` checks the
-arrays (dtype, writeability, every reachable element inside each array) before
-any machine code runs, then splits the shared iteration space over threads.
+arrays (dtype, writeability, C-contiguity, every reachable element inside each
+array) before any machine code runs, then splits the shared iteration space over threads.
 """
 
 from __future__ import annotations
 
-import ctypes
 from typing import Any
 
 import cffi
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
-from minijit import kernels, optimizer, parallel, reference
+from minijit import arrays, kernels, optimizer, parallel, reference
 from minijit.errors import SetupError, error_t
 from minijit.ir import TensorConfig, dim_t, exec_t, ptype_t
 from minijit.kernels.loopnest import Call, Loop, LoopNest
@@ -246,9 +247,9 @@ class TensorOperation:
             raise SetupError(error_t.wrong_size, f"target {self.target}: {e}") from None
 
     # -- execute -------------------------------------------------------------------------------
-    def _check(self, name: str, arr: Any, used: bool) -> int:
-        """TypeError/ValueError naming the tensor unless ``arr`` is safe to hand to machine code;
-        returns the address of its first element."""
+    def _check(self, name: str, arr: Any, used: bool, offset: int) -> int:
+        """TypeError/ValueError naming the tensor unless ``arr`` is safe to hand to machine code
+        (the rule of `minijit.arrays`); returns the address of element ``offset``."""
         cfg = self.config
         if not isinstance(arr, np.ndarray):
             raise TypeError(f"{name} must be a numpy array, got {type(arr).__name__}")
@@ -256,52 +257,58 @@ class TensorOperation:
             raise TypeError(f"{name} has dtype {arr.dtype}, the operation was set up for {cfg.dtype.numpy}")
         if name == "out" and not arr.flags.writeable:
             raise ValueError("out is read-only")
-        origin = arr.ctypes.data
         if not used:
-            return origin
+            return arr.ctypes.data
+        if not arr.flags.c_contiguous:
+            arrays.require_c_contiguous(name, arr.shape, arr.strides, arr.itemsize)
         lo, hi = self._ranges[name]
-        flags = arr.flags
-        if flags.c_contiguous or flags.f_contiguous:  # fast path: the memory is [origin, origin + nbytes)
-            start, end = origin, origin + arr.nbytes
-        else:
-            start, end = _byte_bounds(arr)
-        item = arr.itemsize
-        if origin + lo * item < start or origin + (hi + 1) * item > end:
-            have = f"{(start - origin) // item}..{(end - origin) // item - 1}"
-            raise ValueError(
-                f"{name}: the strides reach elements {lo}..{hi} relative to its first element, "
-                f"outside the array's memory (elements {have})"
-            )
-        return origin
+        arrays.require_reach(name, lo, hi, offset, arr.size)
+        return arr.ctypes.data + offset * arr.itemsize
 
-    def _arrays(self, in0, in1, out) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return self._checked(in0, in1, out)[:3]
+    def _arrays(self, in0, in1, out, offsets=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self._checked(in0, in1, out, offsets)[:3]
 
-    def _checked(self, in0, in1, out) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int]:
-        """The three arrays (missing inputs replaced) and their checked addresses."""
+    def _checked(self, in0, in1, out, offsets=None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int]:
+        """The three arrays (missing inputs replaced) and the checked addresses of their origins."""
         if self.config is None:
             raise RuntimeError("execute before a successful setup")
         cfg = self.config
+        o0, o1, oo = arrays.check_offsets(offsets)
         if in0 is None and cfg.uses_in0:
             raise TypeError("in0 is required for this operation")
         if in1 is None and cfg.uses_in1:
             raise TypeError("in1 is required for this operation")
-        in0 = out if in0 is None else in0
-        in1 = in0 if in1 is None else in1
-        a0 = self._check("in0", in0, cfg.uses_in0)
-        a1 = self._check("in1", in1, cfg.uses_in1)
-        ao = self._check("out", out, True)
+        if in0 is None:
+            in0, o0 = out, oo
+        if in1 is None:
+            in1, o1 = in0, o0
+        a0 = self._check("in0", in0, cfg.uses_in0, o0)
+        a1 = self._check("in1", in1, cfg.uses_in1, o1)
+        ao = self._check("out", out, True, oo)
         return in0, in1, out, a0, a1, ao
 
-    def execute(self, in0: np.ndarray | None, in1: np.ndarray | None, out: np.ndarray) -> None:
+    def execute(
+        self,
+        in0: np.ndarray | None,
+        in1: np.ndarray | None,
+        out: np.ndarray,
+        *,
+        offsets: tuple[int, int, int] | None = None,
+    ) -> None:
         """Run the operation on numpy arrays (``in1`` None for unary ops, ``in0`` None for zero).
 
-        Every element reachable through the strides must lie inside each
-        array's memory; otherwise TypeError/ValueError before anything runs.
+        Arrays must be C-contiguous (numpy's default layout, any shape): the configured strides
+        count their elements from the first one, or from element ``offsets[i]`` of in0, in1, out
+        (elements; lets negative strides reach back into a buffer). Every element the strides
+        reach must lie inside each array. A strided view, a transpose or a Fortran-order array
+        raises ValueError naming it (`minijit.arrays`), as do bad dtypes (TypeError), before
+        anything runs. ``out`` is updated in place: with first touch ``none`` the main primitive
+        accumulates into it (C += A·B for a GEMM), so initialize it or use first touch ``zero``.
         """
-        in0, in1, out, a0, a1, ao = self._checked(in0, in1, out)
+        in0, in1, out, a0, a1, ao = self._checked(in0, in1, out, offsets)
         if not self.native:  # emulated: one call, the worker copies the arrays in and out
-            self._loopnest(in0, in1, out, 0, self._iterations)
+            views = [_origin_view(arr, addr) for arr, addr in ((in0, a0), (in1, a1), (out, ao))]
+            self._loopnest(*views, 0, self._iterations)
             return
         self._run(a0, a1, ao)
 
@@ -328,11 +335,21 @@ class TensorOperation:
 
         parallel.run_range(part, self._iterations, self.num_threads)
 
-    def execute_iter(self, in0: np.ndarray | None, in1: np.ndarray | None, out: np.ndarray) -> None:
-        """The pure-Python reference path (seed 004 §5.2 recursion with numpy primitives)."""
-        in0, in1, out = self._arrays(in0, in1, out)
-        flats = [_flat(a) for a in (in0, in1, out)]
-        reference.execute_iter(self.config, flats[0][0], flats[1][0], flats[2][0], offsets=[f[1] for f in flats])
+    def execute_iter(
+        self,
+        in0: np.ndarray | None,
+        in1: np.ndarray | None,
+        out: np.ndarray,
+        *,
+        offsets: tuple[int, int, int] | None = None,
+    ) -> None:
+        """The pure-Python reference path (seed 004 §5.2 recursion with numpy primitives); same
+        arguments and checks as `execute`."""
+        in0, in1, out, a0, a1, ao = self._checked(in0, in1, out, offsets)
+        pairs = ((in0, a0), (in1, a1), (out, ao))
+        origins = [(addr - arr.ctypes.data) // arr.itemsize for arr, addr in pairs]
+        flat0, flat1, flat_out = (arr.reshape(-1) for arr, _ in pairs)
+        reference.execute_iter(self.config, flat0, flat1, flat_out, offsets=origins)
 
     # -- inspection ----------------------------------------------------------------------------
     def listing(self) -> str:
@@ -349,18 +366,13 @@ class TensorOperation:
         return f"<TensorOperation {self.target} threads={self.num_threads} {state}>"
 
 
-def _byte_bounds(arr: np.ndarray) -> tuple[int, int]:
-    try:
-        from numpy.lib.array_utils import byte_bounds
-    except ImportError:  # numpy < 2
-        byte_bounds = np.byte_bounds  # type: ignore[attr-defined]
-    return byte_bounds(arr)
-
-
-def _flat(arr: np.ndarray) -> tuple[np.ndarray, int]:
-    """A flat 1-D view over the memory ``arr`` spans, and the element offset of its first element."""
-    lo, hi = _byte_bounds(arr)
-    item = arr.dtype.itemsize
-    raw = (ctypes.c_char * (hi - lo)).from_address(lo)
-    flat = np.frombuffer(raw, dtype=arr.dtype)
-    return flat, (arr.ctypes.data - lo) // item
+def _origin_view(arr: np.ndarray, address: int) -> np.ndarray:
+    """A view of C-contiguous ``arr`` whose first element is at ``address`` and whose memory span
+    is still the whole array (what the emulation worker copies in and out)."""
+    flat = arr.reshape(-1)
+    offset = (address - arr.ctypes.data) // arr.itemsize
+    if offset == 0 or flat.size == 0:
+        return arr
+    last = flat.size - 1 - offset
+    # two by two elements: origin, element 0, the last element, origin again
+    return as_strided(flat[offset:], shape=(2, 2), strides=(-offset * arr.itemsize, last * arr.itemsize))

@@ -53,14 +53,14 @@ launch ``execute`` makes, for tensors at given device addresses (e.g. in a simul
 
 from __future__ import annotations
 
-import ctypes
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from minijit import optimizer
+from minijit import arrays, optimizer
 from minijit.cuda import elementwise, gemm
 from minijit.errors import SetupError, error_t
 from minijit.ir import BINARY_PTYPES, GEMM_PTYPES, UNARY_PTYPES, TensorConfig, dim_t, exec_t, ptype_t
@@ -85,14 +85,19 @@ _kernels: dict = {}
 
 @dataclass
 class _Array:
-    """A validated argument: device address of its first element, or a host array to copy."""
+    """A validated (C-contiguous) argument: device address of its first element, or a host array
+    to copy; the strides count from ``origin`` bytes after the first element."""
 
     name: str
     ptr: int  # device address of element 0 (0 for host arrays until staged)
     host: np.ndarray | None
-    lo: int  # byte offset of the span start relative to element 0 (<= 0)
-    nbytes: int  # span size
+    nbytes: int  # size of the array
     keep: Any = None
+    origin: int = 0  # byte offset of the element the strides count from
+
+    @property
+    def address(self) -> int:
+        return self.ptr + self.origin
 
 
 def _dtype_name(dtype) -> str:
@@ -121,29 +126,9 @@ def _elementwise(prim_main) -> bool:
         return False
 
 
-def _span(shape, strides, item: int) -> tuple[int, int]:
-    """(lo, hi) byte offsets relative to element 0 of the memory a strided view covers."""
-    lo = hi = 0
-    for n, s in zip(shape, strides, strict=True):
-        if n == 0:
-            return 0, 0
-        reach = (n - 1) * s
-        if reach < 0:
-            lo += reach
-        else:
-            hi += reach
-    return lo, hi + item
-
-
-def _flat_bytes(arr: np.ndarray) -> tuple[np.ndarray, int]:
-    """uint8 view over the memory span of ``arr`` and the byte offset of its first element."""
-    try:
-        from numpy.lib.array_utils import byte_bounds
-    except ImportError:  # numpy < 2
-        byte_bounds = np.byte_bounds  # type: ignore[attr-defined]
-    lo, hi = byte_bounds(arr)
-    raw = (ctypes.c_char * (hi - lo)).from_address(lo)
-    return np.frombuffer(raw, dtype=np.uint8), arr.ctypes.data - lo
+def _flat_bytes(arr: np.ndarray) -> np.ndarray:
+    """uint8 view of the memory of C-contiguous ``arr``."""
+    return arr.reshape(-1).view(np.uint8)
 
 
 class CudaTensorOperation:
@@ -282,7 +267,7 @@ class CudaTensorOperation:
         return _generated(self.kernel_spec(ptr_a, ptr_b)).text
 
     # -- arrays --------------------------------------------------------------------------------
-    def _check(self, name: str, arr: Any) -> _Array:
+    def _check(self, name: str, arr: Any, offset: int = 0) -> _Array:
         cfg = self.config
         if arr is None:
             raise TypeError(f"{name} is required for a {cfg.prim_main.name}")
@@ -293,9 +278,10 @@ class CudaTensorOperation:
                 raise TypeError(f"{name} has dtype {arr.dtype}, the operation needs {want}")
             if name == "out" and not arr.flags.writeable:
                 raise ValueError("out is read-only")
-            item = arr.dtype.itemsize
-            lo, hi = _span(arr.shape, arr.strides, item)
-            a = _Array(name, 0, arr, lo, hi - lo)
+            item, shape, strides = arr.dtype.itemsize, arr.shape, arr.strides
+            if arr.flags.c_contiguous:
+                strides = None
+            a = _Array(name, 0, arr, arr.nbytes)
         else:
             if not hasattr(arr, "__cuda_array_interface__") and not hasattr(arr, "data_ptr"):
                 if hasattr(arr, "__dlpack__"):
@@ -315,7 +301,7 @@ class CudaTensorOperation:
                 if str(arr.dtype) not in torch_names:
                     raise TypeError(f"{name} has dtype {arr.dtype}, the operation needs {want}")
                 item = arr.element_size()
-                lo, hi = _span(tuple(arr.shape), tuple(s * item for s in arr.stride()), item)
+                shape, strides = tuple(arr.shape), tuple(s * item for s in arr.stride())
                 ptr = int(arr.data_ptr())
             else:
                 cai = arr.__cuda_array_interface__
@@ -324,35 +310,25 @@ class CudaTensorOperation:
                 if name == "out" and cai["data"][1]:
                     raise ValueError("out is read-only")
                 item = int(cai["typestr"][2:])
-                shape = tuple(cai["shape"])
-                strides = cai.get("strides")
-                if strides is None:
-                    strides, acc = [], item
-                    for n in reversed(shape):
-                        strides.append(acc)
-                        acc *= n
-                    strides = tuple(reversed(strides))
-                lo, hi = _span(shape, strides, item)
+                shape, strides = tuple(cai["shape"]), cai.get("strides")
                 ptr = int(cai["data"][0])
-            a = _Array(name, ptr, None, lo, hi - lo, keep=arr)
+            a = _Array(name, ptr, None, item * math.prod(shape), keep=arr)
+        arrays.require_c_contiguous(name, shape, strides, item)
         e_lo, e_hi = cfg.offset_range(name)
-        if e_lo * item < a.lo or (e_hi + 1) * item > a.lo + a.nbytes:
-            have = f"{a.lo // item}..{(a.lo + a.nbytes) // item - 1}"
-            raise ValueError(
-                f"{name}: the strides reach elements {e_lo}..{e_hi} relative to its first element, "
-                f"outside the array's memory (elements {have})"
-            )
+        arrays.require_reach(name, e_lo, e_hi, offset, a.nbytes // item)
+        a.origin = offset * item
         return a
 
-    def _arrays(self, in0, in1, out):
+    def _arrays(self, in0, in1, out, offsets=None):
         """The checked arrays; None for the inputs an elementwise op does not use."""
         if self.config is None:
             raise RuntimeError("execute before a successful setup")
+        o0, o1, oo = arrays.check_offsets(offsets)
         if self.plan is not None:
             cfg = self.config
-            used = (("in0", in0, cfg.uses_in0), ("in1", in1, cfg.uses_in1), ("out", out, True))
-            return tuple(self._check(name, arr) if use else None for name, arr, use in used)
-        return self._check("in0", in0), self._check("in1", in1), self._check("out", out)
+            used = (("in0", in0, cfg.uses_in0, o0), ("in1", in1, cfg.uses_in1, o1), ("out", out, True, oo))
+            return tuple(self._check(name, arr, o) if use else None for name, arr, use, o in used)
+        return self._check("in0", in0, o0), self._check("in1", in1, o1), self._check("out", out, oo)
 
     def _args(self, pa: int, pb: int, pc: int, bt, rt):
         return (pa, pb, pc, bt, rt, self.m, self.n, self.k, len(self.red_table), self.lda, self.ldb, self.ldc)
@@ -373,10 +349,12 @@ class CudaTensorOperation:
         return gk.name, gk.grid(self.m, self.n, len(self.batch_table)), gk.block, self._args(in0, in1, out, *tables)
 
     # -- execute -------------------------------------------------------------------------------
-    def execute(self, in0, in1, out, *, sync: bool = True) -> None:
-        """One kernel launch (``in1`` None for unary ops, ``in0`` too for zero). ``sync``: wait for
-        it (always, when numpy arrays are involved)."""
-        arrays = self._arrays(in0, in1, out)
+    def execute(self, in0, in1, out, *, offsets: tuple[int, int, int] | None = None, sync: bool = True) -> None:
+        """One kernel launch (``in1`` None for unary ops, ``in0`` too for zero). Arrays must be
+        C-contiguous; the strides count elements from the first one, or from element
+        ``offsets[i]`` (the rule of `minijit.arrays`, as on the CPU). ``sync``: wait for the
+        launch (always, when numpy arrays are involved)."""
+        arrays = self._arrays(in0, in1, out, offsets)
         driver = self.driver
         if not driver.available():
             raise RuntimeError(
@@ -387,12 +365,12 @@ class CudaTensorOperation:
         staged = []
         for a in arrays:
             if a is not None and a.host is not None:
-                flat, origin = _flat_bytes(a.host)
+                flat = _flat_bytes(a.host)
                 buf = driver.DeviceBuffer(max(1, flat.size))
                 buf.copy_from(flat)
-                a.ptr = buf.ptr + origin
+                a.ptr = buf.ptr
                 staged.append((a, buf, flat))
-        pa, pb, pc = (0 if a is None else a.ptr for a in arrays)
+        pa, pb, pc = (0 if a is None else a.address for a in arrays)
         if self.plan is None and self._dev_tables is None:
             self._dev_tables = (driver.to_device(self.batch_table), driver.to_device(self.red_table))
         fn = _loaded(self.kernel_spec(pa, pb), dev, driver)
@@ -404,14 +382,17 @@ class CudaTensorOperation:
             if a.name == "out":
                 buf.copy_to(flat)
 
-    def simulate(self, in0: np.ndarray, in1: np.ndarray, out: np.ndarray) -> gemm.ModelStats:
+    def simulate(
+        self, in0: np.ndarray, in1: np.ndarray, out: np.ndarray, *, offsets: tuple[int, int, int] | None = None
+    ) -> gemm.ModelStats:
         """Run the GEMM launch ``execute`` would make through the numpy model (numpy arrays only)."""
         if self.plan is not None:
             raise TypeError("simulate models the GEMM kernel; elementwise ops have reference()")
-        arrays = self._arrays(in0, in1, out)
+        arrays = self._arrays(in0, in1, out, offsets)
         if any(a.host is None for a in arrays):
             raise TypeError("simulate takes numpy arrays")
-        (fa, oa), (fb, ob), (fc, oc) = (_flat_bytes(a.host) for a in arrays)
+        fa, fb, fc = (_flat_bytes(a.host) for a in arrays)
+        oa, ob, oc = (a.origin for a in arrays)
         bt = self.batch_table + np.array([oa, ob, oc], np.int64)
         spec = self.kernel_spec(oa, ob)
         c = np.frombuffer(fc, dtype=np.float32) if fc.size % 4 == 0 and oc % 4 == 0 else None
@@ -424,10 +405,17 @@ class CudaTensorOperation:
         c[...] = c_work
         return stats
 
-    def reference(self, in0: np.ndarray | None, in1: np.ndarray | None, out: np.ndarray) -> None:
+    def reference(
+        self,
+        in0: np.ndarray | None,
+        in1: np.ndarray | None,
+        out: np.ndarray,
+        *,
+        offsets: tuple[int, int, int] | None = None,
+    ) -> None:
         """What ``execute`` computes for an elementwise op, in numpy on strided views of the same
         (checked, numpy) arrays."""
-        arrays = self._arrays(in0, in1, out)
+        arrays = self._arrays(in0, in1, out, offsets)
         if self.plan is None:
             raise TypeError("reference computes elementwise ops; GEMM/BRGEMM have simulate()")
         if any(a is not None and a.host is None for a in arrays):
@@ -439,7 +427,8 @@ class CudaTensorOperation:
             if a is None:
                 return None
             strides = tuple(d.stride(name) * a.host.itemsize for d in cfg.dims)
-            return as_strided(a.host, shape, strides, writeable=name == "out")
+            origin = a.host.reshape(-1)[a.origin // a.host.itemsize :]
+            return as_strided(origin, shape, strides, writeable=name == "out")
 
         views = [view(a, name) for a, name in zip(arrays, ("in0", "in1", "out"), strict=True)]
         elementwise.reference(cfg.prim_main.name, cfg.prim_last.name, *views)

@@ -145,7 +145,10 @@ def check_dense(b: object, k: int, n: int, dtypes: tuple = (np.float16, np.float
     if b.dtype not in dtypes:
         raise TypeError(f"B must have dtype {' or '.join(np.dtype(d).name for d in dtypes)}, got {b.dtype}")
     if not (b.flags.c_contiguous or b.flags.f_contiguous):
-        raise ValueError("B must be contiguous (row-major or column-major), got a strided view")
+        raise ValueError(
+            f"B must be contiguous (row-major or column-major), got a strided view (byte strides {b.strides}): "
+            "pass np.ascontiguousarray(B)"
+        )
     return b
 
 
@@ -158,7 +161,10 @@ def check_out(c: object, m: int, n: int) -> np.ndarray:
     if c.dtype != np.float32:
         raise TypeError(f"C must be float32, got {c.dtype}")
     if not c.flags.c_contiguous:
-        raise ValueError("C must be C-contiguous (row-major)")
+        raise ValueError(
+            f"C must be C-contiguous (row-major), got byte strides {c.strides}: pass np.empty({(m, n)}, np.float32) "
+            "and copy the result into your view"
+        )
     if not c.flags.writeable:
         raise ValueError("C must be writeable")
     return c

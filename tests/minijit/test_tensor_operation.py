@@ -239,6 +239,12 @@ class Case:
     def __repr__(self) -> str:
         return f"Case{self.args}"
 
+    def run(self, method, out_buf: np.ndarray) -> None:
+        """``op.execute`` / ``op.execute_iter`` on the C-contiguous buffers the views are taken
+        from, with the views' first elements as offsets (the rule of `minijit.arrays`)."""
+        offsets = tuple(self.bases[t] for t in ("in0", "in1", "out"))
+        method(self.bufs["in0"], self.bufs["in1"], out_buf, offsets=offsets)
+
 
 def _tensor(draw, rng, dtype, types, sizes, tensor, unit, allow_negative, scalar_for_absent=True):
     """A random layout of the dims of ``tensor``: dense with ``unit`` innermost (if given), the
@@ -363,12 +369,12 @@ def check_contraction(target: str, case: Case, types, num_threads: int, referenc
     expected = expected_contraction(case, types)
     ksize = math.prod(s for s, t in zip(case.args[6], case.args[4], strict=True) if t == "k")
     tol = {"rtol": 1e-4, "atol": 1e-5 * (1 + ksize)} if case.args[0] == "fp32" else {"rtol": 1e-10, "atol": 1e-12}
-    buf, view = out_copy(case)
-    op.execute(case.views["in0"], case.views["in1"], view)
+    buf, _ = out_copy(case)
+    case.run(op.execute, buf)
     np.testing.assert_allclose(buf, expected, **tol)
     if reference:
-        ref, rview = out_copy(case)
-        op.execute_iter(case.views["in0"], case.views["in1"], rview)
+        ref, _ = out_copy(case)
+        case.run(op.execute_iter, ref)
         np.testing.assert_allclose(buf, ref, **tol)
 
 
@@ -454,12 +460,12 @@ def check_elementwise(target: str, case: Case, reference: bool = True, **setup_k
     op = TensorOperation(target, num_threads=2)
     op.setup(*case.args, **setup_kw)
     expected = expected_elementwise(case)
-    buf, view = out_copy(case)
-    op.execute(case.views["in0"], case.views["in1"], view)
+    buf, _ = out_copy(case)
+    case.run(op.execute, buf)
     np.testing.assert_array_equal(buf, expected)
     if reference:
-        ref, rview = out_copy(case)
-        op.execute_iter(case.views["in0"], case.views["in1"], rview)
+        ref, _ = out_copy(case)
+        case.run(op.execute_iter, ref)
         np.testing.assert_array_equal(buf, ref)
 
 
@@ -579,12 +585,6 @@ def test_invalid_configurations(target, name):
         op.execute(np.zeros(64, np.float32), np.zeros(64, np.float32), np.zeros(64, np.float32))
 
 
-def span_view(buf: np.ndarray, base: int) -> np.ndarray:
-    """A view whose first element is ``buf[base]`` and whose memory spans all of ``buf``."""
-    n, item = buf.shape[0], buf.itemsize
-    return as_strided(buf[base:], shape=(2, 2), strides=(-base * item, (n - 1 - base) * item))
-
-
 GARBAGE = st.one_of(
     st.none(), st.booleans(), st.floats(allow_nan=True), st.text(max_size=3), st.integers(-(2**70), 2**70)
 )
@@ -623,18 +623,17 @@ def agrees_with_reference(op: TensorOperation, seed: int, max_leaves: int = 2000
     if math.prod(d.size for d in cfg.loop_dims) > max_leaves:
         return  # the reference would take too long
     rng = np.random.default_rng(seed)
-    arrays = {}
+    bufs, offsets = [], []
     for t in ("in0", "in1", "out"):
         lo, hi = cfg.offset_range(t)
-        buf = rand(rng, hi - lo + 1, cfg.dtype.numpy)
-        arrays[t] = (buf, span_view(buf, -lo) if lo < 0 else buf)
-    lo = cfg.offset_range("out")[0]
-    ref = arrays["out"][0].copy()
-    op.execute_iter(arrays["in0"][1], arrays["in1"][1], span_view(ref, -lo) if lo < 0 else ref)
-    op.execute(arrays["in0"][1], arrays["in1"][1], arrays["out"][1])
+        bufs.append(rand(rng, hi - lo + 1, cfg.dtype.numpy))
+        offsets.append(-lo)  # negative strides reach back from the offset
+    ref = bufs[2].copy()
+    op.execute_iter(bufs[0], bufs[1], ref, offsets=tuple(offsets))
+    op.execute(*bufs, offsets=tuple(offsets))
     tol = {"rtol": 1e-4, "atol": 1e-4} if cfg.dtype.name == "fp32" else {"rtol": 1e-9, "atol": 1e-9}
     with np.errstate(invalid="ignore"):
-        np.testing.assert_allclose(arrays["out"][0], ref, equal_nan=True, **tol)
+        np.testing.assert_allclose(bufs[2], ref, equal_nan=True, **tol)
 
 
 def setup_fails_cleanly_or_agrees(target: str, args, optimize: bool, seed: int) -> None:
@@ -896,21 +895,62 @@ def test_execute_rejects_bad_arrays(target):
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_execute_negative_strides_bounds(target):
-    # out[i, j] = in0[-4i + j]: rows reversed; the strides reach 20 elements before in0's first
+    # out[i, j] = in0[-4i + j]: rows reversed; the strides reach 20 elements before in0's origin
     op = op_for(target, "fp32", "none", "copy", "none", "cc", ("seq", "prim"), (6, 4), (-4, 1), (0, 0), (4, 1))
     a = np.arange(24, dtype=np.float32)
     out = np.zeros((6, 4), np.float32)
     expected = a.reshape(6, 4)[::-1]
     # the array's own memory counts, not its base's: a[20:] is rejected like a copy of it
-    for bad in (a, a[19:], a[20:], a[20:23], a.reshape(6, 4)[:0:-1]):
+    for bad, offsets in ((a, None), (a, (19, 0, 0)), (a[19:], (1, 0, 0)), (a[20:], None), (a[20:23], (0, 0, 0))):
         with pytest.raises(ValueError, match="in0"):
-            op.execute(bad, None, out)
+            op.execute(bad, None, out, offsets=offsets)
         assert (out == 0).all()
-    op.execute(a.reshape(6, 4)[::-1], None, out)  # the reversed view spans the memory it needs
+    # a reversed view is not C-contiguous: rejected, not read as the memory it spans
+    with pytest.raises(ValueError, match="in0 is not C-contiguous"):
+        op.execute(a.reshape(6, 4)[::-1], None, out)
+    assert (out == 0).all()
+    op.execute(a, None, out, offsets=(20, 0, 0))  # the buffer, with the origin at its last row
     np.testing.assert_array_equal(out, expected)
     out[...] = 0
-    op.execute_iter(a.reshape(6, 4)[::-1], None, out)
+    op.execute_iter(a.reshape(6, 4), None, out, offsets=(20, 0, 0))
     np.testing.assert_array_equal(out, expected)
+    for bad in ((20, 0), (20, 0, -1), (20.0, 0, 0), (True, 0, 0), "abc"):
+        with pytest.raises(ValueError, match="offsets"):
+            op.execute(a, None, out, offsets=bad)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_views_are_rejected_never_read_as_raw_memory(target):
+    """The issue's cases: a view with steps, a transpose, a Fortran-order array, a strided out:
+    ValueError naming the argument, nothing written (execute and execute_iter)."""
+    # column-major GEMM 4 x 5 x 6 on C-order arrays At (k x m), Bt (n x k), Ct (n x m)
+    m, n, k = 4, 5, 6
+    op = op_for(
+        target, "fp32", "none", "gemm", "none", "mnk", ("prim",) * 3, (m, n, k), (1, 0, m), (0, k, 1), (1, m, 0)
+    )
+    rng = np.random.default_rng(3)
+    A, B = rand(rng, (k, m)), rand(rng, (n, k))
+    big = rand(rng, 3 * m * n)
+    cases = {
+        "in0": [np.arange(3 * m * k, dtype=np.float32)[::3], A.T.copy().T, np.asfortranarray(A), A[:, ::-1]],
+        "in1": [np.ascontiguousarray(B.T).T, B[::-1], np.repeat(B, 2, axis=1)[:, ::2]],
+        "out": [big[::3], np.zeros((m, n), np.float32).T, np.zeros((n, 2 * m), np.float32)[:, ::2]],
+    }
+    for name, views in cases.items():
+        for v in views:
+            assert not v.flags.c_contiguous and v.flags.writeable
+            args = {"in0": A, "in1": B, "out": np.zeros((n, m), np.float32), name: v}
+            base = v.base if v.base is not None else v
+            before, out_before = base.copy(), args["out"].copy()
+            for run in (op.execute, op.execute_iter):
+                with pytest.raises(ValueError, match=f"{name} is not C-contiguous"):
+                    run(args["in0"], args["in1"], args["out"])
+                np.testing.assert_array_equal(base, before)  # not a byte written through a view
+                np.testing.assert_array_equal(args["out"], out_before)
+    # the fix the message names computes the view's result
+    out = np.zeros((n, m), np.float32)
+    op.execute(np.ascontiguousarray(np.asfortranarray(A)), B, out)
+    np.testing.assert_allclose(out, (A.T.astype(np.float64) @ B.T).T, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -1042,13 +1082,12 @@ def test_huge_strides_native(kind):
         view = buf[: 2 * big + 8]
         op.execute(view, None, out)
         np.testing.assert_array_equal(out, np.maximum(vals, 0))
-        # and reversed: the first element is the last row, the stride negative
-        rev = as_strided(buf[2 * big :], shape=(3, 8), strides=(-4 * big, 4))
+        # and reversed: the origin is the last row, the stride negative
         args = ("fp32", "none", "copy", "none", "cc", (kind, "prim"), (3, 8), (-big, 1), (0, 0), (8, 1))
         op = op_for(NATIVE, *args, num_threads=3)
-        op.execute(rev, None, out)
+        op.execute(view, None, out, offsets=(2 * big, 0, 0))
         np.testing.assert_array_equal(out, vals[::-1])
-        del buf, view, rev
+        del buf, view
     finally:
         try:
             mem.close()

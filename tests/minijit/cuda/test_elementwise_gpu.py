@@ -212,23 +212,38 @@ def test_first_touch_is_overwritten_and_touches_match_the_cpu_path(cuda_backend)
 # --------------------------------------------------------------------------- layouts and launches
 
 
+def origin(view: np.ndarray, buf: np.ndarray) -> int:
+    """Element offset of ``view``'s first element in C-contiguous ``buf``."""
+    return (view.ctypes.data - buf.ctypes.data) // buf.itemsize
+
+
 def test_negative_strides(cuda_backend):
     rng = np.random.default_rng(12)
     a = sample(rng, (4, 5, 6))
     v = a[::-1, :, ::-1]  # in0 strides (-30, 6, -1) relative to its first element
     s0 = tuple(s // 4 for s in v.strides)
+    oa = origin(v, a)
     for main in ("copy", "add"):
         args = ("fp32", "none", main, "none", "ccc", ("seq", "prim", "prim"), (4, 5, 6), s0,
                 s0 if main == "add" else (0, 0, 0), (6, 24, 1))  # fmt: skip
-        got = run(cuda_backend, args, v, v if main == "add" else None, (5, 4, 6))
+        op = CudaTensorOperation(driver=cuda_backend.driver)
+        op.setup(*args)
+        buf = guarded(120)
+        with pytest.raises(ValueError, match="in0 is not C-contiguous"):  # the view itself
+            op.execute(v, v if main == "add" else None, buf)
+        op.execute(a, a if main == "add" else None, buf, offsets=(oa, oa, 0))
+        assert (buf[120:] == SENTINEL).all(), "store past out"
         want = v.transpose(1, 0, 2)
-        assert_values(got, want + want if main == "add" else want)
+        assert_values(buf[:120].reshape(5, 4, 6), want + want if main == "add" else want)
     out = np.full((5, 4, 6), 7.0, np.float32)
     o = out[::-1, ::-1]  # out with negative strides too
     op = CudaTensorOperation(driver=cuda_backend.driver)
     op.setup("fp32", "none", "relu", "none", "ccc", ("seq", "prim", "prim"), (4, 5, 6), s0, (0, 0, 0),
              tuple(s // 4 for s in o.transpose(1, 0, 2).strides))  # fmt: skip
-    op.execute(v, None, o)
+    with pytest.raises(ValueError, match="out is not C-contiguous"):
+        op.execute(a, None, o, offsets=(oa, 0, 0))
+    assert (out == 7.0).all()
+    op.execute(a, None, out, offsets=(oa, 0, origin(o, out)))
     assert_bits(o.transpose(1, 0, 2), np.maximum(v, np.float32(0)))
 
 

@@ -367,6 +367,46 @@ def test_operation_validates_arrays_before_launch():
         op.execute(a, b, c)
 
 
+class _FakeDeviceArray:
+    """A device array as cupy would expose it (never dereferenced: validation fails first)."""
+
+    def __init__(self, shape, strides, typestr="<f4"):
+        self.__cuda_array_interface__ = {
+            "shape": shape, "strides": strides, "typestr": typestr, "data": (1 << 40, False), "version": 3,
+        }  # fmt: skip
+
+
+def test_operation_rejects_views_never_reads_raw_memory():
+    """The rule of minijit.arrays on the CUDA path: strided views, transposes and Fortran-order
+    arrays (numpy or device) raise ValueError naming the argument; nothing is staged or written."""
+    from ptx import simdriver
+
+    op = CudaTensorOperation(driver=simdriver)
+    strides = (1, 0, 20), (0, 40, 1), (1, 20, 0)
+    op.setup("fp32", "zero", "gemm", "none", ("m", "n", "k"), ("seq",) * 3, (20, 30, 40), *strides)
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((40, 20)).astype(np.float32)
+    b = rng.standard_normal((30, 40)).astype(np.float32)
+    c = np.zeros((30, 20), np.float32)
+    big = np.zeros(3 * 600, np.float32)
+    bad = {
+        "in0": [np.asfortranarray(a), np.repeat(a, 2, axis=1)[:, ::2], a.T.copy().T],
+        "in1": [b[::-1], np.zeros(3 * 1200, np.float32)[::3]],
+        "out": [big[::3], np.zeros((20, 30), np.float32).T, _FakeDeviceArray((30, 20), (4, 120))],
+    }
+    for name, views in bad.items():
+        for v in views:
+            args = {"in0": a, "in1": b, "out": c, name: v}
+            for call in (op.execute, op.simulate):
+                with pytest.raises(ValueError, match=f"{name} is not C-contiguous"):
+                    call(args["in0"], args["in1"], args["out"])
+            assert not big.any() and not c.any()
+    # a C-order device array passes the layout check (and fails later only for lack of memory)
+    ok = _FakeDeviceArray((30, 20), None)
+    assert op._check("out", ok).address == 1 << 40
+    assert op._check("out", _FakeDeviceArray((31, 20), (80, 4)), 20).address == (1 << 40) + 80
+
+
 def test_operation_execute_without_gpu_is_a_clear_error():
     from ptx import driver
 

@@ -83,3 +83,32 @@ def test_operand_checks_before_kernel():
         SpMM((ip, ix, d, shape), 5, dtype="fp32", target="cuda")
     with pytest.raises(TypeError):
         spmm((ip, ix, d, shape), np.zeros(4, np.float32))
+
+
+@pytest.mark.parametrize("target", ["native", "cuda"])
+def test_views_rejected_or_read_as_the_view(target):
+    """SpMM takes B and C as matrices: a row- or column-major B is read as the matrix it is
+    (B.T of a C-order array included); a strided view of B or a C that is not C-contiguous
+    raises ValueError naming it and saying how to fix it; nothing is written."""
+    kw = {}
+    if target == "cuda":
+        from ptx import simdriver
+
+        kw["driver"] = simdriver
+    ip, ix, d, shape = _good()
+    s = sp.csr_matrix((d, ix, ip), shape=shape)
+    op = SpMM((ip, ix, d, shape), 5, target=target, **kw)
+    rng = np.random.default_rng(5)
+    bt = rng.standard_normal((5, 4)).astype(np.float32)
+    c = np.zeros((3, 5), np.float32)
+    np.testing.assert_allclose(op.execute(bt.T, c), s @ bt.T, rtol=1e-2, atol=1e-2)  # F-order B: its values
+    wide = np.zeros((4, 15), np.float32)
+    for b in (np.repeat(bt.T, 3, axis=1)[:, ::3], bt.T[::-1]):
+        before = c.copy()
+        with pytest.raises(ValueError, match="B must be contiguous.*np.ascontiguousarray"):
+            op.execute(b, c)
+        np.testing.assert_array_equal(c, before)
+    for out in (wide.reshape(4, 15)[:3, ::3], np.zeros((5, 3), np.float32).T):
+        with pytest.raises(ValueError, match="C must be C-contiguous"):
+            op.execute(bt.T, out)
+        assert not out.any() and not wide.any()
