@@ -135,7 +135,12 @@ def _coerce_enum(cls: type[enum.Enum], value: Any, code: error_t, what: str) -> 
     try:
         return cls(value)
     except ValueError:
-        names = ", ".join(cls.__members__)
+        # canonical names, aliases next to what they stand for: "copy (alias identity)"
+        aliases: dict[str, list[str]] = {}
+        for name, member in cls.__members__.items():
+            if name != member.name:
+                aliases.setdefault(member.name, []).append(name)
+        names = ", ".join(m.name + (f" (alias {', '.join(aliases[m.name])})" if m.name in aliases else "") for m in cls)
         raise SetupError(code, f"{what} {value!r} is not one of {names}") from None
 
 

@@ -356,7 +356,7 @@ class TensorOperation:
         """Assembly of every generated kernel (first/main/last touch and the loop nest)."""
         if self.config is None:
             raise RuntimeError("listing before a successful setup")
-        parts = [f"// {self.target}\n// {self.config}".replace("\n", "\n// ")]
+        parts = ["\n".join(f"// {line}" for line in [self.target, *str(self.config).splitlines()])]
         for name, k in {**self.primitives, "loopnest": self._loopnest}.items():
             parts.append(f"// ---- {name}: {getattr(k, 'name', name)} at {k.address:#x}\n{k.listing}")
         return "\n".join(parts)

@@ -185,6 +185,14 @@ def test_wrong_dtype_and_ptypes():
     with pytest.raises(SetupError) as info:
         TensorConfig.from_lists("fp32", "none", "conv", "none", *SEED.values())
     assert info.value.code is error_t.wrong_ptype
+    # every name offered is accepted; the alias is shown next to what it stands for
+    offered = str(info.value).split("is not one of ")[1]
+    assert "copy (alias identity)" in offered
+    assert [ptype_t[name] for name in offered.replace(" (alias identity)", "").split(", ")] == list(ptype_t)
+    assert (
+        TensorConfig.from_lists("fp32", "none", "identity", "none", "m", ("prim",), (2,), (1,), (0,), (1,)).prim_main
+        is ptype_t.copy
+    )
     expect(error_t.wrong_ptype, None, main="none")
     expect(error_t.wrong_ptype, None, first="gemm")
     expect(error_t.wrong_ptype, None, last="add")

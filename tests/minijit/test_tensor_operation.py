@@ -1011,6 +1011,9 @@ def test_listing_reassembles(target, variant):
     args = seed_case(variant, True, SEED_SIZES)[0]
     op = op_for(target, *args)
     text = op.listing()
+    head = text.split("\n// ----")[0].splitlines()
+    assert head[0] == f"// {op.target}" and head[1].startswith("// TensorConfig") and "// //" not in text
+    assert head[1:] == [f"// {line}" for line in str(op.config).splitlines()]
     for name, kernel in {**op.primitives, "loopnest": op._loopnest}.items():
         assert f"---- {name}" in text
         assert kernel.listing in text
