@@ -81,3 +81,17 @@ def pytest_terminal_summary(terminalreporter) -> None:
             terminalreporter.write_line(
                 f"{isa}: {len(forms)} distinct encoder forms checked byte-for-byte against llvm-mc"
             )
+
+
+def pytest_sessionfinish(session) -> None:
+    """An xdist worker hands the forms it checked to the controller (see pytest_testnodedown)."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["llvm_forms"] = {isa: sorted(forms) for isa, forms in FORMS.items()}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """xdist controller: merge the forms a finished worker checked."""
+    for isa, forms in getattr(node, "workeroutput", {}).get("llvm_forms", {}).items():
+        FORMS.setdefault(isa, set()).update(forms)
