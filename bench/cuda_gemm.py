@@ -3,7 +3,7 @@
     python bench/cuda_gemm.py [--iters 20] [--size 8192]
 
 A thin wrapper of ``minijit bench --target cuda --write`` (the cases and the measurement are in
-`minijit.bench_cuda`): fp16, bf16 and fp32-as-tf32 GEMMs of M = N = K = size against
+`minijit.bench.cuda`): fp16, bf16 and fp32-as-tf32 GEMMs of M = N = K = size against
 ``torch.matmul`` and the three seed 004 configurations scaled up against ``torch.einsum``. Prints
 the table and writes ``bench/results/cuda_<date>.md`` (device, driver, torch and ptxas versions,
 date, command). Without a GPU, ptxas or torch with CUDA it says what is missing and exits 2.

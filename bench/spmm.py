@@ -3,7 +3,7 @@
     python bench/spmm.py [--n 128 256 512] [--repeats 5] [--threads T] [--no-write]
 
 A thin wrapper of ``minijit bench --spmm --write`` (matrices, measurement and checks are in
-`minijit.bench_spmm`): synthetic DLMC-like and SuiteSparse-like matrices; with a CUDA device
+`minijit.bench.spmm`): synthetic DLMC-like and SuiteSparse-like matrices; with a CUDA device
 (``ptx.driver.available()``) TCA-SpMM against cuSPARSE with speedups and their geometric mean,
 otherwise a line that the GPU rows are pending; always the JIT'd native kernel (fp32) against
 ``scipy.sparse``. Every row is checked against scipy (a wrong result exits 1). Writes
