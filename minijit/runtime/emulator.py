@@ -5,16 +5,38 @@ by `asm.aarch64`, no cross compiler) and is driven over pipes: map, write and
 read memory, call code with up to 8 integer arguments. One worker per SVE
 vector length (128..2048 bits) is shared process-wide; calls are serialized.
 
-A fault in emulated code raises `EmulatorFault` naming the signal and the
-faulting pc; the worker is restarted on the next use and code loaded through
-`EmulatedKernel` is placed again at the same addresses, so kernels that call
-each other by absolute address keep working. Emulation proves correctness only;
-it is never timed.
+Code addresses are assigned by the host, not by qemu: each `Worker` hands out
+page-aligned addresses from its own guest range ``[CODE_BASE, CODE_END)``
+(monotonically, never reused), far below where qemu places mappings made
+without an address (data regions; at or above 0x40_0000_0000 on 64-bit hosts),
+and maps code exactly there (``MAP_FIXED_NOREPLACE``, the returned address is
+checked: qemu 7.2 treats the flag as a hint). A fault in emulated code raises
+`EmulatorFault` naming the signal and the faulting pc; the worker exits and is
+restarted on the next request, and the fresh worker places the code of every
+live `EmulatedKernel` again at its old address before serving anything, so
+kernels that call each other by absolute address keep working. Emulation
+proves correctness only; it is never timed.
+
+Environment:
+
+``MINIJIT_EMU_TIMEOUT`` (seconds, default 120)
+    A request whose reply has not arrived after this long is abandoned: the
+    worker is killed and `EmulatorError` raised. This bounds code that keeps
+    running (an endless loop in a kernel, or very slow emulation).
+``MINIJIT_EMU_IDLE_TIMEOUT`` (seconds, default 5; 0 turns the check off)
+    While a reply is pending, the worker process is watched through
+    ``/proc/<pid>/stat``: a worker that is alive but neither running nor
+    runnable and has used no CPU time for this long is blocked (in a system
+    call, or deadlocked) and will never answer; it is killed and
+    `EmulatorError` raised within seconds instead of after the full timeout.
+    A worker that keeps using CPU is never stopped by this check. Without
+    ``/proc`` (not Linux) only ``MINIJIT_EMU_TIMEOUT`` applies.
 """
 
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import select
 import shutil
@@ -23,7 +45,8 @@ import struct
 import subprocess
 import tempfile
 import threading
-from dataclasses import dataclass
+import time
+import weakref
 from typing import Any
 
 import numpy as np
@@ -47,7 +70,30 @@ PROT_READ, PROT_WRITE, PROT_EXEC = 1, 2, 4
 MAP_PRIVATE, MAP_ANONYMOUS, MAP_FIXED_NOREPLACE = 0x02, 0x20, 0x100000
 PAGE = 4096
 SVE_LENGTHS = (128, 256, 384, 512, 640, 768, 896, 1024, 1152, 1280, 1408, 1536, 1664, 1792, 1920, 2048)
-DEFAULT_TIMEOUT_S = float(os.environ.get("MINIJIT_EMU_TIMEOUT", "120"))
+# guest addresses for code: 64 GiB .. 256 GiB, above the harness ELF (0x400000) and below
+# qemu's TASK_UNMAPPED_BASE for 64-bit guests on 64-bit hosts (0x40_0000_0000), where
+# mappings without an address start (qemu 7.2 puts the guest stack at 0x55_0000_0000
+# and data after it)
+CODE_BASE = 0x10_0000_0000
+CODE_END = 0x40_0000_0000
+
+
+def _env_seconds(name: str, default: float, *, zero_ok: bool) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (value > 0 or (zero_ok and value == 0)) or math.isinf(value):
+        need = "a number of seconds >= 0 (0: off)" if zero_ok else "a number of seconds > 0"
+        raise ValueError(f"{name} must be {need}, got {raw!r}")
+    return value
+
+
+DEFAULT_TIMEOUT_S = _env_seconds("MINIJIT_EMU_TIMEOUT", 120.0, zero_ok=False)
+DEFAULT_IDLE_TIMEOUT_S = _env_seconds("MINIJIT_EMU_IDLE_TIMEOUT", 5.0, zero_ok=True)
 
 
 class EmulatorError(RuntimeError):
@@ -78,6 +124,18 @@ def _page_round(n: int) -> int:
     return max(PAGE, (n + PAGE - 1) // PAGE * PAGE)
 
 
+def _cpu_and_state(pid: int) -> tuple[int, str] | None:
+    """(utime + stime in clock ticks, state letter) of a process; None without /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        # "pid (comm) state ppid ..." ; comm may hold spaces and parentheses
+        fields = data[data.rindex(b")") + 1 :].split()
+        return int(fields[11]) + int(fields[12]), fields[0].decode("ascii", "replace")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 _HARNESS_PATH: str | None = None
 _HARNESS_LOCK = threading.Lock()
 
@@ -95,16 +153,26 @@ def _harness_path() -> str:
 
 
 class Worker:
-    """One qemu-aarch64 process at a fixed SVE vector length (bits)."""
+    """One qemu-aarch64 process at a fixed SVE vector length (bits).
 
-    def __init__(self, sve_vl: int = 128, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+    ``timeout`` and ``idle_timeout`` (seconds; default from ``MINIJIT_EMU_TIMEOUT``
+    and ``MINIJIT_EMU_IDLE_TIMEOUT``) bound the wait for each reply, see the module
+    docstring. Code registered with `add_code` lives at a fixed address and is
+    placed again whenever the process is restarted.
+    """
+
+    def __init__(self, sve_vl: int = 128, timeout: float | None = None, idle_timeout: float | None = None) -> None:
         if sve_vl not in SVE_LENGTHS:
             raise ValueError(f"sve_vl must be a multiple of 128 in 128..2048 bits, got {sve_vl}")
         self.sve_vl = sve_vl
-        self.timeout = timeout
+        self.timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
+        self.idle_timeout = DEFAULT_IDLE_TIMEOUT_S if idle_timeout is None else idle_timeout
         self.generation = 0
         self.lock = threading.RLock()
         self._proc: subprocess.Popen | None = None
+        self._code_next = CODE_BASE
+        self._code: dict[int, bytes] = {}  # address -> code placed in every generation
+        self._retired: list[tuple[int, int]] = []  # (address, size) of released code, to unmap
 
     # -- process -----------------------------------------------------------------
     def _start(self) -> subprocess.Popen:
@@ -118,20 +186,35 @@ class Worker:
         self.generation += 1
         return proc
 
-    @property
-    def proc(self) -> subprocess.Popen:
-        if self._proc is None or self._proc.poll() is not None:
-            self._proc = self._start()
+    def _live(self) -> subprocess.Popen:
+        """The running process; a fresh one first gets all registered code placed again."""
+        if self._proc is not None and self._proc.poll() is None:
+            return self._proc
+        self._kill()  # reap a dead one, close its pipes
+        self._proc = self._start()
+        try:
+            self._retired.clear()  # nothing of the old process is mapped in the new one
+            for address, code in self._code.copy().items():
+                self._place(code, address)
+        except BaseException:
+            self._kill()
+            raise
         return self._proc
 
+    @property
+    def proc(self) -> subprocess.Popen:
+        """The worker process (started, with its code placed, when not running)."""
+        with self.lock:
+            return self._live()
+
     def _kill(self) -> None:
-        if self._proc is not None:
-            if self._proc.poll() is None:
-                self._proc.kill()
-            self._proc.wait()
-            for f in (self._proc.stdin, self._proc.stdout, self._proc.stderr):
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            for f in (proc.stdin, proc.stdout, proc.stderr):
                 f.close()
-            self._proc = None
 
     def close(self) -> None:
         """Ask the worker to exit (it is restarted on the next request)."""
@@ -140,34 +223,70 @@ class Worker:
                 try:
                     self._send(CMD_EXIT)
                     self._proc.wait(timeout=5)
-                except (OSError, subprocess.TimeoutExpired):
+                except (OSError, EmulatorError, subprocess.TimeoutExpired):
                     pass
             self._kill()
 
     # -- protocol ----------------------------------------------------------------
+    # A request goes to the live process (started if needed) and its reply is read
+    # from that same process: a worker that exits right after replying (a fault)
+    # leaves its reply in the pipe, and a process started in between must not be
+    # asked for a reply it never got a request for.
     def _send(self, cmd: int, *args: int, payload: bytes = b"") -> None:
         vals = [a & 0xFFFFFFFFFFFFFFFF for a in args] + [0] * (9 - len(args))
+        proc = self._live()
         try:
-            self.proc.stdin.write(REQUEST.pack(cmd, *vals) + payload)
-            self.proc.stdin.flush()
+            proc.stdin.write(REQUEST.pack(cmd, *vals) + payload)
+            proc.stdin.flush()
         except (BrokenPipeError, OSError):
             self._died("while sending a request")
 
     def _recv(self, n: int) -> bytes:
-        out = self.proc.stdout
-        fd = out.fileno()
+        proc = self._proc
+        if proc is None:
+            raise EmulatorError("no emulation worker is waiting to reply")
+        fd = proc.stdout.fileno()
         chunks, left = [], n
         while left:
-            ready, _, _ = select.select([fd], [], [], self.timeout)
-            if not ready:
-                self._kill()
-                raise EmulatorError(f"emulated code did not answer within {self.timeout:.0f} s (worker restarted)")
+            self._wait_readable(proc, fd)
             chunk = os.read(fd, left)
             if not chunk:
                 self._died("before replying")
             chunks.append(chunk)
             left -= len(chunk)
         return b"".join(chunks)
+
+    def _wait_readable(self, proc: subprocess.Popen, fd: int) -> None:
+        """Return once ``fd`` has data (or EOF); kill the worker and raise when it hangs."""
+        start = time.monotonic()
+        deadline = start + self.timeout
+        idle = self.idle_timeout
+        watch = idle > 0
+        poll = min(0.5, max(0.02, idle / 5))
+        last_cpu, last_progress = -1, start
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                self._kill()
+                raise EmulatorError(f"emulated code did not answer within {self.timeout:g} s (worker restarted)")
+            ready, _, _ = select.select([fd], [], [], min(deadline - now, poll) if watch else deadline - now)
+            if ready:
+                return
+            sample = _cpu_and_state(proc.pid) if watch else None
+            if sample is None:
+                watch = False  # no /proc: the plain timeout only
+                continue
+            cpu, state = sample
+            now = time.monotonic()
+            if cpu != last_cpu or state == "R":  # using CPU, or waiting for a CPU: healthy
+                last_cpu, last_progress = cpu, now
+            elif now - last_progress >= idle:
+                self._kill()
+                raise EmulatorError(
+                    f"emulation worker was idle: no CPU time used for {now - last_progress:.1f} s while a reply "
+                    f"was pending (state {state}: blocked in a system call or deadlocked); worker restarted "
+                    f"(MINIJIT_EMU_IDLE_TIMEOUT={idle:g})"
+                )
 
     def _died(self, when: str):
         proc = self._proc
@@ -204,11 +323,22 @@ class Worker:
         return r0
 
     def mmap(self, size: int, prot: int = PROT_READ | PROT_WRITE, address: int = 0) -> int:
-        """Map ``size`` bytes (rounded up to pages); ``address`` is a fixed, non-replacing hint."""
+        """Map ``size`` bytes (rounded up to pages), at exactly ``address`` when it is given.
+
+        EmulatorError when that range is taken (qemu 7.2 treats MAP_FIXED_NOREPLACE as a
+        hint and maps elsewhere; that mapping is removed again).
+        """
         flags = MAP_PRIVATE | MAP_ANONYMOUS | (MAP_FIXED_NOREPLACE if address else 0)
-        got = self.syscall(SYS_MMAP, address, _page_round(size), prot, flags, (1 << 64) - 1, 0)
-        if address and got != address:
-            raise EmulatorError(f"could not map {size} bytes at {address:#x} in the worker (got {got:#x})")
+        with self.lock:
+            try:
+                got = self.syscall(SYS_MMAP, address, _page_round(size), prot, flags, (1 << 64) - 1, 0)
+            except OSError as e:
+                if not address:
+                    raise
+                raise EmulatorError(f"could not map {size} bytes at {address:#x} in the worker: {e.strerror}") from e
+            if address and got != address:
+                self.munmap(got, size)
+                raise EmulatorError(f"could not map {size} bytes at {address:#x} in the worker (got {got:#x})")
         return got
 
     def munmap(self, address: int, size: int) -> None:
@@ -238,17 +368,74 @@ class Worker:
         if len(args) > 8:
             raise ValueError(f"at most 8 integer arguments can be passed, got {len(args)}")
         with self.lock:
+            self._unmap_retired()
             self._send(CMD_CALL, address, *args)
             r0, r1, _ = self._reply()
         return r0, r1
 
+    # -- code ----------------------------------------------------------------------
+    def _code_address(self, size: int) -> int:
+        """A fresh page-aligned guest address for ``size`` bytes of code (never handed out twice)."""
+        address = self._code_next
+        if address + _page_round(size) > CODE_END:
+            raise EmulatorError(f"the worker's code range {CODE_BASE:#x}..{CODE_END:#x} is used up")
+        self._code_next = address + _page_round(size)
+        return address
+
+    def _place(self, code: bytes, address: int) -> None:
+        """Map code read+write at exactly ``address``, copy it, make it read+execute (W^X)."""
+        self.mmap(len(code), PROT_READ | PROT_WRITE, address)
+        self.write(address, code)
+        self.mprotect(address, len(code), PROT_READ | PROT_EXEC)
+
     def load_code(self, code: bytes, address: int = 0) -> int:
-        """Map code read+write, copy it, then make it read+execute (W^X in the guest too)."""
+        """Place code once (not again after a restart): at ``address``, else at a fresh code
+        address. `add_code` places code that must survive restarts."""
+        if not code:
+            raise ValueError("code must not be empty")
         with self.lock:
-            addr = self.mmap(len(code), PROT_READ | PROT_WRITE, address)
-            self.write(addr, code)
-            self.mprotect(addr, len(code), PROT_READ | PROT_EXEC)
-            return addr
+            self._live()
+            address = address or self._code_address(len(code))
+            self._place(bytes(code), address)
+            return address
+
+    def add_code(self, code: bytes) -> int:
+        """Place code at a fresh address that it keeps for the life of this Worker: a restarted
+        process gets it placed again before any other request. `remove_code` releases it."""
+        if not code:
+            raise ValueError("code must not be empty")
+        code = bytes(code)
+        with self.lock:
+            address = self._code_address(len(code))
+            self._code[address] = code
+            try:
+                if self._proc is not None and self._proc.poll() is None:
+                    self._unmap_retired()
+                    self._place(code, address)
+                # else: placed when the process starts
+            except BaseException:
+                self._code.pop(address, None)
+                raise
+            return address
+
+    def remove_code(self, address: int) -> None:
+        """Forget code placed with `add_code` and unmap it with the next request.
+
+        Takes no lock and sends nothing, so it is safe in a finalizer."""
+        code = self._code.pop(address, None)
+        if code is not None:
+            self._retired.append((address, len(code)))
+
+    def _unmap_retired(self) -> None:
+        while self._retired:
+            address, size = self._retired.pop()
+            if self._proc is None or self._proc.poll() is not None:
+                self._retired.clear()  # a new process never mapped them
+                return
+            try:
+                self.munmap(address, size)
+            except OSError:
+                pass
 
     def vector_length(self) -> int:
         """The SVE vector length the worker runs at, read with ``rdvl`` (bits)."""
@@ -262,7 +449,8 @@ class Worker:
             try:
                 return self.call(addr)[0] * 8
             finally:
-                self.munmap(addr, 4)
+                if self._proc is not None:
+                    self.munmap(addr, 4)
 
 
 _WORKERS: dict[int, Worker] = {}
@@ -277,19 +465,15 @@ def worker(sve_vl: int = 128) -> Worker:
         return _WORKERS[sve_vl]
 
 
-@dataclass
-class _Placement:
-    generation: int
-    address: int
-
-
 class EmulatedKernel:
     """AArch64 code called like a native `Kernel`, executed in a qemu worker.
 
-    Array arguments are copied into worker memory (the whole byte range each
-    array spans; arrays sharing memory share one region), the code runs, and
-    arrays passed to non-const pointers are copied back. Nothing is copied
-    back when the call faults.
+    The code gets a fixed address in its worker (`Worker.add_code`) for the
+    kernel's lifetime, also across worker restarts; it is unmapped when the
+    kernel is collected. Array arguments are copied into worker memory (the
+    whole byte range each array spans; arrays sharing memory share one region),
+    the code runs, and arrays passed to non-const pointers are copied back.
+    Nothing is copied back when the call faults.
     """
 
     def __init__(
@@ -313,20 +497,14 @@ class EmulatedKernel:
         self.name, self.listing, self.unchecked = name, listing, unchecked
         self.isa = "aarch64"
         self.worker = worker(sve_vl)
-        self._placement: _Placement | None = None
-        self._fixed_address: int | None = None
+        self._address = self.worker.add_code(self.code)
+        fin = weakref.finalize(self, self.worker.remove_code, self._address)
+        fin.atexit = False
 
     @property
     def address(self) -> int:
         """Address of the code inside the worker (stable across worker restarts)."""
-        with self.worker.lock:
-            w = self.worker
-            if self._placement is None or self._placement.generation != w.generation or w._proc is None:
-                w.proc  # noqa: B018  (start the worker so that its generation is current)
-                addr = w.load_code(self.code, self._fixed_address or 0)
-                self._fixed_address = addr
-                self._placement = _Placement(w.generation, addr)
-            return self._placement.address
+        return self._address
 
     @property
     def size(self) -> int:
@@ -335,7 +513,6 @@ class EmulatedKernel:
     def __call__(self, *args: Any) -> Any:
         args = self.signature.check(args, unchecked=self.unchecked)
         with self.worker.lock:
-            address = self.address
             regions = _Regions(self.worker)
             try:
                 placed = {}
@@ -344,7 +521,7 @@ class EmulatedKernel:
                         placed[i] = regions.place(value, writable=not spec.const)
                 regions.upload()
                 ints = [regions.address_of(placed[i]) if i in placed else int(v) for i, v in enumerate(args)]
-                r0, d0 = self.worker.call(address, *ints)
+                r0, d0 = self.worker.call(self._address, *ints)
                 regions.download()
             finally:
                 regions.free()
@@ -379,6 +556,7 @@ class _Regions:
         self.w = w
         self.arrays: list[tuple[int, int, int, bool]] = []  # (data pointer, lo, hi, writable)
         self.spans: list[list[Any]] = []  # [lo, hi, writable, worker address]
+        self.generation = -1  # of the worker process the spans are mapped in
 
     def place(self, arr: np.ndarray, writable: bool) -> int:
         lo, hi = _byte_bounds(arr)
@@ -396,6 +574,7 @@ class _Regions:
         self.spans = merged
         for span in self.spans:
             span[3] = self.w.mmap(max(span[1] - span[0], 1))
+            self.generation = self.w.generation
             self.w.write(span[3], ctypes.string_at(span[0], span[1] - span[0]))
 
     def address_of(self, index: int) -> int:
@@ -411,6 +590,8 @@ class _Regions:
                 ctypes.memmove(lo, self.w.read(addr, hi - lo), hi - lo)
 
     def free(self) -> None:
+        if self.w._proc is None or self.w.generation != self.generation:
+            return  # the process they were mapped in is gone (a fault): nothing to unmap
         for lo, hi, _, addr in self.spans:
             if addr:
                 try:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import signal
+import struct
+import time
 
 import numpy as np
 import pytest
@@ -10,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from asm import llvm
-from asm.aarch64 import Assembler, d0, d1, mem, p0, p1, post, v0, v1, v2, x0, x1, x2, x3, x4, xzr, z0, z1, z2
+from asm.aarch64 import Assembler, d0, d1, mem, p0, p1, post, v0, v1, v2, x0, x1, x2, x3, x4, x8, x9, xzr, z0, z1, z2
 from asm.aarch64.registers import ScalarReg
-from minijit.runtime import load, runs_natively
-from minijit.runtime.emulator import EmulatedKernel, EmulatorError, EmulatorFault, worker
-from minijit.runtime.harness import harness_program
+from minijit.runtime import emulator, load, runs_natively
+from minijit.runtime.emulator import CODE_BASE, CODE_END, EmulatedKernel, EmulatorError, EmulatorFault, Worker, worker
+from minijit.runtime.harness import CMD_CALL, harness_program
 
 needs_emulation = pytest.mark.skipif(runs_natively("aarch64"), reason="host runs AArch64 natively")
 SVE_VLS = [128, 256, 512]
@@ -255,7 +257,7 @@ def test_runaway_code_times_out_and_worker_recovers():
     spin = EmulatedKernel(a.code(), "void(void)", sve_vl=256)
     w = worker(256)
     old = w.timeout
-    w.timeout = 1.0
+    w.timeout = 0.5
     try:
         with pytest.raises(EmulatorError, match="did not answer"):
             spin()
@@ -300,3 +302,177 @@ def test_emulated_kernel_checks_arguments_before_running():
         k(ro, 1)
     with pytest.raises(ValueError, match="sve_vl"):
         worker(100)
+
+
+def returns(value: int) -> Assembler:
+    a = Assembler()
+    a.mov(x0, value)
+    a.ret()
+    return a
+
+
+def udf() -> Assembler:
+    a = Assembler()
+    a.inst(0)  # udf #0: SIGILL
+    return a
+
+
+@needs_emulation
+def test_restart_places_old_kernels_at_their_old_addresses_after_new_ones():
+    """The order that used to fail: kernels placed, a fault restarts the worker, new kernels
+    and data are placed first in the fresh worker, then the old kernels run at their old
+    addresses, including one that is only ever reached by absolute address."""
+    w = worker(128)
+    olds = [EmulatedKernel(returns(v).code(), "int64_t(void)", name=f"ret{v}") for v in (11, 22, 33)]
+    callee = olds[2]
+    a = Assembler()
+    a.mov(x9, callee.address)
+    a.br(x9)  # tail call by absolute address, like the compiled loop nest
+    caller = EmulatedKernel(a.code(), "int64_t(void)", name="caller")
+    before = [k.address for k in olds] + [caller.address]
+    assert [k() for k in olds] == [11, 22, 33] and caller() == 33
+    for _ in range(2):  # twice: each fresh worker sees new kernels placed before the old ones run
+        with pytest.raises(EmulatorFault, match="SIGILL"):
+            EmulatedKernel(udf().code(), "void(void)")()
+        generation = w.generation
+        news = [EmulatedKernel(returns(v).code(), "int64_t(void)") for v in (44, 55)]
+        assert [k() for k in news] == [44, 55]
+        data = [w.mmap(3 * 4096) for _ in range(3)]  # placed by qemu: never in the code range
+        assert w.generation == generation + 1
+        assert caller() == 33  # its callee was placed again although nothing touched it since
+        assert [k() for k in olds] == [11, 22, 33]
+        assert [k.address for k in olds] + [caller.address] == before
+        codes = [k.address for k in olds + news + [caller]]
+        assert len(set(codes)) == len(codes)
+        assert all(CODE_BASE <= c < CODE_END and c % 4096 == 0 for c in codes)
+        assert not any(CODE_BASE <= d < CODE_END for d in data)
+        for d in data:
+            w.munmap(d, 3 * 4096)
+
+
+@pytest.fixture
+def private_worker():
+    """A worker of its own (not the process-wide one) with short watchdog limits."""
+    w = Worker(128, timeout=60, idle_timeout=0.2)
+    yield w
+    w.close()
+
+
+@needs_emulation
+def test_fixed_address_that_is_taken_raises(private_worker):
+    w = private_worker
+    addr = w.load_code(returns(1).code())
+    with pytest.raises(EmulatorError, match=f"could not map 8 bytes at {addr:#x}"):
+        w.load_code(returns(2).code(), addr)
+    assert w.call(addr)[0] == 1
+
+
+@needs_emulation
+def test_fault_reply_is_read_from_a_worker_that_already_exited(private_worker):
+    """The worker replies FAULT and exits; its reply must still be read from its own pipe
+    (this used to start a fresh worker and wait the full timeout for a reply)."""
+    w = private_worker
+    addr = w.load_code(udf().code())
+    with w.lock:
+        w._send(CMD_CALL, addr)
+        w._proc.wait(timeout=30)
+        start = time.monotonic()
+        with pytest.raises(EmulatorFault, match="SIGILL") as info:
+            w._reply()
+    assert time.monotonic() - start < 5 and info.value.pc == addr
+    assert w.call(w.load_code(returns(7).code()))[0] == 7
+
+
+def nanosleep_kernel() -> Assembler:
+    """void f(const struct timespec*): nanosleep; blocks in the kernel without using CPU."""
+    a = Assembler()
+    a.mov(x1, 0)
+    a.mov(x8, 101)  # nanosleep
+    a.svc(0)
+    a.ret()
+    return a
+
+
+def _sleeping_call(w: Worker) -> None:
+    ts = w.mmap(16)
+    w.write(ts, struct.pack("<qq", 3600, 0))
+    w.call(w.load_code(nanosleep_kernel().code()), ts)
+
+
+@needs_emulation
+def test_blocked_worker_is_detected_in_seconds(private_worker):
+    w = private_worker
+    start = time.monotonic()
+    with pytest.raises(EmulatorError, match="idle: no CPU time used") as info:
+        _sleeping_call(w)
+    elapsed = time.monotonic() - start
+    assert not isinstance(info.value, EmulatorFault)
+    assert 0.2 <= elapsed < 10  # idle limit 0.2 s; the plain timeout (60 s) did not fire
+    assert w._proc is None  # killed
+    assert w.vector_length() == 128  # and a fresh worker serves the next request
+
+
+@needs_emulation
+def test_cpu_busy_call_outlives_the_idle_limit(private_worker):
+    """A call that computes for 3.5x the idle limit is slow, not hung: it is left alone."""
+    w = private_worker
+    f = Assembler()
+    f.inst(0xD53BE000)  # mrs x0, cntfrq_el0
+    f.ret()
+    freq = w.call(w.load_code(f.code()))[0]
+    a = Assembler()  # int64 f(ticks): spin until cntvct_el0 has advanced by ticks; returns iterations
+    a.inst(0xD53BE041)  # mrs x1, cntvct_el0
+    a.add(x2, x1, x0)
+    a.mov(x3, 0)
+    loop = a.new_label("spin")
+    a.bind(loop)
+    a.add(x3, x3, 1)
+    a.inst(0xD53BE041)  # mrs x1, cntvct_el0
+    a.cmp(x1, x2)
+    a.b_cond("lo", loop)
+    a.mov(x0, x3)
+    a.ret()
+    spin = w.load_code(a.code())
+    start = time.monotonic()
+    iterations = w.call(spin, int(freq * 0.7))[0]
+    assert time.monotonic() - start >= 0.7 > 3 * w.idle_timeout
+    assert iterations > 1000
+
+
+@needs_emulation
+def test_without_proc_only_the_plain_timeout_applies(private_worker, monkeypatch):
+    monkeypatch.setattr(emulator, "_cpu_and_state", lambda pid: None)  # as on a host without /proc
+    w = private_worker
+    w.timeout = 0.5
+    start = time.monotonic()
+    with pytest.raises(EmulatorError, match="did not answer within 0.5 s"):
+        _sleeping_call(w)
+    assert time.monotonic() - start >= 0.5
+    assert w.vector_length() == 128
+
+
+def test_cpu_and_state_reads_proc_or_gives_none():
+    import os
+
+    sample = emulator._cpu_and_state(os.getpid())
+    if sample is not None:  # Linux
+        cpu, state = sample
+        assert cpu >= 0 and state == "R"
+    assert emulator._cpu_and_state(-1) is None
+
+
+def test_timeouts_from_the_environment(monkeypatch):
+    monkeypatch.setenv("MINIJIT_EMU_IDLE_TIMEOUT", "2.5")
+    assert emulator._env_seconds("MINIJIT_EMU_IDLE_TIMEOUT", 5.0, zero_ok=True) == 2.5
+    monkeypatch.setenv("MINIJIT_EMU_IDLE_TIMEOUT", "0")
+    assert emulator._env_seconds("MINIJIT_EMU_IDLE_TIMEOUT", 5.0, zero_ok=True) == 0
+    monkeypatch.setenv("MINIJIT_EMU_IDLE_TIMEOUT", "")
+    assert emulator._env_seconds("MINIJIT_EMU_IDLE_TIMEOUT", 5.0, zero_ok=True) == 5.0
+    for bad in ("soon", "-1", "nan", "inf"):
+        monkeypatch.setenv("MINIJIT_EMU_IDLE_TIMEOUT", bad)
+        with pytest.raises(ValueError, match="MINIJIT_EMU_IDLE_TIMEOUT"):
+            emulator._env_seconds("MINIJIT_EMU_IDLE_TIMEOUT", 5.0, zero_ok=True)
+    monkeypatch.setenv("MINIJIT_EMU_TIMEOUT", "0")
+    with pytest.raises(ValueError, match="MINIJIT_EMU_TIMEOUT"):
+        emulator._env_seconds("MINIJIT_EMU_TIMEOUT", 120.0, zero_ok=False)
+    assert Worker(128, timeout=7, idle_timeout=0).idle_timeout == 0
