@@ -1,7 +1,7 @@
 """The ``minijit`` command line: ``bench``, ``disasm`` and ``info``.
 
-    minijit bench                       # default suite (~75 s on 2 cores): GFLOPS next to numpy
-    minijit bench --quick               # small suite (~20 s on 2 cores)
+    minijit bench                       # default suite (~32 s on 2 cores): GFLOPS next to numpy
+    minijit bench --quick               # small suite (~6 s on 2 cores)
     minijit bench --config brgemm --threads 1,2 --reps 20 --json out.json --plot out.png
     minijit bench --config-file ops.json   # user-defined tensor operations (JSON, or YAML with PyYAML)
     minijit bench --target cuda         # GPU: tensor-core GEMM / seed configs vs torch (--size, --iters, --write)
@@ -29,10 +29,8 @@ from minijit.bench import UserError, configs, report
 
 __all__ = ["build_parser", "main"]
 
-#: The CLI's own errors are the bench package's user errors: one line, exit status 2.
-CliError = UserError
 TOOLS = ("llvm-mc", "llvm-mc-19", "llvm-mca", "llvm-mca-19", "qemu-aarch64", "ptxas")
-DURATIONS = {"default": "~75 s on 2 cores", "quick": "~20 s on 2 cores"}
+DURATIONS = {"default": "~32 s on 2 cores", "quick": "~6 s on 2 cores"}
 
 
 def _progress(msg: str, quiet: bool) -> None:
@@ -51,7 +49,7 @@ def _parse_threads(values: list[str] | None) -> list[int]:
     for part in (p.strip() for item in values for p in item.split(",")):
         n = parallel.default_threads() if part == "all" else int(part) if part.isdecimal() else 0
         if n < 1:
-            raise CliError(f"--threads: expected positive integers (or 'all'), got {part!r}")
+            raise UserError(f"--threads: expected positive integers (or 'all'), got {part!r}")
         out.append(n)
     return list(dict.fromkeys(out))
 
@@ -59,7 +57,7 @@ def _parse_threads(values: list[str] | None) -> list[int]:
 def _one_thread_count(values: list[str] | None, flag: str) -> int | None:
     threads = None if values is None else _parse_threads(values)
     if threads is not None and len(threads) != 1:
-        raise CliError(f"{flag} takes one --threads value, got {','.join(map(str, threads))}")
+        raise UserError(f"{flag} takes one --threads value, got {','.join(map(str, threads))}")
     return threads[0] if threads else None
 
 
@@ -78,10 +76,10 @@ def _emit(args: argparse.Namespace, rep: report.Report) -> int:
 # bench
 # ---------------------------------------------------------------------------------------------
 def _bench_mode(args: argparse.Namespace) -> str:
-    """The bench mode: cpu, cuda (``--target cuda``) or spmm (``--spmm``); CliError for options it does not take."""
+    """The bench mode: cpu, cuda (``--target cuda``) or spmm (``--spmm``); UserError for options it does not take."""
     mode = "spmm" if args.spmm else "cuda" if args.target == "cuda" else "cpu"
     if mode == "spmm" and args.target != "native":
-        raise CliError(
+        raise UserError(
             f"--spmm chooses its devices itself (the GPU when one answers, and the CPU); drop --target {args.target}"
         )
     if mode != "cpu":
@@ -91,13 +89,13 @@ def _bench_mode(args: argparse.Namespace) -> str:
             opts["--threads"] = args.threads
         given = [o for o, v in opts.items() if v is not None]
         if given:
-            raise CliError(f"{flag} runs its own cases; it does not take {', '.join(given)}")
+            raise UserError(f"{flag} runs its own cases; it does not take {', '.join(given)}")
     if args.size is not None and mode != "cuda":
-        raise CliError("--size (the GEMM size) applies only to --target cuda")
+        raise UserError("--size (the GEMM size) applies only to --target cuda")
     if args.spmm_n is not None and mode != "spmm":
-        raise CliError("--spmm-n applies only to --spmm")
+        raise UserError("--spmm-n applies only to --spmm")
     if args.write and mode == "cpu":
-        raise CliError("--write applies to --target cuda and --spmm; the CPU suite writes --json PATH")
+        raise UserError("--write applies to --target cuda and --spmm; the CPU suite writes --json PATH")
     return mode
 
 
@@ -114,10 +112,10 @@ def _bench_cuda(args: argparse.Namespace, command: str) -> report.Report:
 
     size = args.size if args.size is not None else cuda.QUICK_SIZE if args.quick else cuda.SIZE
     if not cuda.MIN_SIZE <= size <= cuda.MAX_SIZE:
-        raise CliError(f"--size must be in {cuda.MIN_SIZE}..{cuda.MAX_SIZE}, got {size}")
+        raise UserError(f"--size must be in {cuda.MIN_SIZE}..{cuda.MAX_SIZE}, got {size}")
     why = cuda.missing()
     if why:
-        raise CliError(f"--target cuda: {why}")
+        raise UserError(f"--target cuda: {why}")
     return cuda.bench(size, args.reps, command, lambda msg: _progress(msg, args.quiet))
 
 
@@ -131,9 +129,9 @@ def _spmm_ns(args: argparse.Namespace) -> list[int]:
         try:
             n = int(part)
         except ValueError:
-            raise CliError(f"--spmm-n takes comma-separated integers, got {part.strip()!r}") from None
+            raise UserError(f"--spmm-n takes comma-separated integers, got {part.strip()!r}") from None
         if not 1 <= n <= MAX_N:
-            raise CliError(f"--spmm-n values must be in 1..{MAX_N}, got {n}")
+            raise UserError(f"--spmm-n values must be in 1..{MAX_N}, got {n}")
         out.append(n)
     return list(dict.fromkeys(out))
 
@@ -154,7 +152,7 @@ def _bench_cpu(args: argparse.Namespace, command: str) -> report.Report:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            raise CliError("--plot needs matplotlib: pip install matplotlib (or 'minijit[plot]')") from None
+            raise UserError("--plot needs matplotlib: pip install matplotlib (or 'minijit[plot]')") from None
     target = cpu.check_native(args.target)
     specs = configs.select(
         args.config, args.config_file, configs.QUICK_SUITE if args.quick else configs.DEFAULT_SUITE, args.dtype
@@ -166,7 +164,7 @@ def _bench_cpu(args: argparse.Namespace, command: str) -> report.Report:
 def cmd_bench(args: argparse.Namespace) -> int:
     mode = _bench_mode(args)
     if args.reps < 1:
-        raise CliError(f"--reps must be >= 1, got {args.reps}")
+        raise UserError(f"--reps must be >= 1, got {args.reps}")
     command = "minijit " + shlex.join(args.argv)
     run = {"cuda": _bench_cuda, "spmm": _bench_spmm, "cpu": _bench_cpu}[mode]
     rep = run(args, command)
@@ -188,10 +186,10 @@ def cmd_disasm(args: argparse.Namespace) -> int:
     try:
         check_target(args.target)
     except ValueError as e:
-        raise CliError(str(e)) from None
+        raise UserError(str(e)) from None
     specs = configs.select(args.config, args.config_file, (), args.dtype)
     if not specs:
-        raise CliError("disasm needs --config NAME (or --config-file PATH)")
+        raise UserError("disasm needs --config NAME (or --config-file PATH)")
     threads = _one_thread_count(args.threads, "disasm") or parallel.default_threads()
     for spec in specs:
         op = cpu.make_op(spec, threads, args.target)
@@ -265,7 +263,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # type: ignore[override]
         self.print_usage(sys.stderr)
-        raise CliError(message)
+        raise UserError(message)
 
 
 def _add_common_args(p: argparse.ArgumentParser, threads_help: str) -> None:
