@@ -388,6 +388,7 @@ class _Cta:
             self.sregs[f"%nctaid.{ax}"] = np.full(n, nctaid[i], np.int64)
         self.lane, self.warp = lin % 32, lin // 32
         self.nwarps = -(-n // 32)
+        self._pad = self.nwarps * 32 - n  # threads to add so that warps reshape as rows of 32
         self.regs: dict[str, np.ndarray] = {}
         self.defined: dict[str, np.ndarray] = {}
         self.smem = np.zeros(k.shared_end, np.uint8)
@@ -556,7 +557,7 @@ class _Cta:
             act = runnable & (pc == p)
             ins = code[p]
             steps += 1
-            self.stats.warp_instructions += np.unique(self.warp[act]).size
+            self.stats.warp_instructions += self.warps_in(act)
             if steps > self.max_steps:
                 self.fail(ins, f"no end after {self.max_steps} instructions (an endless loop?)")
             exe = act
@@ -610,6 +611,12 @@ class _Cta:
                     self.fail(ins, f"instruction {op} is not supported by the simulator")
                 handler(self, ins, exe)
             pc[act] += 1
+
+    def warps_in(self, threads: np.ndarray) -> int:
+        """Number of warps with at least one thread in the boolean mask ``threads``."""
+        if self._pad:
+            threads = np.concatenate([threads, np.zeros(self._pad, bool)])
+        return int(np.count_nonzero(threads.reshape(self.nwarps, 32).any(axis=1)))
 
     # -- warp-collective checks --------------------------------------------------------------
     def whole_warps(self, ins: Instr, exe: np.ndarray) -> np.ndarray:

@@ -24,6 +24,16 @@ settings.register_profile(
 )
 settings.load_profile("ci" if os.environ.get("CI") else "default")
 
+#: MINIJIT_EXAMPLES_SCALE multiplies the example counts of the slowest sweeps (default 1: the
+#: budget that keeps `bash scripts/test` under 8 minutes on 2 cores; 4 for a deeper local run).
+EXAMPLES_SCALE = float(os.environ.get("MINIJIT_EXAMPLES_SCALE", "1"))
+
+
+def examples(n: int) -> int:
+    """``n`` hypothesis examples scaled by MINIJIT_EXAMPLES_SCALE (at least 1); the drawn space
+    stays the same, only how many points of it one run visits changes."""
+    return max(1, round(n * EXAMPLES_SCALE))
+
 
 @pytest.fixture(scope="module")
 def dev():

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from asm import llvm
 from minijit.kernels.aarch64 import neon_binary, neon_brgemm, neon_unary
 from minijit.kernels.aarch64.neon_brgemm import Piece, split
+from tests.conftest import examples
 from tests.minijit.helpers import UFUNCS
 
 GUARD = 7  # elements around every output buffer that must stay untouched
@@ -58,13 +59,13 @@ def check_brgemm(m, n, k, br, dtype="fp32", trans_a=False, trans_b=False, pad=(1
 small = st.one_of(st.integers(1, 64), st.integers(1, 64), st.integers(1, 64), st.integers(65, 300))
 
 
-@settings(max_examples=200, **SETTINGS)
+@settings(max_examples=examples(70), **SETTINGS)
 @given(m=small, n=small, k=st.integers(1, 256), br=st.integers(1, 16), pad=st.tuples(*[st.integers(1, 5)] * 3))
 def test_brgemm_fp32(m, n, k, br, pad):
     check_brgemm(m, n, k, br, "fp32", pad=pad)
 
 
-@settings(max_examples=100, **SETTINGS)
+@settings(max_examples=examples(50), **SETTINGS)
 @given(m=small, n=small, k=st.integers(1, 128), br=st.integers(1, 8), pad=st.tuples(*[st.integers(1, 5)] * 3))
 def test_brgemm_fp64(m, n, k, br, pad):
     check_brgemm(m, n, k, br, "fp64", pad=pad)
