@@ -17,6 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+#: ``execute(..., offsets=)``: element offsets of in0, in1, out (None: all 0)
+Offsets = tuple[int, int, int] | None
+
 
 def c_strides(shape: Sequence[int], item: int) -> tuple[int, ...]:
     """Byte strides of a C-contiguous array of ``shape`` with ``item``-byte elements."""

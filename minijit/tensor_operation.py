@@ -25,6 +25,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from minijit import arrays, kernels, optimizer, parallel, reference
+from minijit.arrays import Offsets
 from minijit.errors import SetupError, error_t
 from minijit.ir import TensorConfig, dim_t, exec_t, ptype_t
 from minijit.kernels.loopnest import Call, Loop, LoopNest
@@ -34,6 +35,7 @@ GEMM_PTYPES = (ptype_t.gemm, ptype_t.brgemm)
 UNARY_PTYPES = (ptype_t.zero, ptype_t.copy, ptype_t.relu)
 BINARY_PTYPES = (ptype_t.add, ptype_t.sub, ptype_t.mul, ptype_t.div, ptype_t.min, ptype_t.max)
 TENSORS = ("in0", "in1", "out")
+Array = np.ndarray | None  # an input; None where the operation does not use it
 RAW_SIGNATURE = "void(*)(uintptr_t, uintptr_t, uintptr_t, int64_t, int64_t)"
 _FFI = cffi.FFI()
 #: Operations with fewer multiply-adds/elements than this run on the calling thread only.
@@ -287,14 +289,7 @@ class TensorOperation:
         ao = self._check("out", out, True, oo)
         return in0, in1, out, a0, a1, ao
 
-    def execute(
-        self,
-        in0: np.ndarray | None,
-        in1: np.ndarray | None,
-        out: np.ndarray,
-        *,
-        offsets: tuple[int, int, int] | None = None,
-    ) -> None:
+    def execute(self, in0: Array, in1: Array, out: np.ndarray, *, offsets: Offsets = None) -> None:
         """Run the operation on numpy arrays (``in1`` None for unary ops, ``in0`` None for zero).
 
         Arrays must be C-contiguous (numpy's default layout, any shape): the configured strides
@@ -335,14 +330,7 @@ class TensorOperation:
 
         parallel.run_range(part, self._iterations, self.num_threads)
 
-    def execute_iter(
-        self,
-        in0: np.ndarray | None,
-        in1: np.ndarray | None,
-        out: np.ndarray,
-        *,
-        offsets: tuple[int, int, int] | None = None,
-    ) -> None:
+    def execute_iter(self, in0: Array, in1: Array, out: np.ndarray, *, offsets: Offsets = None) -> None:
         """The pure-Python reference path (seed 004 §5.2 recursion with numpy primitives); same
         arguments and checks as `execute`."""
         in0, in1, out, a0, a1, ao = self._checked(in0, in1, out, offsets)

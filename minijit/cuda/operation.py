@@ -61,6 +61,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from minijit import arrays, optimizer
+from minijit.arrays import Offsets
 from minijit.cuda import elementwise, gemm
 from minijit.errors import SetupError, error_t
 from minijit.ir import BINARY_PTYPES, GEMM_PTYPES, UNARY_PTYPES, TensorConfig, dim_t, exec_t, ptype_t
@@ -81,6 +82,9 @@ _IN_TYPES = {
 MAX_BATCH = 65535  # gridDim.z
 
 _kernels: dict = {}
+
+
+Array = np.ndarray | None  # an input; None where the operation does not use it
 
 
 @dataclass
@@ -349,7 +353,7 @@ class CudaTensorOperation:
         return gk.name, gk.grid(self.m, self.n, len(self.batch_table)), gk.block, self._args(in0, in1, out, *tables)
 
     # -- execute -------------------------------------------------------------------------------
-    def execute(self, in0, in1, out, *, offsets: tuple[int, int, int] | None = None, sync: bool = True) -> None:
+    def execute(self, in0, in1, out, *, offsets: Offsets = None, sync: bool = True) -> None:
         """One kernel launch (``in1`` None for unary ops, ``in0`` too for zero). Arrays must be
         C-contiguous; the strides count elements from the first one, or from element
         ``offsets[i]`` (the rule of `minijit.arrays`, as on the CPU). ``sync``: wait for the
@@ -383,7 +387,7 @@ class CudaTensorOperation:
                 buf.copy_to(flat)
 
     def simulate(
-        self, in0: np.ndarray, in1: np.ndarray, out: np.ndarray, *, offsets: tuple[int, int, int] | None = None
+        self, in0: np.ndarray, in1: np.ndarray, out: np.ndarray, *, offsets: Offsets = None
     ) -> gemm.ModelStats:
         """Run the GEMM launch ``execute`` would make through the numpy model (numpy arrays only)."""
         if self.plan is not None:
@@ -405,14 +409,7 @@ class CudaTensorOperation:
         c[...] = c_work
         return stats
 
-    def reference(
-        self,
-        in0: np.ndarray | None,
-        in1: np.ndarray | None,
-        out: np.ndarray,
-        *,
-        offsets: tuple[int, int, int] | None = None,
-    ) -> None:
+    def reference(self, in0: Array, in1: Array, out: np.ndarray, *, offsets: Offsets = None) -> None:
         """What ``execute`` computes for an elementwise op, in numpy on strided views of the same
         (checked, numpy) arrays."""
         arrays = self._arrays(in0, in1, out, offsets)
