@@ -229,6 +229,9 @@ class TensorConfig:
     prim_main: ptype_t
     prim_last: ptype_t
     dims: tuple[Dimension, ...]
+    #: True when the optimizer swapped the operands (computing C^T = B^T A^T, m and n dims
+    #: exchanged): ``execute`` then passes the caller's in1 as in0 and in0 as in1.
+    inputs_swapped: bool = False
     _prim: PrimDims = field(init=False, repr=False, compare=False)
 
     # ----------------------------------------------------------------------------------------
@@ -551,6 +554,7 @@ class TensorConfig:
         head = (
             f"TensorConfig {self.dtype.name}: first {self.prim_first.name}, "
             f"main {self.prim_main.name}, last {self.prim_last.name}"
+            + (" (inputs swapped: in0 is the caller's in1)" if self.inputs_swapped else "")
         )
         cols = ("#", "type", "exec", "size", "in0", "in1", "out")
         rows = [cols] + [

@@ -23,6 +23,7 @@ from minijit.ir import (
 )
 
 __all__ = [
+    "swap_operands",
     "find_largest_multiple_of_divisor",
     "find_best_split",
     "fuse_dims",
@@ -32,6 +33,33 @@ __all__ = [
     "create_shared_loops",
     "optimize",
 ]
+
+
+# ---------------------------------------------------------------------------------------------
+# operand roles
+# ---------------------------------------------------------------------------------------------
+def swap_operands(config: TensorConfig) -> TensorConfig:
+    """Give a GEMM/BRGEMM the roles its column-major kernels want.
+
+    The kernels need an M dim with unit stride in the output. When the output has unit stride
+    in an N dim but in no M dim (a row-major C, numpy's default layout) the operation is
+    computed as C^T = B^T A^T: in0 and in1 exchange their strides, m and n dims exchange their
+    types, and ``inputs_swapped`` flips so that ``execute`` exchanges the arrays. Configs with
+    prim dims, other primitives, and outputs already unit-stride in M are returned unchanged.
+    """
+    if config.prim_main not in GEMM_PTYPES or config.has_prims:
+        return config
+
+    def unit_out(t: dim_t) -> bool:
+        return any(d.type is t and d.size > 1 and d.stride_out == 1 for d in config.dims)
+
+    if unit_out(dim_t.m) or not unit_out(dim_t.n):
+        return config
+    other = {dim_t.m: dim_t.n, dim_t.n: dim_t.m}
+    dims = [
+        d.with_(type=other.get(d.type, d.type), stride_in0=d.stride_in1, stride_in1=d.stride_in0) for d in config.dims
+    ]
+    return config.with_dims(dims, inputs_swapped=not config.inputs_swapped)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -371,9 +399,10 @@ def optimize(
     max_kernel_size: int = DEFAULT_MAX_KERNEL_SIZE,
     min_kernel_size: int = DEFAULT_MIN_KERNEL_SIZE,
 ) -> TensorConfig:
-    """Run the passes in the seed's order: :func:`fuse_dims` (with ``min_kernel_size``),
-    :func:`split_dims`, :func:`identify_primitives`, :func:`reorder_dims`,
+    """Run :func:`swap_operands`, then the passes in the seed's order: :func:`fuse_dims` (with
+    ``min_kernel_size``), :func:`split_dims`, :func:`identify_primitives`, :func:`reorder_dims`,
     :func:`create_shared_loops`. The result has prim dims and no undefined exec types."""
+    config = swap_operands(config)
     config = fuse_dims(config, min_kernel_size)
     config = split_dims(config, max_kernel_size, min_kernel_size)
     config = identify_primitives(config)

@@ -249,44 +249,49 @@ class TensorOperation:
             raise SetupError(error_t.wrong_size, f"target {self.target}: {e}") from None
 
     # -- execute -------------------------------------------------------------------------------
-    def _check(self, name: str, arr: Any, used: bool, offset: int) -> int:
-        """TypeError/ValueError naming the tensor unless ``arr`` is safe to hand to machine code
-        (the rule of `minijit.arrays`); returns the address of element ``offset``."""
+    def _check(self, name: str, arr: Any, used: bool, offset: int, label: str) -> int:
+        """TypeError/ValueError naming the caller's argument ``label`` unless ``arr`` is safe to
+        hand to machine code as tensor ``name`` (the rule of `minijit.arrays`); returns the
+        address of element ``offset``."""
         cfg = self.config
         if not isinstance(arr, np.ndarray):
-            raise TypeError(f"{name} must be a numpy array, got {type(arr).__name__}")
+            raise TypeError(f"{label} must be a numpy array, got {type(arr).__name__}")
         if arr.dtype != cfg.dtype.numpy:
-            raise TypeError(f"{name} has dtype {arr.dtype}, the operation was set up for {cfg.dtype.numpy}")
+            raise TypeError(f"{label} has dtype {arr.dtype}, the operation was set up for {cfg.dtype.numpy}")
         if name == "out" and not arr.flags.writeable:
             raise ValueError("out is read-only")
         if not used:
             return arr.ctypes.data
         if not arr.flags.c_contiguous:
-            arrays.require_c_contiguous(name, arr.shape, arr.strides, arr.itemsize)
+            arrays.require_c_contiguous(label, arr.shape, arr.strides, arr.itemsize)
         lo, hi = self._ranges[name]
-        arrays.require_reach(name, lo, hi, offset, arr.size)
+        arrays.require_reach(label, lo, hi, offset, arr.size)
         return arr.ctypes.data + offset * arr.itemsize
 
     def _arrays(self, in0, in1, out, offsets=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return self._checked(in0, in1, out, offsets)[:3]
 
     def _checked(self, in0, in1, out, offsets=None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int]:
-        """The three arrays (missing inputs replaced) and the checked addresses of their origins."""
+        """The three arrays in the config's roles (missing inputs replaced, in0/in1 exchanged when
+        the optimizer swapped them) and the checked addresses of their origins."""
         if self.config is None:
             raise RuntimeError("execute before a successful setup")
         cfg = self.config
         o0, o1, oo = arrays.check_offsets(offsets)
+        labels = ("in0", "in1")
+        if cfg.inputs_swapped:
+            in0, in1, o0, o1, labels = in1, in0, o1, o0, ("in1", "in0")
         if in0 is None and cfg.uses_in0:
-            raise TypeError("in0 is required for this operation")
+            raise TypeError(f"{labels[0]} is required for this operation")
         if in1 is None and cfg.uses_in1:
-            raise TypeError("in1 is required for this operation")
+            raise TypeError(f"{labels[1]} is required for this operation")
         if in0 is None:
             in0, o0 = out, oo
         if in1 is None:
             in1, o1 = in0, o0
-        a0 = self._check("in0", in0, cfg.uses_in0, o0)
-        a1 = self._check("in1", in1, cfg.uses_in1, o1)
-        ao = self._check("out", out, True, oo)
+        a0 = self._check("in0", in0, cfg.uses_in0, o0, labels[0])
+        a1 = self._check("in1", in1, cfg.uses_in1, o1, labels[1])
+        ao = self._check("out", out, True, oo, "out")
         return in0, in1, out, a0, a1, ao
 
     def execute(self, in0: Array, in1: Array, out: np.ndarray, *, offsets: Offsets = None) -> None:
@@ -317,6 +322,8 @@ class TensorOperation:
         for name, v in (("addr_in0", addr_in0), ("addr_in1", addr_in1), ("addr_out", addr_out)):
             if not isinstance(v, int) or v < 0:
                 raise TypeError(f"{name} must be a non-negative int address, got {v!r}")
+        if self.config.inputs_swapped:
+            addr_in0, addr_in1 = addr_in1, addr_in0
         self._run(addr_in0, addr_in1, addr_out)
 
     def _run(self, a0: int, a1: int, ao: int) -> None:

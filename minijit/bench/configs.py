@@ -14,7 +14,16 @@ from typing import Any
 
 from minijit.bench import UserError
 
-__all__ = ["BUILTIN_CONFIGS", "DEFAULT_SUITE", "QUICK_SUITE", "OpSpec", "load_config_file", "matmul_n", "select"]
+__all__ = [
+    "BUILTIN_CONFIGS",
+    "DEFAULT_SUITE",
+    "QUICK_SUITE",
+    "OpSpec",
+    "load_config_file",
+    "matmul_layout",
+    "matmul_n",
+    "select",
+]
 
 SETUP_KEYS = (
     "dtype",
@@ -79,10 +88,19 @@ def _seed(name: str, exec_types: list[str], first: str, main: str, last: str, de
     return OpSpec(name, setup, description=desc)
 
 
-def _square_gemm(n: int, name: str | None = None, description: str = "") -> OpSpec:
-    setup = _gemm_setup(["m", "n", "k"], [n, n, n], [1, 0, n], [0, n, 1], [1, n, 0])
-    desc = description or f"{n}^3 column-major GEMM, dims M, N, K undefined -> optimizer (setup() defaults)"
-    return OpSpec(name or f"gemm-{n}", setup, peer="matmul", description=desc)
+#: strides (in0, in1, out) of a square n^3 GEMM with dims M, N, K per storage order
+_GEMM_STRIDES = {
+    "F": lambda n: ([1, 0, n], [0, n, 1], [1, n, 0]),  # column-major A, B, C (mini_jit's layout)
+    "C": lambda n: ([n, 0, 1], [0, 1, n], [n, 1, 0]),  # row-major: C-order numpy arrays
+}
+
+
+def _square_gemm(n: int, name: str | None = None, description: str = "", order: str = "F") -> OpSpec:
+    setup = _gemm_setup(["m", "n", "k"], [n, n, n], *_GEMM_STRIDES[order](n))
+    major = "column-major (F-order)" if order == "F" else "row-major (C-order numpy arrays)"
+    desc = description or f"{n}^3 {major} GEMM, dims M, N, K undefined -> optimizer (setup() defaults)"
+    suffix = "" if order == "F" else "-c"
+    return OpSpec(name or f"gemm-{n}{suffix}", setup, peer="matmul", description=desc)
 
 
 def _mmnnkk() -> OpSpec:
@@ -112,6 +130,7 @@ def _builtin() -> dict[str, OpSpec]:
         _seed("brgemm", seq2, "none", "brgemm", "none", "seed 004: same dims, BRGEMM prim (BR 8)"),
         _seed("zero-brgemm-relu", seq2, "zero", "brgemm", "relu", "seed 004: zero first touch, BRGEMM, ReLU last"),
         *(_square_gemm(n) for n in (256, 512, 1024, 2048)),
+        *(_square_gemm(n, order="C") for n in (256, 512, 1024, 2048)),
         _square_gemm(1600, "matmul-1600", "optimizer case: 1600^3 matmul (undefined -> optimizer, setup() defaults)"),
         _mmnnkk(),
     ]
@@ -120,18 +139,26 @@ def _builtin() -> dict[str, OpSpec]:
 
 BUILTIN_CONFIGS: dict[str, OpSpec] = _builtin()
 DEFAULT_SUITE = ("gemm", "brgemm", "zero-brgemm-relu", "gemm-256", "gemm-512", "gemm-1024", "gemm-2048")
-DEFAULT_SUITE += ("matmul-1600", "mmnnkk")
-QUICK_SUITE = ("gemm", "brgemm", "zero-brgemm-relu", "gemm-512", "gemm-1024")
+DEFAULT_SUITE += ("gemm-512-c", "gemm-2048-c", "matmul-1600", "mmnnkk")
+QUICK_SUITE = ("gemm", "brgemm", "zero-brgemm-relu", "gemm-512", "gemm-1024", "gemm-1024-c")
 
 
-def matmul_n(setup: dict[str, Any]) -> int | None:
-    """n when the setup is the square column-major GEMM of `_square_gemm`, else None."""
+def matmul_layout(setup: dict[str, Any]) -> tuple[int, str] | None:
+    """(n, "F" or "C") when the setup is a square GEMM of `_square_gemm`, else None."""
     if [str(t) for t in setup["dim_types"]] != ["m", "n", "k"]:
         return None
     n = setup["dim_sizes"][0]
-    want = ([n] * 3, [1, 0, n], [0, n, 1], [1, n, 0])
     got = tuple(list(setup[k]) for k in ("dim_sizes", "strides_in0", "strides_in1", "strides_out"))
-    return n if got == want else None
+    for order, strides in _GEMM_STRIDES.items():
+        if got == ([n] * 3, *strides(n)):
+            return n, order
+    return None
+
+
+def matmul_n(setup: dict[str, Any]) -> int | None:
+    """n when the setup is a square GEMM of `_square_gemm` (either storage order), else None."""
+    layout = matmul_layout(setup)
+    return None if layout is None else layout[0]
 
 
 def _spec_from_dict(d: Any, where: str) -> OpSpec:
@@ -171,7 +198,7 @@ def _spec_from_dict(d: Any, where: str) -> OpSpec:
     if peer not in ("einsum", "matmul"):
         raise UserError(f"{where}: peer must be 'einsum' or 'matmul', got {peer!r}")
     if peer == "matmul" and matmul_n(setup) is None:
-        raise UserError(f"{where}: peer 'matmul' needs a square column-major GEMM (dims M, N, K)")
+        raise UserError(f"{where}: peer 'matmul' needs a square column- or row-major GEMM (dims M, N, K)")
     return OpSpec(name, setup, options, peer, str(d.get("description", "user configuration")))
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from minijit.bench import UserError, report
-from minijit.bench.configs import OpSpec, matmul_n
+from minijit.bench.configs import OpSpec, matmul_layout
 
 __all__ = ["BlasThreads", "bench", "check_native", "make_op", "moved_bytes", "operands", "reference", "timeit"]
 
@@ -246,6 +246,8 @@ def bench_one(spec: OpSpec, threads: int, target: str, reps: int, blas: BlasThre
     cfg = op.config
     ops = operands(cfg)
     a0, a1, ao = ops.array("in0"), ops.array("in1"), ops.array("out")
+    if cfg.inputs_swapped:  # the operands were built for the optimized config's roles: execute swaps back
+        a0, a1 = a1, a0
     flops, nbytes = cfg.flops(), moved_bytes(cfg)
     unit, work = ("GFLOPS", flops) if flops else ("GB/s", nbytes)
 
@@ -293,11 +295,13 @@ def bench_one(spec: OpSpec, threads: int, target: str, reps: int, blas: BlasThre
     with blas.limit(threads) as limited:
         peer_threads: int | str = threads if limited else "default"
         time.sleep(SETTLE_S)
-        n = matmul_n(spec.setup) if spec.peer == "matmul" else None
-        if n is not None:
-            # column-major C = A B is row-major c = b @ a over the same buffers
+        layout = matmul_layout(spec.setup) if spec.peer == "matmul" else None
+        if layout is not None:
+            n, order = layout
             a2, b2, c2 = (ops.array(t)[: n * n].reshape(n, n) for t in ("in0", "in1", "out"))
-            add_peer("numpy.matmul", lambda: np.matmul(b2, a2, out=c2), peer_threads)
+            if order == "F":  # column-major C = A B is row-major c = b @ a over the same buffers
+                a2, b2 = b2, a2
+            add_peer("numpy.matmul", lambda: np.matmul(a2, b2, out=c2), peer_threads)
         elif is_gemm:
             expr = ops.einsum_expr()
             add_peer("numpy.einsum", lambda: np.einsum(expr, v["in0"], v["in1"], optimize=True), peer_threads)

@@ -163,9 +163,11 @@ def test_disasm_help_metavar_is_n(capsys):
 def test_builtin_square_gemms_use_setup_defaults():
     """The built-in GEMM rows measure what a default TensorOperation.setup() call gets."""
     square = [s for s in configs.BUILTIN_CONFIGS.values() if configs.matmul_n(s.setup) is not None]
-    assert {s.name for s in square} == {"gemm-256", "gemm-512", "gemm-1024", "gemm-2048", "matmul-1600"}
+    names = {f"gemm-{n}{o}" for n in (256, 512, 1024, 2048) for o in ("", "-c")}
+    assert {s.name for s in square} == names | {"matmul-1600"}
     for spec in square:
         assert spec.options == {}, spec.name
+        assert configs.matmul_layout(spec.setup)[1] == ("C" if spec.name.endswith("-c") else "F")
     for spec in configs.BUILTIN_CONFIGS.values():
         overrides = sorted(set(spec.options) & {"max_kernel_size", "min_kernel_size"})
         for key in overrides:  # a row that exercises non-default optimizer options says so
@@ -525,3 +527,12 @@ def test_bench_scripts_wrap_the_cli(script, args, message):
     path = Path(__file__).resolve().parents[2] / "bench" / script
     proc = subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.strip() == f"minijit: error: {message}", proc.stderr
+
+
+def test_row_major_gemm_row_checks_against_matmul(capsys):
+    """A C-order GEMM row: minijit and numpy.matmul on the same row-major arrays, result checked."""
+    rc = cli.main(["bench", "--config", "gemm-256-c", "--threads", "1", "--reps", "1", "-q"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    row = next(ln for ln in out.splitlines() if "gemm-256-c" in ln)
+    assert row.endswith("| ok |") and "(matmul)" in row

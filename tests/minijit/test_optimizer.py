@@ -16,6 +16,7 @@ from minijit.optimizer import (
     optimize,
     reorder_dims,
     split_dims,
+    swap_operands,
 )
 
 SEED_LISTS = (
@@ -365,3 +366,29 @@ def test_passes_do_not_mutate():
     ):
         assert result is not c
     assert (c.dims, c.prim_main) == snapshot
+
+
+def test_swap_operands_row_major_gemm():
+    """A row-major C (unit stride in N, none in M): m/n types and in0/in1 strides exchange, the
+    flag flips; applying it to its own result changes nothing (C is then unit-stride in M)."""
+    row = TensorConfig.from_lists(
+        "fp32", "zero", "gemm", "none", "mnk", ("undefined",) * 3, (8, 6, 4), (4, 0, 1), (0, 1, 6), (6, 1, 0)
+    )
+    s = swap_operands(row)
+    assert s.inputs_swapped and not row.inputs_swapped
+    assert [d.type for d in s.dims] == [dim_t.n, dim_t.m, dim_t.k]
+    assert [(d.stride_in0, d.stride_in1, d.stride_out) for d in s.dims] == [(0, 4, 6), (1, 0, 1), (6, 1, 0)]
+    assert swap_operands(s) == s
+    assert "inputs swapped" in str(s)
+    # column-major C, prim dims given, or another primitive: unchanged
+    col = row.with_dims([d.with_(stride_out=so) for d, so in zip(row.dims, (1, 8, 0), strict=True)])
+    assert swap_operands(col) is col
+    prims = row.with_dims([d.with_(exec=exec_t.prim) for d in row.dims])
+    assert swap_operands(prims) is prims
+    add = TensorConfig.from_lists(
+        "fp32", "none", "add", "none", "mn", ("undefined",) * 2, (3, 4), (4, 1), (4, 1), (4, 1)
+    )
+    assert swap_operands(add) is add
+    # optimize() runs it first: a prim M with unit output stride and size > 1
+    o = optimize(row)
+    assert o.inputs_swapped and o.dims[o.prim.m].size == 6 and o.dims[o.prim.m].stride_out == 1

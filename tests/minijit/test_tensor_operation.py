@@ -1145,3 +1145,48 @@ def test_optimized_elementwise(target):
         )  # fmt: skip
 
     run()
+
+
+# ---------------------------------------------------------------------------------------------
+# operand roles: every orientation of A, B and C through the optimizer
+# ---------------------------------------------------------------------------------------------
+def _orient(shape_mk: tuple[int, int], row_major: bool) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(strides of dims (first, second), C-order array shape) of a matrix stored row- or column-major."""
+    r, c = shape_mk
+    return ((c, 1), (r, c)) if row_major else ((1, r), (c, r))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", ["fp32", "fp64"])
+def test_every_orientation_reaches_a_real_primitive(target, dtype):
+    """Row- or column-major A, B and C (8 orientations), exec types undefined: the optimizer never
+    falls back to an M = 1 primitive when C has a unit-stride M or N dim (a row-major C swaps the
+    operands: C^T = B^T A^T), and every orientation computes A @ B; errors still name the
+    caller's argument."""
+    m, n, k = (24, 20, 12) if emulated(target) else (72, 40, 36)
+    rng = np.random.default_rng(11)
+    A, B = rng.uniform(-1, 1, (m, k)), rng.uniform(-1, 1, (k, n))
+    want = A @ B
+    for ra, rb, rc in itertools.product((False, True), repeat=3):
+        (sa_m, sa_k), shape_a = _orient((m, k), ra)
+        (sb_k, sb_n), shape_b = _orient((k, n), rb)
+        (sc_m, sc_n), shape_c = _orient((m, n), rc)
+        op = TensorOperation(target, num_threads=2)
+        op.setup(dtype, "zero", "gemm", "none", "mnk", ("undefined",) * 3, (m, n, k),
+                 (sa_m, 0, sa_k), (0, sb_n, sb_k), (sc_m, sc_n, 0))  # fmt: skip
+        cfg = op.config
+        assert cfg.inputs_swapped == rc
+        prim_m = cfg.dims[cfg.prim.m] if cfg.prim.m is not None else None
+        assert prim_m is not None and prim_m.size > 1 and prim_m.stride_out == 1, str(cfg)
+        a = np.ascontiguousarray(A if ra else A.T).astype(NP[dtype])
+        b = np.ascontiguousarray(B if rb else B.T).astype(NP[dtype])
+        assert a.shape == shape_a and b.shape == shape_b
+        for run in (op.execute, op.execute_iter):
+            c = np.full(shape_c, np.nan, NP[dtype])
+            run(a, b, c)
+            tol = 1e-4 if dtype == "fp32" else 1e-10
+            np.testing.assert_allclose(c if rc else c.T, want, rtol=tol, atol=tol)
+        with pytest.raises(ValueError, match="in1: the strides reach"):
+            op.execute(a, b.reshape(-1)[1:], c)
+        with pytest.raises(TypeError, match="in0 has dtype"):
+            op.execute(a.astype(np.float16), b, c)
