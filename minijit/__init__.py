@@ -9,6 +9,7 @@
 Emitters live in the sibling packages `asm` (AArch64, x86-64) and `ptx`.
 """
 
+from minijit.einsum import EinsumPlan, contract_path, einsum
 from minijit.errors import SetupError, error_t
 from minijit.ir import Dimension, TensorConfig, dim_t, dtype_t, exec_t, ptype_t
 from minijit.optimizer import optimize
@@ -16,11 +17,14 @@ from minijit.tensor_operation import TensorOperation
 
 __all__ = [
     "Dimension",
+    "EinsumPlan",
     "SetupError",
     "TensorConfig",
     "TensorOperation",
+    "contract_path",
     "dim_t",
     "dtype_t",
+    "einsum",
     "error_t",
     "exec_t",
     "optimize",

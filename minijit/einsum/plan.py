@@ -1,0 +1,583 @@
+"""Einsum plans: a contraction tree whose nodes are `TensorOperation`s, built once and run many times.
+
+Every tensor of a plan is C-contiguous in its own index order (the last index has unit stride).
+Node kinds:
+
+* ``contract``: a GEMM/BRGEMM `TensorOperation` (dim types c/m/n/k from where an index occurs, exec
+  types undefined so the optimizer fuses, splits, picks the primitive and the shared loops);
+  first touch ``zero`` overwrites the node's result.
+* ``reduce``: indices that occur in one tensor only and not in its result are summed out by a
+  contraction with a ones tensor (a GEMV through the same kernels).
+* ``permute``: the unary ``copy`` primitive (a transposing copy) where a layout must change.
+
+Intermediate layouts are chosen top-down (einsum_ir's approach): the result's order is fixed; each
+child is laid out with the batch (c) indices outermost, then so that the kernel reads it without
+transposition (in0 = the operand holding the result's unit-stride index, as ``[c, k, m]``; in1
+as ``[c, n, k]``), with the child's own batch indices kept away from its innermost position.
+When a configuration is still rejected (`SetupError`), the node falls back to canonical layouts
+through permute nodes.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from minijit.errors import SetupError
+from minijit.einsum import path as _path
+from minijit.einsum.parse import _LETTERS, TreeNode, parse_subscripts, parse_tree
+
+__all__ = ["EinsumPlan", "contract_path", "einsum"]
+
+_DTYPES = {np.dtype(np.float32): "fp32", np.dtype(np.float64): "fp64"}
+_OPS: dict[tuple, Any] = {}
+_OPS_LOCK = threading.Lock()
+
+
+def _check_target(target: str) -> str:
+    if target == "cuda":
+        raise NotImplementedError("einsum: target 'cuda' is pending (CPU targets only for now)")
+    return target
+
+
+def _dtype(dtype) -> np.dtype:
+    dt = np.dtype(dtype)
+    if dt not in _DTYPES:
+        raise TypeError(f"einsum: dtype {dt} is not supported (float32 or float64)")
+    return dt
+
+
+def cached_op(target: str, num_threads: int | None, *args: Any):
+    """A set-up TensorOperation for ``setup(*args)``, shared by every plan with that configuration."""
+    from minijit.tensor_operation import TensorOperation
+
+    key = (target, num_threads, *(tuple(a) if isinstance(a, list) else a for a in args))
+    op = _OPS.get(key)
+    if op is None:
+        op = TensorOperation(target=target, num_threads=num_threads)
+        op.setup(*args)
+        with _OPS_LOCK:
+            op = _OPS.setdefault(key, op)
+    return op
+
+
+def _strides(ids: tuple[str, ...], sizes: dict[str, int]) -> dict[str, int]:
+    out, s = {}, 1
+    for c in reversed(ids):
+        out[c] = s
+        s *= sizes[c]
+    return out
+
+
+@dataclass
+class Step:
+    kind: str  # contract | reduce | permute
+    op: Any
+    slots: tuple[int, int | None, int]  # in0, in1 (None: none; -1: the node's ones), out
+    ids: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+    ones: np.ndarray | None = None
+
+    def describe(self, sizes: dict[str, int]) -> str:
+        a, b, o = ("".join(x) for x in self.ids)
+        expr = f"{a},{b}->{o}" if self.kind != "permute" else f"{a}->{o}"
+        n = math.prod(sizes[c] for c in self.ids[2])
+        return f"{self.kind} {expr}: flops {self.op.config.flops()}, result {n} elements"
+
+
+@dataclass
+class _Builder:
+    dtype: np.dtype
+    target: str
+    num_threads: int | None
+    sizes: dict[str, int]
+    steps: list[Step] = field(default_factory=list)
+    shapes: list[tuple[str, ...] | None] = field(default_factory=list)  # per slot: ids (None: input/output)
+
+    def new_slot(self, ids: tuple[str, ...]) -> int:
+        self.shapes.append(ids)
+        return len(self.shapes) - 1
+
+    def _op(self, main: str, types, st0, st1, sto, dims):
+        sizes = [self.sizes[c] for c in dims]
+        exec_types = ["undefined"] * len(dims)
+        first = "zero" if main == "gemm" else "none"
+        return cached_op(
+            self.target, self.num_threads, _DTYPES[self.dtype], first, main, "none", types, exec_types, sizes,
+            st0, st1, sto,
+        )  # fmt: skip
+
+    # -- node kinds ----------------------------------------------------------------------------
+    def permute(self, slot: int, ids, out_ids, out_slot: int | None = None) -> int:
+        ids, out_ids = tuple(ids), tuple(out_ids)
+        if out_slot is None:
+            out_slot = self.new_slot(out_ids)
+        s0, so = _strides(ids, self.sizes), _strides(out_ids, self.sizes)
+        dims = list(out_ids)
+        op = self._op("copy", ["c"] * len(dims), [s0[c] for c in dims], [0] * len(dims), [so[c] for c in dims], dims)
+        self.steps.append(Step("permute", op, (slot, None, out_slot), (ids, (), out_ids)))
+        return out_slot
+
+    def _gemm(self, a_ids, b_ids, o_ids, b_ones: bool = False):
+        a, b, o = set(a_ids), set(b_ids), set(o_ids)
+        sa, sb, so = (_strides(x, self.sizes) for x in (a_ids, b_ids, o_ids))
+        dims = list(o_ids) + [c for c in a_ids if c not in o] + [c for c in b_ids if c not in o and c not in a]
+        types = []
+        for c in dims:
+            if c in a and c in b:
+                types.append("c" if c in o else "k")
+            elif c in o:
+                types.append("m" if c in a else "n")
+            else:
+                raise AssertionError(f"index {c} in one operand only")
+        return self._op(
+            "gemm", types, [sa.get(c, 0) for c in dims], [sb.get(c, 0) for c in dims], [so.get(c, 0) for c in dims],
+            dims,
+        )  # fmt: skip
+
+    def reduce(self, slot: int, ids, drop, out_slot: int | None = None) -> tuple[int, tuple[str, ...]]:
+        ids = tuple(ids)
+        out_ids = tuple(c for c in ids if c not in drop)
+        red = tuple(c for c in ids if c in drop)
+        if out_slot is None:
+            out_slot = self.new_slot(out_ids)
+        ones = np.ones(math.prod(self.sizes[c] for c in red), self.dtype)
+        op = self._gemm(ids, red, out_ids)
+        self.steps.append(Step("reduce", op, (slot, -1, out_slot), (ids, red, out_ids), ones))
+        return out_slot, out_ids
+
+    def contract(self, sa: int, a_ids, sb: int, b_ids, out_ids, out_slot: int | None = None) -> int:
+        """Steps computing tensor ``out_ids`` (C order) from tensors in slots ``sa``/``sb``."""
+        a_ids, b_ids, out_ids = tuple(a_ids), tuple(b_ids), tuple(out_ids)
+        o = set(out_ids)
+        for which in (0, 1):
+            x_ids, y_ids = (a_ids, b_ids) if which == 0 else (b_ids, a_ids)
+            drop = [c for c in x_ids if c not in o and c not in y_ids]
+            if drop:
+                s, new = self.reduce(sa if which == 0 else sb, x_ids, drop)
+                if which == 0:
+                    sa, a_ids = s, new
+                else:
+                    sb, b_ids = s, new
+        if out_ids and out_ids[-1] in b_ids and out_ids[-1] not in a_ids:
+            sa, a_ids, sb, b_ids = sb, b_ids, sa, a_ids
+        a, b = set(a_ids), set(b_ids)
+        batch = [c for c in out_ids if c in a and c in b]
+        ks = [c for c in a_ids if c in b and c not in o]
+        m = [c for c in out_ids if c in a and c not in b]
+        n = [c for c in out_ids if c in b and c not in a]
+        canon_a, canon_b, canon_o = (*batch, *ks, *m), (*batch, *n, *ks), (*batch, *n, *m)
+        tries = [(a_ids, b_ids, out_ids)]
+        for t in [(a_ids, b_ids, canon_o), (canon_a, canon_b, out_ids), (canon_a, canon_b, canon_o)]:
+            if t not in tries:
+                tries.append(t)
+        err = None
+        for ta, tb, to in tries:
+            try:
+                op = self._gemm(ta, tb, to)
+            except SetupError as e:
+                err = e
+                continue
+            xa = sa if ta == a_ids else self.permute(sa, a_ids, ta)
+            xb = sb if tb == b_ids else self.permute(sb, b_ids, tb)
+            if to == out_ids:
+                xo = out_slot if out_slot is not None else self.new_slot(out_ids)
+            else:
+                xo = self.new_slot(to)
+            self.steps.append(Step("contract", op, (xa, xb, xo), (ta, tb, to)))
+            if to != out_ids:
+                xo = self.permute(xo, to, out_ids, out_slot)
+            return xo
+        raise AssertionError(f"einsum: no layout of {a_ids},{b_ids}->{out_ids} sets up: {err}")
+
+
+def _layout(node, order: tuple[str, ...], ids_of, leaf_order, batch_of) -> dict[int, tuple[str, ...]]:
+    """Top-down order of every internal node of ``node`` (a leaf index or a pair)."""
+    result: dict[int, tuple[str, ...]] = {id(node): order}
+    if not isinstance(node, tuple):
+        return result
+    left, right = node
+    li, ri = ids_of[id(left)], ids_of[id(right)]
+    o = set(order)
+    first, second = (right, left) if order and order[-1] in ri and order[-1] not in li else (left, right)
+    batch = [c for c in order if c in li and c in ri]
+    ks = sorted(c for c in li & ri if c not in o)
+    for leaf in (left, right):
+        if not isinstance(leaf, tuple):  # a leaf's order is fixed: the other side follows it
+            ks = [c for c in leaf_order[leaf] if c in ks]
+            break
+    for child, role in ((first, 0), (second, 1)):
+        if not isinstance(child, tuple):
+            continue
+        ci = ids_of[id(child)]
+        free = [c for c in order if c in ci and c not in batch]
+        cb = batch_of[id(child)]
+
+        def grp(g):
+            return [c for c in g if c in cb] + [c for c in g if c not in cb]
+
+        pref = grp(batch) + (grp(ks) + grp(free) if role == 0 else grp(free) + grp(ks))
+        alt = grp(batch) + (grp(free) + grp(ks) if role == 0 else grp(ks) + grp(free))
+        chosen = pref
+        if pref and pref[-1] in cb and alt and alt[-1] not in cb:
+            chosen = alt
+        result.update(_layout(child, tuple(chosen), ids_of, leaf_order, batch_of))
+    return result
+
+
+class EinsumPlan:
+    """An einsum compiled for fixed shapes, dtype and target; call it (or `execute`) many times.
+
+    ``EinsumPlan("bhqd,bhkd->bhqk", (2, 4, 64, 32), (2, 4, 64, 32), dtype="float32")`` parses the
+    subscripts, searches a contraction path (``optimize``: True = optimal up to 8 operands else
+    greedy, "greedy", "optimal", False = left to right, or an explicit numpy-style path list),
+    lays out the intermediates, sets up one `TensorOperation` per node (shared through a cache
+    keyed by configuration) and allocates the intermediates once. ``print(plan)`` shows the tree.
+    """
+
+    def __init__(
+        self,
+        subscripts: str,
+        *shapes,
+        dtype="float32",
+        target: str = "native",
+        optimize: Any = True,
+        num_threads: int | None = None,
+    ) -> None:
+        self.target = _check_target(target)
+        self.dtype = _dtype(dtype)
+        self.num_threads = num_threads
+        self.shapes = [tuple(int(s) for s in (sh.shape if hasattr(sh, "shape") else sh)) for sh in shapes]
+        self.expr = parse_subscripts(subscripts, *self.shapes)
+        self.subscripts = str(self.expr)
+        self.out_shape = tuple(self.expr.sizes[c] for c in self.expr.output)
+        self.path: list[tuple[int, int]] = []
+        self._empty = any(n == 0 for n in self.expr.sizes.values())
+        self._build(optimize)
+
+    @classmethod
+    def from_tree(
+        cls, tree: str | TreeNode, sizes, *, dtype="float32", target: str = "native", num_threads: int | None = None
+    ) -> EinsumPlan:
+        """A plan from the lab's bracket notation (each tensor's ids outermost first) and dim sizes."""
+        root = parse_tree(tree) if isinstance(tree, str) else tree
+        sizes = [int(s) for s in sizes]
+        ids = sorted({i for n in _walk(root) for i in n.ids})
+        if ids and (ids[-1] >= len(sizes)):
+            raise ValueError(f"einsum tree: dim id {ids[-1]} has no size (got {len(sizes)} sizes)")
+        if len(sizes) > 52:
+            raise ValueError("einsum tree: at most 52 dims")
+        letter = {i: _LETTERS[i] for i in range(len(sizes))}
+        leaves = root.leaves()
+        subs = ",".join("".join(letter[i] for i in leaf.ids) for leaf in leaves)
+        subs += "->" + "".join(letter[i] for i in root.ids)
+        shapes = [tuple(sizes[i] for i in leaf.ids) for leaf in leaves]
+        self = cls.__new__(cls)
+        self.target = _check_target(target)
+        self.dtype = _dtype(dtype)
+        self.num_threads = num_threads
+        self.shapes = shapes
+        self.expr = parse_subscripts(subs, *shapes)
+        self.subscripts = str(self.expr)
+        self.out_shape = tuple(self.expr.sizes[c] for c in self.expr.output)
+        self.path = []
+        self._empty = any(n == 0 for n in self.expr.sizes.values())
+        self._build_tree(root, letter)
+        return self
+
+    # -- building ------------------------------------------------------------------------------
+    def _start(self) -> _Builder:
+        sizes = {c: n for c, n in self.expr.sizes.items()}
+        b = _Builder(self.dtype, self.target, self.num_threads, sizes)
+        # slots 0..n-1: the inputs (their size-1 dims dropped); slot n: the output
+        self._inputs_ids = [
+            tuple(c for c, s in zip(sub, sh) if s != 1) for sub, sh in zip(self.expr.inputs, self.shapes)
+        ]
+        for _ in self.shapes:
+            b.shapes.append(None)
+        b.shapes.append(None)
+        self._out_slot = len(self.shapes)
+        self._out_ids = tuple(c for c in self.expr.output if sizes[c] != 1)
+        return b
+
+    def _finish(self, b: _Builder) -> None:
+        self._builder = b
+        self.steps = b.steps
+        self._buffers = [None if ids is None else np.empty(math.prod(b.sizes[c] for c in ids), self.dtype)
+                         for ids in b.shapes]  # fmt: skip
+        self._calls = [(s.op, s.slots, s.ones) for s in self.steps]
+
+    def _build(self, optimize) -> None:
+        b = self._start()
+        if self._empty:
+            self._finish(b)
+            return
+        ins = list(self._inputs_ids)
+        out_ids = self._out_ids
+        n = len(ins)
+        # leaf reductions: indices in one operand only and not in the output
+        slots: list[int] = list(range(n))
+        counts: dict[str, int] = {}
+        for ids in ins:
+            for c in ids:
+                counts[c] = counts.get(c, 0) + 1
+        if n == 1:
+            self._single(b, ins[0], out_ids)
+            self._finish(b)
+            return
+        for i, ids in enumerate(ins):
+            drop = [c for c in ids if counts[c] == 1 and c not in out_ids]
+            if drop:
+                slots[i], ins[i] = b.reduce(i, ids, drop)
+        sets = [frozenset(x) for x in ins]
+        isz = self.dtype.itemsize
+        if isinstance(optimize, (list, tuple)):
+            path = [tuple(p) for p in optimize if p != "einsum_path"]
+        elif optimize is False or optimize is None:
+            path = [(0, 1)] * (n - 1)
+        elif optimize == "greedy" or (optimize is True and n > _path.OPTIMAL_LIMIT):
+            path = _path.greedy_path(sets, frozenset(out_ids), b.sizes, isz)
+        elif optimize in (True, "optimal"):
+            path = _path.optimal_path(sets, frozenset(out_ids), b.sizes, isz)
+        else:
+            raise ValueError(f"einsum: optimize must be True/False/'greedy'/'optimal' or a path, got {optimize!r}")
+        self.path = path
+        # the tree; ids per node
+        nodes: list[Any] = list(range(n))
+        ids_of: dict[int, frozenset] = {}
+        batch_of: dict[int, frozenset] = {}
+        leaf_ids = {i: sets[i] for i in range(n)}
+        live: list[frozenset] = list(sets)
+        for i in range(n):
+            ids_of[id(nodes[i])] = sets[i]
+            batch_of[id(nodes[i])] = frozenset()
+        keep_nodes = []
+        for i, j in path:
+            i, j = sorted((i, j))
+            if j >= len(nodes):
+                raise ValueError(f"einsum: path step {(i, j)} names an operand that does not exist")
+            nb, na = nodes.pop(j), nodes.pop(i)
+            sb, sa = live.pop(j), live.pop(i)
+            need = set(out_ids)
+            for x in live:
+                need |= x
+            kept = frozenset((sa | sb) & need)
+            node = (na, nb)
+            keep_nodes.append(node)
+            ids_of[id(node)] = kept
+            batch_of[id(node)] = frozenset(sa & sb & kept)
+            nodes.append(node)
+            live.append(kept)
+        if len(nodes) != 1:
+            raise ValueError(f"einsum: path {path} leaves {len(nodes)} operands, not one")
+        root = nodes[0]
+        del leaf_ids
+        orders = _layout(root, out_ids, ids_of, {i: ins[i] for i in range(n)}, batch_of)
+
+        def emit(node, out_slot=None) -> tuple[int, tuple[str, ...]]:
+            if not isinstance(node, tuple):
+                return slots[node], ins[node]
+            sa, a_ids = emit(node[0])
+            sb, b_ids = emit(node[1])
+            order = orders[id(node)]
+            return b.contract(sa, a_ids, sb, b_ids, order, out_slot), order
+
+        if isinstance(root, tuple):
+            emit(root, self._out_slot)
+        else:  # one operand after all (cannot happen for n >= 2)
+            raise AssertionError("einsum: empty path")
+        self._finish(b)
+
+    def _single(self, b: _Builder, ids, out_ids) -> None:
+        drop = [c for c in ids if c not in out_ids]
+        if drop:
+            kept = tuple(c for c in ids if c not in drop)
+            if kept == out_ids:
+                b.reduce(0, ids, drop, self._out_slot)
+            else:
+                s, kept = b.reduce(0, ids, drop)
+                b.permute(s, kept, out_ids, self._out_slot)
+        else:
+            b.permute(0, ids, out_ids, self._out_slot)
+
+    def _build_tree(self, root: TreeNode, letter) -> None:
+        b = self._start()
+        if self._empty:
+            self._finish(b)
+            return
+        leaves = root.leaves()
+        sizes = b.sizes
+
+        def ids_of(node: TreeNode) -> tuple[str, ...]:
+            return tuple(letter[i] for i in node.ids if sizes[letter[i]] != 1)
+
+        counter = iter(range(len(leaves)))
+
+        def emit(node: TreeNode, out_slot=None) -> int:
+            if node.is_leaf:
+                return next(counter)
+            kids = [(emit(c), ids_of(c)) for c in node.children]
+            if len(kids) == 1:
+                (s, ids), out = kids[0], ids_of(node)
+                drop = [c for c in ids if c not in out]
+                if drop:
+                    s, ids = b.reduce(s, ids, drop)
+                return b.permute(s, ids, out, out_slot)
+            (sa, a), (sb, bb) = kids
+            return b.contract(sa, a, sb, bb, ids_of(node), out_slot)
+
+        if root.is_leaf:
+            self._single(b, ids_of(root), self._out_ids)
+        else:
+            emit(root, self._out_slot)
+        self._finish(b)
+
+    # -- running -------------------------------------------------------------------------------
+    def __call__(self, *operands, out: np.ndarray | None = None) -> np.ndarray:
+        return self.execute(*operands, out=out)
+
+    def execute(self, *operands, out: np.ndarray | None = None) -> np.ndarray:
+        """Run the plan on ``operands`` (shapes and dtype as planned); returns ``out`` or a new array."""
+        if len(operands) != len(self.shapes):
+            raise ValueError(f"einsum plan: expected {len(self.shapes)} operands, got {len(operands)}")
+        bufs = self._buffers
+        arrays = []
+        for i, (x, shape) in enumerate(zip(operands, self.shapes, strict=True)):
+            if not isinstance(x, np.ndarray):
+                x = np.asarray(x)
+            if x.shape != shape:
+                raise ValueError(f"einsum plan: operand {i} has shape {x.shape}, the plan was built for {shape}")
+            if x.dtype != self.dtype:
+                if x.dtype.kind not in "fiub" or x.dtype.kind == "c":
+                    raise TypeError(f"einsum: operand {i} has dtype {x.dtype} (float32/float64 only)")
+                x = x.astype(self.dtype)
+            if not x.flags.c_contiguous:
+                x = np.ascontiguousarray(x)
+            arrays.append(x)
+        direct = (
+            out is not None
+            and isinstance(out, np.ndarray)
+            and out.dtype == self.dtype
+            and out.flags.c_contiguous
+            and out.flags.writeable
+        )
+        if out is not None:
+            if not isinstance(out, np.ndarray):
+                raise TypeError(f"einsum: out must be a numpy array, got {type(out).__name__}")
+            if out.shape != self.out_shape:
+                raise ValueError(f"einsum: out has shape {out.shape}, the result has shape {self.out_shape}")
+            if out.dtype not in _DTYPES:
+                raise TypeError(f"einsum: out has dtype {out.dtype} (float32/float64 only)")
+        result = out if direct else np.empty(self.out_shape, self.dtype)
+        if self._empty:
+            result[...] = 0
+        else:
+            local = list(bufs)
+            local[: len(arrays)] = arrays
+            local[self._out_slot] = result
+            for op, (s0, s1, so), ones in self._calls:
+                in1 = ones if s1 == -1 else (local[s0] if s1 is None else local[s1])
+                op.execute(local[s0], in1, local[so])
+        if out is not None and not direct:
+            np.copyto(out, result, casting="same_kind")
+            return out
+        return result
+
+    # -- printing ------------------------------------------------------------------------------
+    @property
+    def flops(self) -> int:
+        return sum(s.op.config.flops() for s in getattr(self, "steps", []))
+
+    def listing(self, configs: bool = True) -> str:
+        """The tree (one line per node), each node's optimized TensorConfig, flops and sizes."""
+        lines = [
+            f"EinsumPlan {self.subscripts} shapes {self.shapes} {self.dtype} target {self.target}",
+            f"path {self.path}; {len(self.steps)} nodes; {self.flops} flops;"
+            f" intermediates {sum(x.size for x in self._buffers if x is not None)} elements",
+        ]
+        for i, s in enumerate(self.steps):
+            lines.append(f"node {i}: {s.describe(self._builder.sizes)}")
+            if configs:
+                lines.append("  " + str(s.op.config).replace("\n", "\n  "))
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.listing()
+
+    def __repr__(self) -> str:
+        return f"EinsumPlan({self.subscripts!r}, shapes={self.shapes}, dtype={self.dtype}, nodes={len(self.steps)})"
+
+
+def _walk(node: TreeNode):
+    yield node
+    for c in node.children:
+        yield from _walk(c)
+
+
+def contract_path(subscripts: str, *shapes, optimize: Any = True, itemsize: int = 4):
+    """``(path, info)`` like ``np.einsum_path``: the numpy-style path and a text with its cost."""
+    expr = parse_subscripts(subscripts, *shapes)
+    sizes = expr.sizes
+    ins = [frozenset(c for c in sub if sizes[c] != 1) for sub in expr.inputs]
+    counts: dict[str, int] = {}
+    for s in ins:
+        for c in s:
+            counts[c] = counts.get(c, 0) + 1
+    out = frozenset(c for c in expr.output if sizes[c] != 1)
+    ins = [frozenset(c for c in s if counts[c] > 1 or c in out) for s in ins]
+    n = len(ins)
+    if n == 1:
+        path = []
+    elif optimize == "greedy" or (optimize is True and n > _path.OPTIMAL_LIMIT):
+        path = _path.greedy_path(ins, out, sizes, itemsize)
+    elif optimize in (True, "optimal"):
+        path = _path.optimal_path(ins, out, sizes, itemsize)
+    elif optimize is False:
+        path = [(0, 1)] * (n - 1)
+    else:
+        raise ValueError(f"einsum: optimize must be True/False/'greedy'/'optimal', got {optimize!r}")
+    info = _path.path_cost(ins, out, sizes, path, itemsize)
+    lines = [f"  Complete contraction:  {expr}", f"  Path: {path}", f"  Cost (flops + {_path.BYTE_WEIGHT}*bytes): {info.cost:.4g}",
+             f"  Flops: {info.flops}"]  # fmt: skip
+    for a, bb, o, c, f in info.steps:
+        lines.append(f"  {''.join(sorted(a))},{''.join(sorted(bb))}->{''.join(sorted(o))}  flops {f}  cost {c:.4g}")
+    return path, "\n".join(lines)
+
+
+def einsum(subscripts: str, *operands, out=None, optimize: Any = True, target: str = "native", dtype=None):
+    """numpy-compatible einsum on minijit's kernels (float32/float64).
+
+    The result dtype is ``dtype`` or numpy's result type of the operands (float32 or float64; other
+    dtypes raise TypeError). Unsupported: ``...`` and repeated indices within one operand
+    (ValueError naming them). Plans are cached by subscripts, shapes, dtype, target and optimize.
+    """
+    _check_target(target)
+    arrays = [np.asarray(x) for x in operands]
+    for i, x in enumerate(arrays):
+        if x.dtype not in _DTYPES:
+            raise TypeError(f"einsum: operand {i} has dtype {x.dtype}; only float32 and float64 are supported")
+    if dtype is None:
+        dt = np.result_type(*arrays) if arrays else np.dtype(np.float64)
+    else:
+        dt = _dtype(dtype)
+    dt = _dtype(dt)
+    key = (
+        subscripts,
+        tuple(x.shape for x in arrays),
+        dt,
+        target,
+        optimize if not isinstance(optimize, list) else tuple(optimize),
+    )
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = EinsumPlan(subscripts, *[x.shape for x in arrays], dtype=dt, target=target, optimize=optimize)
+        if len(_PLANS) > 256:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    return plan.execute(*arrays, out=out)
+
+
+_PLANS: dict[tuple, EinsumPlan] = {}
