@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from minijit.errors import SetupError
 from minijit.einsum import path as _path
 from minijit.einsum.parse import _LETTERS, TreeNode, parse_subscripts, parse_tree
+from minijit.errors import SetupError
 
 __all__ = ["EinsumPlan", "contract_path", "einsum"]
 
@@ -216,7 +216,7 @@ def _layout(node, order: tuple[str, ...], ids_of, leaf_order, batch_of) -> dict[
         free = [c for c in order if c in ci and c not in batch]
         cb = batch_of[id(child)]
 
-        def grp(g):
+        def grp(g, cb=cb):
             return [c for c in g if c in cb] + [c for c in g if c not in cb]
 
         pref = grp(batch) + (grp(ks) + grp(free) if role == 0 else grp(free) + grp(ks))
@@ -294,7 +294,8 @@ class EinsumPlan:
         b = _Builder(self.dtype, self.target, self.num_threads, sizes)
         # slots 0..n-1: the inputs (their size-1 dims dropped); slot n: the output
         self._inputs_ids = [
-            tuple(c for c, s in zip(sub, sh) if s != 1) for sub, sh in zip(self.expr.inputs, self.shapes)
+            tuple(c for c, s in zip(sub, sh, strict=True) if s != 1)
+            for sub, sh in zip(self.expr.inputs, self.shapes, strict=True)
         ]
         for _ in self.shapes:
             b.shapes.append(None)
@@ -540,8 +541,12 @@ def contract_path(subscripts: str, *shapes, optimize: Any = True, itemsize: int 
     else:
         raise ValueError(f"einsum: optimize must be True/False/'greedy'/'optimal', got {optimize!r}")
     info = _path.path_cost(ins, out, sizes, path, itemsize)
-    lines = [f"  Complete contraction:  {expr}", f"  Path: {path}", f"  Cost (flops + {_path.BYTE_WEIGHT}*bytes): {info.cost:.4g}",
-             f"  Flops: {info.flops}"]  # fmt: skip
+    lines = [
+        f"  Complete contraction:  {expr}",
+        f"  Path: {path}",
+        f"  Cost (flops + {_path.BYTE_WEIGHT}*bytes): {info.cost:.4g}",
+        f"  Flops: {info.flops}",
+    ]
     for a, bb, o, c, f in info.steps:
         lines.append(f"  {''.join(sorted(a))},{''.join(sorted(bb))}->{''.join(sorted(o))}  flops {f}  cost {c:.4g}")
     return path, "\n".join(lines)

@@ -1,0 +1,162 @@
+"""minijit.einsum against np.einsum (float64 reference) on random and named expressions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import minijit
+from minijit.runtime import runs_natively
+from tests.conftest import examples
+from tests.minijit.einsum.strategies import assert_close, expressions, operands
+
+EMULATED = () if runs_natively("aarch64") else ("aarch64-neon", "aarch64-sve")
+DTYPES = [np.float32, np.float64]
+
+
+@settings(max_examples=examples(200))
+@given(expressions(), st.sampled_from(DTYPES))
+def test_random_expressions_native(expr, dtype):
+    subs, shapes = expr
+    ops = operands(shapes, dtype)
+    got = minijit.einsum(subs, *ops)
+    assert_close(got, subs, ops, dtype)
+
+
+@settings(max_examples=examples(40))
+@given(expressions(min_ops=1, max_ops=1, max_indices=5), st.sampled_from(DTYPES))
+def test_single_operand_native(expr, dtype):
+    subs, shapes = expr
+    ops = operands(shapes, dtype)
+    assert_close(minijit.einsum(subs, *ops), subs, ops, dtype)
+
+
+@pytest.mark.parametrize("target", EMULATED)
+@settings(max_examples=examples(8))
+@given(expr=expressions(max_ops=3, max_indices=4, max_size=5, max_product=64), dtype=st.sampled_from(DTYPES))
+def test_random_expressions_emulated(target, expr, dtype):
+    subs, shapes = expr
+    ops = operands(shapes, dtype)
+    assert_close(minijit.einsum(subs, *ops, target=target), subs, ops, dtype)
+
+
+@settings(max_examples=examples(60))
+@given(expressions(max_ops=5), st.sampled_from(DTYPES))
+def test_plan_reuse_with_new_arrays(expr, dtype):
+    subs, shapes = expr
+    plan = minijit.EinsumPlan(subs, *shapes, dtype=dtype)
+    for seed in (1, 2):
+        ops = operands(shapes, dtype, seed)
+        assert_close(plan(*ops), subs, ops, dtype)
+    ops = operands(shapes, dtype, 3)
+    ref = np.einsum(subs, *ops)
+    out = np.full(ref.shape, np.nan, dtype)
+    assert plan.execute(*ops, out=out) is out  # written in place, no stale values left
+    assert_close(out, subs, ops, dtype)
+
+
+NAMED = [
+    ("bhqd,bhkd->bhqk", [(2, 3, 16, 8), (2, 3, 12, 8)]),
+    ("bik,bkj->bij", [(4, 9, 7), (4, 7, 5)]),
+    ("ij,jk,kl,lm->im", [(20, 3), (3, 30), (30, 4), (4, 25)]),
+    ("pqrs,pi,qj,rk,sl->ijkl", [(5, 6, 4, 5), (5, 3), (6, 4), (4, 2), (5, 3)]),  # 4-index transform
+    ("abc,ai,bj,ck->ijk", [(6, 5, 4), (6, 3), (5, 2), (4, 3)]),  # Tucker
+    ("ia,ajb,bkc,cl->ijkl", [(5, 3), (3, 4, 2), (2, 6, 3), (3, 5)]),  # tensor train
+    ("ij->ji", [(7, 5)]),
+    ("ijk->", [(3, 4, 5)]),
+    ("ij,ij->", [(6, 7), (6, 7)]),
+    ("i,j->ij", [(5,), (6,)]),
+    (",i->i", [(), (4,)]),
+    ("ij,jk", [(1, 5), (5, 1)]),
+    ("ab,bc->ca", [(8, 1), (1, 9)]),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("subs", "shapes"), NAMED)
+def test_named_expressions(subs, shapes, dtype):
+    ops = operands(shapes, dtype)
+    assert_close(minijit.einsum(subs, *ops), subs, ops, dtype)
+
+
+def test_non_contiguous_and_mixed_inputs():
+    rng = np.random.default_rng(5)
+    a = rng.random((12, 10))[::2].T  # strided and transposed
+    b = np.asfortranarray(rng.random((6, 4)).astype(np.float32))
+    got = minijit.einsum("ij,jk->ik", a, b)
+    assert got.dtype == np.float64  # result type of float64 and float32, like numpy
+    np.testing.assert_allclose(got, np.einsum("ij,jk->ik", a, b.astype(np.float64)), rtol=1e-12)
+    got32 = minijit.einsum("ij,jk->ik", a, b, dtype=np.float32)
+    assert got32.dtype == np.float32
+    np.testing.assert_allclose(got32, a @ b, rtol=1e-5)
+
+
+def test_out_argument_checked():
+    rng = np.random.default_rng(6)
+    a, b = rng.random((4, 5)), rng.random((5, 3))
+    out = np.zeros((4, 3))
+    assert minijit.einsum("ij,jk->ik", a, b, out=out) is out
+    np.testing.assert_allclose(out, a @ b, rtol=1e-12)
+    with pytest.raises(ValueError, match="shape"):
+        minijit.einsum("ij,jk->ik", a, b, out=np.zeros((3, 4)))
+    with pytest.raises(TypeError, match="dtype"):
+        minijit.einsum("ij,jk->ik", a, b, out=np.zeros((4, 3), np.int32))
+    fortran = np.zeros((4, 3), order="F")  # not C-contiguous: written through a copy
+    assert minijit.einsum("ij,jk->ik", a, b, out=fortran) is fortran
+    np.testing.assert_allclose(fortran, a @ b, rtol=1e-12)
+    f32 = np.zeros((4, 3), np.float32)  # another float dtype: cast like numpy's out=
+    minijit.einsum("ij,jk->ik", a, b, out=f32)
+    np.testing.assert_allclose(f32, a @ b, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("subs", "shapes", "match"),
+    [
+        ("ii->i", [(3, 3)], "diagonal"),
+        ("ij,jj->i", [(3, 3), (3, 3)], "diagonal"),
+        ("...ij,jk->...ik", [(2, 3, 4), (4, 5)], "ellipsis"),
+        ("ij,jk->ik", [(3, 4)], "operands"),
+        ("ij,jk->ik", [(3, 4), (5, 6)], "operand 1"),
+        ("ij,jk->ik", [(3, 4, 5), (4, 6)], "operand 0"),
+        ("ij,jk->iz", [(3, 4), (4, 6)], "'z'"),
+        ("ij,jk->ii", [(3, 4), (4, 6)], "repeat"),
+        ("i1,jk->ik", [(3, 4), (4, 6)], "character"),
+        ("ij->i->j", [(3, 4)], "->"),
+    ],
+)
+def test_unsupported_and_bad_subscripts_raise_value_error(subs, shapes, match):
+    ops = [np.ones(s, np.float32) for s in shapes]
+    with pytest.raises(ValueError, match=match):
+        minijit.einsum(subs, *ops)
+
+
+def test_bad_dtypes_and_targets():
+    with pytest.raises(TypeError, match="int64"):
+        minijit.einsum("ij,jk->ik", np.ones((2, 2), np.int64), np.ones((2, 2)))
+    with pytest.raises(TypeError, match="complex"):
+        minijit.einsum("ij->ji", np.ones((2, 2), np.complex128))
+    with pytest.raises(TypeError, match="float16"):
+        minijit.EinsumPlan("ij->ji", (2, 2), dtype=np.float16)
+    with pytest.raises(NotImplementedError, match="pending"):
+        minijit.einsum("ij->ji", np.ones((2, 2)), target="cuda")
+
+
+def test_zero_size_dims():
+    a, b = np.ones((3, 0), np.float32), np.ones((0, 4), np.float32)
+    got = minijit.einsum("ij,jk->ik", a, b)
+    assert got.shape == (3, 4) and not got.any()
+    assert minijit.einsum("ij,jk->ik", np.ones((0, 2)), np.ones((2, 4))).shape == (0, 4)
+
+
+def test_plan_caches_operations():
+    shapes = [(16, 8), (8, 12)]
+    p1 = minijit.EinsumPlan("ij,jk->ik", *shapes)
+    p2 = minijit.EinsumPlan("ij,jk->ik", *shapes)
+    assert [s.op for s in p1.steps] == [s.op for s in p2.steps]  # same TensorOperation objects
+    text = p1.listing()
+    assert "contract" in text and "flops" in text and str(2 * 16 * 8 * 12) in text
+    assert str(p1) == text
+    with pytest.raises(ValueError, match="operand 0"):
+        p1(np.ones((16, 9), np.float32), np.ones((8, 12), np.float32))
