@@ -145,6 +145,13 @@ class _Builder:
         if out_slot is None:
             out_slot = self.new_slot(out_ids)
         ones = np.ones(math.prod(self.sizes[c] for c in red), self.dtype)
+        if ids[-1] in drop and out_ids:  # summed index innermost: ones as A (M = 1), the tensor as B (K unit)
+            try:
+                op = self._gemm(red, ids, out_ids)
+                self.steps.append(Step("reduce", op, (-1, slot, out_slot), (red, ids, out_ids), ones))
+                return out_slot, out_ids
+            except SetupError:
+                pass
         op = self._gemm(ids, red, out_ids)
         self.steps.append(Step("reduce", op, (slot, -1, out_slot), (ids, red, out_ids), ones))
         return out_slot, out_ids
@@ -170,8 +177,15 @@ class _Builder:
         m = [c for c in out_ids if c in a and c not in b]
         n = [c for c in out_ids if c in b and c not in a]
         canon_a, canon_b, canon_o = (*batch, *ks, *m), (*batch, *n, *ks), (*batch, *n, *m)
-        tries = [(a_ids, b_ids, out_ids)]
-        for t in [(a_ids, b_ids, canon_o), (canon_a, canon_b, out_ids), (canon_a, canon_b, canon_o)]:
+        tries = []
+        if m and a_ids[-1] not in m:  # a transposed A runs far slower than a copy of A: move M innermost
+            tries.append((tuple(c for c in a_ids if c not in m) + tuple(m), b_ids, out_ids))
+        for t in [
+            (a_ids, b_ids, out_ids),
+            (a_ids, b_ids, canon_o),
+            (canon_a, canon_b, out_ids),
+            (canon_a, canon_b, canon_o),
+        ]:
             if t not in tries:
                 tries.append(t)
         err = None
@@ -480,8 +494,9 @@ class EinsumPlan:
             local[: len(arrays)] = arrays
             local[self._out_slot] = result
             for op, (s0, s1, so), ones in self._calls:
-                in1 = ones if s1 == -1 else (local[s0] if s1 is None else local[s1])
-                op.execute(local[s0], in1, local[so])
+                in0 = ones if s0 == -1 else local[s0]
+                in1 = ones if s1 == -1 else (in0 if s1 is None else local[s1])
+                op.execute(in0, in1, local[so])
         if out is not None and not direct:
             np.copyto(out, result, casting="same_kind")
             return out
