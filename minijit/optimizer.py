@@ -380,8 +380,35 @@ def create_shared_loops(config: TensorConfig, thread_target: int) -> TensorConfi
                 )
                 out.append(d.with_(size=inner))
             threads *= part
+    if threads < thread_target and config.prim_main in GEMM_PTYPES:
+        out = _share_prim_dim(out, thread_target, threads)
     out = [d for d in out if d.exec is exec_t.shared] + [d for d in out if d.exec is not exec_t.shared]
     return config.with_dims(out)
+
+
+#: a prim dim split for threads keeps at least this many elements per thread
+MIN_SHARED_PRIM = 32
+
+
+def _share_prim_dim(dims: list[Dimension], thread_target: int, threads: int) -> list[Dimension]:
+    """Too few loop iterations for the threads (e.g. one 256^3 GEMM prim): split the prim N dim,
+    else the prim M dim, into a shared outer part (the smallest divisor reaching the target) and
+    a prim inner part of at least ``MIN_SHARED_PRIM`` elements. Unchanged when none fits."""
+    prims = [i for i, d in enumerate(dims) if d.exec is exec_t.prim]
+    for t in (dim_t.n, dim_t.m):
+        cands = [i for i in prims if dims[i].type is t]
+        if not cands:
+            continue
+        i = cands[-1]
+        d = dims[i]
+        need = -(-thread_target // threads)
+        part = _smallest_divisor_at_least(d.size, need)
+        inner = d.size // part
+        if part == d.size or inner < MIN_SHARED_PRIM:
+            continue
+        outer = Dimension(d.type, exec_t.shared, part, d.stride_in0 * inner, d.stride_in1 * inner, d.stride_out * inner)
+        return [outer, *dims[:i], d.with_(size=inner), *dims[i + 1 :]]
+    return dims
 
 
 # ---------------------------------------------------------------------------------------------

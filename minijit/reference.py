@@ -109,8 +109,10 @@ def execute_iter(
 ) -> None:
     """Execute ``config`` on flat arrays (see the module docstring), writing into ``out``.
 
-    ``offsets`` are the base element offsets of in0, in1 and out. Raises SetupError for arrays
-    of the wrong kind or too small for the strides.
+    ``offsets`` are the base element offsets of in0, in1 and out. The arrays are in the config's
+    roles: for a config with ``inputs_swapped`` (see `minijit.optimizer.swap_operands`) pass the
+    caller's in1 as ``in0`` and in0 as ``in1``. Raises SetupError for arrays of the wrong kind or
+    too small for the strides.
     """
     check_arrays(config, in0, in1, out, offsets)
     dims = config.dims
