@@ -77,14 +77,18 @@ def _emit(args: argparse.Namespace, rep: report.Report) -> int:
 # ---------------------------------------------------------------------------------------------
 def _bench_mode(args: argparse.Namespace) -> str:
     """The bench mode: cpu, cuda (``--target cuda``) or spmm (``--spmm``); UserError for options it does not take."""
-    mode = "spmm" if args.spmm else "cuda" if args.target == "cuda" else "cpu"
+    mode = "einsum" if args.einsum else "spmm" if args.spmm else "cuda" if args.target == "cuda" else "cpu"
+    if mode == "einsum" and (args.spmm or args.target != "native"):
+        raise UserError("--einsum runs on the native CPU target; drop --spmm / --target")
     if mode == "spmm" and args.target != "native":
         raise UserError(
             f"--spmm chooses its devices itself (the GPU when one answers, and the CPU); drop --target {args.target}"
         )
     if mode != "cpu":
-        flag = "--target cuda" if mode == "cuda" else "--spmm"
-        opts = {"--config": args.config, "--config-file": args.config_file, "--dtype": args.dtype, "--plot": args.plot}
+        flag = {"cuda": "--target cuda", "spmm": "--spmm", "einsum": "--einsum"}[mode]
+        opts = {"--config": args.config, "--config-file": args.config_file, "--plot": args.plot}
+        if mode != "einsum":
+            opts["--dtype"] = args.dtype
         if mode == "cuda":
             opts["--threads"] = args.threads
         given = [o for o, v in opts.items() if v is not None]
@@ -95,11 +99,13 @@ def _bench_mode(args: argparse.Namespace) -> str:
     if args.spmm_n is not None and mode != "spmm":
         raise UserError("--spmm-n applies only to --spmm")
     if args.write and mode == "cpu":
-        raise UserError("--write applies to --target cuda and --spmm; the CPU suite writes --json PATH")
+        raise UserError("--write applies to --target cuda, --spmm and --einsum; the CPU suite writes --json PATH")
     return mode
 
 
 def _default_reps(args: argparse.Namespace) -> int:
+    if args.einsum:
+        return 3 if args.quick else 5
     if args.spmm:
         return 3 if args.quick else 5
     if args.target == "cuda":
@@ -145,6 +151,15 @@ def _bench_spmm(args: argparse.Namespace, command: str) -> report.Report:
     return spmm.bench(ns, args.reps, threads, args.quick, command, lambda msg: _progress(msg, args.quiet))
 
 
+def _bench_einsum(args: argparse.Namespace, command: str) -> report.Report:
+    from minijit import parallel
+    from minijit.bench import einsum
+
+    threads = _one_thread_count(args.threads, "--einsum") or parallel.default_threads()
+    dtype = args.dtype or "fp32"
+    return einsum.bench(args.reps, threads, args.quick, command, dtype, lambda msg: _progress(msg, args.quiet))
+
+
 def _bench_cpu(args: argparse.Namespace, command: str) -> report.Report:
     from minijit.bench import cpu
 
@@ -166,7 +181,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.reps < 1:
         raise UserError(f"--reps must be >= 1, got {args.reps}")
     command = "minijit " + shlex.join(args.argv)
-    run = {"cuda": _bench_cuda, "spmm": _bench_spmm, "cpu": _bench_cpu}[mode]
+    run = {"cuda": _bench_cuda, "spmm": _bench_spmm, "cpu": _bench_cpu, "einsum": _bench_einsum}[mode]
     rep = run(args, command)
     rc = _emit(args, rep)
     if args.plot:
@@ -317,7 +332,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="SpMM rows: TCA-SpMM vs cuSPARSE on a GPU (when one answers), the CPU kernel vs scipy",
     )
     b.add_argument("--spmm-n", metavar="N,N,...", help="--spmm: dense column counts N (default 128,256,512)")
-    b.add_argument("--write", action="store_true", help="cuda / --spmm: also write a Markdown file to bench/results/")
+    b.add_argument(
+        "--einsum",
+        action="store_true",
+        help="einsum rows: minijit.EinsumPlan vs np.einsum(optimize=True) on real and random expressions",
+    )
+    b.add_argument(
+        "--write", action="store_true", help="cuda / --spmm / --einsum: also write a Markdown file to bench/results/"
+    )
     b.add_argument("--json", metavar="PATH", help="write the results (with hardware, date, command, versions)")
     b.add_argument("--plot", metavar="PATH", help="bar chart PNG (needs matplotlib)")
     b.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")

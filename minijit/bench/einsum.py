@@ -1,0 +1,278 @@
+"""Einsum rows for ``minijit bench --einsum``: `minijit.EinsumPlan` next to ``np.einsum(optimize=True)``.
+
+Real expressions (attention scores, batched matmul, Tucker, tensor train, a chemistry-style
+4-index transform, a matrix chain, the lab's einsum tree at reduced size) and a few random ones
+(fixed seed). Each row builds one plan (its setup time is reported, not timed), checks one run
+against ``np.einsum`` in float64, then times minijit and its peers in the same run: numpy
+``einsum(optimize=True)`` always, ``torch.einsum`` and ``opt_einsum.contract`` when they import.
+A time is the median of ``reps`` calls after a warm-up (`minijit.bench.cpu.timeit`); GFLOPS for
+every column = the flops of minijit's plan (its nodes' ``TensorConfig.flops()``) / time, so the
+``minijit/peer`` ratio is the peer's time over minijit's. The summary gives the geometric mean of
+the numpy ratios over the real and over the random rows.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from minijit.bench import report
+from minijit.bench.cpu import SETTLE_S, BlasThreads, timeit
+
+__all__ = ["LAB_TREE", "bench", "cases", "random_cases"]
+
+LAB_TREE = "[[8,4],[7,3,8]->[7,3,4]],[[[2,6,7],[1,5,6]->[1,2,5,7]],[0,5]->[0,1,2,7]]->[0,1,2,3,4]"
+#: the lab's sizes are 100,72,128,128,3,71,305,32,3; the row uses them scaled to run in ~10 ms
+LAB_SIZES = (25, 18, 32, 32, 3, 18, 76, 32, 3)
+TOL = {"float32": 1e-4, "float64": 1e-10}
+
+
+def cases(quick: bool = False) -> list[dict[str, Any]]:
+    """The real expressions: name, subscripts (or the lab tree) and shapes; ``quick``: smaller."""
+    q = 2 if quick else 1
+    b, h, s, d = 4, 8, 256 // q, 64
+    rows = [
+        ("attention", "bhqd,bhkd->bhqk", [(b, h, s, d), (b, h, s, d)], "attention scores Q K^T"),
+        ("attention-av", "bhqk,bhkd->bhqd", [(b, h, s, s), (b, h, s, d)], "attention P V"),
+        ("batched-matmul", "bij,bjk->bik", [(32 // q, 128, 128), (32 // q, 128, 128)], f"{32 // q} 128^3 GEMMs"),
+        ("matmul", "ij,jk->ik", [(512, 512), (512, 512)], "one 512^3 GEMM"),
+    ]
+    n = 64 // q
+    rows.append(("tucker", "abc,ai,bj,ck->ijk", [(n, n, n), (n, 32), (n, 32), (n, 32)], "Tucker core from a 3-tensor"))
+    r = 16
+    rows.append(
+        (
+            "tensor-train",
+            "ia,ajb,bkc,cld,dm->ijklm",
+            [(16, r), (r, 16, r), (r, 16, r), (r, 16, r), (r, 16 // q)],
+            "5-core TT to the full tensor",
+        )
+    )
+    n = 32 // q
+    rows.append(
+        (
+            "ao-to-mo",
+            "pqrs,pi,qj,rk,sl->ijkl",
+            [(n, n, n, n), (n, n), (n, n), (n, n), (n, n)],
+            "4-index (AO->MO) integral transform",
+        )
+    )
+    rows.append(
+        (
+            "matrix-chain",
+            "ij,jk,kl,lm->im",
+            [(512, 64), (64, 512), (512, 32), (32, 512)],
+            "chain whose order matters",
+        )
+    )
+    out = [{"name": nm, "subscripts": e, "shapes": sh, "description": desc, "kind": "real"} for nm, e, sh, desc in rows]
+    sizes = LAB_SIZES if not quick else tuple(max(1, x // 2) if x > 3 else x for x in LAB_SIZES)
+    out.append(
+        {
+            "name": "lab-tree",
+            "tree": LAB_TREE,
+            "sizes": sizes,
+            "description": f"the lab's einsum tree, sizes {','.join(map(str, sizes))}",
+            "kind": "real",
+        }
+    )
+    return out
+
+
+def random_cases(count: int = 4, seed: int = 2026, max_elements: int = 1 << 21) -> list[dict[str, Any]]:
+    """``count`` random 3-5 operand expressions (fixed seed): 5-8 indices of sizes 4-48, each operand
+    2-4 of them, explicit output of 1-3 indices; every operand and the naive index space bounded."""
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < count:
+        n_idx = int(rng.integers(5, 9))
+        letters = "abcdefghijkl"[:n_idx]
+        sizes = {c: int(rng.integers(4, 49)) for c in letters}
+        n_ops = int(rng.integers(3, 6))
+        inputs = ["".join(rng.permutation(list(letters))[: int(rng.integers(2, 5))]) for _ in range(n_ops)]
+        used = sorted(set("".join(inputs)))
+        output = "".join(rng.permutation(used)[: int(rng.integers(1, 4))])
+        shapes = [tuple(sizes[c] for c in sub) for sub in inputs]
+        if any(math.prod(s) > max_elements for s in shapes) or math.prod(sizes[c] for c in output) > max_elements:
+            continue
+        if len(set(used)) < n_idx:
+            continue
+        try:
+            _, info = np.einsum_path(",".join(inputs) + "->" + output, *[np.empty(s) for s in shapes], optimize=True)
+        except ValueError:
+            continue
+        flops = float(info.split("Optimized FLOP count:")[1].split()[0])
+        if not 1e6 <= flops <= 2e8:  # big enough to time, small enough for numpy's loops
+            continue
+        subs = ",".join(inputs) + "->" + output
+        out.append(
+            {"name": f"random-{len(out)}", "subscripts": subs, "shapes": shapes, "description": subs, "kind": "random"}
+        )
+    return out
+
+
+def _peers() -> list[tuple[str, Callable]]:
+    peers = []
+    torch = report.torch_module()
+    if torch is not None:
+
+        def torch_fn(subs, ops):
+            ts = [torch.from_numpy(o) for o in ops]
+            return lambda: torch.einsum(subs, *ts)
+
+        peers.append(("torch.einsum", torch_fn))
+    try:
+        import opt_einsum  # type: ignore[import-not-found]
+
+        peers.append(("opt_einsum.contract", lambda subs, ops: lambda: opt_einsum.contract(subs, *ops)))
+    except Exception:
+        pass
+    return peers
+
+
+def bench_one(case: dict[str, Any], dtype: str, threads: int, reps: int, blas: BlasThreads) -> dict[str, Any]:
+    from minijit.einsum import EinsumPlan
+
+    t0 = time.perf_counter()
+    if "tree" in case:
+        plan = EinsumPlan.from_tree(case["tree"], case["sizes"], dtype=dtype, num_threads=threads)
+    else:
+        plan = EinsumPlan(case["subscripts"], *case["shapes"], dtype=dtype, num_threads=threads)
+    setup_s = time.perf_counter() - t0
+    subs = plan.subscripts
+    rng = np.random.default_rng(0)
+    ops = [rng.uniform(-1, 1, s).astype(dtype) for s in plan.shapes]
+    out = np.empty(plan.out_shape, dtype)
+    ref = np.einsum(subs, *[o.astype(np.float64) for o in ops], optimize=True)
+    plan(*ops, out=out)
+    check = report.check_result(out.astype(np.float64), ref, TOL[dtype] * max(1, int(math.sqrt(plan.flops) / 1000)))
+    flops = plan.flops
+    time.sleep(SETTLE_S)
+    t_mj = timeit(lambda: plan(*ops, out=out), reps)
+    row: dict[str, Any] = {
+        "config": case["name"],
+        "kind": case["kind"],
+        "description": case["description"],
+        "subscripts": subs,
+        "shapes": [list(s) for s in plan.shapes],
+        "path": [list(p) for p in plan.path],
+        "nodes": len(plan.steps),
+        "dtype": "fp32" if dtype == "float32" else "fp64",
+        "threads": threads,
+        "target": plan.target,
+        "flops": flops,
+        "setup_s": round(setup_s, 4),
+        "time_s": t_mj,
+        "unit": "GFLOPS",
+        "rate": flops / t_mj / 1e9,
+        "gflops": flops / t_mj / 1e9,
+        "check": check,
+        "plan": plan.listing(configs=False),
+        "peers": [],
+    }
+
+    def add_peer(name: str, fn: Callable[[], object], peer_threads: int | str) -> None:
+        t = timeit(fn, reps)
+        row["peers"].append(
+            {
+                "name": name,
+                "threads": peer_threads,
+                "time_s": t,
+                "rate": flops / t / 1e9,
+                "gflops": flops / t / 1e9,
+                "ratio": t / t_mj,
+            }  # fmt: skip
+        )
+
+    with blas.limit(threads) as limited:
+        peer_threads: int | str = threads if limited else "default"
+        time.sleep(SETTLE_S)
+        add_peer("numpy.einsum", lambda: np.einsum(subs, *ops, optimize=True), peer_threads)
+        for name, make in _peers():
+            if name.startswith("torch"):
+                torch = report.torch_module()
+                old = torch.get_num_threads()
+                torch.set_num_threads(threads)
+                try:
+                    add_peer(name, make(subs, ops), threads)
+                finally:
+                    torch.set_num_threads(old)
+            else:
+                add_peer(name, make(subs, ops), peer_threads)
+    return row
+
+
+def geomean(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def bench(
+    reps: int,
+    threads: int,
+    quick: bool,
+    command: str,
+    dtype: str = "fp32",
+    progress: report.Progress = report.quiet,
+) -> report.Report:
+    """Every case at ``threads`` threads; a Markdown table and the geomean ratios vs numpy."""
+    np_dtype = {"fp32": "float32", "fp64": "float64"}[dtype]
+    blas = BlasThreads()
+    all_cases = cases(quick) + random_cases(2 if quick else 4)
+    rows: list[dict[str, Any]] = []
+    started = time.perf_counter()
+    for i, case in enumerate(all_cases):
+        progress(f"[{i + 1}/{len(all_cases)}] {case['name']} ...")
+        rows.append(bench_one(case, np_dtype, threads, reps, blas))
+        r = rows[-1]
+        peers = ", ".join(f"{p['name']} {report.fmt(p['rate'])} ({p['ratio']:.2f}x)" for p in r["peers"])
+        bad = "" if r["check"]["ok"] else f"  WRONG RESULT (max err {r['check']['max_abs_err']:.3g})"
+        progress(f"    minijit {report.fmt(r['rate'])} GFLOPS; {peers}{bad}")
+    hw = report.hardware()
+    summary = {}
+    for kind in ("real", "random"):
+        ratios = [p["ratio"] for r in rows if r["kind"] == kind for p in r["peers"] if p["name"] == "numpy.einsum"]
+        summary[kind] = geomean(ratios)
+    table = report.cpu_table(rows)
+    lines = [
+        table,
+        "",
+        "geomean minijit/numpy.einsum: real expressions "
+        + (f"{summary['real']:.2f}x" if summary["real"] else "-")
+        + ", random "
+        + (f"{summary['random']:.2f}x" if summary["random"] else "-"),
+        "",
+        "expressions:",
+        *(f"- {r['config']}: `{r['subscripts']}` shapes {r['shapes']} ({r['description']})" for r in rows),
+    ]
+    header = [f"# minijit bench --einsum: {hw['cpu'] or hw['isa']}, {hw['cores']} cores, {dtype}, threads {threads}"]
+    ok = all(r["check"]["ok"] for r in rows)
+    result = {
+        **report.meta(command),
+        "hardware": hw,
+        "versions": report.versions(),
+        "settings": {
+            "reps": reps,
+            "threads": threads,
+            "dtype": dtype,
+            "quick": quick,
+            "blas_threads_control": blas.how,
+        },
+        "summary": {"geomean_ratio_real": summary["real"], "geomean_ratio_random": summary["random"]},
+        "wall_s": round(time.perf_counter() - started, 1),
+        "results": rows,
+    }
+    date = result["date"][:10]
+    facts = [
+        f"date: {result['date']}",
+        f"command: `{command}`",
+        f"CPU: {hw['cpu']}, {hw['cores']} cores, ISA {hw['isa']} ({', '.join(hw['flags'])}),"
+        f" target {hw['native_target']}",
+        f"versions: {', '.join(f'{k} {v}' for k, v in result['versions'].items())}",
+        f"wall time: {result['wall_s']} s",
+    ]
+    return report.Report(header, lines, result, ok, f"einsum_{date}.md", "minijit bench --einsum", facts)
