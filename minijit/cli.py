@@ -99,7 +99,7 @@ def _bench_mode(args: argparse.Namespace) -> str:
     if args.spmm_n is not None and mode != "spmm":
         raise UserError("--spmm-n applies only to --spmm")
     if args.write and mode == "cpu":
-        raise UserError("--write applies to --target cuda, --spmm and --einsum; the CPU suite writes --json PATH")
+        raise UserError("--write applies to --target cuda and --spmm (and --einsum); the CPU suite writes --json PATH")
     return mode
 
 
