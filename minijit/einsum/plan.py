@@ -324,6 +324,18 @@ class EinsumPlan:
         self._buffers = [None if ids is None else np.empty(math.prod(b.sizes[c] for c in ids), self.dtype)
                          for ids in b.shapes]  # fmt: skip
         self._calls = [(s.op, s.slots, s.ones) for s in self.steps]
+        # native fast path: every buffer the plan owns has a fixed address; execute() checks the
+        # user's arrays (shape, dtype, C order) once, so the nodes run through execute_ptr
+        self._native = all(s.op.native for s in self.steps)
+        addrs = [0 if x is None else x.ctypes.data for x in self._buffers]
+        ptr_calls = []
+        for st in self.steps:
+            s0, s1, so = st.slots
+            if -1 in (s0, s1):
+                addrs.append(st.ones.ctypes.data)
+                s0, s1 = (len(addrs) - 1 if x == -1 else x for x in (s0, s1))
+            ptr_calls.append((st.op.execute_ptr, s0, s0 if s1 is None else s1, so))
+        self._addrs, self._ptr_calls = addrs, ptr_calls
 
     def _build(self, optimize) -> None:
         b = self._start()
@@ -489,6 +501,13 @@ class EinsumPlan:
         result = out if direct else np.empty(self.out_shape, self.dtype)
         if self._empty:
             result[...] = 0
+        elif self._native:
+            addrs = list(self._addrs)
+            for i, x in enumerate(arrays):
+                addrs[i] = x.ctypes.data
+            addrs[self._out_slot] = result.ctypes.data
+            for run, s0, s1, so in self._ptr_calls:
+                run(addrs[s0], addrs[s1], addrs[so])
         else:
             local = list(bufs)
             local[: len(arrays)] = arrays
