@@ -160,3 +160,22 @@ def test_plan_caches_operations():
     assert str(p1) == text
     with pytest.raises(ValueError, match="operand 0"):
         p1(np.ones((16, 9), np.float32), np.ones((8, 12), np.float32))
+
+
+LARGER = [
+    ("ij,jk->ik", [(517, 300), (300, 263)]),  # sizes the optimizer splits (> 256) with remainders
+    ("ik,jk->ij", [(300, 517), (263, 517)]),
+    ("bqd,bkd->bqk", [(5, 300, 33), (5, 257, 33)]),
+    ("ijk,kjl->il", [(37, 41, 43), (43, 41, 29)]),
+    ("ij->ji", [(513, 259)]),
+    ("ijk->j", [(33, 65, 17)]),
+    ("ij,j->i", [(300, 400), (400,)]),
+    ("ij,i->j", [(300, 400), (300,)]),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("subs", "shapes"), LARGER)
+def test_larger_sizes(subs, shapes, dtype):
+    ops = operands(shapes, dtype, seed=7)
+    assert_close(minijit.einsum(subs, *ops), subs, ops, dtype)
