@@ -106,7 +106,7 @@ def random_cases(count: int = 4, seed: int = 2026, max_elements: int = 1 << 21) 
         except ValueError:
             continue
         flops = float(info.split("Optimized FLOP count:")[1].split()[0])
-        if not 1e6 <= flops <= 2e8:  # big enough to time, small enough for numpy's loops
+        if not 1e7 <= flops <= 2e8:  # big enough to time, small enough for numpy's loops
             continue
         subs = ",".join(inputs) + "->" + output
         out.append(

@@ -56,7 +56,7 @@ def reference(subs, ops):
 def assert_close(got, subs, ops, dtype):
     ref, scale = reference(subs, ops)
     assert got.shape == ref.shape, (subs, got.shape, ref.shape)
-    assert got.dtype == np.dtype(dtype)
+    assert got.dtype == np.dtype(dtype) and got.flags.c_contiguous
     eps = 2e-5 if np.dtype(dtype) == np.float32 else 1e-12
     err = np.abs(got.astype(np.float64) - ref)
     bad = err > eps * (scale + 1)
