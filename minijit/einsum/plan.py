@@ -81,11 +81,17 @@ class Step:
     ids: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
     ones: np.ndarray | None = None
 
-    def describe(self, sizes: dict[str, int]) -> str:
+    def describe(self, sizes: dict[str, int], names=None) -> str:
         a, b, o = ("".join(x) for x in self.ids)
         expr = f"{a},{b}->{o}" if self.kind != "permute" else f"{a}->{o}"
         n = math.prod(sizes[c] for c in self.ids[2])
-        return f"{self.kind} {expr}: flops {self.op.config.flops()}, result {n} elements"
+        text = f"{self.kind} {expr}: flops {self.op.config.flops()}, result {n} elements"
+        if names is not None:
+            s0, s1, so = self.slots
+            args = [names(s0)] + ([] if s1 is None else [names(s1)])
+            text = f"{names(so)} = {self.kind}({', '.join(args)}) {expr}: flops {self.op.config.flops()}"
+            text += f", result {n} elements"
+        return text
 
 
 @dataclass
@@ -533,8 +539,17 @@ class EinsumPlan:
             f"path {self.path}; {len(self.steps)} nodes; {self.flops} flops;"
             f" intermediates {sum(x.size for x in self._buffers if x is not None)} elements",
         ]
+        n_in = len(self.shapes)
+
+        def name(slot: int) -> str:
+            if slot == -1:
+                return "ones"
+            if slot < n_in:
+                return f"in{slot}"
+            return "out" if slot == self._out_slot else f"t{slot - n_in - 1}"
+
         for i, s in enumerate(self.steps):
-            lines.append(f"node {i}: {s.describe(self._builder.sizes)}")
+            lines.append(f"node {i}: {s.describe(self._builder.sizes, name)}")
             if configs:
                 lines.append("  " + str(s.op.config).replace("\n", "\n  "))
         return "\n".join(lines)
