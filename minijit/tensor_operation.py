@@ -18,13 +18,14 @@ array) before any machine code runs, then splits the shared iteration space over
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import cffi
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from minijit import arrays, kernels, optimizer, parallel, reference
+from minijit import arrays, kernels, optimizer, packing, parallel, reference
 from minijit.arrays import Offsets
 from minijit.errors import SetupError, error_t
 from minijit.ir import TensorConfig, dim_t, exec_t, ptype_t
@@ -64,7 +65,9 @@ class TensorOperation:
             return CudaTensorOperation(**kwargs)
         return super().__new__(cls)
 
-    def __init__(self, target: str = "native", *, num_threads: int | None = None, sve_vl: int = 128) -> None:
+    def __init__(
+        self, target: str = "native", *, num_threads: int | None = None, sve_vl: int = 128, pack: bool = True
+    ) -> None:
         self.target = kernels.check_target(target)
         if num_threads is not None and (not isinstance(num_threads, int) or num_threads < 1):
             raise ValueError(f"num_threads must be a positive int, got {num_threads!r}")
@@ -78,6 +81,11 @@ class TensorOperation:
         self._iterations = 0
         self._threads = 1
         self._ranges: dict[str, tuple[int, int]] = {}
+        self.pack = bool(pack)
+        self.pack_plan: packing.PackPlan | None = None
+        self._pack_op: TensorOperation | None = None
+        self._packed: np.ndarray | None = None
+        self._lock = threading.Lock()
 
     # -- setup ---------------------------------------------------------------------------------
     def setup(
@@ -106,6 +114,7 @@ class TensorOperation:
         configuration; the operation is then left without a configuration.
         """
         self.config, self.primitives, self.nest, self._loopnest = None, {}, None, None
+        self.pack_plan, self._pack_op, self._packed = None, None, None
         lists = (dim_types, exec_types, dim_sizes, strides_in0, strides_in1, strides_out)
         config = TensorConfig.from_lists(dtype, prim_first, prim_main, prim_last, *lists)
         if optimize is None:
@@ -120,9 +129,16 @@ class TensorOperation:
         return self.setup_config(config)
 
     def setup_config(self, config: TensorConfig) -> error_t:
-        """Set up from a validated `TensorConfig` (e.g. the result of `minijit.optimize`)."""
+        """Set up from a validated `TensorConfig` (e.g. the result of `minijit.optimize`).
+
+        GEMM/BRGEMM configs whose A panels would thrash L1 (or whose A is transposed) get a packed
+        A (`minijit.packing`; ``pack=False`` at construction turns that off): each ``execute``
+        first copies A into a dense buffer, and the kernels read that. ``self.config`` stays the
+        caller's configuration; ``pack_plan`` says what was packed and why."""
         config.validate_executable()
-        primitives, calls = self._primitives(config)
+        plan, pack_op = self._packing(config)
+        compiled = plan.main if plan is not None else config
+        primitives, calls = self._primitives(compiled)
         itemsize = config.dtype.itemsize
         loops = tuple(
             Loop(
@@ -131,19 +147,34 @@ class TensorOperation:
                 shared=d.exec is exec_t.shared,
                 k=d.type is dim_t.k,
             )
-            for d in config.loop_dims
+            for d in compiled.loop_dims
         )
         nest = LoopNest(loops, calls["main"], calls.get("first"), calls.get("last"))
         self._loopnest = kernels.compile_loopnest(nest, target=self.target, sve_vl=self.sve_vl)
         if self.native:  # addresses are checked by execute(); the call itself takes plain integers
             self._raw = _FFI.cast(RAW_SIGNATURE, self._loopnest.address)
         self.config, self.primitives, self.nest = config, primitives, nest
+        self.pack_plan, self._pack_op = plan, pack_op
+        self._packed = None if plan is None else np.empty(plan.elements, config.dtype.numpy)
         self._iterations = nest.iterations
         self._ranges = {t: config.offset_range(t) for t in TENSORS}
         # tiny operations run on the calling thread: a pool round trip costs ~10-20 us
         small = config.num_elements() < PARALLEL_MIN_ELEMENTS
         self._threads = 1 if small or self._iterations == 1 else self.num_threads
         return error_t.success
+
+    def _packing(self, config: TensorConfig) -> tuple[packing.PackPlan | None, TensorOperation | None]:
+        """The packing plan of in0 and the copy operation that performs it (None, None when
+        packing is off, does not pay, or the copy cannot be generated)."""
+        plan = packing.plan_packing(config) if self.pack else None
+        if plan is None:
+            return None, None
+        op = TensorOperation(self.target, num_threads=self.num_threads, sve_vl=self.sve_vl, pack=False)
+        try:
+            op.setup_config(optimizer.optimize(plan.copy, thread_target=self.num_threads))
+        except SetupError:
+            return None, None
+        return plan, op
 
     def _primitives(self, cfg: TensorConfig) -> tuple[dict[str, Any], dict[str, Call]]:
         """Generate first/main/last kernels and the calls the loop nest makes to them."""
@@ -306,6 +337,15 @@ class TensorOperation:
         accumulates into it (C += A·B for a GEMM), so initialize it or use first touch ``zero``.
         """
         in0, in1, out, a0, a1, ao = self._checked(in0, in1, out, offsets)
+        if self._pack_op is not None:
+            with self._lock:  # one packed buffer per operation
+                origin = (a0 - in0.ctypes.data) // in0.itemsize
+                self._pack_op.execute(in0, None, self._packed, offsets=(origin, 0, 0))
+                self._execute_checked(self._packed, in1, out, self._packed.ctypes.data, a1, ao)
+            return
+        self._execute_checked(in0, in1, out, a0, a1, ao)
+
+    def _execute_checked(self, in0, in1, out, a0: int, a1: int, ao: int) -> None:
         if not self.native:  # emulated: one call, the worker copies the arrays in and out
             views = [_origin_view(arr, addr) for arr, addr in ((in0, a0), (in1, a1), (out, ao))]
             self._loopnest(*views, 0, self._iterations)
@@ -324,6 +364,11 @@ class TensorOperation:
                 raise TypeError(f"{name} must be a non-negative int address, got {v!r}")
         if self.config.inputs_swapped:
             addr_in0, addr_in1 = addr_in1, addr_in0
+        if self._pack_op is not None:
+            with self._lock:
+                self._pack_op.execute_ptr(addr_in0, 0, self._packed.ctypes.data)
+                self._run(self._packed.ctypes.data, addr_in1, addr_out)
+            return
         self._run(addr_in0, addr_in1, addr_out)
 
     def _run(self, a0: int, a1: int, ao: int) -> None:
@@ -352,6 +397,15 @@ class TensorOperation:
         if self.config is None:
             raise RuntimeError("listing before a successful setup")
         parts = ["\n".join(f"// {line}" for line in [self.target, *str(self.config).splitlines()])]
+        if self.pack_plan is not None:
+            main = str(self.pack_plan.main).splitlines()[1:]
+            parts.append("\n".join(f"// {line}" for line in [self.pack_plan.describe(), "kernels run on:", *main]))
+            parts.append(
+                "\n".join(
+                    line.replace("// ", "// pack: ", 1) if line.startswith("// ") else line
+                    for line in self._pack_op.listing().splitlines()
+                )
+            )
         for name, k in {**self.primitives, "loopnest": self._loopnest}.items():
             parts.append(f"// ---- {name}: {getattr(k, 'name', name)} at {k.address:#x}\n{k.listing}")
         return "\n".join(parts)

@@ -1,0 +1,118 @@
+"""Packing of A (minijit.packing): the L1 model's decisions, and packed GEMM/BRGEMM operations on
+every target computing what the unpacked ones and numpy compute."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from minijit import TensorOperation
+from minijit.ir import TensorConfig, exec_t
+from minijit.packing import CacheGeometry, plan_packing, usable_bytes
+from tests.minijit.test_tensor_operation import TARGETS, emulated
+
+GEO = CacheGeometry(32 * 1024, 8, 64)  # 64 sets
+CACHES = (GEO, CacheGeometry(512 * 1024, 8, 64))  # the L2: 1024 sets
+
+
+def test_usable_l1_bytes_counts_the_sets_a_stride_reaches():
+    assert usable_bytes(8192, GEO) == 8 * 64  # a power of two >= 4 KiB: one set
+    assert usable_bytes(2048, GEO) == 2 * 8 * 64  # 32 lines apart: every 32nd set
+    assert usable_bytes(64 * 3, GEO) == GEO.size  # odd line stride: every set
+    assert usable_bytes(6400, GEO) == 16 * 8 * 64  # 100 lines: gcd(100, 64) = 4
+    assert usable_bytes(4100, GEO) == GEO.size  # not a line multiple: spread
+    assert usable_bytes(8192, CACHES[1]) == 8 * 8 * 64  # the L2's 1024 sets: 128 lines apart, 8 sets
+
+
+def gemm_config(m, n, k, sa, sb, sc, prims=True, main="gemm", br=None) -> TensorConfig:
+    """A GEMM (or BRGEMM with a BR dim ``br`` = (size, stride_in0, stride_in1)) with all prims."""
+    dims, execs, sizes = ["m", "n", "k"], ["prim"] * 3, [m, n, k]
+    s0, s1, so = [sa[0], 0, sa[1]], [0, sb[1], sb[0]], [sc[0], sc[1], 0]
+    if br is not None:
+        dims, execs, sizes = ["k", *dims], ["prim", *execs], [br[0], *sizes]
+        s0, s1, so = [br[1], *s0], [br[2], *s1], [0, *so]
+    execs = execs if prims else ["undefined"] * len(dims)
+    return TensorConfig.from_lists("fp32", "none", main, "none", dims, execs, sizes, s0, s1, so)
+
+
+def test_plan_packs_thrashing_and_transposed_panels_only():
+    # column-major 2048^3 prims: K columns 8 KiB apart, one L1 set: packed, M innermost
+    big = gemm_config(256, 256, 256, (1, 2048), (1, 2048), (1, 2048))
+    plan = plan_packing(big, CACHES)
+    assert plan is not None and plan.elements == 256 * 256
+    assert [(d.stride_in0) for d in plan.main.dims] == [1, 0, 256]
+    assert "of L1" in plan.describe()
+    # a panel deeper than L1 (K 256 x 256 B = 64 KiB) with columns 16 KiB apart: packed
+    deep = plan_packing(gemm_config(256, 256, 256, (1, 4096), (1, 4096), (1, 4096)), CACHES)
+    assert deep is not None
+    # the same with an odd leading dimension: the columns spread over the sets, no packing
+    assert plan_packing(gemm_config(256, 256, 256, (1, 2049), (1, 2049), (1, 2049)), CACHES) is None
+    # too little reuse (prim N < 16): no packing
+    assert plan_packing(gemm_config(256, 8, 256, (1, 2048), (1, 2048), (1, 2048)), CACHES) is None
+    # transposed A (unit stride in K): always packed, whatever the stride
+    t = plan_packing(gemm_config(64, 32, 48, (48, 1), (1, 48), (1, 64)), CACHES)
+    assert t is not None and "transposed" in t.reason and t.main.dims[0].stride_in0 == 1
+    # BRGEMM: the BR dim is packed outside K
+    b = plan_packing(gemm_config(64, 32, 64, (1, 1024), (1, 64), (1, 64), main="brgemm", br=(3, 65536, 4096)), CACHES)
+    assert b is not None and [d.stride_in0 for d in b.main.dims] == [64 * 64, 1, 0, 64]
+    # unary ops and configs without prims: never
+    assert plan_packing(gemm_config(256, 256, 256, (1, 2048), (1, 2048), (1, 2048), prims=False), CACHES) is None
+
+
+CASES = {
+    # (m, n, k, A strides (m, k), B strides (k, n), C strides (m, n), buffer sizes, brgemm)
+    "pow2-lda": (8, 20, 32, (1, 1024), (1, 32), (1, 8), None),
+    "transposed-a": (12, 18, 10, (10, 1), (1, 10), (1, 12), None),
+    "brgemm": (8, 17, 32, (1, 1024), (1, 32), (1, 8), (2, 32768, 544)),
+}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("touches", [("none", "none"), ("zero", "relu")])
+def test_packed_operations_compute_what_unpacked_ones_do(target, case, touches):
+    m, n, k, sa, sb, sc, br = CASES[case]
+    main = "brgemm" if br else "gemm"
+    cfg = gemm_config(m, n, k, sa, sb, sc, main=main, br=br)
+    args = (
+        "fp32", touches[0], main, touches[1], [d.type.name for d in cfg.dims], [d.exec.name for d in cfg.dims],
+        [d.size for d in cfg.dims], *([d.strides[t] for d in cfg.dims] for t in range(3)),
+    )  # fmt: skip
+    rng = np.random.default_rng(len(case))
+    ops = {p: TensorOperation(target, num_threads=2, pack=p) for p in (True, False)}
+    for op in ops.values():
+        op.setup(*args)
+    assert ops[True].pack_plan is not None and ops[False].pack_plan is None
+    assert ops[True].config == ops[False].config  # the caller's configuration either way
+    sizes = [op_range[1] + 1 for op_range in (ops[True].config.offset_range(t) for t in ("in0", "in1", "out"))]
+    a, b = rng.uniform(-1, 1, sizes[0]).astype(np.float32), rng.uniform(-1, 1, sizes[1]).astype(np.float32)
+    c0 = rng.uniform(-1, 1, sizes[2]).astype(np.float32)
+    got = {}
+    for p, op in ops.items():
+        got[p] = c0.copy()
+        op.execute(a, b, got[p])
+    np.testing.assert_allclose(got[True], got[False], rtol=1e-5, atol=1e-5)
+    ref = c0.copy()
+    ops[True].execute_iter(a, b, ref)
+    np.testing.assert_allclose(got[True], ref, rtol=1e-4, atol=1e-4)
+    if not emulated(target):  # execute_ptr packs too
+        c = c0.copy()
+        ops[True].execute_ptr(a.ctypes.data, b.ctypes.data, c.ctypes.data)
+        np.testing.assert_array_equal(c, got[True])
+    text = ops[True].listing()
+    assert "pack in0" in text and "// pack: " in text and "// //" not in text
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_row_major_numpy_gemm_is_packed_and_right(target):
+    """A C-order GEMM through the optimizer (swapped operands) with a power-of-two size."""
+    n = 64 if emulated(target) else 256
+    op = TensorOperation(target, num_threads=2)
+    op.setup("fp32", "zero", "gemm", "none", "mnk", ("undefined",) * 3, (n, n, 32), (32, 0, 1), (0, 1, n), (n, 1, 0))
+    rng = np.random.default_rng(2)
+    A, B = rng.uniform(-1, 1, (n, 32)).astype(np.float32), rng.uniform(-1, 1, (32, n)).astype(np.float32)
+    C = np.full((n, n), np.nan, np.float32)
+    op.execute(A, B, C)
+    np.testing.assert_allclose(C, A.astype(np.float64) @ B, rtol=1e-4, atol=1e-4)
+    assert op.config.inputs_swapped
+    assert all(d.exec is not exec_t.undefined for d in op.config.dims)
