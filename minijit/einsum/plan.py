@@ -177,6 +177,10 @@ class _Builder:
                     sb, b_ids = s, new
         if out_ids and out_ids[-1] in b_ids and out_ids[-1] not in a_ids:
             sa, a_ids, sb, b_ids = sb, b_ids, sa, a_ids
+        # a batch index innermost in the result leaves the kernel 1-wide blocks: A should hold an M index
+        inner_batch = bool(out_ids) and out_ids[-1] in a_ids and out_ids[-1] in b_ids
+        if inner_batch and not any(c in o and c not in b_ids for c in a_ids):
+            sa, a_ids, sb, b_ids = sb, b_ids, sa, a_ids
         a, b = set(a_ids), set(b_ids)
         batch = [c for c in out_ids if c in a and c in b]
         ks = [c for c in a_ids if c in b and c not in o]
@@ -184,6 +188,8 @@ class _Builder:
         n = [c for c in out_ids if c in b and c not in a]
         canon_a, canon_b, canon_o = (*batch, *ks, *m), (*batch, *n, *ks), (*batch, *n, *m)
         tries = []
+        if inner_batch and m:  # compute with the batch outermost, then one permute of the result
+            tries.append((a_ids if a_ids[-1] in m else canon_a, b_ids, canon_o))
         if m and a_ids[-1] not in m:  # a transposed A runs far slower than a copy of A: move M innermost
             tries.append((tuple(c for c in a_ids if c not in m) + tuple(m), b_ids, out_ids))
         for t in [
