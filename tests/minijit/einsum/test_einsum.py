@@ -181,3 +181,26 @@ LARGER = [
 def test_larger_sizes(subs, shapes, dtype):
     ops = operands(shapes, dtype, seed=7)
     assert_close(minijit.einsum(subs, *ops), subs, ops, dtype)
+
+
+def test_plan_runs_without_replanning_or_rejit(monkeypatch):
+    from minijit import TensorOperation
+    from minijit.einsum import plan as plan_mod
+
+    shapes = [(12, 7), (7, 9), (9, 5)]
+    plan = minijit.EinsumPlan("ij,jk,kl->il", *shapes, dtype=np.float64)
+    n_ops = len(plan_mod._OPS)
+
+    def no_setup(*args, **kwargs):
+        raise AssertionError("setup called while running a plan")
+
+    monkeypatch.setattr(TensorOperation, "setup", no_setup)
+    monkeypatch.setattr(plan_mod, "parse_subscripts", no_setup)
+    for seed in range(3):
+        ops = operands(shapes, np.float64, seed)
+        assert_close(plan(*ops), "ij,jk,kl->il", ops, np.float64)
+    # the same expression again: every node's TensorOperation comes from the cache
+    monkeypatch.undo()
+    again = minijit.EinsumPlan("ij,jk,kl->il", *shapes, dtype=np.float64)
+    assert len(plan_mod._OPS) == n_ops
+    assert [s.op for s in again.steps] == [s.op for s in plan.steps]
