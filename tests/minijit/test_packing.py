@@ -69,13 +69,18 @@ CASES = {
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("case", sorted(CASES))
-@pytest.mark.parametrize("touches", [("none", "none"), ("zero", "relu")])
-def test_packed_operations_compute_what_unpacked_ones_do(target, case, touches):
+@pytest.mark.parametrize(
+    "touches,dtype", [(("none", "none"), "fp32"), (("zero", "relu"), "fp32"), (("none", "none"), "fp64")]
+)
+def test_packed_operations_compute_what_unpacked_ones_do(target, case, touches, dtype):
     m, n, k, sa, sb, sc, br = CASES[case]
+    if dtype == "fp64":  # the same thrashing in bytes: half the elements between the columns
+        sa = tuple(s // 2 if s > 64 else s for s in sa)
+        br = None if br is None else (br[0], br[1] // 2, br[2])
     main = "brgemm" if br else "gemm"
     cfg = gemm_config(m, n, k, sa, sb, sc, main=main, br=br)
     args = (
-        "fp32", touches[0], main, touches[1], [d.type.name for d in cfg.dims], [d.exec.name for d in cfg.dims],
+        dtype, touches[0], main, touches[1], [d.type.name for d in cfg.dims], [d.exec.name for d in cfg.dims],
         [d.size for d in cfg.dims], *([d.strides[t] for d in cfg.dims] for t in range(3)),
     )  # fmt: skip
     rng = np.random.default_rng(len(case))
@@ -85,8 +90,9 @@ def test_packed_operations_compute_what_unpacked_ones_do(target, case, touches):
     assert ops[True].pack_plan is not None and ops[False].pack_plan is None
     assert ops[True].config == ops[False].config  # the caller's configuration either way
     sizes = [op_range[1] + 1 for op_range in (ops[True].config.offset_range(t) for t in ("in0", "in1", "out"))]
-    a, b = rng.uniform(-1, 1, sizes[0]).astype(np.float32), rng.uniform(-1, 1, sizes[1]).astype(np.float32)
-    c0 = rng.uniform(-1, 1, sizes[2]).astype(np.float32)
+    t = np.float32 if dtype == "fp32" else np.float64
+    a, b = rng.uniform(-1, 1, sizes[0]).astype(t), rng.uniform(-1, 1, sizes[1]).astype(t)
+    c0 = rng.uniform(-1, 1, sizes[2]).astype(t)
     got = {}
     for p, op in ops.items():
         got[p] = c0.copy()
