@@ -40,6 +40,11 @@ def test_random_expressions_emulated(target, expr, dtype):
     subs, shapes = expr
     ops = operands(shapes, dtype)
     assert_close(minijit.einsum(subs, *ops, target=target), subs, ops, dtype)
+    plan = minijit.EinsumPlan(subs, *shapes, dtype=dtype, target=target)  # reused with new arrays
+    ops = operands(shapes, dtype, seed=1)
+    out = np.full(plan.out_shape, np.nan, dtype)
+    assert plan(*ops, out=out) is out
+    assert_close(out, subs, ops, dtype)
 
 
 @settings(max_examples=examples(60))
