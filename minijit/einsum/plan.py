@@ -262,6 +262,7 @@ class EinsumPlan:
     greedy, "greedy", "optimal", False = left to right, or an explicit numpy-style path list),
     lays out the intermediates, sets up one `TensorOperation` per node (shared through a cache
     keyed by configuration) and allocates the intermediates once. ``print(plan)`` shows the tree.
+    A plan owns its intermediates: run one plan from one thread at a time.
     """
 
     def __init__(
@@ -535,6 +536,12 @@ class EinsumPlan:
 
     # -- printing ------------------------------------------------------------------------------
     @property
+    def intermediate_bytes(self) -> int:
+        """Bytes of the buffers the plan owns (intermediates and ones tensors)."""
+        own = sum(x.nbytes for x in self._buffers if x is not None)
+        return own + sum(s.ones.nbytes for s in self.steps if s.ones is not None)
+
+    @property
     def flops(self) -> int:
         return sum(s.op.config.flops() for s in getattr(self, "steps", []))
 
@@ -634,10 +641,14 @@ def einsum(subscripts: str, *operands, out=None, optimize: Any = True, target: s
     plan = _PLANS.get(key)
     if plan is None:
         plan = EinsumPlan(subscripts, *[x.shape for x in arrays], dtype=dt, target=target, optimize=optimize)
-        if len(_PLANS) > 256:
-            _PLANS.clear()
-        _PLANS[key] = plan
+        if plan.intermediate_bytes <= PLAN_CACHE_MAX_BYTES:  # a plan keeps its intermediates
+            if len(_PLANS) >= PLAN_CACHE_SIZE:
+                _PLANS.pop(next(iter(_PLANS)))  # oldest first
+            _PLANS[key] = plan
     return plan.execute(*arrays, out=out)
 
 
 _PLANS: dict[tuple, EinsumPlan] = {}
+#: einsum() keeps up to this many plans, each only when its intermediates take at most PLAN_CACHE_MAX_BYTES
+PLAN_CACHE_SIZE = 128
+PLAN_CACHE_MAX_BYTES = 64 << 20
