@@ -144,9 +144,10 @@ class _Builder:
             dims,
         )  # fmt: skip
 
-    def reduce(self, slot: int, ids, drop, out_slot: int | None = None) -> tuple[int, tuple[str, ...]]:
+    def reduce(self, slot: int, ids, drop, out_slot: int | None = None, order=None) -> tuple[int, tuple[str, ...]]:
+        """Sum ``drop`` out of tensor ``ids``; the result in ``order`` (default: ``ids`` without ``drop``)."""
         ids = tuple(ids)
-        out_ids = tuple(c for c in ids if c not in drop)
+        out_ids = tuple(order) if order is not None else tuple(c for c in ids if c not in drop)
         red = tuple(c for c in ids if c in drop)
         if out_slot is None:
             out_slot = self.new_slot(out_ids)
@@ -166,21 +167,23 @@ class _Builder:
         """Steps computing tensor ``out_ids`` (C order) from tensors in slots ``sa``/``sb``."""
         a_ids, b_ids, out_ids = tuple(a_ids), tuple(b_ids), tuple(out_ids)
         o = set(out_ids)
-        for which in (0, 1):
-            x_ids, y_ids = (a_ids, b_ids) if which == 0 else (b_ids, a_ids)
-            drop = [c for c in x_ids if c not in o and c not in y_ids]
-            if drop:
-                s, new = self.reduce(sa if which == 0 else sb, x_ids, drop)
-                if which == 0:
-                    sa, a_ids = s, new
-                else:
-                    sb, b_ids = s, new
-        if out_ids and out_ids[-1] in b_ids and out_ids[-1] not in a_ids:
-            sa, a_ids, sb, b_ids = sb, b_ids, sa, a_ids
+        # indices only one operand has and the result drops are summed out first (a reduce node)
+        drop_a = [c for c in a_ids if c not in o and c not in b_ids]
+        drop_b = [c for c in b_ids if c not in o and c not in a_ids]
+        ka = [c for c in a_ids if c not in drop_a]
+        kb = [c for c in b_ids if c not in drop_b]
+        swap = bool(out_ids) and out_ids[-1] in kb and out_ids[-1] not in ka
         # a batch index innermost in the result leaves the kernel 1-wide blocks: A should hold an M index
-        inner_batch = bool(out_ids) and out_ids[-1] in a_ids and out_ids[-1] in b_ids
-        if inner_batch and not any(c in o and c not in b_ids for c in a_ids):
-            sa, a_ids, sb, b_ids = sb, b_ids, sa, a_ids
+        inner_batch = bool(out_ids) and out_ids[-1] in ka and out_ids[-1] in kb
+        if inner_batch and not any(c in o and c not in kb for c in ka):
+            swap = True
+        if swap:
+            sa, a_ids, sb, b_ids, drop_a, drop_b, ka, kb = sb, b_ids, sa, a_ids, drop_b, drop_a, kb, ka
+        if drop_a:  # write the reduced A with its M indices innermost, as the GEMM reads A fastest
+            m_a = [c for c in out_ids if c in ka and c not in kb]
+            sa, a_ids = self.reduce(sa, a_ids, drop_a, order=[c for c in ka if c not in m_a] + m_a)
+        if drop_b:
+            sb, b_ids = self.reduce(sb, b_ids, drop_b, order=kb)
         a, b = set(a_ids), set(b_ids)
         batch = [c for c in out_ids if c in a and c in b]
         ks = [c for c in a_ids if c in b and c not in o]
@@ -368,11 +371,8 @@ class EinsumPlan:
             self._single(b, ins[0], out_ids)
             self._finish(b)
             return
-        for i, ids in enumerate(ins):
-            drop = [c for c in ids if counts[c] == 1 and c not in out_ids]
-            if drop:
-                slots[i], ins[i] = b.reduce(i, ids, drop)
-        sets = [frozenset(x) for x in ins]
+        # (contract() sums them out right before their first use, in the layout that node reads)
+        sets = [frozenset(c for c in x if counts[c] > 1 or c in out_ids) for x in ins]
         isz = self.dtype.itemsize
         if isinstance(optimize, (list, tuple)):
             path = [tuple(p) for p in optimize if p != "einsum_path"]
@@ -415,7 +415,8 @@ class EinsumPlan:
             raise ValueError(f"einsum: path {path} leaves {len(nodes)} operands, not one")
         root = nodes[0]
         del leaf_ids
-        orders = _layout(root, out_ids, ids_of, {i: ins[i] for i in range(n)}, batch_of)
+        leaf_order = {i: tuple(c for c in ins[i] if c in sets[i]) for i in range(n)}
+        orders = _layout(root, out_ids, ids_of, leaf_order, batch_of)
 
         def emit(node, out_slot=None) -> tuple[int, tuple[str, ...]]:
             if not isinstance(node, tuple):
