@@ -632,6 +632,19 @@ def einsum(subscripts: str, *operands, out=None, optimize: Any = True, target: s
     else:
         dt = _dtype(dtype)
     dt = _dtype(dt)
+    # a transposed / Fortran-order operand is a C-contiguous array with its indices in another
+    # order: relabel instead of copying (other strided views are copied by execute)
+    if any(not x.flags.c_contiguous for x in arrays):
+        expr = parse_subscripts(subscripts, *arrays)  # errors name the caller's operands
+        subs = list(expr.inputs)
+        for i, x in enumerate(arrays):
+            if x.flags.c_contiguous:
+                continue
+            perm = sorted(range(x.ndim), key=lambda ax, x=x: -abs(x.strides[ax]))
+            y = x.transpose(perm)
+            if y.flags.c_contiguous:
+                arrays[i], subs[i] = y, "".join(subs[i][ax] for ax in perm)
+        subscripts = ",".join(subs) + "->" + expr.output
     key = (
         subscripts,
         tuple(x.shape for x in arrays),

@@ -209,3 +209,22 @@ def test_plan_runs_without_replanning_or_rejit(monkeypatch):
     again = minijit.EinsumPlan("ij,jk,kl->il", *shapes, dtype=np.float64)
     assert len(plan_mod._OPS) == n_ops
     assert [s.op for s in again.steps] == [s.op for s in plan.steps]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_transposed_and_fortran_inputs_are_relabelled_not_copied(dtype, monkeypatch):
+    rng = np.random.default_rng(8)
+    a_t = rng.random((20, 30)).astype(dtype).T  # (30, 20), a transposed view
+    a_f = rng.random((30, 20)).astype(dtype).T  # (20, 30), a transposed view
+    b = np.asfortranarray(rng.random((20, 10, 6)).astype(dtype))
+    c = rng.random((6, 5, 4)).astype(dtype).transpose(2, 0, 1)  # (4, 6, 5), strides permuted
+    strided = rng.random((60, 20)).astype(dtype)[::2]  # not a permutation of a C array
+    copies = []
+    real = np.ascontiguousarray
+    monkeypatch.setattr(np, "ascontiguousarray", lambda x, *a, **k: copies.append(x.shape) or real(x, *a, **k))
+    for subs, x in (("ij,jkl,mln->imn", a_t), ("ji,jkl,mln", a_f)):  # explicit and implicit outputs
+        got = minijit.einsum(subs, x, b, c)
+        assert not copies
+        assert_close(got, subs, [x, b, c], dtype)
+    assert_close(minijit.einsum("ij,jkl->ikl", strided, b), "ij,jkl->ikl", [strided, b], dtype)
+    assert copies  # copied, and still right
