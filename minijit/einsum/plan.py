@@ -397,8 +397,8 @@ class EinsumPlan:
         keep_nodes = []
         for i, j in path:
             i, j = sorted((i, j))
-            if j >= len(nodes):
-                raise ValueError(f"einsum: path step {(i, j)} names an operand that does not exist")
+            if j >= len(nodes) or i < 0 or i == j:
+                raise ValueError(f"einsum: path step {(i, j)} must name two different operands of {len(nodes)}")
             nb, na = nodes.pop(j), nodes.pop(i)
             sb, sa = live.pop(j), live.pop(i)
             need = set(out_ids)

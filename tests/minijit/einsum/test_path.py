@@ -106,5 +106,6 @@ def test_contract_path_and_explicit_paths():
         np.testing.assert_allclose(minijit.einsum(subs, *ops, optimize=method), ref, rtol=1e-12)
     with pytest.raises(ValueError, match="optimize"):
         minijit.einsum(subs, *ops, optimize="fastest")
-    with pytest.raises(ValueError, match="path"):
-        minijit.einsum(subs, *ops, optimize=[(0, 5), (0, 1), (0, 1)])
+    for bad in ([(0, 5), (0, 1), (0, 1)], [(1, 1), (0, 1), (0, 1)], [(0, 1), (0, 1)]):
+        with pytest.raises(ValueError, match="path"):
+            minijit.einsum(subs, *ops, optimize=bad)
