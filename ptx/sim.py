@@ -775,6 +775,18 @@ def _cvta(c: _Cta, ins: Instr, exe) -> None:
     c.put(d.name, v, t, exe)
 
 
+#: NaN results of f32 arithmetic and of narrowing cvt, as the hardware writes them (H100, CUDA 13:
+#: add/mul/div.rn.f32 give 0x7fffffff, cvt.rn.f16.f32 and cvt.rn.bf16.f32 give 0x7fff), not
+#: numpy's payload-preserving NaN. min/max, copies and sign operations keep their input bits.
+CANONICAL_NAN = {"f32": 0x7FFFFFFF, "f16": 0x7FFF, "bf16": 0x7FFF}
+_NAN_F32 = np.uint32(CANONICAL_NAN["f32"]).view(np.float32)
+
+
+def _narrow_bits(v: np.ndarray, t: str, n: int) -> np.ndarray:
+    """Bits of f32 values ``v`` rounded to f16/bf16, NaN as the canonical NaN."""
+    return np.where(np.isnan(np.broadcast_to(v, (n,))), _U64(CANONICAL_NAN[t]), _to_bits(v, t, n))
+
+
 def _arith(c: _Cta, ins: Instr, exe) -> None:
     op, t = ins.op, _type(ins)
     mods = ins.mods
@@ -805,6 +817,8 @@ def _arith(c: _Cta, ins: Instr, exe) -> None:
                 r = (a.astype(np.float64) * b + cc).astype(a.dtype) if t != "f64" else a * b + cc
             else:
                 c.fail(ins, f"{op}.{t} is not supported")
+        if t == "f32" and op not in ("min", "max"):
+            r = np.where(np.isnan(r), _NAN_F32, r)
         if "sat" in mods:
             r = np.where(np.isnan(r), 0, np.clip(r, 0, 1))
         c.put(d.name, r, t, exe)
@@ -945,7 +959,7 @@ def _cvt(c: _Cta, ins: Instr, exe) -> None:
         if "relu" in mods:
             hi, lo = (np.where(np.isnan(v), v, np.maximum(v, 0)) for v in (hi, lo))
         one = "f16" if dt == "f16x2" else "bf16"
-        bh, bl = _to_bits(hi, one, c.n), _to_bits(lo, one, c.n)
+        bh, bl = _narrow_bits(hi, one, c.n), _narrow_bits(lo, one, c.n)
         c.put(d.name, (bh << _U64(16)) | bl, "b32", exe)
         return
     v = c.get(ins, srcs[0], at, exe)
@@ -961,6 +975,9 @@ def _cvt(c: _Cta, ins: Instr, exe) -> None:
         r = np.asarray(v, np.float32 if at != "f64" else np.float64)
         if "sat" in mods:
             r = np.where(np.isnan(r), 0, np.clip(r, 0, 1))
+        if dt in ("f16", "bf16") and at == "f32":
+            c.put_raw(d.name, _narrow_bits(r, dt, c.n), exe)
+            return
         c.put(d.name, r, dt, exe)
         return
     if T.is_float(at):  # float -> int: round, saturate, NaN -> 0

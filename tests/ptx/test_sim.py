@@ -165,6 +165,7 @@ def _f32(seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     x = (rng.standard_normal(N) * 10.0 ** rng.integers(-6, 6, N)).astype(np.float32)
     x[:10] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, 65504.0, 65520.0, 3.0e38, 1e-40]
+    x[10:12] = np.array([0x7FC00123, 0xFFC00000], np.uint32).view(np.float32)  # NaNs with other payloads
     return x
 
 
@@ -200,15 +201,30 @@ def _cvt(dtype, atype, rnd):
     return emit
 
 
+def _canon32(f):
+    """f32 arithmetic as the GPU does it: a NaN result is the canonical NaN 0x7fffffff (H100)."""
+
+    def ref(a, b):
+        r = np.asarray(f(a, b), np.float32)
+        return np.where(np.isnan(r), np.uint32(0x7FFFFFFF).view(np.float32), r)
+
+    return ref
+
+
+def _canon16(f):
+    """A narrowing cvt as the GPU does it: NaN becomes 0x7fff (f16 and bf16, H100)."""
+    return lambda a, b: np.where(np.isnan(a), np.uint16(0x7FFF), f(a, b))
+
+
 FLOAT_OPS = {
-    "add.f32": ("f32", lambda k, d, a, b: k.add(d, a, b), lambda a, b: a + b),
-    "mul.f32": ("f32", lambda k, d, a, b: k.mul(d, a, b), lambda a, b: a * b),
+    "add.f32": ("f32", lambda k, d, a, b: k.add(d, a, b), _canon32(lambda a, b: a + b)),
+    "mul.f32": ("f32", lambda k, d, a, b: k.mul(d, a, b), _canon32(lambda a, b: a * b)),
     "min.f32": ("f32", lambda k, d, a, b: k.min(d, a, b), np.fmin),
     "max.f32": ("f32", lambda k, d, a, b: k.max(d, a, b), np.fmax),
-    "div.rn.f32": ("f32", lambda k, d, a, b: k.div(d, a, b, rnd="rn"), lambda a, b: a / b),
+    "div.rn.f32": ("f32", lambda k, d, a, b: k.div(d, a, b, rnd="rn"), _canon32(lambda a, b: a / b)),
     "cvt.rna.tf32.f32": ("b32", _cvt("tf32", "f32", "rna"), lambda a, b: _tf32_ref(a).view(np.uint32)),
-    "cvt.rn.bf16.f32": ("b16", _cvt("bf16", "f32", "rn"), lambda a, b: _bf16_ref(a)),
-    "cvt.rn.f16.f32": ("b16", _cvt("f16", "f32", "rn"), lambda a, b: a.astype(np.float16).view(np.uint16)),
+    "cvt.rn.bf16.f32": ("b16", _cvt("bf16", "f32", "rn"), _canon16(lambda a, b: _bf16_ref(a))),
+    "cvt.rn.f16.f32": ("b16", _cvt("f16", "f32", "rn"), _canon16(lambda a, b: a.astype(np.float16).view(np.uint16))),
     "cvt.rzi.s32.f32": ("s32", _cvt("s32", "f32", "rzi"), None),
 }
 
