@@ -35,6 +35,9 @@ __all__ = ["EinsumPlan", "contract_path", "einsum"]
 
 _DTYPES = {np.dtype(np.float32): "fp32", np.dtype(np.float64): "fp64"}
 _OPS: dict[tuple, Any] = {}
+#: contraction nodes below this many flops run on one thread unless the plan names num_threads (on
+#: the 2-core host a 128^3 GEMM took 89 us on one thread, 225 us split over two; even at 256^3)
+SMALL_GEMM_FLOPS = 1 << 25
 _OPS_LOCK = threading.Lock()
 
 
@@ -111,8 +114,11 @@ class _Builder:
         sizes = [self.sizes[c] for c in dims]
         exec_types = ["undefined"] * len(dims)
         first = "zero" if main == "gemm" else "none"
+        threads = self.num_threads
+        if threads is None and main == "gemm" and 2 * math.prod(sizes) < SMALL_GEMM_FLOPS:
+            threads = 1
         return cached_op(
-            self.target, self.num_threads, _DTYPES[self.dtype], first, main, "none", types, exec_types, sizes,
+            self.target, threads, _DTYPES[self.dtype], first, main, "none", types, exec_types, sizes,
             st0, st1, sto,
         )  # fmt: skip
 
