@@ -216,6 +216,26 @@ def bench_one(case: dict[str, Any], dtype: str, threads: int, reps: int, blas: B
     return row
 
 
+def plan_overhead(dtype: str, threads: int) -> dict[str, float]:
+    """Microseconds per call of a tiny 2-operand plan, of its single node's ``execute_ptr`` (the
+    kernel call itself) and of ``minijit.einsum`` (plan cache lookup included); medians of 2000."""
+    import minijit
+
+    rng = np.random.default_rng(0)
+    a, b = (rng.random((8, 8)).astype(dtype) for _ in range(2))
+    c = np.empty((8, 8), dtype)
+    plan = minijit.EinsumPlan("ij,jk->ik", a.shape, b.shape, dtype=dtype, num_threads=threads)
+    (op,) = [s.op for s in plan.steps]
+    ((_, s0, s1, _),) = plan._ptr_calls
+    args = {0: a.ctypes.data, 1: b.ctypes.data}
+    a0, a1, ao = args[s0], args[s1], c.ctypes.data
+    return {
+        "plan_us": timeit(lambda: plan(a, b, out=c), 2000) * 1e6,
+        "node_us": timeit(lambda: op.execute_ptr(a0, a1, ao), 2000) * 1e6,
+        "einsum_us": timeit(lambda: minijit.einsum("ij,jk->ik", a, b), 2000) * 1e6,
+    }
+
+
 def geomean(xs: list[float]) -> float | None:
     xs = [x for x in xs if x > 0]
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
@@ -248,6 +268,7 @@ def bench(
         ratios = [p["ratio"] for r in rows if r["kind"] == kind for p in r["peers"] if p["name"] == "numpy.einsum"]
         summary[kind] = geomean(ratios)
     table = report.cpu_table(rows)
+    over = plan_overhead(np_dtype, threads)
     lines = [
         table,
         "",
@@ -255,6 +276,9 @@ def bench(
         + (f"{summary['real']:.2f}x" if summary["real"] else "-")
         + ", random "
         + (f"{summary['random']:.2f}x" if summary["random"] else "-"),
+        f"plan reuse overhead (ij,jk->ik, 8x8x8): plan(A, B, out=C) {over['plan_us']:.1f} us, its one node's"
+        f" execute_ptr {over['node_us']:.1f} us, overhead {over['plan_us'] - over['node_us']:.1f} us;"
+        f" minijit.einsum() {over['einsum_us']:.1f} us",
         "",
         "expressions:",
         *(f"- {r['config']}: `{r['subscripts']}` shapes {r['shapes']} ({r['description']})" for r in rows),
@@ -272,7 +296,7 @@ def bench(
             "quick": quick,
             "blas_threads_control": blas.how,
         },
-        "summary": {"geomean_ratio_real": summary["real"], "geomean_ratio_random": summary["random"]},
+        "summary": {"geomean_ratio_real": summary["real"], "geomean_ratio_random": summary["random"], **over},
         "wall_s": round(time.perf_counter() - started, 1),
         "results": rows,
     }

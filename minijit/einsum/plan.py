@@ -483,9 +483,6 @@ class EinsumPlan:
         self._finish(b)
 
     # -- running -------------------------------------------------------------------------------
-    def __call__(self, *operands, out: np.ndarray | None = None) -> np.ndarray:
-        return self.execute(*operands, out=out)
-
     def execute(self, *operands, out: np.ndarray | None = None) -> np.ndarray:
         """Run the plan on ``operands`` (shapes and dtype as planned); returns ``out`` or a new array."""
         if len(operands) != len(self.shapes):
@@ -540,6 +537,8 @@ class EinsumPlan:
             np.copyto(out, result, casting="same_kind")
             return out
         return result
+
+    __call__ = execute  # plan(*operands, out=None): no extra Python frame per call
 
     # -- printing ------------------------------------------------------------------------------
     @property
