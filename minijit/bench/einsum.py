@@ -15,6 +15,7 @@ the numpy ratios over the real and over the random rows.
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -216,6 +217,17 @@ def bench_one(case: dict[str, Any], dtype: str, threads: int, reps: int, blas: B
     return row
 
 
+#: a 1-minute load average above this (a core's worth of other work on 2 cores) marks a busy host
+BUSY_LOAD = 0.8
+
+
+def _load() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):
+        return None
+
+
 def plan_overhead(dtype: str, threads: int) -> dict[str, float]:
     """Microseconds per call of a tiny 2-operand plan, of its single node's ``execute_ptr`` (the
     kernel call itself) and of ``minijit.einsum`` (plan cache lookup included); medians of 2000."""
@@ -255,6 +267,7 @@ def bench(
     all_cases = cases(quick) + random_cases(2 if quick else 4)
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
+    load_start = _load()
     for i, case in enumerate(all_cases):
         progress(f"[{i + 1}/{len(all_cases)}] {case['name']} ...")
         rows.append(bench_one(case, np_dtype, threads, reps, blas))
@@ -284,6 +297,13 @@ def bench(
         *(f"- {r['config']}: `{r['subscripts']}` shapes {r['shapes']} ({r['description']})" for r in rows),
     ]
     header = [f"# minijit bench --einsum: {hw['cpu'] or hw['isa']}, {hw['cores']} cores, {dtype}, threads {threads}"]
+    load_end = _load()
+    busy = max(load_start or 0.0, load_end or 0.0) > BUSY_LOAD
+    if busy:
+        header.append(
+            f"# warning: the host was busy (1-min load average {load_start} at start, {load_end} at end):"
+            " other processes distort these ratios (numpy's BLAS threads suffer most)"
+        )
     ok = all(r["check"]["ok"] for r in rows)
     result = {
         **report.meta(command),
@@ -308,5 +328,6 @@ def bench(
         f" target {hw['native_target']}",
         f"versions: {', '.join(f'{k} {v}' for k, v in result['versions'].items())}",
         f"wall time: {result['wall_s']} s",
+        f"1-min load average at start / end: {load_start} / {load_end}" + (" (busy host)" if busy else ""),
     ]
     return report.Report(header, lines, result, ok, f"einsum_{date}.md", "minijit bench --einsum", facts)
