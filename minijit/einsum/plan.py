@@ -9,6 +9,8 @@ Node kinds:
 * ``reduce``: indices that occur in one tensor only and not in its result are summed out by a
   contraction with a ones tensor (a GEMV through the same kernels).
 * ``permute``: the unary ``copy`` primitive (a transposing copy) where a layout must change.
+* ``multiply``: a product without summed indices whose result has a batch index innermost runs
+  on the binary ``mul`` primitive (broadcasting through stride 0) instead of 1-wide GEMM blocks.
 
 Intermediate layouts are chosen top-down (einsum_ir's approach): the result's order is fixed; each
 child is laid out with the batch (c) indices outermost, then so that the kernel reads it without
@@ -78,7 +80,7 @@ def _strides(ids: tuple[str, ...], sizes: dict[str, int]) -> dict[str, int]:
 
 @dataclass
 class Step:
-    kind: str  # contract | reduce | permute
+    kind: str  # contract | reduce | permute | multiply
     op: Any
     slots: tuple[int, int | None, int]  # in0, in1 (None: none; -1: the node's ones), out
     ids: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
@@ -115,7 +117,7 @@ class _Builder:
         exec_types = ["undefined"] * len(dims)
         first = "zero" if main == "gemm" else "none"
         threads = self.num_threads
-        if threads is None and main == "gemm" and 2 * math.prod(sizes) < SMALL_GEMM_FLOPS:
+        if threads is None and main in ("gemm", "mul") and 2 * math.prod(sizes) < SMALL_GEMM_FLOPS:
             threads = 1
         return cached_op(
             self.target, threads, _DTYPES[self.dtype], first, main, "none", types, exec_types, sizes,
@@ -149,6 +151,27 @@ class _Builder:
             "gemm", types, [sa.get(c, 0) for c in dims], [sb.get(c, 0) for c in dims], [so.get(c, 0) for c in dims],
             dims,
         )  # fmt: skip
+
+    def _multiply(self, sa: int, a_ids, sb: int, b_ids, out_ids, out_slot: int | None) -> int | None:
+        """``out = a * b`` (no summed index) with the result's unit-stride index, which both operands
+        hold, innermost in all three (the binary kernel's rule); None when setup refuses it."""
+        x = out_ids[-1]
+        ta = tuple(c for c in a_ids if c != x) + (x,)
+        tb = tuple(c for c in b_ids if c != x) + (x,)
+        s0, s1, so = (_strides(t, self.sizes) for t in (ta, tb, out_ids))
+        dims = list(out_ids)
+        try:
+            op = self._op(
+                "mul", ["c"] * len(dims), [s0.get(c, 0) for c in dims], [s1.get(c, 0) for c in dims],
+                [so[c] for c in dims], dims,
+            )  # fmt: skip
+        except SetupError:
+            return None
+        xa = sa if ta == a_ids else self.permute(sa, a_ids, ta)
+        xb = sb if tb == b_ids else self.permute(sb, b_ids, tb)
+        xo = out_slot if out_slot is not None else self.new_slot(out_ids)
+        self.steps.append(Step("multiply", op, (xa, xb, xo), (ta, tb, out_ids)))
+        return xo
 
     def reduce(self, slot: int, ids, drop, out_slot: int | None = None, order=None) -> tuple[int, tuple[str, ...]]:
         """Sum ``drop`` out of tensor ``ids``; the result in ``order`` (default: ``ids`` without ``drop``)."""
@@ -196,6 +219,10 @@ class _Builder:
         m = [c for c in out_ids if c in a and c not in b]
         n = [c for c in out_ids if c in b and c not in a]
         canon_a, canon_b, canon_o = (*batch, *ks, *m), (*batch, *n, *ks), (*batch, *n, *m)
+        if inner_batch and not ks:  # a broadcast product: the binary mul kernel along the batch index
+            done = self._multiply(sa, a_ids, sb, b_ids, out_ids, out_slot)
+            if done is not None:
+                return done
         tries = []
         if inner_batch and m:  # compute with the batch outermost, then one permute of the result
             tries.append((a_ids if a_ids[-1] in m else canon_a, b_ids, canon_o))

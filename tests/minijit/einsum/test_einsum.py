@@ -228,3 +228,14 @@ def test_transposed_and_fortran_inputs_are_relabelled_not_copied(dtype, monkeypa
         assert_close(got, subs, [x, b, c], dtype)
     assert_close(minijit.einsum("ij,jkl->ikl", strided, b), "ij,jkl->ikl", [strided, b], dtype)
     assert copies  # copied, and still right
+
+
+@pytest.mark.parametrize("target", ("native", *EMULATED))
+@pytest.mark.parametrize(
+    ("subs", "shapes"), [("ib,jb->ijb", [(3, 5), (4, 5)]), ("dcab,cda->dcba", [(2, 3, 5, 2), (3, 2, 5)])]
+)
+def test_broadcast_products_use_the_binary_kernel(target, subs, shapes):
+    plan = minijit.EinsumPlan(subs, *shapes, dtype=np.float32, target=target)
+    assert "multiply" in [s.kind for s in plan.steps]
+    ops = operands(shapes, np.float32, seed=9)
+    assert_close(plan(*ops), subs, ops, np.float32)
