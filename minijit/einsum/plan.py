@@ -10,7 +10,8 @@ Node kinds:
   contraction with a ones tensor (a GEMV through the same kernels).
 * ``permute``: the unary ``copy`` primitive (a transposing copy) where a layout must change.
 * ``multiply``: a product without summed indices whose result has a batch index innermost runs
-  on the binary ``mul`` primitive (broadcasting through stride 0) instead of 1-wide GEMM blocks.
+  on the binary ``mul`` primitive (broadcasting through stride 0) instead of 1-wide GEMM blocks;
+  batched dot products (only batch and summed indices) multiply, then reduce with a GEMV.
 
 Intermediate layouts are chosen top-down (einsum_ir's approach): the result's order is fixed; each
 child is laid out with the batch (c) indices outermost, then so that the kernel reads it without
@@ -223,6 +224,15 @@ class _Builder:
             done = self._multiply(sa, a_ids, sb, b_ids, out_ids, out_slot)
             if done is not None:
                 return done
+        if batch and ks and not m and not n and out_ids[-1] in batch:
+            # batched dot products (GEMMs would be 1x1): multiply into [k..., batch...], then sum the
+            # k indices out with a GEMV that reads the batch indices at unit stride
+            t_ids = (*ks, *out_ids)
+            if a_ids[-1] == b_ids[-1]:  # both read along one index: keep A's order, copy neither
+                t_ids = a_ids
+            t = self._multiply(sa, a_ids, sb, b_ids, t_ids, None)
+            if t is not None:
+                return self.reduce(t, t_ids, ks, out_slot, order=out_ids)[0]
         tries = []
         if inner_batch and m:  # compute with the batch outermost, then one permute of the result
             tries.append((a_ids if a_ids[-1] in m else canon_a, b_ids, canon_o))

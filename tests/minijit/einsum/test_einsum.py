@@ -177,6 +177,9 @@ LARGER = [
     ("ij,j->i", [(300, 400), (400,)]),
     ("ij,i->j", [(300, 400), (300,)]),
     ("ib,jb->ijb", [(70, 5), (90, 5)]),  # batch index innermost in the result
+    ("bi,bi->b", [(300, 7), (300, 7)]),  # batched dot products
+    ("ib,ib->b", [(7, 300), (7, 300)]),
+    ("beac,caeb->ecb", [(9, 6, 11, 5), (5, 11, 6, 9)]),
     ("bik,bkj->ijb", [(6, 40, 30), (6, 30, 50)]),
 ]
 
