@@ -128,6 +128,12 @@ class _Builder:
     # -- node kinds ----------------------------------------------------------------------------
     def permute(self, slot: int, ids, out_ids, out_slot: int | None = None) -> int:
         ids, out_ids = tuple(ids), tuple(out_ids)
+        for st in self.steps:  # a permute of a permute reads the original (the first one dies)
+            if st.kind == "permute" and st.slots[2] == slot:
+                slot, ids = st.slots[0], st.ids[0]
+                break
+        if ids == out_ids and out_slot is None:
+            return slot
         if out_slot is None:
             out_slot = self.new_slot(out_ids)
         s0, so = _strides(ids, self.sizes), _strides(out_ids, self.sizes)
@@ -266,8 +272,11 @@ class _Builder:
         raise AssertionError(f"einsum: no layout of {a_ids},{b_ids}->{out_ids} sets up: {err}")
 
 
-def _layout(node, order: tuple[str, ...], ids_of, leaf_order, batch_of) -> dict[int, tuple[str, ...]]:
-    """Top-down order of every internal node of ``node`` (a leaf index or a pair)."""
+def _layout(node, order: tuple[str, ...], ids_of, leaf_order, batch_of, summed_of=None) -> dict[int, tuple[str, ...]]:
+    """Top-down order of every internal node of ``node`` (a leaf index or a pair).
+
+    A child that is a GEMM gets its own batch indices away from the innermost position; a child
+    without summed indices (a broadcast product for the binary kernel) gets one innermost."""
     result: dict[int, tuple[str, ...]] = {id(node): order}
     if not isinstance(node, tuple):
         return result
@@ -287,16 +296,19 @@ def _layout(node, order: tuple[str, ...], ids_of, leaf_order, batch_of) -> dict[
         ci = ids_of[id(child)]
         free = [c for c in order if c in ci and c not in batch]
         cb = batch_of[id(child)]
+        product = bool(cb) and summed_of is not None and not summed_of.get(id(child))
 
-        def grp(g, cb=cb):
-            return [c for c in g if c in cb] + [c for c in g if c not in cb]
+        def grp(g, cb=cb, product=product):
+            inner = [c for c in g if c in cb]
+            outer = [c for c in g if c not in cb]
+            return outer + inner if product else inner + outer
 
         pref = grp(batch) + (grp(ks) + grp(free) if role == 0 else grp(free) + grp(ks))
         alt = grp(batch) + (grp(free) + grp(ks) if role == 0 else grp(ks) + grp(free))
         chosen = pref
-        if pref and pref[-1] in cb and alt and alt[-1] not in cb:
+        if pref and alt and (pref[-1] in cb) != product and (alt[-1] in cb) == product:
             chosen = alt
-        result.update(_layout(child, tuple(chosen), ids_of, leaf_order, batch_of))
+        result.update(_layout(child, tuple(chosen), ids_of, leaf_order, batch_of, summed_of))
     return result
 
 
@@ -379,9 +391,17 @@ class EinsumPlan:
 
     def _finish(self, b: _Builder) -> None:
         self._builder = b
+        # drop steps whose result nothing reads (left behind by permute folding)
+        needed, live = {self._out_slot}, []
+        for st in reversed(b.steps):
+            if st.slots[2] in needed:
+                live.append(st)
+                needed.update(x for x in st.slots[:2] if x is not None and x >= 0)
+        b.steps = live[::-1]
         self.steps = b.steps
-        self._buffers = [None if ids is None else np.empty(math.prod(b.sizes[c] for c in ids), self.dtype)
-                         for ids in b.shapes]  # fmt: skip
+        self._buffers = [None if ids is None or i not in needed
+                         else np.empty(math.prod(b.sizes[c] for c in ids), self.dtype)
+                         for i, ids in enumerate(b.shapes)]  # fmt: skip
         self._calls = [(s.op, s.slots, s.ones) for s in self.steps]
         # native fast path: every buffer the plan owns has a fixed address; execute() checks the
         # user's arrays (shape, dtype, C order) once, so the nodes run through execute_ptr
@@ -432,6 +452,7 @@ class EinsumPlan:
         nodes: list[Any] = list(range(n))
         ids_of: dict[int, frozenset] = {}
         batch_of: dict[int, frozenset] = {}
+        summed_of: dict[int, frozenset] = {}
         leaf_ids = {i: sets[i] for i in range(n)}
         live: list[frozenset] = list(sets)
         for i in range(n):
@@ -452,6 +473,7 @@ class EinsumPlan:
             keep_nodes.append(node)
             ids_of[id(node)] = kept
             batch_of[id(node)] = frozenset(sa & sb & kept)
+            summed_of[id(node)] = frozenset((sa & sb) - kept)
             nodes.append(node)
             live.append(kept)
         if len(nodes) != 1:
@@ -459,7 +481,7 @@ class EinsumPlan:
         root = nodes[0]
         del leaf_ids
         leaf_order = {i: tuple(c for c in ins[i] if c in sets[i]) for i in range(n)}
-        orders = _layout(root, out_ids, ids_of, leaf_order, batch_of)
+        orders = _layout(root, out_ids, ids_of, leaf_order, batch_of, summed_of)
 
         def emit(node, out_slot=None) -> tuple[int, tuple[str, ...]]:
             if not isinstance(node, tuple):
