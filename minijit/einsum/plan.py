@@ -308,6 +308,11 @@ def _layout(node, order: tuple[str, ...], ids_of, leaf_order, batch_of, summed_o
         chosen = pref
         if pref and alt and (pref[-1] in cb) != product and (alt[-1] in cb) == product:
             chosen = alt
+        sibling = second if role == 0 else first
+        if not isinstance(sibling, tuple) and set(leaf_order[sibling]) == set(ci):
+            same = list(leaf_order[sibling])  # the indices of a fixed input: matching it copies nothing
+            if same and (same[-1] in cb) == product:  # unless that puts a GEMM's batch index innermost
+                chosen = same
         result.update(_layout(child, tuple(chosen), ids_of, leaf_order, batch_of, summed_of))
     return result
 
