@@ -67,3 +67,15 @@ def test_tree_parse_errors(text, match):
 def test_tree_needs_a_size_per_id():
     with pytest.raises(ValueError, match="size"):
         minijit.EinsumPlan.from_tree("[0,1],[1,2]->[0,2]", [3, 4])
+
+
+def test_tree_with_a_unary_node():
+    # [0,1,2]->[2,0] sums dim 1 out and permutes; the result meets [2,3]
+    tree = "[[0,1,2]->[2,0]],[2,3]->[0,3]"
+    root = parse_tree(tree)
+    assert root.children[0].ids == (2, 0) and root.children[0].children[0].ids == (0, 1, 2)
+    plan = minijit.EinsumPlan.from_tree(tree, [4, 5, 6, 7], dtype=np.float64)
+    assert plan.subscripts == "abc,cd->ad"
+    rng = np.random.default_rng(2)
+    ops = [rng.random(s) for s in plan.shapes]
+    np.testing.assert_allclose(plan(*ops), np.einsum("abc,cd->ad", *ops), rtol=1e-12)
