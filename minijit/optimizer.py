@@ -380,7 +380,7 @@ def create_shared_loops(config: TensorConfig, thread_target: int) -> TensorConfi
                 )
                 out.append(d.with_(size=inner))
             threads *= part
-    if threads < thread_target and config.prim_main in GEMM_PTYPES:
+    if threads < thread_target and config.prim_main in GEMM_PTYPES and config.flops() >= MIN_FLOPS_PER_THREAD * 2:
         out = _share_prim_dim(out, thread_target, threads)
     out = [d for d in out if d.exec is exec_t.shared] + [d for d in out if d.exec is not exec_t.shared]
     return config.with_dims(out)
@@ -388,10 +388,13 @@ def create_shared_loops(config: TensorConfig, thread_target: int) -> TensorConfi
 
 #: a prim dim split for threads keeps at least this many elements per thread
 MIN_SHARED_PRIM = 32
+#: ... and only when each of two threads gets at least this many flops (about 1 ms at 70 GFLOPS:
+#: the pool's hand-off, tens of microseconds, must stay small against it; a 256^3 GEMM stays whole)
+MIN_FLOPS_PER_THREAD = 1 << 26
 
 
 def _share_prim_dim(dims: list[Dimension], thread_target: int, threads: int) -> list[Dimension]:
-    """Too few loop iterations for the threads (e.g. one 256^3 GEMM prim): split the prim N dim,
+    """Too few loop iterations for the threads (e.g. one 512^3 GEMM prim): split the prim N dim,
     else the prim M dim, into a shared outer part (the smallest divisor reaching the target) and
     a prim inner part of at least ``MIN_SHARED_PRIM`` elements. Unchanged when none fits."""
     prims = [i for i, d in enumerate(dims) if d.exec is exec_t.prim]

@@ -11,7 +11,8 @@ every N block then re-reads A from the next level. The model below counts it per
     panel bytes                         = min(prim M, register block) * item * prim K
 
 Packing pays when, at L1 or L2, the conflicts leave the panel less room than it would have dense
-(usable < min(panel, cache size)) and the panel is re-read (prim N of at least
+(usable < min(panel, cache size)), the packed layout (columns ``prim M * item`` bytes apart) gives
+it more room than the caller's, and the panel is re-read (prim N of at least
 ``MIN_REUSE_N`` columns), and always for a transposed A (unit stride in K), which the kernels
 would otherwise run on their scalar path. A packed A is one dense buffer, copied once per ``execute`` by a unary
 copy TensorOperation (which absorbs any strides and transposes): the loop dims of A in loop order,
@@ -118,12 +119,20 @@ def plan_packing(config: TensorConfig, caches: tuple[CacheGeometry, ...] | None 
         reason = "A is transposed (unit stride in K): packed, the vector kernel replaces the scalar one"
     else:
         panel, stride = min(m.size * item, PANEL_COLUMN_BYTES) * k.size, k.stride_in0 * item
-        room = [(f"L{level}", usable_bytes(stride, geo), geo.size) for level, geo in enumerate(caches, 1)]
-        tight = [(name, use) for name, use, size in room if use < min(panel, size)]
+        packed_stride = m.size * item  # the packed buffer's K stride: M is innermost and dense
+        room = [
+            (f"L{level}", usable_bytes(stride, geo), usable_bytes(packed_stride, geo), geo.size)
+            for level, geo in enumerate(caches, 1)
+        ]
+        # a level where conflicts squeeze the panel and the packed layout gives it more room
+        tight = [(name, use, new) for name, use, new, size in room if use < min(panel, size) and new > use]
         if not tight:
             return None
-        name, use = tight[0]
-        reason = f"A micro-panel of {panel} B, columns {stride} B apart, can use only {use} B of {name}"
+        name, use, new = tight[0]
+        reason = (
+            f"A micro-panel of {panel} B, columns {stride} B apart, can use {use} B of {name}; packed "
+            f"({packed_stride} B apart) {new} B"
+        )
     # packed order, outermost first: A's loop dims in loop order, then BR, K, M (unit stride)
     prim_order = [i for i in (p.br, p.k, p.m) if i is not None]
     loops = [i for i, d in enumerate(dims) if d.exec is not exec_t.prim and d.stride_in0 != 0 and d.size > 1]

@@ -395,21 +395,36 @@ def test_swap_operands_row_major_gemm():
 
 
 def test_threads_split_a_lone_prim_dim():
-    """One 256^3 GEMM prim and 2 threads: no loop to share, so the prim N dim is split into a
-    shared 2 and a prim 128 (flops unchanged); 1 thread, or a prim too small, leaves it whole."""
-    n = 256
-    col = TensorConfig.from_lists(
-        "fp32", "none", "gemm", "none", "mnk", ("undefined",) * 3, (n, n, n), (1, 0, n), (0, n, 1), (1, n, 0)
-    )
-    o1 = optimize(col, thread_target=1)
+    """One 512^3 GEMM prim and 2 threads: no loop to share, so the prim N dim is split into a
+    shared 2 and a prim 256 (flops unchanged); 1 thread, too little work (256^3: the pool's
+    hand-off would eat the gain), or a prim too small, leaves it whole."""
+
+    def square(n: int) -> TensorConfig:
+        return TensorConfig.from_lists(
+            "fp32", "none", "gemm", "none", "mnk", ("undefined",) * 3, (n, n, n), (1, 0, n), (0, n, 1), (1, n, 0)
+        )
+
+    big = square(512)
+    o1 = optimize(big, thread_target=1, max_kernel_size=512)
     assert not any(d.exec is exec_t.shared for d in o1.dims)
-    o2 = optimize(col, thread_target=2)
+    o2 = optimize(big, thread_target=2, max_kernel_size=512)
     shared = [d for d in o2.dims if d.exec is exec_t.shared]
-    assert [(d.type, d.size, d.stride_in1, d.stride_out) for d in shared] == [(dim_t.n, 2, 128 * n, 128 * n)]
-    assert o2.dims[o2.prim.n].size == 128 and o2.flops() == col.flops()
-    o3 = optimize(col, thread_target=3)  # smallest divisor of 256 reaching 3 is 4
+    assert [(d.type, d.size, d.stride_in1, d.stride_out) for d in shared] == [(dim_t.n, 2, 256 * 512, 256 * 512)]
+    assert o2.dims[o2.prim.n].size == 256 and o2.flops() == big.flops()
+    o3 = optimize(big, thread_target=3, max_kernel_size=512)  # smallest divisor of 512 reaching 3 is 4
     assert math.prod(d.size for d in o3.dims if d.exec is exec_t.shared) == 4
-    small = TensorConfig.from_lists(
-        "fp32", "none", "gemm", "none", "mnk", ("undefined",) * 3, (48, 48, 48), (1, 0, 48), (0, 48, 1), (1, 48, 0)
+    assert not any(d.exec is exec_t.shared for d in optimize(square(256), thread_target=2).dims)
+    narrow = TensorConfig.from_lists(
+        "fp32",
+        "none",
+        "gemm",
+        "none",
+        "mnk",
+        ("undefined",) * 3,
+        (48, 48, 2**16),
+        (1, 0, 48),
+        (0, 2**16, 1),
+        (1, 48, 0),
     )
-    assert not any(d.exec is exec_t.shared for d in optimize(small, thread_target=2).dims)  # 24 < 32 per thread
+    o4 = optimize(narrow, thread_target=2, max_kernel_size=2**16)  # enough flops, but 24 < 32 per thread
+    assert not any(d.exec is exec_t.shared for d in o4.dims)

@@ -45,6 +45,8 @@ def test_plan_packs_thrashing_and_transposed_panels_only():
     # a panel deeper than L1 (K 256 x 256 B = 64 KiB) with columns 16 KiB apart: packed
     deep = plan_packing(gemm_config(256, 256, 256, (1, 4096), (1, 4096), (1, 4096)), CACHES)
     assert deep is not None
+    # a prim that is the whole matrix (lda = prim M): packing would not move a column, no packing
+    assert plan_packing(gemm_config(256, 256, 256, (1, 256), (1, 256), (1, 256)), CACHES) is None
     # the same with an odd leading dimension: the columns spread over the sets, no packing
     assert plan_packing(gemm_config(256, 256, 256, (1, 2049), (1, 2049), (1, 2049)), CACHES) is None
     # too little reuse (prim N < 16): no packing
