@@ -17,7 +17,8 @@ it more room than the caller's, and the panel is re-read (prim N of at least
 would otherwise run on their scalar path. A packed A is one dense buffer, copied once per ``execute`` by a unary
 copy TensorOperation (which absorbs any strides and transposes): the loop dims of A in loop order,
 then the BR, K and M prims, M innermost (unit stride), so every panel column is adjacent to the
-next. The copy moves |A| twice (read and write), against prim-N-fold re-reads from L2.
+next, each column padded to an odd number of cache lines so that a panel's columns spread over
+every set. The copy moves |A| twice (read and write), against prim-N-fold re-reads from L2.
 """
 
 from __future__ import annotations
@@ -102,6 +103,16 @@ def usable_bytes(stride_bytes: int, geo: CacheGeometry) -> int:
     return sets * geo.ways * geo.line
 
 
+def padded_column(m: int, item: int, line: int = 64) -> int:
+    """Elements between the packed buffer's K columns: ``m`` rounded up to whole cache lines, plus
+    one line when that count is even, so the columns of a panel spread over every set (an odd
+    number of lines is coprime with any power-of-two set count). Columns under a line stay dense."""
+    if m * item <= line or line % item:
+        return m
+    lines = -(-m * item // line)
+    return (lines + 1 - lines % 2) * line // item
+
+
 def plan_packing(config: TensorConfig, caches: tuple[CacheGeometry, ...] | None = None) -> PackPlan | None:
     """The packing of in0 for a GEMM/BRGEMM config with prim dims, or None when it does not pay
     (see the module docstring for the model); ``caches``: L1 and L2 (default: the host's)."""
@@ -115,11 +126,13 @@ def plan_packing(config: TensorConfig, caches: tuple[CacheGeometry, ...] | None 
     m, k = dims[p.m], dims[p.k]
     if k.size < 2:
         return None
+    line = (caches or cache_geometries())[0].line
+    column = padded_column(m.size, item, line)  # the packed K stride (elements)
     if m.size > 1 and m.stride_in0 != 1:
         reason = "A is transposed (unit stride in K): packed, the vector kernel replaces the scalar one"
     else:
         panel, stride = min(m.size * item, PANEL_COLUMN_BYTES) * k.size, k.stride_in0 * item
-        packed_stride = m.size * item  # the packed buffer's K stride: M is innermost and dense
+        packed_stride = column * item
         room = [
             (f"L{level}", usable_bytes(stride, geo), usable_bytes(packed_stride, geo), geo.size)
             for level, geo in enumerate(caches, 1)
@@ -133,14 +146,15 @@ def plan_packing(config: TensorConfig, caches: tuple[CacheGeometry, ...] | None 
             f"A micro-panel of {panel} B, columns {stride} B apart, can use {use} B of {name}; packed "
             f"({packed_stride} B apart) {new} B"
         )
-    # packed order, outermost first: A's loop dims in loop order, then BR, K, M (unit stride)
+    # packed order, outermost first: A's loop dims in loop order, then BR, K, M (unit stride); the
+    # K columns are `column` elements apart (M padded to an odd number of cache lines)
     prim_order = [i for i in (p.br, p.k, p.m) if i is not None]
     loops = [i for i, d in enumerate(dims) if d.exec is not exec_t.prim and d.stride_in0 != 0 and d.size > 1]
     packed: dict[int, int] = {}
     size = 1
     for i in reversed(loops + prim_order):
         packed[i] = size
-        size *= dims[i].size
+        size *= column if i == p.m else dims[i].size
     main = config.with_dims([d.with_(stride_in0=packed.get(i, 0)) for i, d in enumerate(dims)])
     copy_dims = [
         Dimension(dim_t.c, exec_t.undefined, dims[i].size, dims[i].stride_in0, 0, packed[i]) for i in loops + prim_order

@@ -8,7 +8,7 @@ import pytest
 
 from minijit import TensorOperation
 from minijit.ir import TensorConfig, exec_t
-from minijit.packing import CacheGeometry, plan_packing, usable_bytes
+from minijit.packing import CacheGeometry, padded_column, plan_packing, usable_bytes
 from tests.minijit.test_tensor_operation import TARGETS, emulated
 
 GEO = CacheGeometry(32 * 1024, 8, 64)  # 64 sets
@@ -22,6 +22,16 @@ def test_usable_l1_bytes_counts_the_sets_a_stride_reaches():
     assert usable_bytes(6400, GEO) == 16 * 8 * 64  # 100 lines: gcd(100, 64) = 4
     assert usable_bytes(4100, GEO) == GEO.size  # not a line multiple: spread
     assert usable_bytes(8192, CACHES[1]) == 8 * 8 * 64  # the L2's 1024 sets: 128 lines apart, 8 sets
+
+
+def test_padded_column_is_an_odd_number_of_lines():
+    assert padded_column(256, 4) == 272 and padded_column(256, 8) == 264  # 16 -> 17, 32 -> 33 lines
+    assert padded_column(48, 4) == 48 and padded_column(40, 4) == 48  # 3 lines stay, 2.5 -> 3
+    assert padded_column(8, 4) == 8 and padded_column(16, 4) == 16  # a line or less: dense
+    for m in range(1, 300):
+        for item in (4, 8):
+            col = padded_column(m, item)
+            assert col >= m and (col * item <= 64 or (col * item // 64) % 2 == 1)
 
 
 def gemm_config(m, n, k, sa, sb, sc, prims=True, main="gemm", br=None) -> TensorConfig:
@@ -39,14 +49,18 @@ def test_plan_packs_thrashing_and_transposed_panels_only():
     # column-major 2048^3 prims: K columns 8 KiB apart, one L1 set: packed, M innermost
     big = gemm_config(256, 256, 256, (1, 2048), (1, 2048), (1, 2048))
     plan = plan_packing(big, CACHES)
-    assert plan is not None and plan.elements == 256 * 256
-    assert [(d.stride_in0) for d in plan.main.dims] == [1, 0, 256]
+    # M 256 fp32 = 16 lines per column, padded to 17 (272 elements): the columns reach every set
+    assert plan is not None and plan.elements == 272 * 256
+    assert [(d.stride_in0) for d in plan.main.dims] == [1, 0, 272]
     assert "of L1" in plan.describe()
     # a panel deeper than L1 (K 256 x 256 B = 64 KiB) with columns 16 KiB apart: packed
     deep = plan_packing(gemm_config(256, 256, 256, (1, 4096), (1, 4096), (1, 4096)), CACHES)
     assert deep is not None
-    # a prim that is the whole matrix (lda = prim M): packing would not move a column, no packing
-    assert plan_packing(gemm_config(256, 256, 256, (1, 256), (1, 256), (1, 256)), CACHES) is None
+    # a prim that is the whole matrix (lda = prim M = 16 lines): only the padding helps, and it does
+    whole = plan_packing(gemm_config(256, 256, 256, (1, 256), (1, 256), (1, 256)), CACHES)
+    assert whole is not None and whole.main.dims[2].stride_in0 == 272
+    # an odd number of lines already (lda = 17 lines): the caller's layout is as good, no packing
+    assert plan_packing(gemm_config(256, 256, 256, (1, 272), (1, 272), (1, 272)), CACHES) is None
     # the same with an odd leading dimension: the columns spread over the sets, no packing
     assert plan_packing(gemm_config(256, 256, 256, (1, 2049), (1, 2049), (1, 2049)), CACHES) is None
     # too little reuse (prim N < 16): no packing
@@ -56,7 +70,7 @@ def test_plan_packs_thrashing_and_transposed_panels_only():
     assert t is not None and "transposed" in t.reason and t.main.dims[0].stride_in0 == 1
     # BRGEMM: the BR dim is packed outside K
     b = plan_packing(gemm_config(64, 32, 64, (1, 1024), (1, 64), (1, 64), main="brgemm", br=(3, 65536, 4096)), CACHES)
-    assert b is not None and [d.stride_in0 for d in b.main.dims] == [64 * 64, 1, 0, 64]
+    assert b is not None and [d.stride_in0 for d in b.main.dims] == [80 * 64, 1, 0, 80]  # 4 lines -> 5
     # unary ops and configs without prims: never
     assert plan_packing(gemm_config(256, 256, 256, (1, 2048), (1, 2048), (1, 2048), prims=False), CACHES) is None
 
