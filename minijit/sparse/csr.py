@@ -168,3 +168,43 @@ def check_out(c: object, m: int, n: int) -> np.ndarray:
     if not c.flags.writeable:
         raise ValueError("C must be writeable")
     return c
+
+
+#: device pointers of B and C must be this aligned (the kernel reads B rows with 128-bit loads)
+DEVICE_ALIGN = 16
+
+
+def is_device_array(obj: object) -> bool:
+    """True for objects exposing ``__cuda_array_interface__`` or (non-numpy) ``__dlpack__``."""
+    return not isinstance(obj, np.ndarray) and (hasattr(obj, "__cuda_array_interface__") or hasattr(obj, "__dlpack__"))
+
+
+def device_matrix(obj: object, name: str, shape: tuple[int, int], typestr: str, writable: bool = False) -> int:
+    """The device address of a C-contiguous ``shape`` matrix of ``typestr`` elements ("<f2", "<f4")
+    given as a torch CUDA tensor, a cupy array, anything with ``__cuda_array_interface__``, or a
+    DLPack capsule provider (converted through ``torch.from_dlpack``). Checked before any launch:
+    TypeError/ValueError naming ``name`` and the fix."""
+    if not hasattr(obj, "__cuda_array_interface__"):
+        try:
+            import torch  # type: ignore[import-not-found]
+        except ImportError:
+            raise TypeError(f"{name}: a DLPack object needs torch (torch.from_dlpack) to be read") from None
+        obj = torch.from_dlpack(obj)
+    try:
+        cai = obj.__cuda_array_interface__
+    except (AttributeError, RuntimeError) as e:  # e.g. a CPU torch tensor
+        raise TypeError(f"{name} is not a device array ({e}): pass a numpy array or a CUDA tensor") from None
+    want = {"<f2": "float16", "<f4": "float32"}[typestr]
+    if cai.get("typestr") != typestr:
+        raise TypeError(f"{name} must hold {want} (typestr {typestr}), got typestr {cai.get('typestr')!r}")
+    if tuple(cai.get("shape", ())) != shape:
+        raise ValueError(f"shape mismatch: {name} must be {shape}, got {tuple(cai.get('shape', ()))}")
+    from minijit.arrays import require_c_contiguous
+
+    require_c_contiguous(name, shape, cai.get("strides"), int(typestr[2:]))
+    ptr, read_only = cai["data"]
+    if writable and read_only:
+        raise ValueError(f"{name} is read-only")
+    if int(ptr) % DEVICE_ALIGN:
+        raise ValueError(f"{name} must start on a {DEVICE_ALIGN}-byte boundary, got address {int(ptr):#x}")
+    return int(ptr)

@@ -24,10 +24,12 @@ Targets and precision:
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from minijit.sparse import cpu
-from minijit.sparse.csr import Csr, as_csr, check_dense, check_out
+from minijit.sparse.csr import Csr, as_csr, check_dense, check_out, device_matrix, is_device_array
 from minijit.sparse.plan import SEG_CHUNKS, Plan, make_plan
 
 __all__ = ["SpMM", "spmm"]
@@ -145,8 +147,16 @@ class SpMM:
         c = check_out(c, m, self.n)
         return b, c
 
-    def execute(self, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-        """``c[:] = S @ b``; returns ``c``. Arguments are checked before any kernel runs."""
+    def execute(self, b: Any, c: Any) -> Any:
+        """``c[:] = S @ b``; returns ``c``. Arguments are checked before any kernel runs.
+
+        ``target="cuda"`` also takes device arrays for either argument (torch CUDA tensors, cupy,
+        ``__cuda_array_interface__`` or DLPack objects): B float16 and C float32, C-contiguous,
+        16-byte aligned. They are read and written in place, with no host copies."""
+        if is_device_array(b) or is_device_array(c):
+            if self.target != "cuda":
+                raise TypeError("device arrays need target='cuda'; target='native' takes numpy arrays")
+            return self._cuda_execute_device(b, c)
         b, c = self._check(b, c)
         if self.csr.shape[0] == 0:
             return c
@@ -243,9 +253,12 @@ class SpMM:
         """Copy B (as fp16, row-major) to the device."""
         self._d_b.copy_from(np.ascontiguousarray(b, dtype=np.float16))
 
-    def launch(self) -> None:
-        """Run the kernels on the uploaded B (asynchronous; for timing)."""
+    def launch(self, b_ptr: int | None = None, c_ptr: int | None = None) -> None:
+        """Run the kernels (asynchronous; for timing) on the uploaded B, or on device B and C at
+        these addresses (checked by the caller)."""
         plan = self.plan
+        d_b = self._d_b if b_ptr is None else b_ptr
+        d_c = self._d_c if c_ptr is None else c_ptr
         if plan.num_blocks:
             self._f_main.launch(
                 grid=(plan.num_blocks,),
@@ -254,8 +267,8 @@ class SpMM:
                     self._d_indptr,
                     self._d_indices,
                     self._d_data,
-                    self._d_b,
-                    self._d_c,
+                    d_b,
+                    d_c,
                     self._d_p,
                     *self._d_plan,
                 ),
@@ -264,7 +277,7 @@ class SpMM:
             self._f_reduce.launch(
                 grid=(plan.reduce_rows.shape[0], -(-self.n // 256)),
                 block=(256,),
-                args=(self._d_c, self._d_p, *self._d_reduce),
+                args=(d_c, self._d_p, *self._d_reduce),
             )
 
     def _cuda_execute(self, b: np.ndarray, c: np.ndarray) -> None:
@@ -272,6 +285,31 @@ class SpMM:
         self.launch()
         self._driver.synchronize()
         self._d_c.copy_to(c)
+
+    def _cuda_execute_device(self, b: Any, c: Any) -> Any:
+        """execute() with a device B and/or C (a numpy side is copied as before)."""
+        m, k = self.csr.shape
+        host_b = isinstance(b, np.ndarray) or not is_device_array(b)
+        host_c = isinstance(c, np.ndarray) or not is_device_array(c)
+        if host_b:
+            b = check_dense(b, k, self.n)
+            b_ptr = None
+        else:
+            b_ptr = device_matrix(b, "B", (k, self.n), "<f2")
+        if host_c:
+            c = check_out(c, m, self.n)
+            c_ptr = None
+        else:
+            c_ptr = device_matrix(c, "C", (m, self.n), "<f4", writable=True)
+        if m == 0:
+            return c
+        if host_b:
+            self.upload_b(b)
+        self.launch(b_ptr, c_ptr)
+        self._driver.synchronize()
+        if host_c:
+            self._d_c.copy_to(c)
+        return c
 
 
 def spmm(s: object, b: np.ndarray, target: str = "native", dtype: str | None = None) -> np.ndarray:

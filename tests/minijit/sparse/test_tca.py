@@ -108,3 +108,50 @@ def test_cuda_target_rejects_a_bad_driver():
     s = skewed(8, 64, 0.1, np.random.default_rng(0))
     with pytest.raises(TypeError, match="lacks"):
         SpMM(s, 8, target="cuda", driver="not a driver")
+
+
+class _Cai:
+    """A bare ``__cuda_array_interface__`` over a driver buffer (what cupy / torch CUDA expose)."""
+
+    def __init__(self, ptr: int, shape, typestr: str, strides=None, read_only: bool = False):
+        self.__cuda_array_interface__ = {
+            "shape": tuple(shape), "typestr": typestr, "data": (ptr, read_only), "version": 3, "strides": strides,
+        }  # fmt: skip
+
+
+def test_cuda_device_arrays_in_and_out(cuda_backend):
+    """B (fp16) and C (fp32) as device arrays, read and written in place (C starts as NaN, so
+    every element must be written), also mixed with numpy; bad device arrays rejected first."""
+    drv = cuda_backend.driver
+    rng = np.random.default_rng(21)
+    m, k, n = 40, 96, 24
+    s = skewed(m, k, 0.2, rng)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    want = quantized_reference(s, b.astype(np.float32))
+    op = SpMM(s, n, target="cuda", driver=drv)
+    db = drv.to_device(b)
+    dc = drv.to_device(np.full((m, n), np.nan, np.float32))
+    B, C = _Cai(db.ptr, (k, n), "<f2"), _Cai(dc.ptr, (m, n), "<f4")
+    assert op.execute(B, C) is C
+    np.testing.assert_allclose(dc.to_host(np.float32, (m, n)), want, rtol=2e-3, atol=2e-3)
+    c_host = np.full((m, n), np.nan, np.float32)  # device B, numpy C
+    np.testing.assert_allclose(op.execute(B, c_host), want, rtol=2e-3, atol=2e-3)
+    dc.copy_from(np.full((m, n), np.nan, np.float32))  # numpy B, device C
+    op.execute(b, C)
+    np.testing.assert_allclose(dc.to_host(np.float32, (m, n)), want, rtol=2e-3, atol=2e-3)
+    bad = [
+        (_Cai(db.ptr, (k, n), "<f4"), C, TypeError, "float16"),
+        (_Cai(db.ptr, (k, n + 1), "<f2"), C, ValueError, "shape mismatch"),
+        (_Cai(db.ptr, (k, n), "<f2", strides=(2, 2 * k)), C, ValueError, "B is not C-contiguous"),
+        (_Cai(db.ptr + 2, (k, n), "<f2"), C, ValueError, "16-byte"),
+        (B, _Cai(dc.ptr, (m, n), "<f4", read_only=True), ValueError, "C is read-only"),
+        (B, _Cai(dc.ptr, (m, n), "<f2"), TypeError, "float32"),
+        (B, np.zeros((m, n), np.float64), TypeError, "float32"),
+    ]
+    before = dc.to_host(np.float32, (m, n))
+    for bb, cc, exc, text in bad:
+        with pytest.raises(exc, match=text):
+            op.execute(bb, cc)
+    np.testing.assert_array_equal(dc.to_host(np.float32, (m, n)), before)  # nothing launched
+    with pytest.raises(TypeError, match="target='cuda'"):
+        SpMM(s, n, target="native").execute(B, C)
