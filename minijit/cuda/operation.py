@@ -170,8 +170,10 @@ class CudaTensorOperation:
         """Validate and plan the launch; returns ``error_t.success`` or raises `SetupError`.
 
         GEMM/BRGEMM: without prim dims (or with ``optimize=True``) the prim dims are chosen by
-        `minijit.optimizer` (fuse, identify_primitives, reorder; no splitting: the GPU tiles
-        the whole prim GEMM itself). Elementwise ops ignore exec types and ``optimize``.
+        `minijit.optimizer` (swap_operands, fuse, identify_primitives, reorder; no splitting: the
+        GPU tiles the whole prim GEMM itself), so an all-row-major A, B, C (C-order arrays) runs
+        as C^T = B^T A^T (``config.inputs_swapped``; ``execute`` takes the caller's order).
+        Elementwise ops ignore exec types and ``optimize``.
         """
         self.config = self.spec = self.plan = None
         if _elementwise(prim_main):
@@ -184,6 +186,8 @@ class CudaTensorOperation:
         if optimize is None:
             optimize = not config.has_prims
         if optimize:
+            # a row-major C swaps the operands (C^T = B^T A^T): what the column-major kernel takes
+            config = optimizer.swap_operands(config)
             config = optimizer.reorder_dims(optimizer.identify_primitives(optimizer.fuse_dims(config)))
         return self.setup_config(config, dt)
 
@@ -271,11 +275,14 @@ class CudaTensorOperation:
         return _generated(self.kernel_spec(ptr_a, ptr_b)).text
 
     # -- arrays --------------------------------------------------------------------------------
-    def _check(self, name: str, arr: Any, offset: int = 0) -> _Array:
+    def _check(self, name: str, arr: Any, offset: int = 0, label: str | None = None) -> _Array:
+        """Tensor ``name`` of the config, given by the caller as argument ``label`` (the two differ
+        when the optimizer swapped the operands)."""
         cfg = self.config
+        role, name = name, label or name
         if arr is None:
             raise TypeError(f"{name} is required for a {cfg.prim_main.name}")
-        np_names, torch_names, typestrs = _OUT_TYPES if name == "out" else _IN_TYPES[self.dtype]
+        np_names, torch_names, typestrs = _OUT_TYPES if role == "out" else _IN_TYPES[self.dtype]
         want = "/".join(sorted(np_names | torch_names))
         if isinstance(arr, np.ndarray):
             if arr.dtype.name not in np_names:
@@ -318,7 +325,7 @@ class CudaTensorOperation:
                 ptr = int(cai["data"][0])
             a = _Array(name, ptr, None, item * math.prod(shape), keep=arr)
         arrays.require_c_contiguous(name, shape, strides, item)
-        e_lo, e_hi = cfg.offset_range(name)
+        e_lo, e_hi = cfg.offset_range(role)
         arrays.require_reach(name, e_lo, e_hi, offset, a.nbytes // item)
         a.origin = offset * item
         return a
@@ -332,6 +339,8 @@ class CudaTensorOperation:
             cfg = self.config
             used = (("in0", in0, cfg.uses_in0, o0), ("in1", in1, cfg.uses_in1, o1), ("out", out, True, oo))
             return tuple(self._check(name, arr, o) if use else None for name, arr, use, o in used)
+        if self.config.inputs_swapped:  # the config's in0 is the caller's in1
+            return self._check("in0", in1, o1, "in1"), self._check("in1", in0, o0, "in0"), self._check("out", out, oo)
         return self._check("in0", in0, o0), self._check("in1", in1, o1), self._check("out", out, oo)
 
     def _args(self, pa: int, pb: int, pc: int, bt, rt):

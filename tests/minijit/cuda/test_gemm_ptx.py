@@ -433,3 +433,26 @@ def test_tensor_operation_cuda_target_is_the_cuda_operation():
     assert op.driver is driver and TensorOperation("cuda", driver=simdriver).driver is simdriver
     with pytest.raises(TypeError, match="lacks"):
         TensorOperation("cuda", driver=np)
+
+
+def test_row_major_operands_run_swapped_in_the_simulator():
+    """C-order A (M x K), B (K x N), C (M x N) with exec types undefined: the optimizer swaps the
+    operands (C^T = B^T A^T), the launch computes A @ B, errors name the caller's arguments."""
+    from ptx import simdriver
+
+    m, n, k = 40, 24, 16
+    op = CudaTensorOperation(driver=simdriver)
+    op.setup("fp32", "zero", "gemm", "none", ("m", "n", "k"), ("undefined",) * 3, (m, n, k),
+             (k, 0, 1), (0, 1, n), (n, 1, 0))  # fmt: skip
+    assert op.config.inputs_swapped and (op.m, op.n, op.k) == (n, m, k)
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    c = np.full((m, n), np.nan, np.float32)
+    op.execute(a, b, c)
+    ref = mma.round_tf32(a).astype(np.float64) @ mma.round_tf32(b).astype(np.float64)
+    np.testing.assert_allclose(c, ref, rtol=1e-5, atol=1e-4)
+    with pytest.raises(ValueError, match="in1: the strides reach"):
+        op.execute(a, b[:-1], c)
+    with pytest.raises(TypeError, match="in0 has dtype"):
+        op.execute(a.astype(np.float64), b, c)
