@@ -1,7 +1,7 @@
 """The ``minijit`` command line: ``bench``, ``disasm`` and ``info``.
 
-    minijit bench                       # default suite (~32 s on 2 cores): GFLOPS next to numpy
-    minijit bench --quick               # small suite (~6 s on 2 cores)
+    minijit bench                       # default suite (~40 s on 2 cores): GFLOPS next to numpy
+    minijit bench --quick               # small suite (~7 s on 2 cores)
     minijit bench --config brgemm --threads 1,2 --reps 20 --json out.json --plot out.png
     minijit bench --config-file ops.json   # user-defined tensor operations (JSON, or YAML with PyYAML)
     minijit bench --target cuda         # GPU: tensor-core GEMM / seed configs vs torch (--size, --iters, --write)
@@ -30,7 +30,7 @@ from minijit.bench import UserError, configs, report
 __all__ = ["build_parser", "main"]
 
 TOOLS = ("llvm-mc", "llvm-mc-19", "llvm-mca", "llvm-mca-19", "qemu-aarch64", "ptxas")
-DURATIONS = {"default": "~32 s on 2 cores", "quick": "~6 s on 2 cores"}
+DURATIONS = {"default": "~40 s on 2 cores", "quick": "~7 s on 2 cores"}
 
 
 def _progress(msg: str, quiet: bool) -> None:

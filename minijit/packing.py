@@ -11,11 +11,11 @@ every N block then re-reads A from the next level. The model below counts it per
     panel bytes                         = min(prim M, register block) * item * prim K
 
 Packing pays when, at L1 or L2, the conflicts leave the panel less room than it would have dense
-(usable < min(panel, cache size)), the packed layout (columns ``prim M * item`` bytes apart) gives
+(usable < min(panel, cache size)), the packed layout (columns `padded_column` elements apart) gives
 it more room than the caller's, and the panel is re-read (prim N of at least
 ``MIN_REUSE_N`` columns), and always for a transposed A (unit stride in K), which the kernels
-would otherwise run on their scalar path. A packed A is one dense buffer, copied once per ``execute`` by a unary
-copy TensorOperation (which absorbs any strides and transposes): the loop dims of A in loop order,
+would otherwise run on their scalar path. A packed A is one buffer, copied once per ``execute`` by a
+unary copy TensorOperation (which absorbs any strides and transposes): the loop dims of A in loop order,
 then the BR, K and M prims, M innermost (unit stride), so every panel column is adjacent to the
 next, each column padded to an odd number of cache lines so that a panel's columns spread over
 every set. The copy moves |A| twice (read and write), against prim-N-fold re-reads from L2.
@@ -82,8 +82,8 @@ def cache_geometries() -> tuple[CacheGeometry, CacheGeometry]:
 @dataclass(frozen=True)
 class PackPlan:
     """How to pack in0: ``copy`` (a unary copy config from the caller's A into the packed buffer),
-    ``main`` (the GEMM config reading the packed buffer), the buffer's size in elements, and the
-    model's figures (``panel_bytes`` against ``usable_bytes`` of L1)."""
+    ``main`` (the GEMM config reading the packed buffer), the buffer's size in elements (padding
+    included), and ``reason``: the model's figures that chose packing."""
 
     copy: TensorConfig
     main: TensorConfig
@@ -91,7 +91,7 @@ class PackPlan:
     reason: str
 
     def describe(self) -> str:
-        return f"pack in0 into a dense buffer of {self.elements} elements, copied once per execute: {self.reason}"
+        return f"pack in0 into a buffer of {self.elements} elements, copied once per execute: {self.reason}"
 
 
 def usable_bytes(stride_bytes: int, geo: CacheGeometry) -> int:
@@ -126,8 +126,7 @@ def plan_packing(config: TensorConfig, caches: tuple[CacheGeometry, ...] | None 
     m, k = dims[p.m], dims[p.k]
     if k.size < 2:
         return None
-    line = (caches or cache_geometries())[0].line
-    column = padded_column(m.size, item, line)  # the packed K stride (elements)
+    column = padded_column(m.size, item, caches[0].line)  # the packed K stride (elements)
     if m.size > 1 and m.stride_in0 != 1:
         reason = "A is transposed (unit stride in K): packed, the vector kernel replaces the scalar one"
     else:

@@ -131,9 +131,9 @@ class TensorOperation:
     def setup_config(self, config: TensorConfig) -> error_t:
         """Set up from a validated `TensorConfig` (e.g. the result of `minijit.optimize`).
 
-        GEMM/BRGEMM configs whose A panels would thrash L1 (or whose A is transposed) get a packed
-        A (`minijit.packing`; ``pack=False`` at construction turns that off): each ``execute``
-        first copies A into a dense buffer, and the kernels read that. ``self.config`` stays the
+        GEMM/BRGEMM configs whose A panels would thrash L1 or L2 (or whose A is transposed) get a
+        packed A (`minijit.packing`; ``pack=False`` at construction turns that off): each
+        ``execute`` first copies A into a panel-ordered buffer, and the kernels read that. ``self.config`` stays the
         caller's configuration; ``pack_plan`` says what was packed and why."""
         config.validate_executable()
         plan, pack_op = self._packing(config)

@@ -138,3 +138,32 @@ def test_row_major_numpy_gemm_is_packed_and_right(target):
     np.testing.assert_allclose(C, A.astype(np.float64) @ B, rtol=1e-4, atol=1e-4)
     assert op.config.inputs_swapped
     assert all(d.exec is not exec_t.undefined for d in op.config.dims)
+
+
+@pytest.mark.parametrize("sve_vl", [128, 256, 512])
+def test_packed_brgemm_on_sve_at_every_vector_length(sve_vl):
+    """The packed path (copy kernels + BRGEMM on the packed buffer) on SVE, emulated at 128, 256
+    and 512 bits (natively on an SVE host at its own length only)."""
+    from minijit.runtime import runs_natively
+
+    if runs_natively("aarch64") and sve_vl != 128:
+        pytest.skip("native host: its own vector length only")
+    m, n, k, sa, sb, sc, br = CASES["brgemm"]
+    cfg = gemm_config(m, n, k, sa, sb, sc, main="brgemm", br=br)
+    lists = [[d.type.name for d in cfg.dims], ["prim"] * 4, [d.size for d in cfg.dims]]
+    lists += [[d.strides[t] for d in cfg.dims] for t in range(3)]
+    ops = {p: TensorOperation("aarch64-sve", num_threads=1, sve_vl=sve_vl, pack=p) for p in (True, False)}
+    for op in ops.values():
+        op.setup("fp32", "zero", "brgemm", "relu", *lists)
+    assert ops[True].pack_plan is not None
+    rng = np.random.default_rng(sve_vl)
+    sizes = [ops[True].config.offset_range(t)[1] + 1 for t in ("in0", "in1", "out")]
+    a, b = rng.uniform(-1, 1, sizes[0]).astype(np.float32), rng.uniform(-1, 1, sizes[1]).astype(np.float32)
+    got = {}
+    for p, op in ops.items():
+        got[p] = np.full(sizes[2], np.nan, np.float32)
+        op.execute(a, b, got[p])
+    ref = np.full(sizes[2], np.nan, np.float32)
+    ops[True].execute_iter(a, b, ref)
+    np.testing.assert_allclose(got[True], got[False], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[True], ref, rtol=1e-4, atol=1e-4, equal_nan=True)
