@@ -38,8 +38,9 @@ __all__ = ["EinsumPlan", "contract_path", "einsum"]
 
 _DTYPES = {np.dtype(np.float32): "fp32", np.dtype(np.float64): "fp64"}
 _OPS: dict[tuple, Any] = {}
-#: contraction nodes below this many flops run on one thread unless the plan names num_threads (on
-#: the 2-core host a 128^3 GEMM took 89 us on one thread, 225 us split over two; even at 256^3)
+#: contraction and multiply nodes below this many flops run on one thread; a plan's ``num_threads``
+#: is the most any node uses (on the 2-core host a 128^3 GEMM took 89 us on one thread, 225 us split
+#: over two; the Tucker row's 16.8 Mflop node 0.30 ms on one, 0.75 ms on two)
 SMALL_GEMM_FLOPS = 1 << 25
 _OPS_LOCK = threading.Lock()
 
@@ -118,7 +119,7 @@ class _Builder:
         exec_types = ["undefined"] * len(dims)
         first = "zero" if main == "gemm" else "none"
         threads = self.num_threads
-        if threads is None and main in ("gemm", "mul") and 2 * math.prod(sizes) < SMALL_GEMM_FLOPS:
+        if main in ("gemm", "mul") and 2 * math.prod(sizes) < SMALL_GEMM_FLOPS:
             threads = 1
         return cached_op(
             self.target, threads, _DTYPES[self.dtype], first, main, "none", types, exec_types, sizes,
@@ -158,6 +159,17 @@ class _Builder:
             "gemm", types, [sa.get(c, 0) for c in dims], [sb.get(c, 0) for c in dims], [so.get(c, 0) for c in dims],
             dims,
         )  # fmt: skip
+
+    def _packs_transposed(self, a_ids, b_ids, out_ids, ks) -> bool:
+        """True when A has a summed index innermost (transposed) and the GEMM node packs A anyway:
+        its packing copy absorbs the transpose, so a permute node first would copy A twice."""
+        if not ks or a_ids[-1] not in ks:
+            return False
+        try:
+            op = self._gemm(a_ids, b_ids, out_ids)
+        except SetupError:
+            return False
+        return getattr(op, "pack_plan", None) is not None
 
     def _multiply(self, sa: int, a_ids, sb: int, b_ids, out_ids, out_slot: int | None) -> int | None:
         """``out = a * b`` (no summed index) with the result's unit-stride index, which both operands
@@ -242,7 +254,8 @@ class _Builder:
         tries = []
         if inner_batch and m:  # compute with the batch outermost, then one permute of the result
             tries.append((a_ids if a_ids[-1] in m else canon_a, b_ids, canon_o))
-        if m and a_ids[-1] not in m:  # a transposed A runs far slower than a copy of A: move M innermost
+        if m and a_ids[-1] not in m and not self._packs_transposed(a_ids, b_ids, out_ids, ks):
+            # a transposed A the GEMM does not pack runs on the scalar kernel: copy M innermost first
             tries.append((tuple(c for c in a_ids if c not in m) + tuple(m), b_ids, out_ids))
         for t in [
             (a_ids, b_ids, out_ids),

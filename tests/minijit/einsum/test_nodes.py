@@ -1,0 +1,33 @@
+"""Per-node choices of an einsum plan: thread counts and permutes that packing absorbs."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import minijit
+from minijit.einsum.plan import SMALL_GEMM_FLOPS
+from tests.minijit.einsum.strategies import assert_close, operands
+
+
+def test_num_threads_is_a_cap_small_nodes_run_on_one_thread():
+    # 2 * 16^3 flops: far below SMALL_GEMM_FLOPS, so one thread although the plan allows two
+    small = minijit.EinsumPlan("ij,jk->ik", (16, 16), (16, 16), num_threads=2)
+    (step,) = small.steps
+    assert 2 * 16**3 < SMALL_GEMM_FLOPS and step.op.num_threads == 1
+    # 2 * 256^3 = SMALL_GEMM_FLOPS: big enough for the plan's two threads
+    big = minijit.EinsumPlan("ij,jk->ik", (256, 256), (256, 256), num_threads=2)
+    (step,) = big.steps
+    assert step.op.num_threads == 2
+    ops = operands([(256, 256), (256, 256)], np.float32, seed=3)
+    assert_close(big(*ops), "ij,jk->ik", ops, np.float32)
+
+
+def test_transposed_a_that_the_gemm_packs_gets_no_permute_node():
+    # attention scores: K (bhkd) is A with its summed index d innermost (transposed); the GEMM packs
+    # it, and the packing copy absorbs the transpose, so no permute node copies it first
+    shapes = [(2, 2, 64, 32), (2, 2, 48, 32)]
+    plan = minijit.EinsumPlan("bhqd,bhkd->bhqk", *shapes, dtype=np.float32)
+    assert [s.kind for s in plan.steps] == ["contract"]
+    assert plan.steps[0].op.pack_plan is not None
+    ops = operands(shapes, np.float32, seed=4)
+    assert_close(plan(*ops), "bhqd,bhkd->bhqk", ops, np.float32)
