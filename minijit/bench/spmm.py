@@ -27,7 +27,7 @@ import numpy as np
 
 from minijit.bench import UserError, report
 
-__all__ = ["bench", "cpu_rows", "geomean", "gpu_peer", "gpu_rows", "matrices", "sections", "table"]
+__all__ = ["bench", "cpu_rows", "fem_blocks", "geomean", "gpu_peer", "gpu_rows", "matrices", "sections", "table"]
 
 #: ``check`` tolerances relative to max(1, max |S B|): fp32 kernel vs scipy, fp16 TCA-SpMM vs fp32 scipy
 #: on the same fp16-rounded values
@@ -81,7 +81,30 @@ def matrices(rng: np.random.Generator, quick: bool = False) -> list[tuple[str, s
     lengths = np.where(rng.random(m) < 0.002, rng.integers(lo, hi, m), rng.poisson(3, m))
     dist = f"SuiteSparse-like web graph: Poisson(3) + 0.2 % hubs {lo}-{hi}"
     out.append(("ss_webgraph", dist, _csr(m, m, lengths, rng)))
+    m = 40000 // q
+    lengths = np.minimum(np.floor(rng.pareto(1.1, m)), 2000 // q)
+    lengths[rng.random(m) < 0.6] = 0
+    dist = f"very sparse power law (Pareto 1.1), {np.mean(lengths == 0):.0%} empty rows, mean {lengths.mean():.1f}"
+    out.append(("ss_powerlaw_sparse", dist, _csr(m, m, lengths, rng)))
+    grid = 20 if not quick else 12
+    s = fem_blocks(grid, 3, rng)
+    dist = f"FEM-like: 3-D 7-point stencil on {grid}^3 nodes, dense 3x3 blocks (3 dof per node)"
+    out.append(("ss_fem_blocks", dist, s))
     return out
+
+
+def fem_blocks(grid: int, dof: int, rng: np.random.Generator):
+    """Block-structured FEM-like CSR: the 7-point stencil graph of a ``grid``^3 mesh, each node
+    coupling a dense ``dof`` x ``dof`` block (rows = grid^3 * dof, about 7 * dof nnz per row)."""
+    import scipy.sparse as sp
+
+    path = sp.diags_array([np.ones(grid - 1), np.ones(grid), np.ones(grid - 1)], offsets=[-1, 0, 1], dtype=np.float32)
+    eye = sp.identity(grid, dtype=np.float32)
+    nodes = sp.kron(sp.kron(path, eye), eye) + sp.kron(sp.kron(eye, path), eye) + sp.kron(sp.kron(eye, eye), path)
+    s = sp.csr_matrix(sp.kron((nodes != 0).astype(np.float32), np.ones((dof, dof), np.float32)), dtype=np.float32)
+    s.sort_indices()
+    s.data = rng.standard_normal(s.nnz).astype(np.float32)
+    return s
 
 
 def geomean(values: list[float]) -> float:

@@ -362,7 +362,7 @@ def test_bench_spmm_quick_cpu_rows(no_gpu, tmp_path, capsys, monkeypatch):
     ]
     assert "| N | minijit ms | GFLOPS | scipy ms | GFLOPS | speedup | check |" in out
     rows = [ln for ln in lines if SPMM_ROW.match(ln)]
-    assert len(rows) == 6 * 2  # six matrices, N = 64 and 128
+    assert len(rows) == 8 * 2  # eight matrices, N = 64 and 128
     assert all(ln.endswith("x | ok |") for ln in rows)
     (gm_line,) = [ln for ln in lines if ln.startswith("geometric-mean speedup over scipy:")]
     data = json.loads(out_json.read_text())
@@ -402,8 +402,8 @@ def test_bench_spmm_wrong_result_exits_1(broken, no_gpu, capsys, monkeypatch):
     rc, out, err = run(["bench", "--spmm", "--quick", "--reps", "1", "--spmm-n", "16"], capsys)
     assert rc == 1
     rows = [ln for ln in out.splitlines() if SPMM_ROW.match(ln)]
-    assert len(rows) == 6 and all(" | ERR " in ln for ln in rows)
-    assert err.count("WRONG RESULT") == 6
+    assert len(rows) == 8 and all(" | ERR " in ln for ln in rows)
+    assert err.count("WRONG RESULT") == 8
 
 
 @pytest.mark.parametrize(
