@@ -109,6 +109,16 @@ class _Builder:
     sizes: dict[str, int]
     steps: list[Step] = field(default_factory=list)
     shapes: list[tuple[str, ...] | None] = field(default_factory=list)  # per slot: ids (None: input/output)
+    #: input slots read in place through a strided view: slot -> (its ids, element stride per index)
+    views: dict[int, tuple[tuple[str, ...], dict[str, int]]] = field(default_factory=dict)
+
+    def strides_of(self, slot: int | None, ids) -> dict[str, int]:
+        """Element strides of tensor ``ids`` in ``slot``: a view's own strides when ``slot`` is a
+        strided input read in its own index order, else C order."""
+        view = self.views.get(slot) if slot is not None else None
+        if view is not None and view[0] == tuple(ids):
+            return view[1]
+        return _strides(tuple(ids), self.sizes)
 
     def new_slot(self, ids: tuple[str, ...]) -> int:
         self.shapes.append(ids)
@@ -137,15 +147,16 @@ class _Builder:
             return slot
         if out_slot is None:
             out_slot = self.new_slot(out_ids)
-        s0, so = _strides(ids, self.sizes), _strides(out_ids, self.sizes)
+        s0, so = self.strides_of(slot, ids), _strides(out_ids, self.sizes)
         dims = list(out_ids)
         op = self._op("copy", ["c"] * len(dims), [s0[c] for c in dims], [0] * len(dims), [so[c] for c in dims], dims)
         self.steps.append(Step("permute", op, (slot, None, out_slot), (ids, (), out_ids)))
         return out_slot
 
-    def _gemm(self, a_ids, b_ids, o_ids, b_ones: bool = False):
+    def _gemm(self, a_ids, b_ids, o_ids, slot_a: int | None = None, slot_b: int | None = None):
+        """The GEMM node ``o = a · b`` (all C order, except inputs read in place from a view slot)."""
         a, b, o = set(a_ids), set(b_ids), set(o_ids)
-        sa, sb, so = (_strides(x, self.sizes) for x in (a_ids, b_ids, o_ids))
+        sa, sb, so = self.strides_of(slot_a, a_ids), self.strides_of(slot_b, b_ids), _strides(o_ids, self.sizes)
         dims = list(o_ids) + [c for c in a_ids if c not in o] + [c for c in b_ids if c not in o and c not in a]
         types = []
         for c in dims:
@@ -160,13 +171,13 @@ class _Builder:
             dims,
         )  # fmt: skip
 
-    def _packs_transposed(self, a_ids, b_ids, out_ids, ks) -> bool:
+    def _packs_transposed(self, a_ids, b_ids, out_ids, ks, slot_a: int, slot_b: int) -> bool:
         """True when A has a summed index innermost (transposed) and the GEMM node packs A anyway:
         its packing copy absorbs the transpose, so a permute node first would copy A twice."""
         if not ks or a_ids[-1] not in ks:
             return False
         try:
-            op = self._gemm(a_ids, b_ids, out_ids)
+            op = self._gemm(a_ids, b_ids, out_ids, slot_a, slot_b)
         except SetupError:
             return False
         return getattr(op, "pack_plan", None) is not None
@@ -177,7 +188,7 @@ class _Builder:
         x = out_ids[-1]
         ta = tuple(c for c in a_ids if c != x) + (x,)
         tb = tuple(c for c in b_ids if c != x) + (x,)
-        s0, s1, so = (_strides(t, self.sizes) for t in (ta, tb, out_ids))
+        s0, s1, so = self.strides_of(sa, ta), self.strides_of(sb, tb), _strides(out_ids, self.sizes)
         dims = list(out_ids)
         try:
             op = self._op(
@@ -202,12 +213,12 @@ class _Builder:
         ones = np.ones(math.prod(self.sizes[c] for c in red), self.dtype)
         if ids[-1] in drop and out_ids:  # summed index innermost: ones as A (M = 1), the tensor as B (K unit)
             try:
-                op = self._gemm(red, ids, out_ids)
+                op = self._gemm(red, ids, out_ids, None, slot)
                 self.steps.append(Step("reduce", op, (-1, slot, out_slot), (red, ids, out_ids), ones))
                 return out_slot, out_ids
             except SetupError:
                 pass
-        op = self._gemm(ids, red, out_ids)
+        op = self._gemm(ids, red, out_ids, slot, None)
         self.steps.append(Step("reduce", op, (slot, -1, out_slot), (ids, red, out_ids), ones))
         return out_slot, out_ids
 
@@ -254,7 +265,7 @@ class _Builder:
         tries = []
         if inner_batch and m:  # compute with the batch outermost, then one permute of the result
             tries.append((a_ids if a_ids[-1] in m else canon_a, b_ids, canon_o))
-        if m and a_ids[-1] not in m and not self._packs_transposed(a_ids, b_ids, out_ids, ks):
+        if m and a_ids[-1] not in m and not self._packs_transposed(a_ids, b_ids, out_ids, ks, sa, sb):
             # a transposed A the GEMM does not pack runs on the scalar kernel: copy M innermost first
             tries.append((tuple(c for c in a_ids if c not in m) + tuple(m), b_ids, out_ids))
         for t in [
@@ -268,7 +279,7 @@ class _Builder:
         err = None
         for ta, tb, to in tries:
             try:
-                op = self._gemm(ta, tb, to)
+                op = self._gemm(ta, tb, to, sa, sb)
             except SetupError as e:
                 err = e
                 continue
@@ -339,6 +350,13 @@ class EinsumPlan:
     lays out the intermediates, sets up one `TensorOperation` per node (shared through a cache
     keyed by configuration) and allocates the intermediates once. ``print(plan)`` shows the tree.
     A plan owns its intermediates: run one plan from one thread at a time.
+
+    ``num_threads`` is the most threads a node uses (nodes under `SMALL_GEMM_FLOPS` run on one).
+    ``strides``: per operand None (C-contiguous; other layouts are copied at each call) or the
+    element strides of the strided views the plan will be called with (any sign, 0 for broadcast
+    dims): such an operand is read in place, and each call checks that it has those strides and
+    lies inside a C-contiguous base array. `strides` after construction lists what the plan reads in
+    place (all None where the kernels cannot take some view, which is then copied).
     """
 
     def __init__(
@@ -349,6 +367,7 @@ class EinsumPlan:
         target: str = "native",
         optimize: Any = True,
         num_threads: int | None = None,
+        strides=None,
     ) -> None:
         self.target = _check_target(target)
         self.dtype = _dtype(dtype)
@@ -359,7 +378,14 @@ class EinsumPlan:
         self.out_shape = tuple(self.expr.sizes[c] for c in self.expr.output)
         self.path: list[tuple[int, int]] = []
         self._empty = any(n == 0 for n in self.expr.sizes.values())
-        self._build(optimize)
+        self.strides = _view_strides(strides, self.shapes)
+        try:
+            self._build(optimize)
+        except (SetupError, AssertionError):
+            if not any(self.strides):
+                raise
+            self.strides = [None] * len(self.shapes)  # the kernels cannot read some view: copy them all
+            self._build(optimize)
 
     @classmethod
     def from_tree(
@@ -388,6 +414,7 @@ class EinsumPlan:
         self.out_shape = tuple(self.expr.sizes[c] for c in self.expr.output)
         self.path = []
         self._empty = any(n == 0 for n in self.expr.sizes.values())
+        self.strides = [None] * len(shapes)
         self._build_tree(root, letter)
         return self
 
@@ -400,8 +427,10 @@ class EinsumPlan:
             tuple(c for c, s in zip(sub, sh, strict=True) if s != 1)
             for sub, sh in zip(self.expr.inputs, self.shapes, strict=True)
         ]
-        for _ in self.shapes:
+        for i, (sub, sh, st) in enumerate(zip(self.expr.inputs, self.shapes, self.strides, strict=True)):
             b.shapes.append(None)
+            if st is not None:
+                b.views[i] = (self._inputs_ids[i], {c: s for c, n, s in zip(sub, sh, st, strict=True) if n != 1})
         b.shapes.append(None)
         self._out_slot = len(self.shapes)
         self._out_ids = tuple(c for c in self.expr.output if sizes[c] != 1)
@@ -566,6 +595,7 @@ class EinsumPlan:
             raise ValueError(f"einsum plan: expected {len(self.shapes)} operands, got {len(operands)}")
         bufs = self._buffers
         arrays = []
+        views: dict[int, tuple[np.ndarray, int]] = {}  # operand -> (its base, flat; element offset)
         for i, (x, shape) in enumerate(zip(operands, self.shapes, strict=True)):
             if not isinstance(x, np.ndarray):
                 x = np.asarray(x)
@@ -575,7 +605,9 @@ class EinsumPlan:
                 if x.dtype.kind not in "fiub" or x.dtype.kind == "c":
                     raise TypeError(f"einsum: operand {i} has dtype {x.dtype} (float32/float64 only)")
                 x = x.astype(self.dtype)
-            if not x.flags.c_contiguous:
+            if self.strides[i] is not None:
+                views[i] = _checked_view(i, x, self.strides[i])
+            elif not x.flags.c_contiguous:
                 x = np.ascontiguousarray(x)
             arrays.append(x)
         direct = (
@@ -606,10 +638,15 @@ class EinsumPlan:
             local = list(bufs)
             local[: len(arrays)] = arrays
             local[self._out_slot] = result
+            origin = [0] * len(local)
+            for i, (base, offset) in views.items():  # a view: its base array and first element
+                local[i], origin[i] = base, offset
             for op, (s0, s1, so), ones in self._calls:
                 in0 = ones if s0 == -1 else local[s0]
                 in1 = ones if s1 == -1 else (in0 if s1 is None else local[s1])
-                op.execute(in0, in1, local[so])
+                o0 = 0 if s0 == -1 else origin[s0]
+                o1 = 0 if s1 in (-1, None) else origin[s1]
+                op.execute(in0, in1, local[so], offsets=(o0, o1, origin[so]) if o0 or o1 else None)
         if out is not None and not direct:
             np.copyto(out, result, casting="same_kind")
             return out
@@ -655,6 +692,73 @@ class EinsumPlan:
 
     def __repr__(self) -> str:
         return f"EinsumPlan({self.subscripts!r}, shapes={self.shapes}, dtype={self.dtype}, nodes={len(self.steps)})"
+
+
+def _view_strides(strides, shapes) -> list[tuple[int, ...] | None]:
+    """The ``strides`` argument of `EinsumPlan`: per operand None or its element strides; None
+    where the view has no unit-stride dim (every kernel reads one dim at unit stride)."""
+    if strides is None:
+        return [None] * len(shapes)
+    strides = list(strides)
+    if len(strides) != len(shapes):
+        raise ValueError(f"einsum plan: strides has {len(strides)} entries for {len(shapes)} operands")
+    out: list[tuple[int, ...] | None] = []
+    for i, (st, sh) in enumerate(zip(strides, shapes, strict=True)):
+        if st is None:
+            out.append(None)
+            continue
+        st = tuple(st)
+        if len(st) != len(sh) or not all(isinstance(s, (int, np.integer)) for s in st):
+            raise ValueError(f"einsum plan: strides[{i}] must be {len(sh)} ints (elements), got {st!r}")
+        st = tuple(int(s) for s in st)
+        big = [s for s, n in zip(st, sh, strict=True) if n != 1]
+        if big and 1 not in big:
+            out.append(None)
+        else:
+            out.append(st)
+    return out
+
+
+def view_of_base(x: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """``(base, offset)`` when ``x`` is a view into a C-contiguous array whose every element lies
+    inside it, with byte strides that are multiples of the itemsize: ``base`` is that array's memory
+    as a flat array of ``x``'s dtype and ``offset`` the element of it that is ``x``'s first
+    element. None otherwise (then the view must be copied)."""
+    root = x
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if not root.flags.c_contiguous:
+        return None
+    item = x.itemsize
+    delta = x.ctypes.data - root.ctypes.data
+    if delta % item or any(s % item for s in x.strides):
+        return None
+    lo = sum((n - 1) * s for n, s in zip(x.shape, x.strides, strict=True) if s < 0)
+    hi = sum((n - 1) * s for n, s in zip(x.shape, x.strides, strict=True) if s > 0)
+    usable = root.nbytes - root.nbytes % item  # whole elements of x's dtype
+    if x.size and (delta + lo < 0 or delta + hi + item > usable):
+        return None
+    flat = root.reshape(-1).view(np.uint8)[:usable].view(x.dtype)
+    return flat, delta // item
+
+
+def _checked_view(i: int, x: np.ndarray, strides: tuple[int, ...]) -> tuple[np.ndarray, int]:
+    """ValueError naming operand ``i`` unless ``x`` has the planned element ``strides`` (on dims of
+    size > 1) and lies inside a C-contiguous base array; returns its base (flat) and offset."""
+    item = x.itemsize
+    got = tuple(s // item if s % item == 0 else None for s in x.strides)
+    if any(n != 1 and g != w for n, g, w in zip(x.shape, got, strides, strict=True)):
+        raise ValueError(
+            f"einsum plan: operand {i} has byte strides {x.strides}, the plan reads it in place with element"
+            f" strides {strides} (build a plan for this layout, or pass a copy to a plan built without strides)"
+        )
+    found = view_of_base(x)
+    if found is None:
+        raise ValueError(
+            f"einsum plan: operand {i} is not a view inside a C-contiguous base array, so it cannot be read"
+            " in place with the planned strides"
+        )
+    return found
 
 
 def _walk(node: TreeNode):
@@ -714,29 +818,37 @@ def einsum(subscripts: str, *operands, out=None, optimize: Any = True, target: s
     else:
         dt = _dtype(dtype)
     dt = _dtype(dt)
-    # a transposed / Fortran-order operand is a C-contiguous array with its indices in another
-    # order: relabel instead of copying (other strided views are copied by execute)
+    # a strided view is read in place: its indices relabelled outermost (largest |stride|, broadcast
+    # dims first) to innermost, so a transpose or a Fortran-order array is a C-order array, and a
+    # view of a C-contiguous base gets its element strides planned; anything else is copied
+    strides: list[tuple[int, ...] | None] = [None] * len(arrays)
     if any(not x.flags.c_contiguous for x in arrays):
         expr = parse_subscripts(subscripts, *arrays)  # errors name the caller's operands
         subs = list(expr.inputs)
         for i, x in enumerate(arrays):
-            if x.flags.c_contiguous:
+            if x.flags.c_contiguous or x.dtype != dt:
                 continue
-            perm = sorted(range(x.ndim), key=lambda ax, x=x: -abs(x.strides[ax]))
+            perm = sorted(range(x.ndim), key=lambda ax, x=x: -abs(x.strides[ax]) if x.strides[ax] else -math.inf)
             y = x.transpose(perm)
-            if y.flags.c_contiguous:
-                arrays[i], subs[i] = y, "".join(subs[i][ax] for ax in perm)
+            if not y.flags.c_contiguous and view_of_base(y) is None:
+                continue  # copied by execute
+            arrays[i], subs[i] = y, "".join(subs[i][ax] for ax in perm)
+            if not y.flags.c_contiguous:
+                strides[i] = tuple(st // y.itemsize for st in y.strides)
         subscripts = ",".join(subs) + "->" + expr.output
     key = (
         subscripts,
         tuple(x.shape for x in arrays),
+        tuple(strides),
         dt,
         target,
         optimize if not isinstance(optimize, list) else tuple(optimize),
     )
     plan = _PLANS.get(key)
     if plan is None:
-        plan = EinsumPlan(subscripts, *[x.shape for x in arrays], dtype=dt, target=target, optimize=optimize)
+        plan = EinsumPlan(
+            subscripts, *[x.shape for x in arrays], dtype=dt, target=target, optimize=optimize, strides=strides
+        )
         if plan.intermediate_bytes <= PLAN_CACHE_MAX_BYTES:  # a plan keeps its intermediates
             if len(_PLANS) >= PLAN_CACHE_SIZE:
                 _PLANS.pop(next(iter(_PLANS)))  # oldest first
