@@ -28,6 +28,8 @@ import os
 from dataclasses import dataclass
 from functools import cache
 
+import numpy as np
+
 from minijit.ir import GEMM_PTYPES, Dimension, TensorConfig, dim_t, exec_t, ptype_t
 
 #: bytes of one register block column of A the kernels keep in flight (AVX-512: 4 vectors of 64 B)
@@ -92,6 +94,15 @@ class PackPlan:
 
     def describe(self) -> str:
         return f"pack in0 into a buffer of {self.elements} elements, copied once per execute: {self.reason}"
+
+
+def aligned_empty(elements: int, dtype: np.dtype, align: int = 64) -> np.ndarray:
+    """An uninitialized 1-D array of ``elements`` whose first element is ``align``-byte aligned (a
+    packed panel column then starts a cache line: misaligned, each column touches one more line)."""
+    dtype = np.dtype(dtype)
+    raw = np.empty(elements * dtype.itemsize + align, np.uint8)
+    start = -raw.ctypes.data % align
+    return raw[start : start + elements * dtype.itemsize].view(dtype)
 
 
 def usable_bytes(stride_bytes: int, geo: CacheGeometry) -> int:
@@ -160,3 +171,111 @@ def plan_packing(config: TensorConfig, caches: tuple[CacheGeometry, ...] | None 
     ]
     copy = TensorConfig(config.dtype, ptype_t.none, ptype_t.copy, ptype_t.none, tuple(copy_dims))
     return PackPlan(copy, main, size, reason)
+
+
+# -- B (in1): micro-panels -----------------------------------------------------------------------
+#: below this many rows of M in all (prim M times the loops over M) a B element is used too few
+#: times for its copy to pay
+MIN_REUSE_M = 64
+
+
+def reachable_bytes(run_bytes: int, stride_bytes: int, geo: CacheGeometry) -> int:
+    """Cache bytes that contiguous runs of ``run_bytes``, ``stride_bytes`` apart, can occupy: the
+    runs start in ``sets / gcd(stride lines, sets)`` sets and each covers ``run lines`` more."""
+    if stride_bytes % geo.line:
+        return geo.size
+    lines = max(1, -(-run_bytes // geo.line))
+    starts = geo.sets // math.gcd(abs(stride_bytes) // geo.line, geo.sets)
+    return min(geo.sets, starts * lines) * geo.ways * geo.line
+
+
+@dataclass(frozen=True)
+class PanelPlan:
+    """How to pack in1 (B) into micro-panels of ``width`` columns of N (the x86-64 kernels'
+    ``b_panel`` layout, `minijit.kernels.x86_64.brgemm`): panel ``p`` starts ``panel * p``
+    elements into the buffer and holds, for each BR and K row, ``width`` adjacent columns.
+
+    ``copies``: unary copy configs from the caller's B into the buffer, each with the element
+    offsets (source, buffer) of its first element (full panels, then the remainder panel).
+    ``main``: the GEMM config on the buffer (prim K stride = ``width``, prim N stride 1 within a
+    panel; the kernel adds ``panel`` per panel). ``elements``: buffer size. ``reason``: the model's
+    figures."""
+
+    copies: tuple[tuple[TensorConfig, int, int], ...]
+    main: TensorConfig
+    width: int
+    panel: int
+    elements: int
+    reason: str
+
+    def describe(self) -> str:
+        return (
+            f"pack in1 into {self.width}-column micro-panels ({self.elements} elements, "
+            f"{len(self.copies)} copies per execute): {self.reason}"
+        )
+
+
+def plan_panels(config: TensorConfig, width: int, caches: tuple[CacheGeometry, ...] | None = None) -> PanelPlan | None:
+    """The micro-panel packing of in1 for a GEMM/BRGEMM config with prim dims, or None when it does
+    not pay: the B block (prim K x prim N) is re-read once per register block of M, and packed it
+    is one sequential stream that fills L2 without conflicts. It pays when the caller's layout
+    lets the block (every BR step's) use less of L2 than it needs (conflicts) and every B element
+    is used by at least `MIN_REUSE_M` rows of M in all."""
+    if config.prim_main not in GEMM_PTYPES or not config.has_prims or width < 1:
+        return None
+    caches = caches or cache_geometries()
+    dims, p = config.dims, config.prim
+    if p.m is None or p.k is None or p.n is None:
+        return None
+    item = config.dtype.itemsize
+    k, n = dims[p.k], dims[p.n]
+    reuse = math.prod(d.size for d in dims if d.type is dim_t.m and d.stride_in1 == 0)
+    if n.size < width or k.size < 4 or reuse < MIN_REUSE_M:
+        return None
+    # the caller's B block: runs along the unit-stride dim, the other dim's stride apart
+    run_dim, other = (k, n) if k.stride_in1 == 1 else (n, k)
+    if run_dim.stride_in1 != 1:
+        return None  # no unit stride: the kernels cannot read it (setup reports that)
+    br_size = dims[p.br].size if p.br is not None else 1
+    block = br_size * k.size * n.size * item  # what one M block reads (every BR step's B)
+    l2 = caches[-1]
+    room = reachable_bytes(run_dim.size * item, other.stride_in1 * item, l2)
+    if room >= min(block, l2.size):
+        return None
+    reason = (
+        f"B block of {block} B ({run_dim.size * item} B runs {other.stride_in1 * item} B apart) "
+        f"can use {room} B of L2; packed it is one stream"
+    )
+    # buffer order, outermost first: in1's loop dims in loop order, panels, BR, K, width columns
+    loops = [i for i, d in enumerate(dims) if d.exec is not exec_t.prim and d.stride_in1 != 0 and d.size > 1]
+    panels, rem = divmod(n.size, width)
+    panel = br_size * k.size * width
+    packed: dict[int, int] = {}
+    size = (panels + (rem > 0)) * panel
+    for i in reversed(loops):
+        packed[i] = size
+        size *= dims[i].size
+    packed[p.k], packed[p.n] = width, 1
+    if p.br is not None:
+        packed[p.br] = k.size * width
+    main = config.with_dims([d.with_(stride_in1=packed.get(i, 0)) for i, d in enumerate(dims)])
+
+    def copy(cols: int, n_panels: int) -> TensorConfig:
+        order = [*loops, "panels", p.br, p.k, p.n]
+        out = []
+        for i in order:
+            if i is None or i == "panels" and n_panels == 0:
+                continue
+            if i == "panels":
+                out.append(Dimension(dim_t.c, exec_t.undefined, n_panels, width * n.stride_in1, 0, panel))
+            else:
+                size = cols if i == p.n else dims[i].size
+                out.append(Dimension(dim_t.c, exec_t.undefined, size, dims[i].stride_in1, 0, packed[i]))
+        return TensorConfig(config.dtype, ptype_t.none, ptype_t.copy, ptype_t.none, tuple(out))
+
+    copies = []
+    if panels:
+        copies.append((copy(width, panels), 0, 0))
+    if rem:
+        copies.append((copy(rem, 0), panels * width * n.stride_in1, panels * panel))
+    return PanelPlan(tuple(copies), main, width, panel, size, reason)

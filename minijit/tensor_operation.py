@@ -85,6 +85,9 @@ class TensorOperation:
         self.pack_plan: packing.PackPlan | None = None
         self._pack_op: TensorOperation | None = None
         self._packed: np.ndarray | None = None
+        self.panel_plan: packing.PanelPlan | None = None
+        self._panel_ops: list[tuple[TensorOperation, int, int]] = []
+        self._panels: np.ndarray | None = None
         self._lock = threading.Lock()
 
     # -- setup ---------------------------------------------------------------------------------
@@ -115,6 +118,7 @@ class TensorOperation:
         """
         self.config, self.primitives, self.nest, self._loopnest = None, {}, None, None
         self.pack_plan, self._pack_op, self._packed = None, None, None
+        self.panel_plan, self._panel_ops, self._panels = None, [], None
         lists = (dim_types, exec_types, dim_sizes, strides_in0, strides_in1, strides_out)
         config = TensorConfig.from_lists(dtype, prim_first, prim_main, prim_last, *lists)
         if optimize is None:
@@ -138,7 +142,9 @@ class TensorOperation:
         config.validate_executable()
         plan, pack_op = self._packing(config)
         compiled = plan.main if plan is not None else config
-        primitives, calls = self._primitives(compiled)
+        panels, panel_ops = self._panel_packing(compiled)
+        compiled = panels.main if panels is not None else compiled
+        primitives, calls = self._primitives(compiled, b_panel=panels.panel if panels is not None else None)
         itemsize = config.dtype.itemsize
         loops = tuple(
             Loop(
@@ -155,7 +161,9 @@ class TensorOperation:
             self._raw = _FFI.cast(RAW_SIGNATURE, self._loopnest.address)
         self.config, self.primitives, self.nest = config, primitives, nest
         self.pack_plan, self._pack_op = plan, pack_op
-        self._packed = None if plan is None else np.empty(plan.elements, config.dtype.numpy)
+        self._packed = None if plan is None else packing.aligned_empty(plan.elements, config.dtype.numpy)
+        self.panel_plan, self._panel_ops = panels, panel_ops
+        self._panels = None if panels is None else packing.aligned_empty(panels.elements, config.dtype.numpy)
         self._iterations = nest.iterations
         self._ranges = {t: config.offset_range(t) for t in TENSORS}
         # tiny operations run on the calling thread: a pool round trip costs ~10-20 us
@@ -176,8 +184,36 @@ class TensorOperation:
             return None, None
         return plan, op
 
-    def _primitives(self, cfg: TensorConfig) -> tuple[dict[str, Any], dict[str, Call]]:
-        """Generate first/main/last kernels and the calls the loop nest makes to them."""
+    def _panel_packing(self, config: TensorConfig) -> tuple[packing.PanelPlan | None, list]:
+        """The micro-panel packing of in1 (x86-64 targets) and its copy operations with their
+        (source, buffer) element offsets; (None, []) when packing is off or does not pay."""
+        if not self.pack or not self.native or not self.target.startswith("x86_64"):
+            return None, []
+        from minijit.kernels.x86_64.brgemm import panel_width
+
+        plan = packing.plan_panels(config, panel_width(self.target.split("-")[1]))
+        if plan is None:
+            return None, []
+        ops = []
+        for copy, src, dst in plan.copies:
+            op = TensorOperation(self.target, num_threads=self.num_threads, pack=False)
+            try:
+                op.setup_config(optimizer.optimize(copy, thread_target=self.num_threads))
+            except SetupError:
+                return None, []
+            ops.append((op, src, dst))
+        return plan, ops
+
+    def _pack_panels(self, a1: int) -> int:
+        """Copy B (at address ``a1``) into the micro-panel buffer; returns the buffer's address."""
+        item, base = self._panels.itemsize, self._panels.ctypes.data
+        for op, src, dst in self._panel_ops:
+            op.execute_ptr(a1 + src * item, 0, base + dst * item)
+        return base
+
+    def _primitives(self, cfg: TensorConfig, b_panel: int | None = None) -> tuple[dict[str, Any], dict[str, Call]]:
+        """Generate first/main/last kernels and the calls the loop nest makes to them (``b_panel``:
+        in1 is packed in x86-64 micro-panels that many elements apart)."""
         dims, roles, main = cfg.dims, cfg.prim, cfg.prim_main
         common = {"dtype": cfg.dtype.name, "target": self.target, "sve_vl": self.sve_vl}
         prims: dict[str, Any] = {}
@@ -218,6 +254,7 @@ class TensorOperation:
                 size(br),
                 trans_a=trans_a,
                 trans_b=trans_b,
+                **({"b_panel": b_panel} if b_panel is not None else {}),
                 **common,
             )
             calls["main"] = Call(
@@ -337,11 +374,15 @@ class TensorOperation:
         accumulates into it (C += A·B for a GEMM), so initialize it or use first touch ``zero``.
         """
         in0, in1, out, a0, a1, ao = self._checked(in0, in1, out, offsets)
-        if self._pack_op is not None:
+        if self._pack_op is not None or self._panel_ops:
             with self._lock:  # one packed buffer per operation
-                origin = (a0 - in0.ctypes.data) // in0.itemsize
-                self._pack_op.execute(in0, None, self._packed, offsets=(origin, 0, 0))
-                self._execute_checked(self._packed, in1, out, self._packed.ctypes.data, a1, ao)
+                if self._panel_ops:  # native only: B's reach was checked above
+                    in1, a1 = self._panels, self._pack_panels(a1)
+                if self._pack_op is not None:
+                    origin = (a0 - in0.ctypes.data) // in0.itemsize
+                    self._pack_op.execute(in0, None, self._packed, offsets=(origin, 0, 0))
+                    in0, a0 = self._packed, self._packed.ctypes.data
+                self._execute_checked(in0, in1, out, a0, a1, ao)
             return
         self._execute_checked(in0, in1, out, a0, a1, ao)
 
@@ -364,10 +405,14 @@ class TensorOperation:
                 raise TypeError(f"{name} must be a non-negative int address, got {v!r}")
         if self.config.inputs_swapped:
             addr_in0, addr_in1 = addr_in1, addr_in0
-        if self._pack_op is not None:
+        if self._pack_op is not None or self._panel_ops:
             with self._lock:
-                self._pack_op.execute_ptr(addr_in0, 0, self._packed.ctypes.data)
-                self._run(self._packed.ctypes.data, addr_in1, addr_out)
+                if self._panel_ops:
+                    addr_in1 = self._pack_panels(addr_in1)
+                if self._pack_op is not None:
+                    self._pack_op.execute_ptr(addr_in0, 0, self._packed.ctypes.data)
+                    addr_in0 = self._packed.ctypes.data
+                self._run(addr_in0, addr_in1, addr_out)
             return
         self._run(addr_in0, addr_in1, addr_out)
 
@@ -400,12 +445,11 @@ class TensorOperation:
         if self.pack_plan is not None:
             main = str(self.pack_plan.main).splitlines()[1:]
             parts.append("\n".join(f"// {line}" for line in [self.pack_plan.describe(), "kernels run on:", *main]))
-            parts.append(
-                "\n".join(
-                    line.replace("// ", "// pack: ", 1) if line.startswith("// ") else line
-                    for line in self._pack_op.listing().splitlines()
-                )
-            )
+            parts.append(_tagged(self._pack_op.listing(), "// pack: "))
+        if self.panel_plan is not None:
+            parts.append(f"// {self.panel_plan.describe()}")
+            for i, (op, _, _) in enumerate(self._panel_ops):
+                parts.append(_tagged(op.listing(), f"// pack in1 ({i + 1}/{len(self._panel_ops)}): "))
         for name, k in {**self.primitives, "loopnest": self._loopnest}.items():
             parts.append(f"// ---- {name}: {getattr(k, 'name', name)} at {k.address:#x}\n{k.listing}")
         return "\n".join(parts)
@@ -413,6 +457,11 @@ class TensorOperation:
     def __repr__(self) -> str:
         state = "not set up" if self.config is None else f"{len(self.config.dims)} dims"
         return f"<TensorOperation {self.target} threads={self.num_threads} {state}>"
+
+
+def _tagged(listing: str, tag: str) -> str:
+    """A sub-operation's listing with its comment lines marked by ``tag``."""
+    return "\n".join(line.replace("// ", tag, 1) if line.startswith("// ") else line for line in listing.splitlines())
 
 
 def _origin_view(arr: np.ndarray, address: int) -> np.ndarray:

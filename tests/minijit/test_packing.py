@@ -8,10 +8,25 @@ import pytest
 
 from minijit import TensorOperation
 from minijit.ir import TensorConfig, exec_t
-from minijit.packing import CacheGeometry, padded_column, plan_packing, usable_bytes
+from minijit.packing import (
+    CacheGeometry,
+    aligned_empty,
+    padded_column,
+    plan_packing,
+    plan_panels,
+    reachable_bytes,
+    usable_bytes,
+)
+from minijit.runtime import host
 from tests.minijit.test_tensor_operation import TARGETS, emulated
 
 GEO = CacheGeometry(32 * 1024, 8, 64)  # 64 sets
+
+
+def native_x86() -> bool:
+    return host().isa == "x86_64"
+
+
 CACHES = (GEO, CacheGeometry(512 * 1024, 8, 64))  # the L2: 1024 sets
 
 
@@ -167,3 +182,110 @@ def test_packed_brgemm_on_sve_at_every_vector_length(sve_vl):
     ops[True].execute_iter(a, b, ref)
     np.testing.assert_allclose(got[True], got[False], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got[True], ref, rtol=1e-4, atol=1e-4, equal_nan=True)
+
+
+# -- B micro-panels (x86-64) -----------------------------------------------------------------------
+def test_reachable_bytes_counts_runs_and_their_starts():
+    l2 = CACHES[1]
+    # 1 KiB runs (16 lines) 8 KiB apart: 8 start sets, 16 lines each -> 128 of 1024 sets
+    assert reachable_bytes(1024, 8192, l2) == 128 * 8 * 64
+    # contiguous columns (the stride is the run): every set
+    assert reachable_bytes(1024, 1024, l2) == l2.size
+    # not a line multiple: spread
+    assert reachable_bytes(1024, 8196, l2) == l2.size
+
+
+def test_plan_panels_packs_conflicting_b_blocks_only():
+    big = gemm_config(256, 256, 256, (1, 2048), (1, 2048), (1, 2048))
+    plan = plan_panels(big, 6, CACHES)
+    assert plan is not None and plan.width == 6 and plan.panel == 256 * 6
+    # 42 full panels and one of 4 columns: two copies, the remainder at panel 42 / column 252
+    assert len(plan.copies) == 2 and plan.copies[1][1:] == (252 * 2048, 42 * 1536)
+    assert plan.elements == 43 * 1536
+    k, n = plan.main.dims[2], plan.main.dims[1]
+    assert (k.stride_in1, n.stride_in1) == (6, 1)
+    assert "of L2" in plan.describe()
+    # the caller's B already contiguous (ldb = K): no conflicts, no packing
+    assert plan_panels(gemm_config(256, 256, 256, (1, 256), (1, 256), (1, 256)), 6, CACHES) is None
+    # too few rows of M reuse each B element (M < MIN_REUSE_M): no packing
+    assert plan_panels(gemm_config(32, 256, 256, (1, 2048), (1, 2048), (1, 2048)), 6, CACHES) is None
+    # fewer columns than one panel: no packing
+    assert plan_panels(gemm_config(256, 4, 256, (1, 2048), (1, 2048), (1, 2048)), 6, CACHES) is None
+    # a transposed B (unit stride in N) with conflicting rows: packed too
+    t = plan_panels(gemm_config(256, 256, 256, (1, 2048), (2048, 1), (1, 2048)), 6, CACHES)
+    assert t is not None and len(t.copies) == 2
+    # BRGEMM: the BR step lies between the panels and K
+    cfg = gemm_config(128, 256, 64, (1, 128), (1, 4096), (1, 128), main="brgemm", br=(3, 8192, 64))
+    b = plan_panels(cfg, 6, CACHES)
+    assert b is not None and b.panel == 3 * 64 * 6 and b.main.dims[0].stride_in1 == 64 * 6
+    # the same B block with room to spare (contiguous 256 B columns): no packing
+    dense = gemm_config(128, 256, 64, (1, 128), (1, 64), (1, 128), main="brgemm", br=(3, 8192, 64 * 256))
+    assert plan_panels(dense, 6, CACHES) is None
+
+
+PANEL_CASES = {
+    # (dtype, touches, dim types, sizes, in0/in1/out strides): B blocks that conflict in L2
+    "gemm-pow2": ("fp32", ("none", "none"), "mnk", (96, 100, 64), (1, 0, 96), (0, 4096, 1), (1, 96, 0)),
+    "gemm-row-major-b": ("fp64", ("zero", "relu"), "mnk", (70, 40, 33), (1, 0, 70), (0, 1, 4096), (1, 70, 0)),
+    "brgemm-odd-n": (
+        "fp32",
+        ("zero", "none"),
+        "kmnk",
+        (2, 67, 61, 32),
+        (32 * 67, 1, 0, 67),
+        (32, 0, 4096, 1),
+        (0, 1, 67, 0),
+    ),  # fmt: skip
+}
+
+
+@pytest.mark.skipif(not native_x86(), reason="B micro-panels are an x86-64 layout; this host is not x86-64")
+@pytest.mark.parametrize("case", sorted(PANEL_CASES))
+@pytest.mark.parametrize("threads", [1, 2])
+def test_panel_packed_operations_match_numpy_and_the_unpacked_ones(case, threads):
+    dtype, touches, types, sizes, s0, s1, so = PANEL_CASES[case]
+    main = "brgemm" if types.count("k") > 1 else "gemm"
+    execs = ["prim"] * len(types)
+    ops = {p: TensorOperation("native", num_threads=threads, pack=p) for p in (True, False)}
+    for op in ops.values():
+        op.setup(dtype, touches[0], main, touches[1], list(types), execs, list(sizes), list(s0), list(s1), list(so))
+    assert ops[True].panel_plan is not None and ops[False].panel_plan is None
+    assert "pack in1 into" in ops[True].listing()
+    t = np.float32 if dtype == "fp32" else np.float64
+    rng = np.random.default_rng(len(case) + threads)
+    reach = [ops[True].config.offset_range(x)[1] + 1 for x in ("in0", "in1", "out")]
+    a, b = rng.uniform(-1, 1, reach[0]).astype(t), rng.uniform(-1, 1, reach[1]).astype(t)
+    c0 = rng.uniform(-1, 1, reach[2]).astype(t)
+    got = {}
+    for p, op in ops.items():
+        got[p] = c0.copy()
+        op.execute(a, b, got[p])
+    ref = c0.copy()
+    ops[True].execute_iter(a, b, ref)
+    tol = 1e-4 if dtype == "fp32" else 1e-10
+    np.testing.assert_allclose(got[True], ref, rtol=tol, atol=tol)
+    np.testing.assert_allclose(got[True], got[False], rtol=tol, atol=tol)
+    c = c0.copy()
+    ops[True].execute_ptr(a.ctypes.data, b.ctypes.data, c.ctypes.data)
+    np.testing.assert_array_equal(c, got[True])
+
+
+@pytest.mark.skipif(not native_x86(), reason="B micro-panels are an x86-64 layout; this host is not x86-64")
+def test_c_order_numpy_gemm_with_power_of_two_size_packs_both_operands():
+    """What a numpy user writes: C-order A @ B at 1024 (swapped operands, both packed)."""
+    n = 1024
+    op = TensorOperation("native", num_threads=2)
+    op.setup("fp32", "zero", "gemm", "none", "mnk", ("undefined",) * 3, (n, n, n), (n, 0, 1), (0, 1, n), (n, 1, 0))
+    assert op.pack_plan is not None and op.panel_plan is not None
+    rng = np.random.default_rng(5)
+    A, B = rng.uniform(-1, 1, (n, n)).astype(np.float32), rng.uniform(-1, 1, (n, n)).astype(np.float32)
+    C = np.full((n, n), np.nan, np.float32)
+    op.execute(A, B, C)
+    np.testing.assert_allclose(C, A.astype(np.float64) @ B, rtol=1e-4, atol=1e-3)
+
+
+def test_aligned_empty_starts_on_a_line():
+    for n in (1, 17, 1000):
+        for dt in (np.float32, np.float64):
+            x = aligned_empty(n, dt)
+            assert x.ctypes.data % 64 == 0 and x.size == n and x.dtype == dt and x.flags.writeable

@@ -21,6 +21,11 @@ N blocks (full, then one narrower block), BR, K unrolled by 4 (A rows at
 the remainder block is loaded and stored under an opmask (AVX-512) or with
 vmaskmov (AVX2), so nothing outside the matrices is touched.
 
+Packed B (``b_panel``, with ``trans_b``): B comes in micro-panels of ``nb`` columns (the full
+block's width, which every M block then uses), each ``k`` rows of ``ldb`` elements with the
+columns adjacent (``b[j + k*ldb]``, ``ldb`` = nb), panel ``p`` at ``b + p*b_panel``: one
+sequential B stream per block instead of one per column (`minijit.packing` writes it).
+
 ``trans_a`` (``a[k + m*lda]``) and ``trans_c`` (``c[n + m*ldc]``) take a
 simple scalar path (one vfmadd231ss/sd chain per element of C) that also
 handles ``trans_b``.
@@ -71,8 +76,9 @@ def signature(ctype: str) -> str:
     )
 
 
-def blocking(m: int, isa: str, dtype: str = "fp32") -> list[tuple[int, int, int, int]]:
-    """The M blocks: ``(count, mv, nb, lanes in the last vector)`` for full blocks then the remainder."""
+def blocking(m: int, isa: str, dtype: str = "fp32", *, uniform_nb: bool = False) -> list[tuple[int, int, int, int]]:
+    """The M blocks: ``(count, mv, nb, lanes in the last vector)`` for full blocks then the remainder
+    (``uniform_nb``: the remainder block keeps the full block's ``nb``, as packed B panels need)."""
     t = Target.of(dtype, isa)
     mv_full = max(NB[isa])
     mb = mv_full * t.vl
@@ -82,8 +88,13 @@ def blocking(m: int, isa: str, dtype: str = "fp32") -> list[tuple[int, int, int,
     rem = m % mb
     if rem:
         mv = -(-rem // t.vl)
-        out.append((1, mv, NB[isa][mv], rem - (mv - 1) * t.vl))
+        out.append((1, mv, NB[isa][mv_full if uniform_nb else mv], rem - (mv - 1) * t.vl))
     return out
+
+
+def panel_width(isa: str) -> int:
+    """Columns of one packed B micro-panel (the full register block's ``nb``)."""
+    return NB[isa][max(NB[isa])]
 
 
 def generate(
@@ -98,12 +109,15 @@ def generate(
     isa: str = "avx512",
     *,
     br_outer: bool | None = None,
+    b_panel: int | None = None,
 ) -> Kernel:
     """Generate the BRGEMM kernel (see the module docstring). Bad arguments raise ValueError.
 
     ``br_outer``: run the BR loop outside the M/N block loops (C blocks are loaded and stored
     once per BR step) instead of inside each block; ``None`` picks it when the A panels of one
     call exceed `BR_OUTER_BYTES` and each BR step has at least `BR_OUTER_MIN_K` rows of K.
+    ``b_panel``: B is packed in micro-panels of `panel_width` columns, ``b_panel`` elements apart
+    (needs ``trans_b`` and ``ldb`` = panel width at the call; see the module docstring).
     """
     for name, value in (("m", m), ("n", n), ("k", k)):
         check_size(name, value, 1, MAX_SIZE)
@@ -112,23 +126,30 @@ def generate(
         check_flag(nm, v) for nm, v in (("trans_a", trans_a), ("trans_b", trans_b), ("trans_c", trans_c))
     )
     t = Target.of(dtype, isa)
+    if b_panel is not None:
+        check_size("b_panel", b_panel, 1, (1 << 31) // 8)
+        if not trans_b or trans_a or trans_c:
+            raise ValueError("b_panel (packed B micro-panels) needs trans_b=True and trans_a = trans_c = False")
     a = Assembler(name="brgemm")
     if trans_a or trans_c:
         _emit_scalar(a, t, m, n, k, br_size, trans_a, trans_b, trans_c)
     else:
         if br_outer is None:
             br_outer = br_size > 1 and k >= BR_OUTER_MIN_K and m * k * br_size * t.es > BR_OUTER_BYTES
-        _emit_vector(a, t, m, n, k, br_size, trans_b, bool(br_outer) and br_size > 1)
+        _emit_vector(a, t, m, n, k, br_size, trans_b, bool(br_outer) and br_size > 1, b_panel)
     flags = "".join(f for f, on in (("_ta", trans_a), ("_tb", trans_b), ("_tc", trans_c)) if on)
     flags += "_bro" if br_outer and br_size > 1 and not (trans_a or trans_c) else ""
+    flags += f"_bp{b_panel}" if b_panel is not None else ""
     return build(a, signature(t.ctype), f"brgemm_{dtype}_{isa}_{m}x{n}x{k}_br{br_size}{flags}")
 
 
 # -- vector path --------------------------------------------------------------------------------
-def _emit_vector(a: Assembler, t: Target, m: int, n: int, k: int, br: int, trans_b: bool, br_outer: bool) -> None:
+def _emit_vector(
+    a: Assembler, t: Target, m: int, n: int, k: int, br: int, trans_b: bool, br_outer: bool, b_panel: int | None
+) -> None:
     es, vb = t.es, t.vbytes
     br_total, br = br, (1 if br_outer else br)  # `br`: BR steps inside one block
-    blocks = blocking(m, t.isa, t.dtype)
+    blocks = blocking(m, t.isa, t.dtype, uniform_nb=b_panel is not None)
     k_loops, k_rem = divmod(k, UNROLL)
     k_adv = k_loops * UNROLL  # rows the pointers advance per BR step (the remainder uses offsets)
     masked = t.isa == "avx2" and any(last < t.vl for *_, last in blocks)
@@ -274,7 +295,9 @@ def _emit_vector(a: Assembler, t: Target, m: int, n: int, k: int, br: int, trans
 
         def full() -> None:
             block(mv, nb, part)
-            if trans_b:
+            if b_panel is not None:  # the next packed micro-panel
+                a.add(B_N, b_panel * es)
+            elif trans_b:
                 a.add(B_N, nb * es)
             else:
                 a.add(B_N, s_bstep[nb])

@@ -130,3 +130,68 @@ def test_listings_reassemble_to_the_code() -> None:
     for kern in kernels:
         assert kern.listing
         assert llvm.assemble(kern.listing, triple="x86_64", mattr="") == kern.code, kern.name
+
+
+def pack_panels(B: np.ndarray, width: int, br_stride: int, panel: int, n_panels: int) -> np.ndarray:
+    """B (br, K, N) as the kernel's micro-panels: panel p, BR step i, row k at p*panel + i*br_stride + k*width."""
+    br, k, n = B.shape
+    out = np.full(n_panels * panel, np.nan, B.dtype)  # unwritten slots are never read
+    for p in range(n_panels):
+        cols = B[:, :, p * width : (p + 1) * width]
+        for i in range(br):
+            for kk in range(k):
+                at = p * panel + i * br_stride + kk * width
+                out[at : at + cols.shape[2]] = cols[i, kk]
+    return out
+
+
+@needs_x86
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", ["fp32", "fp64"])
+@settings(max_examples=25, deadline=None)
+@given(
+    m=st.integers(1, 70),
+    n=st.integers(1, 30),
+    k=st.integers(1, 40),
+    br=st.integers(1, 3),
+    br_outer=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_packed_b_panels(isa, dtype, m, n, k, br, br_outer, seed):
+    """B read from micro-panels (``b_panel``): every M block (the remainder too) uses the full
+    block's panel width; the result matches numpy and nothing outside C changes."""
+    if not available(isa):
+        pytest.skip(f"host lacks {isa}")
+    rng = np.random.default_rng(seed)
+    dt = NP[dtype]
+    width = brgemm.panel_width(isa)
+    n_panels = -(-n // width)
+    br_stride = k * width
+    panel = br * br_stride
+    lda, ldc = m + 3, m + 1
+    A = rng.uniform(-1, 1, (br, k, lda)).astype(dt)
+    B = rng.uniform(-1, 1, (br, k, n)).astype(dt)
+    C = rng.uniform(-1, 1, n * ldc + 4).astype(dt)
+    C0 = C.copy()
+    ref = C[: n * ldc].reshape(n, ldc)[:, :m].T.astype(np.float64)
+    for i in range(br):
+        ref = ref + A[i, :, :m].T.astype(np.float64) @ B[i].astype(np.float64)
+    kern = brgemm.generate(m, n, k, br, trans_b=True, dtype=dtype, isa=isa, br_outer=br_outer, b_panel=panel)
+    assert f"_bp{panel}" in kern.name
+    kern(A, pack_panels(B, width, br_stride, panel, n_panels), C, lda, width, ldc, k * lda, br_stride)
+    got = C[: n * ldc].reshape(n, ldc)[:, :m].T
+    tol = 4 * np.finfo(dt).eps * (k * br + 1)
+    np.testing.assert_allclose(got, ref, rtol=0, atol=tol * max(1.0, np.abs(ref).max()))
+    outside = np.ones(C.size, bool)
+    outside[(np.arange(n)[:, None] * ldc + np.arange(m)).ravel()] = False
+    np.testing.assert_array_equal(C[outside], C0[outside])
+
+
+@needs_x86
+def test_packed_b_panels_need_trans_b():
+    with pytest.raises(ValueError, match="b_panel"):
+        brgemm.generate(16, 6, 4, 1, dtype="fp32", isa="avx2", b_panel=24)
+    with pytest.raises(ValueError, match="b_panel"):
+        brgemm.generate(16, 6, 4, 1, trans_b=True, trans_c=True, dtype="fp32", isa="avx2", b_panel=24)
+    with pytest.raises(ValueError, match="b_panel"):
+        brgemm.generate(16, 6, 4, 1, trans_b=True, dtype="fp32", isa="avx2", b_panel=0)
