@@ -394,6 +394,72 @@ class BaseMixin:
         """``prefetchnta byte ptr [..]``."""
         self._prefetch("prefetchnta", 0, src)
 
+    # -- atomics and synchronization -------------------------------------------------------
+    def _rmw(self, mn: str, opcode: bytes, dst, src, lock: bool) -> None:
+        """``[lock] mn r/m, reg`` (``xadd``, ``cmpxchg``): src in ModR/M.reg, dst in r/m.
+
+        ``lock`` needs a memory destination (a locked register form raises #UD)."""
+        gpr(mn, "src", src)
+        w = int(src.bits == 64)
+        if isinstance(dst, Gpr):
+            if lock:
+                raise fail(f"lock {mn}", "dst", "a memory operand (lock needs memory)", dst)
+            gpr(mn, "dst", dst)
+            same_width(mn, dst=dst, src=src)
+            return self._legacy(mn, f"{mn} {dst}, {src}", opcode, src.idx, dst.idx, w=w)
+        if not isinstance(dst, Mem):
+            raise fail(mn, "dst", "a register rax..r15/eax..r15d or a memory operand", dst)
+        m = memop(mn, "dst", dst, src.bits // 8)
+        prefix = b"\xf0" if lock else b""
+        text = f"{'lock ' if lock else ''}{mn} {m}, {src}"
+        self._legacy(mn, text, opcode, src.idx, m.addr, w=w, prefix=prefix)
+
+    def xadd(self, dst, src: Gpr, *, lock: bool = False) -> None:
+        """``[lock] xadd r/m, reg``: ``tmp = dst; dst += src; src = tmp`` (atomic with ``lock``)."""
+        self._rmw("xadd", b"\x0f\xc1", dst, src, lock)
+
+    def cmpxchg(self, dst, src: Gpr, *, lock: bool = False) -> None:
+        """``[lock] cmpxchg r/m, reg``: if ``rax/eax == dst`` then ``dst = src`` (ZF=1) else ``rax/eax = dst``."""
+        self._rmw("cmpxchg", b"\x0f\xb1", dst, src, lock)
+
+    def xchg(self, dst, src) -> None:
+        """``xchg``: reg<->reg or reg<->mem (a memory form is implicitly locked: a full barrier).
+
+        Encoded as llvm-mc does: ``90+r`` when one register is rax/eax (``xchg rax, rax`` is
+        ``nop``; ``xchg eax, eax`` keeps ``87 /r`` because ``90`` would not zero-extend)."""
+        mn = "xchg"
+        if isinstance(dst, Mem) or isinstance(src, Mem):
+            mem_, reg = (dst, src) if isinstance(dst, Mem) else (src, dst)
+            gpr(mn, "src" if isinstance(dst, Mem) else "dst", reg)
+            m = memop(mn, "dst" if isinstance(dst, Mem) else "src", mem_, reg.bits // 8)
+            text = f"{mn} {m}, {reg}" if isinstance(dst, Mem) else f"{mn} {reg}, {m}"
+            return self._legacy(mn, text, b"\x87", reg.idx, m.addr, w=int(reg.bits == 64))
+        gpr(mn, "dst", dst)
+        gpr(mn, "src", src)
+        same_width(mn, dst=dst, src=src)
+        text = f"{mn} {dst}, {src}"
+        w = int(dst.bits == 64)
+        if dst.idx == 0 or src.idx == 0:
+            other = src if dst.idx == 0 else dst
+            if other.idx == 0:
+                if w:
+                    return self.emit(b"\x90", text)
+                return self._legacy(mn, text, b"\x87", 0, 0)
+            return self._short(mn, text, 0x90, other, w=w)
+        self._legacy(mn, text, b"\x87", dst.idx, src.idx, w=w)
+
+    def pause(self) -> None:
+        """``pause``: spin-wait hint."""
+        self.emit(b"\xf3\x90", "pause")
+
+    def mfence(self) -> None:
+        """``mfence``: full memory barrier (orders earlier stores before later loads)."""
+        self.emit(b"\x0f\xae\xf0", "mfence")
+
+    def syscall(self) -> None:
+        """``syscall``: number in rax, arguments rdi, rsi, rdx, r10, r8, r9; clobbers rcx and r11."""
+        self.emit(b"\x0f\x05", "syscall")
+
 
 def _make_jcc(cond: str):
     def jcc(self, target: Label, short: bool = False) -> None:
