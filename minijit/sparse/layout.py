@@ -16,6 +16,12 @@ chunks of 8 non-zeros per MMA (lq = 0..3 for <=8, <=16, <=32, >32 nnz):
 * result: ``O[c0 + j] = sum_{r<q} D[q*j + r][r]`` (a diagonal of each q x q
   block), so one MMA yields ``16 / q`` outputs.
 
+The fragment layouts are those of ``mma.m16n8k8`` (`ptx.mma`): f16 and bf16
+share one (two elements per register, `a_frag_index`, `b_frag_index`); tf32
+has its own (one element per register, `a_frag_index_tf32`,
+`b_frag_index_tf32`). Element ``i`` of the matricized tiles is the same for
+all three, so only the fragment reads differ.
+
 Per 64-column tile a warp owns ``64 >> lq`` columns = 4 MMAs (the row's q
 warps share the tile), so every warp issues 4 MMAs per tile and chunk.
 """
@@ -37,6 +43,8 @@ __all__ = [
     "rhs_slot",
     "a_frag_index",
     "b_frag_index",
+    "a_frag_index_tf32",
+    "b_frag_index_tf32",
     "diag_source",
     "out_col",
     "is_writer",
@@ -126,6 +134,16 @@ def a_frag_index(o, g, t, half: int):
 def b_frag_index(o, g, t, lq):
     """f16 index (within the chunk's 64) of B fragment register b0 (rows 2t, 2t+1 of column g)."""
     return o.add(o.shl(o.and_(g, o.sub(o.shl(1, lq), 1)), 3), o.shl(t, 1))
+
+
+def a_frag_index_tf32(o, g, t, i: int):
+    """Element index of tf32 A fragment register ``i`` (0..3): row ``g + 8*(i&1)``, col ``t + 4*(i>=2)``."""
+    return o.add(o.shl(o.add(g, 8 * (i & 1)), 3), o.add(t, 4 * (i >= 2)))
+
+
+def b_frag_index_tf32(o, g, t, lq, i: int):
+    """Element index (within the chunk's 64) of tf32 B fragment register ``i`` (0, 1): row ``t + 4i`` of column g."""
+    return o.add(o.shl(o.and_(g, o.sub(o.shl(1, lq), 1)), 3), o.add(t, 4 * i))
 
 
 def diag_source(o, lane, g, lq):

@@ -3,11 +3,11 @@
 `tca_spmm` runs what ``tca.py`` emits, with the same plan and the same index
 formulas (`minijit.sparse.layout`, evaluated with `IntOps`): the per-block
 sparse-row scratch pad, each warp's compressed RHS buffer (its 4 A tiles),
-A/B fragments read through the ``ptx.mma`` layout tables, m16n8k8 f16 MMAs
+A/B fragments read through the ``ptx.mma`` layout tables, m16n8k8 f16/bf16/tf32 MMAs
 with f32 accumulation (`mma_sync`, a vectorised equivalent of
 ``ptx.mma.mma_sync``), the diagonal pick (``shfl.idx``) and butterfly
 (``shfl.bfly``) reduction, predicated stores, and the second pass over
-partial rows. Values are rounded to f16 as the kernel sees them.
+partial rows. Values are rounded to the input precision as the kernel sees them.
 """
 
 from __future__ import annotations
@@ -17,31 +17,31 @@ import numpy as np
 from minijit.sparse import layout as L
 from minijit.sparse.csr import Csr
 from minijit.sparse.plan import Plan
+from minijit.sparse.precision import precision
 from ptx import mma as M
 
 __all__ = ["mma_sync", "tca_spmm", "rhs_slots"]
 
-_SHAPE, _DT = "m16n8k8", "f16"
-_LAY_A = M.layout(_SHAPE, _DT, "a")
-_LAY_B = M.layout(_SHAPE, _DT, "b")
-_LAY_C = M.layout(_SHAPE, _DT, "c")
+_SHAPE = "m16n8k8"
 
 
-def mma_sync(a_frags: np.ndarray, b_frags: np.ndarray, c_frags: np.ndarray) -> np.ndarray:
-    """``mma.sync.m16n8k8.row.col.f32.f16.f16.f32`` on stacks of warps: (..., 32, 4|2|4) fragments.
+def mma_sync(a_frags: np.ndarray, b_frags: np.ndarray, c_frags: np.ndarray, dtype: str = "f16") -> np.ndarray:
+    """``mma.sync.m16n8k8.row.col.f32.{dtype}.{dtype}.f32`` on stacks of warps: (..., 32, 4|2|4)
+    fragments (elements, one per entry, for f16, bf16 and tf32 alike).
 
-    Same semantics as ``ptx.mma.mma_sync`` (inputs rounded to f16, products and
+    Same semantics as ``ptx.mma.mma_sync`` (inputs quantized to ``dtype``, products and
     sums in float64, result float32), for any leading batch shape.
     """
-    a = M.quantize(_DT, a_frags).astype(np.float64)
-    b = M.quantize(_DT, b_frags).astype(np.float64)
+    lay_a, lay_b, lay_c = (M.layout(_SHAPE, dtype, x) for x in "abc")
+    a = M.quantize(dtype, a_frags).astype(np.float64)
+    b = M.quantize(dtype, b_frags).astype(np.float64)
     batch = a.shape[:-2]
     at = np.zeros(batch + (16, 8))
     bt = np.zeros(b.shape[:-2] + (8, 8))
-    at[..., _LAY_A[..., 0], _LAY_A[..., 1]] = a
-    bt[..., _LAY_B[..., 0], _LAY_B[..., 1]] = b
+    at[..., lay_a[..., 0], lay_a[..., 1]] = a
+    bt[..., lay_b[..., 0], lay_b[..., 1]] = b
     d = at @ bt
-    return (d[..., _LAY_C[..., 0], _LAY_C[..., 1]] + np.asarray(c_frags, np.float64)).astype(np.float32)
+    return (d[..., lay_c[..., 0], lay_c[..., 1]] + np.asarray(c_frags, np.float64)).astype(np.float32)
 
 
 def rhs_slots(lq: int) -> np.ndarray:
@@ -53,14 +53,16 @@ def rhs_slots(lq: int) -> np.ndarray:
     return L.rhs_slot(o, 8 * cb + e, p, lq)
 
 
-def tca_spmm(plan: Plan, csr: Csr, b: np.ndarray) -> np.ndarray:
-    """C = S @ B (float32, M x N) computed as the TCA-SpMM kernels compute it."""
+def tca_spmm(plan: Plan, csr: Csr, b: np.ndarray, dtype: str = "fp16") -> np.ndarray:
+    """C = S @ B (float32, M x N) computed as the TCA-SpMM kernels for input precision ``dtype``
+    ("fp16", "bf16", "tf32"; `minijit.sparse.precision`) compute it."""
     o = L.IntOps
+    prec = precision(dtype)
     m, n = plan.m, plan.n
     indptr = csr.indptr.astype(np.int64)
     nnz_row = np.diff(indptr)
-    data = M.quantize("f16", csr.data)
-    bq = M.quantize("f16", b)
+    data = prec.quantize(csr.data).astype(np.float32)
+    bq = prec.quantize(b).astype(np.float32)
     indices = csr.indices.astype(np.int64)
     c_out = np.zeros((m, n), np.float32)
     part = np.zeros((max(plan.num_partials, 1), n), np.float32)
@@ -101,9 +103,13 @@ def tca_spmm(plan: Plan, csr: Csr, b: np.ndarray) -> np.ndarray:
         lqc = lq[:, None]
         wcol = L.warp_col0(o, wrid, lq)[:, None]
         mt = np.arange(4)[None, :, None]
-        a_idx = np.stack(
-            [(mt * 128 + L.a_frag_index(o, g, t, i >> 1) + (i & 1))[:, :, :] for i in range(4)], axis=-1
-        )  # (1, 4, 32, 4)
+        if prec.mma == "tf32":  # one element per register
+            a_el = [L.a_frag_index_tf32(o, g, t, i) for i in range(4)]
+            b_el = [L.b_frag_index_tf32(o, g, t, lq[:, None], i) for i in range(2)]
+        else:  # element 2j in the low half of register j
+            a_el = [L.a_frag_index(o, g, t, i >> 1) + (i & 1) for i in range(4)]
+            b_el = [L.b_frag_index(o, g, t, lq[:, None]) + i for i in range(2)]
+        a_idx = np.stack([(mt * 128 + a) for a in a_el], axis=-1)  # (1, 4, 32, 4)
         for tile in range(-(-n // L.TILE_N)):
             acc = np.zeros((nw, 4, 32, 4), np.float32)
             for c in range(int(nchunks.max(initial=0))):
@@ -121,10 +127,10 @@ def tca_spmm(plan: Plan, csr: Csr, b: np.ndarray) -> np.ndarray:
                         slot = L.rhs_slot(o, 8 * cb + el, p, lqc)
                         np.put_along_axis(rhs, slot, val, axis=1)
                 afr = rhs[:, a_idx[0]]  # (W, 4, 32, 4)
-                b_idx = base[:, None] + L.CHUNK * c + L.b_frag_index(o, g, t, lqc)
-                b_idx = np.minimum(np.stack([b_idx, b_idx + 1], axis=-1), ent - 1)
+                b_idx = base[:, None, None] + L.CHUNK * c + np.stack(b_el, axis=-1)
+                b_idx = np.minimum(b_idx, ent - 1)
                 bfr = s_val[wblk[:, None, None], b_idx]  # (W, 32, 2)
-                d = mma_sync(afr, bfr[:, None], acc)
+                d = mma_sync(afr, bfr[:, None], acc, prec.mma)
                 acc = np.where(active[:, None, None, None], d, acc)
             # ---- diagonal extraction: shfl.idx pick, then shfl.bfly over the q rows of a group
             odd, srcl = L.diag_source(o, lane, g, lqc)

@@ -6,16 +6,22 @@
     C = spmm(S, B)                             # one-shot, native
 
 Operands: ``S`` a ``scipy.sparse`` CSR matrix or ``(indptr, indices, data,
-shape)`` (validated by `minijit.sparse.csr.as_csr`); ``B`` K x N, float16 or
-float32, row-major (C-contiguous) or column-major (F-contiguous); ``C`` M x N
-float32, C-contiguous, overwritten. The kernels read B row-major: an F-order
-B, or one whose dtype is not the kernel's, is converted (one copy) per call.
+shape)`` (validated by `minijit.sparse.csr.as_csr`); with ``target="cuda"``
+also a torch ``sparse_csr`` tensor or ``(indptr, indices, data, shape)`` of
+device arrays (`minijit.sparse.device.host_csr`: read back once, validated and
+planned on the host, before any launch); ``B`` K x N, float16 or float32,
+row-major (C-contiguous) or column-major (F-contiguous); ``C`` M x N float32,
+C-contiguous, overwritten. The kernels read B row-major: an F-order B, or one
+whose dtype is not the kernel's, is converted (one copy) per call.
 
-Targets and precision:
+Targets and precision (``dtype`` is chosen at construction, since the kernel is
+specialised for it; it is not inferred from B):
 
-* ``target="cuda"`` (dtype "fp16"): TCA-SpMM tensor-core kernels
-  (`minijit.sparse.tca`): S and B rounded to fp16, fp32 accumulation;
-  ``plan`` is the seed-003 warp assignment (`minijit.sparse.plan`).
+* ``target="cuda"``: TCA-SpMM tensor-core kernels (`minijit.sparse.tca`), fp32
+  accumulation, ``dtype`` "fp16" (default), "bf16" or "tf32" (fp32 S and B
+  rounded with cvt.rna.tf32.f32); a device B must hold float16, bfloat16 or
+  float32 respectively (numpy B is converted on upload); ``plan`` is the
+  seed-003 warp assignment (`minijit.sparse.plan`).
 * ``target="native"`` (dtype "fp32" by default): JIT'd CPU kernel
   (`minijit.sparse.cpu`; AVX-512/AVX2 on x86-64, NEON on AArch64), rows split
   over the minijit thread pool by nnz. ``dtype="fp16"`` rounds S and B to
@@ -29,13 +35,15 @@ from typing import Any
 import numpy as np
 
 from minijit.sparse import cpu
-from minijit.sparse.csr import Csr, as_csr, check_dense, check_out, device_matrix, is_device_array
+from minijit.sparse.csr import Csr, as_csr, check_dense, check_out
+from minijit.sparse.device import device_matrix, host_csr, is_device_array
 from minijit.sparse.plan import SEG_CHUNKS, Plan, make_plan
+from minijit.sparse.precision import precision
 
 __all__ = ["SpMM", "spmm"]
 
 TARGETS = ("cuda", "native")
-DTYPES = ("fp16", "fp32")
+DTYPES = {"native": ("fp16", "fp32"), "cuda": ("fp16", "bf16", "tf32")}
 
 
 def _native_isa(isa: str | None) -> str:
@@ -83,10 +91,15 @@ class SpMM:
         if isinstance(n, bool) or not isinstance(n, int | np.integer) or not 1 <= int(n) <= cpu.MAX_N:
             raise ValueError(f"n must be an int in 1..{cpu.MAX_N}, got {n!r}")
         dtype = dtype if dtype is not None else ("fp16" if target == "cuda" else "fp32")
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
-        if target == "cuda" and dtype != "fp16":
-            raise ValueError("target='cuda' computes with fp16 inputs (mma m16n8k8 f16); use dtype='fp16'")
+        if dtype not in DTYPES[target]:
+            hint = " (fp32 inputs on the tensor cores: dtype='tf32')" if dtype == "fp32" else ""
+            raise ValueError(f"dtype must be one of {DTYPES[target]} for target={target!r}, got {dtype!r}{hint}")
+        if target == "cuda":
+            from ptx.driver import resolve
+
+            self._driver = resolve(driver)
+            self._prec = precision(dtype)
+            csr = host_csr(csr, self._driver) or csr
         self.csr: Csr = as_csr(csr)
         self.n = int(n)
         self.dtype = dtype
@@ -103,9 +116,6 @@ class SpMM:
             self._splits = self._row_splits(self.threads)
         else:
             self.isa = "ptx"
-            from ptx.driver import resolve
-
-            self._driver = resolve(driver)
             self._cuda_setup()
 
     # ------------------------------------------------------------------ common
@@ -139,7 +149,7 @@ class SpMM:
         self.csr = Csr(self.csr.indptr, self.csr.indices, data, self.csr.shape)
         self._data32 = self._values(data)
         if self.target == "cuda":
-            self._d_data.copy_from(np.ascontiguousarray(data, dtype=np.float16))
+            self._d_data.copy_from(self._prec.device_array(data))
 
     def _check(self, b: object, c: object) -> tuple[np.ndarray, np.ndarray]:
         m, k = self.csr.shape
@@ -151,8 +161,9 @@ class SpMM:
         """``c[:] = S @ b``; returns ``c``. Arguments are checked before any kernel runs.
 
         ``target="cuda"`` also takes device arrays for either argument (torch CUDA tensors, cupy,
-        ``__cuda_array_interface__`` or DLPack objects): B float16 and C float32, C-contiguous,
-        16-byte aligned. They are read and written in place, with no host copies."""
+        ``__cuda_array_interface__`` or DLPack objects): B of the kernel's type (float16 for
+        "fp16", bfloat16 for "bf16", float32 for "tf32") and C float32, C-contiguous, 16-byte
+        aligned. They are read and written in place, with no host copies."""
         if is_device_array(b) or is_device_array(c):
             if self.target != "cuda":
                 raise TypeError("device arrays need target='cuda'; target='native' takes numpy arrays")
@@ -172,7 +183,8 @@ class SpMM:
 
         m, k = self.csr.shape
         b = check_dense(b, k, self.n)
-        return model.tca_spmm(self.plan, self.csr, np.asarray(b, np.float32))
+        dt = self.dtype if self.dtype in ("bf16", "tf32") else "fp16"
+        return model.tca_spmm(self.plan, self.csr, np.asarray(b, np.float32), dt)
 
     # ------------------------------------------------------------------ native
     def _row_splits(self, threads: int) -> list[tuple[int, int]]:
@@ -223,7 +235,7 @@ class SpMM:
             )
         plan = self.plan
         dev = driver.device()
-        module = tca.build(self.n, self.seg_chunks)
+        module = tca.build(self.n, self.seg_chunks, dtype=self.dtype)
         self.ptx_text = module.text()
         self._module = driver.load_ptx(self.ptx_text, dev.arch)
         sig_main = tuple(p.type for p in module.kernels[0].params)
@@ -237,7 +249,7 @@ class SpMM:
 
         self._d_indptr = up(self.csr.indptr)
         self._d_indices = up(self.csr.indices)
-        self._d_data = up(np.ascontiguousarray(self.csr.data, dtype=np.float16))
+        self._d_data = up(self._prec.device_array(self.csr.data))
         self._d_plan = [
             up(plan.row_id_for_each_warp),
             up(plan.num_warps_per_row),
@@ -245,13 +257,13 @@ class SpMM:
             up(plan.partial_slot_for_each_warp),
         ]
         self._d_reduce = [up(plan.reduce_rows), up(plan.reduce_slot_begin), up(plan.reduce_slot_count)]
-        self._d_b = driver.DeviceBuffer(max(1, k * self.n * 2))
+        self._d_b = driver.DeviceBuffer(max(1, k * self.n * self._prec.bytes))
         self._d_c = driver.DeviceBuffer(max(1, m * self.n * 4))
         self._d_p = driver.DeviceBuffer(max(1, plan.num_partials * self.n * 4))
 
     def upload_b(self, b: np.ndarray) -> None:
-        """Copy B (as fp16, row-major) to the device."""
-        self._d_b.copy_from(np.ascontiguousarray(b, dtype=np.float16))
+        """Copy B (row-major, as the kernel's input type: fp16, bf16 bits or fp32) to the device."""
+        self._d_b.copy_from(self._prec.device_array(b))
 
     def launch(self, b_ptr: int | None = None, c_ptr: int | None = None) -> None:
         """Run the kernels (asynchronous; for timing) on the uploaded B, or on device B and C at
@@ -295,12 +307,12 @@ class SpMM:
             b = check_dense(b, k, self.n)
             b_ptr = None
         else:
-            b_ptr = device_matrix(b, "B", (k, self.n), "<f2")
+            b_ptr = device_matrix(b, "B", (k, self.n), self._prec.device_dtype)
         if host_c:
             c = check_out(c, m, self.n)
             c_ptr = None
         else:
-            c_ptr = device_matrix(c, "C", (m, self.n), "<f4", writable=True)
+            c_ptr = device_matrix(c, "C", (m, self.n), "float32", writable=True)
         if m == 0:
             return c
         if host_b:

@@ -35,6 +35,7 @@ reducing lanes.
 from __future__ import annotations
 
 from minijit.sparse import layout as L
+from minijit.sparse.precision import Precision, precision
 from ptx import Module, addr, sreg
 
 __all__ = ["PtxOps", "build", "BLOCK_THREADS", "REDUCE_THREADS"]
@@ -115,16 +116,18 @@ def _pand(k, *ps):
     return out
 
 
-def _main_kernel(m: Module, n: int, seg_chunks: int):
+def _main_kernel(m: Module, n: int, seg_chunks: int, prec: Precision):
     k = m.kernel("tca_spmm", reqntid=BLOCK_THREADS)
+    es, sh, sty = prec.bytes, prec.shift, prec.smem_type
+    tf32 = prec.mma == "tf32"
     names = ("indptr", "indices", "data", "B", "C", "P", "row_id", "nwpr", "wrid", "pslot")
     params = [k.param("u64", nm) for nm in names]
     g_indptr, g_indices, g_data, g_b, g_c, g_p, g_rid, _g_nwpr, g_wrid, g_pslot = (_gptr(k, p) for p in params)
     o = PtxOps(k)
     ent = L.CHUNK * seg_chunks
-    s_val = k.shared("s_val", "b16", ent, align=16)
+    s_val = k.shared("s_val", sty, ent, align=16)
     s_col = k.shared("s_col", "s32", ent, align=16)
-    s_rhs = k.shared("s_rhs", "b16", L.WARPS_PER_BLOCK * L.RHS_HALVES, align=16)
+    s_rhs = k.shared("s_rhs", sty, L.WARPS_PER_BLOCK * L.RHS_HALVES, align=16)
 
     tid, blk, warp, lane, g, t = k.regs("u32", 6)
     k.mov(tid, sreg.tid.x)
@@ -175,7 +178,7 @@ def _main_kernel(m: Module, n: int, seg_chunks: int):
     ok_row, ok_lim = k.reg("pred"), k.reg("pred")
     k.setp("ge", ok_row, row_e, 0)
     k.setp("lt", ok_lim, tid, lim, type="u32")
-    val, col = k.reg("b16"), k.reg("s32")
+    val, col = k.reg(sty), k.reg("s32")
     k.mov(col, -1)
     k.mov(val, 0)
     l_store = k.label("scratch_store")
@@ -185,12 +188,18 @@ def _main_kernel(m: Module, n: int, seg_chunks: int):
     k.setp("lt", ok_p, p_e, nnz_e, type="u32")
     j = o.add(lo, p_e)
     a_d, a_i = k.reg("u64"), k.reg("u64")
-    k.mad(a_d, j, 2, g_data, mode="wide", type="u32")
+    k.mad(a_d, j, es, g_data, mode="wide", type="u32")
     k.mad(a_i, j, 4, g_indices, mode="wide", type="u32")
-    k.ld("global", val, addr(a_d), pred=ok_p)
+    if tf32:  # fp32 value rounded to tf32 (cvt.rna) once, here
+        raw = k.reg("f32")
+        k.mov(raw, 0.0)
+        k.ld("global", raw, addr(a_d), pred=ok_p)
+        k.cvt_tf32(val, raw)
+    else:
+        k.ld("global", val, addr(a_d), pred=ok_p)
     k.ld("global", col, addr(a_i), pred=ok_p)
     k.place(l_store)
-    k.st("shared", addr(o.add(sv, o.shl(tid, 1))), val)
+    k.st("shared", addr(o.add(sv, o.shl(tid, sh))), val)
     k.st("shared", addr(o.add(sc, o.shl(tid, 2))), col)
     k.place(l_after)
     k.bar_sync(0)
@@ -223,14 +232,18 @@ def _main_kernel(m: Module, n: int, seg_chunks: int):
     wcol = L.warp_col0(o, wr, lq)
 
     # per-lane constants: RHS gather vectors and their transposed slots (bytes)
-    rhs_w = o.add(_shared_addr(k, s_rhs), o.mul(warp, 2 * L.RHS_HALVES))
+    rhs_w = o.add(_shared_addr(k, s_rhs), o.mul(warp, es * L.RHS_HALVES))
     vecs = []
     for u in range(2):
         p_u, cb_u = L.rhs_vector(o, o.add(lane, 32 * u), lq)
-        slots = [o.add(rhs_w, o.shl(L.rhs_slot(o, o.add(o.shl(cb_u, 3), e), p_u, lq), 1)) for e in range(8)]
+        slots = [o.add(rhs_w, o.shl(L.rhs_slot(o, o.add(o.shl(cb_u, 3), e), p_u, lq), sh)) for e in range(8)]
         vecs.append((p_u, o.add(wcol, o.shl(cb_u, 3)), slots))
-    a_off = [o.add(rhs_w, o.shl(L.a_frag_index(o, g, t, h), 1)) for h in range(2)]
-    b_off = L.b_frag_index(o, g, t, lq)
+    if tf32:  # one element per register: A a0..a3, B b0, b1
+        a_off = [o.add(rhs_w, o.shl(L.a_frag_index_tf32(o, g, t, i), 2)) for i in range(4)]
+        b_offs = [L.b_frag_index_tf32(o, g, t, lq, i) for i in range(2)]
+    else:  # two 16-bit elements per register: A a0, a1 (rows g, g+8), B b0
+        a_off = [o.add(rhs_w, o.shl(L.a_frag_index(o, g, t, h), 1)) for h in range(2)]
+        b_offs = [L.b_frag_index(o, g, t, lq)]
     odd, src = L.diag_source(o, lane, g, lq)
     p_odd = k.reg("pred")
     k.setp("ne", p_odd, odd, 0, type="u32")
@@ -270,36 +283,22 @@ def _main_kernel(m: Module, n: int, seg_chunks: int):
         k.setp("ge", valid, colidx, 0, type="s32")
         col0 = o.add(tile, ccol)
         rowa = k.reg("u64")
-        k.mul(rowa, colidx, 2 * n, mode="wide", type="u32")
+        k.mul(rowa, colidx, es * n, mode="wide", type="u32")
         k.add(rowa, rowa, g_b)
         ga = k.reg("u64")
-        k.mad(ga, col0, 2, rowa, mode="wide", type="u32")
-        halves = k.regs("b16", 8)
-        if n % 8 == 0:
-            x = k.regs("b32", 4)
-            for r in x:
-                k.mov(r, 0)
-            inb = k.reg("pred")
-            k.setp("lt", inb, col0, n, type="u32")
-            k.ld("global", x, addr(ga), nc=True, pred=_pand(k, valid, inb))
-            for i in range(4):
-                k.mov(halves[2 * i : 2 * i + 2], x[i])
-        else:
-            for e in range(8):
-                k.mov(halves[e], 0)
-                inb = k.reg("pred")
-                k.setp("lt", inb, o.add(col0, e), n, type="u32")
-                k.ld("global", halves[e], addr(ga, 2 * e), nc=True, pred=_pand(k, valid, inb))
+        k.mad(ga, col0, es, rowa, mode="wide", type="u32")
+        elems = _gather8(k, o, ga, col0, valid, n, tf32)
         for e in range(8):
-            k.st("shared", addr(slots[e]), halves[e])
+            k.st("shared", addr(slots[e]), elems[e])
     k.bar_sync(bar_id, 32)
-    bfrag = k.reg("b32")
-    k.ld("shared", bfrag, addr(o.add(sv, o.shl(o.add(cbase, b_off), 1))), type="b32")
+    bfrag = k.regs("b32", len(b_offs))
+    for r, off in zip(bfrag, b_offs, strict=True):
+        k.ld("shared", r, addr(o.add(sv, o.shl(o.add(cbase, off), sh))), type="b32")
     for mt in range(L.MMAS_PER_TILE):
-        a = k.regs("b32", 2)
-        k.ld("shared", a[0], addr(a_off[0], 256 * mt), type="b32")
-        k.ld("shared", a[1], addr(a_off[1], 256 * mt), type="b32")
-        k.mma("m16n8k8", "f16", acc[mt], a, [bfrag], acc[mt])
+        a = k.regs("b32", len(a_off))
+        for r, off in zip(a, a_off, strict=True):
+            k.ld("shared", r, addr(off, 128 * es * mt), type="b32")
+        k.mma("m16n8k8", prec.mma, acc[mt], a, bfrag, acc[mt])
     k.add(chunk, chunk, 1)
     more = k.reg("pred")
     k.setp("lt", more, chunk, nchunks, type="u32")
@@ -327,6 +326,43 @@ def _main_kernel(m: Module, n: int, seg_chunks: int):
     k.bra(l_tile, pred=more_t)
     k.exit()
     return k
+
+
+def _gather8(k, o, ga, col0, valid, n: int, tf32: bool) -> list:
+    """8 consecutive B elements of one row from ``ga`` (columns ``col0 .. col0+7``), 0 where
+    ``valid`` is false or the column is >= N: 16-bit bit patterns, or fp32 rounded to tf32."""
+    if n % 8 == 0:  # the vector lies inside the row: 128-bit loads (one for 16-bit, two for fp32)
+        inb = k.reg("pred")
+        k.setp("lt", inb, col0, n, type="u32")
+        ok = _pand(k, valid, inb)
+        if tf32:
+            raw = k.regs("f32", 8)
+            for r in raw:
+                k.mov(r, 0.0)
+            k.ld("global", raw[:4], addr(ga), nc=True, pred=ok)
+            k.ld("global", raw[4:], addr(ga, 16), nc=True, pred=ok)
+        else:
+            x = k.regs("b32", 4)
+            for r in x:
+                k.mov(r, 0)
+            k.ld("global", x, addr(ga), nc=True, pred=ok)
+            halves = k.regs("b16", 8)
+            for i in range(4):
+                k.mov(halves[2 * i : 2 * i + 2], x[i])
+            return halves
+    else:  # predicated scalar loads: no read past the row's last column
+        raw = k.regs("f32" if tf32 else "b16", 8)
+        for e in range(8):
+            k.mov(raw[e], 0.0 if tf32 else 0)
+            inb = k.reg("pred")
+            k.setp("lt", inb, o.add(col0, e), n, type="u32")
+            k.ld("global", raw[e], addr(ga, (4 if tf32 else 2) * e), nc=True, pred=_pand(k, valid, inb))
+        if not tf32:
+            return raw
+    out = k.regs("b32", 8)
+    for d, r in zip(out, raw, strict=True):
+        k.cvt_tf32(d, r)
+    return out
 
 
 def _shared_addr(k, arr):
@@ -383,13 +419,16 @@ def _reduce_kernel(m: Module, n: int):
     return k
 
 
-def build(n: int, seg_chunks: int = 2, target: str | None = None) -> Module:
-    """The PTX module (``tca_spmm`` and ``tca_reduce``) for N columns; ``target`` e.g. "sm_90" (default: inferred)."""
+def build(n: int, seg_chunks: int = 2, target: str | None = None, dtype: str = "fp16") -> Module:
+    """The PTX module (``tca_spmm`` and ``tca_reduce``) for N columns; ``target`` e.g. "sm_90"
+    (default: inferred); ``dtype`` the input precision: "fp16", "bf16" (2-byte S values and B)
+    or "tf32" (fp32 S values and B, rounded in the kernel), fp32 accumulation in all three."""
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= (1 << 24):
         raise ValueError(f"n must be an int in 1..{1 << 24}, got {n!r}")
     if not isinstance(seg_chunks, int) or not 1 <= seg_chunks <= 4:
         raise ValueError(f"seg_chunks must be 1..4, got {seg_chunks!r}")
+    prec = precision(dtype)
     m = Module(target=target) if target else Module()
-    _main_kernel(m, n, seg_chunks)
+    _main_kernel(m, n, seg_chunks, prec)
     _reduce_kernel(m, n)
     return m

@@ -155,3 +155,117 @@ def test_cuda_device_arrays_in_and_out(cuda_backend):
     np.testing.assert_array_equal(dc.to_host(np.float32, (m, n)), before)  # nothing launched
     with pytest.raises(TypeError, match="target='cuda'"):
         SpMM(s, n, target="native").execute(B, C)
+
+
+# ---------------------------------------------------------------------------- bf16 and tf32 inputs
+
+PRECISION_DTYPES = ["fp16", "bf16", "tf32"]
+
+
+@needs_ptxas
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("dtype", ["bf16", "tf32"])
+@pytest.mark.parametrize("n, seg", [(8, 2), (100, 2), (512, 4), (13, 3)])
+def test_bf16_tf32_kernels_assemble_without_spills(arch, dtype, n, seg):
+    text = tca.build(n, seg, dtype=dtype).text()
+    mma = "bf16.bf16" if dtype == "bf16" else "tf32.tf32"
+    assert text.count(f"mma.sync.aligned.m16n8k8.row.col.f32.{mma}.f32") == 4
+    if dtype == "tf32":
+        assert "cvt.rna.tf32.f32" in text and ".shared .align 16 .b32 s_val" in text
+    cub = ptx.compile(text, arch=arch)
+    for f in cub.functions.values():
+        assert f.spills == 0 and f.stack_frame == 0, (f.name, f.spill_stores, f.spill_loads)
+    assert cub["tca_spmm"].shared_bytes >= 8 * L.RHS_HALVES * (4 if dtype == "tf32" else 2)
+
+
+def _skewed_cases(rng):
+    """(name, scipy CSR): empty rows + one very long row, all non-zeros in one column, all empty."""
+    import scipy.sparse as sp
+
+    from tests.minijit.sparse.helpers import csr_with_lengths
+
+    long_row = csr_with_lengths([0, 5, 0, 300, 0, 12, 1, 40, 0], 320, rng)
+    m = 24
+    one_col = sp.csr_matrix(
+        (rng.standard_normal(m).astype(np.float32), np.full(m, 7, np.int32), np.arange(m + 1, dtype=np.int32)),
+        shape=(m, 16),
+    )
+    empty = sp.csr_matrix((np.zeros(0, np.float32), np.zeros(0, np.int32), np.zeros(6, np.int32)), shape=(5, 9))
+    return [("long_row", long_row), ("one_column", one_col), ("all_empty", empty)]
+
+
+#: |C - S_q B_q| / (|S| |B|) bounds: fp32 accumulation of exact products (tight), and the input
+#: rounding of each type against the unrounded fp64 product (fp16 2^-11, bf16 2^-8, tf32 2^-11, per factor)
+ACC_TOL = 1e-5
+INPUT_TOL = {"fp16": 2 * 2.0**-11, "bf16": 2 * 2.0**-8, "tf32": 2 * 2.0**-11}
+
+
+@pytest.mark.parametrize("dtype", PRECISION_DTYPES)
+def test_precisions_on_skewed_matrices_vs_scipy(cuda_backend, dtype):
+    """Every input precision on the skewed shapes, against scipy in fp64: within fp32 accumulation
+    of the inputs rounded as the type rounds them (and not of another rounding), and within the
+    type's input error of the exact product; N = 24 (128-bit B loads) and 13 (scalar edge loads)."""
+    import scipy.sparse as sp
+
+    from minijit.sparse.precision import precision
+
+    rng = np.random.default_rng(16)
+    prec = precision(dtype)
+    other = precision("fp16" if dtype == "bf16" else "bf16")
+    for name, s in _skewed_cases(rng):
+        for n in (24, 13):
+            b = rng.standard_normal((s.shape[1], n)).astype(np.float32)
+            op = SpMM(s, n, dtype=dtype, target="cuda", driver=cuda_backend.driver)
+            c = np.full((s.shape[0], n), np.nan, np.float32)
+            op.execute(b, c)
+
+            def ref(p, s=s, b=b):
+                return sp.csr_matrix((p.quantize(s.data), s.indices, s.indptr), shape=s.shape) @ p.quantize(b)
+
+            scale = np.abs(s).astype(np.float64) @ np.abs(b).astype(np.float64)
+            err = np.abs(c - ref(prec))
+            assert np.all(err <= ACC_TOL * scale + 1e-30), (name, n, float(err.max()))
+            exact = s.astype(np.float64) @ b.astype(np.float64)
+            assert np.all(np.abs(c - exact) <= INPUT_TOL[dtype] * scale + 1e-30), (name, n)
+            if s.nnz:  # the check tells the types apart: another rounding misses the tight bound
+                assert np.any(np.abs(c - ref(other)) > ACC_TOL * scale), (name, n)
+            else:
+                assert not c.any()
+            np.testing.assert_array_equal(c, op.model(b))  # the numpy model, bit for bit
+
+
+def test_precision_validation_names_the_dtype():
+    from ptx import simdriver
+
+    s = skewed(8, 64, 0.1, np.random.default_rng(0))
+    for bad in ("fp32", "float16", "int8", "tf16"):
+        with pytest.raises(ValueError, match=r"dtype must be one of \('fp16', 'bf16', 'tf32'\)"):
+            SpMM(s, 8, dtype=bad, target="cuda", driver=simdriver)
+    with pytest.raises(ValueError, match="dtype='tf32'"):
+        SpMM(s, 8, dtype="fp32", target="cuda", driver=simdriver)
+    with pytest.raises(ValueError, match=r"for target='native'"):
+        SpMM(s, 8, dtype="bf16", target="native")
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        tca.build(8, dtype="fp64")
+
+
+def test_device_b_must_hold_the_kernels_type(cuda_backend):
+    """Device B in each precision (bf16 as CAI typestr <V2), read in place; another type is rejected first."""
+    from ptx.mma import f32_to_bf16_bits
+
+    drv = cuda_backend.driver
+    rng = np.random.default_rng(3)
+    m, k, n = 12, 40, 16
+    s = skewed(m, k, 0.3, rng)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    dev = {"fp16": (b.astype(np.float16), "<f2"), "bf16": (f32_to_bf16_bits(b), "<V2"), "tf32": (b, "<f4")}
+    for dtype, (host_b, typestr) in dev.items():
+        op = SpMM(s, n, dtype=dtype, target="cuda", driver=drv)
+        db = drv.to_device(host_b)
+        dc = drv.to_device(np.full((m, n), np.nan, np.float32))
+        C = _Cai(dc.ptr, (m, n), "<f4")
+        op.execute(_Cai(db.ptr, (k, n), typestr), C)
+        np.testing.assert_array_equal(dc.to_host(np.float32, (m, n)), op.model(b))
+        for wrong in {"<f2", "<V2", "<f4"} - {typestr}:
+            with pytest.raises(TypeError, match=f"B must hold {op._prec.device_dtype}"):
+                op.execute(_Cai(db.ptr, (k, n), wrong), C)
