@@ -5,9 +5,11 @@ sparsity 70-98 %) and SuiteSparse (power-law, banded, web-graph row-length distr
 each row states rows, cols, nnz and the distribution. GFLOPS = 2 * nnz * N / time; a time is the
 best of ``reps`` runs after a warm-up.
 
-- GPU section (when ``ptx.driver.available()``): ``SpMM(..., target="cuda")`` (fp16 S and B, fp32
-  C) timed with CUDA events against cuSPARSE through ``torch.sparse`` (fp16 CSR x fp16 dense;
-  fp32 when torch refuses fp16) or cupy when torch has no CUDA.
+- GPU section (when ``ptx.driver.available()``): ``SpMM(..., target="cuda")`` in two precisions,
+  fp32 C in both, timed with CUDA events against cuSPARSE through ``torch.sparse`` (or cupy,
+  fp32 only, when torch has no CUDA): ``fp16`` (fp16 S and B) against fp16 CSR x fp16 dense (fp32
+  when torch refuses fp16), and ``tf32`` (fp32 S and B rounded to tf32) against fp32 cuSPARSE.
+  The table has one column group per precision.
 - CPU section: ``SpMM(..., target="native")`` (fp32) against ``scipy.sparse`` at the same thread
   count: ``S @ B`` split into row blocks of equal nnz, one per thread (scipy releases the GIL in
   its sparse products, so the blocks run in parallel); one thread is plain ``S @ B``.
@@ -27,12 +29,26 @@ import numpy as np
 
 from minijit.bench import UserError, report
 
-__all__ = ["bench", "cpu_rows", "fem_blocks", "geomean", "gpu_peer", "gpu_rows", "matrices", "sections", "table"]
+__all__ = [
+    "GPU_DTYPES",
+    "bench",
+    "cpu_rows",
+    "fem_blocks",
+    "geomean",
+    "gpu_peer",
+    "gpu_rows",
+    "gpu_table",
+    "matrices",
+    "sections",
+    "table",
+]
 
 #: ``check`` tolerances relative to max(1, max |S B|): fp32 kernel vs scipy, fp16 TCA-SpMM vs fp32 scipy
 #: on the same fp16-rounded values
 CPU_TOL = 1e-4
 GPU_TOL = 1e-3
+#: GPU precisions and the cuSPARSE type each is compared with
+GPU_DTYPES = {"fp16": "fp16", "tf32": "fp32"}
 Progress = report.Progress
 
 
@@ -207,9 +223,11 @@ def _torch_cuda():
     return torch if torch.cuda.is_available() else None
 
 
-def _peer_torch(torch, s, b: np.ndarray, reps: int) -> tuple[str, float]:
-    """cuSPARSE through torch.sparse: fp16 CSR x fp16 dense, fp32 when fp16 is not supported."""
-    for dt, label in ((torch.float16, "fp16"), (torch.float32, "fp32")):
+def _peer_torch(torch, s, b: np.ndarray, reps: int, dtype: str = "fp16") -> tuple[str, float]:
+    """cuSPARSE through torch.sparse: fp16 CSR x fp16 dense for ``dtype`` "fp16" (fp32 when fp16
+    is not supported), fp32 x fp32 for "tf32"."""
+    tries = ((torch.float16, "fp16"), (torch.float32, "fp32")) if dtype == "fp16" else ((torch.float32, "fp32"),)
+    for dt, label in tries:
         try:
             st = torch.sparse_csr_tensor(
                 torch.from_numpy(s.indptr.astype(np.int64)),
@@ -230,10 +248,10 @@ def _peer_torch(torch, s, b: np.ndarray, reps: int) -> tuple[str, float]:
         e1.record()
         torch.cuda.synchronize()
         return f"torch.sparse {label} (cuSPARSE)", e0.elapsed_time(e1) / reps / 1e3
-    raise RuntimeError("torch.sparse CSR @ dense failed in fp16 and fp32")
+    raise RuntimeError(f"torch.sparse CSR @ dense failed in {' and '.join(x[1] for x in tries)}")
 
 
-def _peer_cupy(s, b: np.ndarray, reps: int) -> tuple[str, float]:
+def _peer_cupy(s, b: np.ndarray, reps: int, dtype: str = "fp16") -> tuple[str, float]:
     import cupy as cp  # type: ignore[import-not-found]
     import cupyx.scipy.sparse as cps  # type: ignore[import-not-found]
 
@@ -260,37 +278,76 @@ def gpu_peer() -> str | None:
     return "cupy"
 
 
-def gpu_rows(mats, ns, reps: int, progress: Progress = report.quiet) -> list[dict[str, Any]]:
-    """TCA-SpMM (fp16) vs cuSPARSE for every matrix and N; needs ``ptx.driver.available()`` and a peer."""
+def gpu_rows(
+    mats, ns, reps: int, progress: Progress = report.quiet, driver=None, peer: Callable | None = None
+) -> list[dict[str, Any]]:
+    """TCA-SpMM vs cuSPARSE for every matrix, N and precision in `GPU_DTYPES` (a row each, with
+    ``dtype``). ``driver``: `ptx.driver` by default; ``peer(s, b, reps, dtype) -> (label, seconds)``:
+    the cuSPARSE peer (torch.sparse, else cupy, by default)."""
     from minijit.sparse import SpMM
-    from ptx import driver
+    from minijit.sparse.precision import precision
+    from ptx.driver import resolve
 
-    peer = gpu_peer()
-    torch = _torch_cuda() if peer == "torch" else None
+    drv = resolve(driver)
+    if peer is None:
+        torch = _torch_cuda() if gpu_peer() == "torch" else None
+        peer = (lambda s, b, r, dt: _peer_torch(torch, s, b, r, dt)) if torch is not None else _peer_cupy
     rows = []
     for name, dist, s in mats:
         for n in ns:
-            progress(f"gpu {name} {s.shape[0]}x{s.shape[1]} nnz {s.nnz} N={n} ...")
-            b = np.random.default_rng(n).standard_normal((s.shape[1], n)).astype(np.float16)
-            op = SpMM(s, n, target="cuda")
-            progress(f"    plan: {op.plan.summary()}")
-            c = np.full((s.shape[0], n), np.nan, np.float32)
-            op.execute(b, c)
-            s16 = s.copy()  # the values the kernel multiplies (scipy.sparse has no float16)
-            s16.data = s.data.astype(np.float16).astype(np.float32)
-            chk = report.check_result(c, s16 @ b.astype(np.float32), GPU_TOL)
-            op.upload_b(b)
-            t0, t1 = driver.Event(), driver.Event()
-            op.launch()
-            t0.record()
-            for _ in range(reps):
+            b32 = np.random.default_rng(n).standard_normal((s.shape[1], n)).astype(np.float32)
+            for dtype in GPU_DTYPES:
+                progress(f"gpu {name} {s.shape[0]}x{s.shape[1]} nnz {s.nnz} N={n} {dtype} ...")
+                b = b32.astype(np.float16) if dtype == "fp16" else b32
+                op = SpMM(s, n, dtype=dtype, target="cuda", driver=drv)
+                progress(f"    plan: {op.plan.summary()}")
+                c = np.full((s.shape[0], n), np.nan, np.float32)
+                op.execute(b, c)
+                prec = precision(dtype)
+                sq = s.copy()  # the values the kernel multiplies (scipy.sparse has no float16)
+                sq.data = prec.quantize(s.data)
+                chk = report.check_result(c, sq @ prec.quantize(b), GPU_TOL)
+                op.upload_b(b)
+                t0, t1 = drv.Event(), drv.Event()
                 op.launch()
-            t1.record()
-            t_tca = t1.elapsed_ms(t0) / reps / 1e3
-            label, t_peer = _peer_torch(torch, s, b, reps) if torch is not None else _peer_cupy(s, b, reps)
-            rows.append(_row("gpu", name, dist, s, n, t_tca, label, t_peer, chk))
-            progress(_summary(rows[-1]))
+                t0.record()
+                for _ in range(reps):
+                    op.launch()
+                t1.record()
+                t_tca = t1.elapsed_ms(t0) / reps / 1e3
+                label, t_peer = peer(s, b, reps, dtype)
+                rows.append(_row("gpu", name, dist, s, n, t_tca, label, t_peer, chk))
+                rows[-1]["dtype"] = dtype
+                progress(_summary(rows[-1]))
     return rows
+
+
+def gpu_table(rows: list[dict[str, Any]]) -> str:
+    """Markdown table of the GPU rows: one line per matrix and N, a column group per precision
+    (TCA-SpMM TFLOPS, the cuSPARSE peer's TFLOPS, speedup)."""
+    dtypes = [d for d in GPU_DTYPES if any(r.get("dtype") == d for r in rows)]
+    head = ["matrix", "distribution", "rows x cols", "nnz", "N"]
+    for d in dtypes:
+        head += [f"{d} TFLOPS", f"cuSPARSE {GPU_DTYPES[d]} TFLOPS", f"{d} speedup"]
+    head.append("check")
+    lines: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        lines.setdefault((r["matrix"], r["n"]), {})[r.get("dtype", "fp16")] = r
+    out = []
+    for by_dtype in lines.values():
+        first = next(iter(by_dtype.values()))
+        cells = [first["matrix"], first["distribution"], f"{first['rows']} x {first['cols']}", str(first["nnz"])]
+        cells.append(str(first["n"]))
+        for d in dtypes:
+            r = by_dtype.get(d)
+            if r is None:
+                cells += ["-", "-", "-"]
+            else:
+                cells += [f"{r['gflops'] / 1e3:.2f}", f"{r['peer']['gflops'] / 1e3:.2f}", f"{r['speedup']:.2f}x"]
+        bad = [f"{d} ERR {r['check']['max_abs_err']:.2g}" for d, r in by_dtype.items() if not r["check"]["ok"]]
+        cells.append("; ".join(bad) if bad else "ok")
+        out.append(cells)
+    return report.markdown_table(head, out)
 
 
 def table(rows: list[dict[str, Any]], ours: str, unit: str = "GFLOPS") -> str:
@@ -314,13 +371,23 @@ def sections(gpu: list[dict[str, Any]] | None, cpu: list[dict[str, Any]], gpu_no
     """The printed report: GPU table and geometric mean (or ``gpu_note``), CPU table and geometric mean."""
     out = []
     if gpu:
-        out += ["## GPU: TCA-SpMM (fp16) vs cuSPARSE", "", table(gpu, "TCA-SpMM", "TFLOPS"), ""]
-        gm = geomean([r["speedup"] for r in gpu])
-        out += [f"geometric-mean speedup of TCA-SpMM over {gpu[0]['peer']['name']}: {gm:.2f}x", ""]
+        out += ["## GPU: TCA-SpMM vs cuSPARSE (fp16 vs fp16, tf32 vs fp32)", "", gpu_table(gpu), ""]
+        for d in GPU_DTYPES:
+            part = [r for r in gpu if r.get("dtype") == d]
+            if part:
+                gm = geomean([r["speedup"] for r in part])
+                out.append(f"geometric-mean speedup of TCA-SpMM {d} over {part[0]['peer']['name']}: {gm:.2f}x")
+        low = min(gpu, key=lambda r: r["speedup"])
+        out.append(f"geometric mean over all GPU rows: {geomean([r['speedup'] for r in gpu]):.2f}x; lowest row"
+                   f" {low['matrix']} N={low['n']} {low.get('dtype', 'fp16')}: {low['speedup']:.2f}x")  # fmt: skip
+        out.append("")
     else:
         out += [gpu_note, ""]
     out += ["## CPU: minijit native kernel (fp32) vs scipy.sparse", "", table(cpu, "minijit"), ""]
     out.append(f"geometric-mean speedup over scipy: {geomean([r['speedup'] for r in cpu]):.2f}x")
+    if cpu:
+        low = min(cpu, key=lambda r: r["speedup"])
+        out.append(f"lowest row: {low['matrix']} N={low['n']}: {low['speedup']:.2f}x")
     return out
 
 
@@ -359,6 +426,8 @@ def bench(
     result = {**meta, "hardware": hw, "gpu": device or note, "versions": versions, "settings": settings}
     parts = (("gpu", gpu or []), ("cpu", cpu))
     result["geomean_speedup"] = {k: geomean([r["speedup"] for r in v]) for k, v in parts if v}
+    for d in GPU_DTYPES if gpu else ():
+        result["geomean_speedup"][f"gpu_{d}"] = geomean([r["speedup"] for r in gpu if r["dtype"] == d])
     result.update(elapsed_s=round(time.perf_counter() - started, 2), results=rows)
     facts = [
         f"CPU: {hw['cpu'] or hw['isa']} ({hw['isa']}), threads: {threads} for minijit and for scipy "
@@ -366,7 +435,9 @@ def bench(
     ]
     facts += [f"GPU: {device}"] if device else []
     facts += [f"date: {meta['date']}", f"command: `{command}`", f"timing: {how}"]
-    facts.append("CPU: fp32 S (CSR) x fp32 B (row-major) -> fp32 C; GPU: fp16 S and B -> fp32 C")
+    facts.append(
+        "CPU: fp32 S (CSR) x fp32 B (row-major) -> fp32 C; GPU: fp16 S and B, and tf32 (fp32 S and B) -> fp32 C"
+    )
     name = f"spmm_{meta['date'][:10]}.md" if gpu else f"spmm_cpu_{meta['date'][:10]}.md"
     title = "SpMM: minijit vs cuSPARSE (GPU) and scipy (CPU)"
     return report.Report(header, body, result, all(r["check"]["ok"] for r in rows), name, title, facts)

@@ -1,0 +1,58 @@
+"""The GPU rows of minijit bench --spmm (fp16 and tf32 column groups), run in the PTX simulator
+with a stand-in timer and peer: the kernels' results are checked for real, the times are fixed."""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+
+
+class _FixedEvent:
+    """An event pair that reports 1 ms (the simulator is never timed)."""
+
+    def record(self, stream=None) -> None:
+        pass
+
+    def elapsed_ms(self, start) -> float:
+        return 1.0
+
+
+def test_gpu_rows_have_fp16_and_tf32_in_the_simulator():
+    pytest.importorskip("scipy")
+    from minijit.bench import spmm
+    from ptx import driver, simdriver
+
+    drv = types.SimpleNamespace(**{k: getattr(simdriver, k) for k in driver.API}, Event=_FixedEvent)
+    rng = np.random.default_rng(0)
+    lengths = np.array([0, 3, 70, 0, 9, 1, 0, 17])
+    mats = [
+        ("tiny_skewed", "8 rows, one long", spmm._csr(8, 80, lengths, rng)),
+        ("tiny_fem", "FEM", spmm.fem_blocks(2, 2, rng)),
+    ]
+    calls = []
+
+    def peer(s, b, reps, dtype):
+        calls.append((b.dtype, dtype))
+        return f"fake cuSPARSE {spmm.GPU_DTYPES[dtype]}", 2e-3
+
+    rows = spmm.gpu_rows(mats, [8], 1, driver=drv, peer=peer)
+    assert [(r["matrix"], r["dtype"]) for r in rows] == [
+        ("tiny_skewed", "fp16"), ("tiny_skewed", "tf32"), ("tiny_fem", "fp16"), ("tiny_fem", "tf32"),
+    ]  # fmt: skip
+    assert calls == [(np.float16, "fp16"), (np.float32, "tf32")] * 2
+    for r in rows:
+        assert r["check"]["ok"] and r["check"]["max_abs_ref"] > 0, r
+        assert r["time_s"] == pytest.approx(1e-3) and r["speedup"] == pytest.approx(2.0)
+    text = spmm.gpu_table(rows)
+    lines = text.splitlines()
+    assert (
+        "| fp16 TFLOPS | cuSPARSE fp16 TFLOPS | fp16 speedup | tf32 TFLOPS | cuSPARSE fp32 TFLOPS | tf32 speedup |"
+        in lines[0]
+    )
+    assert len(lines) == 2 + 2 and all(ln.endswith("| 2.00x | ok |") for ln in lines[2:])
+    report = "\n".join(spmm.sections(rows, [], ""))
+    assert "geometric-mean speedup of TCA-SpMM tf32 over fake cuSPARSE fp32: 2.00x" in report
+    bad = dict(rows[1], check={"ok": False, "max_abs_err": 0.5, "max_abs_ref": 1.0})
+    assert spmm.gpu_table([rows[0], bad]).splitlines()[2].endswith("| tf32 ERR 0.5 |")
