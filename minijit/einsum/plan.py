@@ -46,8 +46,8 @@ _OPS_LOCK = threading.Lock()
 
 
 def _check_target(target: str) -> str:
-    if target == "cuda":
-        raise NotImplementedError("einsum: target 'cuda' is pending (CPU targets only for now)")
+    if not isinstance(target, str):
+        raise TypeError(f"einsum: target must be a str, got {type(target).__name__}")
     return target
 
 
@@ -358,6 +358,13 @@ class EinsumPlan:
     lies inside a C-contiguous base array. `strides` after construction lists what the plan reads in
     place (all None where the kernels cannot take some view, which is then copied).
     """
+
+    def __new__(cls, subscripts: str = "", *shapes, target: str = "native", **kwargs: Any):
+        if target == "cuda":  # a CudaEinsumPlan (same calls; not an EinsumPlan subclass)
+            from minijit.einsum.cuda import CudaEinsumPlan
+
+            return CudaEinsumPlan(subscripts, *shapes, **kwargs)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -801,14 +808,21 @@ def contract_path(subscripts: str, *shapes, optimize: Any = True, itemsize: int 
     return path, "\n".join(lines)
 
 
-def einsum(subscripts: str, *operands, out=None, optimize: Any = True, target: str = "native", dtype=None):
+def einsum(subscripts: str, *operands, out=None, optimize: Any = True, target: str = "native", dtype=None, driver=None):
     """numpy-compatible einsum on minijit's kernels (float32/float64).
 
     The result dtype is ``dtype`` or numpy's result type of the operands (float32 or float64; other
     dtypes raise TypeError). Unsupported: ``...`` and repeated indices within one operand
-    (ValueError naming them). Plans are cached by subscripts, shapes, dtype, target and optimize.
+    (ValueError naming them). Plans are cached by subscripts, shapes, strides, dtype, target and
+    optimize. ``target="cuda"``: float32 (as tf32), float16 or bfloat16 inputs (numpy arrays, or
+    torch/cupy/``__cuda_array_interface__`` device arrays), a float32 result (`minijit.einsum.cuda`);
+    ``driver``: `ptx.simdriver` runs it in the PTX simulator.
     """
     _check_target(target)
+    if target == "cuda":
+        return _einsum_cuda(subscripts, operands, out, optimize, dtype, driver)
+    if driver is not None:
+        raise TypeError("einsum: driver= applies to target='cuda' only")
     arrays = [np.asarray(x) for x in operands]
     for i, x in enumerate(arrays):
         if x.dtype not in _DTYPES:
@@ -856,7 +870,32 @@ def einsum(subscripts: str, *operands, out=None, optimize: Any = True, target: s
     return plan.execute(*arrays, out=out)
 
 
-_PLANS: dict[tuple, EinsumPlan] = {}
+def _einsum_cuda(subscripts, operands, out, optimize, dtype, driver):
+    from minijit.einsum.cuda import CudaEinsumPlan, cuda_dtype, operand_info
+
+    infos = [operand_info(i, x) for i, x in enumerate(operands)]
+    if dtype is None:
+        names = {name for _, name in infos}
+        if len(names) > 1:
+            i = next(i for i, (_, name) in enumerate(infos) if name != infos[0][1])
+            raise TypeError(f"einsum (cuda): operand {i} holds {infos[i][1]}, operand 0 {infos[0][1]}: pass dtype=")
+        dt = cuda_dtype(names.pop() if names else "float32")
+    else:
+        dt = cuda_dtype(dtype)
+    key = (
+        "cuda", subscripts, tuple(shape for shape, _ in infos), dt, driver,
+        optimize if not isinstance(optimize, list) else tuple(optimize),
+    )  # fmt: skip
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = CudaEinsumPlan(subscripts, *[shape for shape, _ in infos], dtype=dt, optimize=optimize, driver=driver)
+        if len(_PLANS) >= PLAN_CACHE_SIZE:
+            _PLANS.pop(next(iter(_PLANS)))
+        _PLANS[key] = plan
+    return plan.execute(*operands, out=out)
+
+
+_PLANS: dict[tuple, Any] = {}
 #: einsum() keeps up to this many plans, each only when its intermediates take at most PLAN_CACHE_MAX_BYTES
 PLAN_CACHE_SIZE = 128
 PLAN_CACHE_MAX_BYTES = 64 << 20
