@@ -48,6 +48,7 @@ __all__ = ["SimError", "Memory", "Program", "LaunchStats", "launch"]
 SHARED_BASE = 1024  #: shared-window address of the first .shared array (0..1023 is invalid)
 GENERIC_SHARED = 1 << 48  #: generic address of shared-window address 0 (cvta.shared)
 GLOBAL_BASE = 1 << 40  #: first global allocation
+PARAM_BASE = 1 << 47  #: generic address of the first array (tensor-map) kernel parameter
 _GAP = 4096  #: unallocated bytes between global allocations (out-of-bounds accesses fault)
 _MASK = {1: 1, 8: 0xFF, 16: 0xFFFF, 32: 0xFFFFFFFF, 64: 0xFFFFFFFFFFFFFFFF}
 _U64 = np.uint64
@@ -172,11 +173,14 @@ class KernelCode:
     code: list[Instr]
     labels: dict[str, int]
     reqntid: tuple[int, ...] | None
+    param_bytes: dict[str, int] = field(default_factory=dict)  # array parameters (tensor maps): name -> bytes
+    extern: dict[str, int] = field(default_factory=dict)  # dynamic (.extern) shared arrays: name -> align
 
 
 _SPECIAL = re.compile(r"^%(tid|ntid|ctaid|nctaid)\.[xyz]$|^%(laneid|warpid)$")
 _ENTRY = re.compile(r"\.entry\s+(\w+)\s*\(")
-_PARAM = re.compile(r"\.param\s+\.(\w+)\s+(\w+)")
+_PARAM = re.compile(r"\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+(\w+)(?:\[(\d+)\])?")
+_EXTERN = re.compile(r"^\.extern\s+\.shared\s+\.align\s+(\d+)\s+\.\w+\s+(\w+)\[\]\s*;")
 _SHARED = re.compile(r"\.shared\s+\.align\s+(\d+)\s+\.(\w+)\s+(\w+)\[(\d+)\]")
 _LABEL = re.compile(r"^([$\w]+):$")
 _GUARD = re.compile(r"^@(!?)(%\w+)\s+(.*)$")
@@ -203,6 +207,9 @@ def _operand(tok: str, labels_ok: bool) -> Operand:
     tok = tok.strip()
     if tok.startswith("{"):
         return Operand("vec", items=[_operand(t, False) for t in _split(tok[1:-1])])
+    if tok.startswith("[") and "{" in tok:  # [tensorMap, {c0, c1, ...}]
+        base, vec = tok[1:-1].split(",", 1)
+        return Operand("tmap", name=base.strip(), items=[_operand(base, False), _operand(vec, False)])
     if tok.startswith("["):
         inner = tok[1:-1].strip()
         m = re.match(r"^([%$\w.]+)\s*([+-]\s*\d+)?$", inner)
@@ -211,6 +218,8 @@ def _operand(tok: str, labels_ok: bool) -> Operand:
         off = int(m.group(2).replace(" ", "")) if m.group(2) else 0
         base = m.group(1)
         return Operand("addr", name=base, value=off, items=[_operand(base, False)])
+    if tok == "_":
+        return Operand("sink", name="_")
     if "|" in tok:
         d, p = tok.split("|")
         o = _operand(d, False)
@@ -236,6 +245,7 @@ class Program:
         self.text = text
         self.kernels: dict[str, KernelCode] = {}
         lines = text.splitlines()
+        self.extern = {m.group(2): int(m.group(1)) for m in (_EXTERN.match(x.strip()) for x in lines) if m}
         i = 0
         while i < len(lines):
             m = _ENTRY.search(lines[i])
@@ -249,7 +259,9 @@ class Program:
         while "{" not in lines[i]:
             head.append(lines[i])
             i += 1
-        params = _PARAM.findall("\n".join(head))
+        found = _PARAM.findall("\n".join(head))
+        params = [(t, n) for t, n, _ in found]
+        param_bytes = {n: int(c) * T.bits(t) // 8 for t, n, c in found if c}
         reqntid = None
         m = re.search(r"\.reqntid\s+([\d,\s]+)", "\n".join(head))
         if m:
@@ -283,7 +295,9 @@ class Program:
             for o in ins.ops:
                 if o.kind == "label" and o.name not in labels:
                     raise SimError(f"{name}: line {ins.line}: label {o.name} is not defined")
-        self.kernels[name] = KernelCode(name, [(t, n) for t, n in params], shared, end, code, labels, reqntid)
+        self.kernels[name] = KernelCode(
+            name, [(t, n) for t, n in params], shared, end, code, labels, reqntid, param_bytes, dict(self.extern)
+        )
         return i
 
     @staticmethod
@@ -369,8 +383,21 @@ class LaunchStats:
 
 
 class _Cta:
-    def __init__(self, k: KernelCode, mem: Memory, params: dict, ctaid, nctaid, block, stats, max_steps):
+    def __init__(
+        self,
+        k: KernelCode,
+        mem: Memory,
+        params: dict,
+        ctaid,
+        nctaid,
+        block,
+        stats,
+        max_steps,
+        dyn_shared=0,
+        pspace=None,
+    ):
         self.k, self.mem, self.params, self.stats, self.max_steps = k, mem, params, stats, max_steps
+        self.pspace = pspace or {}  # param-space address -> (name, bytes) of array parameters
         nx, ny, nz = block
         n = nx * ny * nz
         self.n = n
@@ -391,8 +418,16 @@ class _Cta:
         self._pad = self.nwarps * 32 - n  # threads to add so that warps reshape as rows of 32
         self.regs: dict[str, np.ndarray] = {}
         self.defined: dict[str, np.ndarray] = {}
-        self.smem = np.zeros(k.shared_end, np.uint8)
-        size = k.shared_end
+        self.shared = dict(k.shared)
+        self.shared_end = k.shared_end
+        for name, align in k.extern.items():  # dynamic shared memory: aligned as declared, no more
+            base = -(-self.shared_end // 1024) * 1024 + (align if align < 1024 else 0)
+            self.shared[name] = (base, dyn_shared)
+            self.shared_end = base + dyn_shared
+        if dyn_shared and not k.extern:
+            raise SimError(f"{k.name}: {dyn_shared} bytes of dynamic shared memory but no .extern .shared array")
+        self.smem = np.zeros(self.shared_end, np.uint8)
+        size = self.shared_end
         self.w_warp = np.full(size, -1, np.int64)
         self.w_epoch = np.full(size, -1, np.int64)
         self.r_warp = np.full(size, -1, np.int64)
@@ -402,6 +437,20 @@ class _Cta:
         self.committed = np.zeros(n, np.int64)
         self.copies: list[dict] = []
         self.ctaid = ctaid
+        # Hopper state: mbarriers, bulk tensor copies in flight, wgmma groups, proxy fences
+        self.mbar: dict[int, dict] = {}
+        self.mb_wait = np.full(n, -1, np.int64)  # mbarrier a thread is parked on (try_wait), -1: none
+        self.tma: list[dict] = []
+        self.async_reads = np.zeros(size, np.int32)  # bytes read by wgmma operations not yet waited for
+        self.proxy_dirty = np.zeros(size, bool)  # generic writes not yet ordered by fence.proxy.async
+        self.track = any(i.op == "wgmma" for i in k.code)
+        self.step = 0
+        self.cur_ins: Instr | None = None
+        self.fence_step = np.full(n, -1, np.int64)
+        self.gen_write: dict[str, np.ndarray] = {}
+        self.inflight: dict[str, np.ndarray] = {}
+        self.wg_open: dict[int, list] = {}
+        self.wg_groups: dict[int, list] = {}
 
     # -- errors ------------------------------------------------------------------------------
     def fail(self, ins: Instr, msg: str, threads=None) -> None:
@@ -415,6 +464,8 @@ class _Cta:
     def raw(self, ins: Instr, o: Operand, t: str, exe: np.ndarray) -> np.ndarray:
         """Raw bits (uint64, one per thread) of a source operand."""
         if o.kind == "reg":
+            if self.inflight and o.name in self.inflight and (self.inflight[o.name] & exe).any():
+                self.fail(ins, f"reads {o.name}, an accumulator of a wgmma not yet waited for (wgmma.wait_group)", exe)
             r = self.regs.get(o.name)
             d = self.defined.get(o.name)
             if r is None or not d[exe].all():
@@ -433,8 +484,10 @@ class _Cta:
         if o.kind == "sreg":
             return self.sregs[o.name].astype(_U64)
         if o.kind == "sym":
-            if o.name in self.k.shared:
-                return np.full(self.n, self.k.shared[o.name][0], _U64)
+            if o.name in self.shared:
+                return np.full(self.n, self.shared[o.name][0], _U64)
+            if o.name in self.k.param_bytes:
+                return np.full(self.n, self.params[o.name][1], _U64)
             if o.name in self.params:
                 self.fail(ins, f"the address of parameter {o.name} is not supported")
             self.fail(ins, f"unknown symbol {o.name}")
@@ -450,6 +503,11 @@ class _Cta:
 
     def put_raw(self, name: str, bits: np.ndarray, exe: np.ndarray) -> None:
         """Write raw register bits (uint64) in the threads of ``exe``."""
+        if self.track:
+            if name in self.inflight and (self.inflight[name] & exe).any():
+                self.fail(self.cur_ins, f"writes {name}, an accumulator of a wgmma not yet waited for", exe)
+            g = self.gen_write.get(name)
+            self.gen_write[name] = np.where(exe, self.step, -1 if g is None else g)
         old = self.regs.get(name)
         if old is None:
             self.regs[name] = np.where(exe, bits, _U64(0))
@@ -461,12 +519,12 @@ class _Cta:
     # -- shared memory -----------------------------------------------------------------------
     def _smem_index(self, ins, addrs: np.ndarray, width: int, threads: np.ndarray) -> np.ndarray:
         a = addrs.astype(np.int64)
-        bad = (a < SHARED_BASE) | (a + width > self.k.shared_end)
+        bad = (a < SHARED_BASE) | (a + width > self.shared_end)
         if bad.any():
             self.fail(
                 ins,
                 f"shared access of {width} bytes at {int(a[bad][0])} is outside the .shared arrays "
-                f"[{SHARED_BASE}, {self.k.shared_end})",
+                f"[{SHARED_BASE}, {self.shared_end})",
                 self._mask(threads[bad]),
             )
         if (a % width).any():
@@ -521,6 +579,7 @@ class _Cta:
         if (self.pending[flat] > 0).any():
             self.fail(ins, "writes shared memory that a cp.async has not completed", self._mask(threads))
         self._check_write(ins, flat, wv)
+        self.proxy_dirty[flat] = True
         self.w_warp[flat] = wv
         self.w_epoch[flat] = self.epoch
         if (self.w_warp[flat] != wv).any():
@@ -538,11 +597,18 @@ class _Cta:
         wait_cnt = np.full(n, -1, np.int64)  # thread count of a named barrier, -1: the whole CTA
         steps = 0
         while True:
-            runnable = alive & ~waiting
+            runnable = alive & ~waiting & (self.mb_wait < 0)
             if not runnable.any():
+                if self.tma:  # the copy engine delivers while every thread waits
+                    _deliver_tma(self)
+                    continue
                 if not alive.any():
+                    if self.tma or any(self.wg_groups.values()) or any(self.wg_open.values()):
+                        self.fail(code[-1], "the CTA exits with bulk copies or wgmma operations in flight")
                     return
                 ins = code[int(pc[alive][0])]
+                if (alive & (self.mb_wait >= 0)).any():
+                    self.fail(ins, "deadlock: " + _mbar_report(self, alive))
                 ids = np.unique(wait_id[alive])
                 if ids.size != 1 or (wait_cnt[alive] != -1).any():
                     self.fail(ins, f"threads wait at different or incomplete barriers {ids.tolist()}: deadlock")
@@ -556,7 +622,9 @@ class _Cta:
                 self.fail(code[-1], "ran past the end of the kernel without ret/exit", runnable & (pc == p))
             act = runnable & (pc == p)
             ins = code[p]
+            self.cur_ins = ins
             steps += 1
+            self.step = steps
             self.stats.warp_instructions += self.warps_in(act)
             if steps > self.max_steps:
                 self.fail(ins, f"no end after {self.max_steps} instructions (an endless loop?)")
@@ -604,6 +672,10 @@ class _Cta:
                         wait_cnt[arrived] = -1
                         pc[arrived] += 1
                         self.stats.barriers += 1
+                continue
+            if op == "mbarrier" and ins.mods[0] == "try_wait":
+                parked = _mbar_try_wait(self, ins, exe) if exe.any() else np.zeros(n, bool)
+                pc[act & ~parked] += 1  # parked threads run try_wait again when the phase completes
                 continue
             if exe.any():
                 handler = _HANDLERS.get(op)
@@ -674,8 +746,8 @@ def _vec_n(ins: Instr) -> int:
 def _addr(c: _Cta, ins: Instr, o: Operand, exe) -> np.ndarray:
     base = o.items[0]
     if base.kind == "sym":
-        if base.name in c.k.shared:
-            return np.full(c.n, c.k.shared[base.name][0] + o.value, np.int64)
+        if base.name in c.shared:
+            return np.full(c.n, c.shared[base.name][0] + o.value, np.int64)
         c.fail(ins, f"unknown symbol {base.name}")
     t = "u64"
     raw = c.raw(ins, base, t, exe)
@@ -1043,6 +1115,9 @@ def _shfl(c: _Cta, ins: Instr, exe) -> None:
 
 
 def _cp_async(c: _Cta, ins: Instr, exe) -> None:
+    if ins.mods[:3] == ("async", "bulk", "tensor"):
+        _tma_issue(c, ins, exe)
+        return
     op = ins.mods[1]  # cp.async.<op>
     if op == "commit_group":
         c.committed[exe] += 1
@@ -1172,6 +1247,362 @@ def _mma_sync(c: _Cta, ins: Instr, exe) -> None:
         c.put_raw(r.name, full, exe)
 
 
+# --------------------------------------------------------------------------- Hopper: mbarrier, TMA, wgmma
+#
+# mbarrier objects live in a side table keyed by their shared address (init checks the 8 bytes
+# are inside the shared arrays and 8-aligned). A phase completes when its pending arrivals and
+# its transaction count are both zero; then the phase bit flips and the arrivals reset.
+# try_wait that finds its phase incomplete parks the thread until that barrier completes a phase
+# (then it runs try_wait again); when no thread can run, bulk copies in flight are delivered (the
+# copy engine runs while everyone waits), and if threads are still parked, that is a deadlock.
+# A completed phase starts a new race-check epoch, like bar.sync: ordering through mbarriers is
+# trusted for ordinary shared accesses (coarser than the ISA's per-barrier acquire/release).
+# Async-proxy accesses are checked separately: a tensor copy's bytes stay "pending" until it is
+# delivered (reads fail before that), wgmma operand bytes stay "read" until wgmma.wait_group
+# retires their group (a tensor copy landing on them fails), and wgmma may not read bytes that
+# generic stores wrote unless fence.proxy.async ran in between.
+
+
+def _mbar_at(c: _Cta, ins: Instr, exe, o: Operand) -> np.ndarray:
+    kind, addrs = _resolve(
+        c, ins, "shared" if any(m.startswith("shared") for m in ins.mods) else "generic", _addr(c, ins, o, exe), exe
+    )
+    if kind != "shared":
+        c.fail(ins, "mbarrier address is not in shared memory", exe)
+    if (addrs % 8).any() or ((addrs < SHARED_BASE) | (addrs + 8 > c.shared_end)).any():
+        c.fail(ins, "mbarrier object must be 8-byte aligned inside the shared arrays", exe)
+    return addrs
+
+
+def _mbar(c: _Cta, ins: Instr, a: int) -> dict:
+    b = c.mbar.get(int(a))
+    if b is None:
+        c.fail(ins, f"mbarrier at shared address {int(a)} is used before mbarrier.init")
+    return b
+
+
+def _mbar_settle(c: _Cta, ins: Instr, a: int) -> None:
+    """Complete the current phase of barrier ``a`` when arrivals and transactions are done."""
+    b = c.mbar[a]
+    if b["pending"] == 0 and b["tx"] == 0:
+        b["phase"] += 1
+        b["pending"] = b["count"]
+        c.mb_wait[c.mb_wait == a] = -1  # parked waiters retry
+        c.epoch += 1  # a completed phase orders shared accesses like bar.sync (race checks are per epoch)
+    elif b["pending"] < 0:
+        c.fail(ins, f"mbarrier at {a}: more arrivals than its count {b['count']} in one phase")
+
+
+def _mbarrier(c: _Cta, ins: Instr, exe) -> None:
+    op = ins.mods[0]
+    tids = np.flatnonzero(exe)
+    if op == "init":
+        addrs = _mbar_at(c, ins, exe, ins.ops[0])
+        cnt = c.get(ins, ins.ops[1], "u32", exe)[exe]
+        for a, n in zip(addrs.tolist(), cnt.tolist(), strict=True):
+            if not 0 < n < 1 << 20:
+                c.fail(ins, f"mbarrier.init count {n} not in 1..2^20-1")
+            c.mbar[a] = {"count": n, "pending": n, "tx": 0, "phase": 0}
+        return
+    if op == "inval":
+        for a in _mbar_at(c, ins, exe, ins.ops[0]).tolist():
+            c.mbar.pop(a, None)
+        return
+    if op == "expect_tx":
+        addrs = _mbar_at(c, ins, exe, ins.ops[0])
+        tx = c.get(ins, ins.ops[1], "u32", exe)[exe]
+        for a, t in zip(addrs.tolist(), tx.tolist(), strict=True):
+            _mbar(c, ins, a)["tx"] += t
+        return
+    if op == "arrive":
+        d, bar = ins.ops[0], ins.ops[1]
+        addrs = _mbar_at(c, ins, exe, bar)
+        expect = "expect_tx" in ins.mods
+        extra = ins.ops[2] if len(ins.ops) > 2 else None
+        vals = c.get(ins, extra, "u32", exe)[exe] if extra is not None else np.ones(tids.size, np.int64)
+        states = np.zeros(c.n, _U64)
+        for j, a in enumerate(addrs.tolist()):
+            b = _mbar(c, ins, a)
+            states[tids[j]] = b["phase"]
+            if expect:
+                b["tx"] += int(vals[j])
+                b["pending"] -= 1
+            else:
+                b["pending"] -= int(vals[j])
+            _mbar_settle(c, ins, a)
+        if d.kind != "sink":
+            c.put(d.name, states, "b64", exe)
+        return
+    if op == "test_wait":  # non-blocking: the current answer
+        done = _mbar_done(c, ins, exe)
+        c.put(ins.ops[0].name, done, "pred", exe)
+        return
+    c.fail(ins, f"mbarrier.{op} is not supported by the simulator")
+
+
+def _mbar_done(c: _Cta, ins: Instr, exe) -> np.ndarray:
+    """Per thread: has the awaited phase (parity operand, or the phase of a state) completed?"""
+    addrs = _mbar_at(c, ins, exe, ins.ops[1])
+    done = np.zeros(c.n, bool)
+    if "parity" in ins.mods:
+        want = c.get(ins, ins.ops[2], "u32", exe)[exe] & 1
+    else:
+        want = c.raw(ins, ins.ops[2], "b64", exe)[exe].astype(np.int64)
+    for j, (t, a) in enumerate(zip(np.flatnonzero(exe).tolist(), addrs.tolist(), strict=True)):
+        ph = _mbar(c, ins, a)["phase"]
+        done[t] = (ph & 1) != want[j] if "parity" in ins.mods else ph != want[j]
+    return done
+
+
+def _mbar_try_wait(c: _Cta, ins: Instr, exe) -> np.ndarray:
+    """try_wait: threads whose phase completed get true; the others park (returned mask)."""
+    done = _mbar_done(c, ins, exe)
+    c.put(ins.ops[0].name, done, "pred", exe & done)
+    park = exe & ~done
+    if park.any():
+        c.mb_wait[park] = _mbar_at(c, ins, exe, ins.ops[1])[~done[exe]]
+    return park
+
+
+def _mbar_report(c: _Cta, alive) -> str:
+    parts = []
+    for a in np.unique(c.mb_wait[alive & (c.mb_wait >= 0)]).tolist():
+        b = c.mbar[a]
+        who = np.flatnonzero(alive & (c.mb_wait == a))[:4].tolist()
+        parts.append(
+            f"threads {who} wait on the mbarrier at {a} whose phase {b['phase']} never completes "
+            f"(pending arrivals {b['pending']} of {b['count']}, transaction count {b['tx']} bytes)"
+        )
+    others = alive & (c.mb_wait < 0)
+    if others.any():
+        parts.append(f"threads {np.flatnonzero(others)[:4].tolist()} wait at bar.sync")
+    return "; ".join(parts)
+
+
+def _tma_issue(c: _Cta, ins: Instr, exe) -> None:
+    from .tensormap import SWIZZLES, TensorMapError, TensorMapTiled
+
+    if "tile" not in ins.mods and "im2col" in ins.mods:
+        c.fail(ins, "im2col tensor copies are not supported by the simulator")
+    if "global" not in ins.mods or "shared::cluster" not in ins.mods:
+        c.fail(ins, "only global -> shared::cluster tensor loads are supported by the simulator")
+    if "mbarrier::complete_tx::bytes" not in ins.mods:
+        c.fail(ins, "tensor load without mbarrier::complete_tx::bytes")
+    if any(m.startswith("multicast") for m in ins.mods):
+        c.fail(ins, "multicast (clusters) is not supported by the simulator")
+    dst_o, src_o, bar_o = ins.ops[:3]
+    tids = np.flatnonzero(exe)
+    dst = _addr(c, ins, dst_o, exe)[exe] & _MASK[32]
+    bars = _mbar_at(c, ins, exe, bar_o)
+    tm_addr = c.raw(ins, src_o.items[0], "u64", exe)[exe]
+    coords = np.stack([c.get(ins, o, "s32", exe)[exe] for o in src_o.items[1].items], axis=1)
+    for j, t in enumerate(tids.tolist()):
+        entry = c.pspace.get(int(tm_addr[j]))
+        if entry is None:
+            c.fail(ins, f"tensorMap operand {int(tm_addr[j]):#x} is not the address of a tensor-map parameter")
+        try:
+            tm = TensorMapTiled.unpack(entry[1])
+        except TensorMapError as e:
+            c.fail(ins, f"parameter {entry[0]}: {e}")
+        if coords.shape[1] != tm.rank:
+            c.fail(ins, f"{coords.shape[1]} coordinates for a rank-{tm.rank} tensor map")
+        if any(e != 1 for e in tm.element_strides):
+            c.fail(ins, "element strides other than 1 are not supported by the simulator")
+        span = SWIZZLES[tm.swizzle]
+        row = tm.box_dim[0] * tm.esize
+        if span and row != span:
+            c.fail(ins, f"a {span}-byte swizzle with {row}-byte box rows is not supported by the simulator")
+        d = int(dst[j])
+        align = max(128, 8 * span)
+        if d % align:
+            c.fail(ins, f"shared destination {d} is not {align}-byte aligned (swizzle {span} B)")
+        _mbar(c, ins, int(bars[j]))
+        nbytes = tm.box_bytes
+        idx = np.arange(d, d + nbytes)
+        c._smem_index(ins, np.array([d]), 1, np.array([t]))  # start inside shared memory
+        if d + nbytes > c.shared_end:
+            c.fail(ins, f"box of {nbytes} bytes at {d} runs past the shared arrays")
+        from .tensormap import swizzle as _swz
+
+        phys = _swz(idx, span)
+        np.add.at(c.pending, phys, 1)
+        c.tma.append({"ins": ins, "tm": tm, "coords": coords[j].tolist(), "phys": phys, "bar": int(bars[j])})
+
+
+def _deliver_tma(c: _Cta) -> None:
+    """Complete every bulk tensor copy in flight: write the boxes, then complete_tx their bytes."""
+    recs, c.tma = c.tma, []
+    for rec in recs:
+        tm, ins = rec["tm"], rec["ins"]
+        es = tm.esize
+        grids = np.meshgrid(*[np.arange(b) for b in reversed(tm.box_dim)], indexing="ij")
+        pos = [g.reshape(-1) for g in reversed(grids)]  # dim 0 fastest
+        offs = np.zeros(pos[0].size, np.int64)
+        ok = np.ones(pos[0].size, bool)
+        strides = (es, *tm.global_strides)
+        for i in range(tm.rank):
+            gi = pos[i] + rec["coords"][i]
+            ok &= (gi >= 0) & (gi < tm.global_dim[i])
+            offs += np.where(ok, gi, 0) * strides[i]
+        data = np.zeros((offs.size, es), np.uint8)
+        if ok.any():
+            try:
+                data[ok] = c.mem.gather(tm.global_address + offs[ok], es, "tensor copy source")
+            except SimError as e:
+                c.fail(ins, str(e))
+        phys = rec["phys"]
+        if (c.async_reads[phys] > 0).any():
+            c.fail(
+                ins,
+                "a tensor copy overwrites shared memory that a wgmma still reads (release the stage "
+                "only after wgmma.wait_group)",
+            )
+        np.add.at(c.pending, phys, -1)
+        c.smem[phys] = data.reshape(-1)
+        c.w_warp[phys] = -1
+        c.w_epoch[phys] = -1
+        c.proxy_dirty[phys] = False
+        c.stats.async_copies += 1
+        b = c.mbar.get(rec["bar"])
+        if b is None:
+            c.fail(ins, f"the mbarrier at {rec['bar']} was invalidated while a copy was in flight")
+        b["tx"] -= tm.box_bytes
+        _mbar_settle(c, ins, rec["bar"])
+
+
+def _fence(c: _Cta, ins: Instr, exe) -> None:
+    if ins.mods and ins.mods[0] == "proxy" and "async" in ins.mods[1:2] + ins.mods[1:]:
+        warps = np.unique(c.warp[exe])
+        c.proxy_dirty[np.isin(c.w_warp, warps)] = False
+    # other fences (mbarrier_init, acq_rel, sc) order memory; the simulator is sequential
+
+
+def _warpgroups(c: _Cta, ins: Instr, exe) -> np.ndarray:
+    """Warpgroups (4 consecutive warps from a multiple of 4) executing ``ins``; all their threads must."""
+    c.whole_warps(ins, exe)
+    groups = np.unique(c.warp[exe] // 4)
+    part = np.isin(c.warp // 4, groups) & ~exe
+    if part.any() or c.n % 128:
+        c.fail(ins, ".sync.aligned warpgroup instruction executed by part of a warpgroup", part)
+    return groups
+
+
+def _setmaxnreg(c: _Cta, ins: Instr, exe) -> None:
+    _warpgroups(c, ins, exe)
+    n = ins.ops[0].value
+    if ins.ops[0].kind != "imm" or not 24 <= n <= 256 or n % 8 or ins.mods[0] not in ("inc", "dec"):
+        c.fail(ins, "setmaxnreg needs .inc/.dec and an immediate multiple of 8 in 24..256")
+
+
+def _wgmma(c: _Cta, ins: Instr, exe) -> None:
+    from . import wgmma as W
+
+    groups = _warpgroups(c, ins, exe)
+    op = ins.mods[0]
+    if op == "fence":
+        c.fence_step[exe] = c.step
+        return
+    if op == "commit_group":
+        for g in groups.tolist():
+            c.wg_groups.setdefault(g, []).append(c.wg_open.pop(g, []))
+        return
+    if op == "wait_group":
+        n = ins.ops[0].value
+        for g in groups.tolist():
+            pend = c.wg_groups.get(g, [])
+            while len(pend) > n:
+                for rec in pend.pop(0):
+                    for name in rec["regs"]:
+                        c.inflight[name] &= ~rec["threads"]
+                    np.add.at(c.async_reads, rec["bytes"], -1)
+            c.inflight = {k: v for k, v in c.inflight.items() if v.any()}
+        return
+    if op != "mma_async":
+        c.fail(ins, f"wgmma.{op} is not supported by the simulator")
+    shape, dt, at, bt = ins.mods[3], ins.mods[4], ins.mods[5], ins.mods[6]
+    if dt != "f32" or at != bt or at not in ("f16", "bf16", "tf32"):
+        c.fail(ins, "only f32 accumulation of f16/bf16/tf32 is supported by the simulator")
+    try:
+        _, nn, kk = W.check_shape(shape, at)
+    except ValueError as e:
+        c.fail(ins, str(e))
+    d, ad, bd, sd = ins.ops[:4]
+    imms = [o.value for o in ins.ops[4:]]
+    if ad.kind != "reg":
+        c.fail(ins, "A from registers is not supported by the simulator (use a descriptor)")
+    trans_a, trans_b = (imms[2], imms[3]) if at != "tf32" else (0, 0)
+    sa, sb = (-1 if imms[0] in (-1, 0xFFFFFFFFFFFFFFFF) else 1), (-1 if imms[1] in (-1, 0xFFFFFFFFFFFFFFFF) else 1)
+    if len(d.items) != nn // 2:
+        c.fail(ins, f"{shape} needs {nn // 2} accumulator registers, got {len(d.items)}")
+    es = W.WGMMA_TYPES[at]
+    rows, cols = W.acc_coords(nn)
+    names = [r.name for r in d.items]
+    for g in groups.tolist():
+        sel = np.arange(128 * g, 128 * g + 128)
+        mask = np.zeros(c.n, bool)
+        mask[sel] = True
+        if (c.fence_step[sel] < 0).any():
+            c.fail(ins, "wgmma.mma_async before any wgmma.fence in its warpgroup (missing wgmma.fence)", mask)
+        for nm in names:
+            gw = c.gen_write.get(nm)
+            if gw is not None and (gw[sel] > c.fence_step[sel]).any():
+                c.fail(ins, f"accumulator {nm} was written after the last wgmma.fence (missing wgmma.fence)", mask)
+        descs = []
+        for o in (ad, bd):
+            v = c.raw(ins, o, "b64", mask)[sel]
+            if (v != v[0]).any():
+                c.fail(ins, f"descriptor {o.name} differs between the threads of warpgroup {g}")
+            descs.append(int(v[0]))
+        try:
+            a_addr = W.operand_addresses(descs[0], 64, kk, es, bool(trans_a))
+            b_addr = W.operand_addresses(descs[1], nn, kk, es, bool(trans_b))
+        except ValueError as e:
+            c.fail(ins, str(e))
+
+        def fetch(addrs, what):
+            flat = (addrs[..., None] + np.arange(es)).reshape(-1)
+            if ((flat < SHARED_BASE) | (flat >= c.shared_end)).any():
+                c.fail(ins, f"{what} descriptor reaches outside the shared arrays [{SHARED_BASE}, {c.shared_end})")
+            if (c.pending[flat] > 0).any():
+                c.fail(ins, f"{what} reads shared memory a copy has not completed (missing mbarrier wait?)")
+            if c.proxy_dirty[flat].any():
+                c.fail(ins, f"{what} reads shared memory written by generic stores without fence.proxy.async")
+            raw = c.smem[flat].reshape(*addrs.shape, es)
+            u = np.ascontiguousarray(raw).view(f"<u{es}")[..., 0]
+            if at == "f16":
+                v = u.view(np.float16).astype(np.float64)
+            elif at == "bf16":
+                v = _mma.bf16_bits_to_f32(u).astype(np.float64)
+            else:
+                v = _mma.round_tf32(u.view(np.float32)).astype(np.float64)
+            return v, flat
+
+        A, fa = fetch(a_addr, "A")
+        B, fb = fetch(b_addr, "B")
+        prod = (sa * A) @ (sb * B).T  # (64, N), exact products, float64 sums
+        scale = c.get(ins, sd, "pred", mask)[sel] if sd.kind == "reg" else np.full(128, bool(sd.value))
+        if (scale != scale[0]).any():
+            c.fail(ins, f"scale-d differs between the threads of warpgroup {g}")
+        acc = prod[rows, cols]  # (128, N/2)
+        if scale[0]:
+            for nm in names:
+                if nm not in c.regs or not c.defined[nm][sel].all():
+                    c.fail(ins, f"accumulator {nm} is read (scale-d true) before it is written", mask)
+            old = np.stack([(c.regs[nm][sel] & _U64(_MASK[32])).astype(np.uint32).view(np.float32) for nm in names], 1)
+            acc = acc + old
+        acc32 = acc.astype(np.float32)
+        for i, nm in enumerate(names):
+            full = c.regs.get(nm, np.zeros(c.n, _U64)).copy()
+            full[sel] = acc32[:, i].view(np.uint32).astype(_U64)
+            old_def = c.defined.get(nm, np.zeros(c.n, bool))
+            c.regs[nm] = full
+            c.defined[nm] = old_def | mask
+            c.inflight[nm] = c.inflight.get(nm, np.zeros(c.n, bool)) | mask
+        flat = np.concatenate([fa, fb])
+        np.add.at(c.async_reads, flat, 1)
+        c.wg_open.setdefault(g, []).append({"regs": names, "threads": mask, "bytes": flat})
+
+
 _HANDLERS = {
     "mov": _mov,
     "ld": _ld,
@@ -1198,6 +1629,10 @@ _HANDLERS = {
     "cp": _cp_async,
     "ldmatrix": _ldmatrix,
     "mma": _mma_sync,
+    "mbarrier": lambda c, ins, exe: _mbarrier(c, ins, exe),
+    "fence": lambda c, ins, exe: _fence(c, ins, exe),
+    "wgmma": lambda c, ins, exe: _wgmma(c, ins, exe),
+    "setmaxnreg": lambda c, ins, exe: _setmaxnreg(c, ins, exe),
 }
 
 
@@ -1221,11 +1656,14 @@ def launch(
     *,
     max_steps: int = 2_000_000,
     ctas=None,
+    shared_bytes: int = 0,
 ) -> LaunchStats:
     """Run ``kernel`` of the module over ``grid`` x ``block`` threads on ``memory``.
 
     ``args`` are the kernel parameters in order: ints (device addresses or integers, stored
-    with the parameter's width) or floats for .f32/.f64 parameters. ``ctas`` optionally limits
+    with the parameter's width) or floats for .f32/.f64 parameters; array parameters (tensor maps,
+    ``.param .align 64 .b8 t[128]``) take ``bytes`` of their size. ``shared_bytes``: dynamic shared
+    memory (the ``.extern .shared`` array). ``ctas`` optionally limits
     the run to some CTA indices (tuples), e.g. the corners of a large grid. CTAs run one after
     another, in grid order.
     """
@@ -1241,7 +1679,20 @@ def launch(
             f"{kernel} takes {len(k.params)} parameters ({', '.join(n for _, n in k.params)}), got {len(args)}"
         )
     params = {}
+    pspace = {}
+    if not isinstance(shared_bytes, int) or shared_bytes < 0:
+        raise SimError(f"shared_bytes must be an int >= 0, got {shared_bytes!r}")
     for (t, name), v in zip(k.params, args, strict=True):
+        if name in k.param_bytes:
+            nb = k.param_bytes[name]
+            if not isinstance(v, bytes | bytearray) or len(v) != nb:
+                raise SimError(
+                    f"parameter {name} is {nb} bytes (a tensor map): pass bytes of that length, got {v!r:.60}"
+                )
+            a = PARAM_BASE + 256 * len(pspace)
+            pspace[a] = (name, bytes(v))
+            params[name] = ("u64", a)
+            continue
         if T.is_float(t):
             bits = int(_to_bits(np.asarray([float(v)]), t, 1)[0])
         else:
@@ -1255,6 +1706,6 @@ def launch(
     stats = LaunchStats()
     order = ctas if ctas is not None else [(x, y, z) for z in range(g[2]) for y in range(g[1]) for x in range(g[0])]
     for cta in order:
-        _Cta(k, memory, params, tuple(cta), g, b, stats, max_steps).run()
+        _Cta(k, memory, params, tuple(cta), g, b, stats, max_steps, shared_bytes, pspace).run()
         stats.ctas += 1
     return stats

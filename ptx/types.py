@@ -135,9 +135,10 @@ class Req:
     version: Version = (6, 0)
     sm: int = 50
     why: str = "baseline"
+    suffix: str = ""  #: "a": an architecture-specific feature (sm_90a), not in later targets
 
     def __str__(self) -> str:
-        return f"{self.why} (PTX {self.version[0]}.{self.version[1]}, sm_{self.sm})"
+        return f"{self.why} (PTX {self.version[0]}.{self.version[1]}, sm_{self.sm}{self.suffix})"
 
 
 #: floor of every module: PTX 6.0 (CUDA 9), the first with the .sync warp
@@ -214,3 +215,6 @@ SM80_70 = Req((7, 0), 80, "sm_80 feature")
 CP_ASYNC = Req((7, 0), 80, "cp.async")
 CVT_F32_BF16 = Req((7, 1), 80, "cvt.f32.bf16")
 BF16_ARITH = Req((7, 8), 90, "add/sub/mul .bf16")
+MBARRIER_TRY_WAIT = Req((7, 8), 90, "mbarrier.try_wait")
+HOPPER_ASYNC = Req((8, 0), 90, "mbarrier expect_tx / cp.async.bulk.tensor / fence.proxy.async")
+WGMMA = Req((8, 0), 90, "wgmma / setmaxnreg", "a")
