@@ -252,3 +252,42 @@ def compile(ptx_text: str, arch: str = "sm_80", opt_level: int = 3, extra_args=(
         except OSError:
             pass  # a read-only cache is not an error
     return cub
+
+
+# --------------------------------------------------------------------------- SASS (cuobjdump)
+
+
+def find_cuobjdump() -> str | None:
+    """Path of a cuobjdump that has an nvdisasm beside it or on PATH (it needs one for -sass):
+    ``$MINIJIT_CUOBJDUMP``, PATH, ``$CUDA_HOME/bin``, then the ``nvidia-cuda-cuobjdump`` wheel
+    (with ``nvidia-cuda-nvdisasm``)."""
+    env = os.environ.get("MINIJIT_CUOBJDUMP")
+    cands = [env] if env else []
+    if shutil.which("cuobjdump"):
+        cands.append(shutil.which("cuobjdump"))
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            cands.append(str(Path(os.environ[var]) / "bin" / "cuobjdump"))
+    cands += [str(p.parent / "cuobjdump") for p in _wheel_candidates()]
+    for c in cands:
+        p = Path(c)
+        if p.is_file() and os.access(p, os.X_OK) and ((p.parent / "nvdisasm").is_file() or shutil.which("nvdisasm")):
+            return str(p)
+    return None
+
+
+def sass(cubin: Cubin | bytes) -> str:
+    """The SASS listing of a cubin (``cuobjdump -sass``); PtxError when cuobjdump is missing or fails."""
+    tool = find_cuobjdump()
+    if tool is None:
+        raise PtxError("cuobjdump (with nvdisasm) not found: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm")
+    data = cubin.data if isinstance(cubin, Cubin) else bytes(cubin)
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "k.cubin"
+        path.write_bytes(data)
+        env = dict(os.environ)
+        env["PATH"] = str(Path(tool).parent) + os.pathsep + env.get("PATH", "")
+        r = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True, timeout=_TIMEOUT_S, env=env)
+    if r.returncode != 0:
+        raise PtxError(f"cuobjdump -sass failed: {r.stderr.strip()}")
+    return r.stdout

@@ -1,0 +1,121 @@
+"""The sm_90a GEMM family: ptxas for sm_90a (no spills, no C7508/C7511), SASS (HGMMA, no local
+memory), A@B in ptx.sim with ragged edges and more K tiles than stages, and mutated kernels caught."""
+
+import numpy as np
+import pytest
+
+from minijit.cuda import gemm_sm90 as G
+from minijit.cuda.gemm import reference
+from ptx import sim, toolchain
+from ptx.mma import f32_to_bf16_bits
+from ptx.tensormap import encode_tiled
+
+SMALL = G.Sm90Spec("f16", bm=64, bn=64, stages=2)  # 256 threads: one producer, one consumer warpgroup
+
+
+def _run(spec: G.Sm90Spec, m: int, n: int, k: int, seed: int = 0, ctas=None):
+    """Launch in ptx.sim on random column-major operands; returns (got, want)."""
+    rng = np.random.default_rng(seed)
+    lda, ldb, ldc = -(-m // 8) * 8, -(-k // 8) * 8 + 8, m + 3  # padded leading dims (elements)
+    a = rng.standard_normal((k, lda)).astype(np.float32)  # a[k, m] = A[m, k]
+    b = rng.standard_normal((n, ldb)).astype(np.float32)  # b[n, k] = B[k, n]
+    c = rng.standard_normal((n, ldc)).astype(np.float32)
+    if spec.dtype == "f16":
+        ha, hb = a.astype(np.float16), b.astype(np.float16)
+    else:
+        ha, hb = f32_to_bf16_bits(a).astype(np.uint16), f32_to_bf16_bits(b).astype(np.uint16)
+    gk = G.generate(spec)
+    mem = sim.Memory()
+    pa, pb, pc = mem.upload(ha), mem.upload(hb), mem.upload(c)
+    ta, tb = G.tensor_maps(spec, pa, pb, m, n, k, lda * 2, ldb * 2)
+    args = (encode_tiled(**ta), encode_tiled(**tb), pc, m, n, k, ldc * 4)
+    sim.launch(gk.text, gk.name, gk.grid(m, n), gk.block, args, mem, shared_bytes=gk.shared_bytes, ctas=ctas)
+    got = mem.read(pc, np.float32, n * ldc).reshape(n, ldc)
+    A, B = a[:, :m].T, b[:, :k].T  # M x K, K x N
+    want = reference(spec.dtype, A, B, c[:, :m].T, spec.first, spec.last).T
+    return got, want, c
+
+
+@pytest.mark.parametrize(
+    "spec,shape",
+    [
+        (SMALL, (100, 70, 200)),  # ragged M, N, K; 4 K tiles through 2 stages; 4 CTAs
+        (G.Sm90Spec("bf16", bm=128, bn=64, stages=3, first="load", last="relu"), (130, 40, 300)),
+        (G.Sm90Spec("f16", bm=64, bn=128, stages=2, first="relu"), (64, 150, 136)),
+    ],
+)
+def test_sim_computes_a_times_b(spec, shape):
+    m, n, k = shape
+    got, want, c = _run(spec, m, n, k)
+    np.testing.assert_allclose(got[:, :m], want, rtol=2e-3, atol=2e-3)
+    np.testing.assert_array_equal(got[:, m:], c[:, m:])  # padding between columns is untouched
+
+
+def test_sim_default_spec_one_cta():
+    spec = G.Sm90Spec("f16")  # the GPU default: 256 x 128 tile, 2 consumer warpgroups, 4 stages
+    got, want, _ = _run(spec, 200, 90, 5 * 64 + 8, ctas=[(0, 0, 0)])
+    np.testing.assert_allclose(got[:, :200], want, rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize(
+    "mutate,msg",
+    [
+        ("no_wgmma_fence", "missing wgmma.fence"),
+        ("expect_tx_plus16", "deadlock"),
+        ("wrong_swizzle", None),  # descriptors read a 64-byte swizzle: wrong data or out of bounds
+    ],
+)
+def test_mutated_kernels_fail(mutate, msg):
+    spec = G.Sm90Spec("f16", bm=64, bn=64, stages=2, mutate=mutate)
+    if msg is not None:
+        with pytest.raises(sim.SimError, match=msg):
+            _run(spec, 64, 64, 192)
+        return
+    try:
+        got, want, _ = _run(spec, 64, 64, 192)
+    except sim.SimError as e:
+        assert "descriptor reaches outside" in str(e)
+        return
+    assert np.abs(got[:, :64] - want).max() > 0.1
+
+
+def test_spec_validation():
+    with pytest.raises(ValueError, match="bn must be"):
+        G.Sm90Spec(bn=256)
+    with pytest.raises(ValueError, match="stages"):
+        G.Sm90Spec(stages=1)
+    with pytest.raises(ValueError, match="shared memory"):
+        G.Sm90Spec(bm=256, bn=128, stages=6)
+
+
+SPECS = [G.Sm90Spec("f16"), G.Sm90Spec("bf16", first="load", last="relu"), SMALL, G.Sm90Spec("f16", bm=128)]
+
+
+def _ptxas():
+    if toolchain.find_ptxas() is None:
+        pytest.skip("ptxas not found")
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)
+def test_ptxas_sm90a_no_spills_no_serialization(spec):
+    _ptxas()
+    gk = G.generate(spec)
+    assert gk.module.target == "sm_90a"
+    cub = toolchain.compile(gk.text, arch="sm_90a")
+    info = cub[gk.name]
+    assert info.spills == 0 and info.stack_frame == 0, cub.log
+    assert "C7511" not in cub.log and "C7508" not in cub.log and "C7510" not in cub.log, cub.log
+
+
+@pytest.mark.parametrize("spec", SPECS[:2], ids=lambda s: s.name)
+def test_sass_has_hgmma_and_no_local_memory(spec):
+    _ptxas()
+    if toolchain.find_cuobjdump() is None:
+        pytest.skip("cuobjdump not found (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)")
+    gk = G.generate(spec)
+    sass = toolchain.sass(toolchain.compile(gk.text, arch="sm_90a"))
+    ops = [line.split("*/")[1].strip() for line in sass.splitlines() if line.count("*/") >= 2]
+    assert any(op.startswith("HGMMA.64x") for op in ops), sass[:2000]
+    assert any(op.startswith("UTMALDG.2D") for op in ops)
+    assert any(op.startswith("SYNCS.PHASECHK") for op in ops)
+    assert not [op for op in ops if op.split()[0].split(".")[0] in ("LDL", "STL")]
