@@ -258,6 +258,12 @@ class Function:
                     raise TypeError(f"{self.name}: argument {i} is a device buffer but the parameter is .{t}")
                 values.append(ctypes.c_uint64(a.ptr))
                 continue
+            if t == "tensormap":  # 128 bytes by value (a __grid_constant__ CUtensorMap)
+                raw = bytes(a) if isinstance(a, bytes | bytearray) else None
+                if raw is None or len(raw) != 128:
+                    raise TypeError(f"{self.name}: argument {i} must be the 128 bytes of a tensor map")
+                values.append((ctypes.c_char * 128).from_buffer_copy(raw))
+                continue
             if isinstance(a, tuple) and len(a) == 2 and isinstance(a[1], str):
                 a, t = a  # explicit (value, "u32")
             elif isinstance(a, np.generic) and t is None:
@@ -315,6 +321,54 @@ class Function:
         drv = _driver()
         attr = getattr(drv.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{name}")
         return int(_call("cuFuncGetAttribute", attr, self.handle))
+
+
+def encode_tensor_map_tiled(
+    dtype: str,
+    rank: int,
+    global_address: int,
+    global_dim,
+    global_strides,
+    box_dim,
+    element_strides,
+    interleave: int = 0,
+    swizzle: int = 0,
+    l2_promotion: int = 0,
+    oob_fill: int = 0,
+) -> bytes:
+    """``cuTensorMapEncodeTiled`` (arguments checked first by :class:`ptx.tensormap.TensorMapTiled`);
+    the 128-byte ``CUtensorMap`` to pass as a "tensormap" kernel argument. dtype: a key of
+    :data:`ptx.tensormap.DATA_TYPES`; strides in bytes; dimension 0 innermost."""
+    from .tensormap import DATA_TYPES, TensorMapTiled
+
+    TensorMapTiled(
+        dtype,
+        int(global_address),
+        tuple(global_dim),
+        tuple(global_strides),
+        tuple(box_dim),
+        tuple(element_strides),
+        interleave,
+        swizzle,
+        l2_promotion,
+        oob_fill,
+    )
+    drv = _driver()
+    tm = _call(
+        "cuTensorMapEncodeTiled",
+        drv.CUtensorMapDataType(DATA_TYPES[dtype][0]),
+        rank,
+        int(global_address),
+        [int(x) for x in global_dim],
+        [int(x) for x in global_strides],
+        [int(x) for x in box_dim],
+        [int(x) for x in element_strides],
+        drv.CUtensorMapInterleave(interleave),
+        drv.CUtensorMapSwizzle(swizzle),
+        drv.CUtensorMapL2promotion(l2_promotion),
+        drv.CUtensorMapFloatOOBfill(oob_fill),
+    )
+    return np.asarray(tm.opaque, dtype=np.uint64).tobytes()
 
 
 class LoadedModule:

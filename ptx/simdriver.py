@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import sim
+from . import tensormap as _tensormap
 
 __all__ = [
     "DeviceBuffer",
@@ -111,14 +112,18 @@ class Function:
         self.last_stats: sim.LaunchStats | None = None
 
     def launch(self, grid, block, args=(), shared: int = 0, stream=None) -> None:
-        if shared:
-            raise sim.SimError("dynamic shared memory is not supported by the simulator")
         if self.signature is not None and len(args) != len(self.signature):
             raise TypeError(f"{self.name} takes {len(self.signature)} arguments, got {len(args)}")
         values = [a.ptr if isinstance(a, DeviceBuffer) else a for a in args]
-        self.last_stats = sim.launch(self.module.program, self.name, grid, block, values, MEMORY)
+        self.last_stats = sim.launch(
+            self.module.program, self.name, grid, block, values, MEMORY, shared_bytes=int(shared)
+        )
 
     __call__ = launch
+
+
+#: the simulator's tensor maps: same arguments as ``cuTensorMapEncodeTiled`` (ptx.driver.encode_tensor_map_tiled)
+encode_tensor_map_tiled = _tensormap.encode_tiled
 
 
 class LoadedModule:

@@ -119,3 +119,42 @@ def test_sass_has_hgmma_and_no_local_memory(spec):
     assert any(op.startswith("UTMALDG.2D") for op in ops)
     assert any(op.startswith("SYNCS.PHASECHK") for op in ops)
     assert not [op for op in ops if op.split()[0].split(".")[0] in ("LDL", "STL")]
+
+
+@pytest.mark.parametrize(
+    "spec,shape",
+    [
+        (SMALL, (100, 70, 200)),
+        pytest.param(G.Sm90Spec("f16"), (1000, 700, 1000), marks=pytest.mark.gpu),
+        pytest.param(G.Sm90Spec("bf16", first="load", last="relu"), (513, 257, 4100), marks=pytest.mark.gpu),
+    ],
+    ids=lambda x: x.name if isinstance(x, G.Sm90Spec) else str(x),
+)
+def test_launch_through_driver_api(cuda_backend, spec, shape):
+    """Tensor maps from the backend's encode_tensor_map_tiled, dynamic shared memory > 48 KB."""
+    be = cuda_backend
+    if be.simulated and max(shape) > 300:
+        pytest.skip("large shapes run on a GPU only")
+    m, n, k = shape
+    rng = np.random.default_rng(3)
+    lda, ldb, ldc = -(-m // 8) * 8, -(-k // 8) * 8, m + 1
+    a = rng.standard_normal((k, lda)).astype(np.float32)
+    b = rng.standard_normal((n, ldb)).astype(np.float32)
+    c = rng.standard_normal((n, ldc)).astype(np.float32)
+    enc = (lambda x: x.astype(np.float16)) if spec.dtype == "f16" else (lambda x: f32_to_bf16_bits(x).astype(np.uint16))
+    gk = G.generate(spec)
+    arch = "sm_90a"
+    if not be.simulated and be.dev.arch != "sm_90":
+        pytest.skip(f"the sm_90a family needs compute capability 9.0, device is {be.dev.arch}")
+    mod = be.driver.load(toolchain.compile(gk.text, arch=arch)) if toolchain.find_ptxas() else be.driver.load(gk.text)
+    fn = mod.function(gk.name, signature=gk.signature)
+    drv = be.driver
+    da, db, dc = drv.to_device(enc(a)), drv.to_device(enc(b)), drv.to_device(c)
+    ta, tb = G.tensor_maps(spec, da.ptr, db.ptr, m, n, k, lda * 2, ldb * 2)
+    args = (drv.encode_tensor_map_tiled(**ta), drv.encode_tensor_map_tiled(**tb), dc, m, n, k, ldc * 4)
+    fn.launch(gk.grid(m, n), gk.block, args=args, shared=gk.shared_bytes)
+    drv.synchronize()
+    got = dc.to_host(np.float32, c.size).reshape(n, ldc)
+    want = reference(spec.dtype, a[:, :m].T, b[:, :k].T, c[:, :m].T, spec.first, spec.last).T
+    np.testing.assert_allclose(got[:, :m], want, rtol=2e-3, atol=2e-3 * np.sqrt(k / 64))
+    np.testing.assert_array_equal(got[:, m:], c[:, m:])
