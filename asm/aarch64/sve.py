@@ -166,6 +166,24 @@ def _mem_rr(mn: str, m: object, shift: int) -> tuple[int, int]:
     return rn, xreg(mn, "address index Xm", m.offset, zr=False)
 
 
+def _mem_zoff(mn: str, m: Mem, esize: str, msz: int) -> tuple[int, int, int, int]:
+    """``[Xn|SP, Zm.s, uxtw|sxtw{ #msz}]`` (``.s`` data) or ``[Xn|SP, Zm.d{, lsl #msz}]`` (``.d``);
+    returns (Rn, Zm, xs: 1 for sxtw, scaled)."""
+    rn = _base(mn, m)
+    zm, ext, amount = m.offset, m.extend, m.amount
+    if esize == "s":
+        legal = "[Xn|SP, Zm.s, uxtw|sxtw" + (f"{{ #{msz}}}]" if msz else "]")
+        ok = zm.esize == "s" and ext in ("uxtw", "sxtw") and amount in ((None, msz) if msz else (None,))
+        xs = int(ext == "sxtw")
+    else:
+        legal = "[Xn|SP, Zm.d" + (f"{{, lsl #{msz}}}]" if msz else "]")
+        ok = zm.esize == "d" and (ext is None or (msz and ext == "lsl" and amount == msz))
+        xs = 0
+    if not ok:
+        raise fail(mn, "address", legal, m)
+    return rn, zm.idx, xs, int(amount is not None)
+
+
 def _same(mn: str, what: str, a: object, b: object) -> None:
     if a != b:
         raise EncodingError(f"{mn}: {what} must be the same register (destructive form), got {a} and {b}")
@@ -383,7 +401,9 @@ class SveMixin:
         g = pgov(mn, "Pg", pg, "z")
         dtype = msz << 2 | SIZE_BITS[zt.esize]
         text = f"{mn} {{{zt}}}, {pg}, {m}"
-        if isinstance(m, Mem) and m.reg_offset:
+        if isinstance(m, Mem) and m.vec_offset:
+            self._sve_gather(mn, zt, g, m, msz, text)
+        elif isinstance(m, Mem) and m.reg_offset:
             rn, rm = _mem_rr(mn, m, msz)
             self._sve_ld_ss(mn, zt, g, rn, rm, dtype, text)
         else:
@@ -421,7 +441,9 @@ class SveMixin:
         zt = _zt(mn, zt, ALL_SIZES[msz:])
         g = pgov(mn, "Pg", pg, None)
         text = f"{mn} {{{zt}}}, {pg}, {m}"
-        if isinstance(m, Mem) and m.reg_offset:
+        if isinstance(m, Mem) and m.vec_offset:
+            self._sve_scatter(mn, zt, g, m, msz, text)
+        elif isinstance(m, Mem) and m.reg_offset:
             rn, rm = _mem_rr(mn, m, msz)
             self._sve_st_ss(mn, zt, g, rn, rm, msz, text)
         else:
@@ -443,6 +465,26 @@ class SveMixin:
     def st1d(self, zt: ZVec, pg: PReg, m: Mem) -> None:
         """``st1d {zt.d}, pg, [xn, #imm, mul vl]`` (imm -8..7) or ``[xn, xm, lsl #3]``."""
         self._sve_st1("st1d", zt, pg, m)
+
+    def _sve_gather(self, mn: str, zt: ZVec, pg: int, m: Mem, msz: int, text: str) -> None:
+        """SVE 32-bit gather load (scalar plus 32-bit unscaled/scaled offsets) for ``.s``;
+        SVE 64-bit gather load (scalar plus 64-bit unscaled/scaled offsets) for ``.d``."""
+        rn, zm, xs, scaled = _mem_zoff(mn, m, zt.esize, msz)
+        if zt.esize == "s":
+            word = 0x84004000 | msz << 23 | xs << 22 | scaled << 21
+        else:
+            word = 0xC440C000 | msz << 23 | scaled << 21
+        self.emit(word | zm << 16 | pg << 10 | rn << 5 | zt.idx, text)
+
+    def _sve_scatter(self, mn: str, zt: ZVec, pg: int, m: Mem, msz: int, text: str) -> None:
+        """SVE 32-bit scatter store (scalar plus 32-bit unscaled/scaled offsets) for ``.s``;
+        SVE 64-bit scatter store (scalar plus 64-bit unscaled/scaled offsets) for ``.d``."""
+        rn, zm, xs, scaled = _mem_zoff(mn, m, zt.esize, msz)
+        if zt.esize == "s":
+            word = 0xE4408000 | msz << 23 | scaled << 21 | xs << 14
+        else:
+            word = 0xE400A000 | msz << 23 | scaled << 21
+        self.emit(word | zm << 16 | pg << 10 | rn << 5 | zt.idx, text)
 
     def _sve_ld1r(self, mn: str, zt: ZVec, pg: PQual, m: Mem) -> None:
         """SVE load and broadcast element (LD1RB/H/W/D)."""
@@ -765,6 +807,30 @@ class SveMixin:
             zvec("sel", name, r, ALL_SIZES)
         g = _preg("sel", "Pg", pg)
         self._sve_sel_z("sel", d, g, n, m, f"sel {d}, {pg}, {n}, {m}")
+
+    # == index generation =====================================================
+    def _sve_index(self, zd: ZVec, start: int | XReg | WReg, step: int | XReg | WReg) -> None:
+        """SVE index generation: INDEX (immediates), (immediate, scalar), (scalar, immediate), (scalars)."""
+        zvec("index", "Zd", zd, ALL_SIZES)
+        want, desc = (XReg, "an X register") if zd.esize == "d" else (WReg, "a W register")
+        fields, text = [], []
+        for name, v in (("start", start), ("step", step)):
+            if isinstance(v, int) and not isinstance(v, bool):
+                fields.append((0, imm("index", name, v, -16, 15) & 0x1F))
+                text.append(f"#{v}")
+            elif isinstance(v, want):
+                fields.append((1, gpr("index", name, v)[0]))
+                text.append(v.name)
+            else:
+                raise fail("index", name, f"an immediate -16..15 or {desc}", v)
+        (r_start, start_f), (r_step, step_f) = fields
+        word = 0x04204000 | SIZE_BITS[zd.esize] << 22 | step_f << 16 | r_step << 11 | r_start << 10 | start_f << 5
+        self.emit(word | zd.idx, f"index {zd}, {text[0]}, {text[1]}")
+
+    def index(self, zd: ZVec, start: int | XReg | WReg, step: int | XReg | WReg) -> None:
+        """``index zd.<T>, start, step``: lane i = start + i*step (each an immediate -16..15 or
+        a register: W for .b/.h/.s, X for .d)."""
+        self._sve_index(zd, start, step)
 
     def sve_dup(self, zd: ZVec, src: int | XReg | WReg | ZElem) -> None:
         """``dup zd.<T>, #imm`` (-128..127 or multiples of 256 to 32512), ``dup zd.<T>, wn|xn`` or ``zn.<T>[i]``."""

@@ -197,6 +197,47 @@ def test_ld1rq(m, kind, data):
     run(data, f"sve.ld1rq{m}.{kind}", st.tuples(zvecs(es), pz(), addr), getattr(Assembler, f"ld1rq{m}"))
 
 
+# gather/scatter: (memory size, element size) with the element size of the offsets
+GS_SIZES = [(m, e) for m, e in LD_SIZES if e in "sd"]
+
+
+def zoff_mems(es: str, msz: int) -> st.SearchStrategy:
+    """``[Xn|SP, Zm.s, uxtw|sxtw{ #msz}]`` (.s) or ``[Xn|SP, Zm.d{, lsl #msz}]`` (.d)."""
+    amounts = [None, msz] if msz else [None]
+    if es == "s":
+        return st.builds(
+            lambda b, z, ext, amt: mem(b, z, ext, amt),
+            bases,
+            zvecs("s"),
+            st.sampled_from(["uxtw", "sxtw"]),
+            st.sampled_from(amounts),
+        )
+    return st.builds(lambda b, z, amt: mem(b, z, None, amt), bases, zvecs("d"), st.sampled_from(amounts))
+
+
+@pytest.mark.parametrize(("m", "es"), GS_SIZES)
+@oracle
+def test_ld1_gather(m, es, data):
+    addr = zoff_mems(es, MSZ[m])
+    run(data, f"sve.ld1{m}.gather.{es}", st.tuples(zvecs(es), pz(), addr), getattr(Assembler, f"ld1{m}"))
+
+
+@pytest.mark.parametrize(("m", "es"), GS_SIZES)
+@oracle
+def test_st1_scatter(m, es, data):
+    addr = zoff_mems(es, MSZ[m])
+    run(data, f"sve.st1{m}.scatter.{es}", st.tuples(zvecs(es), preds(7), addr), getattr(Assembler, f"st1{m}"))
+
+
+@pytest.mark.parametrize("es", SIZES)
+@pytest.mark.parametrize("kind", ["ii", "ir", "ri", "rr"])
+@oracle
+def test_index(es, kind, data):
+    regs = xregs() if es == "d" else wregs()
+    ops = [st.integers(-16, 15) if c == "i" else regs for c in kind]
+    run(data, f"sve.index.{kind}.{es}", st.tuples(zvecs(es), *ops), Assembler.index)
+
+
 @pytest.mark.parametrize("mn", ["sve_ldr", "sve_str"])
 @pytest.mark.parametrize("reg", ["z", "p"])
 @oracle
@@ -371,6 +412,19 @@ ILLEGAL = [
     (lambda a: a.st1d(z0.d, p0.z, mem(x0)), "Pg"),
     (lambda a: a.st1w(z0.s, p8, mem(x0)), "Pg"),
     (lambda a: a.st1w([z0.s, z1.s], p0, mem(x0)), "Zt"),
+    (lambda a: a.ld1w(z0.s, p0.z, mem(x0, z1.s, "lsl", 2)), "uxtw|sxtw"),
+    (lambda a: a.ld1w(z0.s, p0.z, mem(x0, z1.s, "sxtw", 3)), "address"),
+    (lambda a: a.ld1w(z0.s, p0.z, mem(x0, z1.d)), "address"),
+    (lambda a: a.ld1b(z0.s, p0.z, mem(x0, z1.s, "uxtw", 0)), "address"),
+    (lambda a: a.ld1d(z0.d, p0.z, mem(x0, z1.d, "lsl", 2)), "lsl #3"),
+    (lambda a: a.ld1d(z0.d, p0.z, mem(xzr, z1.d)), "base"),
+    (lambda a: a.st1w(z0.s, p8, mem(x0, z1.s, "sxtw")), "Pg"),
+    (lambda a: a.st1d(z0.d, p0, mem(x0, z1.s, "sxtw")), "address"),
+    (lambda a: a.index(z0.s, 16, 1), "start"),
+    (lambda a: a.index(z0.s, 0, -17), "step"),
+    (lambda a: a.index(z0.s, x1, 1), "W register"),
+    (lambda a: a.index(z0.d, 0, w1), "X register"),
+    (lambda a: a.index(z0.q, 0, 1), "Zd"),
     (lambda a: a.ld1rw(z0.s, p0.z, mem(x0, 256)), "offset"),
     (lambda a: a.ld1rw(z0.s, p0.z, mem(x0, 2)), "offset"),
     (lambda a: a.ld1rd(z0.d, p0.z, mem(x0, -8)), "offset"),
