@@ -62,7 +62,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from minijit import arrays, optimizer
 from minijit.arrays import Offsets
-from minijit.cuda import elementwise, gemm
+from minijit.cuda import elementwise, gemm, gemm_sm90
 from minijit.errors import SetupError, error_t
 from minijit.ir import BINARY_PTYPES, GEMM_PTYPES, UNARY_PTYPES, TensorConfig, dim_t, exec_t, ptype_t
 
@@ -71,6 +71,8 @@ DTYPES = {"fp32": "tf32", "tf32": "tf32", "fp16": "f16", "f16": "f16", "bf16": "
 #: setup dtype -> elementwise kernel type
 EW_DTYPES = {"fp32": "f32", "f32": "f32", "float32": "f32"}
 ELEMENTWISE_PTYPES = UNARY_PTYPES | BINARY_PTYPES
+#: GEMM kernel families (CudaTensorOperation(family=...), $MINIJIT_CUDA_FAMILY)
+FAMILIES = ("auto", "sm90a", "mma.sync")
 _OUT_TYPES = ({"float32"}, {"torch.float32"}, {"<f4"})
 #: kernel input type -> accepted element types of in0/in1 (numpy dtype names / torch names)
 _IN_TYPES = {
@@ -138,11 +140,19 @@ def _flat_bytes(arr: np.ndarray) -> np.ndarray:
 class CudaTensorOperation:
     """A GEMM/BRGEMM (sm_80 or newer) or elementwise tensor operation compiled for an NVIDIA GPU."""
 
-    def __init__(self, device: int = 0, driver=None) -> None:
+    def __init__(self, device: int = 0, driver=None, family: str | None = None) -> None:
         """``driver``: the module launches go through, `ptx.driver` by default; `ptx.simdriver`
-        runs the same kernels in the PTX simulator (no GPU; slow, for tests; numpy arrays)."""
+        runs the same kernels in the PTX simulator (no GPU; slow, for tests; numpy arrays).
+        ``family``: GEMM kernel family, "auto" (default; also ``$MINIJIT_CUDA_FAMILY``), "sm90a"
+        (wgmma/TMA, :mod:`minijit.cuda.gemm_sm90`) or "mma.sync" (:mod:`minijit.cuda.gemm`)."""
+        import os  # noqa: PLC0415
+
         from ptx.driver import resolve  # noqa: PLC0415
 
+        fam = family or os.environ.get("MINIJIT_CUDA_FAMILY") or "auto"
+        if fam not in FAMILIES:
+            raise ValueError(f"family {fam!r}: one of {FAMILIES}")
+        self.family = fam
         self.driver = resolve(driver)
         self.device_ordinal = device
         self._vec_cache: dict = {}
@@ -343,6 +353,45 @@ class CudaTensorOperation:
             return self._check("in0", in1, o1, "in1"), self._check("in1", in0, o0, "in0"), self._check("out", out, oo)
         return self._check("in0", in0, o0), self._check("in1", in1, o1), self._check("out", out, oo)
 
+    def family_for(self, arch: str, ptr_a: int = 0, ptr_b: int = 0) -> str:
+        """The GEMM family a launch on a device of ``arch`` ("sm_90", ...) uses: "sm90a" on compute
+        capability 9.0 for one f16/bf16 GEMM (no batch or reduction table) whose operands TMA can
+        read (16-byte aligned pointers and leading dims), else "mma.sync"; ``family`` overrides."""
+        if self.config is None or self.plan is not None:
+            raise RuntimeError("family_for needs a GEMM/BRGEMM setup")
+        es = gemm.ESIZE[self.dtype]
+        plain = len(self.batch_table) == 1 and len(self.red_table) == 1 and not self.batch_table.any()
+        plain = plain and not self.red_table.any() and self.lda >= self.m * es and self.ldb >= self.k * es
+        ok = plain and gemm_sm90.fits(self.dtype, self.m, self.n, self.k, ptr_a, ptr_b, self.lda, self.ldb)
+        if self.family == "sm90a":
+            if not ok:
+                raise SetupError(
+                    error_t.wrong_dtype, "family 'sm90a' needs one f16/bf16 GEMM with TMA-aligned operands"
+                )
+            return "sm90a"
+        if self.family == "mma.sync":
+            return "mma.sync"
+        return "sm90a" if ok and arch == "sm_90" else "mma.sync"
+
+    def sm90_spec(self) -> gemm_sm90.Sm90Spec:
+        """The sm_90a kernel spec of this GEMM (tile 256 x 128, 4 stages; 128 x 128 when M <= 128)."""
+        bm = 128 if self.m <= 128 else 256
+        return gemm_sm90.Sm90Spec(self.dtype, bm=bm, bn=128, stages=4, first=self.spec.first, last=self.spec.last)
+
+    def _launch_sm90(self, dev, pa: int, pb: int, pc: int) -> None:
+        driver = self.driver
+        spec = self.sm90_spec()
+        key = ("fn90", spec, dev.ordinal, driver.__name__)
+        if key not in _kernels:
+            gk = gemm_sm90.generate(spec)
+            mod = driver.load_ptx(gk.text, "sm_90a")
+            _kernels[key] = (mod, mod.function(gk.name, signature=gk.signature), gk)
+        _, fn, gk = _kernels[key]
+        ta, tb = gemm_sm90.tensor_maps(spec, pa, pb, self.m, self.n, self.k, self.lda, self.ldb)
+        enc = driver.encode_tensor_map_tiled
+        args = (enc(**ta), enc(**tb), pc, self.m, self.n, self.k, self.ldc)
+        fn.launch(gk.grid(self.m, self.n), gk.block, args=args, shared=gk.shared_bytes)
+
     def _args(self, pa: int, pb: int, pc: int, bt, rt):
         return (pa, pb, pc, bt, rt, self.m, self.n, self.k, len(self.red_table), self.lda, self.ldb, self.ldc)
 
@@ -384,6 +433,14 @@ class CudaTensorOperation:
                 a.ptr = buf.ptr
                 staged.append((a, buf, flat))
         pa, pb, pc = (0 if a is None else a.address for a in arrays)
+        if self.plan is None and self.family_for(dev.arch, pa, pb) == "sm90a":
+            self._launch_sm90(dev, pa, pb, pc)
+            if sync or staged:
+                driver.synchronize()
+            for a, buf, flat in staged:
+                if a.name == "out":
+                    buf.copy_to(flat)
+            return
         if self.plan is None and self._dev_tables is None:
             self._dev_tables = (driver.to_device(self.batch_table), driver.to_device(self.red_table))
         fn = _loaded(self.kernel_spec(pa, pb), dev, driver)
@@ -445,7 +502,8 @@ class CudaTensorOperation:
         elif self.plan is not None:
             state = f"{self.plan.spec.name} sizes {self.plan.sizes}"
         else:
-            state = f"{self.spec.name} batch {len(self.batch_table)}"
+            fam = "sm90a on compute capability 9.0, else mma.sync" if self.family == "auto" else self.family
+            state = f"{self.spec.name} batch {len(self.batch_table)} family {fam}"
         return f"<CudaTensorOperation {state}>"
 
 

@@ -158,3 +158,44 @@ def test_launch_through_driver_api(cuda_backend, spec, shape):
     want = reference(spec.dtype, a[:, :m].T, b[:, :k].T, c[:, :m].T, spec.first, spec.last).T
     np.testing.assert_allclose(got[:, :m], want, rtol=2e-3, atol=2e-3 * np.sqrt(k / 64))
     np.testing.assert_array_equal(got[:, m:], c[:, m:])
+
+
+def _gemm_op(dtype: str, m: int, n: int, k: int, family=None):
+    from minijit.cuda import CudaTensorOperation
+    from minijit.ir import dim_t, exec_t, ptype_t
+    from ptx import simdriver
+
+    op = CudaTensorOperation(driver=simdriver, family=family)
+    c, p = dim_t, exec_t
+    op.setup(
+        dtype, ptype_t.zero, ptype_t.gemm, ptype_t.none, (c.m, c.n, c.k), (p.prim, p.prim, p.prim), (m, n, k),
+        (1, 0, m), (0, k, 1), (1, m, 0),
+    )  # fmt: skip
+    return op
+
+
+def test_family_selection(monkeypatch):
+    op = _gemm_op("fp16", 64, 48, 96)
+    assert op.family_for("sm_90") == "sm90a" and "family sm90a on compute capability 9.0" in repr(op)
+    assert op.family_for("sm_80") == "mma.sync" and op.family_for("sm_89") == "mma.sync"
+    assert op.family_for("sm_90", ptr_a=8) == "mma.sync"  # TMA needs 16-byte aligned operands
+    assert _gemm_op("fp32", 64, 48, 96).family_for("sm_90") == "mma.sync"  # tf32: not in this family yet
+    assert _gemm_op("fp16", 64, 48, 99).family_for("sm_90") == "mma.sync"  # ldb of 198 bytes
+    assert _gemm_op("fp16", 64, 48, 96, family="mma.sync").family_for("sm_90") == "mma.sync"
+    monkeypatch.setenv("MINIJIT_CUDA_FAMILY", "mma.sync")
+    assert _gemm_op("fp16", 64, 48, 96).family_for("sm_90") == "mma.sync"
+    with pytest.raises(ValueError, match="family"):
+        _gemm_op("fp16", 64, 48, 96, family="wgmma")
+
+
+@pytest.mark.parametrize("family", ["sm90a", "mma.sync"])
+def test_operation_execute_in_simulator(family):
+    m, n, k = 72, 40, 136
+    op = _gemm_op("fp16", m, n, k, family=family)
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((k, m)).astype(np.float16)  # column-major A: a[k, m]
+    b = rng.standard_normal((n, k)).astype(np.float16)
+    c = np.full((n, m), np.nan, np.float32)
+    op.execute(a, b, c)
+    want = reference("f16", a.T.astype(np.float32), b.T.astype(np.float32), np.zeros((m, n))).T
+    np.testing.assert_allclose(c, want, rtol=2e-3, atol=2e-3)
