@@ -1,24 +1,47 @@
-"""OpenMP-style static scheduling over a persistent thread pool (DESIGN.md decision 6).
+"""OpenMP-style static scheduling (DESIGN.md decision 6): a native team for compiled loop nests,
+a Python thread pool for Python callables.
+
+`run_loopnest(fn, in0, in1, out, n, threads)` runs a native loop nest ``fn(in0, in1, out,
+begin, end)`` over a static split of ``[0, n)``. On Linux x86-64 it dispatches on the
+process's native team (`minijit.runtime.team`: JIT-generated worker threads that spin,
+then sleep in a futex; ~2-4 us per dispatch); elsewhere, or with ``MINIJIT_TEAM=python``
+(read at the first dispatch), it uses the pool below. Concurrent callers share the one
+team and are serialized by its lock. After ``os.fork`` the child builds a new team on
+first use.
 
 `run_range(fn, n, threads)` splits ``[0, n)`` into ``threads`` contiguous chunks
-and calls ``fn(begin, end)`` for each, on pool workers, returning when all are
-done. The compiled loop nests release the GIL while they run (cffi), so the
+and calls the Python callable ``fn(begin, end)`` for each on a persistent
+`ThreadPoolExecutor`, the caller's thread running the first, returning when all
+are done. The compiled loop nests release the GIL while they run (cffi), so the
 chunks execute in parallel.
 
-Pool size: ``MINIJIT_NUM_THREADS``, else ``OMP_NUM_THREADS``, else the number
-of CPUs this process may use.
+Threads: ``MINIJIT_NUM_THREADS``, else ``OMP_NUM_THREADS``, else the number
+of CPUs this process may use. ``MINIJIT_TEAM``: ``native`` (default where
+supported) or ``python`` (the pool, also for loop nests).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+
+import cffi
+
+from minijit.runtime import team as _team_mod
 
 _POOL: ThreadPoolExecutor | None = None
 _POOL_SIZE = 0
 _LOCK = threading.Lock()
+_TEAM: _team_mod.Team | None = None
+_TEAM_LOCK = threading.Lock()
+_FORCED: str | None = None
+_ENV_BACKEND: str | None = None
+_FFI = cffi.FFI()
+LOOPNEST_SIGNATURE = "void(*)(uintptr_t, uintptr_t, uintptr_t, int64_t, int64_t)"
+BACKENDS = ("native", "python")
 
 
 def default_threads() -> int:
@@ -73,3 +96,91 @@ def run_range(fn: Callable[[int, int], object], n: int, threads: int) -> None:
     fn(*parts[0])
     for f in futures:
         f.result()
+
+
+def backend() -> str:
+    """The loop-nest backend in use: "native" (the JIT-generated team) or "python" (the pool).
+
+    ``MINIJIT_TEAM`` chooses (``native``/``python``); it is read once, at the first dispatch
+    (`reload_backend` reads it again). "native" falls back to "python" where
+    `minijit.runtime.team.unsupported_reason` says the host cannot run it."""
+    global _ENV_BACKEND
+    if _FORCED is not None:
+        return _FORCED
+    if _ENV_BACKEND is None:
+        choice = os.environ.get("MINIJIT_TEAM", "").strip().lower() or "native"
+        if choice not in BACKENDS:
+            raise ValueError(f"MINIJIT_TEAM must be one of {', '.join(BACKENDS)}, got {choice!r}")
+        if choice == "native" and _team_mod.unsupported_reason() is not None:
+            choice = "python"
+        _ENV_BACKEND = choice
+    return _ENV_BACKEND
+
+
+def reload_backend() -> str:
+    """Read ``MINIJIT_TEAM`` again (after the environment changed); returns the backend now in use."""
+    global _ENV_BACKEND
+    _ENV_BACKEND = None
+    return backend()
+
+
+@contextlib.contextmanager
+def forced_backend(name: str) -> Iterator[None]:
+    """Use backend ``name`` ("native" or "python") inside the block, whatever ``MINIJIT_TEAM`` says
+    (for benchmarks and tests; process-wide, not per thread)."""
+    global _FORCED
+    if name not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {name!r}")
+    if name == "native" and _team_mod.unsupported_reason() is not None:
+        raise RuntimeError(f"backend 'native' is not available: {_team_mod.unsupported_reason()}")
+    old, _FORCED = _FORCED, name
+    try:
+        yield
+    finally:
+        _FORCED = old
+
+
+def team(threads: int) -> _team_mod.Team:
+    """The process's native team with room for ``threads`` threads (the caller's included).
+
+    Built on first use with ``max(threads, default_threads()) - 1`` workers, rebuilt larger when
+    a call asks for more, and rebuilt after ``os.fork`` (a child has no workers)."""
+    global _TEAM
+    t = _TEAM
+    if t is not None and not t.closed and t.workers >= threads - 1:
+        return t
+    with _TEAM_LOCK:
+        t = _TEAM
+        if t is None or t.closed or t.workers < threads - 1:
+            old = t
+            _TEAM = t = _team_mod.Team(max(threads, default_threads()) - 1)
+            if old is not None:
+                old.close()  # waits for a job in flight; callers holding it retry on the new one
+        return t
+
+
+def _after_fork_in_child() -> None:
+    global _TEAM_LOCK, _TEAM
+    _TEAM_LOCK = threading.Lock()  # another thread of the parent may have held it
+    _TEAM = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def run_loopnest(fn: int, in0: int, in1: int, out: int, n: int, threads: int) -> None:
+    """Run the native loop nest at address ``fn`` (``void f(in0, in1, out, int64_t begin, int64_t
+    end)``) over a static split of ``[0, n)`` iterations on up to ``threads`` threads.
+
+    Pointers are integer addresses the caller has checked. Returns when every chunk is done."""
+    if backend() == "native":
+        for _ in range(3):  # a team replaced by a larger one while we held it says False
+            if team(threads).run(fn, in0, in1, out, n, threads):
+                return
+        raise RuntimeError("minijit.parallel: the native team kept closing under run_loopnest")
+    for name, value in (("fn", fn), ("in0", in0), ("in1", in1), ("out", out), ("n", n), ("threads", threads)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < (1 if name in ("fn", "threads") else 0):
+            raise ValueError(f"{name} must be an int >= {1 if name in ('fn', 'threads') else 0}, got {value!r}")
+    call = _FFI.cast(LOOPNEST_SIGNATURE, fn)
+    run_range(lambda begin, end: call(in0, in1, out, begin, end), n, threads)

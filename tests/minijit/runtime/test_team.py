@@ -1,0 +1,408 @@
+"""The native thread team (`minijit.runtime.team`) and its use by `minijit.parallel` / TensorOperation.
+
+Each dispatch runs a JIT-generated marker kernel that adds 1 to ``out[2 i]`` and stores
+the chunk's ``begin`` in ``out[2 i + 1]`` for every iteration ``i`` of its chunk, so a test
+sees that every iteration ran exactly once and on the chunk `parallel.chunks` assigns it.
+Hangs (lost wake-ups, exit) are guarded by running those scenarios in a subprocess with a
+timeout. TensorOperations are compared with numpy.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from asm import llvm
+from asm.x86_64 import Assembler, ptr, qword, r8, r9, r10, rax, rcx, rdi, rdx
+from minijit import parallel
+from minijit.runtime import Kernel
+from minijit.runtime import team as team_mod
+from minijit.tensor_operation import TensorOperation
+
+NATIVE_TEAM = team_mod.unsupported_reason() is None
+needs_team = pytest.mark.skipif(not NATIVE_TEAM, reason=str(team_mod.unsupported_reason()))
+LOOPNEST = "void(const void*, const void*, void*, int64_t, int64_t)"
+
+
+def marker_code(pause: bool = False) -> bytes:
+    """``f(in0, in1, out, begin, end)``: ``out[2i] += 1; out[2i+1] = begin`` for i in [begin, end)
+    (int64 ``out``); with ``pause``, ``in0`` is a count of ``pause`` iterations per element (slow chunks)."""
+    a = Assembler()
+    done, loop = a.new_label("done"), a.new_label("loop")
+    a.mov(rax, rcx)
+    a.cmp(rcx, r8)
+    a.jge(done)
+    a.bind(loop)
+    if pause:
+        a.mov(r10, rdi)
+        spin = a.label("spin")
+        a.pause()
+        a.sub(r10, 1)
+        a.jg(spin)
+    a.lea(r9, ptr(rcx + rcx))
+    a.add(qword(rdx + r9 * 8), 1)
+    a.mov(qword(rdx + r9 * 8 + 8), rax)
+    a.add(rcx, 1)
+    a.cmp(rcx, r8)
+    a.jl(loop)
+    a.bind(done)
+    a.ret()
+    return a.code()
+
+
+@pytest.fixture(scope="module")
+def marker() -> Kernel:
+    return Kernel(marker_code(), LOOPNEST, name="marker")
+
+
+@pytest.fixture(scope="module")
+def slow_marker() -> Kernel:
+    return Kernel(marker_code(pause=True), LOOPNEST, name="slow_marker")
+
+
+@pytest.fixture(scope="module")
+def team3():
+    t = team_mod.Team(3)
+    yield t
+    t.close()
+
+
+def expected_marks(n: int, chunks: int) -> np.ndarray:
+    """What the marker leaves after one run split into ``chunks`` static chunks."""
+    want = np.zeros((max(n, 1), 2), np.int64)
+    for begin, end in parallel.chunks(n, chunks) if n else []:
+        want[begin:end, 0] = 1
+        want[begin:end, 1] = begin
+    return want
+
+
+def run_marker(run, fn: int, n: int, threads: int, pauses: int = 0) -> np.ndarray:
+    out = np.zeros((max(n, 1), 2), np.int64)
+    run(fn, pauses, 0, out.ctypes.data, n, threads)
+    return out
+
+
+# ------------------------------------------------------------------------------------ code
+def test_team_code_matches_llvm_mc() -> None:
+    """The whole generated program (worker, team_run, team_stop; labels included) reassembles
+    with llvm-mc to the same bytes."""
+    a, entries = team_mod.generate(spin=1000)
+    assert sorted(entries) == ["run", "stop", "worker"]
+    assert a.code() == llvm.assemble(a.listing(), triple=llvm.X86_64_TRIPLE, mattr="")
+    text = a.listing()
+    for needle in ("lock xadd", "xchg", "pause", "syscall"):
+        assert needle in text
+
+
+@pytest.mark.parametrize("spin", [0, -1, 1 << 31, True, 1.5])
+def test_generate_rejects_bad_spin(spin) -> None:
+    with pytest.raises(ValueError, match="spin must be"):
+        team_mod.generate(spin)
+
+
+# ----------------------------------------------------------------------------- team.run
+@needs_team
+def test_every_iteration_once_on_its_static_chunk(team3, marker) -> None:
+    """n = 0..12 and threads = 1..6 on a 3-worker team (so up to 4 chunks; fewer when n is
+    smaller): same team, thread counts varying from call to call."""
+    for n in range(13):
+        for threads in (1, 2, 3, 4, 5, 6, 2, 1):
+            got = run_marker(team3.run, marker.address, n, threads)
+            chunks = min(threads, team3.workers + 1, max(n, 1))
+            np.testing.assert_array_equal(got, expected_marks(n, chunks), err_msg=f"n={n} threads={threads}")
+
+
+@needs_team
+def test_run_rejects_bad_arguments(team3, marker) -> None:
+    out = np.zeros(4, np.int64).ctypes.data
+    for kwargs, name in (
+        ({"n": -1}, "n"),
+        ({"threads": 0}, "threads"),
+        ({"fn": 0}, "fn"),
+        ({"out": -5}, "out"),
+        ({"n": 2.0}, "n"),
+        ({"in0": "x"}, "in0"),
+    ):
+        args = {"fn": marker.address, "in0": 0, "in1": 0, "out": out, "n": 2, "threads": 2, **kwargs}
+        with pytest.raises(ValueError, match=f"^{name} must be"):
+            team3.run(**args)
+    with pytest.raises(ValueError, match="^workers must be"):
+        team_mod.Team(-1)
+
+
+@needs_team
+def test_closed_team_runs_nothing(marker) -> None:
+    t = team_mod.Team(1)
+    assert np.array_equal(run_marker(t.run, marker.address, 3, 2), expected_marks(3, 2))
+    t.close()
+    t.close()  # idempotent
+    out = np.zeros((3, 2), np.int64)
+    assert t.run(marker.address, 0, 0, out.ctypes.data, 3, 2) is False
+    assert not out.any() and t.closed
+
+
+@needs_team
+def test_concurrent_callers_on_one_team(team3, marker) -> None:
+    """Four Python threads dispatch on the same team at once (serialized by its lock)."""
+    errors: list[str] = []
+
+    def caller(k: int) -> None:
+        for i in range(150):
+            n, threads = 1 + (i * 7 + k) % 9, 1 + (i + k) % 4
+            got = run_marker(team3.run, marker.address, n, threads)
+            if not np.array_equal(got, expected_marks(n, min(threads, n))):
+                errors.append(f"caller {k}: n={n} threads={threads}")
+
+    threads = [threading.Thread(target=caller, args=(k,), daemon=True) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "a caller hung"
+    assert not errors, errors[:5]
+
+
+# ------------------------------------------------------------------ subprocess scenarios
+def run_script(body: str, timeout: float = 60) -> str:
+    """Run ``body`` in a fresh interpreter (a hang fails the test instead of blocking pytest)."""
+    prelude = textwrap.dedent(
+        """
+        import os, sys, threading, time
+        import numpy as np
+        from minijit import parallel
+        from minijit.runtime import Kernel
+        from minijit.runtime import team as team_mod
+        from tests.minijit.runtime.test_team import LOOPNEST, expected_marks, marker_code, run_marker
+        marker = Kernel(marker_code(), LOOPNEST)
+        slow = Kernel(marker_code(pause=True), LOOPNEST)
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", prelude + textwrap.dedent(body)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert proc.returncode == 0, f"rc={proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    return proc.stdout
+
+
+@needs_team
+def test_stress_many_short_dispatches() -> None:
+    """10000 dispatches alternating 2..4 threads and n = 1..9, each checked; must finish well
+    inside the timeout (no lost wake-up)."""
+    out = run_script(
+        """
+        t = team_mod.Team(3, spin=64)  # a short spin: workers and master go through the futex often
+        bad = 0
+        for i in range(10000):
+            n, threads = 1 + i % 9, 2 + i % 3
+            got = run_marker(t.run, marker.address, n, threads)
+            if i % 97 == 0 and not np.array_equal(got, expected_marks(n, min(threads, n))):
+                bad += 1
+            elif got[:, 0].sum() != n:
+                bad += 1
+        print("bad", bad)
+        """
+    )
+    assert out.split() == ["bad", "0"]
+
+
+@needs_team
+def test_slow_chunks_and_sleeping_workers() -> None:
+    """Chunks that take longer than the spin window make the master sleep in its futex, and
+    idle gaps make workers sleep in theirs; every call must still complete."""
+    out = run_script(
+        """
+        t = team_mod.Team(3, spin=256)
+        ok = True
+        for pauses, gap in ((20000, 0.0), (0, 0.02), (5000, 0.02), (0, 0.0), (20000, 0.02)):
+            time.sleep(gap)  # > spin window: workers are asleep in FUTEX_WAIT
+            got = run_marker(t.run, slow.address, 7, 4, pauses)
+            ok = ok and np.array_equal(got, expected_marks(7, 4))
+        print(ok)
+        """
+    )
+    assert out.split() == ["True"]
+
+
+@needs_team
+def test_exit_does_not_hang() -> None:
+    """The interpreter exits with workers spinning, with workers asleep in the futex, and with a
+    daemon thread's job still running."""
+    run_script(
+        """
+        a = team_mod.Team(2)
+        run_marker(a.run, marker.address, 5, 3)  # workers spinning at exit
+        b = team_mod.Team(1, spin=16)
+        run_marker(b.run, marker.address, 5, 2)
+        time.sleep(0.05)  # b's worker sleeps in FUTEX_WAIT
+        c = team_mod.Team(1)
+        job = threading.Thread(target=run_marker, args=(c.run, slow.address, 4, 2, 2_000_000), daemon=True)
+        job.start()  # ~0.1 s of pauses per element
+        time.sleep(0.05)
+        """,
+        timeout=30,
+    )
+
+
+@needs_team
+def test_fork_child_gets_a_new_team() -> None:
+    """After os.fork the child's inherited team refuses to run (it has no workers) and
+    `parallel.run_loopnest` builds a new one."""
+    out = run_script(
+        """
+        old = parallel.team(3)
+        run_marker(parallel.run_loopnest, marker.address, 6, 3)
+        pid = os.fork()
+        if pid == 0:
+            ok = old.closed and not old.run(marker.address, 0, 0, 0, 6, 3)
+            got = run_marker(parallel.run_loopnest, marker.address, 6, 3)
+            ok = ok and np.array_equal(got, expected_marks(6, 3)) and parallel.team(3) is not old
+            os._exit(0 if ok else 3)
+        _, status = os.waitpid(pid, 0)
+        print("child", os.waitstatus_to_exitcode(status))
+        got = run_marker(parallel.run_loopnest, marker.address, 6, 3)
+        print("parent", np.array_equal(got, expected_marks(6, 3)) and parallel.team(3) is old)
+        """
+    )
+    assert out.split() == ["child", "0", "parent", "True"]
+
+
+# ---------------------------------------------------------------------- parallel / backends
+def test_python_backend_runs_loopnests(marker) -> None:
+    with parallel.forced_backend("python"):
+        assert parallel.backend() == "python"
+        for n in range(10):
+            for threads in (1, 2, 3):
+                got = run_marker(parallel.run_loopnest, marker.address, n, threads)
+                want = expected_marks(n, min(threads, max(n, 1)))
+                if n == 0:
+                    want[:] = 0
+                np.testing.assert_array_equal(got, want)
+
+
+def test_backend_from_environment(monkeypatch) -> None:
+    try:
+        monkeypatch.setenv("MINIJIT_TEAM", "python")
+        assert parallel.reload_backend() == "python"
+        monkeypatch.setenv("MINIJIT_TEAM", "Native")
+        assert parallel.reload_backend() == ("native" if NATIVE_TEAM else "python")
+        monkeypatch.setenv("MINIJIT_TEAM", "openmp")
+        with pytest.raises(ValueError, match="MINIJIT_TEAM must be one of native, python, got 'openmp'"):
+            parallel.reload_backend()
+        monkeypatch.setattr(team_mod, "unsupported_reason", lambda: "the native team is x86-64 code")
+        monkeypatch.delenv("MINIJIT_TEAM")
+        assert parallel.reload_backend() == "python"  # e.g. an AArch64 host
+        with pytest.raises(RuntimeError, match="x86-64 code"):
+            with parallel.forced_backend("native"):
+                pass
+        with pytest.raises(ValueError, match="backend must be one of"):
+            with parallel.forced_backend("omp"):
+                pass
+    finally:
+        monkeypatch.undo()
+        parallel.reload_backend()
+
+
+def test_run_range_still_takes_python_callables() -> None:
+    seen: list[tuple[int, int]] = []
+    lock = threading.Lock()
+
+    def record(begin: int, end: int) -> None:
+        with lock:
+            seen.append((begin, end))
+
+    parallel.run_range(record, 10, 3)
+    assert sorted(seen) == parallel.chunks(10, 3) == [(0, 4), (4, 7), (7, 10)]
+
+
+# ------------------------------------------------------------------------ TensorOperation
+def shared_gemm(s: int, m: int, n: int, k: int, threads: int) -> TensorOperation:
+    """C[:, j-block] = A @ B[:, j-block] over ``s`` shared column blocks (column-major, fp32)."""
+    op = TensorOperation(num_threads=threads)
+    op.setup(
+        "fp32", "none", "gemm", "none",
+        ["n", "m", "n", "k"], ["shared", "prim", "prim", "prim"], [s, m, n, k],
+        [0, 1, 0, m], [k * n, 0, k, 1], [m * n, 1, m, 0],
+    )  # fmt: skip
+    return op
+
+
+@pytest.fixture
+def parallel_always(monkeypatch):
+    import minijit.tensor_operation as to
+
+    monkeypatch.setattr(to, "PARALLEL_MIN_ELEMENTS", 0, raising=False)
+
+
+@pytest.mark.usefixtures("parallel_always")
+@pytest.mark.parametrize("backend", ["native", "python"] if NATIVE_TEAM else ["python"])
+@settings(max_examples=6, deadline=None)
+@given(threads=st.integers(1, 4), s=st.integers(1, 9), m=st.integers(1, 20), seed=st.integers(0, 2**16))
+def test_threaded_gemm_matches_numpy(backend: str, threads: int, s: int, m: int, seed: int) -> None:
+    n, k = 3, 5
+    rng = np.random.default_rng(seed)
+    A = rng.uniform(-1, 1, (k, m)).astype(np.float32)  # column-major M x K
+    B = rng.uniform(-1, 1, (s * n, k)).astype(np.float32)  # column-major K x (s N)
+    C = rng.uniform(-1, 1, (s * n, m)).astype(np.float32)
+    want = C + B @ A
+    op = shared_gemm(s, m, n, k, threads)
+    assert op._threads == (1 if s == 1 else threads)
+    with parallel.forced_backend(backend):
+        op.execute(A, B, C)
+    np.testing.assert_allclose(C, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.usefixtures("parallel_always")
+def test_threaded_operations_from_several_python_threads() -> None:
+    """Four Python threads each execute their own threaded operation 40 times at once."""
+    errors: list[str] = []
+
+    def worker(i: int) -> None:
+        s, m = 3 + i, 4 + 3 * i
+        op = shared_gemm(s, m, 3, 5, threads=2 + i % 3)
+        rng = np.random.default_rng(i)
+        A = rng.uniform(-1, 1, (5, m)).astype(np.float32)
+        B = rng.uniform(-1, 1, (s * 3, 5)).astype(np.float32)
+        for _ in range(40):
+            C = np.zeros((s * 3, m), np.float32)
+            op.execute(A, B, C)
+            if not np.allclose(C, B @ A, rtol=1e-5, atol=1e-5):
+                errors.append(f"thread {i}")
+
+    ts = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in ts), "a thread hung"
+    assert not errors, errors
+
+
+@needs_team
+@pytest.mark.usefixtures("parallel_always")
+def test_tensor_operation_dispatches_on_the_team(monkeypatch) -> None:
+    calls: list[tuple[int, int]] = []
+    real = team_mod.Team.run
+
+    def spy(self, fn, in0, in1, out, n, threads):
+        calls.append((n, threads))
+        return real(self, fn, in0, in1, out, n, threads)
+
+    monkeypatch.setattr(team_mod.Team, "run", spy)
+    op = shared_gemm(5, 8, 3, 5, threads=2)
+    A, B = np.ones((5, 8), np.float32), np.ones((15, 5), np.float32)
+    C = np.zeros((15, 8), np.float32)
+    with parallel.forced_backend("native"):
+        op.execute(A, B, C)
+    assert calls == [(5, 2)]
+    np.testing.assert_array_equal(C, np.full((15, 8), 5.0, np.float32))
