@@ -73,12 +73,13 @@ class Case:
     relu: bool
     peer: str  # "torch.matmul" or "torch.einsum"
     flops: float
+    family: str | None = None  # GEMM kernel family forced for this row (None: chosen by device)
 
     def operation(self):
         """The set-up `CudaTensorOperation` (needs no GPU)."""
         from minijit.cuda import CudaTensorOperation
 
-        op = CudaTensorOperation()
+        op = CudaTensorOperation(family=self.family)
         op.setup(self.dtype, *self.setup_args)
         return op
 
@@ -233,8 +234,17 @@ def _measure(torch, case: Case, iters: int) -> dict[str, Any]:
         "ratio": t_peer / t_ours,  # minijit TFLOPS / peer TFLOPS
         "max_rel_err": err,
         "check": {"max_rel_err": err, "tol": TOL[case.dtype], "ok": bool(err <= TOL[case.dtype])},
-        "kernel": op.spec.name,
+        "kernel": _kernel_name(op),
     }
+
+
+def _kernel_name(op) -> str:
+    """The name of the GEMM kernel ``op`` launches on this device (sm90a or mma.sync family)."""
+    from ptx import driver
+
+    if op.plan is None and op.family_for(driver.device().arch) == "sm90a":
+        return op.sm90_spec().name
+    return op.spec.name
 
 
 def measure(size: int, iters: int, progress: Progress = report.quiet) -> list[dict[str, Any]]:
