@@ -19,6 +19,13 @@ read or written.
 ``trans_b`` loads rows of B (contiguous in n) instead; ``trans_a`` loads rows
 of A (contiguous in k) and transposes 4 x 4 (2 x 2) tiles with ``trn1``/``trn2``
 into columns, one tile of rows per block (simpler, slower).
+
+``trans_c`` (C row-major, ``c[n + m*ldc]``, as the x86-64 generator) is
+computed in the transposed orientation: Cᵀ = Bᵀ·Aᵀ is the column-major
+kernel for (n, m, trans_a = not trans_b, trans_b = not trans_a) with a and b
+(lda/ldb, the br strides) swapped in its first instructions. With ``trans_b``
+that is the fast ``trans_b`` path; without, the tile-transposing ``trans_a``
+path. ``block`` then names the block of that swapped kernel.
 """
 
 from __future__ import annotations
@@ -148,6 +155,7 @@ class _Kernel:
     trans_b: bool
     mb: int  # rows per register block
     nb: int  # columns per register block
+    swap: bool = False  # trans_c: Cᵀ = Bᵀ·Aᵀ, the caller's a/b arguments swapped on entry
 
     def __post_init__(self) -> None:
         t = self.t
@@ -329,6 +337,11 @@ class _Kernel:
         t, a = self.t, Assembler(name="neon_brgemm")
         xregs = [r.idx for r in (*B_COL[: self.nb], B_STEP, *(ROW_OFF if self.trans_a else ()))]
         frame = prologue(a, xregs, range(self.vc + self.max_pieces * self.nb))
+        if self.swap:  # trans_c: the caller's b is this kernel's A (and a its B)
+            for x, y in ((A, B), (LDA, LDB), (BR_A, BR_B)):
+                a.mov(XT, x)
+                a.mov(x, y)
+                a.mov(y, XT)
         for r in (LDA, LDB, LDC, BR_A, BR_B):  # element strides -> bytes
             a.lsl(r, r, t.shift)
         if self.trans_a:  # row offsets 1..lanes-1 of an A tile
@@ -373,8 +386,6 @@ def _check(m: int, n: int, k: int, br_size: int, trans_a: bool, trans_b: bool, t
     check_positive(MAX_BR_SIZE, br_size=br_size)
     t = dtype_info(dtype)
     check_bools(trans_a=trans_a, trans_b=trans_b, trans_c=trans_c)
-    if trans_c:
-        raise NotImplementedError("trans_c: the NEON BRGEMM writes column-major C only (transpose with neon_unary)")
     return t
 
 
@@ -391,12 +402,14 @@ def program(
 ) -> tuple[Assembler, str]:
     """The kernel's `Assembler` and the listing of its innermost K-loop body (one unrolled group)."""
     t = _check(m, n, k, br_size, trans_a, trans_b, trans_c, dtype)
+    if trans_c:  # Cᵀ = Bᵀ·Aᵀ: the column-major kernel of the transposed problem
+        m, n, trans_a, trans_b = n, m, not trans_b, not trans_a
     mb, nb = block or ((t.lanes, 4) if trans_a else BLOCK[dtype])
     if mb % t.lanes or not 1 <= nb <= len(B_COL) or mb < t.lanes:
         raise ValueError(f"block must be (rows: a multiple of {t.lanes}, columns: 1..{len(B_COL)}), got {block}")
     if trans_a and (mb != t.lanes or nb > 4):
         raise ValueError(f"block must be ({t.lanes}, 1..4) with trans_a, got {block}")
-    kern = _Kernel(t, m, n, k, br_size, trans_a, trans_b, mb, nb)
+    kern = _Kernel(t, m, n, k, br_size, trans_a, trans_b, mb, nb, swap=trans_c)
     a = kern.emit()
     body = Assembler(name="kloop")
     pieces = split(mb, t.lanes, kern.max_pieces)[0]
@@ -404,8 +417,9 @@ def program(
     return a, body.listing()
 
 
-def _name(m: int, n: int, k: int, br_size: int, dtype: str, **_: Any) -> str:
-    return f"neon_brgemm_{m}x{n}x{k}_br{br_size}_{dtype}"
+def _name(m: int, n: int, k: int, br_size: int, dtype: str, **kw: Any) -> str:
+    flags = "".join(f"_{f[0]}{f[-1]}" for f in ("trans_a", "trans_b", "trans_c") if kw.get(f))
+    return f"neon_brgemm_{m}x{n}x{k}_br{br_size}_{dtype}{flags}"
 
 
 generate = generator(

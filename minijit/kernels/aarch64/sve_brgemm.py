@@ -24,6 +24,25 @@ z28..z31, accumulators z0..z23 (z8..z15 make d8..d15 saved). N remainders use
 a narrower block; K is unrolled by 4. Loads and stores are predicated, so no
 byte outside the matrices is read or written.
 
+Transposed operands: ``trans_a`` reads ``a[k + m*lda]``, ``trans_b``
+``b[n + k*ldb]``, ``trans_c`` writes ``c[n + m*ldc]`` (the x86-64 semantics).
+Since Cᵀ = Bᵀ·Aᵀ, the kernel for (m, n, ta, tb, tc) is the kernel for
+(n, m, not tb, not ta, not tc) with a and b (lda/ldb, br strides) swapped in
+its first instructions; every combination is run as one of four forms:
+
+    form        B element                          A vector                  C tile
+    plain       ld1r from its column pointer       contiguous ld1            contiguous ld1/st1
+    trans_b     ld1r from one row pointer (+j)     contiguous ld1            contiguous ld1/st1
+    trans_c     ld1r from its column pointer       contiguous ld1            gather/scatter (z31 = lane*ldc)
+    trans_a     ld1r (rotating z28..z30)           gather (z31 = lane*lda)   contiguous ld1/st1
+
+(plain: ta=tb=tc=False and (T,T,T); trans_b: (F,T,F) and (F,T,T); trans_c:
+(F,F,T) and (T,T,F); trans_a: (T,F,F) and (T,F,T).) Gathers and scatters
+take 32-bit signed byte offsets for fp32 (|ld| * 4 * (lanes - 1) < 2**31,
+i.e. |ld| < 2**25 elements at 2048-bit vectors), 64-bit ones for fp64. The
+gather in the K loop makes ``trans_a`` the slow form; `minijit.packing`
+packs a transposed A before it reaches the kernel.
+
 ``kloop_body`` gives one unrolled K iteration as text: llvm-mca -mcpu=neoverse-v1
 puts the 4-, 3- and 2-vector blocks at their FMA bound (48/48/32 cycles for
 96/96/64 FMAs on two SVE pipes); the 1-vector block is load-bound (18 vs 16).
@@ -38,6 +57,7 @@ from asm.aarch64.registers import ZVec
 from minijit.kernels.aarch64.common import (
     DType,
     brgemm_signature,
+    check_bools,
     check_positive,
     dtype_info,
     epilogue,
@@ -45,7 +65,7 @@ from minijit.kernels.aarch64.common import (
     prologue,
 )
 
-__all__ = ["BLOCKING", "UNROLL_K", "generate", "kloop_body", "max_vectors", "program", "signature"]
+__all__ = ["BLOCKING", "UNROLL_K", "generate", "kloop_body", "max_vectors", "orientation", "program", "signature"]
 
 # -- blocking decisions ---------------------------------------------------------
 BLOCKING = {4: 6, 3: 8, 2: 8, 1: 8}  # vectors of M -> columns of N per micro-block
@@ -61,16 +81,30 @@ BR_CNT, K_CNT = X[16], X[17]
 M_REG, XA = X[19], X[20]  # m, A pointer walking K (x18 is left alone: platform register)
 XB = tuple(X[21:29])  # B column pointers walking K
 Z_A, Z_B = 24, 28  # first A register, first of 4 rotating B registers
+Z_IDX = 31  # trans_a / trans_c: byte offsets lane*lda / lane*ldc (then B rotates through 3)
 
 signature = brgemm_signature
 
 
 def _check(m: int, n: int, k: int, br_size: int, trans_a: bool, trans_b: bool, trans_c: bool, dtype: str) -> DType:
     check_positive(None, m=m, n=n, k=k, br_size=br_size)
-    for name, flag in (("trans_a", trans_a), ("trans_b", trans_b), ("trans_c", trans_c)):
-        if flag:
-            raise NotImplementedError(f"SVE BRGEMM: {name}=True is not supported (use the NEON generator)")
+    check_bools(trans_a=trans_a, trans_b=trans_b, trans_c=trans_c)
     return dtype_info(dtype)
+
+
+#: cost of a form: a gather in the K loop (trans_a) far above a gathered C tile (trans_c)
+_COST_A, _COST_C = 10, 1
+
+
+def orientation(trans_a: bool, trans_b: bool, trans_c: bool) -> tuple[bool, tuple[bool, bool, bool]]:
+    """Whether to run Cᵀ = Bᵀ·Aᵀ (a/b swapped), and the (trans_a, trans_b, trans_c) then emitted."""
+    swapped = (not trans_b, not trans_a, not trans_c)
+
+    def cost(f: tuple[bool, bool, bool]) -> int:
+        return _COST_A * f[0] + _COST_C * f[2]
+
+    flags = (trans_a, trans_b, trans_c)
+    return (True, swapped) if cost(swapped) < cost(flags) else (False, flags)
 
 
 def max_vectors(m: int, t: DType) -> int:
@@ -88,8 +122,23 @@ def _pairs(first: int, count: int) -> range:
 class _Brgemm:
     """Emits one BRGEMM kernel; the methods mirror its loops (M, N, BR, K)."""
 
-    def __init__(self, a: Assembler, m: int, n: int, k: int, br_size: int, t: DType) -> None:
+    def __init__(
+        self,
+        a: Assembler,
+        m: int,
+        n: int,
+        k: int,
+        br_size: int,
+        t: DType,
+        form: tuple[bool, bool, bool] = (False, False, False),
+        swap: bool = False,
+    ) -> None:
         self.a, self.m, self.n, self.k, self.br, self.t = a, m, n, k, br_size, t
+        self.ta, self.tb, self.tc = form
+        if (self.ta + self.tb + self.tc) > 1:
+            raise ValueError(f"form must have at most one transposition, got {form}")
+        self.swap = swap
+        self.b_regs = 3 if self.ta else 4  # rotating broadcast registers (z31 holds lane*lda)
         self.mvs = range(max_vectors(m, t), 0, -1)  # variants, widest first
         self.nbs = {mv: min(BLOCKING[mv], n) for mv in self.mvs}
 
@@ -102,14 +151,24 @@ class _Brgemm:
         used_x = 2 + widest  # x19..: M_REG, XA, XB
         used_d = max(0, max(mv * self.nbs[mv] for mv in self.mvs) - 8)  # accumulators from z8 (d8..d15)
         frame = prologue(a, _pairs(19, used_x), _pairs(8, used_d), writeback=True)
+        if self.swap:  # Cᵀ = Bᵀ·Aᵀ: the caller's b is this kernel's A
+            for x, y in ((A, B), (LDA, LDB), (BR_A, BR_B)):
+                a.mov(TMP, x)
+                a.mov(x, y)
+                a.mov(y, TMP)
         # strides to bytes; per-batch pointer steps net of the K walk
         for r in (LDA, LDB, LDC, BR_A, BR_B):
             a.lsl(r, r, t.shift)
         if self.br > 1:
-            a.mov(TMP, self.k)
-            a.msub(BR_A, TMP, LDA, BR_A)  # br_stride_a - k*lda
-            a.mov(TMP, self.k * t.size)
-            a.sub(BR_B, BR_B, TMP)  # br_stride_b - k
+            for br_reg, ld, walks in ((BR_A, LDA, not self.ta), (BR_B, LDB, self.tb)):
+                if walks:  # the K walk steps by the leading dimension
+                    a.mov(TMP, self.k)
+                    a.msub(br_reg, TMP, ld, br_reg)  # br_stride - k*ld
+                else:  # the K walk steps by one element
+                    a.mov(TMP, self.k * t.size)
+                    a.sub(br_reg, br_reg, TMP)  # br_stride - k
+        if self.ta:  # lane i of an A vector lies i*lda bytes after lane 0
+            a.index(self.t.z(Z_IDX), 0, LDA if t.es == "d" else LDA.w)
         a.ptrue(getattr(P[0], t.es))
         t.cnt(a, LANES)
         a.mov(I, 0)
@@ -120,8 +179,14 @@ class _Brgemm:
         mloop = a.label("mloop")
         a.whilelt(self.p(1), I, M_REG)
         a.b_none(done)
-        a.add(A_M, A, I, "lsl", t.shift)
-        a.add(C_M, C, I, "lsl", t.shift)
+        if self.ta:  # row I of A (rows lda apart) and of C (rows ldc apart with trans_c)
+            a.madd(A_M, I, LDA, A)
+        else:
+            a.add(A_M, A, I, "lsl", t.shift)
+        if self.tc:
+            a.madd(C_M, I, LDC, C)
+        else:
+            a.add(C_M, C, I, "lsl", t.shift)
         for v in range(2, self.mvs[0] + 1):
             a.add(TMP, I if v == 2 else TMP, LANES)
             a.whilelt(self.p(v), TMP, M_REG)
@@ -148,10 +213,16 @@ class _Brgemm:
                 a.mov(N_CNT, n_full)
             nloop = a.label(f"n{mv}v") if n_full > 1 else None
             self.block(mv, nb)
-            if n_full > 1 or n_rem:
+            if n_full > 1 or n_rem:  # next column block
                 a.mov(TMP, nb)
-                a.madd(B_N, TMP, LDB, B_N)  # next column block
-                a.madd(C_N, TMP, LDC, C_N)
+                if self.tb:
+                    a.add(B_N, B_N, nb * self.t.size)
+                else:
+                    a.madd(B_N, TMP, LDB, B_N)
+                if self.tc:
+                    a.add(C_N, C_N, nb * self.t.size)
+                else:
+                    a.madd(C_N, TMP, LDC, C_N)
             if n_full > 1:
                 a.subs(N_CNT, N_CNT, 1)
                 a.b_ne(nloop)
@@ -167,7 +238,7 @@ class _Brgemm:
         if self.br > 1:
             a.mov(BR_CNT, self.br)
         brloop = a.label("br") if self.br > 1 else None
-        for j in range(1, nb):  # column pointers of this batch
+        for j in range(1, 1 if self.tb else nb):  # column pointers of this batch (trans_b: one row pointer)
             a.add(XB[j], XB[j - 1], LDB)
         self.k_loop(mv, nb)
         if self.br > 1:
@@ -180,6 +251,9 @@ class _Brgemm:
     def c_tile(self, mv: int, nb: int, store: bool) -> None:
         """Load (zeroing inactive lanes) or store the accumulators, column by column."""
         a, t = self.a, self.t
+        if self.tc:
+            self.c_tile_transposed(mv, nb, store)
+            return
         a.mov(TMP, C_N)
         for j in range(nb):
             for v in range(mv):
@@ -189,6 +263,25 @@ class _Brgemm:
                     t.ld1(a, self.acc(mv, v, j), P[v + 1].z, mem(TMP, vl=v))
             if j < nb - 1:
                 a.add(TMP, TMP, LDC)
+
+    def c_tile_transposed(self, mv: int, nb: int, store: bool) -> None:
+        """trans_c: column j of the tile is ``c[j + m*ldc]``: one gather/scatter per vector."""
+        a, t = self.a, self.t
+        z_idx = t.z(Z_IDX)
+        a.index(z_idx, 0, LDC if t.es == "d" else LDC.w)  # lane i: i*ldc bytes
+        ext = (None,) if t.es == "d" else ("sxtw",)
+        for j in range(nb):
+            if j:
+                a.add(TMP, C_N, j * t.size)
+            else:
+                a.mov(TMP, C_N)
+            for v in range(mv):  # vector v starts v*lanes rows (v*lanes*ldc bytes) further
+                if v:
+                    a.madd(TMP, LANES, LDC, TMP)
+                if store:
+                    t.st1(a, self.acc(mv, v, j), P[v + 1], mem(TMP, z_idx, *ext))
+                else:
+                    t.ld1(a, self.acc(mv, v, j), P[v + 1].z, mem(TMP, z_idx, *ext))
 
     def k_loop(self, mv: int, nb: int) -> None:
         """K in steps of UNROLL_K (a counted loop when more than one), then the remainder."""
@@ -200,27 +293,40 @@ class _Brgemm:
             kloop = a.label("k") if iters > 1 else None
             for u in range(UNROLL_K):
                 self.k_step(mv, nb, u)
-            for j in range(nb):
+            for j in range(0 if self.tb else nb):  # trans_b: the row pointer moved in each step
                 a.add(XB[j], XB[j], UNROLL_K * t.size)
             if iters > 1:
                 a.subs(K_CNT, K_CNT, 1)
                 a.b_ne(kloop)
         for u in range(rem):
             self.k_step(mv, nb, u)
-        if rem and self.br > 1:
+        if rem and self.br > 1 and not self.tb:
             a.add(XB[0], XB[0], rem * t.size)
 
     def k_step(self, mv: int, nb: int, u: int) -> None:
         """One k: mv A vectors, then per column a broadcast B element and mv FMAs."""
         a, t = self.a, self.t
-        for v in range(mv):
-            t.ld1(a, t.z(Z_A + v), P[v + 1].z, mem(XA, vl=v))
-        a.add(XA, XA, LDA)
+        if self.ta:  # A vectors gathered: lane i at row i (i*lda bytes), vector v v*lanes rows on
+            ext = (None,) if t.es == "d" else ("sxtw",)
+            for v in range(mv):
+                if v:
+                    a.madd(TMP, LANES, LDA, XA if v == 1 else TMP)
+                t.ld1(a, t.z(Z_A + v), P[v + 1].z, mem(XA if v == 0 else TMP, t.z(Z_IDX), *ext))
+            a.add(XA, XA, t.size)
+        else:
+            for v in range(mv):
+                t.ld1(a, t.z(Z_A + v), P[v + 1].z, mem(XA, vl=v))
+            a.add(XA, XA, LDA)
         for j in range(nb):
-            zb = t.z(Z_B + j % 4)
-            t.ld1r(a, zb, P[0].z, mem(XB[j], u * t.size))
+            zb = t.z(Z_B + j % self.b_regs)
+            if self.tb:  # row k of B: column j is element j
+                t.ld1r(a, zb, P[0].z, mem(XB[0], j * t.size))
+            else:
+                t.ld1r(a, zb, P[0].z, mem(XB[j], u * t.size))
             for v in range(mv):
                 a.fmla(self.acc(mv, v, j), P[0].m, t.z(Z_A + v), zb)
+        if self.tb:
+            a.add(XB[0], XB[0], LDB)
 
 
 def program(
@@ -233,10 +339,13 @@ def program(
     trans_c: bool = False,
     dtype: str = "fp32",
 ) -> Assembler:
-    """The BRGEMM kernel as an `Assembler` (``code()``, ``listing()``). Raises ValueError/NotImplementedError."""
+    """The BRGEMM kernel as an `Assembler` (``code()``, ``listing()``). Bad arguments raise ValueError."""
     t = _check(m, n, k, br_size, trans_a, trans_b, trans_c, dtype)
-    a = Assembler(name=f"sve_brgemm_{dtype}_{m}x{n}x{k}_br{br_size}")
-    _Brgemm(a, m, n, k, br_size, t).kernel()
+    flags = "".join(f for f, on in (("_ta", trans_a), ("_tb", trans_b), ("_tc", trans_c)) if on)
+    a = Assembler(name=f"sve_brgemm_{dtype}_{m}x{n}x{k}_br{br_size}{flags}")
+    swap, form = orientation(trans_a, trans_b, trans_c)
+    rows, cols = (n, m) if swap else (m, n)
+    _Brgemm(a, rows, cols, k, br_size, t, form, swap).kernel()
     return a
 
 

@@ -212,9 +212,9 @@ def test_brgemm_parameters_checked():
         sve_brgemm.program(1, 1, 1, br_size=0)
     with pytest.raises(ValueError, match="dtype"):
         sve_brgemm.program(1, 1, 1, dtype="fp16")
-    for flag in ("trans_a", "trans_b", "trans_c"):
-        with pytest.raises(NotImplementedError, match=flag):
-            sve_brgemm.program(4, 4, 4, **{flag: True})
+    for flag in ("trans_a", "trans_b", "trans_c"):  # the transposed forms: test_aarch64_transposed.py
+        with pytest.raises(ValueError, match=flag):
+            sve_brgemm.program(4, 4, 4, **{flag: 1})
 
 
 def test_brgemm_kloop_body_is_fma_bound_text():
