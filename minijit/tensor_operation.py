@@ -303,8 +303,14 @@ class TensorOperation:
         return prims, calls
 
     def _kernel(self, generator, *args, **kwargs):
-        try:  # every target generates every transposed BRGEMM form itself (no NEON stand-in on SVE)
-            return generator(*args, **kwargs)
+        try:
+            try:
+                return generator(*args, **kwargs)
+            except NotImplementedError:
+                if kwargs.get("target") != "aarch64-sve":
+                    raise
+                # e.g. transposed BRGEMM: SVE machines run the NEON kernel as well
+                return generator(*args, **{**kwargs, "target": "aarch64-neon"})
         except NotImplementedError as e:
             raise SetupError(error_t.wrong_ptype, f"target {self.target}: {e}") from None
         except ValueError as e:
@@ -411,15 +417,12 @@ class TensorOperation:
         self._run(addr_in0, addr_in1, addr_out)
 
     def _run(self, a0: int, a1: int, ao: int) -> None:
-        fn = self._raw
+        """The compiled loop nest over all iterations: on this thread, or split over the native
+        team (`minijit.parallel.run_loopnest`; the thread pool where the team cannot run)."""
         if self._threads == 1:
-            fn(a0, a1, ao, 0, self._iterations)
+            self._raw(a0, a1, ao, 0, self._iterations)
             return
-
-        def part(begin: int, end: int) -> None:
-            fn(a0, a1, ao, begin, end)
-
-        parallel.run_range(part, self._iterations, self.num_threads)
+        parallel.run_loopnest(self._loopnest.address, a0, a1, ao, self._iterations, self._threads)
 
     def execute_iter(self, in0: Array, in1: Array, out: np.ndarray, *, offsets: Offsets = None) -> None:
         """The pure-Python reference path (seed 004 §5.2 recursion with numpy primitives); same

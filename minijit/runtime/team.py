@@ -19,7 +19,7 @@ code lives in a W^X `ExecutableBuffer`. Layout (bytes, 64-byte aligned; each
 worker slot on its own pair of cache lines):
 
     header  +0 pending (u32, futex word of the master)   +4 master_sleeping (u32)
-            +64 workers (i64)
+            +64 workers (i64)  +72 spin (u32, ``pause`` iterations before a futex wait)
     slot i  at 128 + 128*i: +0 gen (u32, futex word)  +4 sleeping (u32)  +8 fn
             +16 in0  +24 in1  +32 out  +40 begin  +48 end  +56 header address
 
@@ -88,7 +88,7 @@ from minijit.runtime.memory import ExecutableBuffer
 __all__ = ["Team", "unsupported_reason", "DEFAULT_SPIN"]
 
 # shared-state layout (bytes)
-PENDING, MSLEEP, NWORKERS = 0, 4, 64
+PENDING, MSLEEP, NWORKERS, SPIN = 0, 4, 64, 72
 HEADER = 128
 GEN, SLEEPING, FN, IN0, IN1, OUT, BEGIN, END, TEAM = 0, 4, 8, 16, 24, 32, 40, 48, 56
 SLOT = 128
@@ -99,8 +99,10 @@ SYS_FUTEX = 202
 FUTEX_WAIT_PRIVATE = 0 | 128
 FUTEX_WAKE_PRIVATE = 1 | 128
 
-#: ``pause`` iterations a waiting thread spins before it sleeps in the kernel (~40-150 us).
+#: ``pause`` iterations a waiting thread spins before it sleeps in the kernel (~40-150 us) ...
 DEFAULT_SPIN = 1 << 12
+#: ... and when a job has more threads than this process has CPUs (spinning would steal them).
+OVERSUBSCRIBED_SPIN = 1 << 5
 RUN_SIGNATURE = "void(*)(uintptr_t, uintptr_t, uintptr_t, uintptr_t, uintptr_t, int64_t, int64_t)"
 STOP_SIGNATURE = "void(*)(uintptr_t)"
 
@@ -163,7 +165,7 @@ def _pop_callee_saved(a: Assembler) -> None:
         a.pop(r)
 
 
-def _emit_worker(a: Assembler, spin: int) -> None:
+def _emit_worker(a: Assembler) -> None:
     """``void* worker(slot*)``: wait for a new ``gen``, run the slot's job, report, repeat."""
     _push_callee_saved(a)
     a.sub(rsp, 8)  # 8 (return address) + 48 + 8: rsp is 16-byte aligned at the calls below
@@ -172,7 +174,7 @@ def _emit_worker(a: Assembler, spin: int) -> None:
     a.xor(r14d, r14d)  # the gen last seen (slots start at 0)
     wait, spin_l, got, woke, ext = (a.new_label(n) for n in ("wait", "spin", "got", "woke", "exit"))
     a.bind(wait)
-    a.mov(r15d, spin)
+    a.mov(r15d, dword(rbx + SPIN))
     a.bind(spin_l)
     a.mov(eax, dword(r12 + GEN))
     a.cmp(eax, r14d)
@@ -216,7 +218,7 @@ def _emit_worker(a: Assembler, spin: int) -> None:
     a.ret()
 
 
-def _emit_run(a: Assembler, spin: int) -> None:
+def _emit_run(a: Assembler) -> None:
     """``team_run(team, fn, in0, in1, out, n, threads)``: publish, run chunk 0, wait for the rest."""
     _push_callee_saved(a)
     a.sub(rsp, 24)  # locals: [rsp] base, [rsp+8] extra chunks left, [rsp+16] end of chunk 0
@@ -310,7 +312,7 @@ def _emit_run(a: Assembler, spin: int) -> None:
 
     wait, spin_l, woke = a.new_label("wait"), a.new_label("spin"), a.new_label("woke")
     a.bind(wait)
-    a.mov(r15d, spin)
+    a.mov(r15d, dword(r12 + SPIN))
     a.bind(spin_l)
     a.mov(eax, dword(r12 + PENDING))
     a.test(eax, eax)
@@ -353,13 +355,11 @@ def _emit_stop(a: Assembler) -> None:
     a.ret()
 
 
-def generate(spin: int = DEFAULT_SPIN) -> tuple[Assembler, dict[str, int]]:
+def generate() -> tuple[Assembler, dict[str, int]]:
     """The team's code: worker start routine, ``team_run`` and ``team_stop``; entry offsets in bytes."""
-    if not isinstance(spin, int) or isinstance(spin, bool) or not 1 <= spin <= (1 << 31) - 1:
-        raise ValueError(f"spin must be an int in 1..2**31-1 (pause iterations), got {spin!r}")
     a = Assembler(name="team")
     entries = {}
-    for name, emit in (("worker", lambda: _emit_worker(a, spin)), ("run", lambda: _emit_run(a, spin))):
+    for name, emit in (("worker", lambda: _emit_worker(a)), ("run", lambda: _emit_run(a))):
         while a.pos % 16:
             a.int3()
         entries[name] = a.pos
@@ -422,16 +422,22 @@ def _shutdown(
 class Team:
     """``workers`` native threads plus the calling thread; `run` dispatches a loop nest over them.
 
-    ``spin``: ``pause`` iterations a waiting thread spins before it sleeps in a futex.
+    ``spin``: ``pause`` iterations a waiting thread spins before it sleeps in a futex; by default
+    `DEFAULT_SPIN`, or `OVERSUBSCRIBED_SPIN` for calls with more threads than the process has CPUs.
     Raises RuntimeError where `unsupported_reason()` says the host cannot run it.
     """
 
-    def __init__(self, workers: int, *, spin: int = DEFAULT_SPIN) -> None:
+    def __init__(self, workers: int, *, spin: int | None = None) -> None:
         reason = unsupported_reason()
         if reason is not None:
             raise RuntimeError(reason)
         workers = _as_int("workers", workers, 0)
-        asm, entries = generate(spin)
+        if spin is not None and (not isinstance(spin, int) or isinstance(spin, bool) or not 1 <= spin < 1 << 31):
+            raise ValueError(f"spin must be an int in 1..2**31-1 (pause iterations), got {spin!r}")
+        self._fixed_spin = spin
+        self._spin_threads = 0  # the thread count the current spin was chosen for
+        self._cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        asm, entries = generate()
         self.listing = asm.listing()
         self._code = ExecutableBuffer(asm.code())
         addr = self._code.address
@@ -442,6 +448,8 @@ class Team:
         self._memory = raw[skip : skip + HEADER + SLOT * workers]
         self._base = base = self._memory.ctypes.data
         self._memory[NWORKERS : NWORKERS + 8].view(np.int64)[0] = workers
+        self._spin_word = self._memory[SPIN : SPIN + 4].view(np.uint32)
+        self._spin_word[0] = spin or DEFAULT_SPIN
         for i in range(workers):
             self._memory[HEADER + SLOT * i + TEAM :][:8].view(np.uint64)[0] = base
         self.workers = workers
@@ -494,8 +502,17 @@ class Team:
         with self._lock:
             if self.closed:
                 return False
+            if threads != self._spin_threads and self._fixed_spin is None:
+                over = min(threads, self.workers + 1) > self._cpus
+                self._spin_word[0] = OVERSUBSCRIBED_SPIN if over else DEFAULT_SPIN
+                self._spin_threads = threads
             self._run(self._base, fn, in0, in1, out, n, threads)
         return True
+
+    @property
+    def spin(self) -> int:
+        """``pause`` iterations a waiting thread spins before it sleeps (the current setting)."""
+        return int(self._spin_word[0])
 
     def close(self) -> None:
         """Stop and join the workers (waits for a running job). Idempotent."""

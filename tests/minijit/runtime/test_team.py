@@ -93,7 +93,7 @@ def run_marker(run, fn: int, n: int, threads: int, pauses: int = 0) -> np.ndarra
 def test_team_code_matches_llvm_mc() -> None:
     """The whole generated program (worker, team_run, team_stop; labels included) reassembles
     with llvm-mc to the same bytes."""
-    a, entries = team_mod.generate(spin=1000)
+    a, entries = team_mod.generate()
     assert sorted(entries) == ["run", "stop", "worker"]
     assert a.code() == llvm.assemble(a.listing(), triple=llvm.X86_64_TRIPLE, mattr="")
     text = a.listing()
@@ -101,10 +101,21 @@ def test_team_code_matches_llvm_mc() -> None:
         assert needle in text
 
 
+@needs_team
 @pytest.mark.parametrize("spin", [0, -1, 1 << 31, True, 1.5])
-def test_generate_rejects_bad_spin(spin) -> None:
+def test_team_rejects_bad_spin(spin) -> None:
     with pytest.raises(ValueError, match="spin must be"):
-        team_mod.generate(spin)
+        team_mod.Team(1, spin=spin)
+
+
+@needs_team
+def test_spin_follows_oversubscription(team3, marker) -> None:
+    """Calls with more threads than CPUs spin briefly before sleeping; others spin long."""
+    for threads in (1, 2, 4, 2):
+        run_marker(team3.run, marker.address, 4, threads)
+        over = min(threads, team3.workers + 1) > team3._cpus
+        assert team3.spin == (team_mod.OVERSUBSCRIBED_SPIN if over else team_mod.DEFAULT_SPIN)
+    assert team_mod.Team(1, spin=7).spin == 7
 
 
 # ----------------------------------------------------------------------------- team.run
