@@ -303,14 +303,8 @@ class TensorOperation:
         return prims, calls
 
     def _kernel(self, generator, *args, **kwargs):
-        try:
-            try:
-                return generator(*args, **kwargs)
-            except NotImplementedError:
-                if kwargs.get("target") != "aarch64-sve":
-                    raise
-                # e.g. transposed BRGEMM: SVE machines run the NEON kernel as well
-                return generator(*args, **{**kwargs, "target": "aarch64-neon"})
+        try:  # every target generates every transposed BRGEMM form itself (no NEON stand-in on SVE)
+            return generator(*args, **kwargs)
         except NotImplementedError as e:
             raise SetupError(error_t.wrong_ptype, f"target {self.target}: {e}") from None
         except ValueError as e:
