@@ -1,6 +1,7 @@
-"""Write bench/results/aarch64_mca.md: llvm-mca estimates of the NEON and SVE BRGEMM K loops.
+"""Write bench/results/aarch64_mca_<date>.md: llvm-mca estimates of the NEON and SVE BRGEMM K loops
+and of the packed GEMM path (the K loop on the packed A, the copy kernel that packs it).
 
-python3 bench/aarch64_mca.py            # from the repository root
+.venv/bin/python bench/aarch64_mca.py    # from the repository root
 """
 
 from __future__ import annotations
@@ -12,10 +13,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from minijit import optimizer, packing  # noqa: E402
 from minijit.kernels.aarch64 import mca, neon_brgemm  # noqa: E402
+from minijit.tensor_operation import TensorOperation  # noqa: E402
 
-OUT = Path(__file__).resolve().parent / "results" / "aarch64_mca.md"
-COMMAND = "python3 bench/aarch64_mca.py"
+OUT = Path(__file__).resolve().parent / "results" / f"aarch64_mca_{mca.today()}.md"
+COMMAND = ".venv/bin/python bench/aarch64_mca.py"
+PACKED_SIZE = 512  # square GEMM of the packed-path rows: lda 512 is the power of two that packing fixes
+SVE_MCPUS = ("neoverse-v2", "neoverse-v1")  # apple-m4 has no SVE
+COPY_LOOP = {  # label of the copy kernel's innermost loop: (isa, transposed) -> name
+    ("neon", False): "rows",
+    ("neon", True): "m",
+    ("sve", False): "row",
+    ("sve", True): "tiles",
+}
 
 
 def generation_ms(repeats: int = 20) -> float:
@@ -26,6 +37,61 @@ def generation_ms(repeats: int = 20) -> float:
         neon_brgemm.program(32, 32, 32, 1)
         best = min(best, time.perf_counter() - t0)
     return 1e3 * best
+
+
+def _gemm(target: str, dtype: str, a_order: str, pack: bool) -> TensorOperation:
+    """C = A·B (size PACKED_SIZE, B and C column-major; A in ``a_order``) set up as a numpy user does."""
+    n = PACKED_SIZE
+    sa = (1, n) if a_order == "F" else (n, 1)
+    op = TensorOperation(target, num_threads=1, pack=pack)
+    op.setup(dtype, "none", "gemm", "none", ["m", "n", "k"], ["undefined"] * 3, [n] * 3, [sa[0], 0, sa[1]],
+             [0, n, 1], [1, n, 0])  # fmt: skip
+    return op
+
+
+def packed_path() -> tuple[str, list[mca.Estimate], list[mca.CopyEstimate]]:
+    """Rows for the packed GEMM path on NEON and SVE, fp32 and fp64: the BRGEMM K loop as it runs
+    on the packed A, the K loop of the unpacked transposed A (what packing replaces), and the
+    inner loop of the copy kernel for an F-order (plain copy) and a C-order (transposing) A."""
+    l1, l2 = packing.cache_geometries()
+    notes = [
+        f"- Cache model input (this host): L1 {l1.size // 1024} KiB {l1.ways}-way, "
+        f"L2 {l2.size // 1024} KiB {l2.ways}-way"
+    ]
+    kloops, copies = [], []
+    for target in ("aarch64-neon", "aarch64-sve"):
+        isa = target.split("-")[1]
+        mcpus = mca.MCPUS if isa == "neon" else SVE_MCPUS
+        for dtype in ("fp32", "fp64"):
+            for a_order in ("F", "C"):
+                op = _gemm(target, dtype, a_order, pack=True)
+                plan = op.pack_plan
+                if plan is None:
+                    notes.append(f"- {target} {dtype} {a_order}-order A: not packed (the model found no conflict)")
+                    continue
+                main = op.primitives["main"]
+                lda = plan.main.dims[plan.main.prim.k].stride_in0  # the padded panel column
+                copy_op = TensorOperation(target, num_threads=1, pack=False)
+                copy_op.setup_config(optimizer.optimize(plan.copy, thread_target=1))
+                copy = copy_op.primitives["main"]
+                transposed = copy.name.endswith(("_t", f"_t_{dtype}"))
+                notes.append(
+                    f"- {target} {dtype} {a_order}-order A: `{main.name}` reads the packed A with lda = {lda} "
+                    f"(column of {PACKED_SIZE} padded); `{copy.name}` packs it. {plan.reason}."
+                )
+                if a_order == "F":  # both orders pack into the same layout: one K-loop row
+                    body = mca.loop_body(main.listing, "k")
+                    shape = f"{main.name}, packed A (lda {lda})"
+                    kloops += [mca.estimate_loop(body, isa, shape, c) for c in mcpus]
+                else:  # the K loop packing replaces: the unpacked kernel on the transposed A
+                    plain = _gemm(target, dtype, a_order, pack=False).primitives["main"]
+                    body = mca.loop_body(plain.listing, "k")
+                    shape = f"{plain.name}, unpacked transposed A (lda {PACKED_SIZE})"
+                    kloops += [mca.estimate_loop(body, isa, shape, c) for c in mcpus]
+                body = mca.loop_body(copy.listing, COPY_LOOP[isa, transposed])
+                shape = f"{copy.name} ({a_order}-order A {'transposed' if transposed else 'copied'} into the panel)"
+                copies += [mca.copy_estimate(body, isa, shape, c) for c in mcpus]
+    return "\n".join(notes), kloops, copies
 
 
 def main() -> None:
@@ -39,7 +105,8 @@ def main() -> None:
         for dt in ("fp32", "fp64")
         for cpu in ("neoverse-v1", "neoverse-v2")
     ]
-    text = f"""# AArch64 NEON BRGEMM: llvm-mca static estimate
+    packed_notes, kloops, copies = packed_path()
+    text = f"""# AArch64 NEON and SVE BRGEMM, packed GEMM path: llvm-mca static estimate
 
 - Date: {mca.today()}; LLVM {mca.llvm_version()} (`llvm-mca -mtriple=aarch64 -mcpu=<cpu> -iterations=300`)
 - Host that ran the estimate: {platform.machine()} {platform.system()}, Python {platform.python_version()}
@@ -75,7 +142,32 @@ predicated fmla per K step. llvm-mca's resource table gives 2 pipes for SVE fmla
 (which has two 256-bit SVE pipes, so the "4 HW pipes" column does not apply there) and 4 on
 neoverse-v2. "flops/cycle" counts 2 per fmla instruction, whatever the vector length.
 
-{mca.table(sve)}"""
+{mca.table(sve)}
+## Packed GEMM path ({PACKED_SIZE}^3, `TensorOperation` with exec types `undefined`, one thread)
+
+`minijit.packing` packs A (in0) into a panel-ordered buffer once per `execute` with a JIT'd unary
+copy `TensorOperation`, then the BRGEMM kernel reads the packed A with lda = the padded panel
+column (M rounded up to an odd number of cache lines). The kernels below are the ones
+`TensorOperation(target).setup(...)` generated on this host (its cache model chose the packing);
+their loops are cut from the kernels' listings at their labels (`mca.loop_body`).
+
+{packed_notes}
+
+### BRGEMM K loop on the packed A (and, for a C-order A, the unpacked transposed kernel it replaces)
+
+The packed K loop is the instruction stream of the column-major kernel: lda is a register, so
+packing changes addresses (cache sets, pages), which llvm-mca does not model, not the loop. The
+unpacked C-order A runs the transposed-A form: NEON loads rows and transposes 4 x 4 tiles
+(`trn1`/`trn2`), SVE gathers each A vector (`ld1w`/`ld1d` with vector offsets).
+
+{mca.table(kloops)}
+### Copy kernel inner loop (the pack)
+
+"resource bound": llvm-mca's Block RThroughput, the cycles per iteration its busiest resource
+needs; "vectors stored/iter": q registers (NEON) or SVE vectors (VL-agnostic; 128 bits on
+neoverse-v2, 256 on neoverse-v1).
+
+{mca.copy_table(copies)}"""
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(text)
     print(text)

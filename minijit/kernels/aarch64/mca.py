@@ -10,6 +10,13 @@ never idle.
 Next to it, ``hw_efficiency`` uses the pipe counts of the real cores
 (`HW_FMA_PIPES`): LLVM 19 has no Apple M4 model of its own (``apple-m4`` uses
 the Cyclone model, 3 vector units), while the M4 has 4 FMA pipes.
+
+Any generated loop can be estimated from a kernel's listing: `loop_body`
+cuts out the loop at a label (through its branch back), `estimate_loop` gives
+the FMA-bound figures for a BRGEMM K loop and `copy_estimate` the cycles per
+vector of a copy loop against llvm-mca's own resource bound (Block
+RThroughput). The packed GEMM path (bench/aarch64_mca.py) uses them on the
+kernels that `TensorOperation` generates.
 """
 
 from __future__ import annotations
@@ -21,7 +28,21 @@ from dataclasses import dataclass
 from asm import llvm
 from minijit.kernels.aarch64 import neon_brgemm
 
-__all__ = ["HW_FMA_PIPES", "MCPUS", "Estimate", "estimate", "estimates", "fma_bound", "llvm_version", "table"]
+__all__ = [
+    "HW_FMA_PIPES",
+    "MCPUS",
+    "CopyEstimate",
+    "Estimate",
+    "copy_estimate",
+    "copy_table",
+    "estimate",
+    "estimate_loop",
+    "estimates",
+    "fma_bound",
+    "llvm_version",
+    "loop_body",
+    "table",
+]
 
 MCPUS = ("neoverse-v2", "neoverse-v1", "apple-m4")
 # 128-bit FMA pipes per core: Arm Neoverse V2 / V1 Software Optimization Guides (ASIMD FMLA
@@ -90,6 +111,100 @@ def fma_bound(report: llvm.McaReport) -> float:
     return fmas / pipes
 
 
+def loop_body(listing: str, name: str, occurrence: int = 0) -> str:
+    """The instructions of the loop at label ``.L<name>_<n>`` (its ``occurrence``-th such label in
+    ``listing``) through the branch back to it, every label operand replaced by a numeric offset
+    (llvm-mca takes the text as a straight block). ValueError when there is no such loop."""
+    lines = listing.splitlines()
+    labels = [i for i, s in enumerate(lines) if re.fullmatch(rf"\.L{re.escape(name)}_\d+:", s.strip())]
+    if len(labels) <= occurrence:
+        raise ValueError(f"name: no loop labelled .L{name}_<n> (occurrence {occurrence}) in the listing")
+    start = labels[occurrence]
+    label = lines[start].strip()[:-1]
+    body = []
+    for s in lines[start + 1 :]:
+        text = s.strip()
+        if text.endswith(":"):  # a label inside the loop (e.g. a forward target) is not an instruction
+            continue
+        body.append("    " + re.sub(r"\.L\w+", "#-4", text))
+        if re.match(r"b(\.\w+)?\s", text) and text.split()[-1] == label:
+            return "\n".join(body)
+    raise ValueError(f"name: loop {label} has no branch back to its label")
+
+
+def _flops(body: str) -> tuple[int, int]:
+    """fmla instructions and flops in ``body`` (2 per lane: .4s -> 8, .2d/.2s -> 4, scalar/SVE -> 2)."""
+    fmas = [s.strip() for s in body.splitlines() if s.strip().startswith("fmla")]
+    flops = 0
+    for s in fmas:
+        lanes = re.match(r"fmla\s+v\d+\.(\d+)[sd]", s)
+        flops += 2 * (int(lanes.group(1)) if lanes else 1)
+    return len(fmas), flops
+
+
+def estimate_loop(body: str, isa: str, shape: str, mcpu: str, kind: str = "brgemm", iterations: int = 300) -> Estimate:
+    """llvm-mca's cycles per iteration of a K-loop ``body`` (e.g. from `loop_body`) and its FMA bound."""
+    report = llvm.mca(body, mcpu, iterations=iterations)
+    fmas, flops = _flops(body)
+    return Estimate(kind, isa, shape, mcpu, report.cycles_per_iteration, fmas, fma_bound(report), flops)
+
+
+@dataclass(frozen=True)
+class CopyEstimate:
+    """One llvm-mca run over a copy loop: cycles per iteration against the model's resource bound."""
+
+    isa: str
+    shape: str
+    mcpu: str
+    cycles: float  # per iteration
+    bound: float  # llvm-mca's Block RThroughput: the busiest resource's cycles per iteration
+    vectors: int  # 128-bit (NEON) or SVE vectors stored per iteration
+
+    @property
+    def efficiency(self) -> float:
+        """Resource bound over llvm-mca's cycles, in percent."""
+        return 100.0 * self.bound / self.cycles
+
+    @property
+    def cycles_per_vector(self) -> float:
+        return self.cycles / self.vectors
+
+
+def _stored_vectors(body: str) -> int:
+    """Vectors stored by ``body``: st1w/st1d (SVE), q-register str/stp (NEON)."""
+    count = 0
+    for s in body.splitlines():
+        op, _, rest = s.strip().partition(" ")
+        if op in ("st1w", "st1d"):
+            count += 1
+        elif op in ("str", "stp") and rest.startswith("q"):
+            count += 2 if op == "stp" else 1
+    return count
+
+
+def copy_estimate(body: str, isa: str, shape: str, mcpu: str, iterations: int = 300) -> CopyEstimate:
+    """llvm-mca's cycles per iteration of a copy loop ``body`` and its resource bound."""
+    vectors = _stored_vectors(body)
+    if not vectors:
+        raise ValueError("body: the copy loop stores no vector")
+    report = llvm.mca(body, mcpu, iterations=iterations)
+    return CopyEstimate(isa, shape, mcpu, report.cycles_per_iteration, report.block_rthroughput, vectors)
+
+
+def copy_table(rows: list[CopyEstimate]) -> str:
+    """Markdown table of copy-loop estimates."""
+    head = (
+        "| copy loop | mcpu | cycles/iter | vectors stored/iter | cycles/vector | resource bound (cycles) "
+        "| efficiency (model) |\n|---|---|---:|---:|---:|---:|---:|\n"
+    )
+    body = "".join(
+        f"| {r.isa} {r.shape} | {r.mcpu} | {r.cycles:.2f} | {r.vectors} | {r.cycles_per_vector:.2f} | "
+        f"{r.bound:.2f} | {r.efficiency:.1f} % |\n"
+        for r in rows
+    )
+    return head + body
+
+
 def _body(kind: str, isa: str, m: int, n: int, k: int, br_size: int, dtype: str, block) -> str:
     if kind != "brgemm":
         raise ValueError(f"kind must be 'brgemm', got {kind!r}")
@@ -118,16 +233,9 @@ def estimate(
 ) -> Estimate:
     """llvm-mca's cycles per K-loop iteration of the generated kernel on ``mcpu``."""
     body = _body(kind, isa, m, n, k, br_size, dtype, block)
-    report = llvm.mca(body, mcpu, iterations=iterations)
-    lines = [s.strip() for s in body.splitlines()]
-    fmas = [s for s in lines if s.startswith("fmla")]
-    flops = 0
-    for s in fmas:  # 2 flops per lane: .4s -> 8, .2d/.2s -> 4, scalar -> 2
-        lanes = re.match(r"fmla\s+v\d+\.(\d+)[sd]", s)
-        flops += 2 * (int(lanes.group(1)) if lanes else 1)
     blk = block or neon_brgemm.BLOCK[dtype]
     shape = f"{m}x{n}x{k} br={br_size} {dtype} block {blk[0]}x{blk[1]}" if isa == "neon" else f"{dtype} (SVE)"
-    return Estimate(kind, isa, shape, mcpu, report.cycles_per_iteration, len(fmas), fma_bound(report), flops)
+    return estimate_loop(body, isa, shape, mcpu, kind, iterations)
 
 
 def estimates(mcpus: tuple[str, ...] = MCPUS, **kwargs) -> list[Estimate]:

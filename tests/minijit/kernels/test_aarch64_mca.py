@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from minijit.kernels.aarch64 import mca
+from asm import llvm
+from minijit.kernels.aarch64 import mca, neon_brgemm, neon_unary, sve_unary
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp64"])
@@ -27,3 +28,31 @@ def test_table_and_errors():
         mca.estimate(kind="unary")
     with pytest.raises(ValueError, match="isa"):
         mca.estimate(isa="avx2")
+
+
+def test_loop_body_cuts_the_labelled_loop():
+    """The K loop of a generated kernel, from its label through the branch back, reassembles."""
+    a, kbody = neon_brgemm.program(32, 8, 32)
+    body = mca.loop_body(a.listing(), "k")
+    lines = [s.strip() for s in body.splitlines()]
+    assert lines[-2:] == ["subs x11, x11, #1", "b.ne #-4"]
+    assert [s.strip() for s in kbody.splitlines()] == lines[:-2]  # the generator's own K-loop text
+    assert llvm.assemble(body)
+    sve = mca.loop_body(sve_unary.program(64, 3).listing(), "row")
+    assert "b.none #-4" in sve and sve.strip().endswith("b #-4") and ".L" not in sve
+    with pytest.raises(ValueError, match="name"):
+        mca.loop_body(a.listing(), "nope")
+
+
+def test_estimate_loop_and_copy_estimate():
+    a, _ = neon_brgemm.program(32, 8, 32)
+    row = mca.estimate_loop(mca.loop_body(a.listing(), "k"), "neon", "32x8x32", "neoverse-v2", iterations=50)
+    assert row.fmas == 64 and row.efficiency >= 90
+    body = mca.loop_body(neon_unary.program(128, 4).listing(), "rows")
+    copy = mca.copy_estimate(body, "neon", "copy", "neoverse-v2", iterations=50)
+    assert copy.vectors == 4 and copy.cycles >= copy.bound > 0 and 0 < copy.efficiency <= 100
+    sve = mca.copy_estimate(mca.loop_body(sve_unary.program(128, 4).listing(), "row"), "sve", "c", "neoverse-v2")
+    assert sve.vectors == 4
+    assert mca.copy_table([copy, sve]).count("\n") == 4
+    with pytest.raises(ValueError, match="body"):
+        mca.copy_estimate("    add x0, x0, #1", "neon", "none", "neoverse-v2")
