@@ -19,6 +19,7 @@ code lives in a W^X `ExecutableBuffer`. Layout (bytes, 64-byte aligned; each
 worker slot on its own pair of cache lines):
 
     header  +0 pending (u32, futex word of the master)   +4 master_sleeping (u32)
+            +8 started (u32, workers that picked up the current job)
             +64 workers (i64)  +72 spin (u32, ``pause`` iterations before a futex wait)
     slot i  at 128 + 128*i: +0 gen (u32, futex word)  +4 sleeping (u32)  +8 fn
             +16 in0  +24 in1  +32 out  +40 begin  +48 end  +56 header address
@@ -58,6 +59,8 @@ from asm.x86_64 import (
     Assembler,
     dword,
     eax,
+    ebp,
+    ebx,
     ecx,
     edx,
     esi,
@@ -88,7 +91,7 @@ from minijit.runtime.memory import ExecutableBuffer
 __all__ = ["Team", "unsupported_reason", "DEFAULT_SPIN"]
 
 # shared-state layout (bytes)
-PENDING, MSLEEP, NWORKERS, SPIN = 0, 4, 64, 72
+PENDING, MSLEEP, STARTED, NWORKERS, SPIN = 0, 4, 8, 64, 72
 HEADER = 128
 GEN, SLEEPING, FN, IN0, IN1, OUT, BEGIN, END, TEAM = 0, 4, 8, 16, 24, 32, 40, 48, 56
 SLOT = 128
@@ -103,6 +106,9 @@ FUTEX_WAKE_PRIVATE = 1 | 128
 DEFAULT_SPIN = 1 << 12
 #: ... and when a job has more threads than this process has CPUs (spinning would steal them).
 OVERSUBSCRIBED_SPIN = 1 << 5
+#: The master stops spinning after this many ``pause`` iterations while a worker has not picked up
+#: its chunk: that worker is not on a CPU (the host is busy), and spinning would keep it off ours.
+STALL_SPIN = 1 << 8
 RUN_SIGNATURE = "void(*)(uintptr_t, uintptr_t, uintptr_t, uintptr_t, uintptr_t, int64_t, int64_t)"
 STOP_SIGNATURE = "void(*)(uintptr_t)"
 
@@ -197,6 +203,8 @@ def _emit_worker(a: Assembler) -> None:
     a.mov(rax, qword(r12 + FN))
     a.test(rax, rax)
     a.jz(ext)
+    a.mov(ecx, 1)
+    a.xadd(dword(rbx + STARTED), ecx, lock=True)  # picked up (the master's stall detection)
     a.mov(rdi, qword(r12 + IN0))
     a.mov(rsi, qword(r12 + IN1))
     a.mov(rdx, qword(r12 + OUT))
@@ -221,8 +229,8 @@ def _emit_worker(a: Assembler) -> None:
 def _emit_run(a: Assembler) -> None:
     """``team_run(team, fn, in0, in1, out, n, threads)``: publish, run chunk 0, wait for the rest."""
     _push_callee_saved(a)
-    a.sub(rsp, 24)  # locals: [rsp] base, [rsp+8] extra chunks left, [rsp+16] end of chunk 0
-    threads = qword(rsp + 24 + 48 + 8)
+    a.sub(rsp, 40)  # locals: [rsp] base, [rsp+8] extra chunks left, [rsp+16] end of chunk 0, [rsp+24] workers
+    threads = qword(rsp + 40 + 48 + 8)
     a.mov(r12, rdi)
     a.mov(r13, rsi)
     a.mov(rbx, rdx)
@@ -276,6 +284,8 @@ def _emit_run(a: Assembler) -> None:
     a.mov(qword(rsp + 16), r9)  # chunk 0 is [0, r9)
     a.lea(rax, ptr(rcx - 1))
     a.mov(dword(r12 + PENDING), eax)
+    a.mov(dword(r12 + STARTED), 0)
+    a.mov(qword(rsp + 24), rax)
     a.mov(r10, rax)  # workers to publish to
     a.lea(r8, ptr(r12 + HEADER))  # slot 0
     loop, l1, l2 = a.new_label("publish"), a.new_label("l"), a.new_label("l")
@@ -310,16 +320,26 @@ def _emit_run(a: Assembler) -> None:
     a.mov(r8, qword(rsp + 16))
     a.call(r13)
 
-    wait, spin_l, woke = a.new_label("wait"), a.new_label("spin"), a.new_label("woke")
+    # wait: spin while pending != 0, at most `spin` times, and at most STALL_SPIN times while some
+    # worker has not picked up its chunk; then sleep on pending
+    wait, spin_l, woke, sleep, going = (a.new_label(n) for n in ("wait", "spin", "woke", "sleep", "going"))
+    a.mov(ebx, dword(rsp + 24))  # workers in this job
     a.bind(wait)
     a.mov(r15d, dword(r12 + SPIN))
+    a.mov(ebp, STALL_SPIN)
     a.bind(spin_l)
     a.mov(eax, dword(r12 + PENDING))
     a.test(eax, eax)
     a.jz(done)
     a.pause()
+    a.cmp(dword(r12 + STARTED), ebx)
+    a.je(going)
+    a.dec(ebp)
+    a.jz(sleep)
+    a.bind(going)
     a.dec(r15d)
     a.jnz(spin_l)
+    a.bind(sleep)
     a.mov(eax, 1)
     a.xchg(dword(r12 + MSLEEP), eax)
     a.mov(edx, dword(r12 + PENDING))
@@ -331,7 +351,7 @@ def _emit_run(a: Assembler) -> None:
     a.jmp(wait)
 
     a.bind(done)
-    a.add(rsp, 24)
+    a.add(rsp, 40)
     _pop_callee_saved(a)
     a.ret()
 

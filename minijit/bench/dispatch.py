@@ -1,0 +1,154 @@
+"""Dispatch cost of threaded loop nests: the native team against the Python thread pool.
+
+`noop_dispatch(threads)` times `minijit.parallel.run_loopnest` on a loop nest that
+returns at once (each thread gets one iteration), so the figure is pure dispatch: publish,
+wake, run, wait. `gemm_time(n, threads)` times ``TensorOperation.execute`` of a
+square fp32 GEMM on C-order arrays set up with exec types ``undefined`` (the optimizer's
+choice). Each runs every backend this host has ("native" team, "python" pool) in
+alternating blocks, so drift hits both alike; `measure()` runs the set, `report()` formats
+the rows. Every figure is a median of many calls; GEMM results are checked against numpy.
+
+    from minijit.bench import dispatch
+    print(dispatch.report(dispatch.measure()))
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from minijit import parallel
+from minijit.runtime import Kernel, host
+from minijit.tensor_operation import TensorOperation
+
+__all__ = ["DispatchRow", "available_backends", "noop_dispatch", "gemm_time", "measure", "report"]
+
+LOOPNEST = "void(const void*, const void*, void*, int64_t, int64_t)"
+
+
+@dataclass(frozen=True)
+class DispatchRow:
+    """One measurement: ``seconds`` is the median per call (p10/p90 beside it)."""
+
+    case: str
+    backend: str
+    threads: int
+    seconds: float
+    p10: float
+    p90: float
+    calls: int
+
+
+def _noop() -> Kernel:
+    """A native loop nest that returns at once."""
+    if host().isa == "x86_64":
+        from asm.x86_64 import Assembler
+    else:
+        from asm.aarch64 import Assembler  # type: ignore[assignment]
+    a = Assembler()
+    a.ret()
+    return Kernel(a.code(), LOOPNEST, name="noop", unchecked=True)
+
+
+def _interleaved(calls: dict[str, object], n: int, block: int) -> dict[str, np.ndarray]:
+    """Seconds per call of each backend's ``call`` (a no-argument callable), ``n`` calls each,
+    run in alternating blocks of ``block`` calls (after one warm-up block) so that drift on a
+    shared host hits every backend alike."""
+    times = {b: [] for b in calls}
+    clock = time.perf_counter
+    for b, call in calls.items():  # warm-up: builds the team or the pool
+        with parallel.forced_backend(b):
+            for _ in range(block):
+                call()
+    while min(len(t) for t in times.values()) < n:
+        for b, call in calls.items():
+            with parallel.forced_backend(b):
+                for _ in range(block):
+                    t0 = clock()
+                    call()
+                    times[b].append(clock() - t0)
+    return {b: np.asarray(t[:n]) for b, t in times.items()}
+
+
+def _rows(case: str, threads: int, times: dict[str, np.ndarray]) -> list[DispatchRow]:
+    rows = []
+    for b, t in times.items():
+        p10, p90 = np.percentile(t, (10, 90))
+        rows.append(DispatchRow(case, b, threads, float(np.median(t)), float(p10), float(p90), len(t)))
+    return rows
+
+
+def noop_dispatch(threads: int = 2, backends: tuple[str, ...] | None = None, calls: int = 20000) -> list[DispatchRow]:
+    """Seconds per `parallel.run_loopnest` of a no-op loop nest with ``threads`` iterations on
+    ``threads`` threads, per backend (median of ``calls`` calls, interleaved in blocks of 500)."""
+    kernel = _noop()
+    fn = kernel.address
+
+    def call() -> None:
+        parallel.run_loopnest(fn, 0, 0, 0, threads, threads)
+
+    times = _interleaved(dict.fromkeys(backends or available_backends(), call), calls, 500)
+    return _rows("no-op loop nest", threads, times)
+
+
+def gemm_time(n: int, threads: int, backends: tuple[str, ...] | None = None, calls: int = 100) -> list[DispatchRow]:
+    """Seconds per ``execute`` of an ``n``^3 fp32 GEMM C = A @ B on C-order arrays, exec types
+    ``undefined``, with ``threads`` threads, per backend (median of ``calls``, interleaved in
+    blocks of 10). The result is checked against numpy first."""
+    op = TensorOperation(num_threads=threads)
+    op.setup(
+        "fp32", "zero", "gemm", "none", ["m", "n", "k"], ["undefined"] * 3, [n, n, n],
+        [n, 0, 1], [0, 1, n], [n, 1, 0],
+    )  # fmt: skip
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (n, n)).astype(np.float32)
+    b = rng.uniform(-1, 1, (n, n)).astype(np.float32)
+    c = np.empty((n, n), np.float32)
+    backends = backends or available_backends()
+    for backend in backends:
+        c[:] = np.nan
+        with parallel.forced_backend(backend):
+            op.execute(a, b, c)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-3, atol=1e-3 * n)
+    times = _interleaved(dict.fromkeys(backends, lambda: op.execute(a, b, c)), calls, 10)
+    return _rows(f"gemm-{n} C-order", threads, times)
+
+
+def measure(
+    threads: int = 2,
+    gemm_sizes: tuple[int, ...] = (256, 512),
+    gemm_threads: tuple[int, ...] = (1, 2),
+    calls: int = 20000,
+    gemm_calls: int = 100,
+) -> list[DispatchRow]:
+    """No-op dispatch at ``threads`` threads and the GEMMs at ``gemm_threads``, for every backend
+    this host has (`available_backends`)."""
+    rows = noop_dispatch(threads, None, calls)
+    for n in gemm_sizes:
+        for t in gemm_threads:
+            rows += gemm_time(n, t, None, gemm_calls)
+    return rows
+
+
+def available_backends() -> tuple[str, ...]:
+    """("native", "python") where the native team runs on this host, else ("python",)."""
+    return ("native", "python") if _native_available() else ("python",)
+
+
+def _native_available() -> bool:
+    from minijit.runtime import team
+
+    return team.unsupported_reason() is None
+
+
+def report(rows: list[DispatchRow]) -> str:
+    """A plain-text table: case, threads, backend, median / p10 / p90 in microseconds."""
+    lines = [f"{'case':<20} {'threads':>7} {'backend':<8} {'median us':>10} {'p10 us':>9} {'p90 us':>9} {'calls':>6}"]
+    for r in rows:
+        lines.append(
+            f"{r.case:<20} {r.threads:>7} {r.backend:<8} {r.seconds * 1e6:>10.2f} {r.p10 * 1e6:>9.2f}"
+            f" {r.p90 * 1e6:>9.2f} {r.calls:>6}"
+        )
+    return "\n".join(lines)
