@@ -102,8 +102,8 @@ SYS_FUTEX = 202
 FUTEX_WAIT_PRIVATE = 0 | 128
 FUTEX_WAKE_PRIVATE = 1 | 128
 
-#: ``pause`` iterations a waiting thread spins before it sleeps in the kernel (~40-150 us) ...
-DEFAULT_SPIN = 1 << 12
+#: ``pause`` iterations a waiting thread spins before it sleeps in the kernel (~20-80 us) ...
+DEFAULT_SPIN = 1 << 11
 #: ... and when a job has more threads than this process has CPUs (spinning would steal them).
 OVERSUBSCRIBED_SPIN = 1 << 5
 #: The master stops spinning after this many ``pause`` iterations while a worker has not picked up

@@ -417,3 +417,19 @@ def test_tensor_operation_dispatches_on_the_team(monkeypatch) -> None:
         op.execute(A, B, C)
     assert calls == [(5, 2)]
     np.testing.assert_array_equal(C, np.full((15, 8), 5.0, np.float32))
+
+
+# ------------------------------------------------------------------------------- benchmark
+def test_dispatch_benchmark_runs_every_backend() -> None:
+    """`minijit.bench.dispatch` at tiny counts: one row per backend and case, plausible times."""
+    from minijit.bench import dispatch
+
+    rows = dispatch.measure(threads=2, gemm_sizes=(32,), gemm_threads=(2,), calls=200, gemm_calls=10)
+    backends = dispatch.available_backends()
+    assert [(r.case, r.backend) for r in rows] == [
+        (case, b) for case in ("no-op loop nest", "gemm-32 C-order") for b in backends
+    ]
+    for r in rows:
+        assert 0 < r.p10 <= r.seconds <= r.p90 < 1.0 and r.threads == 2
+    text = dispatch.report(rows)
+    assert len(text.splitlines()) == 1 + len(rows) and "median us" in text
