@@ -41,7 +41,8 @@ lock (each call's chunks are only as many as the team has threads anyway).
 Fork: a child process has no workers; `run` refuses to run a team created in
 another process (`minijit.parallel` makes a new one). Exit: `close` (also run
 by a finalizer at interpreter exit) stops and joins the workers before the code
-pages are unmapped.
+pages are unmapped; if a job is still running `EXIT_JOIN_TIMEOUT` s into that (a daemon thread's),
+the workers are left running and their code and state stay allocated.
 """
 
 from __future__ import annotations
@@ -417,6 +418,11 @@ def _as_int(name: str, value: object, lo: int) -> int:
     return int(value)
 
 
+_ABANDONED: list[tuple[ExecutableBuffer, np.ndarray]] = []
+#: Seconds the finalizer waits for a running job before it leaves the workers alone.
+EXIT_JOIN_TIMEOUT = 2.0
+
+
 def _shutdown(
     run_lock: threading.Lock, stop: Any, base: int, tids: list[int], code: ExecutableBuffer, state, memory
 ) -> None:
@@ -424,9 +430,12 @@ def _shutdown(
     workers' code and ``memory`` alive until they are joined)."""
     if not tids or os.getpid() != state["pid"]:
         return  # never started, or a forked child: the workers are not ours
-    if not run_lock.acquire(timeout=5.0):
-        # a job is still running (a daemon thread at exit): leave the workers and keep their code mapped
+    if not run_lock.acquire(timeout=EXIT_JOIN_TIMEOUT):
+        # a job is still running (a daemon thread at interpreter exit): leave the workers, and keep
+        # their code mapped and their state allocated for the rest of the process
+        state["closed"] = True
         code._finalizer.detach()  # noqa: SLF001
+        _ABANDONED.append((code, memory))
         return
     try:
         state["closed"] = True
@@ -519,8 +528,10 @@ class Team:
                 _as_int(name, value, 0)
             _as_int("threads", threads, 1)
             fn, in0, in1, out, n, threads = map(int, (fn, in0, in1, out, n, threads))
+        if self._state["closed"]:  # also a forked child, whose copy of the lock may be held forever
+            return False
         with self._lock:
-            if self.closed:
+            if self._state["closed"]:
                 return False
             if threads != self._spin_threads and self._fixed_spin is None:
                 over = min(threads, self.workers + 1) > self._cpus
@@ -536,8 +547,11 @@ class Team:
 
     def close(self) -> None:
         """Stop and join the workers (waits for a running job). Idempotent."""
+        if self._state["pid"] == os.getpid():
+            with self._lock:  # after this no job starts: `run` checks the flag under the lock
+                self._state["closed"] = True
+        self._state["closed"] = True  # in a forked child the lock may be held by a thread that is gone
         self._finalizer()
-        self._state["closed"] = True
 
     def __repr__(self) -> str:
         return f"<Team {self.workers} workers{' closed' if self.closed else ''}>"

@@ -266,6 +266,24 @@ def test_exit_does_not_hang() -> None:
 
 
 @needs_team
+def test_exit_leaves_a_long_job_alone() -> None:
+    """A daemon thread's job that outlasts `EXIT_JOIN_TIMEOUT` at exit: the workers are left
+    running with their code kept mapped; the interpreter exits cleanly, without a crash."""
+    run_script(
+        """
+        team_mod.EXIT_JOIN_TIMEOUT = 0.1
+        address = slow.address
+        slow._buffer._finalizer.detach()  # the job's own code must outlive exit (not the team's concern)
+        c = team_mod.Team(1)
+        job = threading.Thread(target=run_marker, args=(c.run, address, 4, 2, 10_000_000), daemon=True)
+        job.start()  # ~0.3 s of pauses per element, 2 elements per chunk
+        time.sleep(0.05)
+        """,
+        timeout=30,
+    )
+
+
+@needs_team
 def test_fork_child_gets_a_new_team() -> None:
     """After os.fork the child's inherited team refuses to run (it has no workers) and
     `parallel.run_loopnest` builds a new one."""
