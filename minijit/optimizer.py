@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from minijit.ir import (
     BINARY_PTYPES,
@@ -114,7 +114,12 @@ def _first_prim(dims: Sequence[Dimension]) -> int:
     return next((i for i, d in enumerate(dims) if d.exec is exec_t.prim), len(dims))
 
 
-def split_dims(config: TensorConfig, max_kernel_size: int, min_kernel_size: int = 1) -> TensorConfig:
+def split_dims(
+    config: TensorConfig,
+    max_kernel_size: int,
+    min_kernel_size: int = 1,
+    max_sizes: Mapping[dim_t, int] | None = None,
+) -> TensorConfig:
     """Split every dim larger than ``max_kernel_size`` (seed's ``splitDimensions``).
 
     A dim of size ``outer * inner`` (from :func:`find_best_split`) keeps its place and exec type
@@ -123,17 +128,31 @@ def split_dims(config: TensorConfig, max_kernel_size: int, min_kernel_size: int 
     seq). The outer part is checked again, so sizes shrink until they fit. When no split satisfies
     ``min_kernel_size`` the minimum is dropped (the seed's earlier rule) rather than leave a dim
     above the maximum; a dim without any fitting divisor (e.g. a large prime) stays as it is.
+
+    ``max_sizes``: per dim type maxima (e.g. a `minijit.blocking.Blocking` from the cache model)
+    that replace ``max_kernel_size`` for those types; their outer parts may be smaller than
+    ``min_kernel_size`` (a K loop of 2 blocks is fine), only the inner part keeps the minimum.
     """
     if max_kernel_size < 1:
         raise ValueError(f"max_kernel_size must be >= 1, got {max_kernel_size}")
+    max_sizes = dict(max_sizes or {})
+    for t, v in max_sizes.items():
+        if not isinstance(v, int) or v < 1:
+            raise ValueError(f"max_sizes[{dim_t(t).name}] must be an int >= 1, got {v!r}")
     dims = list(config.dims)
     i = 0
     while i < len(dims):
         d = dims[i]
-        if d.size > max_kernel_size:
-            outer, inner = find_best_split(d.size, max_kernel_size, min_kernel_size, d.type)
+        limit = max_sizes.get(d.type, max_kernel_size)
+        if d.size > limit:
+            if d.type in max_sizes:
+                outer, inner = find_best_split(d.size, limit, 1, d.type)
+                if inner < min_kernel_size:
+                    outer, inner = find_best_split(d.size, limit, min_kernel_size, d.type)
+            else:
+                outer, inner = find_best_split(d.size, limit, min_kernel_size, d.type)
             if outer == 1 and min_kernel_size > 1:
-                outer, inner = find_best_split(d.size, max_kernel_size, 1, d.type)
+                outer, inner = find_best_split(d.size, limit, 1, d.type)
             if outer > 1:
                 new = Dimension(
                     d.type,
@@ -428,13 +447,15 @@ def optimize(
     thread_target: int = 1,
     max_kernel_size: int = DEFAULT_MAX_KERNEL_SIZE,
     min_kernel_size: int = DEFAULT_MIN_KERNEL_SIZE,
+    max_sizes: Mapping[dim_t, int] | None = None,
 ) -> TensorConfig:
     """Run :func:`swap_operands`, then the passes in the seed's order: :func:`fuse_dims` (with
-    ``min_kernel_size``), :func:`split_dims`, :func:`identify_primitives`, :func:`reorder_dims`,
+    ``min_kernel_size``), :func:`split_dims` (``max_sizes``: per dim type maxima, e.g. from
+    `minijit.blocking`), :func:`identify_primitives`, :func:`reorder_dims`,
     :func:`create_shared_loops`. The result has prim dims and no undefined exec types."""
     config = swap_operands(config)
     config = fuse_dims(config, min_kernel_size)
-    config = split_dims(config, max_kernel_size, min_kernel_size)
+    config = split_dims(config, max_kernel_size, min_kernel_size, max_sizes)
     config = identify_primitives(config)
     config = reorder_dims(config)
     return create_shared_loops(config, thread_target)

@@ -173,10 +173,11 @@ def plan_packing(config: TensorConfig, caches: tuple[CacheGeometry, ...] | None 
     return PackPlan(copy, main, size, reason)
 
 
-# -- B (in1): micro-panels -----------------------------------------------------------------------
-#: below this many rows of M in all (prim M times the loops over M) a B element is used too few
-#: times for its copy to pay
-MIN_REUSE_M = 64
+# -- micro-panels (x86-64): A in panels of register rows, B in panels of register columns -----------
+#: below this many rows of M (for B; columns of N for A) in all, an element is used too few times
+#: for its copy to pay
+PANEL_REUSE_M = 64
+PANEL_REUSE_N = 64
 
 
 def reachable_bytes(run_bytes: int, stride_bytes: int, geo: CacheGeometry) -> int:
@@ -191,16 +192,18 @@ def reachable_bytes(run_bytes: int, stride_bytes: int, geo: CacheGeometry) -> in
 
 @dataclass(frozen=True)
 class PanelPlan:
-    """How to pack in1 (B) into micro-panels of ``width`` columns of N (the x86-64 kernels'
-    ``b_panel`` layout, `minijit.kernels.x86_64.brgemm`): panel ``p`` starts ``panel * p``
-    elements into the buffer and holds, for each BR and K row, ``width`` adjacent columns.
+    """How to pack one GEMM operand (``tensor``: "in0" = A or "in1" = B) into the x86-64 kernels'
+    micro-panels (`minijit.kernels.x86_64.brgemm` ``a_panel`` / ``b_panel``): panel ``p`` starts
+    ``panel * p`` elements into the buffer and holds, for each BR step and K row, ``width``
+    adjacent elements of the panel dim (A: M rows, B: N columns).
 
-    ``copies``: unary copy configs from the caller's B into the buffer, each with the element
+    ``copies``: unary copy configs from the caller's operand into the buffer, each with the element
     offsets (source, buffer) of its first element (full panels, then the remainder panel).
-    ``main``: the GEMM config on the buffer (prim K stride = ``width``, prim N stride 1 within a
+    ``main``: the GEMM config on the buffer (prim K stride = ``width``, panel dim stride 1 within a
     panel; the kernel adds ``panel`` per panel). ``elements``: buffer size. ``reason``: the model's
     figures."""
 
+    tensor: str
     copies: tuple[tuple[TensorConfig, int, int], ...]
     main: TensorConfig
     width: int
@@ -209,73 +212,88 @@ class PanelPlan:
     reason: str
 
     def describe(self) -> str:
+        what = "rows of M" if self.tensor == "in0" else "columns of N"
         return (
-            f"pack in1 into {self.width}-column micro-panels ({self.elements} elements, "
+            f"pack {self.tensor} into micro-panels of {self.width} {what} ({self.elements} elements, "
             f"{len(self.copies)} copies per execute): {self.reason}"
         )
 
 
-def plan_panels(config: TensorConfig, width: int, caches: tuple[CacheGeometry, ...] | None = None) -> PanelPlan | None:
-    """The micro-panel packing of in1 for a GEMM/BRGEMM config with prim dims, or None when it does
-    not pay: the B block (prim K x prim N) is re-read once per register block of M, and packed it
-    is one sequential stream that fills L2 without conflicts. It pays when the caller's layout
-    lets the block (every BR step's) use less of L2 than it needs (conflicts) and every B element
-    is used by at least `MIN_REUSE_M` rows of M in all."""
+def plan_panels(
+    config: TensorConfig, width: int, caches: tuple[CacheGeometry, ...] | None = None, tensor: str = "in1"
+) -> PanelPlan | None:
+    """The micro-panel packing of ``tensor`` for a GEMM/BRGEMM config with prim dims, or None.
+
+    B ("in1"): the B block (every BR step's prim K x prim N) is re-read once per register block
+    of M; packed, it is one sequential stream that fills L2 without conflicts. It pays when the
+    caller's layout lets the block use less of L2 than it needs and every B element is used by at
+    least `PANEL_REUSE_M` rows of M in all.
+    A ("in0"): each register block's A is one contiguous stream (a few pages, no TLB misses, no
+    set conflicts) instead of K columns of the caller's stride; it pays when every A element is
+    used by at least `PANEL_REUSE_N` columns of N in all and the prim M holds a full panel.
+    """
+    if tensor not in ("in0", "in1"):
+        raise ValueError(f"tensor must be 'in0' or 'in1', got {tensor!r}")
     if config.prim_main not in GEMM_PTYPES or not config.has_prims or width < 1:
         return None
     caches = caches or cache_geometries()
     dims, p = config.dims, config.prim
     if p.m is None or p.k is None or p.n is None:
         return None
+    t = 0 if tensor == "in0" else 1
     item = config.dtype.itemsize
-    k, n = dims[p.k], dims[p.n]
-    reuse = math.prod(d.size for d in dims if d.type is dim_t.m and d.stride_in1 == 0)
-    if n.size < width or k.size < 4 or reuse < MIN_REUSE_M:
-        return None
-    # the caller's B block: runs along the unit-stride dim, the other dim's stride apart
-    run_dim, other = (k, n) if k.stride_in1 == 1 else (n, k)
-    if run_dim.stride_in1 != 1:
-        return None  # no unit stride: the kernels cannot read it (setup reports that)
+    k = dims[p.k]
+    pdim = p.m if t == 0 else p.n  # the panel dim
+    pd = dims[pdim]
+    reuse_type = dim_t.n if t == 0 else dim_t.m
+    reuse = math.prod(d.size for d in dims if d.type is reuse_type and d.strides[t] == 0)
     br_size = dims[p.br].size if p.br is not None else 1
-    block = br_size * k.size * n.size * item  # what one M block reads (every BR step's B)
-    l2 = caches[-1]
-    room = reachable_bytes(run_dim.size * item, other.stride_in1 * item, l2)
-    if room >= min(block, l2.size):
+    if pd.size < width or k.size < 4 or reuse < (PANEL_REUSE_N if t == 0 else PANEL_REUSE_M):
         return None
-    reason = (
-        f"B block of {block} B ({run_dim.size * item} B runs {other.stride_in1 * item} B apart) "
-        f"can use {room} B of L2; packed it is one stream"
-    )
-    # buffer order, outermost first: in1's loop dims in loop order, panels, BR, K, width columns
-    loops = [i for i, d in enumerate(dims) if d.exec is not exec_t.prim and d.stride_in1 != 0 and d.size > 1]
-    panels, rem = divmod(n.size, width)
+    if pd.strides[t] != 1 and k.strides[t] != 1:
+        return None  # no unit stride: the kernels cannot read it (setup reports that)
+    if t == 0:
+        reason = f"each {width}-row block of A becomes one {width * k.size * item} B stream ({reuse} columns reuse it)"
+    else:
+        run_dim, other = (k, pd) if k.strides[t] == 1 else (pd, k)
+        block = br_size * k.size * pd.size * item  # what one M block reads (every BR step's B)
+        l2 = caches[-1]
+        room = reachable_bytes(run_dim.size * item, other.strides[t] * item, l2)
+        if room >= min(block, l2.size):
+            return None
+        reason = (
+            f"B block of {block} B ({run_dim.size * item} B runs {other.strides[t] * item} B apart) "
+            f"can use {room} B of L2; packed it is one stream"
+        )
+    # buffer order, outermost first: the operand's loop dims in loop order, panels, BR, K, width
+    loops = [i for i, d in enumerate(dims) if d.exec is not exec_t.prim and d.strides[t] != 0 and d.size > 1]
+    panels, rem = divmod(pd.size, width)
     panel = br_size * k.size * width
     packed: dict[int, int] = {}
     size = (panels + (rem > 0)) * panel
     for i in reversed(loops):
         packed[i] = size
         size *= dims[i].size
-    packed[p.k], packed[p.n] = width, 1
+    packed[p.k], packed[pdim] = width, 1
     if p.br is not None:
         packed[p.br] = k.size * width
-    main = config.with_dims([d.with_(stride_in1=packed.get(i, 0)) for i, d in enumerate(dims)])
+    key = "stride_in0" if t == 0 else "stride_in1"
+    main = config.with_dims([d.with_(**{key: packed.get(i, 0)}) for i, d in enumerate(dims)])
 
-    def copy(cols: int, n_panels: int) -> TensorConfig:
-        order = [*loops, "panels", p.br, p.k, p.n]
-        out = []
-        for i in order:
-            if i is None or i == "panels" and n_panels == 0:
-                continue
-            if i == "panels":
-                out.append(Dimension(dim_t.c, exec_t.undefined, n_panels, width * n.stride_in1, 0, panel))
-            else:
-                size = cols if i == p.n else dims[i].size
-                out.append(Dimension(dim_t.c, exec_t.undefined, size, dims[i].stride_in1, 0, packed[i]))
+    def copy(count: int, n_panels: int) -> TensorConfig:
+        """Loop dims, then (the full panels), BR, K and ``count`` elements of the panel dim."""
+        out = [Dimension(dim_t.c, exec_t.undefined, dims[i].size, dims[i].strides[t], 0, packed[i]) for i in loops]
+        if n_panels:
+            out.append(Dimension(dim_t.c, exec_t.undefined, n_panels, width * pd.strides[t], 0, panel))
+        for i in (p.br, p.k, pdim):
+            if i is not None:
+                size_i = count if i == pdim else dims[i].size
+                out.append(Dimension(dim_t.c, exec_t.undefined, size_i, dims[i].strides[t], 0, packed[i]))
         return TensorConfig(config.dtype, ptype_t.none, ptype_t.copy, ptype_t.none, tuple(out))
 
     copies = []
     if panels:
         copies.append((copy(width, panels), 0, 0))
     if rem:
-        copies.append((copy(rem, 0), panels * width * n.stride_in1, panels * panel))
-    return PanelPlan(tuple(copies), main, width, panel, size, reason)
+        copies.append((copy(rem, 0), panels * width * pd.strides[t], panels * panel))
+    return PanelPlan(tensor, tuple(copies), main, width, panel, size, reason)

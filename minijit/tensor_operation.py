@@ -18,6 +18,7 @@ array) before any machine code runs, then splits the shared iteration space over
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any
 
@@ -25,7 +26,7 @@ import cffi
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from minijit import arrays, kernels, optimizer, packing, parallel, reference
+from minijit import arrays, blocking, kernels, optimizer, packing, parallel, reference
 from minijit.arrays import Offsets
 from minijit.errors import SetupError, error_t
 from minijit.ir import TensorConfig, dim_t, exec_t, ptype_t
@@ -85,9 +86,9 @@ class TensorOperation:
         self.pack_plan: packing.PackPlan | None = None
         self._pack_op: TensorOperation | None = None
         self._packed: np.ndarray | None = None
-        self.panel_plan: packing.PanelPlan | None = None
-        self._panel_ops: list[tuple[TensorOperation, int, int]] = []
-        self._panels: np.ndarray | None = None
+        self.blocking: blocking.Blocking | None = None
+        self.panel_plans: dict[str, packing.PanelPlan] = {}
+        self._panel_packs: list[tuple[str, list[tuple[TensorOperation, int, int]], np.ndarray]] = []
         self._lock = threading.Lock()
 
     # -- setup ---------------------------------------------------------------------------------
@@ -106,31 +107,46 @@ class TensorOperation:
         *,
         optimize: bool | None = None,
         thread_target: int | None = None,
-        max_kernel_size: int = optimizer.DEFAULT_MAX_KERNEL_SIZE,
+        max_kernel_size: int | None = None,
         min_kernel_size: int = optimizer.DEFAULT_MIN_KERNEL_SIZE,
     ) -> error_t:
         """Validate, optionally optimize, generate the kernels; returns ``error_t.success``.
 
         Arguments follow mini_jit (enums or their names; lists of equal length;
         strides in elements). ``optimize``: run `minijit.optimize` first (default:
-        only when no dim has exec type prim). Raises `SetupError` on any invalid
-        configuration; the operation is then left without a configuration.
+        only when no dim has exec type prim). ``max_kernel_size`` (elements per prim dim):
+        by default a GEMM/BRGEMM gets its M, N and K prim sizes from the cache model
+        (`minijit.blocking`, shown as ``self.blocking``) and other dims
+        `optimizer.DEFAULT_MAX_KERNEL_SIZE`; a number applies to every dim. Raises
+        `SetupError` on any invalid configuration; the operation is then left without a
+        configuration.
         """
         self.config, self.primitives, self.nest, self._loopnest = None, {}, None, None
         self.pack_plan, self._pack_op, self._packed = None, None, None
-        self.panel_plan, self._panel_ops, self._panels = None, [], None
+        self.panel_plans, self._panel_packs = {}, []
         lists = (dim_types, exec_types, dim_sizes, strides_in0, strides_in1, strides_out)
         config = TensorConfig.from_lists(dtype, prim_first, prim_main, prim_last, *lists)
         if optimize is None:
             optimize = not config.has_prims
+        self.blocking = None
         if optimize:
+            threads = thread_target or self.num_threads
+            if max_kernel_size is None and config.prim_main in GEMM_PTYPES:
+                self.blocking = self._blocking(config, threads)
             config = optimizer.optimize(
                 config,
-                thread_target=thread_target or self.num_threads,
-                max_kernel_size=max_kernel_size,
+                thread_target=threads,
+                max_kernel_size=max_kernel_size or optimizer.DEFAULT_MAX_KERNEL_SIZE,
                 min_kernel_size=min_kernel_size,
+                max_sizes=None if self.blocking is None else self.blocking.sizes(),
             )
         return self.setup_config(config)
+
+    def _blocking(self, config: TensorConfig, threads: int) -> blocking.Blocking:
+        """The cache model's prim sizes for a GEMM-like config (M, N, K = products of their dims)."""
+        shape = tuple(math.prod(d.size for d in config.dims if d.type is t) for t in (dim_t.m, dim_t.n, dim_t.k))
+        column = 4 * self.sve_vl // 8 if self.target == "aarch64-sve" else None
+        return blocking.choose(shape, config.dtype.itemsize, self.target, threads=threads, column_bytes=column)
 
     def setup_config(self, config: TensorConfig) -> error_t:
         """Set up from a validated `TensorConfig` (e.g. the result of `minijit.optimize`).
@@ -140,11 +156,13 @@ class TensorOperation:
         ``execute`` first copies A into a panel-ordered buffer, and the kernels read that. ``self.config`` stays the
         caller's configuration; ``pack_plan`` says what was packed and why."""
         config.validate_executable()
-        plan, pack_op = self._packing(config)
-        compiled = plan.main if plan is not None else config
-        panels, panel_ops = self._panel_packing(compiled)
-        compiled = panels.main if panels is not None else compiled
-        primitives, calls = self._primitives(compiled, b_panel=panels.panel if panels is not None else None)
+        a_panels = self._panel_packing(config, "in0")
+        plan, pack_op = (None, None) if a_panels else self._packing(config)
+        compiled = a_panels[0].main if a_panels else plan.main if plan is not None else config
+        b_panels = self._panel_packing(compiled, "in1")
+        compiled = b_panels[0].main if b_panels else compiled
+        panel_args = {f"{x}_panel": p[0].panel for x, p in (("a", a_panels), ("b", b_panels)) if p}
+        primitives, calls = self._primitives(compiled, **panel_args)
         itemsize = config.dtype.itemsize
         loops = tuple(
             Loop(
@@ -162,8 +180,11 @@ class TensorOperation:
         self.config, self.primitives, self.nest = config, primitives, nest
         self.pack_plan, self._pack_op = plan, pack_op
         self._packed = None if plan is None else packing.aligned_empty(plan.elements, config.dtype.numpy)
-        self.panel_plan, self._panel_ops = panels, panel_ops
-        self._panels = None if panels is None else packing.aligned_empty(panels.elements, config.dtype.numpy)
+        self.panel_plans = {p[0].tensor: p[0] for p in (a_panels, b_panels) if p}
+        self._panel_packs = [
+            (plan.tensor, ops, packing.aligned_empty(plan.elements, config.dtype.numpy))
+            for plan, ops in (p for p in (a_panels, b_panels) if p)
+        ]
         self._iterations = nest.iterations
         self._ranges = {t: config.offset_range(t) for t in TENSORS}
         # tiny operations run on the calling thread: a pool round trip costs ~10-20 us
@@ -184,36 +205,51 @@ class TensorOperation:
             return None, None
         return plan, op
 
-    def _panel_packing(self, config: TensorConfig) -> tuple[packing.PanelPlan | None, list]:
-        """The micro-panel packing of in1 (x86-64 targets) and its copy operations with their
-        (source, buffer) element offsets; (None, []) when packing is off or does not pay."""
-        if not self.pack or not self.native or not self.target.startswith("x86_64"):
-            return None, []
-        from minijit.kernels.x86_64.brgemm import panel_width
+    @property
+    def packed_operands(self) -> frozenset[str]:
+        """The operands ("in0", "in1", config roles) that ``execute`` copies into packed buffers
+        before the kernels run (padded A, or x86-64 micro-panels); their layouts are absorbed."""
+        return frozenset({"in0"} if self.pack_plan is not None else ()) | frozenset(self.panel_plans)
 
-        plan = packing.plan_panels(config, panel_width(self.target.split("-")[1]))
+    def _panel_packing(self, config: TensorConfig, tensor: str) -> tuple[packing.PanelPlan, list] | None:
+        """The micro-panel packing of ``tensor`` (x86-64 targets run natively) and its copy
+        operations with their (source, buffer) element offsets; None when packing is off or
+        does not pay (`minijit.packing.plan_panels`)."""
+        if not self.pack or not self.native or not self.target.startswith("x86_64"):
+            return None
+        from minijit.kernels.x86_64.brgemm import panel_rows, panel_width
+
+        isa = self.target.split("-")[1]
+        width = panel_rows(isa, config.dtype.name) if tensor == "in0" else panel_width(isa)
+        plan = packing.plan_panels(config, width, tensor=tensor)
         if plan is None:
-            return None, []
+            return None
         ops = []
         for copy, src, dst in plan.copies:
             op = TensorOperation(self.target, num_threads=self.num_threads, pack=False)
             try:
                 op.setup_config(optimizer.optimize(copy, thread_target=self.num_threads))
             except SetupError:
-                return None, []
+                return None
             ops.append((op, src, dst))
         return plan, ops
 
-    def _pack_panels(self, a1: int) -> int:
-        """Copy B (at address ``a1``) into the micro-panel buffer; returns the buffer's address."""
-        item, base = self._panels.itemsize, self._panels.ctypes.data
-        for op, src, dst in self._panel_ops:
-            op.execute_ptr(a1 + src * item, 0, base + dst * item)
-        return base
+    def _pack_panels(self, a0: int, a1: int) -> tuple[int, int]:
+        """Copy A (at address ``a0``) and/or B (``a1``) into their micro-panel buffers; returns the
+        addresses the kernels read."""
+        addr = {"in0": a0, "in1": a1}
+        for tensor, ops, buf in self._panel_packs:
+            item, base = buf.itemsize, buf.ctypes.data
+            for op, src, dst in ops:
+                op.execute_ptr(addr[tensor] + src * item, 0, base + dst * item)
+            addr[tensor] = base
+        return addr["in0"], addr["in1"]
 
-    def _primitives(self, cfg: TensorConfig, b_panel: int | None = None) -> tuple[dict[str, Any], dict[str, Call]]:
-        """Generate first/main/last kernels and the calls the loop nest makes to them (``b_panel``:
-        in1 is packed in x86-64 micro-panels that many elements apart)."""
+    def _primitives(
+        self, cfg: TensorConfig, a_panel: int | None = None, b_panel: int | None = None
+    ) -> tuple[dict[str, Any], dict[str, Call]]:
+        """Generate first/main/last kernels and the calls the loop nest makes to them (``a_panel``,
+        ``b_panel``: in0 / in1 are packed in x86-64 micro-panels that many elements apart)."""
         dims, roles, main = cfg.dims, cfg.prim, cfg.prim_main
         common = {"dtype": cfg.dtype.name, "target": self.target, "sve_vl": self.sve_vl}
         prims: dict[str, Any] = {}
@@ -254,7 +290,7 @@ class TensorOperation:
                 size(br),
                 trans_a=trans_a,
                 trans_b=trans_b,
-                **({"b_panel": b_panel} if b_panel is not None else {}),
+                **{name: v for name, v in (("a_panel", a_panel), ("b_panel", b_panel)) if v is not None},
                 **common,
             )
             calls["main"] = Call(
@@ -368,10 +404,12 @@ class TensorOperation:
         accumulates into it (C += A·B for a GEMM), so initialize it or use first touch ``zero``.
         """
         in0, in1, out, a0, a1, ao = self._checked(in0, in1, out, offsets)
-        if self._pack_op is not None or self._panel_ops:
+        if self._pack_op is not None or self._panel_packs:
             with self._lock:  # one packed buffer per operation
-                if self._panel_ops:  # native only: B's reach was checked above
-                    in1, a1 = self._panels, self._pack_panels(a1)
+                if self._panel_packs:  # native only: the operands' reach was checked above
+                    a0, a1 = self._pack_panels(a0, a1)
+                    bufs = {t: buf for t, _, buf in self._panel_packs}
+                    in0, in1 = bufs.get("in0", in0), bufs.get("in1", in1)
                 if self._pack_op is not None:
                     origin = (a0 - in0.ctypes.data) // in0.itemsize
                     self._pack_op.execute(in0, None, self._packed, offsets=(origin, 0, 0))
@@ -399,10 +437,10 @@ class TensorOperation:
                 raise TypeError(f"{name} must be a non-negative int address, got {v!r}")
         if self.config.inputs_swapped:
             addr_in0, addr_in1 = addr_in1, addr_in0
-        if self._pack_op is not None or self._panel_ops:
+        if self._pack_op is not None or self._panel_packs:
             with self._lock:
-                if self._panel_ops:
-                    addr_in1 = self._pack_panels(addr_in1)
+                if self._panel_packs:
+                    addr_in0, addr_in1 = self._pack_panels(addr_in0, addr_in1)
                 if self._pack_op is not None:
                     self._pack_op.execute_ptr(addr_in0, 0, self._packed.ctypes.data)
                     addr_in0 = self._packed.ctypes.data
@@ -433,14 +471,16 @@ class TensorOperation:
         if self.config is None:
             raise RuntimeError("listing before a successful setup")
         parts = ["\n".join(f"// {line}" for line in [self.target, *str(self.config).splitlines()])]
+        if self.blocking is not None:
+            parts.append(f"// blocking (minijit.blocking): {self.blocking.reason}")
         if self.pack_plan is not None:
             main = str(self.pack_plan.main).splitlines()[1:]
             parts.append("\n".join(f"// {line}" for line in [self.pack_plan.describe(), "kernels run on:", *main]))
             parts.append(_tagged(self._pack_op.listing(), "// pack: "))
-        if self.panel_plan is not None:
-            parts.append(f"// {self.panel_plan.describe()}")
-            for i, (op, _, _) in enumerate(self._panel_ops):
-                parts.append(_tagged(op.listing(), f"// pack in1 ({i + 1}/{len(self._panel_ops)}): "))
+        for tensor, ops, _ in self._panel_packs:
+            parts.append(f"// {self.panel_plans[tensor].describe()}")
+            for i, (op, _, _) in enumerate(ops):
+                parts.append(_tagged(op.listing(), f"// pack {tensor} ({i + 1}/{len(ops)}): "))
         for name, k in {**self.primitives, "loopnest": self._loopnest}.items():
             parts.append(f"// ---- {name}: {getattr(k, 'name', name)} at {k.address:#x}\n{k.listing}")
         return "\n".join(parts)

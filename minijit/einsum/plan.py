@@ -180,7 +180,7 @@ class _Builder:
             op = self._gemm(a_ids, b_ids, out_ids, slot_a, slot_b)
         except SetupError:
             return False
-        return getattr(op, "pack_plan", None) is not None
+        return "in0" in getattr(op, "packed_operands", ())
 
     def _multiply(self, sa: int, a_ids, sb: int, b_ids, out_ids, out_slot: int | None) -> int | None:
         """``out = a * b`` (no summed index) with the result's unit-stride index, which both operands

@@ -36,17 +36,30 @@ def check_target(target: str) -> str:
 
 
 def brgemm(
-    m, n, k, br_size=1, *, trans_a=False, trans_b=False, trans_c=False, dtype="fp32", target, sve_vl=128, b_panel=None
+    m,
+    n,
+    k,
+    br_size=1,
+    *,
+    trans_a=False,
+    trans_b=False,
+    trans_c=False,
+    dtype="fp32",
+    target,
+    sve_vl=128,
+    a_panel=None,
+    b_panel=None,
 ):
-    """A BRGEMM kernel for ``target`` (see the module docstring); ``b_panel``: B packed in
-    micro-panels that many elements apart (x86-64 only, `minijit.packing.plan_panels`)."""
+    """A BRGEMM kernel for ``target`` (see the module docstring); ``a_panel`` / ``b_panel``: A / B
+    packed in micro-panels that many elements apart (x86-64 only, `minijit.packing.plan_panels`)."""
     target = check_target(target)
-    if b_panel is not None:
+    if a_panel is not None or b_panel is not None:
         if not target.startswith("x86_64"):
-            raise ValueError(f"b_panel (packed B micro-panels) is an x86-64 layout, not one of {target}")
+            raise ValueError(f"a_panel / b_panel (packed micro-panels) are x86-64 layouts, not ones of {target}")
         from minijit.kernels.x86_64 import brgemm as x
 
-        return x.generate(m, n, k, br_size, trans_a, trans_b, trans_c, dtype, isa=target.split("-")[1], b_panel=b_panel)
+        isa = target.split("-")[1]
+        return x.generate(m, n, k, br_size, trans_a, trans_b, trans_c, dtype, isa=isa, a_panel=a_panel, b_panel=b_panel)
     if target == "aarch64-neon":
         from minijit.kernels.aarch64 import neon_brgemm as g
     elif target == "aarch64-sve":

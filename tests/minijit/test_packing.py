@@ -249,7 +249,7 @@ def test_panel_packed_operations_match_numpy_and_the_unpacked_ones(case, threads
     ops = {p: TensorOperation("native", num_threads=threads, pack=p) for p in (True, False)}
     for op in ops.values():
         op.setup(dtype, touches[0], main, touches[1], list(types), execs, list(sizes), list(s0), list(s1), list(so))
-    assert ops[True].panel_plan is not None and ops[False].panel_plan is None
+    assert "in1" in ops[True].panel_plans and not ops[False].panel_plans
     assert "pack in1 into" in ops[True].listing()
     t = np.float32 if dtype == "fp32" else np.float64
     rng = np.random.default_rng(len(case) + threads)
@@ -276,7 +276,8 @@ def test_c_order_numpy_gemm_with_power_of_two_size_packs_both_operands():
     n = 1024
     op = TensorOperation("native", num_threads=2)
     op.setup("fp32", "zero", "gemm", "none", "mnk", ("undefined",) * 3, (n, n, n), (n, 0, 1), (0, 1, n), (n, 1, 0))
-    assert op.pack_plan is not None and op.panel_plan is not None
+    assert set(op.panel_plans) == {"in0", "in1"} and op.pack_plan is None
+    assert op.packed_operands == {"in0", "in1"}
     rng = np.random.default_rng(5)
     A, B = rng.uniform(-1, 1, (n, n)).astype(np.float32), rng.uniform(-1, 1, (n, n)).astype(np.float32)
     C = np.full((n, n), np.nan, np.float32)
@@ -289,3 +290,21 @@ def test_aligned_empty_starts_on_a_line():
         for dt in (np.float32, np.float64):
             x = aligned_empty(n, dt)
             assert x.ctypes.data % 64 == 0 and x.size == n and x.dtype == dt and x.flags.writeable
+
+
+def test_plan_panels_for_a_needs_reuse_and_a_full_panel():
+    # 2048^3 blocks: each 16-row block of A becomes one stream; panels of 16 rows, K columns of 16
+    big = gemm_config(256, 256, 256, (1, 2048), (1, 2048), (1, 2048))
+    plan = plan_panels(big, 16, CACHES, tensor="in0")
+    assert plan is not None and plan.tensor == "in0" and plan.panel == 256 * 16 and len(plan.copies) == 1
+    m, k = plan.main.dims[0], plan.main.dims[2]
+    assert (m.stride_in0, k.stride_in0) == (1, 16) and "pack in0 into micro-panels of 16 rows" in plan.describe()
+    # a ragged M (250 = 15 panels + 10 rows): a second copy writes the partial panel
+    ragged = plan_panels(gemm_config(250, 256, 256, (1, 2048), (1, 2048), (1, 2048)), 16, CACHES, tensor="in0")
+    assert ragged is not None and ragged.copies[1][1:] == (240, 15 * 256 * 16) and ragged.elements == 16 * 256 * 16
+    # few columns of N reuse A: not worth a copy
+    assert plan_panels(gemm_config(256, 32, 256, (1, 2048), (1, 2048), (1, 2048)), 16, CACHES, tensor="in0") is None
+    # less than one panel of M: the kernel's remainder block reads the caller's A directly
+    assert plan_panels(gemm_config(8, 256, 256, (1, 2048), (1, 2048), (1, 2048)), 16, CACHES, tensor="in0") is None
+    with pytest.raises(ValueError, match="tensor"):
+        plan_panels(big, 16, CACHES, tensor="out")

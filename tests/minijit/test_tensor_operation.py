@@ -1013,7 +1013,14 @@ def test_listing_reassembles(target, variant):
     text = op.listing()
     head = text.split("\n// ----")[0].splitlines()
     assert head[0] == f"// {op.target}" and head[1].startswith("// TensorConfig") and "// //" not in text
-    assert head[1:] == [f"// {line}" for line in str(op.config).splitlines()]
+    config_lines = [f"// {line}" for line in str(op.config).splitlines()]
+    assert head[1 : 1 + len(config_lines)] == config_lines
+    # then what the packing and the cache model chose, and the copy operations they run
+    for line in head[1 + len(config_lines) :]:
+        assert line.startswith(("// blocking", "// pack", "// kernels run on", "//   ")) or not line.startswith("//")
+    assert ("// blocking" in text) == (op.blocking is not None)
+    for tensor in op.panel_plans:
+        assert f"// pack {tensor} into micro-panels" in text and f"// pack {tensor} (1/" in text
     for name, kernel in {**op.primitives, "loopnest": op._loopnest}.items():
         assert f"---- {name}" in text
         assert kernel.listing in text

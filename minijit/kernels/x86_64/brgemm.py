@@ -25,6 +25,8 @@ Packed B (``b_panel``, with ``trans_b``): B comes in micro-panels of ``nb`` colu
 block's width, which every M block then uses), each ``k`` rows of ``ldb`` elements with the
 columns adjacent (``b[j + k*ldb]``, ``ldb`` = nb), panel ``p`` at ``b + p*b_panel``: one
 sequential B stream per block instead of one per column (`minijit.packing` writes it).
+Packed A (``a_panel``): A comes in micro-panels of the full block's rows (``lda`` = those rows),
+M block ``i`` at ``a + i*a_panel``: each block's A is one contiguous stream (few pages).
 
 ``trans_a`` (``a[k + m*lda]``) and ``trans_c`` (``c[n + m*ldc]``) take a
 simple scalar path (one vfmadd231ss/sd chain per element of C) that also
@@ -97,6 +99,12 @@ def panel_width(isa: str) -> int:
     return NB[isa][max(NB[isa])]
 
 
+def panel_rows(isa: str, dtype: str = "fp32") -> int:
+    """Rows of one packed A micro-panel (the full register block's M)."""
+    t = Target.of(dtype, isa)
+    return max(NB[isa]) * t.vl
+
+
 def generate(
     m: int,
     n: int,
@@ -110,6 +118,7 @@ def generate(
     *,
     br_outer: bool | None = None,
     b_panel: int | None = None,
+    a_panel: int | None = None,
 ) -> Kernel:
     """Generate the BRGEMM kernel (see the module docstring). Bad arguments raise ValueError.
 
@@ -118,6 +127,8 @@ def generate(
     call exceed `BR_OUTER_BYTES` and each BR step has at least `BR_OUTER_MIN_K` rows of K.
     ``b_panel``: B is packed in micro-panels of `panel_width` columns, ``b_panel`` elements apart
     (needs ``trans_b`` and ``ldb`` = panel width at the call; see the module docstring).
+    ``a_panel``: A is packed in micro-panels of `panel_rows` rows, ``a_panel`` elements apart
+    (``lda`` = panel rows at the call; not with ``trans_a``).
     """
     for name, value in (("m", m), ("n", n), ("k", k)):
         check_size(name, value, 1, MAX_SIZE)
@@ -130,22 +141,36 @@ def generate(
         check_size("b_panel", b_panel, 1, (1 << 31) // 8)
         if not trans_b or trans_a or trans_c:
             raise ValueError("b_panel (packed B micro-panels) needs trans_b=True and trans_a = trans_c = False")
+    if a_panel is not None:
+        check_size("a_panel", a_panel, 1, (1 << 31) // 8)
+        if trans_a or trans_c:
+            raise ValueError("a_panel (packed A micro-panels) needs trans_a = trans_c = False")
     a = Assembler(name="brgemm")
     if trans_a or trans_c:
         _emit_scalar(a, t, m, n, k, br_size, trans_a, trans_b, trans_c)
     else:
         if br_outer is None:
             br_outer = br_size > 1 and k >= BR_OUTER_MIN_K and m * k * br_size * t.es > BR_OUTER_BYTES
-        _emit_vector(a, t, m, n, k, br_size, trans_b, bool(br_outer) and br_size > 1, b_panel)
+        _emit_vector(a, t, m, n, k, br_size, trans_b, bool(br_outer) and br_size > 1, b_panel, a_panel)
     flags = "".join(f for f, on in (("_ta", trans_a), ("_tb", trans_b), ("_tc", trans_c)) if on)
     flags += "_bro" if br_outer and br_size > 1 and not (trans_a or trans_c) else ""
     flags += f"_bp{b_panel}" if b_panel is not None else ""
+    flags += f"_ap{a_panel}" if a_panel is not None else ""
     return build(a, signature(t.ctype), f"brgemm_{dtype}_{isa}_{m}x{n}x{k}_br{br_size}{flags}")
 
 
 # -- vector path --------------------------------------------------------------------------------
 def _emit_vector(
-    a: Assembler, t: Target, m: int, n: int, k: int, br: int, trans_b: bool, br_outer: bool, b_panel: int | None
+    a: Assembler,
+    t: Target,
+    m: int,
+    n: int,
+    k: int,
+    br: int,
+    trans_b: bool,
+    br_outer: bool,
+    b_panel: int | None,
+    a_panel: int | None,
 ) -> None:
     es, vb = t.es, t.vbytes
     br_total, br = br, (1 if br_outer else br)  # `br`: BR steps inside one block
@@ -240,6 +265,14 @@ def _emit_vector(
                 vload(i, acc[i][j], PA + i * vb)
             if j < nb - 1:
                 a.add(PA, LDC)
+        if nb in s_cstep:  # prefetch the next N block's C columns (a hint: never faults), hiding their miss
+            a.mov(PA, C_N)
+            a.add(PA, s_cstep[nb])
+            for j in range(nb):
+                for line in range(0, mv * vb, 64):
+                    a.prefetcht0(ptr(PA + line))
+                if j < nb - 1:
+                    a.add(PA, LDC)
         # A and B pointers
         a.mov(PA, A_M)
         a.mov(PB[0], B_N)
@@ -316,7 +349,7 @@ def _emit_vector(
 
             def m_block(mv: int = mv, nb: int = nb, part: Partial | None = part) -> None:
                 n_blocks(mv, nb, part)
-                a.add(A_M, mv * vb)
+                a.add(A_M, mv * vb if a_panel is None else a_panel * es)  # next M block (or A panel)
                 a.add(s_c, mv * vb)
 
             counted_loop(a, s_mc, count, m_block, "m")

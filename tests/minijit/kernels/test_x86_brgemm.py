@@ -155,11 +155,13 @@ def pack_panels(B: np.ndarray, width: int, br_stride: int, panel: int, n_panels:
     k=st.integers(1, 40),
     br=st.integers(1, 3),
     br_outer=st.booleans(),
+    panels=st.sampled_from(["b", "a", "ab"]),
     seed=st.integers(0, 2**16),
 )
-def test_packed_b_panels(isa, dtype, m, n, k, br, br_outer, seed):
-    """B read from micro-panels (``b_panel``): every M block (the remainder too) uses the full
-    block's panel width; the result matches numpy and nothing outside C changes."""
+def test_packed_panels(isa, dtype, m, n, k, br, br_outer, panels, seed):
+    """B read from micro-panels (``b_panel``: every M block, the remainder too, uses the full
+    block's panel width) and/or A (``a_panel``: register-block rows per panel, the remainder
+    panel partly filled); the result matches numpy and nothing outside C changes."""
     if not available(isa):
         pytest.skip(f"host lacks {isa}")
     rng = np.random.default_rng(seed)
@@ -176,9 +178,20 @@ def test_packed_b_panels(isa, dtype, m, n, k, br, br_outer, seed):
     ref = C[: n * ldc].reshape(n, ldc)[:, :m].T.astype(np.float64)
     for i in range(br):
         ref = ref + A[i, :, :m].T.astype(np.float64) @ B[i].astype(np.float64)
-    kern = brgemm.generate(m, n, k, br, trans_b=True, dtype=dtype, isa=isa, br_outer=br_outer, b_panel=panel)
-    assert f"_bp{panel}" in kern.name
-    kern(A, pack_panels(B, width, br_stride, panel, n_panels), C, lda, width, ldc, k * lda, br_stride)
+    kw, args = {}, [A, B, lda, None, k * lda, None]
+    if "a" in panels:  # A (br, K, M) in panels of `rows` rows: the same packing on the transposed view
+        rows = brgemm.panel_rows(isa, dtype)
+        a_panel = br * k * rows
+        packed_a = pack_panels(A[:, :, :m], rows, k * rows, a_panel, -(-m // rows))
+        kw["a_panel"], args[0], args[2], args[4] = a_panel, packed_a, rows, k * rows
+    if "b" in panels:
+        packed_b = pack_panels(B, width, br_stride, panel, n_panels)
+        kw["b_panel"], args[1], args[3], args[5] = panel, packed_b, width, br_stride
+    else:
+        args[1], args[3], args[5] = np.ascontiguousarray(B.transpose(0, 2, 1)), k, n * k  # column-major B (br, N, K)
+    kern = brgemm.generate(m, n, k, br, trans_b="b" in panels, dtype=dtype, isa=isa, br_outer=br_outer, **kw)
+    assert all(f"_{x}p{v}" in kern.name for x, v in (("a", kw.get("a_panel")), ("b", kw.get("b_panel"))) if v)
+    kern(args[0], args[1], C, args[2], args[3], ldc, args[4], args[5])
     got = C[: n * ldc].reshape(n, ldc)[:, :m].T
     tol = 4 * np.finfo(dt).eps * (k * br + 1)
     np.testing.assert_allclose(got, ref, rtol=0, atol=tol * max(1.0, np.abs(ref).max()))
@@ -195,3 +208,7 @@ def test_packed_b_panels_need_trans_b():
         brgemm.generate(16, 6, 4, 1, trans_b=True, trans_c=True, dtype="fp32", isa="avx2", b_panel=24)
     with pytest.raises(ValueError, match="b_panel"):
         brgemm.generate(16, 6, 4, 1, trans_b=True, dtype="fp32", isa="avx2", b_panel=0)
+    with pytest.raises(ValueError, match="a_panel"):
+        brgemm.generate(16, 6, 4, 1, trans_a=True, dtype="fp32", isa="avx2", a_panel=64)
+    with pytest.raises(ValueError, match="a_panel"):
+        brgemm.generate(16, 6, 4, 1, dtype="fp32", isa="avx2", a_panel=-1)

@@ -1,0 +1,114 @@
+"""Prim (cache block) sizes for GEMM/BRGEMM operations from a data-movement model (seed 001).
+
+The CPU kernels hold one register block of C (``mr`` rows) in registers, keep the A micro-panel
+(``mr`` rows x prim K) in L1 while they walk the N blocks, and keep the B block (prim K x prim N,
+every BR step's) in L2 while they walk the M blocks; around the prim, the loop nest calls the
+kernel once per (M, N, K) block. For prim sizes ``mc, nc, kc`` on an ``M x N x K`` problem of
+``item``-byte elements, the bytes each level receives are (seed 001's two-level transfer
+count, applied per level):
+
+    into L2 (from L3 / memory): A  M*K * N/nc    B  K*N * M/mc    C  2*M*N * K/kc
+    into L1 (from L2):          A  M*K * N/nc    B  K*N * M/mr    C  2*M*N * K/kc
+
+Each level's bytes are weighted by the inverse of its fill bandwidth, and every kernel call costs
+a fixed overhead; the cheapest candidate whose A micro-panel fits L1 and whose B block fits L2
+wins. With A and B in micro-panels (`minijit.packing.plan_panels`) both are sequential streams
+that the prefetchers keep ahead of the FMAs, so the capacities bound the blocks, not halves of
+them: on a 2-core Zen host (L1d 32 KiB, L2 512 KiB) fp32 2048^3 ran at 75 GFLOPS with 256^3 prims
+and at 80 with K blocks of 512 (the C passes halve), whatever M and N blocks (512..2048, 256..1024).
+`choose` returns the maxima that `minijit.optimizer.split_dims` then uses per dim type.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from minijit.ir import dim_t
+from minijit.packing import CacheGeometry, cache_geometries
+
+#: fill bandwidth in bytes per cycle: L2 -> L1, and L3 -> L2 (per core; Zen 3/4/5 and recent Intel
+#: cores sustain roughly these); a kernel call's fixed cost in cycles (loop nest, pointer setup,
+#: first C block load)
+L1_FILL, L2_FILL, CALL_CYCLES = 32.0, 16.0, 400.0
+#: bytes of one column of the register block of A per target (fp64 blocks have half the rows)
+PANEL_COLUMN = {"x86_64-avx512": 256, "x86_64-avx2": 64, "aarch64-neon": 64, "aarch64-sve": 64}
+#: the largest prim M the model proposes (a larger M only saves kernel calls)
+MAX_MC = 1024
+#: prim sizes below this are not proposed (per dim), unless the dim itself is smaller
+MIN_BLOCK = 16
+
+
+@dataclass(frozen=True)
+class Blocking:
+    """Largest prim sizes (elements) per dim type, and the model's figures for the choice."""
+
+    m: int
+    n: int
+    k: int
+    reason: str
+
+    def sizes(self) -> dict[dim_t, int]:
+        """The maxima as `minijit.optimizer.split_dims` takes them."""
+        return {dim_t.m: self.m, dim_t.n: self.n, dim_t.k: self.k}
+
+    def __post_init__(self) -> None:
+        for name in ("m", "n", "k"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"Blocking.{name} must be a positive int, got {value!r}")
+
+
+def transfer_cycles(
+    shape: tuple[int, int, int], block: tuple[int, int, int], mr: int, item: int
+) -> tuple[float, float, float]:
+    """Modelled cycles of (L1 fills, L2 fills, kernel calls) for ``shape`` = (M, N, K) in prims of
+    ``block`` = (mc, nc, kc) with ``mr``-row register blocks (see the module docstring)."""
+    (m, n, k), (mc, nc, kc) = shape, block
+    a, b, c = m * k * item, k * n * item, 2 * m * n * item
+    l2 = a * n / nc + b * m / mc + c * k / kc
+    l1 = a * n / nc + b * m / mr + c * k / kc
+    calls = math.ceil(m / mc) * math.ceil(n / nc) * math.ceil(k / kc)
+    return l1 / L1_FILL, l2 / L2_FILL, calls * CALL_CYCLES
+
+
+def _candidates(size: int, cap: int) -> list[int]:
+    """Block sizes for a dim of ``size``: its divisors up to ``cap`` (at least `MIN_BLOCK`)."""
+    out = [d for d in range(1, min(size, cap) + 1) if size % d == 0 and (d >= MIN_BLOCK or d == size)]
+    return out or [size]
+
+
+def choose(
+    shape: tuple[int, int, int],
+    item: int,
+    target: str,
+    *,
+    threads: int = 1,
+    caches: tuple[CacheGeometry, CacheGeometry] | None = None,
+    column_bytes: int | None = None,
+) -> Blocking:
+    """The prim sizes for a GEMM of ``shape`` = (M, N, K) elements on ``target`` (see the module
+    docstring); with ``threads`` > 1, blocks that leave at least that many (M, N) blocks are
+    preferred, so the loops can be shared. ``column_bytes``: bytes of one column of the register
+    block of A (default `PANEL_COLUMN` of the target; SVE: 4 vectors of its length)."""
+    l1, l2 = caches or cache_geometries()
+    column = column_bytes or PANEL_COLUMN.get(target, 64)
+    mr = max(1, column // item)
+    m, n, k = shape
+    best: tuple[tuple[bool, float], tuple[int, int, int], tuple[float, float, float]] | None = None
+    for kc in _candidates(k, max(MIN_BLOCK, l1.size // column)):
+        for nc in _candidates(n, max(MIN_BLOCK, l2.size // (kc * item))):
+            for mc in _candidates(m, MAX_MC):
+                parts = transfer_cycles(shape, (mc, nc, kc), mr, item)
+                idle = threads > 1 and -(-m // mc) * -(-n // nc) < threads
+                key = (idle, sum(parts))
+                if best is None or key < best[0]:
+                    best = (key, (mc, nc, kc), parts)
+    assert best is not None
+    (mc, nc, kc), (c1, c2, cc) = best[1], best[2]
+    reason = (
+        f"prims up to {mc} x {nc} x {kc} (M x N x K): A micro-panel {mr * kc * item} B of L1 {l1.size} B, "
+        f"B block {kc * nc * item} B of L2 {l2.size} B; modelled cycles L1 fills {c1:.3g}, "
+        f"L2 fills {c2:.3g}, calls {cc:.3g}"
+    )
+    return Blocking(mc, nc, kc, reason)

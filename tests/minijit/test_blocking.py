@@ -1,0 +1,80 @@
+"""The cache-block model (minijit.blocking) and its use by split_dims / TensorOperation.setup."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from minijit import TensorOperation
+from minijit.blocking import Blocking, choose, transfer_cycles
+from minijit.ir import TensorConfig, dim_t
+from minijit.optimizer import split_dims
+from minijit.packing import CacheGeometry
+
+CACHES = (CacheGeometry(32 * 1024, 8, 64), CacheGeometry(512 * 1024, 8, 64))
+
+
+def test_deeper_k_blocks_move_fewer_c_bytes_and_wider_blocks_fewer_a_and_b_bytes():
+    base = transfer_cycles((1024, 1024, 1024), (256, 256, 256), 16, 4)
+    deeper = transfer_cycles((1024, 1024, 1024), (256, 256, 512), 16, 4)
+    wider = transfer_cycles((1024, 1024, 1024), (512, 512, 256), 16, 4)
+    assert deeper[0] < base[0] and deeper[1] < base[1] and deeper[2] < base[2]
+    assert wider[1] < base[1] and wider[2] < base[2]
+    # by hand: A 4 MiB * 1024/256 + B 4 MiB * 1024/256 + C 8 MiB * 1024/256 into L2, at 16 B/cycle
+    mib = 1 << 20
+    assert base[1] == pytest.approx((4 * mib * 4 + 4 * mib * 4 + 8 * mib * 4) / 16)
+
+
+@pytest.mark.parametrize("item,target", [(4, "x86_64-avx2"), (8, "x86_64-avx2"), (4, "x86_64-avx512")])
+def test_choice_fits_the_caches_and_divides_the_sizes(item, target):
+    for size in (64, 100, 256, 512, 1000, 2048):
+        b = choose((size, size, size), item, target, caches=CACHES)
+        column = {"x86_64-avx2": 64, "x86_64-avx512": 256}[target]
+        assert size % b.m == 0 and size % b.n == 0 and size % b.k == 0
+        assert column * b.k <= CACHES[0].size or b.k <= 16  # the A micro-panel fits L1
+        assert b.k * b.n * item <= CACHES[1].size or b.n <= 16  # the B block fits L2
+        assert "modelled cycles" in b.reason
+
+
+def test_avx2_fp32_blocks_match_what_was_measured_best():
+    # 2048^3 on a Zen host (L1d 32 KiB, L2 512 KiB): K blocks of 512 (not 256), M and N as large as fit
+    b = choose((2048, 2048, 2048), 4, "x86_64-avx2", caches=CACHES)
+    assert (b.k, b.n) == (512, 256) and b.m >= 512
+    # with 2 threads a 256^3 GEMM gets two M blocks to share; with 1 thread one prim
+    assert choose((256, 256, 256), 4, "x86_64-avx2", caches=CACHES).m == 256
+    two = choose((256, 256, 256), 4, "x86_64-avx2", threads=2, caches=CACHES)
+    assert (256 // two.m) * (256 // two.n) >= 2
+
+
+def test_blocking_validates_its_sizes():
+    with pytest.raises(ValueError, match="Blocking.k"):
+        Blocking(16, 16, 0, "")
+    assert Blocking(32, 16, 8, "").sizes() == {dim_t.m: 32, dim_t.n: 16, dim_t.k: 8}
+
+
+def test_split_dims_with_per_type_maxima_keeps_an_outer_part_below_the_minimum():
+    cfg = TensorConfig.from_lists("fp32", "none", "gemm", "none", "mnk", ("undefined",) * 3, (512, 512, 1024),
+                                  (1, 0, 512), (0, 1024, 1), (1, 512, 0))  # fmt: skip
+    out = split_dims(cfg, 256, 4, {dim_t.m: 512, dim_t.n: 256, dim_t.k: 512})
+    sizes = [(d.type, d.size) for d in out.dims]
+    # M stays whole; N splits 2 x 256; K 2 x 512 (an outer 2 < min 4 is fine for a per-type maximum)
+    assert sizes == [(dim_t.m, 512), (dim_t.n, 2), (dim_t.n, 256), (dim_t.k, 2), (dim_t.k, 512)]
+    with pytest.raises(ValueError, match="max_sizes"):
+        split_dims(cfg, 256, 4, {dim_t.m: 0})
+
+
+def test_setup_uses_the_model_for_gemms_unless_a_size_is_given():
+    n = 128
+    args = ("fp32", "zero", "gemm", "none", "mnk", ("undefined",) * 3, (n, n, n), (n, 0, 1), (0, 1, n), (n, 1, 0))
+    op = TensorOperation("native", num_threads=1)
+    op.setup(*args)
+    assert op.blocking is not None and op.blocking.m == n and "blocking (minijit.blocking)" in op.listing()
+    fixed = TensorOperation("native", num_threads=1)
+    fixed.setup(*args, max_kernel_size=32)
+    assert fixed.blocking is None and all(d.size <= 32 for d in fixed.config.dims)
+    rng = np.random.default_rng(0)
+    A, B = rng.uniform(-1, 1, (n, n)).astype(np.float32), rng.uniform(-1, 1, (n, n)).astype(np.float32)
+    for o in (op, fixed):
+        C = np.full((n, n), np.nan, np.float32)
+        o.execute(A, B, C)
+        np.testing.assert_allclose(C, A.astype(np.float64) @ B, rtol=1e-4, atol=1e-4)
