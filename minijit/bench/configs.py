@@ -1,8 +1,8 @@
 """Benchmark configurations: `OpSpec`, the built-in configurations and suites, user config files.
 
-The built-in rows run with `TensorOperation.setup`'s optimizer defaults
-(`minijit.optimizer.DEFAULT_MAX_KERNEL_SIZE` / `DEFAULT_MIN_KERNEL_SIZE`), so ``minijit bench``
-measures what a default API call gets; a row that sets optimizer options says so in its description.
+The built-in rows run with `TensorOperation.setup`'s optimizer defaults (GEMM prims from
+`minijit.blocking`, other dims `minijit.optimizer.DEFAULT_MAX_KERNEL_SIZE` /
+`DEFAULT_MIN_KERNEL_SIZE`), so ``minijit bench`` measures what a default API call gets; a row that sets optimizer options says so in its description.
 """
 
 from __future__ import annotations
@@ -129,8 +129,8 @@ def _builtin() -> dict[str, OpSpec]:
         _seed("gemm", seq3, "none", "gemm", "none", "seed 004: (M,N,K,M,N,K) 32,32,8,32,32,32, GEMM prim"),
         _seed("brgemm", seq2, "none", "brgemm", "none", "seed 004: same dims, BRGEMM prim (BR 8)"),
         _seed("zero-brgemm-relu", seq2, "zero", "brgemm", "relu", "seed 004: zero first touch, BRGEMM, ReLU last"),
-        *(_square_gemm(n) for n in (256, 512, 1024, 2048)),
-        *(_square_gemm(n, order="C") for n in (256, 512, 1024, 2048)),
+        *(_square_gemm(n) for n in (256, 512, 1024, 2048, 4096)),
+        *(_square_gemm(n, order="C") for n in (256, 512, 1024, 2048, 4096)),
         _square_gemm(1600, "matmul-1600", "optimizer case: 1600^3 matmul (undefined -> optimizer, setup() defaults)"),
         _mmnnkk(),
     ]

@@ -163,7 +163,7 @@ def test_disasm_help_metavar_is_n(capsys):
 def test_builtin_square_gemms_use_setup_defaults():
     """The built-in GEMM rows measure what a default TensorOperation.setup() call gets."""
     square = [s for s in configs.BUILTIN_CONFIGS.values() if configs.matmul_n(s.setup) is not None]
-    names = {f"gemm-{n}{o}" for n in (256, 512, 1024, 2048) for o in ("", "-c")}
+    names = {f"gemm-{n}{o}" for n in (256, 512, 1024, 2048, 4096) for o in ("", "-c")}
     assert {s.name for s in square} == names | {"matmul-1600"}
     for spec in square:
         assert spec.options == {}, spec.name
