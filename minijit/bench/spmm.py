@@ -300,7 +300,7 @@ def gpu_rows(
                 progress(f"gpu {name} {s.shape[0]}x{s.shape[1]} nnz {s.nnz} N={n} {dtype} ...")
                 b = b32.astype(np.float16) if dtype == "fp16" else b32
                 op = SpMM(s, n, dtype=dtype, target="cuda", driver=drv)
-                progress(f"    plan: {op.plan.summary()}")
+                progress(f"    plan: {op.plan_summary()}")
                 c = np.full((s.shape[0], n), np.nan, np.float32)
                 op.execute(b, c)
                 prec = precision(dtype)
@@ -318,6 +318,7 @@ def gpu_rows(
                 label, t_peer = peer(s, b, reps, dtype)
                 rows.append(_row("gpu", name, dist, s, n, t_tca, label, t_peer, chk))
                 rows[-1]["dtype"] = dtype
+                rows[-1]["strategy"] = op.strategy
                 progress(_summary(rows[-1]))
     return rows
 

@@ -5,10 +5,12 @@
     op.execute(B, C)                       # C = S @ B, C float32 row-major
     op.update_values(data)                 # new values, same pattern and plan
 
-Modules: `csr` (validation), `plan` (seed 003 §4.2 warp/block preprocessing),
-`layout` (index formulas shared by the emitter and the model), `model` (numpy
-model of the tensor-core kernels), `tca` (PTX emitter), `cpu` (x86-64 and
-AArch64 kernels), `spmm` (the API).
+Modules: `csr` (validation), `device` (device arrays and CSR on the device),
+`precision` (fp16, bf16, tf32 inputs), `plan` (seed 003 §4.2 warp/block
+preprocessing), `layout` (index formulas shared by the emitter and the model),
+`model` (numpy model of the tensor-core kernels), `tca` (PTX emitter),
+`window_plan` / `window_kernel` (the second strategy: row windows split by
+non-zeros), `cpu` (x86-64 and AArch64 kernels), `spmm` (the API).
 """
 
 from minijit.sparse.csr import Csr, as_csr

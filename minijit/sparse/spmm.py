@@ -43,6 +43,9 @@ from minijit.sparse.precision import precision
 __all__ = ["SpMM", "spmm"]
 
 TARGETS = ("cuda", "native")
+#: cuda work splits: seed 003's plan ("tca"), row windows split by non-zeros ("window"), or the
+#: one `window_plan.choose_strategy` picks from the pattern ("auto")
+STRATEGIES = ("auto", "tca", "window")
 DTYPES = {"native": ("fp16", "fp32"), "cuda": ("fp16", "bf16", "tf32")}
 
 
@@ -85,9 +88,14 @@ class SpMM:
         isa: str | None = None,
         seg_chunks: int = SEG_CHUNKS,
         driver=None,
+        strategy: str = "auto",
     ) -> None:
         if target not in TARGETS:
             raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
+        if strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+        if strategy == "window" and (target != "cuda" or dtype == "tf32"):
+            raise ValueError("strategy='window' is a target='cuda' kernel for dtype 'fp16' or 'bf16'")
         if isinstance(n, bool) or not isinstance(n, int | np.integer) or not 1 <= int(n) <= cpu.MAX_N:
             raise ValueError(f"n must be an int in 1..{cpu.MAX_N}, got {n!r}")
         dtype = dtype if dtype is not None else ("fp16" if target == "cuda" else "fp32")
@@ -105,6 +113,8 @@ class SpMM:
         self.dtype = dtype
         self.target = target
         self.seg_chunks = seg_chunks
+        self.strategy = strategy  # "tca" or "window" once chosen (cuda)
+        self._wplan = None
         self._plan: Plan | None = None
         self._data32 = self._values(self.csr.data)
         if target == "native":
@@ -148,7 +158,9 @@ class SpMM:
             raise ValueError("data must be contiguous")
         self.csr = Csr(self.csr.indptr, self.csr.indices, data, self.csr.shape)
         self._data32 = self._values(data)
-        if self.target == "cuda":
+        if self.target == "cuda" and self.strategy == "window":
+            self._d_tiles.copy_from(self._prec.device_array(self._wplan.tiles(data).reshape(-1)))
+        elif self.target == "cuda":
             self._d_data.copy_from(self._prec.device_array(data))
 
     def _check(self, b: object, c: object) -> tuple[np.ndarray, np.ndarray]:
@@ -184,6 +196,10 @@ class SpMM:
         m, k = self.csr.shape
         b = check_dense(b, k, self.n)
         dt = self.dtype if self.dtype in ("bf16", "tf32") else "fp16"
+        if self.strategy == "window":
+            from minijit.sparse import window_plan
+
+            return window_plan.model(self._wplan, self.csr.data, b, precision(dt).quantize)
         return model.tca_spmm(self.plan, self.csr, np.asarray(b, np.float32), dt)
 
     # ------------------------------------------------------------------ native
@@ -235,6 +251,17 @@ class SpMM:
             )
         plan = self.plan
         dev = driver.device()
+        if self.strategy != "tca" and self._prec.mma != "tf32":
+            from minijit.sparse import window_plan
+
+            self._wplan = window_plan.make_window_plan(self.csr.indptr, self.csr.indices, self.n)
+            if self.strategy == "auto":
+                self.strategy = window_plan.choose_strategy(plan, self.csr.indptr, self._wplan)
+        else:
+            self.strategy = "tca"
+        if self.strategy == "window":
+            self._window_setup(dev)
+            return
         module = tca.build(self.n, self.seg_chunks, dtype=self.dtype)
         self.ptx_text = module.text()
         self._module = driver.load_ptx(self.ptx_text, dev.arch)
@@ -261,6 +288,35 @@ class SpMM:
         self._d_c = driver.DeviceBuffer(max(1, m * self.n * 4))
         self._d_p = driver.DeviceBuffer(max(1, plan.num_partials * self.n * 4))
 
+    def _window_setup(self, dev) -> None:
+        """Modules and device arrays of the row-window strategy (`minijit.sparse.window_plan`)."""
+        from minijit.sparse import window_kernel
+
+        driver, wp = self._driver, self._wplan
+        module = window_kernel.build(self.n, self.dtype)
+        self.ptx_text = module.text()
+        self._module = driver.load_ptx(self.ptx_text, dev.arch)
+        self._f_main = self._module.function("window_spmm", signature=tuple(p.type for p in module.kernels[0].params))
+        self._f_reduce = self._module.function("tca_reduce", signature=tuple(p.type for p in module.kernels[1].params))
+        m, k = self.csr.shape
+
+        def up(a: np.ndarray):
+            return driver.to_device(a if a.size else np.zeros(1, a.dtype))
+
+        self._d_tiles = up(self._prec.device_array(wp.tiles(self.csr.data).reshape(-1)))
+        items = (wp.item_row0, wp.item_blk_begin, wp.item_blk_end, wp.item_pslot, wp.item_pstride)
+        self._d_window = [up(np.ascontiguousarray(wp.block_cols.reshape(-1)))] + [up(x) for x in items]
+        self._d_reduce = [up(wp.reduce_rows), up(wp.reduce_slot_begin), up(wp.reduce_slot_count)]
+        self._d_b = driver.DeviceBuffer(max(1, k * self.n * self._prec.bytes))
+        self._d_c = driver.DeviceBuffer(max(1, m * self.n * 4))
+        self._d_p = driver.DeviceBuffer(max(1, wp.num_partials * self.n * 4))
+
+    def plan_summary(self) -> str:
+        """The chosen strategy and its plan, in words."""
+        if self.strategy == "window":
+            return f"row windows: {self._wplan.summary()}"
+        return f"seed 003: {self.plan.summary()}"
+
     def upload_b(self, b: np.ndarray) -> None:
         """Copy B (row-major, as the kernel's input type: fp16, bf16 bits or fp32) to the device."""
         self._d_b.copy_from(self._prec.device_array(b))
@@ -268,10 +324,20 @@ class SpMM:
     def launch(self, b_ptr: int | None = None, c_ptr: int | None = None) -> None:
         """Run the kernels (asynchronous; for timing) on the uploaded B, or on device B and C at
         these addresses (checked by the caller)."""
-        plan = self.plan
+        plan = self.plan if self.strategy == "tca" else self._wplan
         d_b = self._d_b if b_ptr is None else b_ptr
         d_c = self._d_c if c_ptr is None else c_ptr
-        if plan.num_blocks:
+        if self.strategy == "window":
+            from minijit.sparse.window_kernel import WARPS
+
+            if plan.num_items:
+                cols, *items = self._d_window
+                self._f_main.launch(
+                    grid=(-(-plan.num_items // WARPS),),
+                    block=(32 * WARPS,),
+                    args=(self._d_tiles, cols, d_b, d_c, self._d_p, *items, plan.num_items, plan.m),
+                )
+        elif plan.num_blocks:
             self._f_main.launch(
                 grid=(plan.num_blocks,),
                 block=(32 * 8,),

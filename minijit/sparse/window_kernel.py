@@ -1,0 +1,152 @@
+"""Row-window SpMM kernel (`minijit.sparse.window_plan`), emitted through ``ptx``.
+
+``window_spmm(tiles, block_cols, B, C, P, item_row0, item_blk_begin, item_blk_end, item_pslot,
+item_pstride, items)``: 128 threads (4 warps) per block, one work item per warp. For every 8
+output columns the warp accumulates, over its item's column blocks, one ``mma.m16n8k8`` (f16 or
+bf16 inputs, fp32 accumulators): A is the block's 16 x 8 tile (one 64-bit load per lane, the
+tiles are stored in fragment order), B the 8 rows of dense B named by the block's condensed
+columns (two 16-bit loads per lane; -1 columns and columns >= N read as 0). The 16 x 8 result
+goes to C (rows >= M not stored) or, for split windows, to the item's partial rows of P; the
+second pass is ``tca_reduce`` of `minijit.sparse.tca`.
+"""
+
+from __future__ import annotations
+
+from minijit.sparse.precision import precision
+from minijit.sparse.tca import _gptr, _pand, _reduce_kernel
+from ptx import Module, addr, sreg
+
+__all__ = ["WARPS", "build"]
+
+WARPS = 4  # work items (warps) per block
+
+
+def _kernel(m: Module, n: int, mma: str) -> None:
+    k = m.kernel("window_spmm", reqntid=32 * WARPS)
+    names = ("tiles", "block_cols", "B", "C", "P", "row0", "blk_begin", "blk_end", "pslot", "pstride")
+    g_tiles, g_cols, g_b, g_c, g_p, g_row0, g_b0, g_b1, g_ps, g_pst = (_gptr(k, k.param("u64", nm)) for nm in names)
+    items, m_rows = k.reg("u32"), k.reg("u32")
+    k.ld_param(items, k.param("u32", "items"))
+    k.ld_param(m_rows, k.param("u32", "m"))
+    tid, lane, g, t, item = k.regs("u32", 5)
+    k.mov(tid, sreg.tid.x)
+    k.and_(lane, tid, 31)
+    k.shr(g, lane, 2)
+    k.and_(t, lane, 3)
+    blk = k.reg("u32")
+    k.mov(blk, sreg.ctaid.x)
+    k.shr(item, tid, 5)
+    k.mad(item, blk, WARPS, item, mode="lo", type="u32")
+    done = k.reg("pred")
+    k.setp("ge", done, item, items, type="u32")
+    k.exit(pred=done)
+
+    def load(base, type: str = "u32"):
+        a, d = k.reg("u64"), k.reg(type)
+        k.mad(a, item, 4, base, mode="wide", type="u32")
+        k.ld("global", d, addr(a), type=type)
+        return d
+
+    row0, b0, b1 = load(g_row0), load(g_b0), load(g_b1)
+    ps, pst = load(g_ps, "s32"), load(g_pst)
+    # output rows of this lane: r = g (c0, c1) and g + 8 (c2, c3)
+    to_p = k.reg("pred")
+    k.setp("ge", to_p, ps, 0)
+    ok_rows, out_base = [], []
+    for h in range(2):
+        r = k.reg("u32")
+        k.add(r, g, 8 * h, type="u32")
+        crow, prow = k.reg("u32"), k.reg("u32")
+        k.add(crow, row0, r, type="u32")
+        k.mad(prow, r, pst, ps, mode="lo", type="u32")
+        okr = k.reg("pred")
+        k.setp("lt", okr, crow, m_rows, type="u32")
+        ok = k.reg("pred")
+        k.or_(ok, okr, to_p)
+        ca, pa, oa = k.reg("u64"), k.reg("u64"), k.reg("u64")
+        k.mad(ca, crow, 4 * n, g_c, mode="wide", type="u32")
+        k.mad(pa, prow, 4 * n, g_p, mode="wide", type="u32")
+        k.selp(oa, pa, ca, to_p)
+        ok_rows.append(ok)
+        out_base.append(oa)
+    # tile loop over 8-column output tiles
+    col0 = k.reg("u32")
+    k.mov(col0, 0)
+    l_tile = k.label("ntile")
+    k.place(l_tile)
+    acc = k.regs("f32", 4)
+    for r in acc:
+        k.mov(r, 0.0)
+    bcol = k.reg("u32")
+    k.add(bcol, col0, g, type="u32")
+    t2 = k.reg("u32")
+    k.shl(t2, t, 1)
+    in_n = k.reg("pred")
+    k.setp("lt", in_n, bcol, n, type="u32")
+    cb = k.reg("u32")
+    k.mov(cb, b0)
+    l_blk, l_end = k.label("block"), k.label("blocks_done")
+    empty = k.reg("pred")
+    k.setp("ge", empty, cb, b1, type="u32")
+    k.bra(l_end, pred=empty)
+    k.place(l_blk)
+    ta = k.reg("u64")  # tiles + (cb * 32 + lane) * 8
+    tl = k.reg("u32")
+    k.mad(tl, cb, 32, lane, mode="lo", type="u32")
+    k.mad(ta, tl, 8, g_tiles, mode="wide", type="u32")
+    a = k.regs("b32", 2)
+    k.ld("global", a, addr(ta), nc=True)
+    ci = k.reg("u32")  # block_cols + (cb * 8 + 2t) * 4
+    k.mad(ci, cb, 8, t2, mode="lo", type="u32")
+    cidx = k.reg("u64")
+    k.mad(cidx, ci, 4, g_cols, mode="wide", type="u32")
+    halves = k.regs("b16", 2)
+    for e in range(2):
+        c = k.reg("s32")
+        k.ld("global", c, addr(cidx, 4 * e), nc=True)
+        valid = k.reg("pred")
+        k.setp("ge", valid, c, 0)
+        ba = k.reg("u64")
+        k.mul(ba, c, 2 * n, mode="wide", type="u32")
+        k.add(ba, ba, g_b, type="u64")
+        k.mad(ba, bcol, 2, ba, mode="wide", type="u32")
+        k.mov(halves[e], 0)
+        k.ld("global", halves[e], addr(ba), nc=True, pred=_pand(k, valid, in_n))
+    bf = k.reg("b32")
+    k.mov(bf, halves)
+    k.mma("m16n8k8", mma, acc, a, [bf], acc)
+    k.add(cb, cb, 1, type="u32")
+    more = k.reg("pred")
+    k.setp("lt", more, cb, b1, type="u32")
+    k.bra(l_blk, pred=more)
+    k.place(l_end)
+    # stores: c0, c1 -> row g, columns 2t, 2t+1; c2, c3 -> row g + 8
+    for h in range(2):
+        for e in range(2):
+            col = k.reg("u32")
+            k.mad(col, t, 2, col0, mode="lo", type="u32")
+            if e:
+                k.add(col, col, 1, type="u32")
+            okc = k.reg("pred")
+            k.setp("lt", okc, col, n, type="u32")
+            sa = k.reg("u64")
+            k.mad(sa, col, 4, out_base[h], mode="wide", type="u32")
+            k.st("global", addr(sa), acc[2 * h + e], pred=_pand(k, okc, ok_rows[h]))
+    k.add(col0, col0, 8, type="u32")
+    more_n = k.reg("pred")
+    k.setp("lt", more_n, col0, n, type="u32")
+    k.bra(l_tile, pred=more_n)
+    k.exit()
+
+
+def build(n: int, dtype: str = "fp16", target: str | None = None) -> Module:
+    """The module (``window_spmm`` and ``tca_reduce``) for N columns; ``dtype`` "fp16" or "bf16"."""
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= (1 << 24):
+        raise ValueError(f"n must be an int in 1..{1 << 24}, got {n!r}")
+    prec = precision(dtype)
+    if prec.mma == "tf32":
+        raise ValueError("the row-window kernel takes dtype 'fp16' or 'bf16' (16-bit A tiles), got 'tf32'")
+    m = Module(target=target) if target else Module()
+    _kernel(m, n, prec.mma)
+    _reduce_kernel(m, n)
+    return m

@@ -1,0 +1,219 @@
+"""Row-window plan: the second TCA-SpMM strategy, work split by non-zeros instead of by rows.
+
+Rows are grouped in windows of 16 consecutive rows. A window's non-zeros are condensed to the
+sorted set of the columns they use; these columns, 8 at a time, form column blocks, and the
+window's values in a block make one dense 16 x 8 A tile of an ``mma.m16n8k8`` (zeros where a
+row has no entry in that column). The tiles are stored in fragment order (lane by lane, 4
+16-bit values each), so a warp loads its A fragments with one 64-bit load per lane.
+
+Work items are runs of consecutive column blocks of one window holding about ``target_nnz``
+non-zeros each (a split by non-zeros: a window of long rows becomes several items, a window of
+short rows one). A window with one item writes C; the items of a split window write partial
+rows to ``P`` (item ``i`` of ``s`` writes row ``r`` of the window to ``P[base + r*s + i]``) and
+the second pass (``tca_reduce``) sums each row's ``s`` consecutive partials. Windows without
+non-zeros are zero-filled by that pass.
+
+`choose_strategy` picks between this plan and seed 003's (`minijit.sparse.plan`) from the
+pattern: the mma instructions each would issue per 8 output columns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from minijit.sparse.layout import CHUNK, TILE_N
+from minijit.sparse.plan import Plan
+
+__all__ = ["WINDOW", "WindowPlan", "choose_strategy", "make_window_plan", "tca_mmas", "window_mmas"]
+
+WINDOW = 16  # rows per window (the mma's M)
+BLOCK_COLS = 8  # condensed columns per A tile (the mma's K)
+TARGET_NNZ = 256  # non-zeros per work item
+
+
+@dataclass(frozen=True)
+class WindowPlan:
+    """Row windows, column blocks and work items of one sparsity pattern (int32 arrays)."""
+
+    m: int
+    n: int
+    nnz: int
+    block_cols: np.ndarray  # (blocks, 8): column of each condensed slot, -1 for padding
+    tile_of_nnz: np.ndarray  # (nnz,): flat index into tiles (blocks * 32 * 4) of each non-zero
+    item_row0: np.ndarray  # first row of the item's window
+    item_blk_begin: np.ndarray
+    item_blk_end: np.ndarray
+    item_pslot: np.ndarray  # -1: write C; else P row of (row 0, this item)
+    item_pstride: np.ndarray  # items of the window (P rows of one C row are consecutive)
+    num_partials: int
+    reduce_rows: np.ndarray
+    reduce_slot_begin: np.ndarray
+    reduce_slot_count: np.ndarray
+
+    @property
+    def num_blocks(self) -> int:
+        return int(self.block_cols.shape[0])
+
+    @property
+    def num_items(self) -> int:
+        return int(self.item_row0.shape[0])
+
+    @property
+    def needs_second_pass(self) -> bool:
+        return self.reduce_rows.shape[0] > 0
+
+    def tiles(self, values: np.ndarray) -> np.ndarray:
+        """The A tiles in fragment order, (blocks, 32 lanes, 4) float64, from the non-zero values
+        (duplicates summed)."""
+        t = np.zeros(max(self.num_blocks, 1) * 32 * 4, np.float64)
+        np.add.at(t, self.tile_of_nnz, np.asarray(values, np.float64))
+        return t.reshape(-1, 32, 4)[: self.num_blocks]
+
+    def summary(self) -> str:
+        split = int((self.item_pslot >= 0).sum())
+        return (
+            f"{self.m} rows, nnz {self.nnz}, N {self.n}: row windows of {WINDOW}, {self.num_blocks} column blocks"
+            f" (A tiles {self.nnz / max(1, self.num_blocks * WINDOW * BLOCK_COLS):.0%} dense), {self.num_items} items"
+            f" ({split} writing partials), {self.reduce_rows.shape[0]} rows in the second pass"
+        )
+
+
+def _fragment_slot(r: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """(lane, element) of A[r][j] in the m16n8k8 f16 A fragment, as ``lane * 4 + element``."""
+    g, hi = r % 8, r // 8
+    t, odd = j // 2, j % 2
+    return (4 * g + t) * 4 + 2 * hi + odd
+
+
+def make_window_plan(indptr: np.ndarray, indices: np.ndarray, n: int, target_nnz: int = TARGET_NNZ) -> WindowPlan:
+    """The plan from a validated CSR pattern (``indptr`` length M+1, ``indices`` sorted per row)."""
+    if isinstance(target_nnz, bool) or not isinstance(target_nnz, int) or target_nnz < 1:
+        raise ValueError(f"target_nnz must be a positive int, got {target_nnz!r}")
+    indptr = np.asarray(indptr, np.int64)
+    indices = np.asarray(indices, np.int64)
+    m = indptr.shape[0] - 1
+    nnz = int(indptr[-1])
+    rows = np.repeat(np.arange(m, dtype=np.int64), np.diff(indptr))
+    win = rows // WINDOW
+    n_win = -(-m // WINDOW)
+    # condensed column of every non-zero: its rank among the distinct columns of its window
+    key = win * (int(indices.max(initial=0)) + 1) + indices
+    uniq, inv = np.unique(key, return_inverse=True)
+    u_win = uniq // (int(indices.max(initial=0)) + 1)
+    u_col = uniq - u_win * (int(indices.max(initial=0)) + 1)
+    first_u = np.searchsorted(u_win, np.arange(n_win + 1))  # distinct columns of window w: [first_u[w], first_u[w+1])
+    n_u = np.diff(first_u)
+    blocks_w = -(-n_u // BLOCK_COLS)
+    first_blk = np.concatenate([[0], np.cumsum(blocks_w)])
+    rank = inv - first_u[win]
+    blk = first_blk[win] + rank // BLOCK_COLS
+    block_cols = np.full((int(first_blk[-1]), BLOCK_COLS), -1, np.int64)
+    u_rank = np.arange(uniq.shape[0]) - first_u[u_win]
+    block_cols[first_blk[u_win] + u_rank // BLOCK_COLS, u_rank % BLOCK_COLS] = u_col
+    tile_of_nnz = blk * 128 + _fragment_slot(rows % WINDOW, rank % BLOCK_COLS)
+
+    # work items: runs of blocks of about target_nnz non-zeros
+    nnz_blk = np.bincount(blk, minlength=int(first_blk[-1]))
+    row0, b0s, b1s, pslot, pstride = [], [], [], [], []
+    red_rows, red_begin, red_count = [], [], []
+    slots = 0
+    for w in range(n_win):
+        lo, hi = int(first_blk[w]), int(first_blk[w + 1])
+        r0 = w * WINDOW
+        if lo == hi:
+            red_rows += list(range(r0, min(r0 + WINDOW, m)))
+            red_begin += [0] * (min(r0 + WINDOW, m) - r0)
+            red_count += [0] * (min(r0 + WINDOW, m) - r0)
+            continue
+        csum = np.cumsum(nnz_blk[lo:hi])
+        parts = max(1, int(round(csum[-1] / target_nnz)))
+        cuts = np.searchsorted(csum, csum[-1] * np.arange(1, parts) / parts) + 1
+        bounds = [lo, *sorted({lo + int(c) for c in cuts if 0 < c < hi - lo}), hi]
+        s = len(bounds) - 1
+        for i in range(s):
+            row0.append(r0)
+            b0s.append(bounds[i])
+            b1s.append(bounds[i + 1])
+            pslot.append(-1 if s == 1 else slots + i)
+            pstride.append(s)
+        if s > 1:
+            for r in range(min(WINDOW, m - r0)):
+                red_rows.append(r0 + r)
+                red_begin.append(slots + r * s)
+                red_count.append(s)
+            slots += WINDOW * s
+
+    def i32(x) -> np.ndarray:
+        return np.asarray(x, dtype=np.int64).astype(np.int32)
+
+    return WindowPlan(
+        m=m,
+        n=int(n),
+        nnz=nnz,
+        block_cols=i32(block_cols).reshape(-1, BLOCK_COLS),
+        tile_of_nnz=np.asarray(tile_of_nnz, np.int64),
+        item_row0=i32(row0),
+        item_blk_begin=i32(b0s),
+        item_blk_end=i32(b1s),
+        item_pslot=i32(pslot),
+        item_pstride=i32(pstride),
+        num_partials=slots,
+        reduce_rows=i32(red_rows),
+        reduce_slot_begin=i32(red_begin),
+        reduce_slot_count=i32(red_count),
+    )
+
+
+def tca_mmas(plan: Plan, indptr: np.ndarray) -> int:
+    """mma instructions seed 003's kernel issues per 64 output columns: 4 per busy warp and chunk."""
+    nnz_row = np.diff(np.asarray(indptr, np.int64))
+    rid = plan.row_id_for_each_warp.astype(np.int64)
+    busy = rid >= 0
+    nnz_w = np.where(busy, nnz_row[np.maximum(rid, 0)] if nnz_row.size else 0, 0)
+    seg = CHUNK * plan.seg_chunks
+    sb = (plan.warpid_within_row.astype(np.int64) >> 3) * seg
+    chunks = np.where(busy, (np.minimum(np.maximum(nnz_w - sb, 0), seg) + CHUNK - 1) // CHUNK, 0)
+    return 4 * int(chunks.sum())
+
+
+def window_mmas(wp: WindowPlan) -> int:
+    """mma instructions the row-window kernel issues per 64 output columns (one per block and 8 columns)."""
+    return wp.num_blocks * (TILE_N // 8)
+
+
+def choose_strategy(plan: Plan, indptr: np.ndarray, wp: WindowPlan) -> str:
+    """ "window" when the row-window kernel issues fewer mma instructions than seed 003's for this
+    pattern (short rows that share columns: FEM blocks, very sparse rows), else "tca"."""
+    return "window" if window_mmas(wp) < tca_mmas(plan, indptr) else "tca"
+
+
+def model(wp: WindowPlan, values: np.ndarray, b: np.ndarray, quantize) -> np.ndarray:
+    """C = S @ B (float32, M x N) as the row-window kernels compute it: A tiles and B rounded by
+    ``quantize`` (a `Precision.quantize`), products summed in float64 per item, partial rows
+    summed by the second pass."""
+    m, n = wp.m, wp.n
+    tiles = quantize(wp.tiles(values).astype(np.float32)) if wp.num_blocks else np.zeros((0, 32, 4))
+    lane, e = np.arange(32)[:, None], np.arange(4)[None, :]
+    r, j = lane // 4 + 8 * (e >= 2), 2 * (lane % 4) + (e & 1)
+    a = np.zeros((wp.num_blocks, WINDOW, BLOCK_COLS))
+    a[:, r, j] = tiles
+    bq = quantize(np.asarray(b, np.float32))
+    cols = wp.block_cols.astype(np.int64)
+    g = np.where((cols >= 0)[:, :, None], bq[np.maximum(cols, 0)] if bq.size else 0.0, 0.0)
+    d = a @ g  # (blocks, 16, N)
+    c = np.zeros((m, n), np.float32)
+    part = np.zeros((max(wp.num_partials, 1), n), np.float32)
+    for r0, b0, b1, ps, st in zip(
+        wp.item_row0, wp.item_blk_begin, wp.item_blk_end, wp.item_pslot, wp.item_pstride, strict=True
+    ):
+        acc = d[b0:b1].sum(axis=0).astype(np.float32)
+        if ps < 0:
+            rows = min(WINDOW, m - r0)
+            c[r0 : r0 + rows] = acc[:rows]
+        else:
+            part[ps + np.arange(WINDOW) * st] = acc
+    for row, b0, cnt in zip(wp.reduce_rows, wp.reduce_slot_begin, wp.reduce_slot_count, strict=True):
+        c[row] = part[b0 : b0 + cnt].sum(axis=0) if cnt else 0.0
+    return c

@@ -1,0 +1,145 @@
+"""The row-window strategy (work split by non-zeros): plan, numpy model, choice between the two
+strategies, ptxas for sm_80/sm_90 without spills, and the kernels in ptx.sim against scipy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import ptx
+from minijit.bench.spmm import fem_blocks
+from minijit.sparse import SpMM, as_csr, make_plan
+from minijit.sparse import window_kernel as W
+from minijit.sparse import window_plan as WP
+from minijit.sparse.precision import precision
+from ptx import toolchain
+from tests.minijit.sparse.helpers import csr_with_lengths
+from tests.minijit.sparse.test_tca import _skewed_cases
+
+
+def _ref(s, prec, b):
+    return sp.csr_matrix((prec.quantize(s.data), s.indices, s.indptr), shape=s.shape) @ prec.quantize(b)
+
+
+def test_plan_splits_windows_by_nonzeros():
+    rng = np.random.default_rng(2)
+    lengths = [0] * 16 + [1, 300, 2, 0] + [0] * 12 + [3] * 16  # window 1: one long row; window 2: short rows
+    s = as_csr(csr_with_lengths(lengths, 400, rng))
+    wp = WP.make_window_plan(s.indptr, s.indices, 8, target_nnz=64)
+    # tiles in fragment order hold exactly S, column blocks name the condensed columns
+    a = np.zeros((wp.num_blocks, 16, 8))
+    lane, e = np.arange(32)[:, None], np.arange(4)[None, :]
+    a[:, lane // 4 + 8 * (e >= 2), 2 * (lane % 4) + (e & 1)] = wp.tiles(s.data)
+    dense = np.zeros(s.shape)
+    for blk in range(wp.num_blocks):
+        win = next(r0 for r0, b0, b1 in zip(wp.item_row0, wp.item_blk_begin, wp.item_blk_end, strict=True)
+                   if b0 <= blk < b1)  # fmt: skip
+        for j, col in enumerate(wp.block_cols[blk]):
+            if col >= 0:
+                dense[win : win + 16, col] += a[blk, : min(16, s.shape[0] - win), j]
+            else:
+                assert not a[blk, :, j].any()
+    np.testing.assert_array_equal(dense, s.to_scipy().toarray())
+    # window 0 is empty (zero-filled by the second pass); window 1 (303 nnz) splits into ~5 items
+    # of about 64 nnz writing partials; window 2 (48 nnz) is one item writing C
+    w1 = wp.item_row0 == 16
+    assert w1.sum() == 5 and (wp.item_pslot[w1] >= 0).all() and (wp.item_pstride[w1] == 5).all()
+    assert (wp.item_pslot[wp.item_row0 == 32] == -1).all() and (wp.item_row0 == 0).sum() == 0
+    assert sorted(set(wp.reduce_rows.tolist())) == list(range(32))
+    assert wp.reduce_slot_count[wp.reduce_rows < 16].tolist() == [0] * 16
+    assert wp.num_partials == 16 * 5
+
+
+@pytest.mark.parametrize("target_nnz", [8, 256])
+def test_model_is_s_times_b(target_nnz):
+    rng = np.random.default_rng(target_nnz)
+    prec = precision("fp16")
+    for s in [csr_with_lengths([0, 3, 300, 0, 9, 1, 40, 0] * 5, 320, rng), fem_blocks(3, 3, rng)]:
+        b = rng.standard_normal((s.shape[1], 13)).astype(np.float32)
+        wp = WP.make_window_plan(s.indptr, s.indices, 13, target_nnz)
+        np.testing.assert_allclose(WP.model(wp, s.data, b, prec.quantize), _ref(s, prec, b), rtol=1e-5, atol=1e-5)
+
+
+def test_strategy_choice_follows_the_row_statistics():
+    """FEM-like blocks (short rows sharing columns) go to row windows; scattered long rows stay on seed 003."""
+    rng = np.random.default_rng(0)
+    fem = fem_blocks(4, 3, rng)
+    scattered = csr_with_lengths([200] * 16, 50000, rng)  # every column block holds ~1 nnz per 16 rows
+    for s, want in ((fem, "window"), (scattered, "tca")):
+        c = as_csr(s)
+        wp = WP.make_window_plan(c.indptr, c.indices, 64)
+        assert WP.choose_strategy(make_plan(c.indptr, 64), c.indptr, wp) == want
+
+
+@pytest.mark.skipif(toolchain.find_ptxas() is None, reason="ptxas not found")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("n", [8, 100, 512])
+def test_window_kernels_assemble_without_spills(arch, dtype, n):
+    text = W.build(n, dtype).text()
+    assert text.count(f"mma.sync.aligned.m16n8k8.row.col.f32.{'f16.f16' if dtype == 'fp16' else 'bf16.bf16'}.f32") == 1
+    cub = ptx.compile(text, arch=arch)
+    assert set(cub.functions) == {"window_spmm", "tca_reduce"}
+    for f in cub.functions.values():
+        assert f.spills == 0 and f.stack_frame == 0, (f.name, f.spill_stores, f.spill_loads)
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_window_kernel_on_skewed_matrices_vs_scipy(cuda_backend, dtype):
+    """Empty rows + a long row (split into items, partial rows, second pass), one column, all empty,
+    FEM blocks; N = 24 and 13: scipy fp64 on rounded inputs within fp32 accumulation, and the model."""
+    rng = np.random.default_rng(61)
+    prec = precision(dtype)
+    cases = [*_skewed_cases(rng), ("fem", fem_blocks(2, 3, rng)), ("split", csr_with_lengths([2, 700, 0, 5], 800, rng))]
+    for name, s in cases:
+        for n in (24, 13):
+            b = rng.standard_normal((s.shape[1], n)).astype(np.float32)
+            op = SpMM(s, n, dtype=dtype, target="cuda", driver=cuda_backend.driver, strategy="window")
+            assert op.strategy == "window" and "row windows" in op.plan_summary()
+            c = np.full((s.shape[0], n), np.nan, np.float32)
+            op.execute(b, c)
+            scale = np.abs(s).astype(np.float64) @ np.abs(b).astype(np.float64)
+            err = np.abs(c - _ref(s, prec, b))
+            assert np.all(err <= 1e-5 * scale + 1e-30), (name, n, float(err.max()))
+            np.testing.assert_allclose(c, op.model(b), rtol=1e-5, atol=1e-5 * float(scale.max(initial=0)) + 1e-30)
+            if name == "split":  # ~707 nnz in one window: 3 items, partial rows and the second pass
+                assert op._wplan.num_items == 3 and op._wplan.num_partials == 3 * 16
+    s = _skewed_cases(rng)[0][1]  # new values, same plan
+    op = SpMM(s, 16, target="cuda", driver=cuda_backend.driver, strategy="window", dtype=dtype)
+    s.data = rng.standard_normal(s.nnz).astype(np.float32)
+    op.update_values(s.data)
+    b = rng.standard_normal((s.shape[1], 16)).astype(np.float32)
+    scale = np.abs(s).astype(np.float64) @ np.abs(b).astype(np.float64)
+    assert np.all(np.abs(op.execute(b, np.empty((s.shape[0], 16), np.float32)) - _ref(s, prec, b)) <= 1e-5 * scale)
+
+
+def test_auto_strategy_in_the_simulator(cuda_backend):
+    """strategy='auto' runs what choose_strategy picks, for both picks; tf32 stays on seed 003."""
+    rng = np.random.default_rng(5)
+    drv = cuda_backend.driver
+    fem, long_rows = fem_blocks(2, 3, rng), csr_with_lengths([150] * 4, 4000, rng)
+    prec = precision("fp16")
+    for s, want in ((fem, "window"), (long_rows, "tca")):
+        op = SpMM(s, 8, target="cuda", driver=drv)
+        assert op.strategy == want
+        b = rng.standard_normal((s.shape[1], 8)).astype(np.float32)
+        scale = np.abs(s).astype(np.float64) @ np.abs(b).astype(np.float64)
+        assert np.all(np.abs(op.execute(b, np.empty((s.shape[0], 8), np.float32)) - _ref(s, prec, b)) <= 1e-5 * scale)
+    assert SpMM(fem, 8, dtype="tf32", target="cuda", driver=drv).strategy == "tca"
+
+
+def test_strategy_validation():
+    from ptx import simdriver
+
+    s = fem_blocks(2, 1, np.random.default_rng(0))
+    with pytest.raises(ValueError, match=r"strategy must be one of \('auto', 'tca', 'window'\)"):
+        SpMM(s, 8, target="cuda", driver=simdriver, strategy="rows")
+    with pytest.raises(ValueError, match="strategy='window' is a target='cuda' kernel for dtype 'fp16' or 'bf16'"):
+        SpMM(s, 8, dtype="tf32", target="cuda", driver=simdriver, strategy="window")
+    with pytest.raises(ValueError, match="strategy='window'"):
+        SpMM(s, 8, target="native", strategy="window")
+    with pytest.raises(ValueError, match="'fp16' or 'bf16'"):
+        W.build(8, "tf32")
+    with pytest.raises(ValueError, match="target_nnz"):
+        WP.make_window_plan(np.zeros(1, np.int32), np.zeros(0, np.int32), 8, target_nnz=0)
