@@ -103,13 +103,16 @@ SYS_FUTEX = 202
 FUTEX_WAIT_PRIVATE = 0 | 128
 FUTEX_WAKE_PRIVATE = 1 | 128
 
-#: ``pause`` iterations a waiting thread spins before it sleeps in the kernel (~20-80 us) ...
-DEFAULT_SPIN = 1 << 11
+#: ``pause`` iterations a waiting thread spins before it sleeps in the kernel (~0.25 ms on Zen 3:
+#: longer than a futex wake-up takes on a VM, so back-to-back calls stay on the fast path) ...
+DEFAULT_SPIN = 1 << 13
 #: ... and when a job has more threads than this process has CPUs (spinning would steal them).
 OVERSUBSCRIBED_SPIN = 1 << 5
-#: The master stops spinning after this many ``pause`` iterations while a worker has not picked up
-#: its chunk: that worker is not on a CPU (the host is busy), and spinning would keep it off ours.
+#: The master stops spinning after this many ``pause`` iterations while a worker that was spinning
+#: has not picked up its chunk: it is not on a CPU (the host is busy), and spinning would keep it
+#: off ours. (A worker the master had to wake from its futex is given the whole spin.)
 STALL_SPIN = 1 << 8
+NO_STALL = (1 << 31) - 1
 RUN_SIGNATURE = "void(*)(uintptr_t, uintptr_t, uintptr_t, uintptr_t, uintptr_t, int64_t, int64_t)"
 STOP_SIGNATURE = "void(*)(uintptr_t)"
 
@@ -230,7 +233,8 @@ def _emit_worker(a: Assembler) -> None:
 def _emit_run(a: Assembler) -> None:
     """``team_run(team, fn, in0, in1, out, n, threads)``: publish, run chunk 0, wait for the rest."""
     _push_callee_saved(a)
-    a.sub(rsp, 40)  # locals: [rsp] base, [rsp+8] extra chunks left, [rsp+16] end of chunk 0, [rsp+24] workers
+    a.sub(rsp, 40)  # locals: [rsp] base, [rsp+8] extra chunks left, [rsp+16] end of chunk 0, [rsp+24] workers,
+    # [rsp+32] stall budget (pause iterations)
     threads = qword(rsp + 40 + 48 + 8)
     a.mov(r12, rdi)
     a.mov(r13, rsi)
@@ -287,6 +291,7 @@ def _emit_run(a: Assembler) -> None:
     a.mov(dword(r12 + PENDING), eax)
     a.mov(dword(r12 + STARTED), 0)
     a.mov(qword(rsp + 24), rax)
+    a.mov(qword(rsp + 32), STALL_SPIN)
     a.mov(r10, rax)  # workers to publish to
     a.lea(r8, ptr(r12 + HEADER))  # slot 0
     loop, l1, l2 = a.new_label("publish"), a.new_label("l"), a.new_label("l")
@@ -309,6 +314,7 @@ def _emit_run(a: Assembler) -> None:
     a.cmp(dword(r8 + SLEEPING), 0)
     a.je(l2)
     _futex(a, r8 + GEN, FUTEX_WAKE_PRIVATE, 1)
+    a.mov(qword(rsp + 32), NO_STALL)  # a worker is waking up: its late start is expected, not a stall
     a.bind(l2)
     a.add(r8, SLOT)
     a.sub(r10, 1)
@@ -327,7 +333,7 @@ def _emit_run(a: Assembler) -> None:
     a.mov(ebx, dword(rsp + 24))  # workers in this job
     a.bind(wait)
     a.mov(r15d, dword(r12 + SPIN))
-    a.mov(ebp, STALL_SPIN)
+    a.mov(ebp, dword(rsp + 32))
     a.bind(spin_l)
     a.mov(eax, dword(r12 + PENDING))
     a.test(eax, eax)
