@@ -4,7 +4,7 @@ a Python thread pool for Python callables.
 `run_loopnest(fn, in0, in1, out, n, threads)` runs a native loop nest ``fn(in0, in1, out,
 begin, end)`` over a static split of ``[0, n)``. On Linux x86-64 it dispatches on the
 process's native team (`minijit.runtime.team`: JIT-generated worker threads that spin,
-then sleep in a futex; ~2-4 us per dispatch); elsewhere, or with ``MINIJIT_TEAM=python``
+then sleep in a futex; ~4 us per dispatch on Zen 3); elsewhere, or with ``MINIJIT_TEAM=python``
 (read at the first dispatch), it uses the pool below. Concurrent callers share the one
 team and are serialized by its lock. After ``os.fork`` the child builds a new team on
 first use.

@@ -110,9 +110,10 @@ DEFAULT_SPIN = 1 << 13
 OVERSUBSCRIBED_SPIN = 1 << 5
 #: The master stops spinning after this many ``pause`` iterations while a worker that was spinning
 #: has not picked up its chunk: it is not on a CPU (the host is busy), and spinning would keep it
-#: off ours. (A worker the master had to wake from its futex is given the whole spin.)
+#: off ours. A worker the master had to wake from its futex gets `WOKEN_STALL_SPIN` (a wake-up takes
+#: time; but if the kernel queued it on the master's CPU, spinning only delays it).
 STALL_SPIN = 1 << 8
-NO_STALL = (1 << 31) - 1
+WOKEN_STALL_SPIN = 1 << 11
 RUN_SIGNATURE = "void(*)(uintptr_t, uintptr_t, uintptr_t, uintptr_t, uintptr_t, int64_t, int64_t)"
 STOP_SIGNATURE = "void(*)(uintptr_t)"
 
@@ -314,7 +315,7 @@ def _emit_run(a: Assembler) -> None:
     a.cmp(dword(r8 + SLEEPING), 0)
     a.je(l2)
     _futex(a, r8 + GEN, FUTEX_WAKE_PRIVATE, 1)
-    a.mov(qword(rsp + 32), NO_STALL)  # a worker is waking up: its late start is expected, not a stall
+    a.mov(qword(rsp + 32), WOKEN_STALL_SPIN)  # a worker is waking up: a late start is expected
     a.bind(l2)
     a.add(r8, SLOT)
     a.sub(r10, 1)
