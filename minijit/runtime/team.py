@@ -34,7 +34,10 @@ completion with ``lock xadd pending, -1``; the one that brings it to zero wakes 
 master if ``master_sleeping`` is set; the master waits the same way on ``pending``.
 A slot is only rewritten after its worker has reported, so job fields are never torn;
 workers beyond ``c - 1`` are not touched and keep waiting. ``fn == 0`` tells a
-worker to exit (`close`).
+worker to exit (`close`). Spinning: `DEFAULT_SPIN` ``pause`` iterations, `OVERSUBSCRIBED_SPIN`
+for calls with more threads than CPUs; the master stops early (`STALL_SPIN`) when a
+worker has not picked up its chunk (``started``), i.e. is not on a CPU. Workers run with
+every signal blocked.
 
 Concurrency: one job at a time per team; concurrent callers are serialized by a
 lock (each call's chunks are only as many as the team has threads anyway).
