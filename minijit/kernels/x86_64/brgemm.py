@@ -124,7 +124,9 @@ def generate(
 
     ``br_outer``: run the BR loop outside the M/N block loops (C blocks are loaded and stored
     once per BR step) instead of inside each block; ``None`` picks it when the A panels of one
-    call exceed `BR_OUTER_BYTES` and each BR step has at least `BR_OUTER_MIN_K` rows of K.
+    call exceed `BR_OUTER_BYTES` and each BR step has at least `BR_OUTER_MIN_K` rows of K, unless
+    A is packed (``a_panel``: each block's A is one stream over every BR step; measured on a Zen
+    host, 2048^3 fp32 in 256^3 x BR 8 calls: 74 GFLOPS with the BR loop outside, 85 inside).
     ``b_panel``: B is packed in micro-panels of `panel_width` columns, ``b_panel`` elements apart
     (needs ``trans_b`` and ``ldb`` = panel width at the call; see the module docstring).
     ``a_panel``: A is packed in micro-panels of `panel_rows` rows, ``a_panel`` elements apart
@@ -149,8 +151,9 @@ def generate(
     if trans_a or trans_c:
         _emit_scalar(a, t, m, n, k, br_size, trans_a, trans_b, trans_c)
     else:
-        if br_outer is None:
-            br_outer = br_size > 1 and k >= BR_OUTER_MIN_K and m * k * br_size * t.es > BR_OUTER_BYTES
+        if br_outer is None:  # packed A panels hold every BR step's rows in one stream: BR stays inside
+            big = m * k * br_size * t.es > BR_OUTER_BYTES
+            br_outer = a_panel is None and br_size > 1 and k >= BR_OUTER_MIN_K and big
         _emit_vector(a, t, m, n, k, br_size, trans_b, bool(br_outer) and br_size > 1, b_panel, a_panel)
     flags = "".join(f for f, on in (("_ta", trans_a), ("_tb", trans_b), ("_tc", trans_c)) if on)
     flags += "_bro" if br_outer and br_size > 1 and not (trans_a or trans_c) else ""
