@@ -212,3 +212,20 @@ def test_packed_b_panels_need_trans_b():
         brgemm.generate(16, 6, 4, 1, trans_a=True, dtype="fp32", isa="avx2", a_panel=64)
     with pytest.raises(ValueError, match="a_panel"):
         brgemm.generate(16, 6, 4, 1, dtype="fp32", isa="avx2", a_panel=-1)
+
+
+@needs_x86
+@pytest.mark.parametrize("isa", ["avx512", "avx2"])
+def test_panel_kernels_reassemble_on_every_isa(isa):
+    """The packed-panel forms (A, B, both; BR inside and outside; fp32/fp64) assemble with llvm-mc to
+    exactly the kernel's bytes. Generating needs no AVX-512 (running does: see test_packed_panels)."""
+    for m, n, k, br, dtype in ((64, 12, 16, 1, "fp32"), (70, 13, 9, 3, "fp32"), (33, 7, 5, 2, "fp64")):
+        rows, width = brgemm.panel_rows(isa, dtype), brgemm.panel_width(isa)
+        for a_panel, b_panel in ((br * k * rows, None), (None, br * k * width), (br * k * rows, br * k * width)):
+            for br_outer in (None, True):
+                kern = brgemm.generate(
+                    m, n, k, br, trans_b=b_panel is not None, dtype=dtype, isa=isa,
+                    br_outer=br_outer, a_panel=a_panel, b_panel=b_panel,
+                )  # fmt: skip
+                assert llvm.assemble(kern.listing, triple="x86_64", mattr="") == kern.code, kern.name
+                assert "prefetcht0" in kern.listing or n <= brgemm.panel_width(isa)  # next C block, one per N block
