@@ -254,6 +254,7 @@ class TensorOperation:
         common = {"dtype": cfg.dtype.name, "target": self.target, "sve_vl": self.sve_vl}
         prims: dict[str, Any] = {}
         calls: dict[str, Call] = {}
+        fused: dict[str, str] = {}  # touches the main kernel applies itself: first zero, last relu
 
         def stride(role: int | None, tensor: str) -> int:
             return 0 if role is None else dims[role].stride(tensor)
@@ -282,6 +283,14 @@ class TensorOperation:
             lda = stride(m if trans_a else k, "in0")
             ldb = stride(k if trans_b else n, "in1")
             ldc = stride(n, "out")
+            # x86-64: a first touch zero / last touch relu runs inside the kernel when every K is in
+            # the prim (each call then writes its C block once, final); C crosses memory once
+            if self.target.startswith("x86_64") and not trans_a and not any(d.type is dim_t.k for d in cfg.loop_dims):
+                fused = {
+                    w: p.name
+                    for w, p, f in (("first", cfg.prim_first, ptype_t.zero), ("last", cfg.prim_last, ptype_t.relu))
+                    if p is f
+                }
             prims["main"] = self._kernel(
                 kernels.brgemm,
                 size(m),
@@ -291,6 +300,7 @@ class TensorOperation:
                 trans_a=trans_a,
                 trans_b=trans_b,
                 **{name: v for name, v in (("a_panel", a_panel), ("b_panel", b_panel)) if v is not None},
+                **{f"{x}_c": True for x in fused.values()},
                 **common,
             )
             calls["main"] = Call(
@@ -327,7 +337,7 @@ class TensorOperation:
         if stride(out_m, "out") != 1 and size(out_m) > 1:
             out_m, out_n = out_n, out_m
         for which, ptype in (("first", cfg.prim_first), ("last", cfg.prim_last)):
-            if ptype in (ptype_t.none, ptype_t.copy):  # copy in place changes nothing
+            if ptype in (ptype_t.none, ptype_t.copy) or which in fused:  # copy in place changes nothing
                 continue
             if ptype not in UNARY_PTYPES:
                 raise SetupError(error_t.wrong_ptype, f"{which} touch must be none/zero/relu/copy, got {ptype.name}")

@@ -2,7 +2,8 @@
 
 The built-in rows run with `TensorOperation.setup`'s optimizer defaults (GEMM prims from
 `minijit.blocking`, other dims `minijit.optimizer.DEFAULT_MAX_KERNEL_SIZE` /
-`DEFAULT_MIN_KERNEL_SIZE`), so ``minijit bench`` measures what a default API call gets; a row that sets optimizer options says so in its description.
+`DEFAULT_MIN_KERNEL_SIZE`), so ``minijit bench`` measures what a default API call gets; a row that
+sets optimizer options says so in its description.
 """
 
 from __future__ import annotations

@@ -49,25 +49,26 @@ def brgemm(
     sve_vl=128,
     a_panel=None,
     b_panel=None,
+    zero_c=False,
+    relu_c=False,
 ):
-    """A BRGEMM kernel for ``target`` (see the module docstring); ``a_panel`` / ``b_panel``: A / B
-    packed in micro-panels that many elements apart (x86-64 only, `minijit.packing.plan_panels`)."""
+    """A BRGEMM kernel for ``target`` (see the module docstring); x86-64 only: ``a_panel`` /
+    ``b_panel``, A / B packed in micro-panels that many elements apart
+    (`minijit.packing.plan_panels`); ``zero_c`` / ``relu_c``, a first touch zero / last touch
+    relu fused into the kernel."""
     target = check_target(target)
-    if a_panel is not None or b_panel is not None:
-        if not target.startswith("x86_64"):
-            raise ValueError(f"a_panel / b_panel (packed micro-panels) are x86-64 layouts, not ones of {target}")
+    extras = {"a_panel": a_panel, "b_panel": b_panel, "zero_c": zero_c, "relu_c": relu_c}
+    if target.startswith("x86_64"):
         from minijit.kernels.x86_64 import brgemm as x
 
-        isa = target.split("-")[1]
-        return x.generate(m, n, k, br_size, trans_a, trans_b, trans_c, dtype, isa=isa, a_panel=a_panel, b_panel=b_panel)
+        return x.generate(m, n, k, br_size, trans_a, trans_b, trans_c, dtype, isa=target.split("-")[1], **extras)
+    if any(v not in (None, False) for v in extras.values()):
+        names = ", ".join(name for name, v in extras.items() if v not in (None, False))
+        raise ValueError(f"{names}: x86-64 kernel options, not ones of {target}")
     if target == "aarch64-neon":
         from minijit.kernels.aarch64 import neon_brgemm as g
-    elif target == "aarch64-sve":
-        from minijit.kernels.aarch64 import sve_brgemm as g
     else:
-        from minijit.kernels.x86_64 import brgemm as x
-
-        return x.generate(m, n, k, br_size, trans_a, trans_b, trans_c, dtype, isa=target.split("-")[1])
+        from minijit.kernels.aarch64 import sve_brgemm as g
     return g.generate(m, n, k, br_size, trans_a, trans_b, trans_c, dtype, sve_vl=sve_vl)
 
 

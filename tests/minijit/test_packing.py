@@ -308,3 +308,33 @@ def test_plan_panels_for_a_needs_reuse_and_a_full_panel():
     assert plan_panels(gemm_config(8, 256, 256, (1, 2048), (1, 2048), (1, 2048)), 16, CACHES, tensor="in0") is None
     with pytest.raises(ValueError, match="tensor"):
         plan_panels(big, 16, CACHES, tensor="out")
+
+
+@pytest.mark.skipif(not native_x86(), reason="fused touches are an x86-64 kernel option")
+@pytest.mark.parametrize("outer_k", [False, True])
+def test_zero_and_relu_touches_fuse_into_the_kernel_when_k_is_whole(outer_k):
+    """first zero / last relu run inside the x86 BRGEMM when every K dim is a prim (one final
+    store per C block); with a K loop outside they stay separate calls. Results equal either way."""
+    m, n, k, br = 40, 30, 16, 3
+    types, execs = "kmnk", ["prim"] * 4
+    sizes, s0, s1, so = [br, m, n, k], [k * m, 1, 0, m], [k, 0, br * k, 1], [0, 1, m, 0]
+    if outer_k:  # the BR dim becomes a seq loop outside the (GEMM) prim
+        execs, main = ["seq", "prim", "prim", "prim"], "gemm"
+    else:
+        main = "brgemm"
+    op = TensorOperation("native", num_threads=1)
+    op.setup("fp32", "zero", main, "relu", list(types), execs, sizes, s0, s1, so)
+    name = op.primitives["main"].name
+    if outer_k:
+        assert {"first", "last"} <= set(op.primitives) and "_z" not in name and "_r" not in name
+    else:
+        assert not {"first", "last"} & set(op.primitives) and name.endswith("_z_r")
+    rng = np.random.default_rng(3)
+    a = rng.uniform(-1, 1, br * k * m).astype(np.float32)
+    b = rng.uniform(-1, 1, n * br * k).astype(np.float32)
+    c = np.full(m * n, np.nan, np.float32)
+    op.execute(a, b, c)
+    ref = np.full(m * n, np.nan, np.float32)
+    op.execute_iter(a, b, ref)
+    np.testing.assert_allclose(c, ref, rtol=1e-5, atol=1e-5)
+    assert (c >= 0).all() and not np.signbit(c).any()

@@ -25,6 +25,10 @@ Packed B (``b_panel``, with ``trans_b``): B comes in micro-panels of ``nb`` colu
 block's width, which every M block then uses), each ``k`` rows of ``ldb`` elements with the
 columns adjacent (``b[j + k*ldb]``, ``ldb`` = nb), panel ``p`` at ``b + p*b_panel``: one
 sequential B stream per block instead of one per column (`minijit.packing` writes it).
+Fused touches (``zero_c``, ``relu_c``; the vector path with the BR loop inside the blocks): the
+accumulators start at zero instead of loading C (a first touch ``zero``: C = A·B), and/or ReLU is
+applied before the store (a last touch ``relu``), so C crosses the memory hierarchy once.
+
 Packed A (``a_panel``): A comes in micro-panels of the full block's rows (``lda`` = those rows),
 M block ``i`` at ``a + i*a_panel``: each block's A is one contiguous stream (few pages).
 
@@ -119,6 +123,8 @@ def generate(
     br_outer: bool | None = None,
     b_panel: int | None = None,
     a_panel: int | None = None,
+    zero_c: bool = False,
+    relu_c: bool = False,
 ) -> Kernel:
     """Generate the BRGEMM kernel (see the module docstring). Bad arguments raise ValueError.
 
@@ -131,6 +137,8 @@ def generate(
     (needs ``trans_b`` and ``ldb`` = panel width at the call; see the module docstring).
     ``a_panel``: A is packed in micro-panels of `panel_rows` rows, ``a_panel`` elements apart
     (``lda`` = panel rows at the call; not with ``trans_a``).
+    ``zero_c`` / ``relu_c``: C = A·B (C is not read) / C = relu(result), fused into the blocks
+    (vector path only; the BR loop then stays inside the blocks).
     """
     for name, value in (("m", m), ("n", n), ("k", k)):
         check_size(name, value, 1, MAX_SIZE)
@@ -143,6 +151,9 @@ def generate(
         check_size("b_panel", b_panel, 1, (1 << 31) // 8)
         if not trans_b or trans_a or trans_c:
             raise ValueError("b_panel (packed B micro-panels) needs trans_b=True and trans_a = trans_c = False")
+    zero_c, relu_c = check_flag("zero_c", zero_c), check_flag("relu_c", relu_c)
+    if (zero_c or relu_c) and (trans_a or trans_c or br_outer):
+        raise ValueError("zero_c / relu_c (fused touches) need the vector path (no trans_a, trans_c) and br_outer off")
     if a_panel is not None:
         check_size("a_panel", a_panel, 1, (1 << 31) // 8)
         if trans_a or trans_c:
@@ -153,12 +164,14 @@ def generate(
     else:
         if br_outer is None:  # packed A panels hold every BR step's rows in one stream: BR stays inside
             big = m * k * br_size * t.es > BR_OUTER_BYTES
-            br_outer = a_panel is None and br_size > 1 and k >= BR_OUTER_MIN_K and big
-        _emit_vector(a, t, m, n, k, br_size, trans_b, bool(br_outer) and br_size > 1, b_panel, a_panel)
+            br_outer = a_panel is None and not (zero_c or relu_c) and br_size > 1 and k >= BR_OUTER_MIN_K and big
+        br_outer = bool(br_outer) and br_size > 1
+        _emit_vector(a, t, m, n, k, br_size, trans_b, br_outer, b_panel, a_panel, zero_c, relu_c)
     flags = "".join(f for f, on in (("_ta", trans_a), ("_tb", trans_b), ("_tc", trans_c)) if on)
     flags += "_bro" if br_outer and br_size > 1 and not (trans_a or trans_c) else ""
     flags += f"_bp{b_panel}" if b_panel is not None else ""
     flags += f"_ap{a_panel}" if a_panel is not None else ""
+    flags += ("_z" if zero_c else "") + ("_r" if relu_c else "")
     return build(a, signature(t.ctype), f"brgemm_{dtype}_{isa}_{m}x{n}x{k}_br{br_size}{flags}")
 
 
@@ -174,6 +187,8 @@ def _emit_vector(
     br_outer: bool,
     b_panel: int | None,
     a_panel: int | None,
+    zero_c: bool = False,
+    relu_c: bool = False,
 ) -> None:
     es, vb = t.es, t.vbytes
     br_total, br = br, (1 if br_outer else br)  # `br`: BR steps inside one block
@@ -261,13 +276,17 @@ def _emit_vector(
             else:
                 a.vmovups(t.vmem(addr), src)
 
-        # C block -> accumulators
-        a.mov(PA, C_N)
-        for j in range(nb):
-            for i in range(mv):
-                vload(i, acc[i][j], PA + i * vb)
-            if j < nb - 1:
-                a.add(PA, LDC)
+        if zero_c:  # first touch zero: C is not read
+            for j in range(nb):
+                for i in range(mv):
+                    getattr(a, t.v("vxor"))(acc[i][j], acc[i][j], acc[i][j])
+        else:  # C block -> accumulators
+            a.mov(PA, C_N)
+            for j in range(nb):
+                for i in range(mv):
+                    vload(i, acc[i][j], PA + i * vb)
+                if j < nb - 1:
+                    a.add(PA, LDC)
         if nb in s_cstep:  # prefetch the next N block's C columns (a hint: never faults), hiding their miss
             a.mov(PA, C_N)
             a.add(PA, s_cstep[nb])
@@ -316,6 +335,13 @@ def _emit_vector(
                     a.add(PB[g], s_db)
 
         counted_loop(a, BRC, br, br_step, "br")
+        if relu_c:  # last touch relu: max(0, x) + 0 (-0 -> +0, NaN kept), as the unary kernel
+            zero = av[0]
+            getattr(a, t.v("vxor"))(zero, zero, zero)
+            for j in range(nb):
+                for i in range(mv):
+                    getattr(a, t.v("vmax"))(acc[i][j], zero, acc[i][j])
+                    getattr(a, t.v("vadd"))(acc[i][j], acc[i][j], zero)
         # accumulators -> C block
         a.mov(PA, C_N)
         for j in range(nb):

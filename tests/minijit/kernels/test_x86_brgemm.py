@@ -229,3 +229,57 @@ def test_panel_kernels_reassemble_on_every_isa(isa):
                 )  # fmt: skip
                 assert llvm.assemble(kern.listing, triple="x86_64", mattr="") == kern.code, kern.name
                 assert "prefetcht0" in kern.listing or n <= brgemm.panel_width(isa)  # next C block, one per N block
+
+
+@needs_x86
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", ["fp32", "fp64"])
+@settings(max_examples=20, deadline=None)
+@given(
+    m=st.integers(1, 40),
+    n=st.integers(1, 20),
+    k=st.integers(1, 20),
+    br=st.integers(1, 3),
+    touches=st.sampled_from([(True, False), (False, True), (True, True)]),
+    seed=st.integers(0, 2**16),
+)
+def test_fused_touches(isa, dtype, m, n, k, br, touches, seed):
+    """zero_c: C = sum A B with C never read (it starts as NaN); relu_c: relu applied before the
+    store, exactly np.maximum(x, 0) with -0 -> +0; nothing outside C changes."""
+    if not available(isa):
+        pytest.skip(f"host lacks {isa}")
+    zero_c, relu_c = touches
+    rng = np.random.default_rng(seed)
+    dt = NP[dtype]
+    lda, ldb, ldc = m + 1, k + 2, m + 3
+    A = rng.uniform(-1, 1, br * k * lda).astype(dt)
+    B = rng.uniform(-1, 1, br * n * ldb).astype(dt)
+    C = rng.uniform(-1, 1, n * ldc).astype(dt)
+    if zero_c:
+        C.reshape(n, ldc)[:, :m] = np.nan  # must never be read
+    C0 = C.copy()
+    acc = np.zeros((m, n)) if zero_c else C0.reshape(n, ldc)[:, :m].T.astype(np.float64)
+    for i in range(br):
+        acc = acc + A[i * k * lda :].reshape(-1)[: k * lda].reshape(k, lda)[:, :m].T.astype(np.float64) @ (
+            B[i * n * ldb :][: n * ldb].reshape(n, ldb)[:, :k].T.astype(np.float64)
+        )
+    want = np.maximum(acc, 0) if relu_c else acc
+    kern = brgemm.generate(m, n, k, br, dtype=dtype, isa=isa, zero_c=zero_c, relu_c=relu_c)
+    kern(A, B, C, lda, ldb, ldc, k * lda, n * ldb)
+    got = C.reshape(n, ldc)[:, :m].T
+    tol = 4 * np.finfo(dt).eps * (k * br + 1)
+    np.testing.assert_allclose(got, want, rtol=0, atol=tol * max(1.0, np.abs(want).max()))
+    if relu_c:
+        assert not np.signbit(got).any()  # no -0
+    pad = C.reshape(n, ldc)[:, m:]
+    np.testing.assert_array_equal(pad, C0.reshape(n, ldc)[:, m:])
+
+
+@needs_x86
+def test_fused_touches_need_the_vector_path():
+    with pytest.raises(ValueError, match="fused touches"):
+        brgemm.generate(8, 4, 4, 1, trans_a=True, dtype="fp32", isa="avx2", zero_c=True)
+    with pytest.raises(ValueError, match="fused touches"):
+        brgemm.generate(8, 4, 4, 2, dtype="fp32", isa="avx2", relu_c=True, br_outer=True)
+    with pytest.raises(ValueError, match="zero_c"):
+        brgemm.generate(8, 4, 4, 1, dtype="fp32", isa="avx2", zero_c="yes")
