@@ -214,6 +214,46 @@ def _emit_transposed(a: Assembler, t: Target, m: int, n: int, ptype: str) -> Non
         walk = [(rax, r10, es), (rbx, r11, ldb)]
         element_loops(a, (r9, mr, "em"), (r8, nr, "en"), element, walk, advance=[(r10, lda), (r11, es)])
 
-    rect(mf, m - mf, 0, nf)  # bottom rows of the tiled columns
-    rect(0, m, nf, n - nf)  # the remaining columns
+    rem = n - nf
+    part = None
+    if mf and rem:  # the last columns: T x rem tiles, rows of B stored under a rem-lane mask
+        # (a packed B micro-panel is 6 columns wide: without this every element went one by one)
+        maskreg = ymm[4] if T == 4 else rows[0]  # free once the block is transposed
+        part = Partial(Target.of(t.dtype, "avx2"), rem, maskreg=maskreg, table=a.new_label("mask"))
+
+        def edge_tile() -> None:
+            if ptype != "zero":
+                a.vxorps(zero, zero, zero)
+            a.mov(rax, r10)
+            for j in range(rem):
+                if ptype == "zero":
+                    a.vxorps(rows[j], rows[j], rows[j])
+                else:
+                    getattr(a, vmov)(rows[j], ptr(rax))
+                    _op(a, t, ptype, rows[j], zero)
+                if j < rem - 1:
+                    a.add(rax, lda)
+            out = _transpose8x8_ps(a, rows, scratch) if T == 8 else _transpose4x4_pd(a, rows, scratch)
+            part.setup(a, rax)
+            a.mov(rax, r11)
+            for i in range(T):
+                part.store(a, rax, out[i])
+                a.add(rax, ldb)
+            a.mov(r11, rax)
+            a.add(r10, T * es)
+
+        # r10 = &a[nf*lda] (column nf), r11 = &b[nf]
+        if nf:
+            a.imul(r10, lda, nf)
+            a.add(r10, rdi)
+        else:
+            a.mov(r10, rdi)
+        a.lea(r11, ptr(rsi + nf * es))
+        counted_loop(a, r9, mf // T, edge_tile, "et")
+        rect(mf, m - mf, 0, n)  # bottom rows, every column
+    else:
+        rect(mf, m - mf, 0, nf)  # bottom rows of the tiled columns
+        rect(0, m, nf, n - nf)  # the remaining columns
     frame.leave(a)
+    if part is not None:
+        part.emit_data(a)
