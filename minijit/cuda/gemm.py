@@ -7,13 +7,18 @@ The kernel computes, for every batch entry ``z`` of a batch table and every CTA 
 over the rows ``r`` of a reduction table (BRGEMM batch-reduce entries and any outer K loops,
 flattened), with fp32 accumulation in registers.
 
-Layouts (strides in bytes are kernel parameters; element strides in the docs below):
+Layouts (strides in bytes are kernel parameters; element strides in the docs below), chosen by
+the spec's ``a_major`` and ``b_major`` (4 kernel variants):
 
-- A is M x K column-major, ``a[m + k*lda]`` (M contiguous): f16, bf16 or f32 (used as tf32).
-- B is K x N with ``b[k + n*ldb]`` (K contiguous), same element type as A.
-- C is M x N fp32, ``c[m + n*ldc]`` (M contiguous).
+- A is M x K: ``a_major="m"``: ``a[m + k*lda]`` (M contiguous, column-major), ``"k"``:
+  ``a[k + m*lda]`` (K contiguous, row-major); f16, bf16 or f32 (used as tf32).
+- B is K x N: ``b_major="k"``: ``b[k + n*ldb]`` (K contiguous), ``"n"``: ``b[n + k*ldb]``
+  (N contiguous); same element type as A.
+- C is M x N fp32, ``c[m + n*ldc]`` (M contiguous). An N-contiguous C is the caller's business:
+  `minijit.cuda.operation` computes C^T = B^T A^T instead (A and B exchange roles), which turns
+  it into an M-contiguous one, so 4 kernel variants cover all 8 orientations of A, B and C.
 
-These are mini_jit's column-major kernel layouts; the transposed variants are not generated.
+``lda``/``ldb`` are always the stride of the operand's non-contiguous dim.
 
 Kernel parameters, in order: ``A, B, C, batch_table, red_table`` (u64 device pointers),
 ``M, N, K, R`` (s32), ``lda, ldb, ldc`` (s64, **bytes**). ``batch_table`` holds ``gridDim.z``
@@ -25,12 +30,15 @@ Inside one CTA (``threads = 32 * warps_m * warps_n``):
 - the flattened sequence of ``R * ceil(K/BK)`` K tiles is streamed through ``stages`` shared
   memory buffers with ``cp.async`` (multi-stage pipeline: ``wait_group stages-2`` + ``bar.sync``
   per tile); edge tiles use the ``src-size`` operand (zero fill), so any M, N, K works;
-- shared tiles are stored row by row (A: one row per k, B: one row per n) with an XOR swizzle of
-  the 16-byte chunks (:class:`Swizzle`) so that ``ldmatrix`` and the tf32 fragment loads are free
-  of bank conflicts;
-- f16/bf16: ``ldmatrix.x4.trans`` (A, M-contiguous) and ``ldmatrix.x4`` (B, K-contiguous) feed
-  ``mma.sync.m16n8k16``; tf32: scalar ``ld.shared.f32`` + ``cvt.rna.tf32.f32`` feed
-  ``mma.sync.m16n8k8`` (ldmatrix moves 16-bit elements only);
+- shared tiles keep the operand's global orientation, one row per index of its non-contiguous dim
+  (A: rows k if M-contiguous, rows m if K-contiguous; B: rows n if K-contiguous, rows k if
+  N-contiguous), each loaded with ``cp.async`` 16-byte chunks along the contiguous dim, with an
+  XOR swizzle of the 16-byte chunks (:class:`Swizzle`) against bank conflicts;
+- f16/bf16: ``ldmatrix.x4`` feeds ``mma.sync.m16n8k16``, with ``.trans`` where the shared rows
+  are k (A M-contiguous, B N-contiguous) and without where they are m (A) or n (B);
+  tf32: ldmatrix moves 16-bit elements only, so every fragment element is a scalar
+  ``ld.shared.f32`` (+ ``cvt.rna.tf32.f32``) from its (row, column) in the swizzled tile, whatever
+  the orientation, feeding ``mma.sync.m16n8k8``;
 - the epilogue applies the first touch (zero, or load C, optionally ReLU'd) and the last touch
   (none or ReLU) and stores with predicates ``m < M and n < N``.
 
@@ -272,6 +280,7 @@ class GemmSpec:
     ``bm/warps_m x bn/warps_n`` warp tile. ``vec_a``/``vec_b``: bytes per global->shared copy
     (16, 8, 4 with cp.async; 2 for f16/bf16 operands whose strides are odd, copied with ld/st).
     ``first``: "zero" | "load" | "relu" (C := 0, C, max(C, 0) before the sum); ``last``: "none" | "relu".
+    ``a_major``: A's contiguous dim, "m" or "k"; ``b_major``: B's, "k" or "n" (C is M-contiguous).
     """
 
     dtype: str = "f16"
@@ -285,6 +294,8 @@ class GemmSpec:
     vec_b: int = 16
     first: str = "zero"
     last: str = "none"
+    a_major: str = "m"
+    b_major: str = "k"
 
     # derived -------------------------------------------------------------------------------------
     @property
@@ -324,26 +335,45 @@ class GemmSpec:
     @property
     def trans_a(self) -> bool:
         """ldmatrix .trans for A: its shared rows are k (M contiguous), the fragment wants rows m."""
-        return True
+        return self.a_major == "m"
 
     @property
     def trans_b(self) -> bool:
-        """ldmatrix .trans for B: its shared rows are n (K contiguous), as the "col" fragment wants."""
-        return False
+        """ldmatrix .trans for B: its shared rows are k (N contiguous); rows n (K contiguous) are
+        what the "col" fragment wants."""
+        return self.b_major == "n"
+
+    @property
+    def orientation(self) -> str:
+        """A's and B's contiguous dims, e.g. "mk" (M-contiguous A, K-contiguous B; C is M-contiguous)."""
+        return self.a_major + self.b_major
 
     @property
     def kstep(self) -> int:
         return 16 if self.es == 2 else 8
 
+    def _layout(self, rows_k: bool, mn: int) -> SmemLayout:
+        """Shared tile of an operand with rows k (inner ``mn``) or rows ``mn`` (inner k). tf32
+        fragments read 2 adjacent chunks of 4 k rows (pair swizzle), or 1 chunk of 8 m/n rows."""
+        if rows_k:
+            rb = mn * self.es
+            return SmemLayout(self.bk, mn, self.es, ldmatrix_swizzle(rb) if self.es == 2 else pair_swizzle(rb))
+        return SmemLayout(mn, self.bk, self.es, ldmatrix_swizzle(self.bk * self.es))
+
     @property
     def layout_a(self) -> SmemLayout:
-        rb = self.bm * self.es
-        sw = ldmatrix_swizzle(rb) if self.es == 2 else pair_swizzle(rb)
-        return SmemLayout(self.bk, self.bm, self.es, sw)
+        return self._layout(self.a_major == "m", self.bm)
 
     @property
     def layout_b(self) -> SmemLayout:
-        return SmemLayout(self.bn, self.bk, self.es, ldmatrix_swizzle(self.bk * self.es))
+        return self._layout(self.b_major == "n", self.bn)
+
+    def tile_coords(self, operand: str, m_cta, n_cta, k0, M, N, K):
+        """(outer0, inner0, outer_ext, inner_ext) of operand 'a' or 'b''s tile: the global origin
+        and extents of its shared rows (outer) and columns (inner, the contiguous dim)."""
+        if operand == "a":
+            return (k0, m_cta, K, M) if self.a_major == "m" else (m_cta, k0, M, K)
+        return (n_cta, k0, N, K) if self.b_major == "k" else (k0, n_cta, K, N)
 
     @property
     def stage_bytes(self) -> int:
@@ -358,7 +388,7 @@ class GemmSpec:
         return (
             f"gemm_{self.dtype}_{self.bm}x{self.bn}x{self.bk}_w{self.warps_m}x{self.warps_n}_s{self.stages}"
             f"_v{self.vec_a}x{self.vec_b}_{self.first}_{self.last}"
-        )
+        ) + ("" if self.orientation == "mk" else f"_a{self.a_major}b{self.b_major}")
 
     def max_vec(self, operand: str) -> int:
         """Widest copy (bytes) that splits operand 'a' or 'b''s shared tile evenly over the threads."""
@@ -384,6 +414,8 @@ class GemmSpec:
             bad(f"dtype {self.dtype!r}; one of {sorted(ESIZE)}")
         if self.first not in FIRST_TOUCH or self.last not in LAST_TOUCH:
             bad(f"first touch in {FIRST_TOUCH}, last touch in {LAST_TOUCH}")
+        if self.a_major not in ("m", "k") or self.b_major not in ("k", "n"):
+            bad(f"a_major {self.a_major!r} must be 'm' or 'k', b_major {self.b_major!r} 'k' or 'n'")
         for n in ("bm", "bn", "bk", "warps_m", "warps_n"):
             if not _pow2(getattr(self, n)):
                 bad(f"{n} must be a power of two")
@@ -475,8 +507,10 @@ def a_ldmatrix(spec: GemmSpec, tid, mt: int, ks: int):
     lane, warp_m, _ = thread_coords(spec, tid)
     j, r = lane >> 3, lane & 7
     m = warp_m * spec.wm + mt * 16 + (j & 1) * 8
-    k = ks * 16 + (j >> 1) * 8 + r
-    return spec.layout_a.offset(k, m)
+    k = ks * 16 + (j >> 1) * 8
+    if spec.a_major == "k":  # rows m: plain ldmatrix, lane r of matrix j hands row m + r
+        return spec.layout_a.offset(m + r, k)
+    return spec.layout_a.offset(k + r, m)
 
 
 def b_ldmatrix(spec: GemmSpec, tid, np_: int, ks: int):
@@ -484,9 +518,11 @@ def b_ldmatrix(spec: GemmSpec, tid, np_: int, ks: int):
     ``2*np_`` and ``2*np_+1`` at k step ``ks``. Matrix j covers n + 8*(j>>1), k + 8*(j&1)."""
     lane, _, warp_n = thread_coords(spec, tid)
     j, r = lane >> 3, lane & 7
-    n = warp_n * spec.wn + np_ * 16 + (j >> 1) * 8 + r
+    n = warp_n * spec.wn + np_ * 16 + (j >> 1) * 8
     k = ks * 16 + (j & 1) * 8
-    return spec.layout_b.offset(n, k)
+    if spec.b_major == "n":  # rows k: ldmatrix.trans, lane r of matrix j hands row k + r
+        return spec.layout_b.offset(k + r, n)
+    return spec.layout_b.offset(n + r, k)
 
 
 def _lane_pos(spec: GemmSpec, operand: str, lane, i: int):
@@ -508,8 +544,10 @@ def tf32_frag(spec: GemmSpec, tid, operand: str, tile: int, ks: int, i: int):
     lane, warp_m, warp_n = thread_coords(spec, tid)
     row, col = _lane_pos(spec, operand, lane, i)
     if operand == "a":  # (m, k)
-        return spec.layout_a.offset(ks * 8 + col, warp_m * spec.wm + tile * 16 + row)
-    return spec.layout_b.offset(warp_n * spec.wn + tile * 8 + col, ks * 8 + row)  # (k, n)
+        m, kk = warp_m * spec.wm + tile * 16 + row, ks * 8 + col
+        return spec.layout_a.offset(kk, m) if spec.a_major == "m" else spec.layout_a.offset(m, kk)
+    kk, n = ks * 8 + row, warp_n * spec.wn + tile * 8 + col  # (k, n)
+    return spec.layout_b.offset(n, kk) if spec.b_major == "k" else spec.layout_b.offset(kk, n)
 
 
 def acc_coords(spec: GemmSpec, tid, mt: int, nt: int, i: int):
@@ -695,8 +733,16 @@ def generate(spec: GemmSpec) -> GemmKernel:
         k0 = V(ktl) * S.bk
         stage = sm_base + V(wr)
         operands = (
-            ("a", S.layout_a, S.vec_a, V(base_a), lda, k0, m_cta, K, M, 0),
-            ("b", S.layout_b, S.vec_b, V(base_b), ldb, n_cta, k0, N, K, S.layout_a.nbytes),
+            ("a", S.layout_a, S.vec_a, V(base_a), lda, *S.tile_coords("a", m_cta, n_cta, k0, M, N, K), 0),
+            (
+                "b",
+                S.layout_b,
+                S.vec_b,
+                V(base_b),
+                ldb,
+                *S.tile_coords("b", m_cta, n_cta, k0, M, N, K),
+                S.layout_a.nbytes,
+            ),
         )
         for op, lay, vec, base, ld, outer0, inner0, outer_ext, inner_ext, soff in operands:
             for j in range(S.copies(op)):
@@ -967,8 +1013,26 @@ def simulate(
                     stage = (s % S.stages) * S.stage_bytes
                     k0 = kt * S.bk
                     ops = (
-                        ("a", lay_a, S.vec_a, a_mem, bt[bz, 0] + rt[r, 0], lda, k0, m_cta, k, m, 0),
-                        ("b", lay_b, S.vec_b, b_mem, bt[bz, 1] + rt[r, 1], ldb, n_cta, k0, n, k, lay_a.nbytes),
+                        (
+                            "a",
+                            lay_a,
+                            S.vec_a,
+                            a_mem,
+                            bt[bz, 0] + rt[r, 0],
+                            lda,
+                            *S.tile_coords("a", m_cta, n_cta, k0, m, n, k),
+                            0,
+                        ),
+                        (
+                            "b",
+                            lay_b,
+                            S.vec_b,
+                            b_mem,
+                            bt[bz, 1] + rt[r, 1],
+                            ldb,
+                            *S.tile_coords("b", m_cta, n_cta, k0, m, n, k),
+                            lay_a.nbytes,
+                        ),
                     )
                     for op, lay, vec, mem, base, ld, outer0, inner0, outer_ext, inner_ext, soff in ops:
                         for j in range(S.copies(op)):

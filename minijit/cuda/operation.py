@@ -19,9 +19,13 @@ GEMM and BRGEMM main primitives (:mod:`minijit.cuda.gemm`):
   and may run in any order) becomes an entry of the batch table, i.e. ``gridDim.z``.
 
 Types: ``dtype`` names the *input* type: "fp32" (run as tf32: inputs rounded with
-cvt.rna.tf32.f32, fp32 accumulation), "fp16" or "bf16". Output is always fp32. Layouts: A and C
-need unit stride on the prim M dim, B on the prim K dim (mini_jit's column-major kernels);
-other layouts raise ``SetupError(wrong_stride)``.
+cvt.rna.tf32.f32, fp32 accumulation), "fp16" or "bf16". Output is always fp32. Layouts: all 8
+orientations of A, B and C: A needs unit stride on its prim M or K dim, B on its prim K or N dim,
+C on its prim M or N dim. An N-contiguous C is computed as C^T = B^T A^T (the config's in0/in1
+and M/N roles exchange, ``config.inputs_swapped``; ``execute`` still takes the caller's order),
+which leaves 4 kernel variants (`gemm.GemmSpec` ``a_major``/``b_major``; a transposed operand
+tile is read with ``ldmatrix.trans`` for fp16/bf16, scalar fragment loads for tf32). An operand
+with no unit stride on either of its prim dims raises ``SetupError(wrong_stride)`` naming the dim.
 
 Arrays: torch tensors (any dtype above, incl. bfloat16), objects with ``__cuda_array_interface__``
 (cupy; fp16/fp32), objects with ``__dlpack__`` (through ``torch.from_dlpack`` when torch is
@@ -223,18 +227,38 @@ class CudaTensorOperation:
         def size(role):
             return 1 if role is None else dims[role].size
 
-        for role, tensor, what in (
-            (roles.m, "in0", "prim M needs unit stride in in0 (column-major A)"),
-            (roles.m, "out", "prim M needs unit stride in out (column-major C)"),
-            (roles.k, "in1", "prim K needs unit stride in in1 (B with K contiguous)"),
-        ):
-            if size(role) > 1 and stride(role, tensor) != 1:
+        def unit(role, tensor) -> bool:
+            return size(role) <= 1 or stride(role, tensor) == 1
+
+        if not unit(roles.m, "out"):
+            if not unit(roles.n, "out"):
                 raise SetupError(
-                    error_t.wrong_stride, f"dim {role} ({dims[role]}): {what}, got {stride(role, tensor)}", dim=role
+                    error_t.wrong_stride,
+                    f"dim {roles.m} ({dims[roles.m]}): out needs unit stride on prim M or prim N,"
+                    f" got {stride(roles.m, 'out')} and {stride(roles.n, 'out')}",
+                    dim=roles.m,
+                )
+            config = _swapped(config)  # C^T = B^T A^T: an N-contiguous C becomes M-contiguous
+            dims, roles = config.dims, config.prim
+        majors = {}
+        for tensor, (r0, n0), (r1, n1), what in (
+            ("in0", (roles.m, "m"), (roles.k, "k"), "A"),
+            ("in1", (roles.k, "k"), (roles.n, "n"), "B"),
+        ):
+            if unit(r0, tensor):
+                majors[tensor] = n0
+            elif unit(r1, tensor):
+                majors[tensor] = n1
+            else:
+                raise SetupError(
+                    error_t.wrong_stride,
+                    f"dim {r0} ({dims[r0]}): {tensor} ({what}) needs unit stride on prim {n0.upper()} or"
+                    f" prim {n1.upper()}, got {stride(r0, tensor)} and {stride(r1, tensor)}",
+                    dim=r0,
                 )
         self.m, self.n, self.k = size(roles.m), size(roles.n), size(roles.k)
-        self.lda = stride(roles.k, "in0") * es
-        self.ldb = stride(roles.n, "in1") * es
+        self.lda = stride(roles.k if majors["in0"] == "m" else roles.m, "in0") * es
+        self.ldb = stride(roles.n if majors["in1"] == "k" else roles.k, "in1") * es
         self.ldc = stride(roles.n, "out") * 4
         loop = [d for d in config.dims if d.exec is not exec_t.prim]
         red = [d for d in loop if d.type is dim_t.k]
@@ -251,6 +275,7 @@ class CudaTensorOperation:
             if abs(v) >= 2**62:
                 raise SetupError(error_t.wrong_stride, f"{name} of {v} bytes is out of range")
         touches = {"first": first[config.prim_first], "last": last[config.prim_last]}
+        touches.update(a_major=majors["in0"], b_major=majors["in1"])
         spec = gemm.default_spec(dt, self.m, self.n, self.k, **touches)
         self.config, self.dtype, self.spec, self.plan = config, dt, spec, None
         self._dev_tables = None
@@ -362,6 +387,7 @@ class CudaTensorOperation:
         es = gemm.ESIZE[self.dtype]
         plain = len(self.batch_table) == 1 and len(self.red_table) == 1 and not self.batch_table.any()
         plain = plain and not self.red_table.any() and self.lda >= self.m * es and self.ldb >= self.k * es
+        plain = plain and self.spec.orientation == "mk"  # the sm90a kernels take the default layout
         ok = plain and gemm_sm90.fits(self.dtype, self.m, self.n, self.k, ptr_a, ptr_b, self.lda, self.ldb)
         if self.family == "sm90a":
             if not ok:
@@ -505,6 +531,16 @@ class CudaTensorOperation:
             fam = "sm90a on compute capability 9.0, else mma.sync" if self.family == "auto" else self.family
             state = f"{self.spec.name} batch {len(self.batch_table)} family {fam}"
         return f"<CudaTensorOperation {state}>"
+
+
+def _swapped(config: TensorConfig) -> TensorConfig:
+    """``config`` computed as C^T = B^T A^T: in0 and in1 exchange strides, M and N dims their types
+    (as `optimizer.swap_operands` does, here for configs with prim dims too)."""
+    other = {dim_t.m: dim_t.n, dim_t.n: dim_t.m}
+    dims = [
+        d.with_(type=other.get(d.type, d.type), stride_in0=d.stride_in1, stride_in1=d.stride_in0) for d in config.dims
+    ]
+    return config.with_dims(dims, inputs_swapped=not config.inputs_swapped)
 
 
 def _offsets(dims, tensors) -> np.ndarray:

@@ -324,9 +324,9 @@ def test_operation_setup_errors():
     with pytest.raises(SetupError) as e:
         op.setup("fp64", "zero", "gemm", "none", dims, ex, sizes, s0, s1, so)
     assert e.value.code is error_t.wrong_dtype
-    with pytest.raises(SetupError) as e:  # A with K contiguous: not generated
-        op.setup("fp16", "zero", "gemm", "none", dims, ex, sizes, (1, 0, 1024, 32, 0, 1), s1, so)
-    assert e.value.code is error_t.wrong_stride
+    with pytest.raises(SetupError) as e:  # A with unit stride on neither prim M nor prim K
+        op.setup("fp16", "zero", "gemm", "none", dims, ex, sizes, (2, 0, 2048, 64, 0, 2), s1, so)
+    assert e.value.code is error_t.wrong_stride and "dim 3" in str(e.value)
     with pytest.raises(SetupError) as e:
         op.setup("fp16", "zero", "gemm", "zero", dims, ex, sizes, s0, s1, so)
     assert e.value.code is error_t.wrong_ptype
