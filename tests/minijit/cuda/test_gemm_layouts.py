@@ -122,3 +122,50 @@ def test_previously_rejected_orientations_accepted_and_no_unit_stride_rejected()
             op.setup("fp16", "zero", "gemm", "none", ("m", "n", "k"), ("prim",) * 3, (m, n, k), s0, s1, so)
         assert e.value.code is error_t.wrong_stride and f"dim {dim}" in str(e.value) and tensor in str(e.value)
         assert op.config is None
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "tf32"])
+def test_model_default_tiles_conflict_free(dtype):
+    """The numpy model of the 4 variants at the default 128x128 tiles (1 CTA, a ragged K step):
+    right results, and every shared store, ldmatrix and tf32 fragment load free of bank conflicts."""
+    m = n = 128
+    k = 24
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((m, k)).astype(np.float32)
+    B = rng.standard_normal((k, n)).astype(np.float32)
+    ref = gemm.reference(dtype, A, B, np.zeros((m, n)))
+    for am, bm in itertools.product("mk", "kn"):
+        spec = gemm.default_spec(dtype, m, n, k, a_major=am, b_major=bm)
+        sa, sb = (A.T if am == "m" else A).copy(), (B.T if bm == "k" else B).copy()
+        lda, ldb = sa.shape[1] * spec.es, sb.shape[1] * spec.es
+        spec = spec.aligned(gemm.choose_vec(spec.es, lda), gemm.choose_vec(spec.es, ldb))
+        assert (spec.bm, spec.bn, spec.vec_a, spec.vec_b) == (128, 128, 16, 16)
+        c = np.full((n, m), np.nan, np.float32)
+        enc = (gemm.encode(dtype, x).view(np.uint8) for x in (sa, sb))
+        stats = gemm.simulate(spec, *enc, c.reshape(-1), m, n, k, lda, ldb, m * 4)
+        np.testing.assert_allclose(c.T, ref, rtol=1e-4, atol=2e-4, err_msg=spec.name)
+        assert len(stats.conflicts) == 4 and set(stats.conflicts.values()) == {1}, (spec.name, stats.conflicts)
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "fp32"])
+def test_brgemm_batched_transposed_simulated(dtype):
+    """BRGEMM with a batch (shared) dim and a BR dim, K-contiguous A, N-contiguous B and C (so
+    the operation runs swapped): batch and reduction tables in the swapped roles."""
+    from ptx import simdriver
+
+    z, r, m, n, k = 2, 2, 18, 10, 12
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((z, r, m, k)).astype(np.float32)  # K contiguous
+    B = rng.standard_normal((z, r, k, n)).astype(np.float32)  # N contiguous
+    C = rng.standard_normal((z, m, n)).astype(np.float32)  # N contiguous
+    op = CudaTensorOperation(driver=simdriver, family="mma.sync")
+    op.setup(dtype, "none", "brgemm", "relu", ("c", "k", "m", "n", "k"), ("shared", "prim", "prim", "prim", "prim"),
+             (z, r, m, n, k), (r * m * k, m * k, k, 0, 1), (r * k * n, k * n, 0, 1, n),
+             (m * n, 0, n, 1, 0))  # fmt: skip
+    assert op.config.inputs_swapped and len(op.batch_table) == z and len(op.red_table) == r
+    ha, hb = gemm.encode(op.dtype, A), gemm.encode(op.dtype, B)
+    qa, qb = (gemm.decode(op.dtype, h) if op.dtype != "tf32" else mma.round_tf32(h) for h in (ha, hb))
+    ref = np.maximum(np.einsum("zrmk,zrkn->zmn", qa.astype(np.float64), qb.astype(np.float64)) + C, 0)
+    out = C.copy()
+    op.execute(ha, hb, out)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
