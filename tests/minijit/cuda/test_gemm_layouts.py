@@ -28,7 +28,9 @@ def _store(x: np.ndarray, inner_axis: int, pad: int) -> tuple[np.ndarray, tuple[
     return buf, ((ld, 1) if inner_axis == 1 else (1, ld))
 
 
-def _run(orient, dtype, m, n, k, first, last, pad=(0, 0, 0), seed=0):
+def _run(orient, dtype, m, n, k, first, last, pad=(0, 0, 0), seed=0, driver=None):
+    """One GEMM in orientation ``orient`` through CudaTensorOperation (``driver``: the PTX
+    simulator by default) against numpy; C's padding must stay untouched."""
     from ptx import simdriver
 
     am, bm, cm = orient
@@ -39,7 +41,7 @@ def _run(orient, dtype, m, n, k, first, last, pad=(0, 0, 0), seed=0):
     a, (sam, sak) = _store(A, 0 if am == "m" else 1, pad[0])
     b, (sbk, sbn) = _store(B, 0 if bm == "k" else 1, pad[1])
     c, (scm, scn) = _store(C, 0 if cm == "m" else 1, pad[2])
-    op = CudaTensorOperation(driver=simdriver, family="mma.sync")
+    op = CudaTensorOperation(driver=driver or simdriver, family="mma.sync")
     op.setup(dtype, first, "gemm", last, ("m", "n", "k"), ("prim",) * 3, (m, n, k),
              (sam, 0, sak), (0, sbn, sbk), (scm, scn, 0))  # fmt: skip
     ha, hb = gemm.encode(op.dtype, a), gemm.encode(op.dtype, b)
@@ -59,11 +61,15 @@ def _run(orient, dtype, m, n, k, first, last, pad=(0, 0, 0), seed=0):
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16", "fp32"])
 @pytest.mark.parametrize("orient", ORIENTATIONS, ids=lambda o: "A{}B{}C{}".format(*o))
-def test_all_orientations_simulated(orient, dtype):
-    """Ragged M, N, K (one 32x32 CTA tile, K over a full and an edge step); first touch zero +
-    last touch relu on half the orientations, load + none on the other half."""
+def test_all_orientations(cuda_backend, orient, dtype):
+    """Ragged M, N, K: in the simulator one 32x32 CTA tile with K over a full and an edge step;
+    on a GPU several 128x128 CTAs, padded leading dims. First touch zero + last touch relu on half
+    the orientations, load + none on the other half."""
     first, last = ("zero", "relu") if ORIENTATIONS.index(orient) % 2 == 0 else ("none", "none")
-    op = _run(orient, dtype, 20, 12, 24, first, last)
+    if cuda_backend.simulated:
+        op = _run(orient, dtype, 20, 12, 24, first, last)
+    else:
+        op = _run(orient, dtype, 300, 270, 150, first, last, pad=(3, 5, 1), driver=cuda_backend.driver)
     am, bm, cm = orient
     # an N-contiguous C runs swapped: A and B exchange roles and transpose
     want = (am, bm) if cm == "m" else ({"k": "k", "n": "m"}[bm], {"m": "n", "k": "k"}[am])
