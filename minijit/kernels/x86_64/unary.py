@@ -151,24 +151,29 @@ def _emit_transposed(a: Assembler, t: Target, m: int, n: int, ptype: str) -> Non
     a.shl(ldb, LOG2[es])
     vmov = "vmovups" if es == 4 else "vmovupd"
 
-    def tile() -> None:
-        # T columns of A (T rows each) -> registers, op
+    def tile(cols: int = T, part: Partial | None = None) -> None:
+        # ``cols`` columns of A (T rows each) at r10 -> registers, op, transposed
         if ptype != "zero":
             a.vxorps(zero, zero, zero)
         a.mov(rax, r10)
-        for j in range(T):
+        for j in range(cols):
             if ptype == "zero":
                 a.vxorps(rows[j], rows[j], rows[j])
             else:
                 getattr(a, vmov)(rows[j], ptr(rax))
                 _op(a, t, ptype, rows[j], zero)
-            if j < T - 1:
+            if j < cols - 1:
                 a.add(rax, lda)
         out = _transpose8x8_ps(a, rows, scratch) if T == 8 else _transpose4x4_pd(a, rows, scratch)
-        # T rows of B
+        if part is not None:  # the mask register is free once the block is transposed
+            part.setup(a, rax)
+        # T rows of B at r11 (``cols`` lanes each under ``part``)
         a.mov(rax, r11)
         for i in range(T):
-            getattr(a, vmov)(ptr(rax), out[i])
+            if part is not None:
+                part.store(a, rax, out[i])
+            else:
+                getattr(a, vmov)(ptr(rax), out[i])
             a.add(rax, ldb)
         a.mov(r11, rax)  # next tile of B: T rows down
         a.add(r10, T * es)  # next tile of A: T elements down
@@ -221,27 +226,6 @@ def _emit_transposed(a: Assembler, t: Target, m: int, n: int, ptype: str) -> Non
         maskreg = ymm[4] if T == 4 else rows[0]  # free once the block is transposed
         part = Partial(Target.of(t.dtype, "avx2"), rem, maskreg=maskreg, table=a.new_label("mask"))
 
-        def edge_tile() -> None:
-            if ptype != "zero":
-                a.vxorps(zero, zero, zero)
-            a.mov(rax, r10)
-            for j in range(rem):
-                if ptype == "zero":
-                    a.vxorps(rows[j], rows[j], rows[j])
-                else:
-                    getattr(a, vmov)(rows[j], ptr(rax))
-                    _op(a, t, ptype, rows[j], zero)
-                if j < rem - 1:
-                    a.add(rax, lda)
-            out = _transpose8x8_ps(a, rows, scratch) if T == 8 else _transpose4x4_pd(a, rows, scratch)
-            part.setup(a, rax)
-            a.mov(rax, r11)
-            for i in range(T):
-                part.store(a, rax, out[i])
-                a.add(rax, ldb)
-            a.mov(r11, rax)
-            a.add(r10, T * es)
-
         # r10 = &a[nf*lda] (column nf), r11 = &b[nf]
         if nf:
             a.imul(r10, lda, nf)
@@ -249,7 +233,7 @@ def _emit_transposed(a: Assembler, t: Target, m: int, n: int, ptype: str) -> Non
         else:
             a.mov(r10, rdi)
         a.lea(r11, ptr(rsi + nf * es))
-        counted_loop(a, r9, mf // T, edge_tile, "et")
+        counted_loop(a, r9, mf // T, lambda: tile(rem, part), "et")
         rect(mf, m - mf, 0, n)  # bottom rows, every column
     else:
         rect(mf, m - mf, 0, nf)  # bottom rows of the tiled columns
