@@ -29,14 +29,13 @@ the function's limit). TMA needs A and B 16-byte aligned and lda, ldb multiples 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ptx import Module, addr, sreg
-from ptx.builder import Kernel
 from ptx.tensormap import SWIZZLE_128B
 from ptx.wgmma import make_descriptor
 
-from .gemm import FIRST_TOUCH, LAST_TOUCH
+from .gemm import FIRST_TOUCH, LAST_TOUCH, GemmKernel
 
 ESIZE = {"f16": 2, "bf16": 2}
 TMAP_DTYPE = {"f16": "float16", "bf16": "bfloat16"}
@@ -117,38 +116,15 @@ class Sm90Spec:
 
 
 @dataclass
-class Sm90Kernel:
-    """A generated kernel: PTX module, kernel and launch geometry."""
+class Sm90Kernel(GemmKernel):
+    """A generated kernel: PTX module, kernel and launch geometry (``grid(m, n)``: one batch)."""
 
     spec: Sm90Spec
-    module: Module
-    kernel: Kernel
-    _text: str | None = field(default=None, repr=False)
-
-    @property
-    def name(self) -> str:
-        return self.kernel.name
-
-    @property
-    def text(self) -> str:
-        if self._text is None:
-            self._text = self.module.text()
-        return self._text
-
-    @property
-    def signature(self) -> tuple[str, ...]:
-        return self.kernel.signature
-
-    @property
-    def block(self) -> tuple[int, int, int]:
-        return (self.spec.threads, 1, 1)
 
     @property
     def shared_bytes(self) -> int:
+        """Dynamic shared memory the launch must grant (bytes)."""
         return self.spec.smem_bytes
-
-    def grid(self, m: int, n: int) -> tuple[int, int, int]:
-        return (-(-m // self.spec.bm), -(-n // self.spec.bn), 1)
 
 
 def tensor_maps(spec: Sm90Spec, a: int, b: int, m: int, n: int, k: int, lda: int, ldb: int) -> tuple[dict, dict]:
