@@ -176,7 +176,32 @@ def _bench_cpu(args: argparse.Namespace, command: str) -> report.Report:
     return cpu.bench(specs, threads, target, args.reps, command, lambda msg: _progress(msg, args.quiet))
 
 
+def _bench_dispatch(args: argparse.Namespace) -> int:
+    """``--dispatch``: the per-execute thread dispatch cost, native team against the thread pool."""
+    from minijit import parallel
+    from minijit.bench import dispatch
+
+    given = {
+        "--einsum": args.einsum, "--spmm": args.spmm, "--target": args.target != "native", "--config": args.config,
+        "--config-file": args.config_file, "--json": args.json, "--write": args.write, "--plot": args.plot,
+        "--size": args.size, "--spmm-n": args.spmm_n, "--dtype": args.dtype,
+    }  # fmt: skip
+    taken = [flag for flag, value in given.items() if value]
+    if taken:
+        raise UserError(f"--dispatch runs its own cases; it does not take {', '.join(taken)}")
+    threads = _one_thread_count(args.threads, "--dispatch") or max(2, parallel.default_threads())
+    calls, gemm_calls = (2000, 20) if args.quick else (20000, 100)
+    _progress(f"dispatch: backends {', '.join(dispatch.available_backends())}, {threads} threads", args.quiet)
+    rows = dispatch.measure(threads=threads, calls=calls, gemm_calls=gemm_calls)
+    hw = report.hardware()
+    print(f"# minijit bench --dispatch: {hw['cpu'] or hw['isa']}, {hw['cores']} cores (medians of {calls} no-op calls)")
+    print(dispatch.report(rows))
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.dispatch:
+        return _bench_dispatch(args)
     mode = _bench_mode(args)
     if args.reps < 1:
         raise UserError(f"--reps must be >= 1, got {args.reps}")
@@ -336,6 +361,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--einsum",
         action="store_true",
         help="einsum rows: minijit.EinsumPlan vs np.einsum(optimize=True) on real and random expressions",
+    )
+    b.add_argument(
+        "--dispatch",
+        action="store_true",
+        help="thread dispatch cost per execute: a no-op loop nest and 256/512 GEMMs, native team vs thread pool",
     )
     b.add_argument(
         "--write", action="store_true", help="cuda / --spmm / --einsum: also write a Markdown file to bench/results/"

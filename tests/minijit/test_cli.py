@@ -536,3 +536,22 @@ def test_row_major_gemm_row_checks_against_matmul(capsys):
     assert rc == 0, out
     row = next(ln for ln in out.splitlines() if "gemm-256-c" in ln)
     assert row.endswith("| ok |") and "(matmul)" in row
+
+
+def test_bench_dispatch_prints_both_backends_and_rejects_other_modes(capsys, monkeypatch):
+    from minijit.bench import dispatch
+
+    seen, real = {}, dispatch.measure
+
+    def small_measure(threads, calls, gemm_calls):  # the real measurement, at tiny counts
+        seen.update(threads=threads, calls=calls)
+        return real(threads=threads, gemm_sizes=(64,), gemm_threads=(1,), calls=50, gemm_calls=3)
+
+    monkeypatch.setattr(dispatch, "measure", small_measure)
+    rc, out, _ = run(["bench", "--dispatch", "--quick", "--threads", "2", "-q"], capsys)
+    assert rc == 0 and seen == {"threads": 2, "calls": 2000}
+    assert "minijit bench --dispatch" in out and "no-op loop nest" in out and "gemm-64 C-order" in out
+    for backend in dispatch.available_backends():
+        assert f" {backend} " in out
+    rc, _, err = run(["bench", "--dispatch", "--einsum"], capsys)
+    assert rc == 2 and "--dispatch runs its own cases" in err and "--einsum" in err
