@@ -872,18 +872,24 @@ def generate(spec: GemmSpec) -> GemmKernel:
                     p = k.reg("pred")
                     k.and_(p, row_ok[(mt, h)], col_ok)
                     v = acc[mt][nt][i]
-                    a = addr(pcol.r, 4 * dm)
-                    if S.first in ("load", "relu"):
-                        old = reg("f32", 0.0)
-                        k.ld("global", old, a, pred=p)
-                        if S.first == "relu":
-                            k.max(old, old, zero_f)
-                        k.add(v, v, old)
-                    if S.last == "relu":
-                        k.max(v, v, zero_f)
-                    k.st("global", a, v, pred=p)
+                    store_touched(k, S.first, S.last, v, addr(pcol.r, 4 * dm), p, zero_f)
     k.ret()
     return GemmKernel(S, mod, k)
+
+
+def store_touched(k: Kernel, first: str, last: str, v: Reg, a, p: Reg, zero_f: Reg) -> None:
+    """Epilogue of one f32 accumulator ``v`` at global address ``a`` under predicate ``p``: add the
+    first touch's C (``load``: C, ``relu``: relu(C); ``zero``: nothing), apply the last touch, store."""
+    if first in ("load", "relu"):
+        old = k.reg("f32")
+        k.mov(old, 0.0)
+        k.ld("global", old, a, pred=p)
+        if first == "relu":
+            k.max(old, old, zero_f)
+        k.add(v, v, old)
+    if last == "relu":
+        k.max(v, v, zero_f)
+    k.st("global", a, v, pred=p)
 
 
 # --------------------------------------------------------------------------- host-side tables

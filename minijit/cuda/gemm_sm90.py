@@ -35,7 +35,7 @@ from ptx import Module, addr, sreg
 from ptx.tensormap import SWIZZLE_128B
 from ptx.wgmma import make_descriptor
 
-from .gemm import FIRST_TOUCH, LAST_TOUCH, GemmKernel
+from .gemm import FIRST_TOUCH, LAST_TOUCH, GemmKernel, store_touched
 
 ESIZE = {"f16": 2, "bf16": 2}
 TMAP_DTYPE = {"f16": "float16", "bf16": "bfloat16"}
@@ -335,16 +335,7 @@ def generate(spec: Sm90Spec) -> Sm90Kernel:
         k.add(mi, mcol, dm)
         k.setp("lt", p, mi, M)
         k.and_(p, p, row_ok[h])
-        a = addr(rowp8 if h else rowp, 4 * dm)
-        if S.first in ("load", "relu"):
-            old = reg("f32", 0.0)
-            k.ld("global", old, a, pred=p)
-            if S.first == "relu":
-                k.max(old, old, zero_f)
-            k.add(v, v, old)
-        if S.last == "relu":
-            k.max(v, v, zero_f)
-        k.st("global", a, v, pred=p)
+        store_touched(k, S.first, S.last, v, addr(rowp8 if h else rowp, 4 * dm), p, zero_f)
     k.ret()
     return Sm90Kernel(S, mod, k)
 
