@@ -333,9 +333,7 @@ class CudaEinsumPlan:
         live = list(range(n))  # slots
         live_sets = list(sets)
         for step, (i, j) in enumerate(path):
-            i, j = sorted((i, j))
-            if i < 0 or j >= len(live) or i == j:
-                raise ValueError(f"einsum: path step {(i, j)} must name two different operands of {len(live)}")
+            i, j = _path.checked_step(i, j, len(live))
             sb, sa = live.pop(j), live.pop(i)
             fb, fa = live_sets.pop(j), live_sets.pop(i)
             need = set(out)

@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["BYTE_WEIGHT", "PathInfo", "contraction_cost", "greedy_path", "optimal_path", "path_cost"]
+__all__ = ["BYTE_WEIGHT", "PathInfo", "checked_step", "contraction_cost", "greedy_path", "optimal_path", "path_cost"]
 
 #: flop-equivalents per byte moved (peak flops / bandwidth of one core, order of magnitude)
 BYTE_WEIGHT = 5.0
@@ -23,6 +23,14 @@ BYTE_WEIGHT = 5.0
 OPTIMAL_LIMIT = 8
 #: ``optimize="optimal"`` refuses more operands than this (3^n subset pairs)
 OPTIMAL_MAX = 12
+
+
+def checked_step(i: int, j: int, count: int) -> tuple[int, int]:
+    """A path step ``(i, j)`` sorted, or ValueError unless it names two different operands of ``count``."""
+    i, j = sorted((i, j))
+    if i < 0 or j >= count or i == j:
+        raise ValueError(f"einsum: path step {(i, j)} must name two different operands of {count}")
+    return i, j
 
 
 def _size(ids, sizes) -> int:

@@ -514,9 +514,7 @@ class EinsumPlan:
             batch_of[id(nodes[i])] = frozenset()
         keep_nodes = []
         for i, j in path:
-            i, j = sorted((i, j))
-            if j >= len(nodes) or i < 0 or i == j:
-                raise ValueError(f"einsum: path step {(i, j)} must name two different operands of {len(nodes)}")
+            i, j = _path.checked_step(i, j, len(nodes))
             nb, na = nodes.pop(j), nodes.pop(i)
             sb, sa = live.pop(j), live.pop(i)
             need = set(out_ids)

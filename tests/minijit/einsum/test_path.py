@@ -10,6 +10,7 @@ from hypothesis import given, settings
 
 import minijit
 from minijit.einsum import greedy_path, optimal_path, parse_subscripts, path_cost
+from minijit.einsum.path import checked_step
 from tests.conftest import examples
 from tests.minijit.einsum.strategies import expressions
 
@@ -109,3 +110,10 @@ def test_contract_path_and_explicit_paths():
     for bad in ([(0, 5), (0, 1), (0, 1)], [(1, 1), (0, 1), (0, 1)], [(0, 1), (0, 1)]):
         with pytest.raises(ValueError, match="path"):
             minijit.einsum(subs, *ops, optimize=bad)
+
+
+@pytest.mark.parametrize("step", [(0, 0), (-1, 1), (0, 3), (5, 1)])
+def test_explicit_paths_with_bad_steps_raise_before_planning(step):
+    with pytest.raises(ValueError, match="must name two different operands of 3"):
+        minijit.EinsumPlan("ij,jk,kl->il", (2, 3), (3, 4), (4, 5), optimize=["einsum_path", step, (0, 1)])
+    assert checked_step(2, 0, 3) == (0, 2)
