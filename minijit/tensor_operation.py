@@ -136,7 +136,7 @@ class TensorOperation:
             config = optimizer.optimize(
                 config,
                 thread_target=threads,
-                max_kernel_size=max_kernel_size or optimizer.DEFAULT_MAX_KERNEL_SIZE,
+                max_kernel_size=optimizer.DEFAULT_MAX_KERNEL_SIZE if max_kernel_size is None else max_kernel_size,
                 min_kernel_size=min_kernel_size,
                 max_sizes=None if self.blocking is None else self.blocking.sizes(),
             )

@@ -78,3 +78,11 @@ def test_setup_uses_the_model_for_gemms_unless_a_size_is_given():
         C = np.full((n, n), np.nan, np.float32)
         o.execute(A, B, C)
         np.testing.assert_allclose(C, A.astype(np.float64) @ B, rtol=1e-4, atol=1e-4)
+
+
+def test_setup_rejects_a_zero_max_kernel_size_instead_of_using_the_model():
+    op = TensorOperation("native", num_threads=1)
+    args = ("fp32", "none", "gemm", "none", "mnk", ("undefined",) * 3, (8, 8, 8), (1, 0, 8), (0, 8, 1), (1, 8, 0))
+    with pytest.raises(ValueError, match="max_kernel_size must be >= 1"):
+        op.setup(*args, max_kernel_size=0)
+    assert op.config is None
