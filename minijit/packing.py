@@ -1,4 +1,9 @@
-"""Packing of the A operand (in0) of a GEMM/BRGEMM: when and into which layout.
+"""Packing of GEMM/BRGEMM operands: when and into which layout.
+
+Two layouts: `plan_packing` (every target) pads A's columns so they spread over the cache sets;
+`plan_panels` (x86-64 kernels, section at the end) copies A into register-row micro-panels and B
+into register-column micro-panels. `TensorOperation` tries A panels first, then the padded A,
+then B panels on the result. The padded layout's model:
 
 The column-major kernels stream an A micro-panel (one register block of M rows by every K of the
 prim) once per N block and expect it to stay in cache (L1, else L2). Its K columns lie ``lda``
