@@ -315,7 +315,10 @@ class TensorOperation:
             if trans and stride(n, "out") != 1 and size(n) > 1:
                 raise fail(n, "a transposing unary op needs a unit-stride prim dim in out")
             ldb = stride(m if trans else n, "out")
-            prims["main"] = self._kernel(kernels.unary, size(m), size(n), trans_b=trans, ptype=main.name, **common)
+            dense = trans and ldb == size(n)  # B rows back to back (a packed panel): unmasked edge stores
+            prims["main"] = self._kernel(
+                kernels.unary, size(m), size(n), trans_b=trans, ptype=main.name, dense_b=dense, **common
+            )
             a_ptr = "out" if main is ptype_t.zero else "in0"
             calls["main"] = Call(prims["main"].address, (a_ptr, "out", stride(n, src), ldb))
         elif main in BINARY_PTYPES:

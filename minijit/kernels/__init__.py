@@ -72,8 +72,10 @@ def brgemm(
     return g.generate(m, n, k, br_size, trans_a, trans_b, trans_c, dtype, sve_vl=sve_vl)
 
 
-def unary(m, n, *, trans_b=False, dtype="fp32", ptype="copy", target, sve_vl=128):
-    """A unary (zero/copy/relu) kernel for ``target``."""
+def unary(m, n, *, trans_b=False, dtype="fp32", ptype="copy", target, sve_vl=128, dense_b=False):
+    """A unary (zero/copy/relu) kernel for ``target``. ``dense_b`` (with ``trans_b``): the caller
+    passes ``ldb == n`` (B is one contiguous N x M run); x86-64 then stores edge tiles without masks
+    (the AArch64 kernels need no hint: they read ``ldb``)."""
     target = check_target(target)
     if target == "aarch64-neon":
         from minijit.kernels.aarch64 import neon_unary as g
@@ -82,7 +84,7 @@ def unary(m, n, *, trans_b=False, dtype="fp32", ptype="copy", target, sve_vl=128
     else:
         from minijit.kernels.x86_64 import unary as x
 
-        return x.generate(m, n, trans_b, dtype, ptype, isa=target.split("-")[1])
+        return x.generate(m, n, trans_b, dtype, ptype, isa=target.split("-")[1], dense_b=dense_b)
     return g.generate(m, n, trans_b, dtype, ptype, sve_vl=sve_vl)
 
 

@@ -45,17 +45,37 @@ def signature(ctype: str) -> str:
 
 
 def generate(
-    m: int, n: int, trans_b: bool = False, dtype: str = "fp32", ptype: str = "copy", isa: str = "avx512"
+    m: int,
+    n: int,
+    trans_b: bool = False,
+    dtype: str = "fp32",
+    ptype: str = "copy",
+    isa: str = "avx512",
+    dense_b: bool = False,
 ) -> Kernel:
-    """Generate the unary kernel (see the module docstring). Bad arguments raise ValueError."""
+    """Generate the unary kernel (see the module docstring). Bad arguments raise ValueError.
+
+    ``dense_b`` (with ``trans_b``): B's rows are exactly ``n`` elements apart (a packed micro-panel:
+    the whole N x M block is one contiguous run); the kernel then ignores the ``ldb`` argument and,
+    when ``n`` is narrower than a register tile, stores each tile's rows with full vectors in
+    increasing address order where the spill stays inside the tile (later rows' stores overwrite
+    it; the rows a spill would leave the tile from are stored exactly) instead of masked stores (vmaskmov stores are
+    microcoded on AMD Zen 2/3)."""
     check_size("m", m, 1, MAX_SIZE)
     check_size("n", n, 1, MAX_SIZE)
     trans_b = check_flag("trans_b", trans_b)
+    dense_b = check_flag("dense_b", dense_b)
+    if dense_b and not trans_b:
+        raise ValueError("dense_b needs trans_b (it describes the rows of a transposed B)")
     ptype = check_choice("ptype", ptype, PTYPES)
     t = Target.of(dtype, isa)
     a = Assembler(name="unary")
-    (_emit_transposed if trans_b else _emit_plain)(a, t, m, n, "copy" if ptype == "identity" else ptype)
-    name = f"unary_{ptype}_{dtype}_{isa}_{m}x{n}{'_t' if trans_b else ''}"
+    op = "copy" if ptype == "identity" else ptype
+    if trans_b:
+        _emit_transposed(a, t, m, n, op, dense_b)
+    else:
+        _emit_plain(a, t, m, n, op)
+    name = f"unary_{ptype}_{dtype}_{isa}_{m}x{n}{'_t' if trans_b else ''}{'_dense' if dense_b else ''}"
     return build(a, signature(t.ctype), name)
 
 
@@ -136,7 +156,34 @@ def _transpose4x4_pd(a: Assembler, r: list, s: list) -> list:
     return r[:4]
 
 
-def _emit_transposed(a: Assembler, t: Target, m: int, n: int, ptype: str) -> None:
+def _store_exact(a: Assembler, es: int, addr, src, count: int, spare) -> None:
+    """Store the first ``count`` lanes of ymm ``src`` at ``addr`` with unmasked xmm/scalar stores
+    (``spare``: a free ymm register)."""
+    lo, hi = src.xmm, spare.xmm
+    half = 16 // es  # lanes per xmm
+    part, rest, disp = lo, count, 0
+    if count >= half:
+        a.vmovups(ptr(addr), lo) if es == 4 else a.vmovupd(ptr(addr), lo)
+        rest, disp = count - half, 16
+        if rest:
+            a.vextractf128(hi, src, 1)
+            part = hi
+    if not rest:
+        return
+    if es == 8:  # one double left
+        a.vmovsd(ptr(addr + disp), part)
+        return
+    if rest >= 2:
+        a.vmovsd(ptr(addr + disp), part)  # two floats: the low 64 bits, bit for bit
+    if rest != 2:
+        if rest == 3:
+            a.vshufps(hi, part, part, 2)  # lane 2 -> lane 0
+            a.vmovss(ptr(addr + disp + 8), hi)
+        else:
+            a.vmovss(ptr(addr + disp), part)
+
+
+def _emit_transposed(a: Assembler, t: Target, m: int, n: int, ptype: str, dense_b: bool = False) -> None:
     """b[j + i*ldb] = op(a[i + j*lda]): T x T register transposes, element-wise edges."""
     T = 8 if t.es == 4 else 4  # ymm block edge
     lda, ldb = rdx, rcx
@@ -145,13 +192,17 @@ def _emit_transposed(a: Assembler, t: Target, m: int, n: int, ptype: str) -> Non
     rows, scratch = ymm[:T], ymm[8 : 8 + T]
     zero = scratch[T - 1]  # free until the first unpack writes it
     mf, nf = m - m % T, n - n % T
+    spare = ymm[4] if T == 4 else rows[0]  # free once a block is transposed
     frame = Frame(saved=[rbx])
     frame.enter(a)
     a.shl(lda, LOG2[es])
-    a.shl(ldb, LOG2[es])
+    if dense_b:
+        a.mov(ldb, n * es)  # B's rows are n elements apart, whatever the argument says
+    else:
+        a.shl(ldb, LOG2[es])
     vmov = "vmovups" if es == 4 else "vmovupd"
 
-    def tile(cols: int = T, part: Partial | None = None) -> None:
+    def tile(cols: int = T, part: Partial | None = None, spill: bool = False) -> None:
         # ``cols`` columns of A (T rows each) at r10 -> registers, op, transposed
         if ptype != "zero":
             a.vxorps(zero, zero, zero)
@@ -170,7 +221,11 @@ def _emit_transposed(a: Assembler, t: Target, m: int, n: int, ptype: str) -> Non
         # T rows of B at r11 (``cols`` lanes each under ``part``)
         a.mov(rax, r11)
         for i in range(T):
-            if part is not None:
+            if spill and i * cols + T <= T * cols:  # full vector: it spills into later rows of this tile
+                getattr(a, vmov)(ptr(rax), out[i])
+            elif spill:  # a spill would leave the tile: exactly ``cols`` lanes
+                _store_exact(a, es, rax, out[i], cols, spare)
+            elif part is not None:
                 part.store(a, rax, out[i])
             else:
                 getattr(a, vmov)(ptr(rax), out[i])
@@ -221,7 +276,12 @@ def _emit_transposed(a: Assembler, t: Target, m: int, n: int, ptype: str) -> Non
 
     rem = n - nf
     part = None
-    if mf and rem:  # the last columns: T x rem tiles, rows of B stored under a rem-lane mask
+    if mf and rem and dense_b and not nf:  # rows of B back to back: overlapping full stores
+        a.mov(r10, rdi)
+        a.mov(r11, rsi)
+        counted_loop(a, r9, mf // T, lambda: tile(rem, spill=True), "et")
+        rect(mf, m - mf, 0, n)  # bottom rows, every column
+    elif mf and rem:  # the last columns: T x rem tiles, rows of B stored under a rem-lane mask
         # (a packed B micro-panel is 6 columns wide: without this every element went one by one)
         maskreg = ymm[4] if T == 4 else rows[0]  # free once the block is transposed
         part = Partial(Target.of(t.dtype, "avx2"), rem, maskreg=maskreg, table=a.new_label("mask"))
