@@ -82,6 +82,7 @@ class TensorOperation:
         self._iterations = 0
         self._threads = 1
         self._ranges: dict[str, tuple[int, int]] = {}
+        self._np_dtype: np.dtype | None = None  # the set-up config's numpy dtype (execute compares it)
         self.pack = bool(pack)
         self.pack_plan: packing.PackPlan | None = None
         self._pack_op: TensorOperation | None = None
@@ -187,6 +188,7 @@ class TensorOperation:
         ]
         self._iterations = nest.iterations
         self._ranges = {t: config.offset_range(t) for t in TENSORS}
+        self._np_dtype = np.dtype(config.dtype.numpy)
         # tiny operations run on the calling thread: a pool round trip costs ~10-20 us
         small = config.num_elements() < PARALLEL_MIN_ELEMENTS
         self._threads = 1 if small or self._iterations == 1 else self.num_threads
@@ -364,20 +366,20 @@ class TensorOperation:
         """TypeError/ValueError naming the caller's argument ``label`` unless ``arr`` is safe to
         hand to machine code as tensor ``name`` (the rule of `minijit.arrays`); returns the
         address of element ``offset``."""
-        cfg = self.config
         if not isinstance(arr, np.ndarray):
             raise TypeError(f"{label} must be a numpy array, got {type(arr).__name__}")
-        if arr.dtype != cfg.dtype.numpy:
-            raise TypeError(f"{label} has dtype {arr.dtype}, the operation was set up for {cfg.dtype.numpy}")
-        if name == "out" and not arr.flags.writeable:
+        if arr.dtype != self._np_dtype:
+            raise TypeError(f"{label} has dtype {arr.dtype}, the operation was set up for {self._np_dtype}")
+        flags = arr.flags
+        if name == "out" and not flags.writeable:
             raise ValueError("out is read-only")
         if not used:
-            return arr.ctypes.data
-        if not arr.flags.c_contiguous:
+            return arrays.address(arr)
+        if not flags.c_contiguous:
             arrays.require_c_contiguous(label, arr.shape, arr.strides, arr.itemsize)
         lo, hi = self._ranges[name]
         arrays.require_reach(label, lo, hi, offset, arr.size)
-        return arr.ctypes.data + offset * arr.itemsize
+        return arrays.address(arr) + offset * arr.itemsize
 
     def _arrays(self, in0, in1, out, offsets=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return self._checked(in0, in1, out, offsets)[:3]
