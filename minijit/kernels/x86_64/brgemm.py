@@ -16,7 +16,8 @@ loaded and each B element is broadcast once (into a register, or as an EVEX
     AVX2:    mv x nb = 2x6 (16x6 fp32, 8x6 fp64),  remainder 1x12
 
 Loops, outermost first: M blocks (full, then one masked remainder block),
-N blocks (full, then one narrower block), BR, K unrolled by 4 (A rows at
+N blocks (full, then the narrower tail: `n_tail` splits a remainder too narrow to keep
+the FMA pipes busy evenly with the last full block), BR, K unrolled by 4 (A rows at
 ``pa + {0, lda, 2lda, 3lda}``), then the K remainder. The last M vector of
 the remainder block is loaded and stored under an opmask (AVX-512) or with
 vmaskmov (AVX2), so nothing outside the matrices is touched.
@@ -64,6 +65,8 @@ MAX_SIZE = 1 << 16
 BR_OUTER_BYTES = 64 * 1024
 BR_OUTER_MIN_K = 32
 UNROLL = 4
+#: independent accumulators (FMA chains) that keep two 4-cycle-latency FMA pipes busy
+MIN_CHAINS = 8
 # accumulator block (vectors of M -> columns of N)
 NB = {"avx512": {4: 6, 3: 8, 2: 12, 1: 20}, "avx2": {2: 6, 1: 12}}
 
@@ -96,6 +99,21 @@ def blocking(m: int, isa: str, dtype: str = "fp32", *, uniform_nb: bool = False)
         mv = -(-rem // t.vl)
         out.append((1, mv, NB[isa][mv_full if uniform_nb else mv], rem - (mv - 1) * t.vl))
     return out
+
+
+def n_tail(n: int, nb: int, mv: int, panels: bool = False) -> tuple[int, list[int]]:
+    """The N blocks of one M block: ``(count of full nb-column blocks, widths of the tail blocks)``.
+
+    A remainder narrower than `MIN_CHAINS` accumulators (``mv * width``: two FMA pipes of 4-cycle
+    latency need 8 independent chains to stay busy) is merged with the last full block and the two
+    split evenly (6 + 2 -> 4 + 4 on AVX2), unless B is in packed ``nb``-column panels (``panels``)."""
+    count, rem = divmod(n, nb)
+    if not rem:
+        return count, []
+    if panels or not count or mv * rem >= MIN_CHAINS:
+        return count, [rem]
+    both = nb + rem
+    return count - 1, [-(-both // 2), both // 2]
 
 
 def panel_width(isa: str) -> int:
@@ -256,8 +274,9 @@ def _emit_vector(
         a.imul(rax, LDC, nb)
         a.mov(s_cstep[nb], rax)
 
-    def block(mv: int, nb: int, part: Partial | None) -> None:
-        """One mv x nb block of C: load, BR x K FMAs, store."""
+    def block(mv: int, nb: int, part: Partial | None, prefetch: bool = True) -> None:
+        """One mv x nb block of C: load, BR x K FMAs, store (``prefetch``: the next nb columns of C
+        are the next block's)."""
         regs = t.vregs
         acc = [[regs[j * mv + i] for j in range(nb)] for i in range(mv)]
         av = regs[mv * nb : mv * nb + mv]
@@ -287,9 +306,13 @@ def _emit_vector(
                     vload(i, acc[i][j], PA + i * vb)
                 if j < nb - 1:
                     a.add(PA, LDC)
-        if nb in s_cstep:  # prefetch the next N block's C columns (a hint: never faults), hiding their miss
-            a.mov(PA, C_N)
-            a.add(PA, s_cstep[nb])
+        if prefetch:  # prefetch the next N block's C columns (a hint: never faults), hiding their miss
+            if nb in s_cstep:
+                a.mov(PA, C_N)
+                a.add(PA, s_cstep[nb])
+            else:
+                a.imul(PA, LDC, nb)
+                a.add(PA, C_N)
             for j in range(nb):
                 for line in range(0, mv * vb, 64):
                     a.prefetcht0(ptr(PA + line))
@@ -365,9 +388,18 @@ def _emit_vector(
                 a.add(B_N, s_bstep[nb])
             a.add(C_N, s_cstep[nb])
 
-        counted_loop(a, s_nc, n // nb, full, "n")
-        if n % nb:
-            block(mv, n % nb, part)
+        full_count, widths = n_tail(n, nb, mv, b_panel is not None)
+        counted_loop(a, s_nc, full_count, full, "n")
+        for i, w in enumerate(widths):
+            block(mv, w, part, prefetch=i < len(widths) - 1)
+            if i < len(widths) - 1:  # the next tail block: w columns on (trans_b: B rows are n)
+                if trans_b:
+                    a.add(B_N, w * es)
+                else:
+                    a.imul(PA, LDB, w)
+                    a.add(B_N, PA)
+                a.imul(PA, LDC, w)
+                a.add(C_N, PA)
 
     def m_blocks() -> None:
         for count, mv, nb, last in blocks:

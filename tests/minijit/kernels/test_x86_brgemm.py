@@ -283,3 +283,17 @@ def test_fused_touches_need_the_vector_path():
         brgemm.generate(8, 4, 4, 2, dtype="fp32", isa="avx2", relu_c=True, br_outer=True)
     with pytest.raises(ValueError, match="zero_c"):
         brgemm.generate(8, 4, 4, 1, dtype="fp32", isa="avx2", zero_c="yes")
+
+
+@pytest.mark.parametrize("nb,mv", [(6, 2), (12, 1), (6, 4), (8, 3)])
+def test_n_tail_covers_n_and_keeps_fma_chains(nb, mv):
+    """The N blocks cover every column once; a tail block is never narrower than the remainder it
+    replaces, and a split tail keeps at least as many accumulators per block as the remainder had."""
+    for n in range(1, 5 * nb):
+        count, widths = brgemm.n_tail(n, nb, mv)
+        assert count * nb + sum(widths) == n
+        assert all(0 < w <= nb for w in widths)
+        rem = n % nb
+        if len(widths) == 2:  # merged with the last full block
+            assert rem and mv * rem < brgemm.MIN_CHAINS and min(widths) >= rem and max(widths) - min(widths) <= 1
+        assert brgemm.n_tail(n, nb, mv, panels=True) == (n // nb, [rem] if rem else [])
