@@ -51,6 +51,23 @@ static CUresult f_cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz,
     }
     return 0;
 }
+/* the 128-byte CUtensorMap as 16 u64: address, rank, dims, strides (rank-1), box, element strides,
+ * then interleave, swizzle, l2 promotion, oob fill, data type: the test reads them back */
+static CUresult f_cuTensorMapEncodeTiled(uint64_t *tm, int dtype, unsigned rank, void *addr, const uint64_t *dims,
+                                         const uint64_t *strides, const uint32_t *box, const uint32_t *estr,
+                                         int interleave, int swizzle, int l2, int oob) {
+    CHECK;
+    if (rank < 1 || rank > 2) return 1;
+    unsigned i = 0;
+    memset(tm, 0, 128);
+    tm[i++] = (uint64_t)(uintptr_t)addr; tm[i++] = rank;
+    for (unsigned d = 0; d < rank; d++) tm[i++] = dims[d];
+    for (unsigned d = 0; d + 1 < rank; d++) tm[i++] = strides[d];
+    for (unsigned d = 0; d < rank; d++) tm[i++] = box[d];
+    for (unsigned d = 0; d < rank; d++) tm[i++] = estr[d];
+    tm[i++] = interleave; tm[i++] = swizzle; tm[i++] = l2; tm[i++] = oob; tm[i++] = dtype;
+    return 0;
+}
 static CUresult f_cuEventCreate(void **e, unsigned flags) { CHECK; CTX; *e = calloc(1, sizeof(int)); return 0; }
 static CUresult f_cuEventRecord(void *e, void *s) { CHECK; *(int *)e = 1; return 0; }
 static CUresult f_cuEventSynchronize(void *e) { CHECK; return 0; }
@@ -76,7 +93,7 @@ static struct { const char *name; void *fn; } table[] = {
     E(cuInit), E(cuDeviceGetCount), E(cuDeviceGet), E(cuDeviceGetName), E(cuDeviceGetAttribute),
     E(cuDevicePrimaryCtxRetain), E(cuCtxSetCurrent), E(cuCtxSynchronize), E(cuMemAlloc), E(cuMemFree),
     E(cuMemcpyHtoD), E(cuMemcpyDtoH), E(cuMemsetD8), E(cuModuleLoadData), E(cuModuleUnload),
-    E(cuModuleGetFunction), E(cuFuncGetAttribute), E(cuFuncSetAttribute), E(cuLaunchKernel),
+    E(cuModuleGetFunction), E(cuFuncGetAttribute), E(cuFuncSetAttribute), E(cuLaunchKernel), E(cuTensorMapEncodeTiled),
     E(cuEventCreate), E(cuEventRecord), E(cuEventSynchronize), E(cuEventElapsedTime), E(cuEventDestroy),
     E(cuGetErrorName), E(cuGetErrorString), {"cuDriverGetVersion", (void *)cuDriverGetVersion}, {0, 0}};
 

@@ -204,6 +204,15 @@ assert e1.elapsed_ms(e0) == 0.5
 driver.synchronize()
 out = dc.to_host(np.float32, n + 64)
 assert (out[:n] == a + b).all() and (out[n:] == 7.0).all()
+# tensor maps through the real cuda-bindings marshalling (it takes cuuint64_t/cuuint32_t lists)
+from ptx.tensormap import DATA_TYPES, SWIZZLE_128B
+tm = driver.encode_tensor_map_tiled(
+    dtype="float16", rank=2, global_address=da.ptr, global_dim=(300, 70), global_strides=(640,),
+    box_dim=(64, 32), element_strides=(1, 1), swizzle=SWIZZLE_128B,
+)
+words = np.frombuffer(tm, np.uint64)
+assert len(tm) == 128 and list(words[:12]) == [da.ptr, 2, 300, 70, 640, 64, 32, 1, 1, 0, SWIZZLE_128B, 0], words
+assert words[12] == 0 and words[13] == DATA_TYPES["float16"][0], words
 try:
     driver.load(b"not a cubin")
 except CudaError as e:
