@@ -285,14 +285,16 @@ class Function:
         ptrs = (ctypes.c_void_p * max(1, len(values)))(*[ctypes.addressof(v) for v in values])
         return values, ptrs
 
-    def launch(self, grid, block, args=(), shared: int = 0, stream=None) -> None:
-        """``cuLaunchKernel`` with ``kernelParams`` = array of pointers to the argument values."""
+    def prepare(self, grid, block, args=(), shared: int = 0) -> PreparedLaunch:
+        """Pack ``args`` once (and raise the function's dynamic shared memory limit when ``shared``
+        is above 48 KB): the returned :class:`PreparedLaunch` re-issues the launch with the same
+        grid, block and parameter values for about the cost of the driver call itself."""
         grid = (grid,) if isinstance(grid, int) else tuple(grid)
         block = (block,) if isinstance(block, int) else tuple(block)
         if not (1 <= len(grid) <= 3 and 1 <= len(block) <= 3):
             raise ValueError(f"grid {grid} / block {block} need 1-3 dimensions")
-        g = grid + (1,) * (3 - len(grid))
-        b = block + (1,) * (3 - len(block))
+        g = tuple(int(x) for x in grid + (1,) * (3 - len(grid)))
+        b = tuple(int(x) for x in block + (1,) * (3 - len(block)))
         values, ptrs = self._pack(list(args))
         if shared > 48 * 1024:
             drv = _driver()
@@ -302,17 +304,11 @@ class Function:
                 drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 int(shared),
             )
-        _call(
-            "cuLaunchKernel",
-            self.handle,
-            *map(int, g),
-            *map(int, b),
-            int(shared),
-            stream if stream is not None else 0,
-            ctypes.addressof(ptrs) if values else 0,
-            0,
-        )
-        del values, ptrs  # the driver copies the parameters during the call
+        return PreparedLaunch(self, g, b, int(shared), values, ptrs)
+
+    def launch(self, grid, block, args=(), shared: int = 0, stream=None) -> None:
+        """``cuLaunchKernel`` with ``kernelParams`` = array of pointers to the argument values."""
+        self.prepare(grid, block, args, shared)(stream)
 
     __call__ = launch
 
@@ -369,6 +365,32 @@ def encode_tensor_map_tiled(
         drv.CUtensorMapFloatOOBfill(oob_fill),
     )
     return np.asarray(tm.opaque, dtype=np.uint64).tobytes()
+
+
+class PreparedLaunch:
+    """One kernel launch with its parameter block packed (:meth:`Function.prepare`); calling it
+    (optionally with a stream) issues ``cuLaunchKernel``. Holds the ctypes values the parameter
+    pointers point at, so the block stays valid as long as this object lives."""
+
+    __slots__ = ("function", "grid", "block", "shared", "_values", "_ptrs", "_params")
+
+    def __init__(self, function: Function, grid: tuple, block: tuple, shared: int, values: list, ptrs) -> None:
+        self.function, self.grid, self.block, self.shared = function, grid, block, shared
+        self._values, self._ptrs = values, ptrs
+        self._params = ctypes.addressof(ptrs) if values else 0
+
+    def __call__(self, stream=None) -> None:
+        drv = _driver()
+        g, b = self.grid, self.block
+        h = self.function.handle
+        s = stream if stream is not None else 0
+        res = drv.cuLaunchKernel(h, g[0], g[1], g[2], b[0], b[1], b[2], self.shared, s, self._params, 0)
+        err = res[0] if isinstance(res, tuple) else res
+        if int(err) != 0:
+            raise CudaError("cuLaunchKernel", int(err), _name(drv, err), _desc(drv, err))
+
+    def __repr__(self) -> str:
+        return f"PreparedLaunch({self.function.name}, grid={self.grid}, block={self.block}, shared={self.shared})"
 
 
 class LoadedModule:

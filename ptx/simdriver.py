@@ -121,6 +121,14 @@ class Function:
 
     __call__ = launch
 
+    def prepare(self, grid, block, args=(), shared: int = 0):
+        """The launch as a callable (``ptx.driver.Function.prepare``'s interface): calling it runs
+        the kernel in the simulator with these arguments."""
+        if self.signature is not None and len(args) != len(self.signature):
+            raise TypeError(f"{self.name} takes {len(self.signature)} arguments, got {len(args)}")
+        args = tuple(args)
+        return lambda stream=None: self.launch(grid, block, args, shared, stream)
+
 
 #: the simulator's tensor maps: same arguments as ``cuTensorMapEncodeTiled`` (ptx.driver.encode_tensor_map_tiled)
 encode_tensor_map_tiled = _tensormap.encode_tiled
