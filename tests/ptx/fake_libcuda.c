@@ -40,11 +40,28 @@ static CUresult f_cuModuleGetFunction(void **f, void *m, const char *name) {
     CHECK; if (m != (void *)0x5678) return 400; strncpy(fname, name, 255); *f = fname; return 0; }
 static CUresult f_cuFuncGetAttribute(int *v, int attr, void *f) { CHECK; *v = attr == 4 ? 42 : 0; return 0; }
 static CUresult f_cuFuncSetAttribute(void *f, int attr, int v) { CHECK; return attr == 8 ? 0 : 1; }
+/* the last launch of any other kernel, for tests: geometry, shared bytes and the parameter bytes
+ * (sizes announced by fake_set_param_sizes, since the driver API does not carry them) */
+static unsigned last_geom[7];
+static int n_sizes, sizes[32], launches;
+static unsigned char last_params[32 * 128];
+void fake_set_param_sizes(int n, const int *s) { n_sizes = n < 32 ? n : 32; memcpy(sizes, s, n_sizes * sizeof(int)); }
+int fake_last_launch(unsigned *geom, unsigned char *params) {
+    memcpy(geom, last_geom, sizeof last_geom); memcpy(params, last_params, sizeof last_params); return launches; }
 static CUresult f_cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                  unsigned bz, unsigned smem, void *stream, void **params, void **extra) {
     CHECK; CTX;
-    if (extra || f != fname || gy != 1 || gz != 1 || by != 1 || bz != 1) return 1;
-    if (!strcmp(fname, "vadd")) {
+    if (extra || f != fname) return 1;
+    if (strcmp(fname, "vadd")) {
+        unsigned g[7] = {gx, gy, gz, bx, by, bz, smem};
+        memcpy(last_geom, g, sizeof g);
+        for (int i = 0, off = 0; i < n_sizes && off + sizes[i] <= (int)sizeof last_params; off += sizes[i++])
+            memcpy(last_params + off, params[i], sizes[i]);
+        launches++;
+        return 0;
+    }
+    if (gy != 1 || gz != 1 || by != 1 || bz != 1) return 1;
+    {
         float *a = *(float **)params[0], *b = *(float **)params[1], *c = *(float **)params[2];
         unsigned n = *(unsigned *)params[3];
         for (unsigned i = 0; i < n && i < gx * bx; i++) c[i] = a[i] + b[i];
