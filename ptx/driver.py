@@ -150,6 +150,10 @@ def init() -> None:
 
 def device(ordinal: int = 0) -> Device:
     """The device (primary context retained and current on this thread)."""
+    d = _state.get("devices", {}).get(ordinal)
+    if d is not None:  # known device: only make its context current (another may be, on this thread)
+        d.make_current()
+        return d
     init()
     with _lock:
         devs = _state.setdefault("devices", {})
@@ -161,16 +165,21 @@ def device(ordinal: int = 0) -> Device:
 
 
 def available() -> bool:
-    """True when cuda-bindings imports, the driver initializes and a device exists."""
+    """True when cuda-bindings imports, the driver initializes and a device exists (a positive
+    answer is remembered: devices do not vanish from a process)."""
+    if _state.get("available"):
+        return True
     try:
         _driver()
     except Exception:
         return False
     try:
         init()
-        return int(_call("cuDeviceGetCount")) > 0
+        found = int(_call("cuDeviceGetCount")) > 0
     except Exception:
         return False
+    _state["available"] = found
+    return found
 
 
 def synchronize() -> None:

@@ -58,7 +58,6 @@ launch ``execute`` makes, for tensors at given device addresses (e.g. in a simul
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -86,6 +85,8 @@ _IN_TYPES = {
     "f32": _OUT_TYPES,
 }
 MAX_BATCH = 65535  # gridDim.z
+#: prepared launches kept per operation (keyed by the operands' device addresses)
+LAUNCH_CACHE = 16
 
 _kernels: dict = {}
 
@@ -93,17 +94,20 @@ _kernels: dict = {}
 Array = np.ndarray | None  # an input; None where the operation does not use it
 
 
-@dataclass
 class _Array:
     """A validated (C-contiguous) argument: device address of its first element, or a host array
-    to copy; the strides count from ``origin`` bytes after the first element."""
+    to copy; the strides count from ``origin`` bytes after the first element. (A slotted class,
+    not a dataclass: one is built per argument per launch.)"""
 
-    name: str
-    ptr: int  # device address of element 0 (0 for host arrays until staged)
-    host: np.ndarray | None
-    nbytes: int  # size of the array
-    keep: Any = None
-    origin: int = 0  # byte offset of the element the strides count from
+    __slots__ = ("name", "ptr", "host", "nbytes", "keep", "origin")
+
+    def __init__(self, name: str, ptr: int, host: np.ndarray | None, nbytes: int, keep: Any = None) -> None:
+        self.name = name
+        self.ptr = ptr  # device address of element 0 (0 for host arrays until staged)
+        self.host = host
+        self.nbytes = nbytes  # size of the array
+        self.keep = keep
+        self.origin = 0  # byte offset of the element the strides count from
 
     @property
     def address(self) -> int:
@@ -160,6 +164,8 @@ class CudaTensorOperation:
         self.driver = resolve(driver)
         self.device_ordinal = device
         self._vec_cache: dict = {}
+        self._launches: dict = {}  # (device, addresses) -> prepared launch(es), see _launcher
+        self._ranges: dict = {}
         self.config: TensorConfig | None = None
         self.dtype: str | None = None
         self.spec: gemm.GemmSpec | None = None
@@ -278,7 +284,7 @@ class CudaTensorOperation:
         touches.update(a_major=majors["in0"], b_major=majors["in1"])
         spec = gemm.default_spec(dt, self.m, self.n, self.k, **touches)
         self.config, self.dtype, self.spec, self.plan = config, dt, spec, None
-        self._dev_tables = None
+        self._set_up()
         return error_t.success
 
     def _setup_elementwise(self, config: TensorConfig, dtype) -> error_t:
@@ -289,8 +295,15 @@ class CudaTensorOperation:
         plan = elementwise.plan(config)
         _generated(plan.spec)
         self.config, self.dtype, self.plan = config, dt, plan
-        self._dev_tables = None
+        self._set_up()
         return error_t.success
+
+    def _set_up(self) -> None:
+        """Forget what belonged to the previous setup: device tables, prepared launches; cache the
+        element ranges each tensor's strides reach (``execute`` checks every array against them)."""
+        self._dev_tables = None
+        self._launches = {}
+        self._ranges = {t: self.config.offset_range(t) for t in ("in0", "in1", "out")}
 
     def kernel_spec(self, ptr_a: int = 0, ptr_b: int = 0) -> gemm.GemmSpec | elementwise.KernelSpec:
         """The spec for operands whose first elements are at ``ptr_a``/``ptr_b`` (GEMM: copy widths
@@ -318,10 +331,13 @@ class CudaTensorOperation:
         if arr is None:
             raise TypeError(f"{name} is required for a {cfg.prim_main.name}")
         np_names, torch_names, typestrs = _OUT_TYPES if role == "out" else _IN_TYPES[self.dtype]
-        want = "/".join(sorted(np_names | torch_names))
+
+        def want() -> str:
+            return "/".join(sorted(np_names | torch_names))
+
         if isinstance(arr, np.ndarray):
             if arr.dtype.name not in np_names:
-                raise TypeError(f"{name} has dtype {arr.dtype}, the operation needs {want}")
+                raise TypeError(f"{name} has dtype {arr.dtype}, the operation needs {want()}")
             if name == "out" and not arr.flags.writeable:
                 raise ValueError("out is read-only")
             item, shape, strides = arr.dtype.itemsize, arr.shape, arr.strides
@@ -329,7 +345,9 @@ class CudaTensorOperation:
                 strides = None
             a = _Array(name, 0, arr, arr.nbytes)
         else:
-            if not hasattr(arr, "__cuda_array_interface__") and not hasattr(arr, "data_ptr"):
+            # getattr with a default: a failing hasattr costs an exception (this runs per launch)
+            cai = None if hasattr(arr, "data_ptr") else getattr(arr, "__cuda_array_interface__", None)
+            if cai is None and not hasattr(arr, "data_ptr"):
                 if hasattr(arr, "__dlpack__"):
                     try:
                         import torch  # noqa: PLC0415 - optional
@@ -341,18 +359,19 @@ class CudaTensorOperation:
                         f"{name} must be a numpy array, a torch/cupy GPU array or expose __cuda_array_interface__"
                         f" / __dlpack__, got {type(arr).__name__}"
                     )
-            if hasattr(arr, "data_ptr") and hasattr(arr, "is_cuda"):  # torch
+            if cai is None and hasattr(arr, "is_cuda"):  # torch
                 if not arr.is_cuda:
                     raise TypeError(f"{name} is a CPU torch tensor: move it to the GPU or pass a numpy array")
                 if str(arr.dtype) not in torch_names:
-                    raise TypeError(f"{name} has dtype {arr.dtype}, the operation needs {want}")
+                    raise TypeError(f"{name} has dtype {arr.dtype}, the operation needs {want()}")
                 item = arr.element_size()
                 shape, strides = tuple(arr.shape), tuple(s * item for s in arr.stride())
                 ptr = int(arr.data_ptr())
             else:
-                cai = arr.__cuda_array_interface__
+                if cai is None:
+                    cai = arr.__cuda_array_interface__
                 if cai["typestr"] not in typestrs:
-                    raise TypeError(f"{name} has typestr {cai['typestr']}, the operation needs {want}")
+                    raise TypeError(f"{name} has typestr {cai['typestr']}, the operation needs {want()}")
                 if name == "out" and cai["data"][1]:
                     raise ValueError("out is read-only")
                 item = int(cai["typestr"][2:])
@@ -360,7 +379,7 @@ class CudaTensorOperation:
                 ptr = int(cai["data"][0])
             a = _Array(name, ptr, None, item * math.prod(shape), keep=arr)
         arrays.require_c_contiguous(name, shape, strides, item)
-        e_lo, e_hi = cfg.offset_range(role)
+        e_lo, e_hi = self._ranges[role]
         arrays.require_reach(name, e_lo, e_hi, offset, a.nbytes // item)
         a.origin = offset * item
         return a
@@ -404,7 +423,8 @@ class CudaTensorOperation:
         bm = 128 if self.m <= 128 else 256
         return gemm_sm90.Sm90Spec(self.dtype, bm=bm, bn=128, stages=4, first=self.spec.first, last=self.spec.last)
 
-    def _launch_sm90(self, dev, pa: int, pb: int, pc: int) -> None:
+    def _launch_sm90(self, dev, pa: int, pb: int, pc: int):
+        """The prepared sm_90a launch (tensor maps encoded for these addresses); call it to launch."""
         driver = self.driver
         spec = self.sm90_spec()
         key = ("fn90", spec, dev.ordinal, driver.__name__)
@@ -416,7 +436,7 @@ class CudaTensorOperation:
         ta, tb = gemm_sm90.tensor_maps(spec, pa, pb, self.m, self.n, self.k, self.lda, self.ldb)
         enc = driver.encode_tensor_map_tiled
         args = (enc(**ta), enc(**tb), pc, self.m, self.n, self.k, self.ldc)
-        fn.launch(gk.grid(self.m, self.n), gk.block, args=args, shared=gk.shared_bytes)
+        return fn.prepare(gk.grid(self.m, self.n), gk.block, args=args, shared=gk.shared_bytes)
 
     def _args(self, pa: int, pb: int, pc: int, bt, rt):
         return (pa, pb, pc, bt, rt, self.m, self.n, self.k, len(self.red_table), self.lda, self.ldb, self.ldc)
@@ -459,24 +479,35 @@ class CudaTensorOperation:
                 a.ptr = buf.ptr
                 staged.append((a, buf, flat))
         pa, pb, pc = (0 if a is None else a.address for a in arrays)
-        if self.plan is None and self.family_for(dev.arch, pa, pb) == "sm90a":
-            self._launch_sm90(dev, pa, pb, pc)
-            if sync or staged:
-                driver.synchronize()
-            for a, buf, flat in staged:
-                if a.name == "out":
-                    buf.copy_to(flat)
-            return
-        if self.plan is None and self._dev_tables is None:
-            self._dev_tables = (driver.to_device(self.batch_table), driver.to_device(self.red_table))
-        fn = _loaded(self.kernel_spec(pa, pb), dev, driver)
-        _, grid, block, args = self.launch_args(pa, pb, pc, tables=self._dev_tables)
-        fn.launch(grid, block, args=args)
+        self._launcher(dev, pa, pb, pc)()
         if sync or staged:
             driver.synchronize()
         for a, buf, flat in staged:
             if a.name == "out":
                 buf.copy_to(flat)
+
+    def _launcher(self, dev, pa: int, pb: int, pc: int):
+        """The prepared launch for operands at device addresses ``pa``, ``pb``, ``pc``: kernel
+        choice, copy widths, tensor maps and the packed parameter block depend on nothing else once
+        set up, so device arrays reused across calls cost one driver call (`LAUNCH_CACHE` entries
+        per operation; staged numpy arrays get fresh addresses and fall out of it)."""
+        key = (dev.ordinal, pa, pb, pc)
+        launch = self._launches.get(key)
+        if launch is not None:
+            return launch
+        if self.plan is None and self.family_for(dev.arch, pa, pb) == "sm90a":
+            launch = self._launch_sm90(dev, pa, pb, pc)
+        else:
+            if self.plan is None and self._dev_tables is None:
+                driver = self.driver
+                self._dev_tables = (driver.to_device(self.batch_table), driver.to_device(self.red_table))
+            fn = _loaded(self.kernel_spec(pa, pb), dev, self.driver)
+            _, grid, block, args = self.launch_args(pa, pb, pc, tables=self._dev_tables)
+            launch = fn.prepare(grid, block, args=args)
+        if len(self._launches) >= LAUNCH_CACHE:
+            self._launches.pop(next(iter(self._launches)))  # the oldest entry
+        self._launches[key] = launch
+        return launch
 
     def simulate(
         self, in0: np.ndarray, in1: np.ndarray, out: np.ndarray, *, offsets: Offsets = None

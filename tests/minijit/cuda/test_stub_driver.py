@@ -86,6 +86,17 @@ else:
     raise AssertionError("read-only out accepted")
 assert last(gk.signature)[0] == 1
 
+# the prepared launch is reused for the same addresses (and still launches every time); new
+# addresses get their own entry, with their own parameters
+op.execute(a, b, c)
+assert len(op._launches) == 1 and last(gk.signature)[0] == 2
+c2 = Dev(m * n * 4, "<f4", (n, m))
+op.execute(a, b, c2)
+count, _, p = last(gk.signature)
+assert count == 3 and p[2] == c2.buf.ptr and len(op._launches) == 2, (count, p)
+op.setup(*setup)  # a new setup forgets them
+assert not op._launches
+
 # sm90a family: two 128-byte tensor maps by value, C, sizes, ldc; dynamic shared memory above 48 KB
 op = CudaTensorOperation(family="sm90a")
 op.setup(*setup)
@@ -94,7 +105,7 @@ kern = gemm_sm90.generate(spec)
 announce(kern.signature)
 op.execute(a, b, c)
 count, geom, p = last(kern.signature)
-assert count == 2 and geom[:6] == kern.grid(m, n) + kern.block and geom[6] == spec.smem_bytes > 48 * 1024, geom
+assert count == 4 and geom[:6] == kern.grid(m, n) + kern.block and geom[6] == spec.smem_bytes > 48 * 1024, geom
 ta, tb = (np.frombuffer(t, np.uint64) for t in p[:2])
 # stub encoding: address, rank, dims, strides (rank - 1), box, element strides, ..., swizzle at 10
 assert list(ta[:7]) == [pa, 2, m, k, m * 2, 64, gemm_sm90.BK] and ta[10] == 3, ta
