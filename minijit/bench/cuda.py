@@ -270,6 +270,42 @@ def measure(size: int, iters: int, progress: Progress = report.quiet) -> list[di
     return rows
 
 
+#: launch-overhead row: a GEMM small enough that its kernel is shorter than the host's work
+OVERHEAD_SIZE, OVERHEAD_CALLS = 64, 2000
+
+
+def per_call_us(clock: Callable[[], float], fn: Callable[[], object], sync: Callable[[], object], calls: int) -> float:
+    """Microseconds per call of ``calls`` back-to-back ``fn()`` followed by one ``sync()``
+    (asynchronous launches: the host rate, once launches outpace the kernels)."""
+    if calls < 1:
+        raise ValueError(f"calls must be >= 1, got {calls}")
+    fn()
+    sync()
+    start = clock()
+    for _ in range(calls):
+        fn()
+    sync()
+    return (clock() - start) / calls * 1e6
+
+
+def launch_overhead(calls: int = OVERHEAD_CALLS) -> dict[str, Any]:
+    """Host time per ``execute(..., sync=False)`` of a 64^3 fp16 GEMM on torch device tensors,
+    next to ``torch.matmul`` on the same tensors (the issue's bound: under 10 us)."""
+    import torch  # type: ignore[import-not-found]
+
+    from minijit.cuda import CudaTensorOperation
+
+    n = OVERHEAD_SIZE
+    op = CudaTensorOperation()
+    op.setup("fp16", "zero", "gemm", "none", "mnk", ("prim",) * 3, (n, n, n), (1, 0, n), (0, n, 1), (1, n, 0))
+    a = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    c = torch.zeros(n, n, device="cuda", dtype=torch.float32)
+    ours = per_call_us(time.perf_counter, lambda: op.execute(a, b, c, sync=False), torch.cuda.synchronize, calls)
+    peer = per_call_us(time.perf_counter, lambda: torch.matmul(b, a), torch.cuda.synchronize, calls)
+    return {"case": f"launch overhead ({n}^3 fp16, execute sync=False)", "minijit_us": ours, "torch_us": peer}
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     head = ["case", "dtype", "sizes", "minijit TFLOPS", "peer", "peer TFLOPS", "minijit/peer", "max rel err"]
     head += ["check", "kernel"]
@@ -328,15 +364,22 @@ def bench(size: int, iters: int, command: str, progress: Progress = report.quiet
     """Measure every case (needs `missing()` to be None) and report them."""
     started = time.perf_counter()
     rows = measure(size, iters, progress)
+    overhead = launch_overhead()
+    us = (overhead["minijit_us"], overhead["torch_us"])
+    progress(f"    launch overhead: minijit {us[0]:.1f} us per execute, torch.matmul {us[1]:.1f} us")
     env = environment()
     header = [f"# minijit bench --target cuda: {env['device']}, driver {env['driver']}, size {size}, iters {iters}"]
     meta = report.meta(command)
     settings = {"size": size, "iters": iters, "warmup": WARMUP, "measurement": TIMING}
     result = {**meta, "device": env, "versions": report.versions(), "settings": settings}
-    result.update(elapsed_s=round(time.perf_counter() - started, 2), results=rows)
+    result.update(elapsed_s=round(time.perf_counter() - started, 2), results=rows, launch_overhead=overhead)
     facts = [f"{k}: {v}" for k, v in env.items()]
     facts += [f"date: {meta['date']}", f"command: `{command}`", f"timing: {TIMING}"]
     facts.append("fp32 rows: minijit tf32 (cvt.rna, fp32 C) vs torch with allow_tf32; torch's C has the input dtype")
     ok = all(r["check"]["ok"] for r in rows)
     title = "CUDA GEMM/BRGEMM: minijit vs torch (cuBLAS)"
-    return report.Report(header, [table(rows)], result, ok, f"cuda_{meta['date'][:10]}.md", title, facts)
+    line = (
+        f"{overhead['case']}: minijit {overhead['minijit_us']:.1f} us per call, torch.matmul "
+        f"{overhead['torch_us']:.1f} us ({OVERHEAD_CALLS} calls, then one synchronize)"
+    )
+    return report.Report(header, [table(rows), line], result, ok, f"cuda_{meta['date'][:10]}.md", title, facts)

@@ -555,3 +555,16 @@ def test_bench_dispatch_prints_both_backends_and_rejects_other_modes(capsys, mon
         assert f" {backend} " in out
     rc, _, err = run(["bench", "--dispatch", "--einsum"], capsys)
     assert rc == 2 and "--dispatch runs its own cases" in err and "--einsum" in err
+
+
+def test_bench_cuda_per_call_us_counts_calls_between_syncs():
+    """The launch-overhead figure: (time after the last call's sync - time before the first timed
+    call) / calls, after one untimed warm-up call and sync."""
+    ticks = iter(range(0, 100, 1))
+    log = []
+    clock = lambda: next(ticks) * 1e-6  # noqa: E731 - one microsecond per reading
+    us = bench_cuda.per_call_us(clock, lambda: log.append("call"), lambda: log.append("sync"), 4)
+    assert log == ["call", "sync", "call", "call", "call", "call", "sync"]
+    assert us == pytest.approx(1 / 4)  # two clock readings, one microsecond apart, over 4 calls
+    with pytest.raises(ValueError, match="calls must be >= 1"):
+        bench_cuda.per_call_us(clock, lambda: None, lambda: None, 0)
