@@ -22,18 +22,24 @@ worker slot on its own pair of cache lines):
             +8 started (u32, workers that picked up the current job)
             +64 workers (i64)  +72 spin (u32, ``pause`` iterations before a futex wait)
     slot i  at 128 + 128*i: +0 gen (u32, futex word)  +4 sleeping (u32)  +8 fn
-            +16 in0  +24 in1  +32 out  +40 begin  +48 end  +56 header address
+            +16 in0  +24 in1  +32 out  +40 begin  +48 end  +56 header address  +64 claim (u32)
 
-Protocol. The master writes a slot's job fields, then increments ``gen`` with
+Protocol. The master writes a slot's job fields, resets its ``claim`` to 0, then increments ``gen`` with
 ``lock xadd`` (a full barrier), then reads ``sleeping`` and issues FUTEX_WAKE
 only if it is set. A worker spins on ``gen`` with ``pause`` for a bounded count,
 then sets ``sleeping`` with ``xchg`` (a full barrier), re-reads ``gen`` and calls
 FUTEX_WAIT with the value it last saw, so the kernel re-checks the word: no wake-up
-is lost (both sides store, fence, then load the other's word). A worker reports
-completion with ``lock xadd pending, -1``; the one that brings it to zero wakes the
-master if ``master_sleeping`` is set; the master waits the same way on ``pending``.
-A slot is only rewritten after its worker has reported, so job fields are never torn;
-workers beyond ``c - 1`` are not touched and keep waiting. ``fn == 0`` tells a
+is lost (both sides store, fence, then load the other's word). A worker that sees a new
+``gen`` claims the slot's chunk with ``xchg claim, 1`` and runs it only if it got 0; after
+chunk 0 the master does the same for every slot of the job and runs the chunks no worker has
+claimed (a worker not yet started, descheduled by a busy host or still waking, would finish
+later than the master can). Whoever ran a chunk reports with ``lock xadd pending, -1``; a
+worker that brings it to zero wakes the master if ``master_sleeping`` is set; the master waits
+the same way on ``pending``. Job fields are written before ``claim`` is reset and read after
+it is won (x86 stores are seen in order), so a claimed chunk's fields are never torn, even
+when the master reuses a slot whose worker has not yet looked at the previous job (that worker
+then finds the claim taken, or claims the new job); workers beyond ``c - 1`` are not touched
+and keep waiting. ``fn == 0`` tells a
 worker to exit (`close`). Spinning: `DEFAULT_SPIN` ``pause`` iterations, `OVERSUBSCRIBED_SPIN`
 for calls with more threads than CPUs; the master stops early (`STALL_SPIN`) when a
 worker has not picked up its chunk (``started``), i.e. is not on a CPU. Workers run with
@@ -97,7 +103,7 @@ __all__ = ["Team", "unsupported_reason", "DEFAULT_SPIN"]
 # shared-state layout (bytes)
 PENDING, MSLEEP, STARTED, NWORKERS, SPIN = 0, 4, 8, 64, 72
 HEADER = 128
-GEN, SLEEPING, FN, IN0, IN1, OUT, BEGIN, END, TEAM = 0, 4, 8, 16, 24, 32, 40, 48, 56
+GEN, SLEEPING, FN, IN0, IN1, OUT, BEGIN, END, TEAM, CLAIM = 0, 4, 8, 16, 24, 32, 40, 48, 56, 64
 SLOT = 128
 ALIGN = 128
 
@@ -212,6 +218,11 @@ def _emit_worker(a: Assembler) -> None:
     a.test(rax, rax)
     a.jz(ext)
     a.mov(ecx, 1)
+    a.xchg(dword(r12 + CLAIM), ecx)  # claim the chunk (atomic): 1 back means the master ran it
+    a.test(ecx, ecx)
+    a.jnz(wait)
+    a.mov(rax, qword(r12 + FN))  # the fields of the job claimed (written before its claim was reset)
+    a.mov(ecx, 1)
     a.xadd(dword(rbx + STARTED), ecx, lock=True)  # picked up (the master's stall detection)
     a.mov(rdi, qword(r12 + IN0))
     a.mov(rsi, qword(r12 + IN1))
@@ -313,6 +324,7 @@ def _emit_run(a: Assembler) -> None:
     a.mov(qword(r8 + BEGIN), r9)
     a.add(r9, rax)
     a.mov(qword(r8 + END), r9)
+    a.mov(dword(r8 + CLAIM), 0)  # after the fields: a worker that claims sees them
     a.mov(eax, 1)
     a.xadd(dword(r8 + GEN), eax, lock=True)  # publish; full barrier before reading `sleeping`
     a.cmp(dword(r8 + SLEEPING), 0)
@@ -330,6 +342,32 @@ def _emit_run(a: Assembler) -> None:
     a.xor(ecx, ecx)
     a.mov(r8, qword(rsp + 16))
     a.call(r13)
+
+    # claim every chunk no worker has claimed yet and run it here: a worker that has not started
+    # by now (descheduled, or still waking) would finish it later than this thread can
+    steal, stolen_next = a.new_label("steal"), a.new_label("steal_next")
+    a.mov(rax, qword(rsp + 24))
+    a.mov(qword(rsp + 8), rax)  # slots of this job left to try
+    a.lea(r15, ptr(r12 + HEADER))
+    a.bind(steal)
+    a.mov(eax, 1)
+    a.xchg(dword(r15 + CLAIM), eax)
+    a.test(eax, eax)
+    a.jnz(stolen_next)
+    a.mov(ecx, 1)
+    a.xadd(dword(r12 + STARTED), ecx, lock=True)
+    a.mov(rdi, qword(r15 + IN0))
+    a.mov(rsi, qword(r15 + IN1))
+    a.mov(rdx, qword(r15 + OUT))
+    a.mov(rcx, qword(r15 + BEGIN))
+    a.mov(r8, qword(r15 + END))
+    a.call(qword(r15 + FN))
+    a.mov(eax, -1)
+    a.xadd(dword(r12 + PENDING), eax, lock=True)  # no wake: this thread is the one that waits
+    a.bind(stolen_next)
+    a.add(r15, SLOT)
+    a.sub(qword(rsp + 8), 1)
+    a.jnz(steal)
 
     # wait: spin while pending != 0, at most `spin` times, and at most STALL_SPIN times while some
     # worker has not picked up its chunk; then sleep on pending

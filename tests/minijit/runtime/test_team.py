@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from asm import llvm
-from asm.x86_64 import Assembler, ptr, qword, r8, r9, r10, rax, rcx, rdi, rdx
+from asm.x86_64 import Assembler, ptr, qword, r8, r9, r10, rax, rcx, rdi, rdx, rsp
 from minijit import parallel
 from minijit.runtime import Kernel
 from minijit.runtime import team as team_mod
@@ -31,12 +31,13 @@ needs_team = pytest.mark.skipif(not NATIVE_TEAM, reason=str(team_mod.unsupported
 LOOPNEST = "void(const void*, const void*, void*, int64_t, int64_t)"
 
 
-def marker_code(pause: bool = False) -> bytes:
+def marker_code(pause: bool = False, stack: bool = False) -> bytes:
     """``f(in0, in1, out, begin, end)``: ``out[2i] += 1; out[2i+1] = begin`` for i in [begin, end)
-    (int64 ``out``); with ``pause``, ``in0`` is a count of ``pause`` iterations per element (slow chunks)."""
+    (int64 ``out``); with ``pause``, ``in0`` is a count of ``pause`` iterations per element (slow chunks);
+    with ``stack``, ``out[2i+1]`` is the stack pointer instead (which thread, from which call site)."""
     a = Assembler()
     done, loop = a.new_label("done"), a.new_label("loop")
-    a.mov(rax, rcx)
+    a.mov(rax, rsp if stack else rcx)
     a.cmp(rcx, r8)
     a.jge(done)
     a.bind(loop)
@@ -240,6 +241,28 @@ def test_slow_chunks_and_sleeping_workers() -> None:
             got = run_marker(t.run, slow.address, 7, 4, pauses)
             ok = ok and np.array_equal(got, expected_marks(7, 4))
         print(ok)
+        """
+    )
+    assert out.split() == ["True"]
+
+
+@needs_team
+def test_master_runs_chunks_no_worker_has_claimed() -> None:
+    """After its own chunk the master claims every chunk no worker has started and runs it (a
+    worker that is descheduled or still waking would finish later): with the worker asleep in its
+    futex, the master runs chunk 1 itself, from the call site of chunk 0 (same stack pointer).
+    Every iteration still runs exactly once, on its static chunk."""
+    out = run_script(
+        """
+        stack = Kernel(marker_code(stack=True), LOOPNEST, name="stack_marker")
+        t = team_mod.Team(1, spin=16)
+        stolen = 0
+        for _ in range(50):
+            time.sleep(0.005)  # > the spin window: the worker sleeps in FUTEX_WAIT
+            got = run_marker(t.run, stack.address, 2, 2)
+            assert (got[:, 0] == 1).all(), got
+            stolen += int(got[1, 1] == got[0, 1])
+        print(stolen > 0)
         """
     )
     assert out.split() == ["True"]
