@@ -63,6 +63,8 @@ from ptx.builder import Kernel, Reg
 ESIZE = {"f16": 2, "bf16": 2, "tf32": 4}
 FIRST_TOUCH = ("zero", "load", "relu")  # C := 0 | C | max(C, 0), before the products are added
 LAST_TOUCH = ("none", "relu")
+#: largest split-K factor (CTAs per output tile)
+MAX_SPLIT = 64
 PARAMS = ("A", "B", "C", "batch_table", "red_table", "M", "N", "K", "R", "lda", "ldb", "ldc")
 
 
@@ -281,6 +283,10 @@ class GemmSpec:
     (16, 8, 4 with cp.async; 2 for f16/bf16 operands whose strides are odd, copied with ld/st).
     ``first``: "zero" | "load" | "relu" (C := 0, C, max(C, 0) before the sum); ``last``: "none" | "relu".
     ``a_major``: A's contiguous dim, "m" or "k"; ``b_major``: B's, "k" or "n" (C is M-contiguous).
+    ``split_k``: CTAs sharing one output tile's flattened ``R * ceil(K/bk)`` K-tile sequence (1..64);
+    above 1 the kernel writes fp32 partial sums to a workspace instead of touching C (see
+    :mod:`minijit.cuda.splitk`; ``first`` must be "zero" and ``last`` "none": the reduction
+    kernel applies the touches).
     """
 
     dtype: str = "f16"
@@ -296,6 +302,7 @@ class GemmSpec:
     last: str = "none"
     a_major: str = "m"
     b_major: str = "k"
+    split_k: int = 1
 
     # derived -------------------------------------------------------------------------------------
     @property
@@ -386,9 +393,13 @@ class GemmSpec:
     @property
     def name(self) -> str:
         return (
-            f"gemm_{self.dtype}_{self.bm}x{self.bn}x{self.bk}_w{self.warps_m}x{self.warps_n}_s{self.stages}"
-            f"_v{self.vec_a}x{self.vec_b}_{self.first}_{self.last}"
-        ) + ("" if self.orientation == "mk" else f"_a{self.a_major}b{self.b_major}")
+            (
+                f"gemm_{self.dtype}_{self.bm}x{self.bn}x{self.bk}_w{self.warps_m}x{self.warps_n}_s{self.stages}"
+                f"_v{self.vec_a}x{self.vec_b}_{self.first}_{self.last}"
+            )
+            + ("" if self.orientation == "mk" else f"_a{self.a_major}b{self.b_major}")
+            + (f"_sk{self.split_k}" if self.split_k != 1 else "")
+        )
 
     def max_vec(self, operand: str) -> int:
         """Widest copy (bytes) that splits operand 'a' or 'b''s shared tile evenly over the threads."""
@@ -435,6 +446,10 @@ class GemmSpec:
                 bad(f"operand {op}: tile of {lay.nbytes} bytes does not split into {self.threads} copies of {v}")
         if self.smem_bytes > 48 * 1024:
             bad(f"{self.smem_bytes} bytes of static shared memory (max 49152)")
+        if isinstance(self.split_k, bool) or not isinstance(self.split_k, int) or not 1 <= self.split_k <= MAX_SPLIT:
+            bad(f"split_k {self.split_k!r} must be an int in 1..{MAX_SPLIT}")
+        if self.split_k > 1 and (self.first, self.last) != ("zero", "none"):
+            bad("split_k > 1 writes raw partial sums: first touch 'zero', last 'none' (the reduction applies them)")
         return self
 
 
@@ -646,7 +661,8 @@ class GemmKernel:
         return (self.spec.threads, 1, 1)
 
     def grid(self, m: int, n: int, batch: int = 1) -> tuple[int, int, int]:
-        return (-(-m // self.spec.bm), -(-n // self.spec.bn), batch)
+        """``(ceil(M/BM), ceil(N/BN), batch * split_k)``: with split-K, ``ctaid.z = z * split_k + s``."""
+        return (-(-m // self.spec.bm), -(-n // self.spec.bn), batch * self.spec.split_k)
 
 
 def generate(spec: GemmSpec) -> GemmKernel:
@@ -690,16 +706,33 @@ def generate(spec: GemmSpec) -> GemmKernel:
     n_cta = V(reg("s32", sreg.ctaid.y)) * S.bn
     z = V(reg("s32", sreg.ctaid.z))
 
-    brow = g["batch_table"] + to64(z) * 24
+    def idiv(a: Val, b) -> Val:
+        d = k.reg(a.type)
+        k.div(d, a.r, b.r if isinstance(b, Val) else int(b), rnd=None)
+        return V(d)
+
+    split = S.split_k > 1
+    bz, part = (idiv(z, S.split_k), None) if split else (z, None)
+    if split:
+        part = z - bz * S.split_k  # ctaid.z = bz * split_k + part
+    brow = g["batch_table"] + to64(bz) * 24
     boff = []
     for i in range(3):
         r = k.reg("s64")
         k.ld("global", r, addr(brow.r, 8 * i))
         boff.append(V(r))
-    ptr_a, ptr_b, ptr_c = g["A"] + boff[0], g["B"] + boff[1], g["C"] + boff[2]
+    ptr_a, ptr_b = g["A"] + boff[0], g["B"] + boff[1]
+    if split:  # partials: plane ctaid.z of the workspace (M x N fp32 planes, ldc = its M stride)
+        ptr_c = g["C"] + to64(z) * (to64(N) * ldc)
+    else:
+        ptr_c = g["C"] + boff[2]
 
     kt_count = (K + (S.bk - 1)) >> (S.bk.bit_length() - 1)
     total = R * kt_count
+    # this CTA's part [seq0, seq_end) of the flattened K-tile sequence (all of it without split-K)
+    seq0 = split_range(part, total, S.split_k, idiv) if split else 0
+    seq_end = split_range(part + 1, total, S.split_k, idiv) if split else total
+    count = seq_end - seq0 if split else total
 
     smem = k.shared("smem", "b8", S.smem_bytes, align=128)
     sm_base = V(reg("s32", smem))
@@ -713,6 +746,11 @@ def generate(spec: GemmSpec) -> GemmKernel:
 
     # loop-carried state of the producer
     sl, ktl, rl, wr = (reg("s32", 0) for _ in range(4))
+    if split:
+        r0 = idiv(seq0, kt_count)
+        k.mov(sl, seq0.r)
+        k.mov(rl, r0.r)
+        k.mov(ktl, (seq0 - r0 * kt_count).r)
     base_a, base_b = k.reg("s64"), k.reg("s64")
 
     def set_slice(r_val):
@@ -728,7 +766,7 @@ def generate(spec: GemmSpec) -> GemmKernel:
     def load_tile():
         skip = k.label("skip_load")
         p = k.reg("pred")
-        k.setp("ge", p, sl, total.r)
+        k.setp("ge", p, sl, seq_end.r)
         k.bra(skip, pred=p, uni=True)
         k0 = V(ktl) * S.bk
         stage = sm_base + V(wr)
@@ -829,7 +867,11 @@ def generate(spec: GemmSpec) -> GemmKernel:
     k.bra(pro, pred=more, uni=True)
 
     rd, s = reg("s32", 0), reg("s32", 0)
-    loop = k.label("mainloop")
+    loop, epilogue = k.label("mainloop"), k.label("epilogue")
+    if split:  # a part with no K tiles (split_k > tiles) writes zero partials
+        empty = k.reg("pred")
+        k.setp("le", empty, count.r, 0)
+        k.bra(epilogue, pred=empty, uni=True)
     k.place(loop)
     k.cp_async_wait(S.stages - 2)
     k.bar_sync(0)
@@ -842,10 +884,11 @@ def generate(spec: GemmSpec) -> GemmKernel:
     k.mov(rd, 0, pred=wrap)
     k.add(s, s, 1)
     again = k.reg("pred")
-    k.setp("lt", again, s, total.r)
+    k.setp("lt", again, s, count.r)
     k.bra(loop, pred=again, uni=True)
 
     # epilogue
+    k.place(epilogue)
     deltas = _acc_deltas(S)
     m0, n0 = acc_coords(S, tid, 0, 0, 0)
     gm, gn = m_cta + m0, n_cta + n0
@@ -875,6 +918,15 @@ def generate(spec: GemmSpec) -> GemmKernel:
                     store_touched(k, S.first, S.last, v, addr(pcol.r, 4 * dm), p, zero_f)
     k.ret()
     return GemmKernel(S, mod, k)
+
+
+def split_range(part, total, split: int, div=None):
+    """First K-tile (index into the flattened ``R * ceil(K/bk)`` sequence) of split-K part ``part``
+    of ``split``: ``part * total // split``, so the parts differ by at most one tile and none is
+    empty when ``split <= total``. ``div`` divides a register value (the generator's ``div.s32``)."""
+    if div is None:
+        return part * total // split
+    return div(part * total, split)
 
 
 def store_touched(k: Kernel, first: str, last: str, v: Reg, a, p: Reg, zero_f: Reg) -> None:
@@ -993,6 +1045,9 @@ def simulate(
     ring is the kernel's (tile s+stages-1 is written before tile s is read), fragments come from
     the modelled shared memory through ``ptx.mma.ldmatrix`` (or the tf32 scalar loads) and are
     reassembled with ``ptx.mma.gather``; ``exact_mma`` uses the lane-level ``ptx.mma.mma_sync``.
+    With ``split_k`` > 1, ``c`` is the workspace: ``batch * split_k`` fp32 planes of N columns of
+    ``ldc`` bytes, plane ``z * split_k + part`` holding part ``part``'s sum (``batch_table``'s C
+    offsets unused).
     """
     S = spec.validate()
     bt, rt = tables(batch_table, red_table)
@@ -1007,15 +1062,19 @@ def simulate(
     fplan = _fragment_plans(S)
     written = np.zeros(c.size, np.int64)
     lay_a, lay_b = S.layout_a, S.layout_b
-    for bz in range(len(bt)):
+    for zz in range(len(bt) * S.split_k):
+        bz, part = divmod(zz, S.split_k)
+        seq0 = split_range(part, total, S.split_k)
+        count = split_range(part + 1, total, S.split_k) - seq0
+        c_base = zz * n * ldc if S.split_k > 1 else bt[bz, 2]
         for bx in range(-(-m // S.bm)):
             for by in range(-(-n // S.bn)):
                 m_cta, n_cta = bx * S.bm, by * S.bn
                 smem = np.zeros(S.smem_bytes, np.uint8)
                 acc = np.zeros((S.warps, S.mt, S.nt, 32, 4), np.float64)
 
-                def load(s, smem=smem, m_cta=m_cta, n_cta=n_cta, bz=bz):
-                    r, kt = divmod(s, kt_count)
+                def load(s, smem=smem, m_cta=m_cta, n_cta=n_cta, bz=bz, seq0=seq0):
+                    r, kt = divmod(seq0 + s, kt_count)
                     stage = (s % S.stages) * S.stage_bytes
                     k0 = kt * S.bk
                     ops = (
@@ -1074,10 +1133,10 @@ def simulate(
                                     acc[w, mt, nt] = _model_mma(S, afr[mt], bfr[nt], acc[w, mt, nt], exact_mma)
                                     stats.mma += 1
 
-                for s in range(min(S.stages - 1, total)):
+                for s in range(min(S.stages - 1, count)):
                     load(s)
-                for s in range(total):
-                    if s + S.stages - 1 < total:
+                for s in range(count):
+                    if s + S.stages - 1 < count:
                         load(s + S.stages - 1)
                     compute(s)
 
@@ -1088,7 +1147,7 @@ def simulate(
                             mm, nn = acc_coords(S, tids, mt, nt, i)
                             gm, gn = m_cta + mm, n_cta + nn
                             ok = (gm < m) & (gn < n)
-                            off = bt[bz, 2] + gn.astype(np.int64) * ldc + gm * 4
+                            off = c_base + gn.astype(np.int64) * ldc + gm * 4
                             live = off[ok]
                             if live.size and (live.min() < 0 or live.max() + 4 > c_bytes.size):
                                 raise AssertionError("C store outside the buffer")
