@@ -134,6 +134,11 @@ class Device:
     def arch(self) -> str:
         return f"sm_{self.cc[0]}{self.cc[1]}"
 
+    def attribute(self, name: str) -> int:
+        """A ``CU_DEVICE_ATTRIBUTE_*`` value, e.g. ``attribute("MULTIPROCESSOR_COUNT")``."""
+        attr = getattr(_driver().CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}")
+        return int(_call("cuDeviceGetAttribute", attr, self.handle))
+
     def make_current(self) -> None:
         _call("cuCtxSetCurrent", self.context)
 
