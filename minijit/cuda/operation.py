@@ -306,17 +306,39 @@ class CudaTensorOperation:
         self._ranges = {t: self.config.offset_range(t) for t in ("in0", "in1", "out")}
 
     def kernel_spec(self, ptr_a: int = 0, ptr_b: int = 0) -> gemm.GemmSpec | elementwise.KernelSpec:
-        """The spec for operands whose first elements are at ``ptr_a``/``ptr_b`` (GEMM: copy widths
-        follow the alignment of pointers, leading dims and table offsets; elementwise: one spec)."""
+        """The spec for operands whose first elements are at ``ptr_a``/``ptr_b`` (GEMM: the mma.sync
+        tile and split-K factor of `tile_plan` (with split-K: the partials kernel), copy widths
+        following the alignment of pointers, leading dims and table offsets; elementwise: one spec)."""
         if self.plan is not None:
             return self.plan.spec
-        es = self.spec.es
-        key = (self.spec, ptr_a % 16, ptr_b % 16)  # copy widths depend on 16-byte alignment only
+        es, tp = self.spec.es, self.tile_plan
+        key = (self.spec, tp, ptr_a % 16, ptr_b % 16)  # copy widths depend on 16-byte alignment only
         if key not in self._vec_cache:
             va = gemm.choose_vec(es, ptr_a, self.lda, *self.batch_table[:, 0], *self.red_table[:, 0])
             vb = gemm.choose_vec(es, ptr_b, self.ldb, *self.batch_table[:, 1], *self.red_table[:, 1])
-            self._vec_cache[key] = self.spec.aligned(va, vb)
+            touches = {"first": self.spec.first, "last": self.spec.last}
+            planned = tp.spec(**touches, a_major=self.spec.a_major, b_major=self.spec.b_major)
+            self._vec_cache[key] = planned.aligned(va, vb)
         return self._vec_cache[key]
+
+    @property
+    def tile_plan(self):
+        """The `minijit.cuda.tiling.TilePlan` of this GEMM/BRGEMM (None before setup and for
+        elementwise ops): the mma.sync family's tile and split-K factor, chosen by the model of
+        the device ``gpu`` (a `tiling.GpuModel`; unset, H100 SXM until the first ``execute``
+        reads the device's attributes; set it before the first ``execute`` to plan for another)."""
+        from minijit.cuda import tiling  # noqa: PLC0415
+
+        if self.config is None or self.plan is not None:
+            return None
+        gpu = getattr(self, "gpu", None) or tiling.H100_SXM
+        cached = getattr(self, "_tile_plan", None)  # (setup's spec, gpu, plan): identity checks only
+        if cached is not None and cached[0] is self.spec and cached[1] is gpu:
+            return cached[2]
+        dims = {"batch": len(self.batch_table), "reduce": len(self.red_table)}
+        tp = tiling.choose(self.m, self.n, self.k, **dims, dtype=self.dtype, gpu=gpu, first=self.spec.first)
+        self._tile_plan = (self.spec, gpu, tp)
+        return tp
 
     def ptx(self, ptr_a: int = 0, ptr_b: int = 0) -> str:
         """PTX text of the kernel ``execute`` launches for operands at these addresses."""
@@ -479,7 +501,7 @@ class CudaTensorOperation:
                 a.ptr = buf.ptr
                 staged.append((a, buf, flat))
         pa, pb, pc = (0 if a is None else a.address for a in arrays)
-        self._launcher(dev, pa, pb, pc)()
+        (self._launch_splitk(dev, pa, pb, pc) or self._launcher(dev, pa, pb, pc))()
         if sync or staged:
             driver.synchronize()
         for a, buf, flat in staged:
@@ -509,6 +531,77 @@ class CudaTensorOperation:
         self._launches[key] = launch
         return launch
 
+    def _launch_splitk(self, dev, pa: int, pb: int, pc: int):
+        """The prepared split-K launch (partials kernel into the workspace, then the reduction
+        kernel of `minijit.cuda.splitk` applying the touches to C) for operands at these device
+        addresses; None when this launch is not split-K (elementwise ops, a plan with split_k 1,
+        or the sm90a family). The first call reads the device model (``gpu``) if unset; the
+        workspace (``batch * split_k`` fp32 M x N planes) is allocated on the first split-K launch
+        of a setup and kept for its later ones."""
+        if self.plan is not None:
+            return None
+        if getattr(self, "gpu", None) is None:
+            from minijit.cuda import tiling  # noqa: PLC0415
+
+            self.gpu = tiling.GpuModel.from_device(dev)
+        tp = self.tile_plan
+        if tp.split_k == 1:
+            return None
+        key = ("splitk", dev.ordinal, pa, pb, pc)
+        launch = self._launches.get(key)
+        if launch is None:
+            launch = self._prepare_splitk(dev, pa, pb, pc, tp)
+            if len(self._launches) >= LAUNCH_CACHE:
+                self._launches.pop(next(iter(self._launches)))  # the oldest entry
+            self._launches[key] = launch
+        return launch or None
+
+    def _prepare_splitk(self, dev, pa: int, pb: int, pc: int, tp):
+        """`_launch_splitk`'s launch pair as one callable (False for the sm90a family)."""
+        from minijit.cuda import splitk  # noqa: PLC0415
+
+        if self.family_for(dev.arch, pa, pb) != "mma.sync":
+            return False
+        driver, m, n, batch = self.driver, self.m, self.n, len(self.batch_table)
+        if self._dev_tables is None:
+            self._dev_tables = (driver.to_device(self.batch_table), driver.to_device(self.red_table))
+        ws = getattr(self, "_workspace", None)
+        if ws is None or ws[0] is not self.spec or ws[1] != dev.ordinal:
+            nbytes = splitk.workspace_bytes(tp.split_k, m, n, batch)
+            self._workspace = ws = (self.spec, dev.ordinal, driver.DeviceBuffer(nbytes))
+        bt, rt = self._dev_tables
+        spec = self.kernel_spec(pa, pb)
+        gk = _generated(spec)
+        args = (pa, pb, ws[2], bt, rt, m, n, self.k, len(self.red_table), self.lda, self.ldb, m * 4)
+        main = _loaded(spec, dev, driver).prepare(gk.grid(m, n, batch), gk.block, args=args)
+        rspec = tp.reduce_spec(self.spec.first, self.spec.last)
+        rkey = ("fn", rspec, dev.ordinal, driver.__name__)
+        if rkey not in _kernels:
+            rk = splitk.generate(rspec)
+            mod = driver.load_ptx(rk.text, dev.arch)
+            _kernels[rkey] = (mod, mod.function(rk.name, signature=rk.signature), rk)
+        _, rfn, rk = _kernels[rkey]
+        red = rfn.prepare(rk.grid(m, n, batch), rk.block, args=(ws[2], pc, bt, m, n, self.ldc))
+
+        def launch(stream=None) -> None:
+            main(stream)
+            red(stream)
+
+        return launch
+
+    def _simulate_splitk(self, spec: gemm.GemmSpec, fa, fb, c: np.ndarray, bt: np.ndarray) -> gemm.ModelStats:
+        """`simulate` for a split-K plan: the partials kernel's model into a workspace, then the
+        reduction's (`minijit.cuda.splitk.simulate`) into ``c`` (float32 view of out's memory)."""
+        from minijit.cuda import splitk  # noqa: PLC0415
+
+        m, n, batch = self.m, self.n, len(bt)
+        ws = np.zeros(splitk.workspace_bytes(spec.split_k, m, n, batch) // 4, np.float32)
+        stats = gemm.simulate(spec, fa, fb, ws, m, n, self.k, self.lda, self.ldb, m * 4, bt, self.red_table)
+        c_work = c.copy()
+        splitk.simulate(self.tile_plan.reduce_spec(self.spec.first, self.spec.last), ws, c_work, m, n, self.ldc, bt)
+        c[...] = c_work
+        return stats
+
     def simulate(
         self, in0: np.ndarray, in1: np.ndarray, out: np.ndarray, *, offsets: Offsets = None
     ) -> gemm.ModelStats:
@@ -525,6 +618,8 @@ class CudaTensorOperation:
         c = np.frombuffer(fc, dtype=np.float32) if fc.size % 4 == 0 and oc % 4 == 0 else None
         if c is None:
             raise ValueError("out must be 4-byte aligned")
+        if spec.split_k > 1:  # partials into a workspace, then the reduction (minijit.cuda.splitk)
+            return self._simulate_splitk(spec, fa, fb, c, bt)
         c_work = c.copy()  # host arrays hold the kernel's encoding already (f16, bf16 bits, f32)
         stats = gemm.simulate(
             spec, fa, fb, c_work, self.m, self.n, self.k, self.lda, self.ldb, self.ldc, bt, self.red_table
@@ -561,6 +656,8 @@ class CudaTensorOperation:
         else:
             fam = "sm90a on compute capability 9.0, else mma.sync" if self.family == "auto" else self.family
             state = f"{self.spec.name} batch {len(self.batch_table)} family {fam}"
+            tp = self.tile_plan
+            state += f"; mma.sync plan {tp.bm}x{tp.bn}x{tp.bk} split-K {tp.split_k} ({tp.reason})"
         return f"<CudaTensorOperation {state}>"
 
 
