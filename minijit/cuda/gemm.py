@@ -662,7 +662,8 @@ class GemmKernel:
 
     def grid(self, m: int, n: int, batch: int = 1) -> tuple[int, int, int]:
         """``(ceil(M/BM), ceil(N/BN), batch * split_k)``: with split-K, ``ctaid.z = z * split_k + s``."""
-        return (-(-m // self.spec.bm), -(-n // self.spec.bn), batch * self.spec.split_k)
+        split = getattr(self.spec, "split_k", 1)  # gemm_sm90 kernels share this class
+        return (-(-m // self.spec.bm), -(-n // self.spec.bn), batch * split)
 
 
 def generate(spec: GemmSpec) -> GemmKernel:
