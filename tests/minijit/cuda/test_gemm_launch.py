@@ -158,3 +158,99 @@ def test_torch_bounds_checked_before_launch(dev):
         op.execute(A[:1], A, C)
     with pytest.raises(TypeError, match="dtype"):
         op.execute(A.float(), A, C)
+
+
+# --------------------------------------------------------------------------- split-K
+
+
+def _launch_splitk(be: CudaBackend, dtype, split, first, last, m, n, k, r, z, pad=(0, 0, 0)):
+    """The split-K pair (partials kernel into a workspace, reduction with the touches into C) on a
+    batch x BRGEMM problem: C against numpy, C's padding and the words after it untouched, the
+    reduction's C equal to its numpy model on the kernel's workspace bit for bit."""
+    from minijit.cuda import splitk
+
+    bk = 16 if dtype == "tf32" else 32
+    base = gemm.GemmSpec(dtype, 32, 32, bk, 1, 1, 2, split_k=split)
+    spec, p = gemm_problem(base, m, n, k, r, z, seed=3, pad=pad)
+    rspec = splitk.ReduceSpec(split, first, last)
+    es, driver, guard = spec.es, be.driver, 64
+    bt, rt = gemm.tables(p.bt, p.rt)
+    gk, rk = gemm.generate(spec), splitk.generate(rspec)
+    _, fn = be.load(gk.text, gk.name, gk.signature)
+    _, rfn = be.load(rk.text, rk.name, rk.signature)
+    c_host = np.concatenate([p.C.ravel(), np.full(guard, 7.0, np.float32)])
+    da, db = driver.to_device(gemm.encode(dtype, p.A)), driver.to_device(gemm.encode(dtype, p.B))
+    dc, dbt, drt = driver.to_device(c_host), driver.to_device(bt), driver.to_device(rt)
+    ws = driver.DeviceBuffer(splitk.workspace_bytes(split, m, n, z))
+    fn.launch(gk.grid(m, n, z), gk.block, args=(da, db, ws, dbt, drt, m, n, k, r, p.lda * es, p.ldb * es, m * 4))
+    rfn.launch(rk.grid(m, n, z), rk.block, args=(ws, dc, dbt, m, n, p.ldc * 4))
+    driver.synchronize()
+    out = dc.to_host(np.float32, c_host.size)
+    assert (out[p.C.size :] == 7.0).all(), "store past C"
+    want = c_host.copy()
+    splitk.simulate(rspec, ws.to_host(np.float32, ws.nbytes // 4), want, m, n, p.ldc * 4, bt)
+    np.testing.assert_array_equal(out, want)
+    rtol, atol = TOL[dtype]
+    check_result(
+        replace(spec, split_k=1, first=first, last=last),
+        p,
+        out[: p.C.size].reshape(p.C.shape),
+        rtol,
+        atol * np.sqrt(k * r) + 1e-5,
+    )
+
+
+@pytest.mark.parametrize(
+    "dtype,first,last",
+    [
+        ("f16", "zero", "none"),
+        ("bf16", "load", "relu"),
+        ("tf32", "relu", "none"),
+        ("f16", "relu", "relu"),
+        ("tf32", "load", "none"),
+        ("bf16", "zero", "relu"),
+    ],
+)
+def test_splitk_kernels_batch_and_brgemm(cuda_backend, dtype, first, last):
+    """Ragged 36 x 20 tiles (edges in M and N), 2 batch entries x 2 BRGEMM blocks of K 40 (a full
+    and an edge K tile each), split 3: parts of 1 and 2 K tiles, one crossing a BRGEMM block."""
+    _launch_splitk(cuda_backend, dtype, 3, first, last, 36, 20, 40 if dtype != "tf32" else 20, 2, 2, pad=(4, 0, 3))
+
+
+def test_splitk_more_parts_than_k_tiles(cuda_backend):
+    """split 3 over 2 K tiles: one part has none and writes zero partials."""
+    _launch_splitk(cuda_backend, "f16", 3, "load", "none", 20, 12, 40, 1, 1)
+
+
+def test_operation_splitk(cuda_backend):
+    """CudaTensorOperation with a split-K plan (a model whose launches and waves cost nothing, so
+    any split that spreads the work wins): BRGEMM blocks (k0) in the reduction table, (m0, n0)
+    batch entries; execute (through the driver) and simulate against numpy, and the workspace is
+    allocated once."""
+    from minijit.cuda import tiling
+
+    m0, n0, k0 = 2, 1, 4
+    dims, sizes, s0, s1, so = seed_layout(m0, n0, k0, 32, 32, 32)
+    op = CudaTensorOperation(driver=cuda_backend.driver, family="mma.sync")
+    op.gpu = replace(tiling.H100_SXM, launch_s=0.0, wave_s=0.0)
+    op.setup("fp16", "relu", "brgemm", "relu", dims, ("seq", "seq", "prim", "prim", "prim", "prim"), sizes, s0, s1, so)
+    assert op.tile_plan.split_k > 1 and f"split-K {op.tile_plan.split_k}" in repr(op)
+    assert op.kernel_spec().split_k == op.tile_plan.split_k
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((m0, k0, 32, 32)).astype(np.float32)
+    B = rng.standard_normal((n0, k0, 32, 32)).astype(np.float32)
+    C = rng.standard_normal((m0, n0, 32, 32)).astype(np.float32)
+    ha, hb = gemm.encode("f16", A), gemm.encode("f16", B)
+    qa, qb = gemm.decode("f16", ha), gemm.decode("f16", hb)
+    ref = np.maximum(np.einsum("akcb,dkec->adeb", qa, qb, optimize=True) + np.maximum(C, 0), 0)
+    out = C.copy()
+    op.execute(ha, hb, out)
+    np.testing.assert_allclose(out, ref, rtol=1e-3, atol=1e-3)
+    ws = op._workspace[2]
+    out2 = C.copy()
+    op.execute(ha, hb, out2)  # staged numpy arrays: new addresses, same workspace
+    assert op._workspace[2] is ws
+    np.testing.assert_array_equal(out2, out)
+    out3 = C.copy()
+    op.simulate(ha, hb, out3)
+    np.testing.assert_allclose(out3, ref, rtol=1e-3, atol=1e-3)
