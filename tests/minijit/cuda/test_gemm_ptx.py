@@ -199,6 +199,27 @@ def test_model_hypothesis(dtype, m, n, k, r, stages):
     _run_model(spec, m, n, k, r)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m,n,k,r,z,split", [(40, 24, 70, 2, 2, 3), (33, 17, 9, 1, 1, 2), (64, 48, 70, 3, 1, 4)])
+def test_model_split_k(dtype, m, n, k, r, z, split):
+    """The partials kernel's model writes every element of every workspace plane once; the
+    reduction's model sums them (with the touches) to the GEMM (one part has no K tile in the
+    second case)."""
+    from minijit.cuda import splitk
+
+    base = GemmSpec(dtype, 32, 32, 32 if dtype != "tf32" else 16, 1, 1, 3, split_k=split)
+    spec, p = gemm_problem(base, m, n, k, r, z, seed=2, pad=(3, 1, 2))
+    es = spec.es
+    a_mem, b_mem = (gemm.encode(dtype, x).view(np.uint8).ravel() for x in (p.A, p.B))
+    ws = np.full(splitk.workspace_bytes(split, m, n, z) // 4, np.nan, np.float32)
+    stats = gemm.simulate(spec, a_mem, b_mem, ws, m, n, k, p.lda * es, p.ldb * es, m * 4, p.bt, p.rt)
+    assert (stats.written == 1).all()
+    c = p.C.copy().ravel()
+    splitk.simulate(splitk.ReduceSpec(split, "load", "relu"), ws, c, m, n, p.ldc * 4, p.bt)
+    full = replace(spec, split_k=1, first="load", last="relu")
+    check_result(full, p, c.reshape(p.C.shape), rtol=1e-5, atol=1e-5 * np.sqrt(k * r))
+
+
 def test_model_detects_a_bad_swizzle(monkeypatch):
     """Without the swizzle the ldmatrix reads of A conflict: the bank check has teeth."""
     monkeypatch.setattr(gemm, "ldmatrix_swizzle", lambda rb: gemm.Swizzle())
