@@ -327,16 +327,17 @@ class CudaTensorOperation:
         elementwise ops): the mma.sync family's tile and split-K factor, chosen by the model of
         the device ``gpu`` (a `tiling.GpuModel`; unset, H100 SXM until the first ``execute``
         reads the device's attributes; set it before the first ``execute`` to plan for another)."""
-        from minijit.cuda import tiling  # noqa: PLC0415
-
         if self.config is None or self.plan is not None:
             return None
-        gpu = getattr(self, "gpu", None) or tiling.H100_SXM
+        gpu = getattr(self, "gpu", None)
         cached = getattr(self, "_tile_plan", None)  # (setup's spec, gpu, plan): identity checks only
         if cached is not None and cached[0] is self.spec and cached[1] is gpu:
             return cached[2]
+        from minijit.cuda import tiling  # noqa: PLC0415
+
         dims = {"batch": len(self.batch_table), "reduce": len(self.red_table)}
-        tp = tiling.choose(self.m, self.n, self.k, **dims, dtype=self.dtype, gpu=gpu, first=self.spec.first)
+        model = gpu or tiling.H100_SXM
+        tp = tiling.choose(self.m, self.n, self.k, **dims, dtype=self.dtype, gpu=model, first=self.spec.first)
         self._tile_plan = (self.spec, gpu, tp)
         return tp
 

@@ -128,14 +128,19 @@ class GpuModel:
     @classmethod
     def from_device(cls, dev) -> GpuModel:
         """The model of a `ptx.driver.Device` (its attributes through ``dev.attribute``); a device
-        without them (the simulator's) or whose driver refuses one gets `for_arch` of its arch."""
+        without them (the simulator's) gets `for_arch` of its arch, an attribute the driver (or
+        its bindings) refuses keeps that default's value."""
         base = cls.for_arch(getattr(dev, "arch", "sm_90"))
         query = getattr(dev, "attribute", None)
         if query is None:
             return base
-        try:
-            attrs = {key: int(query(key)) for key in ATTRIBUTES}
-        except Exception:  # noqa: BLE001 - a driver (or stub) without an attribute: the defaults
+        attrs = {}
+        for key in ATTRIBUTES:
+            try:
+                attrs[key] = int(query(key))
+            except Exception:  # noqa: BLE001, S112 - not known to this driver or its bindings
+                continue
+        if not attrs:
             return base
         return cls.from_attributes(attrs, name=str(getattr(dev, "name", "")), base=base)
 

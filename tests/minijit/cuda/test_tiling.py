@@ -79,6 +79,15 @@ def test_from_attributes_and_device():
     assert GpuModel.from_device(Dev()).sms == 100
     assert GpuModel.from_device(Dev()).l2_bytes == A100_SXM.l2_bytes  # 0: the arch's default
     assert GpuModel.from_device(Refusing()) is A100_SXM
+
+    class Partial(Dev):  # bindings without one attribute: the rest still count
+        def attribute(self, key):
+            if key == "CLOCK_RATE":
+                raise AttributeError(key)
+            return {"MULTIPROCESSOR_COUNT": 100, "CLOCK_RATE": 1}.get(key, 0)
+
+    partial = GpuModel.from_device(Partial())
+    assert partial.sms == 100 and partial.clock_hz == A100_SXM.clock_hz
     from ptx import simdriver
 
     assert GpuModel.from_device(simdriver.device()) is GpuModel.for_arch(simdriver.device().arch)
