@@ -37,6 +37,9 @@ SPLITS = (1, 2, 3, 4, 6, 8, 12, 16)
 #: CTA tile edges (elements) and BK per input element size (bytes)
 TILE_EDGES = (32, 64, 128)
 BKS = {2: (32, 64), 4: (16, 32)}
+#: tiles (element bytes, BM, BN, BK) left out: ptxas 13.0 for sm_90 spills the f16/bf16 64x128x64
+#: kernel (16 bytes at 128 registers)
+EXCLUDED = frozenset({(2, 64, 128, 64)})
 #: fraction of the L2 the model lets one wave's operand panels (or the workspace) occupy
 L2_SHARE = 0.5
 #: each split-K part gets at least this many K tiles (a shorter part cannot fill the pipeline)
@@ -223,12 +226,14 @@ class TilePlan:
 def tiles(dtype: str) -> list[gemm.GemmSpec]:
     """Candidate tiles: BM, BN in `TILE_EDGES`, BK in `BKS`, warps ``max(1, BM/64) x max(1,
     BN/32)``, the deepest pipeline (4, 3 or 2 stages) that fits 48 KB of static shared memory;
-    only specs that validate."""
+    only specs that validate, none of `EXCLUDED`."""
     es = gemm.ESIZE[dtype]
     out = []
     for bm in TILE_EDGES:
         for bn in TILE_EDGES:
             for bk in BKS[es]:
+                if (es, bm, bn, bk) in EXCLUDED:
+                    continue
                 for stages in (4, 3, 2):
                     s = gemm.GemmSpec(dtype, bm, bn, bk, max(1, bm // 64), max(1, bn // 32), stages)
                     try:
@@ -239,12 +244,31 @@ def tiles(dtype: str) -> list[gemm.GemmSpec]:
     return out
 
 
+#: registers per thread of the candidate tiles, (element bytes, BM, BN, BK) -> count: ptxas 13.0's
+#: for sm_80 and sm_90, the most over first/last touches and split-K (test_tiling re-measures them)
+REGISTERS = {
+    (2, 32, 32, 32): 104, (2, 32, 32, 64): 156, (2, 32, 64, 32): 95, (2, 32, 64, 64): 142,
+    (2, 32, 128, 32): 95, (2, 32, 128, 64): 124, (2, 64, 32, 32): 162, (2, 64, 32, 64): 222,
+    (2, 64, 64, 32): 151, (2, 64, 64, 64): 182, (2, 64, 128, 32): 141,
+    (2, 128, 32, 32): 158, (2, 128, 32, 64): 218, (2, 128, 64, 32): 141, (2, 128, 64, 64): 160,
+    (2, 128, 128, 32): 128,
+    (4, 32, 32, 16): 114, (4, 32, 32, 32): 162, (4, 32, 64, 16): 100, (4, 32, 64, 32): 150,
+    (4, 32, 128, 16): 94, (4, 32, 128, 32): 128, (4, 64, 32, 16): 168, (4, 64, 32, 32): 247,
+    (4, 64, 64, 16): 148, (4, 64, 64, 32): 198, (4, 64, 128, 16): 132, (4, 64, 128, 32): 162,
+    (4, 128, 32, 16): 162, (4, 128, 32, 32): 220, (4, 128, 64, 16): 136, (4, 128, 64, 32): 162,
+    (4, 128, 128, 16): 124,
+}  # fmt: skip
+
+
 def registers(spec: gemm.GemmSpec) -> int:
-    """Estimated registers per thread: accumulators, fragments, ~32 of addresses and loop state
-    (rounded up to 8, at most 255; ptxas gives the 128x128 tile's 256 threads at most 128)."""
-    acc = spec.mt * spec.nt * 4
-    frags = 4 * spec.mt + 2 * spec.nt
-    return min(255, -(-(acc + frags + 32) // 8) * 8)
+    """Registers per thread, rounded up to the allocation unit of 8: `REGISTERS` for the candidate
+    tiles; for others a rough bound (most of the count is per-copy addressing, ~5 per
+    global->shared copy a thread issues per K tile, then fragments and accumulators); at most 255."""
+    count = REGISTERS.get((spec.es, spec.bm, spec.bn, spec.bk))
+    if count is None:
+        frags = 4 * spec.mt + 2 * spec.nt
+        count = 5 * (spec.copies("a") + spec.copies("b")) + 5 * frags + spec.mt * spec.nt + 40
+    return min(255, -(-count // 8) * 8)
 
 
 def ctas_per_sm(spec: gemm.GemmSpec, gpu: GpuModel) -> int:

@@ -242,6 +242,21 @@ def test_ptxas_reduction_and_split_gemm_no_spills(arch):
             assert spec.threads != 256 or info.registers <= 128
 
 
+@pytest.mark.skipif(not HAVE_PTXAS, reason="ptxas not found")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_ptxas_candidate_tiles_no_spills_within_the_register_table(arch):
+    """Every tile the model proposes assembles without spills, in no more registers than the
+    model's occupancy assumes (bf16 kernels are f16's with another mma type)."""
+    for dtype in ("f16", "tf32"):
+        for tile in tiling.tiles(dtype):
+            for first, last, split in (("load", "relu", 1), ("zero", "none", 3)):
+                spec = replace(tile, first=first, last=last, split_k=split)
+                gk = gemm.generate(spec)
+                info = ptx.compile(gk.text, arch=arch)[gk.name]
+                assert info.spills == 0 and info.stack_frame == 0, (spec.name, info)
+                assert info.registers <= tiling.registers(spec), (spec.name, info.registers)
+
+
 def test_split_spec_validation():
     with pytest.raises(ValueError, match="split_k"):
         replace(gemm.default_spec("f16"), split_k=0).validate()
