@@ -25,6 +25,12 @@ Kernel parameters, in order: ``A, B, C, batch_table, red_table`` (u64 device poi
 rows of three s64 byte offsets ``(A, B, C)``; ``red_table`` holds ``R`` rows of two s64 byte
 offsets ``(A, B)``. Grid ``(ceil(M/BM), ceil(N/BN), batch)``, block ``(threads,)``.
 
+Split-K (``GemmSpec.split_k = S`` > 1): grid z is ``batch * S`` (``ctaid.z = z * S + s``), CTA
+``s`` runs K tiles ``[s*T//S, (s+1)*T//S)`` of the flattened sequence of ``T = R * ceil(K/BK)``
+(:func:`split_range`) and stores its raw fp32 sum to plane ``ctaid.z`` of a workspace passed as
+``C``, with ``ldc`` its M stride (``4*M`` bytes; planes ``N * ldc`` bytes apart; the batch
+table's C offsets unused); :mod:`minijit.cuda.splitk` reduces the planes into C.
+
 Inside one CTA (``threads = 32 * warps_m * warps_n``):
 
 - the flattened sequence of ``R * ceil(K/BK)`` K tiles is streamed through ``stages`` shared

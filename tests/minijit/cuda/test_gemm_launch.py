@@ -254,3 +254,12 @@ def test_operation_splitk(cuda_backend):
     out3 = C.copy()
     op.simulate(ha, hb, out3)
     np.testing.assert_allclose(out3, ref, rtol=1e-3, atol=1e-3)
+
+
+@settings(max_examples=3, deadline=None)
+@given(**_problems(40, 60, 2), split=st.integers(2, 4), touches=st.sampled_from([("zero", "none"), ("load", "relu")]))
+def test_splitk_hypothesis_simulated(dtype, m, n, k, r, z, pad, split, touches):
+    """Split-K over random ragged problems in the PTX simulator (K from 1: parts without K tiles)."""
+    from ptx import simdriver
+
+    _launch_splitk(CudaBackend("sim", simdriver, simdriver.device()), dtype, split, *touches, m, n, k, r, z, pad)
