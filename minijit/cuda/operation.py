@@ -7,7 +7,8 @@ unary (zero, copy, relu) and binary (add, sub, mul, div, min, max) elementwise o
     op.execute(A, B, C)          # torch/cupy device tensors, or numpy arrays (copied)
 
 Same ``setup``/``execute`` interface as :class:`minijit.TensorOperation`. One kernel launch per
-``execute``.
+``execute``, or two when the tile model (:mod:`minijit.cuda.tiling`, ``op.tile_plan``) splits K:
+the partials kernel into a workspace, then the reduction (:mod:`minijit.cuda.splitk`) into C.
 
 GEMM and BRGEMM main primitives (:mod:`minijit.cuda.gemm`):
 
@@ -468,9 +469,15 @@ class CudaTensorOperation:
         """``(kernel name, grid, block, args)`` of the launch ``execute`` makes for tensors whose
         first elements are at these device addresses (0 for an input the op does not use); the
         kernel is in ``ptx(in0, in1)``. GEMM/BRGEMM launches also need ``tables``: the device
-        addresses (or buffers) of ``batch_table`` and ``red_table``."""
+        addresses (or buffers) of ``batch_table`` and ``red_table``. A split-K plan
+        (``tile_plan.split_k > 1``) launches two kernels into a workspace: ValueError here."""
         if self.config is None:
             raise RuntimeError("launch_args before a successful setup")
+        if self.plan is None and self.tile_plan.split_k > 1:
+            raise ValueError(
+                f"this GEMM runs split-K ({self.tile_plan.split_k} parts: partials kernel, then the reduction);"
+                " launch_args describes single-launch GEMMs only"
+            )
         if self.plan is not None:
             kernel = _generated(self.plan.spec)
             return kernel.name, self.plan.grid, self.plan.block, self.plan.args({"in0": in0, "in1": in1, "out": out})
@@ -481,7 +488,7 @@ class CudaTensorOperation:
 
     # -- execute -------------------------------------------------------------------------------
     def execute(self, in0, in1, out, *, offsets: Offsets = None, sync: bool = True) -> None:
-        """One kernel launch (``in1`` None for unary ops, ``in0`` too for zero). Arrays must be
+        """One kernel launch, two for split-K (``in1`` None for unary ops, ``in0`` too for zero). Arrays must be
         C-contiguous; the strides count elements from the first one, or from element
         ``offsets[i]`` (the rule of `minijit.arrays`, as on the CPU). ``sync``: wait for the
         launch (always, when numpy arrays are involved)."""

@@ -263,3 +263,16 @@ def test_splitk_hypothesis_simulated(dtype, m, n, k, r, z, pad, split, touches):
     from ptx import simdriver
 
     _launch_splitk(CudaBackend("sim", simdriver, simdriver.device()), dtype, split, *touches, m, n, k, r, z, pad)
+
+
+def test_launch_args_refuses_a_split_k_plan():
+    """launch_args describes one launch; a split-K GEMM (partials kernel + reduction) says so."""
+    op = CudaTensorOperation(family="mma.sync")
+    m = n = 64
+    k = 16384
+    op.setup(
+        "fp16", "zero", "gemm", "none", ["m", "n", "k"], ["undefined"] * 3, [m, n, k], [1, 0, m], [0, k, 1], [1, m, 0]
+    )
+    assert op.tile_plan.split_k > 1
+    with pytest.raises(ValueError, match="split-K"):
+        op.launch_args(0, 0, 0, tables=(1, 2))
