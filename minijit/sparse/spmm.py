@@ -22,6 +22,12 @@ specialised for it; it is not inferred from B):
   rounded with cvt.rna.tf32.f32); a device B must hold float16, bfloat16 or
   float32 respectively (numpy B is converted on upload); ``plan`` is the
   seed-003 warp assignment (`minijit.sparse.plan`).
+  ``strategy`` "tca" (seed 003), "window" (row windows, fp16/bf16) or "auto" (the one
+  `window_plan.choose_strategy` picks). ``reorder`` (row windows only): "auto" reorders the
+  rows (`minijit.sparse.reorder`) when that saves at least `window_plan.MIN_REORDER_GAIN` of
+  the window mma instructions, "rows" always, "none" never. The kernel stores C through the
+  plan's row table, so C is in the caller's row order either way; ``reordered`` and
+  ``row_order`` record the choice (shown in ``repr`` and `SpMM.plan_summary`).
 * ``target="native"`` (dtype "fp32" by default): JIT'd CPU kernel
   (`minijit.sparse.cpu`; AVX-512/AVX2 on x86-64, NEON on AArch64), rows split
   over the minijit thread pool by nnz. ``dtype="fp16"`` rounds S and B to
@@ -46,6 +52,8 @@ TARGETS = ("cuda", "native")
 #: cuda work splits: seed 003's plan ("tca"), row windows split by non-zeros ("window"), or the
 #: one `window_plan.choose_strategy` picks from the pattern ("auto")
 STRATEGIES = ("auto", "tca", "window")
+#: row reordering for the row-window strategy (`minijit.sparse.reorder`)
+REORDERS = ("auto", "none", "rows")
 DTYPES = {"native": ("fp16", "fp32"), "cuda": ("fp16", "bf16", "tf32")}
 
 
@@ -89,6 +97,7 @@ class SpMM:
         seg_chunks: int = SEG_CHUNKS,
         driver=None,
         strategy: str = "auto",
+        reorder: str = "auto",
     ) -> None:
         if target not in TARGETS:
             raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
@@ -96,6 +105,13 @@ class SpMM:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
         if strategy == "window" and (target != "cuda" or dtype == "tf32"):
             raise ValueError("strategy='window' is a target='cuda' kernel for dtype 'fp16' or 'bf16'")
+        if reorder not in REORDERS:
+            raise ValueError(f"reorder must be one of {REORDERS}, got {reorder!r}")
+        if reorder == "rows" and (target != "cuda" or dtype == "tf32" or strategy == "tca"):
+            raise ValueError(
+                "reorder='rows' reorders the row-window strategy: target='cuda', dtype 'fp16' or 'bf16',"
+                " strategy 'auto' or 'window'"
+            )
         if isinstance(n, bool) or not isinstance(n, int | np.integer) or not 1 <= int(n) <= cpu.MAX_N:
             raise ValueError(f"n must be an int in 1..{cpu.MAX_N}, got {n!r}")
         dtype = dtype if dtype is not None else ("fp16" if target == "cuda" else "fp32")
@@ -114,6 +130,9 @@ class SpMM:
         self.target = target
         self.seg_chunks = seg_chunks
         self.strategy = strategy  # "tca" or "window" once chosen (cuda)
+        self.reorder = reorder
+        self.reordered = False  # whether the row-window plan runs on reordered rows
+        self.row_order = None  # the `reorder.RowOrder` considered (cuda, window candidates), or None
         self._wplan = None
         self._plan: Plan | None = None
         self._data32 = self._values(self.csr.data)
@@ -127,6 +146,14 @@ class SpMM:
         else:
             self.isa = "ptx"
             self._cuda_setup()
+
+    def __repr__(self) -> str:
+        m, k = self.csr.shape
+        extra = f", reordered={self.reordered}" if self.target == "cuda" else ""
+        return (
+            f"SpMM({m}x{k}, nnz={self.csr.nnz}, n={self.n}, dtype={self.dtype!r}, target={self.target!r},"
+            f" strategy={self.strategy!r}{extra})"
+        )
 
     # ------------------------------------------------------------------ common
     @property
@@ -253,10 +280,24 @@ class SpMM:
         dev = driver.device()
         if self.strategy != "tca" and self._prec.mma != "tf32":
             from minijit.sparse import window_plan
+            from minijit.sparse.reorder import reorder_rows
 
-            self._wplan = window_plan.make_window_plan(self.csr.indptr, self.csr.indices, self.n)
-            if self.strategy == "auto":
-                self.strategy = window_plan.choose_strategy(plan, self.csr.indptr, self._wplan)
+            indptr, indices = self.csr.indptr, self.csr.indices
+            wp = window_plan.make_window_plan(indptr, indices, self.n)
+            wpr = None
+            if self.reorder != "none":
+                self.row_order = reorder_rows(indptr, indices)
+                if self.reorder == "rows" or self.row_order.gain >= window_plan.MIN_REORDER_GAIN:
+                    wpr = window_plan.make_window_plan(indptr, indices, self.n, row_order=self.row_order.perm)
+            if self.reorder == "rows":  # the reordered plan is the only row-window candidate
+                wp, wpr = wpr, None
+            if self.strategy == "auto":  # three candidates: tca, window, window on reordered rows
+                pick = window_plan.choose_strategy(plan, indptr, wp, wpr)
+            else:
+                pick = "window_reordered" if window_plan.pick_window(wp, wpr) is not wp else "window"
+            self._wplan = wpr if pick == "window_reordered" else wp
+            self.strategy = "window" if pick == "window_reordered" else pick
+            self.reordered = self.strategy == "window" and self._wplan.reordered
         else:
             self.strategy = "tca"
         if self.strategy == "window":
@@ -293,7 +334,7 @@ class SpMM:
         from minijit.sparse import window_kernel
 
         driver, wp = self._driver, self._wplan
-        module = window_kernel.build(self.n, self.dtype)
+        module = window_kernel.build(self.n, self.dtype, row_table=wp.reordered)
         self.ptx_text = module.text()
         self._module = driver.load_ptx(self.ptx_text, dev.arch)
         self._f_main = self._module.function("window_spmm", signature=tuple(p.type for p in module.kernels[0].params))
@@ -307,6 +348,7 @@ class SpMM:
         items = (wp.item_row0, wp.item_blk_begin, wp.item_blk_end, wp.item_pslot, wp.item_pstride)
         self._d_window = [up(np.ascontiguousarray(wp.block_cols.reshape(-1)))] + [up(x) for x in items]
         self._d_reduce = [up(wp.reduce_rows), up(wp.reduce_slot_begin), up(wp.reduce_slot_count)]
+        self._d_rows = [up(wp.rows)] if wp.reordered else []  # window row -> C row
         self._d_b = driver.DeviceBuffer(max(1, k * self.n * self._prec.bytes))
         self._d_c = driver.DeviceBuffer(max(1, m * self.n * 4))
         self._d_p = driver.DeviceBuffer(max(1, wp.num_partials * self.n * 4))
@@ -314,7 +356,8 @@ class SpMM:
     def plan_summary(self) -> str:
         """The chosen strategy and its plan, in words."""
         if self.strategy == "window":
-            return f"row windows: {self._wplan.summary()}"
+            order = f"; {self.row_order.summary()}" if self.reordered else ""
+            return f"row windows: {self._wplan.summary()}{order}"
         return f"seed 003: {self.plan.summary()}"
 
     def upload_b(self, b: np.ndarray) -> None:
@@ -335,7 +378,7 @@ class SpMM:
                 self._f_main.launch(
                     grid=(-(-plan.num_items // WARPS),),
                     block=(32 * WARPS,),
-                    args=(self._d_tiles, cols, d_b, d_c, self._d_p, *items, plan.num_items, plan.m),
+                    args=(self._d_tiles, cols, d_b, d_c, self._d_p, *items, plan.num_items, plan.m, *self._d_rows),
                 )
         elif plan.num_blocks:
             self._f_main.launch(

@@ -1,13 +1,17 @@
 """Row-window SpMM kernel (`minijit.sparse.window_plan`), emitted through ``ptx``.
 
 ``window_spmm(tiles, block_cols, B, C, P, item_row0, item_blk_begin, item_blk_end, item_pslot,
-item_pstride, items)``: 128 threads (4 warps) per block, one work item per warp. For every 8
+item_pstride, items, m[, rows])``: 128 threads (4 warps) per block, one work item per warp. For every 8
 output columns the warp accumulates, over its item's column blocks, one ``mma.m16n8k8`` (f16 or
 bf16 inputs, fp32 accumulators): A is the block's 16 x 8 tile (one 64-bit load per lane, the
 tiles are stored in fragment order), B the 8 rows of dense B named by the block's condensed
 columns (two 16-bit loads per lane; -1 columns and columns >= N read as 0). The 16 x 8 result
 goes to C (rows >= M not stored) or, for split windows, to the item's partial rows of P; the
 second pass is ``tca_reduce`` of `minijit.sparse.tca`.
+
+With a row table (``build(..., row_table=True)``: a reordered plan, `minijit.sparse.reorder`)
+window row ``p`` (``item_row0 + r``) is stored to C row ``rows[p]`` (int32, length M): C comes
+out in the caller's row order with no extra pass; P rows are unaffected.
 """
 
 from __future__ import annotations
@@ -21,13 +25,14 @@ __all__ = ["WARPS", "build"]
 WARPS = 4  # work items (warps) per block
 
 
-def _kernel(m: Module, n: int, mma: str) -> None:
+def _kernel(m: Module, n: int, mma: str, row_table: bool = False) -> None:
     k = m.kernel("window_spmm", reqntid=32 * WARPS)
     names = ("tiles", "block_cols", "B", "C", "P", "row0", "blk_begin", "blk_end", "pslot", "pstride")
     g_tiles, g_cols, g_b, g_c, g_p, g_row0, g_b0, g_b1, g_ps, g_pst = (_gptr(k, k.param("u64", nm)) for nm in names)
     items, m_rows = k.reg("u32"), k.reg("u32")
     k.ld_param(items, k.param("u32", "items"))
     k.ld_param(m_rows, k.param("u32", "m"))
+    g_rows = _gptr(k, k.param("u64", "rows")) if row_table else None
     tid, lane, g, t, item = k.regs("u32", 5)
     k.mov(tid, sreg.tid.x)
     k.and_(lane, tid, 31)
@@ -61,6 +66,10 @@ def _kernel(m: Module, n: int, mma: str) -> None:
         k.mad(prow, r, pst, ps, mode="lo", type="u32")
         okr = k.reg("pred")
         k.setp("lt", okr, crow, m_rows, type="u32")
+        if g_rows is not None:  # C row of window row crow: rows[crow]
+            ra = k.reg("u64")
+            k.mad(ra, crow, 4, g_rows, mode="wide", type="u32")
+            k.ld("global", crow, addr(ra), nc=True, pred=okr)
         ok = k.reg("pred")
         k.or_(ok, okr, to_p)
         ca, pa, oa = k.reg("u64"), k.reg("u64"), k.reg("u64")
@@ -139,14 +148,17 @@ def _kernel(m: Module, n: int, mma: str) -> None:
     k.exit()
 
 
-def build(n: int, dtype: str = "fp16", target: str | None = None) -> Module:
-    """The module (``window_spmm`` and ``tca_reduce``) for N columns; ``dtype`` "fp16" or "bf16"."""
+def build(n: int, dtype: str = "fp16", target: str | None = None, row_table: bool = False) -> Module:
+    """The module (``window_spmm`` and ``tca_reduce``) for N columns; ``dtype`` "fp16" or "bf16";
+    ``row_table``: ``window_spmm`` takes a last parameter ``rows`` (window row -> C row, int32)."""
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= (1 << 24):
         raise ValueError(f"n must be an int in 1..{1 << 24}, got {n!r}")
     prec = precision(dtype)
     if prec.mma == "tf32":
         raise ValueError("the row-window kernel takes dtype 'fp16' or 'bf16' (16-bit A tiles), got 'tf32'")
     m = Module(target=target) if target else Module()
-    _kernel(m, n, prec.mma)
+    if not isinstance(row_table, bool):
+        raise TypeError(f"row_table must be a bool, got {row_table!r}")
+    _kernel(m, n, prec.mma, row_table)
     _reduce_kernel(m, n)
     return m

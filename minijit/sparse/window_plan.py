@@ -13,24 +13,41 @@ rows to ``P`` (item ``i`` of ``s`` writes row ``r`` of the window to ``P[base + 
 the second pass (``tca_reduce``) sums each row's ``s`` consecutive partials. Windows without
 non-zeros are zero-filled by that pass.
 
-`choose_strategy` picks between this plan and seed 003's (`minijit.sparse.plan`) from the
-pattern: the mma instructions each would issue per 8 output columns.
+With ``row_order`` (a permutation, `minijit.sparse.reorder`) the windows hold the rows in that
+order: the plan is made for the permuted pattern and keeps a row table ``rows`` (window row ->
+C row) that the kernel's C stores and the second pass go through, so C is in the caller's row
+order; ``tile_of_nnz`` stays indexed by the caller's non-zero order.
+
+`choose_strategy` picks between this plan, this plan on reordered rows, and seed 003's
+(`minijit.sparse.plan`) from the pattern: the mma instructions each would issue per 8 output
+columns.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from minijit.sparse.layout import CHUNK, TILE_N
 from minijit.sparse.plan import Plan
+from minijit.sparse.reorder import permute_csr
 
-__all__ = ["WINDOW", "WindowPlan", "choose_strategy", "make_window_plan", "tca_mmas", "window_mmas"]
+__all__ = [
+    "MIN_REORDER_GAIN",
+    "WINDOW",
+    "WindowPlan",
+    "choose_strategy",
+    "make_window_plan",
+    "pick_window",
+    "tca_mmas",
+    "window_mmas",
+]
 
 WINDOW = 16  # rows per window (the mma's M)
 BLOCK_COLS = 8  # condensed columns per A tile (the mma's K)
 TARGET_NNZ = 256  # non-zeros per work item
+MIN_REORDER_GAIN = 0.10  # reorder rows when that saves at least this fraction of the window mmas
 
 
 @dataclass(frozen=True)
@@ -51,6 +68,19 @@ class WindowPlan:
     reduce_rows: np.ndarray
     reduce_slot_begin: np.ndarray
     reduce_slot_count: np.ndarray
+    rows: np.ndarray | None = None  # int32 (m,): C row of window row p (None: row p itself)
+
+    def __post_init__(self) -> None:
+        r = self.rows
+        if r is not None:
+            if not isinstance(r, np.ndarray) or r.shape != (self.m,) or r.dtype != np.int32:
+                raise ValueError(f"rows must be an int32 array of M = {self.m} entries (window row -> C row)")
+            if self.m and (r.min() < 0 or r.max() >= self.m or np.bincount(r, minlength=self.m).max() != 1):
+                raise ValueError("rows must be a permutation of 0..M-1")
+
+    @property
+    def reordered(self) -> bool:
+        return self.rows is not None
 
     @property
     def num_blocks(self) -> int:
@@ -77,6 +107,7 @@ class WindowPlan:
             f"{self.m} rows, nnz {self.nnz}, N {self.n}: row windows of {WINDOW}, {self.num_blocks} column blocks"
             f" (A tiles {self.nnz / max(1, self.num_blocks * WINDOW * BLOCK_COLS):.0%} dense), {self.num_items} items"
             f" ({split} writing partials), {self.reduce_rows.shape[0]} rows in the second pass"
+            + (", rows reordered (row table)" if self.reordered else "")
         )
 
 
@@ -87,10 +118,31 @@ def _fragment_slot(r: np.ndarray, j: np.ndarray) -> np.ndarray:
     return (4 * g + t) * 4 + 2 * hi + odd
 
 
-def make_window_plan(indptr: np.ndarray, indices: np.ndarray, n: int, target_nnz: int = TARGET_NNZ) -> WindowPlan:
-    """The plan from a validated CSR pattern (``indptr`` length M+1, ``indices`` sorted per row)."""
+def make_window_plan(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    n: int,
+    target_nnz: int = TARGET_NNZ,
+    row_order: np.ndarray | None = None,
+) -> WindowPlan:
+    """The plan from a validated CSR pattern (``indptr`` length M+1, ``indices`` sorted per row);
+    ``row_order``: window row ``p`` computes row ``row_order[p]`` (a permutation of 0..M-1, e.g.
+    `minijit.sparse.reorder.RowOrder.perm`; None: the given order, no row table)."""
     if isinstance(target_nnz, bool) or not isinstance(target_nnz, int) or target_nnz < 1:
         raise ValueError(f"target_nnz must be a positive int, got {target_nnz!r}")
+    if row_order is not None:
+        perm = np.asarray(row_order)
+        m = np.asarray(indptr).shape[0] - 1
+        if perm.shape != (m,) or not np.issubdtype(perm.dtype, np.integer):
+            raise ValueError(f"row_order must be an integer array of M = {m} entries, got shape {perm.shape}")
+        if m and (perm.min() < 0 or perm.max() >= m or np.bincount(perm, minlength=m).max() != 1):
+            raise ValueError("row_order must be a permutation of 0..M-1")
+        p_indptr, p_indices, nnz_of = permute_csr(indptr, indices, perm)
+        wp = make_window_plan(p_indptr, p_indices, n, target_nnz)
+        tile_of_nnz = np.empty_like(wp.tile_of_nnz)
+        tile_of_nnz[nnz_of] = wp.tile_of_nnz
+        rows = perm.astype(np.int32)
+        return replace(wp, tile_of_nnz=tile_of_nnz, reduce_rows=rows[wp.reduce_rows], rows=rows)
     indptr = np.asarray(indptr, np.int64)
     indices = np.asarray(indices, np.int64)
     m = indptr.shape[0] - 1
@@ -183,10 +235,34 @@ def window_mmas(wp: WindowPlan) -> int:
     return wp.num_blocks * (TILE_N // 8)
 
 
-def choose_strategy(plan: Plan, indptr: np.ndarray, wp: WindowPlan) -> str:
-    """ "window" when the row-window kernel issues fewer mma instructions than seed 003's for this
-    pattern (short rows that share columns: FEM blocks, very sparse rows), else "tca"."""
-    return "window" if window_mmas(wp) < tca_mmas(plan, indptr) else "tca"
+def pick_window(wp: WindowPlan, reordered: WindowPlan | None, min_gain: float = MIN_REORDER_GAIN) -> WindowPlan:
+    """``reordered`` when it issues fewer mma instructions than ``wp`` by at least the fraction
+    ``min_gain`` (0..1), else ``wp``."""
+    if not 0.0 <= min_gain < 1.0:
+        raise ValueError(f"min_gain must be in [0, 1), got {min_gain!r}")
+    if reordered is None:
+        return wp
+    if (reordered.m, reordered.nnz) != (wp.m, wp.nnz):
+        raise ValueError("the reordered plan is not of the same pattern")
+    before, after = window_mmas(wp), window_mmas(reordered)
+    return reordered if after < before and after <= (1.0 - min_gain) * before else wp
+
+
+def choose_strategy(
+    plan: Plan,
+    indptr: np.ndarray,
+    wp: WindowPlan,
+    reordered: WindowPlan | None = None,
+    min_gain: float = MIN_REORDER_GAIN,
+) -> str:
+    """The strategy with the fewest mma instructions for this pattern: "window" (row windows: short
+    rows that share columns, FEM blocks, very sparse rows), "window_reordered" (row windows on the
+    rows of ``reordered``, when it saves at least ``min_gain`` of the window mmas, see
+    `pick_window`) or "tca" (seed 003: long scattered rows)."""
+    best = pick_window(wp, reordered, min_gain)
+    if window_mmas(best) >= tca_mmas(plan, indptr):
+        return "tca"
+    return "window_reordered" if best is not wp else "window"
 
 
 def model(wp: WindowPlan, values: np.ndarray, b: np.ndarray, quantize) -> np.ndarray:
@@ -211,7 +287,8 @@ def model(wp: WindowPlan, values: np.ndarray, b: np.ndarray, quantize) -> np.nda
         acc = d[b0:b1].sum(axis=0).astype(np.float32)
         if ps < 0:
             rows = min(WINDOW, m - r0)
-            c[r0 : r0 + rows] = acc[:rows]
+            dest = np.arange(r0, r0 + rows) if wp.rows is None else wp.rows[r0 : r0 + rows]
+            c[dest] = acc[:rows]
         else:
             part[ps + np.arange(WINDOW) * st] = acc
     for row, b0, cnt in zip(wp.reduce_rows, wp.reduce_slot_begin, wp.reduce_slot_count, strict=True):
