@@ -14,6 +14,11 @@ best of ``reps`` runs after a warm-up.
   count: ``S @ B`` split into row blocks of equal nnz, one per thread (scipy releases the GIL in
   its sparse products, so the blocks run in parallel); one thread is plain ``S @ B``.
 
+- Plan section (CPU-side, no GPU needed): per matrix, the mma instructions per 64 output columns
+  of each strategy's plan (`minijit.sparse.window_plan`): seed 003, row windows in the given row
+  order and on the rows reordered by `minijit.sparse.reorder` (with the 16 x 8 tile density),
+  and the strategy ``SpMM(..., target="cuda", dtype="fp16")`` picks from them.
+
 Every row is checked against scipy once before it is timed (``check``: max |C - S B| within
 ``tol * max(1, max |S B|)``). ``quick=True`` uses small matrices (a few seconds on 2 cores).
 """
@@ -39,6 +44,8 @@ __all__ = [
     "gpu_rows",
     "gpu_table",
     "matrices",
+    "plan_rows",
+    "plan_table",
     "sections",
     "table",
 ]
@@ -209,6 +216,67 @@ def cpu_rows(
     return rows
 
 
+def plan_rows(mats, n: int, progress: Progress = report.quiet) -> list[dict[str, Any]]:
+    """The mma-count model of every matrix (no GPU): mma instructions per 64 output columns of seed
+    003's plan (``tca_mmas``), of the row-window plan in the given row order (``window_mmas``,
+    ``window_density``: non-zeros per 16 x 8 tile slot) and on reordered rows (``reordered_*``,
+    ``reorder_method``, ``reorder_gain``: the fraction of window mmas saved, ``reorder_s``: seconds
+    to find the order), and the strategy that ``SpMM(..., target="cuda", dtype="fp16",
+    strategy="auto", reorder="auto")`` runs (``strategy``: "tca", "window" or "window_reordered").
+    ``n``: the N the seed-003 plan is made for."""
+    from minijit.sparse import make_plan
+    from minijit.sparse import window_plan as wpm
+    from minijit.sparse.reorder import reorder_rows
+
+    rows = []
+    for name, _dist, s in mats:
+        progress(f"plan {name} {s.shape[0]}x{s.shape[1]} nnz {s.nnz} ...")
+        indptr, indices = s.indptr, s.indices
+        t0 = time.perf_counter()
+        order = reorder_rows(indptr, indices)
+        t_order = time.perf_counter() - t0
+        plan = make_plan(indptr, n)
+        wp = wpm.make_window_plan(indptr, indices, n)
+        wpr = None
+        if order.gain >= wpm.MIN_REORDER_GAIN:
+            wpr = wpm.make_window_plan(indptr, indices, n, row_order=order.perm)
+        rows.append(
+            {
+                "section": "plan",
+                "matrix": name,
+                "rows": s.shape[0],
+                "cols": s.shape[1],
+                "nnz": int(s.nnz),
+                "n": n,
+                "tca_mmas": wpm.tca_mmas(plan, indptr),
+                "window_mmas": order.mmas_before,
+                "window_density": order.density_before,
+                "reordered_mmas": order.mmas_after,
+                "reordered_density": order.density_after,
+                "reorder_method": order.method,
+                "reorder_gain": order.gain,
+                "reorder_s": t_order,
+                "strategy": wpm.choose_strategy(plan, indptr, wp, wpr),
+            }
+        )
+        progress(f"    {order.summary()}; strategy {rows[-1]['strategy']}")
+    return rows
+
+
+def plan_table(rows: list[dict[str, Any]]) -> str:
+    """Markdown table of `plan_rows`."""
+    head = ["matrix", "rows x cols", "nnz", "seed-003 mmas", "window mmas", "tile density", "reordered mmas"]
+    head += ["tile density", "saving", "order key", "order s", "strategy"]
+    out = []
+    for r in rows:
+        cells = [r["matrix"], f"{r['rows']} x {r['cols']}", str(r["nnz"]), str(r["tca_mmas"])]
+        cells += [str(r["window_mmas"]), f"{r['window_density']:.1%}", str(r["reordered_mmas"])]
+        cells += [f"{r['reordered_density']:.1%}", f"{r['reorder_gain']:.1%}", r["reorder_method"]]
+        cells += [f"{r['reorder_s']:.2f}", r["strategy"]]
+        out.append(cells)
+    return report.markdown_table(head, out)
+
+
 def _summary(r: dict[str, Any]) -> str:
     status = "" if r["check"]["ok"] else f"  WRONG RESULT (max err {r['check']['max_abs_err']:.3g})"
     p = r["peer"]
@@ -319,6 +387,7 @@ def gpu_rows(
                 rows.append(_row("gpu", name, dist, s, n, t_tca, label, t_peer, chk))
                 rows[-1]["dtype"] = dtype
                 rows[-1]["strategy"] = op.strategy
+                rows[-1]["reordered"] = op.reordered
                 progress(_summary(rows[-1]))
     return rows
 
@@ -368,9 +437,26 @@ def table(rows: list[dict[str, Any]], ours: str, unit: str = "GFLOPS") -> str:
     return report.markdown_table(head, out)
 
 
-def sections(gpu: list[dict[str, Any]] | None, cpu: list[dict[str, Any]], gpu_note: str) -> list[str]:
-    """The printed report: GPU table and geometric mean (or ``gpu_note``), CPU table and geometric mean."""
+def sections(
+    gpu: list[dict[str, Any]] | None,
+    cpu: list[dict[str, Any]],
+    gpu_note: str,
+    plan: list[dict[str, Any]] | None = None,
+) -> list[str]:
+    """The printed report: the plan model (`plan_rows`, when given), GPU table and geometric mean (or
+    ``gpu_note``), CPU table and geometric mean."""
     out = []
+    if plan:
+        out += [
+            "## Plans: mma instructions per 64 output columns (model, CPU-side), row reordering",
+            "",
+            plan_table(plan),
+            "",
+            "tile density: non-zeros per 16 x 8 A-tile slot of the row-window plan; saving: window mmas saved by"
+            " reordering the rows; strategy: what SpMM(target='cuda', dtype='fp16') runs (reordering when it saves"
+            " >= 10 %)",
+            "",
+        ]
     if gpu:
         out += ["## GPU: TCA-SpMM vs cuSPARSE (fp16 vs fp16, tf32 vs fp32)", "", gpu_table(gpu), ""]
         for d in GPU_DTYPES:
@@ -412,8 +498,9 @@ def bench(
     else:
         device = f"{driver.device().name} ({driver.device().arch})"
         gpu = gpu_rows(mats, ns, reps, progress)
+    plan = plan_rows(mats, ns[0], progress)
     cpu = cpu_rows(mats, ns, reps, threads, progress)
-    body = sections(gpu, cpu, note)
+    body = sections(gpu, cpu, note, plan)
     hw = report.hardware()
     how = f"best of {reps} after a warm-up; GFLOPS = 2 nnz N / time"
     header = [
@@ -429,7 +516,7 @@ def bench(
     result["geomean_speedup"] = {k: geomean([r["speedup"] for r in v]) for k, v in parts if v}
     for d in GPU_DTYPES if gpu else ():
         result["geomean_speedup"][f"gpu_{d}"] = geomean([r["speedup"] for r in gpu if r["dtype"] == d])
-    result.update(elapsed_s=round(time.perf_counter() - started, 2), results=rows)
+    result.update(elapsed_s=round(time.perf_counter() - started, 2), results=rows, plan_model=plan)
     facts = [
         f"CPU: {hw['cpu'] or hw['isa']} ({hw['isa']}), threads: {threads} for minijit and for scipy "
         "(S @ B over row blocks of equal nnz, one per thread)"

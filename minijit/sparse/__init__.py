@@ -10,7 +10,8 @@ Modules: `csr` (validation), `device` (device arrays and CSR on the device),
 preprocessing), `layout` (index formulas shared by the emitter and the model),
 `model` (numpy model of the tensor-core kernels), `tca` (PTX emitter),
 `window_plan` / `window_kernel` (the second strategy: row windows split by
-non-zeros), `cpu` (x86-64 and AArch64 kernels), `spmm` (the API).
+non-zeros), `reorder` (row orders that put rows sharing columns in one window:
+denser 16 x 8 tiles), `cpu` (x86-64 and AArch64 kernels), `spmm` (the API).
 """
 
 from minijit.sparse.csr import Csr, as_csr

@@ -45,6 +45,7 @@ def test_gpu_rows_have_fp16_and_tf32_in_the_simulator():
     for r in rows:
         assert r["check"]["ok"] and r["check"]["max_abs_ref"] > 0, r
         assert r["time_s"] == pytest.approx(1e-3) and r["speedup"] == pytest.approx(2.0)
+        assert isinstance(r["reordered"], bool) and not (r["dtype"] == "tf32" and r["reordered"])
     text = spmm.gpu_table(rows)
     lines = text.splitlines()
     assert (
