@@ -33,7 +33,7 @@ import numpy as np
 
 from minijit.sparse.layout import TILE_N
 
-__all__ = ["METHODS", "RowOrder", "count_tiles", "reorder_rows"]
+__all__ = ["METHODS", "RowOrder", "count_tiles", "permute_csr", "reorder_rows"]
 
 WINDOW = 16  # rows per window (the mma's M); equal to window_plan.WINDOW
 BLOCK_COLS = 8  # condensed columns per tile (the mma's K)

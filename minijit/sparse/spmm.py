@@ -82,7 +82,10 @@ class SpMM:
     emulated on non-ARM hosts, for testing only). ``seg_chunks``: 64-nnz
     chunks per multiblock_per_row block (cuda). ``driver``: the module the cuda
     target launches through, `ptx.driver` by default; `ptx.simdriver` runs the
-    same kernels in the PTX simulator (no GPU; slow, for tests).
+    same kernels in the PTX simulator (no GPU; slow, for tests). ``strategy`` and ``reorder``
+    (cuda): see the module docstring; after construction ``strategy`` is "tca" or "window",
+    ``reordered`` says whether the row windows hold reordered rows and ``row_order`` is the
+    `minijit.sparse.reorder.RowOrder` that was considered (None when none was).
     """
 
     def __init__(
