@@ -1,30 +1,63 @@
 """Hopper (sm_90a) GEMM: TMA loads, an mbarrier pipeline, warp-specialized wgmma consumers.
 
-Computes one GEMM per launch, in mini_jit's column-major layouts (as :mod:`minijit.cuda.gemm`)::
+Computes one GEMM per launch, or one per ``blockIdx.z`` (batched), optionally summed over a
+reduction index ``r`` (BRGEMM), in mini_jit's column-major layouts (as :mod:`minijit.cuda.gemm`)::
 
-    C = last_touch(first_touch(C) + A B)      A: a[m + k*lda], B: b[k + n*ldb], C: c[m + n*ldc] (fp32)
+    C_z = last_touch(first_touch(C_z) + sum_r A_zr B_zr)      C: c[m + n*ldc] (fp32, M-contiguous)
 
-with f16 or bf16 inputs and fp32 accumulation. Mapping onto ``wgmma`` (D = X Y, X 64 x K rows,
-Y K x N columns): X is B^T (rows n, K-major: imm-trans-a 0), Y is A (columns m, M-major:
-imm-trans-b 1), so each accumulator register pair holds two neighbouring m of one n.
+Operand layouts (``Sm90Spec.a_major`` / ``b_major``, as ``GemmSpec``; the C^T trick of
+:mod:`minijit.cuda.operation` turns an N-contiguous C into these, so 4 variants cover all 8
+orientations): A is ``a[m + k*lda]`` ("m") or ``a[k + m*lda]`` ("k"); B is ``b[k + n*ldb]`` ("k")
+or ``b[n + k*ldb]`` ("n"); ``lda``/``ldb`` in bytes.
+
+Input types: f16, bf16 (all four variants) and tf32 (fp32 inputs, **A and B K-major only**:
+``wgmma`` has no transpose for tf32; the other tf32 orientations run on the mma.sync family, see
+``CudaTensorOperation.family_for``). fp32 accumulation. tf32 operands go to shared memory as raw
+fp32 (the tensor core ignores the low mantissa bits).
+
+Mapping onto ``wgmma`` (D = X Y, X 64 x K rows, Y K x N columns): X is B^T (64 rows n per
+consumer warpgroup), Y is A (``bm`` columns m), so each accumulator register pair holds two
+neighbouring m of one n. Shared tiles keep each operand's global orientation, written by TMA with
+the 128-byte swizzle; a K-tile ``bk`` is one 128-byte swizzle row (64 16-bit or 32 fp32 elements):
+
+========  ===============================  ==========================  =====================
+operand   TMA box (innermost first)        shared layout (128 B rows)  wgmma (imm-trans, LBO)
+========  ===============================  ==========================  =====================
+A "m"     bm/64 boxes (64 m, bk k)         rows k, box j at 8 KB * j   MN-major: 1, 8 KB
+A "k"     one box (bk k, bm m)             rows m                      K-major: 0, (16)
+B "k"     one box (bk k, bn n)             rows n                      K-major: 0, (16)
+B "n"     bn/64 boxes (64 n, bk k)         rows k, box j at 8 KB * j   MN-major: 1, 8 KB
+========  ===============================  ==========================  =====================
+
+(SBO is 1024 bytes, 8 rows, in every case; a K-major descriptor advances 32 bytes per wgmma K
+step, an MN-major one 16 rows = 2048 bytes; see :mod:`ptx.wgmma` for the canonical layouts.)
+
+Batches and reductions go into the tensor maps as extra dimensions (no per-CTA address tables for
+A and B, which TMA could not use): the reduction index ``r`` (``R`` values, uniform byte stride per
+operand) then the batch index ``z = blockIdx.z`` (uniform byte stride per operand). An operand
+whose stride is 0 (the same matrix for every r or z) has no such dimension
+(``Sm90Spec.reduce``/``batch`` name the operands that do). C's offset comes from a batch table,
+as in :mod:`minijit.cuda.gemm`: row z holds three s64 byte offsets (A, B, C), only C's is read.
+Non-uniform A/B batch or reduction offsets are not expressible: those GEMMs run on mma.sync.
 
 Inside a CTA (tile ``bm`` x ``bn`` of C, ``threads = 128 * (1 + consumers)``):
 
-- warpgroup 0 is the producer (``setmaxnreg.dec`` to 40); one thread streams the K tiles
-  (``bk`` = 64 elements = one 128-byte swizzle row) through ``stages`` shared buffers: wait on the
-  stage's *empty* mbarrier, ``arrive.expect_tx`` its *full* barrier with the stage's bytes, and
-  issue TMA loads: one box (64 k x ``bn`` n) of B, ``bm/64`` boxes (64 m x 64 k) of A, all
-  128-byte swizzled. Out-of-range rows/columns arrive as zeros, so any M, N, K works;
+- warpgroup 0 is the producer (``setmaxnreg.dec`` to 40); one thread streams the ``R * ceil(K/bk)``
+  K tiles through ``stages`` shared buffers: wait on the stage's *empty* mbarrier,
+  ``arrive.expect_tx`` its *full* barrier with the stage's bytes, and issue the TMA loads.
+  Out-of-range rows/columns (also the K tail of every r) arrive as zeros, so any M, N, K works;
 - warpgroups 1..consumers (``setmaxnreg.inc`` to 232) own 64 n-rows each: wait on *full*, issue
-  ``bk/16`` wgmma ``m64n{bm}k16`` from the stage through matrix descriptors, commit, wait, and
-  arrive on *empty*;
+  ``bk/kw`` wgmma ``m64n{bm}k{kw}`` (kw = 16, 8 for tf32) from the stage through matrix
+  descriptors, commit, wait, and arrive on *empty*;
 - the epilogue applies the first touch (zero, load, relu-of-load) and last touch (none, relu) and
   stores with predicates m < M, n < N.
 
 Kernel parameters: ``tmap_a, tmap_b`` (128-byte tensor maps from :func:`tensor_maps`), ``C``
-(u64), ``M, N, K`` (s32), ``ldc`` (s64, bytes). Grid ``(ceil(M/bm), ceil(N/bn), 1)``, block
+(u64), ``batch_table`` (u64; only when ``spec.batch``), ``M, N, K`` (s32), ``R`` (s32; only when
+``spec.reduce``), ``ldc`` (s64, bytes). Grid ``(ceil(M/bm), ceil(N/bn), batch)``, block
 ``(threads,)``, dynamic shared memory :attr:`Sm90Spec.smem_bytes` (above 48 KB: the launch sets
-the function's limit). TMA needs A and B 16-byte aligned and lda, ldb multiples of 16 bytes.
+the function's limit). TMA needs A and B 16-byte aligned and lda, ldb and the batch/reduction
+strides multiples of 16 bytes.
 """
 
 from __future__ import annotations
@@ -33,25 +66,35 @@ from dataclasses import dataclass
 
 from ptx import Module, addr, sreg
 from ptx.tensormap import SWIZZLE_128B
-from ptx.wgmma import make_descriptor
+from ptx.wgmma import make_descriptor, wgmma_k
 
 from .gemm import FIRST_TOUCH, LAST_TOUCH, GemmKernel, store_touched
 
-ESIZE = {"f16": 2, "bf16": 2}
-TMAP_DTYPE = {"f16": "float16", "bf16": "bfloat16"}
-MUTATIONS = ("", "no_wgmma_fence", "wrong_swizzle", "expect_tx_plus16")
-BK = 64  #: K elements per stage: one 128-byte swizzle row of 16-bit elements
+ESIZE = {"f16": 2, "bf16": 2, "tf32": 4}
+TMAP_DTYPE = {"f16": "float16", "bf16": "bfloat16", "tf32": "float32"}
+MUTATIONS = ("", "no_wgmma_fence", "wrong_swizzle", "expect_tx_plus16", "wrong_trans")
+BK = 64  #: K elements per stage of 16-bit inputs: one 128-byte swizzle row (tf32: 32)
 SWIZZLE = 128
+ROW = 128  #: bytes of one shared tile row (the swizzle span)
+MN_BOX = 64  #: MN elements of one box of an MN-major operand (one 128-byte row of 16-bit elements)
+BATCH_OPS = ("", "c", "ac", "bc", "abc")
+REDUCE_OPS = ("", "a", "b", "ab")
 
 
 @dataclass(frozen=True)
 class Sm90Spec:
     """One generated sm_90a kernel.
 
-    ``bm``: C tile extent in m (wgmma N: 64, 128 or 256, a multiple of 64); ``bn``: extent in n,
-    64 per consumer warpgroup (64 or 128); ``stages``: shared buffers (2..8); ``first``/``last``
-    touches as in :class:`minijit.cuda.gemm.GemmSpec`; ``mutate``: a deliberate bug for tests
-    (one of :data:`MUTATIONS`, "" for the real kernel).
+    ``dtype``: input type (f16, bf16, tf32); ``bm``: C tile extent in m (wgmma N: 64, 128, 192 or
+    256); ``bn``: extent in n, 64 per consumer warpgroup (64 or 128); ``stages``: shared buffers
+    (2..8); ``first``/``last`` touches as in :class:`minijit.cuda.gemm.GemmSpec`; ``a_major``:
+    A's contiguous dim, "m" (``a[m + k*lda]``) or "k" (``a[k + m*lda]``); ``b_major``: B's, "k"
+    (``b[k + n*ldb]``) or "n" (``b[n + k*ldb]``); tf32 needs both "k". ``batch``: "" for one
+    GEMM per launch, else the operands that differ between ``blockIdx.z``: C always (its offset
+    from the batch table, so "c" is in it) and "a"/"b" (a batch dim in their tensor maps), one of
+    :data:`BATCH_OPS`; ``reduce``: the operands whose tensor maps carry a reduction dim (summed
+    over ``R``), one of :data:`REDUCE_OPS` ("" for no ``R`` parameter); ``mutate``: a deliberate
+    bug for tests (one of :data:`MUTATIONS`, "" for the real kernel).
     """
 
     dtype: str = "f16"
@@ -60,6 +103,10 @@ class Sm90Spec:
     stages: int = 4
     first: str = "zero"
     last: str = "none"
+    a_major: str = "m"
+    b_major: str = "k"
+    batch: str = ""
+    reduce: str = ""
     mutate: str = ""
 
     def __post_init__(self) -> None:
@@ -76,12 +123,37 @@ class Sm90Spec:
             bad("stages must be in 2..8")
         if self.first not in FIRST_TOUCH or self.last not in LAST_TOUCH:
             bad(f"first touch in {FIRST_TOUCH}, last touch in {LAST_TOUCH}")
+        if self.a_major not in ("m", "k") or self.b_major not in ("k", "n"):
+            bad(f"a_major {self.a_major!r} must be 'm' or 'k', b_major {self.b_major!r} 'k' or 'n'")
+        if self.dtype == "tf32" and self.orientation != "kk":
+            bad("tf32 wgmma needs K-major A and B (a_major='k', b_major='k')")
+        if self.batch not in BATCH_OPS:
+            bad(f"batch {self.batch!r}: one of {BATCH_OPS}")
+        if self.reduce not in REDUCE_OPS:
+            bad(f"reduce {self.reduce!r}: one of {REDUCE_OPS}")
         if self.mutate not in MUTATIONS:
             bad(f"mutate in {MUTATIONS}")
+        if self.mutate == "wrong_trans" and self.dtype == "tf32":
+            bad("mutate 'wrong_trans' needs a 16-bit dtype (tf32 wgmma has no transpose immediates)")
         if self.smem_bytes > 227 * 1024:
             bad(f"{self.smem_bytes} bytes of shared memory (max 232448)")
 
     # derived -------------------------------------------------------------------------------------
+    @property
+    def es(self) -> int:
+        """Input element size in bytes."""
+        return ESIZE[self.dtype]
+
+    @property
+    def bk(self) -> int:
+        """K elements per stage: one 128-byte swizzle row (64 for f16/bf16, 32 for tf32)."""
+        return ROW // self.es
+
+    @property
+    def orientation(self) -> str:
+        """``a_major + b_major``: "mk" (the default), "kk", "mn" or "kn"."""
+        return self.a_major + self.b_major
+
     @property
     def consumers(self) -> int:
         return self.bn // 64
@@ -92,13 +164,13 @@ class Sm90Spec:
 
     @property
     def b_bytes(self) -> int:
-        """Shared bytes of one stage's B tile: bn rows (n) of 128 bytes (64 k)."""
-        return self.bn * BK * 2
+        """Shared bytes of one stage's B tile (bn x bk elements, 128 bytes per row of either orientation)."""
+        return self.bn * ROW
 
     @property
     def a_bytes(self) -> int:
-        """Shared bytes of one stage's A tile: bm/64 boxes of 64 rows (k) of 128 bytes (64 m)."""
-        return self.bm * BK * 2
+        """Shared bytes of one stage's A tile (bm x bk elements)."""
+        return self.bm * ROW
 
     @property
     def stage_bytes(self) -> int:
@@ -111,13 +183,15 @@ class Sm90Spec:
 
     @property
     def name(self) -> str:
-        tail = f"_{self.mutate}" if self.mutate else ""
-        return f"gemm90_{self.dtype}_{self.bm}x{self.bn}x{BK}_s{self.stages}_{self.first}_{self.last}{tail}"
+        tail = "" if self.orientation == "mk" else f"_a{self.a_major}b{self.b_major}"
+        tail += (f"_z{self.batch}" if self.batch else "") + (f"_r{self.reduce}" if self.reduce else "")
+        tail += f"_{self.mutate}" if self.mutate else ""
+        return f"gemm90_{self.dtype}_{self.bm}x{self.bn}x{self.bk}_s{self.stages}_{self.first}_{self.last}{tail}"
 
 
 @dataclass
 class Sm90Kernel(GemmKernel):
-    """A generated kernel: PTX module, kernel and launch geometry (``grid(m, n)``: one batch)."""
+    """A generated kernel: PTX module, kernel and launch geometry (``grid(m, n, batch)``)."""
 
     spec: Sm90Spec
 
@@ -127,14 +201,62 @@ class Sm90Kernel(GemmKernel):
         return self.spec.smem_bytes
 
 
-def tensor_maps(spec: Sm90Spec, a: int, b: int, m: int, n: int, k: int, lda: int, ldb: int) -> tuple[dict, dict]:
-    """``cuTensorMapEncodeTiled`` arguments (keyword dicts) for A at device address ``a`` (M x K,
-    ``lda`` bytes between k) and B at ``b`` (K x N, ``ldb`` bytes between n)."""
-    dt = TMAP_DTYPE[spec.dtype]
-    common = dict(dtype=dt, rank=2, element_strides=(1, 1), swizzle=SWIZZLE_128B)
-    ta = dict(global_address=a, global_dim=(m, k), global_strides=(lda,), box_dim=(64, BK), **common)
-    tb = dict(global_address=b, global_dim=(k, n), global_strides=(ldb,), box_dim=(BK, spec.bn), **common)
-    return ta, tb
+def tensor_maps(
+    spec: Sm90Spec,
+    a: int,
+    b: int,
+    m: int,
+    n: int,
+    k: int,
+    lda: int,
+    ldb: int,
+    *,
+    batch: int = 1,
+    a_batch: int = 0,
+    b_batch: int = 0,
+    reduce: int = 1,
+    a_reduce: int = 0,
+    b_reduce: int = 0,
+) -> tuple[dict, dict]:
+    """``cuTensorMapEncodeTiled`` arguments (keyword dicts) for A at device address ``a`` (M x K
+    in ``spec.a_major`` order, ``lda`` bytes between its outer index) and B at ``b`` (K x N,
+    ``ldb``). ``batch``/``reduce``: number of z/r values; ``a_batch``, ``b_batch``, ``a_reduce``,
+    ``b_reduce``: byte strides of A and B between consecutive z / r, nonzero exactly for the
+    operands named in ``spec.batch``/``spec.reduce`` (those get the extra dimensions, r then z)."""
+    S = spec
+    common = dict(dtype=TMAP_DTYPE[S.dtype], swizzle=SWIZZLE_128B)
+    if S.a_major == "m":
+        ta = dict(global_dim=[m, k], global_strides=[lda], box_dim=[MN_BOX, S.bk])
+    else:
+        ta = dict(global_dim=[k, m], global_strides=[lda], box_dim=[S.bk, S.bm])
+    if S.b_major == "k":
+        tb = dict(global_dim=[k, n], global_strides=[ldb], box_dim=[S.bk, S.bn])
+    else:
+        tb = dict(global_dim=[n, k], global_strides=[ldb], box_dim=[MN_BOX, S.bk])
+    for op, t, r_stride, z_stride in (("a", ta, a_reduce, a_batch), ("b", tb, b_reduce, b_batch)):
+        for what, count, stride, ops in (("reduce", reduce, r_stride, S.reduce), ("batch", batch, z_stride, S.batch)):
+            if (op in ops) != (stride != 0):
+                raise ValueError(
+                    f"tensor_maps: {op}_{what} stride {stride} bytes, but spec.{what} = {ops!r}"
+                    f" ({'needs' if op in ops else 'takes no'} a {what} stride for {op.upper()})"
+                )
+            if op in ops:
+                t["global_dim"].append(count)
+                t["global_strides"].append(stride)
+                t["box_dim"].append(1)
+    out = []
+    for ptr, t in ((a, ta), (b, tb)):
+        rank = len(t["global_dim"])
+        out.append(
+            dict(
+                global_address=ptr,
+                rank=rank,
+                element_strides=(1,) * rank,
+                **{key: tuple(v) for key, v in t.items()},
+                **common,
+            )
+        )
+    return out[0], out[1]
 
 
 def generate(spec: Sm90Spec) -> Sm90Kernel:
@@ -143,15 +265,26 @@ def generate(spec: Sm90Spec) -> Sm90Kernel:
     mod = Module()
     k = mod.kernel(S.name, maxntid=S.threads, minnctapersm=1)
     # tiling decisions
-    ks_per_stage = BK // 16
-    a_kstep, b_kstep = 16 * 128, 32  # descriptor advance per k16: 16 rows of A, 32 bytes of a B row
-    a_box_bytes = BK * 128  # one 64 m x 64 k box of A (LBO between boxes)
+    kw = wgmma_k(S.dtype)  # K of one wgmma
+    ks_per_stage = S.bk // kw
+    box_bytes = S.bk * ROW  # one MN-major box: 64 mn x bk rows of 128 bytes (LBO between boxes)
+    kmajor_step, mnmajor_step = kw * S.es, kw * ROW  # descriptor advance per wgmma K step (bytes)
     tx_bytes = S.stage_bytes + (16 if S.mutate == "expect_tx_plus16" else 0)
     span = 64 if S.mutate == "wrong_swizzle" else SWIZZLE
+    # wgmma operands: X = B^T (wgmma A), Y = A (wgmma B); transpose immediate 1 = MN-major
+    x_trans, y_trans = int(S.b_major == "n"), int(S.a_major == "m")
+    x_bits = make_descriptor(0, box_bytes if x_trans else 16, 1024, span)
+    y_bits = make_descriptor(0, box_bytes if y_trans else 16, 1024, span)
+    x_step = mnmajor_step if x_trans else kmajor_step
+    y_step = mnmajor_step if y_trans else kmajor_step
+    if S.mutate == "wrong_trans":
+        y_trans ^= 1
 
     p_ta, p_tb = k.tensormap_param("tmap_a"), k.tensormap_param("tmap_b")
     p_c = k.param("u64", "C")
+    p_bt = k.param("u64", "batch_table") if S.batch else None
     p_m, p_n, p_k = (k.param("s32", x) for x in "MNK")
+    p_r = k.param("s32", "R") if S.reduce else None
     p_ldc = k.param("s64", "ldc")
     dsmem = k.extern_shared("dsmem", align=1024)
 
@@ -174,8 +307,14 @@ def generate(spec: Sm90Spec) -> Sm90Kernel:
     for r, p in ((M, p_m), (N, p_n), (K, p_k)):
         k.ld_param(r, p)
     ktiles = k.reg("s32")
-    k.add(ktiles, K, BK - 1)
-    k.shr(ktiles, ktiles, 6)
+    k.add(ktiles, K, S.bk - 1)
+    k.shr(ktiles, ktiles, S.bk.bit_length() - 1)
+    ntiles = ktiles  # K tiles of all reduction steps
+    if S.reduce:
+        rr = k.reg("s32")
+        k.ld_param(rr, p_r)
+        ntiles = k.reg("s32")
+        k.mul(ntiles, ktiles, rr, mode="lo")
     base = reg("u32", dsmem)
     k.add(base, base, 1023)
     k.and_(base, base, 0xFFFFFC00)
@@ -221,9 +360,12 @@ def generate(spec: Sm90Spec) -> Sm90Kernel:
     tma, tmb = k.reg("u64"), k.reg("u64")
     k.param_address(tma, p_ta)
     k.param_address(tmb, p_tb)
-    kc, mc = k.reg("s32"), k.reg("s32")
+    kc, mc, kin, ri = k.reg("s32"), k.reg("s32"), reg("s32", 0), reg("s32", 0)
+    zi = k.reg("s32")
+    k.mov(zi, sreg.ctaid.z)
+    extra = {op: ([ri] if op in S.reduce else []) + ([zi] if op in S.batch else []) for op in "ab"}
     ploop, pwait, pend = k.label("produce"), k.label("wait_empty"), k.label("produce_end")
-    k.setp("ge", ok, kt, ktiles)
+    k.setp("ge", ok, kt, ntiles)
     k.bra(pend, pred=ok, uni=True)
     k.place(ploop)
     stage_addrs()
@@ -233,13 +375,27 @@ def generate(spec: Sm90Spec) -> Sm90Kernel:
     k.mbarrier_try_wait_parity(ok, eb, epar)
     k.bra(pwait, pred=~ok)
     k.mbarrier_arrive_expect_tx(fb, tx_bytes)
-    k.shl(kc, kt, 6)
-    k.cp_async_bulk_tensor(sb, tmb, [kc, n0], fb)
-    for j in range(S.bm // 64):
-        k.add(mc, m0, 64 * j)
-        k.cp_async_bulk_tensor(addr(sa, j * a_box_bytes), tma, [mc, kc], fb)
+    k.shl(kc, kin, S.bk.bit_length() - 1)
+    if S.b_major == "k":
+        k.cp_async_bulk_tensor(sb, tmb, [kc, n0, *extra["b"]], fb)
+    else:
+        for j in range(S.bn // MN_BOX):
+            k.add(mc, n0, MN_BOX * j)
+            k.cp_async_bulk_tensor(addr(sb, j * box_bytes), tmb, [mc, kc, *extra["b"]], fb)
+    if S.a_major == "k":
+        k.cp_async_bulk_tensor(sa, tma, [kc, m0, *extra["a"]], fb)
+    else:
+        for j in range(S.bm // MN_BOX):
+            k.add(mc, m0, MN_BOX * j)
+            k.cp_async_bulk_tensor(addr(sa, j * box_bytes), tma, [mc, kc, *extra["a"]], fb)
+    k.add(kin, kin, 1)
+    if S.reduce:  # next reduction step after the last K tile
+        wrap_k = k.reg("pred")
+        k.setp("eq", wrap_k, kin, ktiles)
+        k.mov(kin, 0, pred=wrap_k)
+        k.add(ri, ri, 1, pred=wrap_k)
     advance()
-    k.setp("lt", ok, kt, ktiles)
+    k.setp("lt", ok, kt, ntiles)
     k.bra(ploop, pred=ok, uni=True)
     k.place(pend)
     k.place(done)
@@ -259,14 +415,11 @@ def generate(spec: Sm90Spec) -> Sm90Kernel:
     k.setp("eq", lead, lt, 0)
     yes = k.reg("pred")
     k.setp("eq", yes, tid, tid)
-    # constant descriptor bits: A (wgmma B operand, MN-major) and B (wgmma A operand, K-major)
-    ya_bits = make_descriptor(0, a_box_bytes, 1024, span)
-    xb_bits = make_descriptor(0, 16, 1024, span)
     gofs = k.reg("u32")
-    k.mul(gofs, g, 64 * 128, mode="lo")  # this warpgroup's 64 n-rows of the B tile
+    k.mul(gofs, g, 64 * ROW, mode="lo")  # this warpgroup's 64 n of the B tile (64 rows, or box g)
     dx, dy, t64 = k.reg("b64"), k.reg("b64"), k.reg("u64")
     cloop, cwait, cend = k.label("consume"), k.label("wait_full"), k.label("consume_end")
-    k.setp("ge", ok, kt, ktiles)
+    k.setp("ge", ok, kt, ntiles)
     k.bra(cend, pred=ok, uni=True)
     k.place(cloop)
     stage_addrs()
@@ -275,7 +428,7 @@ def generate(spec: Sm90Spec) -> Sm90Kernel:
     k.bra(cwait, pred=~ok)
     xaddr = k.reg("u32")
     k.add(xaddr, sb, gofs)
-    for d, a_, bits in ((dx, xaddr, xb_bits), (dy, sa, ya_bits)):
+    for d, a_, bits in ((dx, xaddr, x_bits), (dy, sa, y_bits)):
         k.cvt(t64, a_)
         k.shr(t64, t64, 4)
         k.or_(d, t64, bits)
@@ -284,14 +437,14 @@ def generate(spec: Sm90Spec) -> Sm90Kernel:
     for s in range(ks_per_stage):
         ddx, ddy = (dx, dy) if s == 0 else (k.reg("b64"), k.reg("b64"))
         if s:
-            k.add(ddx, dx, (s * b_kstep) >> 4, type="u64")
-            k.add(ddy, dy, (s * a_kstep) >> 4, type="u64")
-        k.wgmma(f"m64n{S.bm}k16", S.dtype, acc, ddx, ddy, yes, trans_a=0, trans_b=1)
+            k.add(ddx, dx, (s * x_step) >> 4, type="u64")
+            k.add(ddy, dy, (s * y_step) >> 4, type="u64")
+        k.wgmma(f"m64n{S.bm}k{kw}", S.dtype, acc, ddx, ddy, yes, trans_a=x_trans, trans_b=y_trans)
     k.wgmma_commit()
     k.wgmma_wait(0)
     k.mbarrier_arrive(eb, pred=lead)  # the stage is free again
     advance()
-    k.setp("lt", ok, kt, ktiles)
+    k.setp("lt", ok, kt, ntiles)
     k.bra(cloop, pred=ok, uni=True)
     k.place(cend)
 
@@ -310,6 +463,15 @@ def generate(spec: Sm90Spec) -> Sm90Kernel:
     cptr, ldc, rowp = k.reg("s64"), k.reg("s64"), k.reg("s64")
     k.ld_param(cptr, p_c)
     k.cvta(cptr, cptr)
+    if S.batch:  # C's byte offset: column 2 of batch-table row z
+        bt, coff = k.reg("s64"), k.reg("s64")
+        k.ld_param(bt, p_bt)
+        k.cvta(bt, bt)
+        zc = k.reg("s32")
+        k.mov(zc, sreg.ctaid.z)
+        k.mad(bt, zc, 24, bt, mode="wide")
+        k.ld("global", coff, addr(bt, 16))
+        k.add(cptr, cptr, coff)
     k.ld_param(ldc, p_ldc)
     t = k.reg("s64")
     k.cvt(t, nrow)
@@ -340,12 +502,53 @@ def generate(spec: Sm90Spec) -> Sm90Kernel:
     return Sm90Kernel(S, mod, k)
 
 
-def fits(dtype: str, m: int, n: int, k: int, ptr_a: int, ptr_b: int, lda: int, ldb: int) -> bool:
-    """Can the sm_90a kernel run this GEMM (16-bit inputs, TMA alignment: base addresses and
-    leading dimensions in bytes multiples of 16, sizes in the tensor map's range)?"""
-    if dtype not in ESIZE:
+def fits(
+    dtype: str,
+    m: int,
+    n: int,
+    k: int,
+    ptr_a: int,
+    ptr_b: int,
+    lda: int,
+    ldb: int,
+    a_major: str = "m",
+    b_major: str = "k",
+) -> bool:
+    """Can the sm_90a kernel run this GEMM: f16/bf16 in any of the 4 orientations, tf32 with A and
+    B K-major only; TMA alignment (base addresses and leading dimensions in bytes multiples of
+    16); sizes in the tensor map's range."""
+    if dtype not in ESIZE or (dtype == "tf32" and (a_major, b_major) != ("k", "k")):
         return False
     return all(x % 16 == 0 for x in (ptr_a, ptr_b, lda, ldb)) and min(m, n, k) >= 1 and max(m, n, k) < 1 << 31
 
 
-__all__ = ["BK", "ESIZE", "MUTATIONS", "Sm90Kernel", "Sm90Spec", "fits", "generate", "tensor_maps"]
+def uniform_strides(table) -> tuple[int, ...] | None:
+    """Per column of an offset table (rows: batch or reduction index, columns: tensors; bytes),
+    the stride ``s`` with ``table[i] == i * s``, or None when a column is not of that form (or a
+    stride is negative or not a multiple of 16 bytes, which a tensor map cannot express)."""
+    import numpy as np  # noqa: PLC0415
+
+    t = np.asarray(table, np.int64)
+    if t.ndim != 2 or len(t) == 0:
+        return None
+    s = t[1] - t[0] if len(t) > 1 else np.zeros(t.shape[1], np.int64)
+    if (t != np.arange(len(t), dtype=np.int64)[:, None] * s[None, :]).any():
+        return None
+    if (s < 0).any() or (s % 16).any():
+        return None
+    return tuple(int(x) for x in s)
+
+
+__all__ = [
+    "BATCH_OPS",
+    "BK",
+    "ESIZE",
+    "MUTATIONS",
+    "REDUCE_OPS",
+    "Sm90Kernel",
+    "Sm90Spec",
+    "fits",
+    "generate",
+    "tensor_maps",
+    "uniform_strides",
+]
