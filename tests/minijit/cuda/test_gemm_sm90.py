@@ -1,5 +1,7 @@
 """The sm_90a GEMM family: ptxas for sm_90a (no spills, no C7508/C7511), SASS (HGMMA, no local
-memory), A@B in ptx.sim with ragged edges and more K tiles than stages, and mutated kernels caught."""
+memory), A@B in ptx.sim with ragged edges and more K tiles than stages for every operand
+orientation, tf32, batches (tensor-map batch dim, C offsets from the batch table) and reductions,
+and mutated kernels caught."""
 
 import numpy as np
 import pytest
@@ -13,27 +15,110 @@ from ptx.tensormap import encode_tiled
 SMALL = G.Sm90Spec("f16", bm=64, bn=64, stages=2)  # 256 threads: one producer, one consumer warpgroup
 
 
-def _run(spec: G.Sm90Spec, m: int, n: int, k: int, seed: int = 0, ctas=None):
-    """Launch in ptx.sim on random column-major operands; returns (got, want)."""
-    rng = np.random.default_rng(seed)
-    lda, ldb, ldc = -(-m // 8) * 8, -(-k // 8) * 8 + 8, m + 3  # padded leading dims (elements)
-    a = rng.standard_normal((k, lda)).astype(np.float32)  # a[k, m] = A[m, k]
-    b = rng.standard_normal((n, ldb)).astype(np.float32)  # b[n, k] = B[k, n]
-    c = rng.standard_normal((n, ldc)).astype(np.float32)
-    if spec.dtype == "f16":
-        ha, hb = a.astype(np.float16), b.astype(np.float16)
-    else:
-        ha, hb = f32_to_bf16_bits(a).astype(np.uint16), f32_to_bf16_bits(b).astype(np.uint16)
+def _encode(dtype: str, x: np.ndarray) -> np.ndarray:
+    """Host encoding of fp32 values for the kernel: float16, bf16 bit patterns, or raw fp32 (tf32)."""
+    if dtype == "f16":
+        return x.astype(np.float16)
+    if dtype == "bf16":
+        return f32_to_bf16_bits(x).astype(np.uint16)
+    return x.astype(np.float32)
+
+
+class Problem:
+    """Random operands of a (batched, reduced) GEMM in the spec's layouts, in one buffer per tensor.
+
+    Operand matrix ``(z, r)`` of A is stored at byte ``z * a_batch + r * a_reduce`` (strides 0 for
+    operands that ``spec.batch``/``spec.reduce`` leave out: the same matrix for every z / r), with
+    padded leading dims; C planes lie in *reverse* z order with a gap (non-uniform offsets are
+    fine for C: they come from the batch table)."""
+
+    def __init__(self, spec: G.Sm90Spec, m: int, n: int, k: int, batch: int = 1, reduce: int = 1, seed: int = 0):
+        rng = np.random.default_rng(seed)
+        S, es = spec, spec.es
+        pad = 16 // es
+        self.spec, self.m, self.n, self.k, self.batch, self.reduce = S, m, n, k, batch, reduce
+        inner_a, outer_a = (m, k) if S.a_major == "m" else (k, m)
+        inner_b, outer_b = (k, n) if S.b_major == "k" else (n, k)
+        self.lda_e, self.ldb_e = -(-inner_a // pad) * pad + pad, -(-inner_b // pad) * pad
+        self.ldc_e = m + 3
+        za, ra = (batch if "a" in S.batch else 1), (reduce if "a" in S.reduce else 1)
+        zb, rb = (batch if "b" in S.batch else 1), (reduce if "b" in S.reduce else 1)
+        a = rng.standard_normal((za, ra, outer_a, self.lda_e)).astype(np.float32)
+        b = rng.standard_normal((zb, rb, outer_b, self.ldb_e)).astype(np.float32)
+        mat_a, mat_b = outer_a * self.lda_e * es, outer_b * self.ldb_e * es
+        self.strides = dict(
+            batch=batch,
+            a_batch=ra * mat_a if "a" in S.batch else 0,
+            b_batch=rb * mat_b if "b" in S.batch else 0,
+            reduce=reduce,
+            a_reduce=mat_a if "a" in S.reduce else 0,
+            b_reduce=mat_b if "b" in S.reduce else 0,
+        )
+        plane = n * self.ldc_e + 5  # floats per C plane, with a gap
+        self.c = rng.standard_normal(batch * plane).astype(np.float32)
+        self.c_off = [(batch - 1 - z) * plane for z in range(batch)]  # in floats
+        self.table = np.array(
+            [[z * self.strides["a_batch"], z * self.strides["b_batch"], 4 * self.c_off[z]] for z in range(batch)],
+            np.int64,
+        )
+        self.ha, self.hb = _encode(S.dtype, a), _encode(S.dtype, b)
+
+        def A(z, r):  # logical M x K
+            x = a[z if za > 1 else 0, r if ra > 1 else 0]
+            return x[:, :m].T if S.a_major == "m" else x[:m, :k]
+
+        def B(z, r):  # logical K x N
+            x = b[z if zb > 1 else 0, r if rb > 1 else 0]
+            return x[:, :k].T if S.b_major == "k" else x[:k, :n]
+
+        self.want = []
+        for z in range(batch):
+            aa = np.concatenate([A(z, r) for r in range(reduce)], axis=1)  # sum_r A_r B_r
+            bb = np.concatenate([B(z, r) for r in range(reduce)], axis=0)
+            cz = self.c_plane(self.c, z)[:, :m].T
+            self.want.append(reference(S.dtype, aa, bb, cz, S.first, S.last).T)
+
+    def c_plane(self, c: np.ndarray, z: int) -> np.ndarray:
+        """(n, ldc) view of batch z's C plane in a flat C buffer."""
+        o = self.c_off[z]
+        return c[o : o + self.n * self.ldc_e].reshape(self.n, self.ldc_e)
+
+    def maps(self, pa: int, pb: int) -> tuple[dict, dict]:
+        es = self.spec.es
+        return G.tensor_maps(
+            self.spec, pa, pb, self.m, self.n, self.k, self.lda_e * es, self.ldb_e * es, **self.strides
+        )
+
+    def args(self, ta: bytes, tb: bytes, pc, pt) -> tuple:
+        """Kernel arguments after the two encoded tensor maps (see the module docstring of gemm_sm90)."""
+        S = self.spec
+        head = (ta, tb, pc) + ((pt,) if S.batch else ())
+        return head + (self.m, self.n, self.k) + ((self.reduce,) if S.reduce else ()) + (self.ldc_e * 4,)
+
+    def check(self, got: np.ndarray) -> None:
+        """Compare a flat C buffer after the launch: every plane, and the padding untouched."""
+        tol = 2e-3 * max(1.0, np.sqrt(self.k * self.reduce / 64))
+        for z in range(self.batch):
+            plane, old = self.c_plane(got, z), self.c_plane(self.c, z)
+            np.testing.assert_allclose(plane[:, : self.m], self.want[z], rtol=2e-3, atol=tol, err_msg=f"z={z}")
+            np.testing.assert_array_equal(plane[:, self.m :], old[:, self.m :])  # padding between columns
+        written = np.zeros(self.c.size, bool)
+        for z in range(self.batch):
+            o = self.c_off[z]
+            written[o : o + self.n * self.ldc_e] = True
+        np.testing.assert_array_equal(got[~written], self.c[~written])  # gaps between planes
+
+
+def _run(spec: G.Sm90Spec, m: int, n: int, k: int, seed: int = 0, ctas=None, batch: int = 1, reduce: int = 1):
+    """Launch in ptx.sim; returns (Problem, C buffer after the launch)."""
+    pr = Problem(spec, m, n, k, batch, reduce, seed)
     gk = G.generate(spec)
     mem = sim.Memory()
-    pa, pb, pc = mem.upload(ha), mem.upload(hb), mem.upload(c)
-    ta, tb = G.tensor_maps(spec, pa, pb, m, n, k, lda * 2, ldb * 2)
-    args = (encode_tiled(**ta), encode_tiled(**tb), pc, m, n, k, ldc * 4)
-    sim.launch(gk.text, gk.name, gk.grid(m, n), gk.block, args, mem, shared_bytes=gk.shared_bytes, ctas=ctas)
-    got = mem.read(pc, np.float32, n * ldc).reshape(n, ldc)
-    A, B = a[:, :m].T, b[:, :k].T  # M x K, K x N
-    want = reference(spec.dtype, A, B, c[:, :m].T, spec.first, spec.last).T
-    return got, want, c
+    pa, pb, pc, pt = mem.upload(pr.ha), mem.upload(pr.hb), mem.upload(pr.c), mem.upload(pr.table)
+    ta, tb = pr.maps(pa, pb)
+    args = pr.args(encode_tiled(**ta), encode_tiled(**tb), pc, pt)
+    sim.launch(gk.text, gk.name, gk.grid(m, n, batch), gk.block, args, mem, shared_bytes=gk.shared_bytes, ctas=ctas)
+    return pr, mem.read(pc, np.float32, pr.c.size)
 
 
 @pytest.mark.parametrize(
@@ -42,19 +127,43 @@ def _run(spec: G.Sm90Spec, m: int, n: int, k: int, seed: int = 0, ctas=None):
         (SMALL, (100, 70, 200)),  # ragged M, N, K; 4 K tiles through 2 stages; 4 CTAs
         (G.Sm90Spec("bf16", bm=128, bn=64, stages=3, first="load", last="relu"), (130, 40, 300)),
         (G.Sm90Spec("f16", bm=64, bn=128, stages=2, first="relu"), (64, 150, 136)),
+        # the other orientations: A K-major, B N-major (two 64-n boxes per stage), both
+        (G.Sm90Spec("f16", bm=64, bn=64, stages=2, a_major="k"), (100, 70, 200)),
+        (G.Sm90Spec("bf16", bm=64, bn=128, stages=2, b_major="n", first="load"), (70, 130, 150)),
+        (G.Sm90Spec("f16", bm=128, bn=64, stages=3, a_major="k", b_major="n", last="relu"), (130, 60, 140)),
+        # tf32: A and B K-major, 32-element K tiles
+        (G.Sm90Spec("tf32", bm=64, bn=64, stages=2, a_major="k"), (90, 70, 110)),
+        (G.Sm90Spec("tf32", bm=128, bn=128, stages=3, a_major="k", first="relu"), (72, 130, 100)),
     ],
+    ids=lambda x: x.name if isinstance(x, G.Sm90Spec) else str(x),
 )
 def test_sim_computes_a_times_b(spec, shape):
-    m, n, k = shape
-    got, want, c = _run(spec, m, n, k)
-    np.testing.assert_allclose(got[:, :m], want, rtol=2e-3, atol=2e-3)
-    np.testing.assert_array_equal(got[:, m:], c[:, m:])  # padding between columns is untouched
+    pr, got = _run(spec, *shape)
+    pr.check(got)
+
+
+@pytest.mark.parametrize(
+    "spec,batch,reduce",
+    [
+        (G.Sm90Spec("f16", bm=64, bn=64, stages=2, batch="abc"), 3, 1),
+        (G.Sm90Spec("bf16", bm=64, bn=64, stages=2, a_major="k", b_major="n", batch="ac", first="load"), 2, 1),
+        (G.Sm90Spec("tf32", bm=64, bn=64, stages=2, a_major="k", batch="bc", reduce="ab"), 2, 3),
+        (G.Sm90Spec("f16", bm=64, bn=64, stages=3, b_major="n", batch="c", reduce="a", last="relu"), 2, 2),
+        (G.Sm90Spec("f16", bm=64, bn=64, stages=2, a_major="k", reduce="b"), 1, 3),
+    ],
+    ids=lambda x: x.name if isinstance(x, G.Sm90Spec) else str(x),
+)
+def test_sim_batched_and_reduced(spec, batch, reduce):
+    """Batch planes through the tensor maps' z dim (operands without it shared), C at table offsets,
+    reductions through the r dim with a ragged K per step (each step's K tail arrives as zeros)."""
+    pr, got = _run(spec, 70, 66, 72, batch=batch, reduce=reduce, seed=batch + 10 * reduce)
+    pr.check(got)
 
 
 def test_sim_default_spec_one_cta():
     spec = G.Sm90Spec("f16")  # the GPU default: 256 x 128 tile, 2 consumer warpgroups, 4 stages
-    got, want, _ = _run(spec, 200, 90, 5 * 64 + 8, ctas=[(0, 0, 0)])
-    np.testing.assert_allclose(got[:, :200], want, rtol=2e-3, atol=2e-3)
+    pr, got = _run(spec, 200, 90, 5 * 64 + 8, ctas=[(0, 0, 0)])
+    pr.check(got)
 
 
 @pytest.mark.parametrize(
@@ -72,11 +181,29 @@ def test_mutated_kernels_fail(mutate, msg):
             _run(spec, 64, 64, 192)
         return
     try:
-        got, want, _ = _run(spec, 64, 64, 192)
+        pr, got = _run(spec, 64, 64, 192)
     except sim.SimError as e:
         assert "descriptor reaches outside" in str(e)
         return
-    assert np.abs(got[:, :64] - want).max() > 0.1
+    assert np.abs(pr.c_plane(got, 0)[:, :64] - pr.want[0]).max() > 0.1
+
+
+@pytest.mark.parametrize("a_major,b_major", [("m", "k"), ("k", "n")])
+def test_wrong_transpose_immediate_is_caught(a_major, b_major):
+    """imm-trans-b flipped: wgmma reads A's tile in the other (K- vs MN-major) canonical layout."""
+    spec = G.Sm90Spec("f16", bm=64, bn=64, stages=2, a_major=a_major, b_major=b_major, mutate="wrong_trans")
+    good = G.generate(G.Sm90Spec("f16", bm=64, bn=64, stages=2, a_major=a_major, b_major=b_major))
+    trans_b = {line.rstrip(";").split(",")[-1].strip() for line in good.text.splitlines() if "mma_async" in line}
+    bad = {
+        line.rstrip(";").split(",")[-1].strip() for line in G.generate(spec).text.splitlines() if "mma_async" in line
+    }
+    assert trans_b == {"1" if a_major == "m" else "0"} and bad == {"0" if a_major == "m" else "1"}
+    try:
+        pr, got = _run(spec, 64, 64, 128)
+    except sim.SimError as e:
+        assert "descriptor reaches outside" in str(e)
+        return
+    assert np.abs(pr.c_plane(got, 0)[:, :64] - pr.want[0]).max() > 0.1
 
 
 def test_spec_validation():
@@ -86,9 +213,72 @@ def test_spec_validation():
         G.Sm90Spec(stages=1)
     with pytest.raises(ValueError, match="shared memory"):
         G.Sm90Spec(bm=256, bn=128, stages=6)
+    with pytest.raises(ValueError, match="a_major"):
+        G.Sm90Spec(a_major="n")
+    with pytest.raises(ValueError, match="tf32 wgmma needs K-major"):
+        G.Sm90Spec("tf32")  # A M-major
+    with pytest.raises(ValueError, match="batch"):
+        G.Sm90Spec(batch="ab")  # C always comes from the table
+    with pytest.raises(ValueError, match="reduce"):
+        G.Sm90Spec(reduce="c")
+    with pytest.raises(ValueError, match="wrong_trans"):
+        G.Sm90Spec("tf32", a_major="k", mutate="wrong_trans")
 
 
-SPECS = [G.Sm90Spec("f16"), G.Sm90Spec("bf16", first="load", last="relu"), SMALL, G.Sm90Spec("f16", bm=128)]
+def test_tensor_maps_orientation_and_extra_dims():
+    spec = G.Sm90Spec("bf16", bm=128, bn=128, a_major="k", b_major="n", batch="ac", reduce="ab")
+    ta, tb = G.tensor_maps(
+        spec, 256, 512, 100, 90, 80, 192, 208, batch=3, a_batch=1 << 20, reduce=2, a_reduce=4096, b_reduce=8192
+    )
+    assert (ta["global_dim"], ta["box_dim"], ta["global_strides"]) == (
+        (80, 100, 2, 3),
+        (64, 128, 1, 1),
+        (192, 4096, 1 << 20),
+    )
+    assert (tb["global_dim"], tb["box_dim"], tb["global_strides"]) == ((90, 80, 2), (64, 64, 1), (208, 8192))
+    assert ta["rank"] == 4 and tb["rank"] == 3
+    for t in (ta, tb):
+        encode_tiled(**t)  # accepted by the driver's rules
+    with pytest.raises(ValueError, match="b_batch stride 32"):
+        G.tensor_maps(
+            spec, 256, 512, 100, 90, 80, 192, 208, batch=3, a_batch=64, b_batch=32, reduce=2, a_reduce=16, b_reduce=16
+        )
+    with pytest.raises(ValueError, match="a_reduce stride 0"):
+        G.tensor_maps(spec, 256, 512, 100, 90, 80, 192, 208, batch=3, a_batch=64, reduce=2, b_reduce=16)
+    ttf, _ = G.tensor_maps(G.Sm90Spec("tf32", a_major="k"), 256, 512, 100, 90, 80, 416, 416)
+    assert ttf["dtype"] == "float32" and ttf["box_dim"] == (32, 256)
+
+
+def test_plan_uniform_tables():
+    z3 = np.array([[0, 0, 0], [4096, 0, 400], [8192, 0, 4000]])
+    p = G.plan("f16", 64, 64, 64, "m", "k", 128, 128, z3, np.zeros((1, 2)))
+    assert (p.batch, p.reduce, p.nbatch, p.a_batch, p.b_batch) == ("ac", "", 3, 4096, 0)
+    r2 = np.array([[0, 0], [256, 512]])
+    p = G.plan("tf32", 64, 64, 64, "k", "k", 256, 256, np.zeros((1, 3)), r2)
+    assert (p.batch, p.reduce, p.nreduce, p.a_reduce, p.b_reduce) == ("", "ab", 2, 256, 512)
+    assert G.plan("tf32", 64, 64, 64, "m", "k", 256, 256, np.zeros((1, 3)), r2) is None  # tf32 A M-major
+    bad = z3.copy()
+    bad[2, 0] = 4096 * 3  # not uniform
+    assert G.plan("f16", 64, 64, 64, "m", "k", 128, 128, bad, np.zeros((1, 2))) is None
+    z3[:, 0] //= 512  # 8-byte stride: not a multiple of 16
+    assert G.plan("f16", 64, 64, 64, "m", "k", 128, 128, z3, np.zeros((1, 2))) is None
+    assert G.plan("f16", 64, 64, 64, "m", "k", 128, 128, np.zeros((1, 3)), np.zeros((2, 2))) is None  # R x same
+    assert G.plan("f16", 64, 64, 64, "m", "k", 128, 128, np.zeros((1, 3)), np.zeros((1, 2)), ptr_a=8) is None
+
+
+SPECS = [
+    G.Sm90Spec("f16"),
+    G.Sm90Spec("bf16", first="load", last="relu"),
+    SMALL,
+    G.Sm90Spec("f16", bm=128),
+    G.Sm90Spec("f16", a_major="k"),
+    G.Sm90Spec("bf16", b_major="n"),
+    G.Sm90Spec("f16", a_major="k", b_major="n", first="load"),
+    G.Sm90Spec("tf32", a_major="k"),
+    G.Sm90Spec("tf32", bm=128, a_major="k", batch="abc", reduce="ab", last="relu"),
+    G.Sm90Spec("f16", batch="ac", reduce="b"),
+    G.Sm90Spec("bf16", a_major="k", b_major="n", batch="abc"),
+]
 
 
 def _ptxas():
@@ -107,70 +297,98 @@ def test_ptxas_sm90a_no_spills_no_serialization(spec):
     assert "C7511" not in cub.log and "C7508" not in cub.log and "C7510" not in cub.log, cub.log
 
 
-@pytest.mark.parametrize("spec", SPECS[:2], ids=lambda s: s.name)
+@pytest.mark.parametrize("spec", [*SPECS[:2], *SPECS[4:]], ids=lambda s: s.name)
 def test_sass_has_hgmma_and_no_local_memory(spec):
+    """HGMMA of the tile's shape with the orientation's transpose bits (tnspA: B N-major, tnspB: A
+    M-major), TMA loads of each tensor map's rank, mbarrier waits, no local memory."""
     _ptxas()
     if toolchain.find_cuobjdump() is None:
         pytest.skip("cuobjdump not found (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)")
     gk = G.generate(spec)
     sass = toolchain.sass(toolchain.compile(gk.text, arch="sm_90a"))
     ops = [line.split("*/")[1].strip() for line in sass.splitlines() if line.count("*/") >= 2]
-    assert any(op.startswith("HGMMA.64x") for op in ops), sass[:2000]
-    assert any(op.startswith("UTMALDG.2D") for op in ops)
+    kw = 8 if spec.dtype == "tf32" else 16
+    hgmma = [op for op in ops if op.startswith(f"HGMMA.64x{spec.bm}x{kw}.F32")]
+    assert hgmma, sass[:2000]
+    for op in hgmma:
+        assert (".tnspA" in op) == (spec.b_major == "n") and (".tnspB" in op) == (spec.a_major == "m"), op
+    ranks = {f"UTMALDG.{2 + (x in spec.reduce) + (x in spec.batch)}D" for x in "ab"}
+    assert ranks <= {op.split()[0] for op in ops}, ranks
     assert any(op.startswith("SYNCS.PHASECHK") for op in ops)
     assert not [op for op in ops if op.split()[0].split(".")[0] in ("LDL", "STL")]
 
 
+LAUNCHES = [
+    (SMALL, (100, 70, 200), 1, 1),
+    (G.Sm90Spec("tf32", bm=64, bn=64, stages=2, a_major="k", batch="abc", reduce="ab"), (70, 40, 50), 2, 2),
+    pytest.param(G.Sm90Spec("f16"), (1000, 700, 1000), 1, 1, marks=pytest.mark.gpu),
+    pytest.param(G.Sm90Spec("bf16", first="load", last="relu"), (513, 257, 4100), 1, 1, marks=pytest.mark.gpu),
+    pytest.param(G.Sm90Spec("f16", a_major="k"), (777, 300, 1030), 1, 1, marks=pytest.mark.gpu),
+    pytest.param(G.Sm90Spec("bf16", b_major="n", first="relu"), (300, 555, 999), 1, 1, marks=pytest.mark.gpu),
+    pytest.param(
+        G.Sm90Spec("f16", a_major="k", b_major="n", last="relu"), (640, 384, 520), 1, 1, marks=pytest.mark.gpu
+    ),
+    pytest.param(G.Sm90Spec("tf32", a_major="k", first="load"), (513, 300, 777), 1, 1, marks=pytest.mark.gpu),
+    pytest.param(G.Sm90Spec("f16", batch="abc"), (300, 200, 256), 5, 1, marks=pytest.mark.gpu),
+    pytest.param(
+        G.Sm90Spec("bf16", a_major="k", b_major="n", batch="bc", reduce="ab"),
+        (260, 130, 130),
+        3,
+        4,
+        marks=pytest.mark.gpu,
+    ),
+    pytest.param(G.Sm90Spec("tf32", a_major="k", batch="ac", reduce="a"), (300, 129, 200), 4, 3, marks=pytest.mark.gpu),
+]
+
+
 @pytest.mark.parametrize(
-    "spec,shape",
-    [
-        (SMALL, (100, 70, 200)),
-        pytest.param(G.Sm90Spec("f16"), (1000, 700, 1000), marks=pytest.mark.gpu),
-        pytest.param(G.Sm90Spec("bf16", first="load", last="relu"), (513, 257, 4100), marks=pytest.mark.gpu),
-    ],
-    ids=lambda x: x.name if isinstance(x, G.Sm90Spec) else str(x),
+    "spec,shape,batch,reduce", LAUNCHES, ids=lambda x: x.name if isinstance(x, G.Sm90Spec) else str(x)
 )
-def test_launch_through_driver_api(cuda_backend, spec, shape):
+def test_launch_through_driver_api(cuda_backend, spec, shape, batch, reduce):
     """Tensor maps from the backend's encode_tensor_map_tiled, dynamic shared memory > 48 KB."""
     be = cuda_backend
     if be.simulated and max(shape) > 300:
         pytest.skip("large shapes run on a GPU only")
-    m, n, k = shape
-    rng = np.random.default_rng(3)
-    lda, ldb, ldc = -(-m // 8) * 8, -(-k // 8) * 8, m + 1
-    a = rng.standard_normal((k, lda)).astype(np.float32)
-    b = rng.standard_normal((n, ldb)).astype(np.float32)
-    c = rng.standard_normal((n, ldc)).astype(np.float32)
-    enc = (lambda x: x.astype(np.float16)) if spec.dtype == "f16" else (lambda x: f32_to_bf16_bits(x).astype(np.uint16))
-    gk = G.generate(spec)
-    arch = "sm_90a"
     if not be.simulated and be.dev.arch != "sm_90":
         pytest.skip(f"the sm_90a family needs compute capability 9.0, device is {be.dev.arch}")
-    mod = be.driver.load(toolchain.compile(gk.text, arch=arch)) if toolchain.find_ptxas() else be.driver.load(gk.text)
+    pr = Problem(spec, *shape, batch=batch, reduce=reduce, seed=3)
+    gk = G.generate(spec)
+    mod = (
+        be.driver.load(toolchain.compile(gk.text, arch="sm_90a")) if toolchain.find_ptxas() else be.driver.load(gk.text)
+    )
     fn = mod.function(gk.name, signature=gk.signature)
     drv = be.driver
-    da, db, dc = drv.to_device(enc(a)), drv.to_device(enc(b)), drv.to_device(c)
-    ta, tb = G.tensor_maps(spec, da.ptr, db.ptr, m, n, k, lda * 2, ldb * 2)
-    args = (drv.encode_tensor_map_tiled(**ta), drv.encode_tensor_map_tiled(**tb), dc, m, n, k, ldc * 4)
-    fn.launch(gk.grid(m, n), gk.block, args=args, shared=gk.shared_bytes)
+    da, db, dc, dt = drv.to_device(pr.ha), drv.to_device(pr.hb), drv.to_device(pr.c), drv.to_device(pr.table)
+    ta, tb = pr.maps(da.ptr, db.ptr)
+    args = pr.args(drv.encode_tensor_map_tiled(**ta), drv.encode_tensor_map_tiled(**tb), dc, dt)
+    fn.launch(gk.grid(shape[0], shape[1], batch), gk.block, args=args, shared=gk.shared_bytes)
     drv.synchronize()
-    got = dc.to_host(np.float32, c.size).reshape(n, ldc)
-    want = reference(spec.dtype, a[:, :m].T, b[:, :k].T, c[:, :m].T, spec.first, spec.last).T
-    np.testing.assert_allclose(got[:, :m], want, rtol=2e-3, atol=2e-3 * np.sqrt(k / 64))
-    np.testing.assert_array_equal(got[:, m:], c[:, m:])
+    pr.check(dc.to_host(np.float32, pr.c.size))
 
 
-def _gemm_op(dtype: str, m: int, n: int, k: int, family=None):
+def _gemm_op(dtype: str, m: int, n: int, k: int, family=None, a_major="m", b_major="k", batch=0, brgemm=0):
+    """An operation with prim dims M, N, K (A ``a_major``, B ``b_major`` contiguous, C
+    M-contiguous), optionally a shared (batch) dim of ``batch`` and a BR dim of ``brgemm``
+    iterations, each with packed operand strides."""
     from minijit.cuda import CudaTensorOperation
     from minijit.ir import dim_t, exec_t, ptype_t
     from ptx import simdriver
 
     op = CudaTensorOperation(driver=simdriver, family=family)
     c, p = dim_t, exec_t
-    op.setup(
-        dtype, ptype_t.zero, ptype_t.gemm, ptype_t.none, (c.m, c.n, c.k), (p.prim, p.prim, p.prim), (m, n, k),
-        (1, 0, m), (0, k, 1), (1, m, 0),
-    )  # fmt: skip
+    sa = (1, 0, m) if a_major == "m" else (k, 0, 1)  # (m, n, k) strides of A
+    sb = (0, k, 1) if b_major == "k" else (0, 1, n)
+    dims, execs, sizes = [c.m, c.n, c.k], [p.prim, p.prim, p.prim], [m, n, k]
+    s0, s1, so = list(sa), list(sb), [1, m, 0]
+    ptype = ptype_t.gemm
+    if brgemm:
+        dims, execs, sizes = [c.k, *dims], [p.prim, *execs], [brgemm, *sizes]
+        s0, s1, so, ptype = [m * k, *s0], [k * n, *s1], [0, *so], ptype_t.brgemm
+    if batch:
+        r = brgemm or 1
+        dims, execs, sizes = [c.c, *dims], [p.shared, *execs], [batch, *sizes]
+        s0, s1, so = [r * m * k, *s0], [r * k * n, *s1], [m * n, *so]
+    op.setup(dtype, ptype_t.zero, ptype, ptype_t.none, dims, execs, sizes, s0, s1, so)
     return op
 
 
@@ -179,23 +397,51 @@ def test_family_selection(monkeypatch):
     assert op.family_for("sm_90") == "sm90a" and "family sm90a on compute capability 9.0" in repr(op)
     assert op.family_for("sm_80") == "mma.sync" and op.family_for("sm_89") == "mma.sync"
     assert op.family_for("sm_90", ptr_a=8) == "mma.sync"  # TMA needs 16-byte aligned operands
-    assert _gemm_op("fp32", 64, 48, 96).family_for("sm_90") == "mma.sync"  # tf32: not in this family yet
+    for am in "mk":
+        for bm in "kn":
+            assert _gemm_op("bf16", 64, 48, 96, a_major=am, b_major=bm).family_for("sm_90") == "sm90a"
+            assert _gemm_op("fp16", 64, 48, 96, a_major=am, b_major=bm, batch=3).family_for("sm_90") == "sm90a"
+            want = "sm90a" if (am, bm) == ("k", "k") else "mma.sync"  # tf32 wgmma: K-major A and B only
+            assert _gemm_op("fp32", 64, 48, 96, a_major=am, b_major=bm).family_for("sm_90") == want, (am, bm)
+    op = _gemm_op("fp32", 64, 48, 96, a_major="k", batch=2, brgemm=3)
+    assert op.family_for("sm_90") == "sm90a"
+    spec = op.sm90_spec()
+    assert (spec.dtype, spec.a_major, spec.b_major, spec.batch, spec.reduce) == ("tf32", "k", "k", "abc", "ab")
     assert _gemm_op("fp16", 64, 48, 99).family_for("sm_90") == "mma.sync"  # ldb of 198 bytes
     assert _gemm_op("fp16", 64, 48, 96, family="mma.sync").family_for("sm_90") == "mma.sync"
+    with pytest.raises(Exception, match="family 'sm90a' needs"):
+        _gemm_op("fp32", 64, 48, 96, family="sm90a").family_for("sm_90")
     monkeypatch.setenv("MINIJIT_CUDA_FAMILY", "mma.sync")
     assert _gemm_op("fp16", 64, 48, 96).family_for("sm_90") == "mma.sync"
     with pytest.raises(ValueError, match="family"):
         _gemm_op("fp16", 64, 48, 96, family="wgmma")
 
 
-@pytest.mark.parametrize("family", ["sm90a", "mma.sync"])
-def test_operation_execute_in_simulator(family):
-    m, n, k = 72, 40, 136
-    op = _gemm_op("fp16", m, n, k, family=family)
+@pytest.mark.parametrize(
+    "family,dtype,a_major,b_major,batch,brgemm",
+    [
+        ("sm90a", "fp16", "m", "k", 0, 0),
+        ("mma.sync", "fp16", "m", "k", 0, 0),
+        ("sm90a", "bf16", "k", "n", 2, 0),
+        ("sm90a", "fp32", "k", "k", 2, 2),
+    ],
+)
+def test_operation_execute_in_simulator(family, dtype, a_major, b_major, batch, brgemm):
+    """Through CudaTensorOperation.execute on the simulated driver (tensor maps, batch table)."""
+    m, n, k = 72, 40, 72
+    op = _gemm_op(dtype, m, n, k, family=family, a_major=a_major, b_major=b_major, batch=batch, brgemm=brgemm)
     rng = np.random.default_rng(5)
-    a = rng.standard_normal((k, m)).astype(np.float16)  # column-major A: a[k, m]
-    b = rng.standard_normal((n, k)).astype(np.float16)
-    c = np.full((n, m), np.nan, np.float32)
-    op.execute(a, b, c)
-    want = reference("f16", a.T.astype(np.float32), b.T.astype(np.float32), np.zeros((m, n))).T
-    np.testing.assert_allclose(c, want, rtol=2e-3, atol=2e-3)
+    nb, nr = batch or 1, brgemm or 1
+    af = rng.standard_normal((nb, nr, m, k)).astype(np.float32)  # logical A[z, r]: M x K
+    bf = rng.standard_normal((nb, nr, k, n)).astype(np.float32)
+    a = af.transpose(0, 1, 3, 2) if a_major == "m" else af  # memory order: (z, r, outer, inner)
+    b = bf.transpose(0, 1, 3, 2) if b_major == "k" else bf
+    kt = {"fp16": "f16", "bf16": "bf16", "fp32": "tf32"}[dtype]
+    enc = (lambda x: _encode(kt, np.ascontiguousarray(x))) if dtype != "fp32" else np.ascontiguousarray
+    c = np.full((nb, n, m), np.nan, np.float32)
+    op.execute(enc(a).reshape(-1), enc(b).reshape(-1), c.reshape(-1))
+    for z in range(nb):
+        aa = np.concatenate(list(af[z]), axis=1)
+        bb = np.concatenate(list(bf[z]), axis=0)
+        want = reference(kt, aa, bb, np.zeros((m, n))).T
+        np.testing.assert_allclose(c[z], want, rtol=2e-3, atol=2e-3 * nr, err_msg=f"z={z}")
