@@ -1530,7 +1530,13 @@ def _wgmma(c: _Cta, ins: Instr, exe) -> None:
     imms = [o.value for o in ins.ops[4:]]
     if ad.kind != "reg":
         c.fail(ins, "A from registers is not supported by the simulator (use a descriptor)")
-    trans_a, trans_b = (imms[2], imms[3]) if at != "tf32" else (0, 0)
+    if at == "tf32" and len(imms) != 2:  # the ISA's tf32 form has no imm-trans: K-major operands only
+        c.fail(ins, "wgmma tf32 takes imm-scale-a/b only (no imm-trans: both operands K-major)")
+    if at != "tf32" and len(imms) != 4:
+        c.fail(ins, f"wgmma .{at} with descriptors needs imm-scale-a, imm-scale-b, imm-trans-a, imm-trans-b")
+    if at != "tf32" and not {imms[2], imms[3]} <= {0, 1}:
+        c.fail(ins, f"imm-trans-a/b must be 0 or 1, got {imms[2]}, {imms[3]}")
+    trans_a, trans_b = (imms[2], imms[3]) if at != "tf32" else (0, 0)  # 1: MN-major (transposed)
     sa, sb = (-1 if imms[0] in (-1, 0xFFFFFFFFFFFFFFFF) else 1), (-1 if imms[1] in (-1, 0xFFFFFFFFFFFFFFFF) else 1)
     if len(d.items) != nn // 2:
         c.fail(ins, f"{shape} needs {nn // 2} accumulator registers, got {len(d.items)}")

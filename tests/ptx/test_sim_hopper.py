@@ -239,13 +239,14 @@ def _wgmma_kernel(n: int, dtype: str, ta: int, tb: int, ksteps: int, nbytes: int
     k.setp("eq", yes, tid, tid)
     if mutate != "no_wgmma_fence":
         k.wgmma_fence()
-    step_a = 32 if not ta else 2048
+    es = 4 if dtype == "tf32" else 2
+    step_a = 32 if not ta else 2048  # K-major: one k16 (tf32: k8) is 32 bytes of a row; MN-major: 16 rows
     step_b = 32 if not tb else 2048
     for s in range(ksteps):
         da, db = k.reg("b64"), k.reg("b64")
         k.add(da, descs[0], (s * step_a) >> 4, type="u64")
         k.add(db, descs[1], (s * step_b) >> 4, type="u64")
-        k.wgmma(f"m64n{n}k16", dtype, acc, da, db, yes, trans_a=ta, trans_b=tb)
+        k.wgmma(f"m64n{n}k{32 // es}", dtype, acc, da, db, yes, trans_a=ta, trans_b=tb)
     k.wgmma_commit()
     if mutate != "no_wait":
         k.wgmma_wait(0)
@@ -270,14 +271,20 @@ def _region(rows: int, kk: int, mn_major: bool) -> tuple[int, int, int]:
 
 def _image(a: np.ndarray, b: np.ndarray, dtype: str, ta: int, tb: int):
     """Shared image: A (64 x K) at 0, B (N x K) after it (1024-aligned), 128-byte swizzled."""
-    bits = (lambda x: x.astype(np.float16).view(np.uint16)) if dtype == "f16" else f32_to_bf16_bits
+    es = 4 if dtype == "tf32" else 2
+    bits = {
+        "f16": lambda x: x.astype(np.float16).view(np.uint16),
+        "bf16": f32_to_bf16_bits,
+        "tf32": lambda x: x.astype(np.float32).view(np.uint32),
+    }[dtype]
+    word = np.uint16 if es == 2 else np.uint32
     sizes = [_region(*m.shape, bool(t)) for m, t in ((a, ta), (b, tb))]
     boff = sizes[0][0]
     img = np.zeros(boff + sizes[1][0], np.uint8)
     descs = []
     for base, mat, mnmaj, (_, lbo, sbo) in ((0, a, ta, sizes[0]), (boff, b, tb, sizes[1])):
-        off = base + _swz128(_canonical(*mat.shape, 2, bool(mnmaj), lbo, sbo))
-        img.view(np.uint16)[off // 2] = bits(mat.astype(np.float32)).astype(np.uint16)
+        off = base + _swz128(_canonical(*mat.shape, es, bool(mnmaj), lbo, sbo))
+        img.view(word)[off // es] = bits(mat.astype(np.float32)).astype(word)
         descs.append((lbo, sbo))
     return img, boff, descs
 
@@ -318,6 +325,63 @@ def test_wgmma_matches_numpy(dtype, n, ta, tb):
     want = q(a) @ q(b)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
     _ptxas(text)
+
+
+def _tf32_exact(x: np.ndarray) -> np.ndarray:
+    """Values with the low 13 mantissa bits clear: tf32 reads them exactly, whatever its rounding."""
+    return (x.astype(np.float32).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+@pytest.mark.parametrize("n", [64, 96])  # the image copy moves whole 2 KB chunks
+def test_wgmma_tf32_k_major_matches_numpy(n):
+    """tf32: K-major A and B only (4-byte elements, 32 per 128-byte swizzle row, k8 per wgmma:
+    four chained steps walk the whole row)."""
+    ks = 4
+    rng = np.random.default_rng(n)
+    a = _tf32_exact(rng.standard_normal((64, 8 * ks)))
+    b = _tf32_exact(rng.standard_normal((8 * ks, n)))
+    img, boff, descs = _image(a, b.T, "tf32", 0, 0)
+    text = _wgmma_kernel(n, "tf32", 0, 0, ks, img.size, boff, *descs)
+    assert "k8.f32.tf32.tf32" in text
+    mem = sim.Memory()
+    ia, out = mem.upload(img), mem.alloc(128 * n // 2 * 4)
+    sim.launch(text, "wg", 1, 128, (ia, out), mem, shared_bytes=img.size)
+    got = _frag_to_matrix(mem.read(out, np.float32, 128 * n // 2).reshape(128, n // 2), n)
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5, atol=1e-4)
+    _ptxas(text)
+    # the tf32 form has no transpose immediates; a kernel that passes them is rejected
+    bad = "\n".join(line.replace("1, 1;", "1, 1, 0, 1;") if "mma_async" in line else line for line in text.splitlines())
+    assert bad != text
+    with pytest.raises(sim.SimError, match="no imm-trans"):
+        sim.launch(bad, "wg", 1, 128, (ia, out), mem, shared_bytes=img.size)
+
+
+@pytest.mark.parametrize("ta,tb", [(0, 1), (1, 0)])
+def test_wgmma_transpose_immediate_selects_the_layout(ta, tb):
+    """The same shared image read with one imm-trans flipped gives a different product: the
+    simulator follows the immediate, not the data."""
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((64, 32)).astype(np.float32)
+    b = rng.standard_normal((64, 32)).astype(np.float32)
+    img, boff, descs = _image(a, b, "f16", ta, tb)
+    text = _wgmma_kernel(64, "f16", ta, tb, 2, img.size, boff, *descs)
+    flip = f", {ta}, {tb};", f", {ta}, {1 - tb};"  # imm-trans-b only: descriptors and steps stay
+    flipped = "\n".join(line.replace(*flip) if "mma_async" in line else line for line in text.splitlines())
+    assert flipped != text
+    outs = []
+    for t in (text, flipped):
+        mem = sim.Memory()
+        ia, out = mem.upload(img), mem.alloc(128 * 32 * 4)
+        try:
+            sim.launch(t, "wg", 1, 128, (ia, out), mem, shared_bytes=img.size)
+        except sim.SimError as e:  # an MN-major read of a K-major region can leave the image
+            assert "descriptor reaches outside" in str(e)
+            outs.append(None)
+            continue
+        outs.append(_frag_to_matrix(mem.read(out, np.float32, 128 * 32).reshape(128, 32), 64))
+    q = a.astype(np.float16).astype(np.float64) @ b.astype(np.float16).astype(np.float64).T
+    np.testing.assert_allclose(outs[0], q, rtol=1e-5, atol=1e-4)
+    assert outs[1] is None or np.abs(outs[1] - q).max() > 0.1
 
 
 @pytest.mark.parametrize(
