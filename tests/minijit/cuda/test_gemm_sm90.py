@@ -97,7 +97,10 @@ class Problem:
 
     def check(self, got: np.ndarray) -> None:
         """Compare a flat C buffer after the launch: every plane, and the padding untouched."""
-        tol = 2e-3 * max(1.0, np.sqrt(self.k * self.reduce / 64))
+        ksum = self.k * self.reduce
+        # f16/bf16 inputs are exact, only the fp32 summation order differs; a GPU's tf32 tensor core
+        # may truncate where the reference rounds (2^-11 relative per product: 4 sigma over ksum)
+        tol = 2e-3 * (np.sqrt(ksum) if self.spec.dtype == "tf32" else max(1.0, np.sqrt(ksum / 64)))
         for z in range(self.batch):
             plane, old = self.c_plane(got, z), self.c_plane(self.c, z)
             np.testing.assert_allclose(plane[:, : self.m], self.want[z], rtol=2e-3, atol=tol, err_msg=f"z={z}")
@@ -347,7 +350,7 @@ LAUNCHES = [
 def test_launch_through_driver_api(cuda_backend, spec, shape, batch, reduce):
     """Tensor maps from the backend's encode_tensor_map_tiled, dynamic shared memory > 48 KB."""
     be = cuda_backend
-    if be.simulated and max(shape) > 300:
+    if be.simulated and max(shape) > 256:
         pytest.skip("large shapes run on a GPU only")
     if not be.simulated and be.dev.arch != "sm_90":
         pytest.skip(f"the sm_90a family needs compute capability 9.0, device is {be.dev.arch}")
