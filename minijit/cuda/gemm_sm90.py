@@ -539,6 +539,80 @@ def uniform_strides(table) -> tuple[int, ...] | None:
     return tuple(int(x) for x in s)
 
 
+@dataclass(frozen=True)
+class Sm90Plan:
+    """How a (batched, reduced) GEMM maps onto one sm_90a launch: operand orientations, the
+    operands with batch/reduction tensor-map dims (:attr:`Sm90Spec.batch`/``reduce`` strings),
+    their counts and byte strides (``a_batch`` .. ``b_reduce``; 0 for an operand without the dim)."""
+
+    a_major: str
+    b_major: str
+    batch: str
+    reduce: str
+    nbatch: int
+    nreduce: int
+    a_batch: int
+    b_batch: int
+    a_reduce: int
+    b_reduce: int
+
+    def __post_init__(self) -> None:
+        if self.batch not in BATCH_OPS or self.reduce not in REDUCE_OPS:
+            raise ValueError(f"Sm90Plan: batch {self.batch!r} in {BATCH_OPS}, reduce {self.reduce!r} in {REDUCE_OPS}")
+        if self.nbatch < 1 or self.nreduce < 1:
+            raise ValueError(f"Sm90Plan: nbatch {self.nbatch} and nreduce {self.nreduce} must be >= 1")
+
+    def map_strides(self) -> dict:
+        """The keyword arguments of :func:`tensor_maps` for the batch and reduction dims."""
+        return dict(
+            batch=self.nbatch,
+            a_batch=self.a_batch,
+            b_batch=self.b_batch,
+            reduce=self.nreduce,
+            a_reduce=self.a_reduce,
+            b_reduce=self.b_reduce,
+        )
+
+
+def plan(
+    dtype: str,
+    m: int,
+    n: int,
+    k: int,
+    a_major: str,
+    b_major: str,
+    lda: int,
+    ldb: int,
+    batch_table,
+    red_table,
+    ptr_a: int = 0,
+    ptr_b: int = 0,
+) -> Sm90Plan | None:
+    """The :class:`Sm90Plan` of a GEMM given like :mod:`minijit.cuda.gemm`'s launch (orientations,
+    leading dims in bytes, ``batch_table`` rows of (A, B, C) byte offsets, ``red_table`` rows of
+    (A, B) byte offsets), or None when the sm_90a family cannot run it: see :func:`fits`; the A/B
+    batch and reduction offsets must be ``i * stride`` with strides >= 0 and multiples of 16 bytes
+    (C's batch offsets may be anything); a reduction with R > 1 needs a nonzero A or B stride;
+    each leading dim at least its contiguous extent (lda >= M or K elements, ldb >= K or N)."""
+    import numpy as np  # noqa: PLC0415
+
+    if not fits(dtype, m, n, k, ptr_a, ptr_b, lda, ldb, a_major, b_major):
+        return None
+    es = ESIZE[dtype]
+    if lda < (m if a_major == "m" else k) * es or ldb < (k if b_major == "k" else n) * es:
+        return None
+    bt, rt = np.asarray(batch_table, np.int64), np.asarray(red_table, np.int64)
+    zs, rs = uniform_strides(bt[:, :2]), uniform_strides(rt[:, :2])
+    if zs is None or rs is None or max(*zs, *rs) >= 1 << 40:
+        return None
+    nb, nr = len(bt), len(rt)
+    batch = "" if nb == 1 and not bt[0, 2] else "".join(op for op, s in zip("ab", zs, strict=True) if s) + "c"
+    reduce = "".join(op for op, s in zip("ab", rs, strict=True) if s)
+    if nr > 1 and not reduce:
+        return None
+    return Sm90Plan(a_major, b_major, batch, reduce, nb, nr, zs[0], zs[1], rs[0], rs[1])
+
+
 __all__ = [
     "BATCH_OPS",
     "BK",
@@ -546,9 +620,11 @@ __all__ = [
     "MUTATIONS",
     "REDUCE_OPS",
     "Sm90Kernel",
+    "Sm90Plan",
     "Sm90Spec",
     "fits",
     "generate",
+    "plan",
     "tensor_maps",
     "uniform_strides",
 ]
