@@ -423,19 +423,23 @@ class CudaTensorOperation:
 
     def family_for(self, arch: str, ptr_a: int = 0, ptr_b: int = 0) -> str:
         """The GEMM family a launch on a device of ``arch`` ("sm_90", ...) uses: "sm90a" on compute
-        capability 9.0 for one f16/bf16 GEMM (no batch or reduction table) whose operands TMA can
-        read (16-byte aligned pointers and leading dims), else "mma.sync"; ``family`` overrides."""
+        capability 9.0 when `gemm_sm90.plan` accepts the GEMM, else "mma.sync"; ``family``
+        overrides. sm90a runs f16/bf16 in all 4 operand orientations (so all 8 with the C^T trick)
+        and tf32 with A and B K-major (``a[k + m*lda]``, ``b[k + n*ldb]``; other tf32 orientations:
+        mma.sync, as wgmma has no tf32 transpose), batched when the A and B columns of the batch
+        table are uniform strides (C's may be anything) and reduced (BRGEMM, K loop dims) when the
+        reduction table is; TMA needs 16-byte aligned pointers, leading dims and strides."""
         if self.config is None or self.plan is not None:
             raise RuntimeError("family_for needs a GEMM/BRGEMM setup")
-        es = gemm.ESIZE[self.dtype]
-        plain = len(self.batch_table) == 1 and len(self.red_table) == 1 and not self.batch_table.any()
-        plain = plain and not self.red_table.any() and self.lda >= self.m * es and self.ldb >= self.k * es
-        plain = plain and self.spec.orientation == "mk"  # the sm90a kernels take the default layout
-        ok = plain and gemm_sm90.fits(self.dtype, self.m, self.n, self.k, ptr_a, ptr_b, self.lda, self.ldb)
+        S = self.spec
+        args = (self.dtype, self.m, self.n, self.k, S.a_major, S.b_major, self.lda, self.ldb)
+        ok = gemm_sm90.plan(*args, self.batch_table, self.red_table, ptr_a, ptr_b) is not None
         if self.family == "sm90a":
             if not ok:
                 raise SetupError(
-                    error_t.wrong_dtype, "family 'sm90a' needs one f16/bf16 GEMM with TMA-aligned operands"
+                    error_t.wrong_dtype,
+                    "family 'sm90a' needs f16/bf16 (any orientation) or tf32 with K-major A and B, TMA-aligned"
+                    " operands and uniform batch/reduction strides",
                 )
             return "sm90a"
         if self.family == "mma.sync":
@@ -443,12 +447,22 @@ class CudaTensorOperation:
         return "sm90a" if ok and arch == "sm_90" else "mma.sync"
 
     def sm90_spec(self) -> gemm_sm90.Sm90Spec:
-        """The sm_90a kernel spec of this GEMM (tile 256 x 128, 4 stages; 128 x 128 when M <= 128)."""
+        """The sm_90a kernel spec of this GEMM (tile 256 x 128, 4 stages; 128 x 128 when M <= 128;
+        orientation, batch and reduction dims from `gemm_sm90.plan`)."""
+        S = self.spec
+        args = (self.dtype, self.m, self.n, self.k, S.a_major, S.b_major, self.lda, self.ldb)
+        p = gemm_sm90.plan(*args, self.batch_table, self.red_table)
+        if p is None:
+            raise SetupError(error_t.wrong_dtype, "this GEMM does not fit the sm90a family (see family_for)")
         bm = 128 if self.m <= 128 else 256
-        return gemm_sm90.Sm90Spec(self.dtype, bm=bm, bn=128, stages=4, first=self.spec.first, last=self.spec.last)
+        return gemm_sm90.Sm90Spec(
+            self.dtype, bm=bm, bn=128, stages=4, first=S.first, last=S.last, a_major=S.a_major, b_major=S.b_major,
+            batch=p.batch, reduce=p.reduce,
+        )  # fmt: skip
 
     def _launch_sm90(self, dev, pa: int, pb: int, pc: int):
-        """The prepared sm_90a launch (tensor maps encoded for these addresses); call it to launch."""
+        """The prepared sm_90a launch (tensor maps encoded for these addresses, the batch table on
+        the device when batched); call it to launch."""
         driver = self.driver
         spec = self.sm90_spec()
         key = ("fn90", spec, dev.ordinal, driver.__name__)
@@ -457,10 +471,20 @@ class CudaTensorOperation:
             mod = driver.load_ptx(gk.text, "sm_90a")
             _kernels[key] = (mod, mod.function(gk.name, signature=gk.signature), gk)
         _, fn, gk = _kernels[key]
-        ta, tb = gemm_sm90.tensor_maps(spec, pa, pb, self.m, self.n, self.k, self.lda, self.ldb)
+        S = self.spec
+        args = (self.dtype, self.m, self.n, self.k, S.a_major, S.b_major, self.lda, self.ldb)
+        p = gemm_sm90.plan(*args, self.batch_table, self.red_table)
+        ta, tb = gemm_sm90.tensor_maps(spec, pa, pb, self.m, self.n, self.k, self.lda, self.ldb, **p.map_strides())
         enc = driver.encode_tensor_map_tiled
-        args = (enc(**ta), enc(**tb), pc, self.m, self.n, self.k, self.ldc)
-        return fn.prepare(gk.grid(self.m, self.n), gk.block, args=args, shared=gk.shared_bytes)
+        head, sizes = [enc(**ta), enc(**tb), pc], [self.m, self.n, self.k]
+        if spec.batch:
+            if self._dev_tables is None:
+                self._dev_tables = (driver.to_device(self.batch_table), driver.to_device(self.red_table))
+            head.append(self._dev_tables[0])
+        if spec.reduce:
+            sizes.append(len(self.red_table))
+        grid = gk.grid(self.m, self.n, len(self.batch_table))
+        return fn.prepare(grid, gk.block, args=(*head, *sizes, self.ldc), shared=gk.shared_bytes)
 
     def _args(self, pa: int, pb: int, pc: int, bt, rt):
         return (pa, pb, pc, bt, rt, self.m, self.n, self.k, len(self.red_table), self.lda, self.ldb, self.ldc)
