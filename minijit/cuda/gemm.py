@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -640,10 +641,11 @@ def _acc_deltas(spec: GemmSpec):
 
 
 @dataclass
-class GemmKernel:
-    """A generated kernel: PTX module, kernel and launch geometry."""
+class GeneratedKernel:
+    """A generated kernel: PTX module, kernel and launch geometry (``spec.threads`` per CTA; the
+    grid is each family's: :meth:`grid`). Shared by the GEMM families and the split-K reduction."""
 
-    spec: GemmSpec
+    spec: Any
     module: Module
     kernel: Kernel
     _text: str | None = field(default=None, repr=False)
@@ -667,9 +669,19 @@ class GemmKernel:
         return (self.spec.threads, 1, 1)
 
     def grid(self, m: int, n: int, batch: int = 1) -> tuple[int, int, int]:
+        """``(ceil(M/BM), ceil(N/BN), batch)``."""
+        return (-(-m // self.spec.bm), -(-n // self.spec.bn), batch)
+
+
+@dataclass
+class GemmKernel(GeneratedKernel):
+    """A generated mma.sync GEMM kernel."""
+
+    spec: GemmSpec
+
+    def grid(self, m: int, n: int, batch: int = 1) -> tuple[int, int, int]:
         """``(ceil(M/BM), ceil(N/BN), batch * split_k)``: with split-K, ``ctaid.z = z * split_k + s``."""
-        split = getattr(self.spec, "split_k", 1)  # gemm_sm90 kernels share this class
-        return (-(-m // self.spec.bm), -(-n // self.spec.bn), batch * split)
+        return (-(-m // self.spec.bm), -(-n // self.spec.bn), batch * self.spec.split_k)
 
 
 def generate(spec: GemmSpec) -> GemmKernel:
@@ -1227,6 +1239,7 @@ def reference(dtype, a, b, c, first="zero", last="none"):
 __all__ = [
     "ESIZE",
     "GemmKernel",
+    "GeneratedKernel",
     "GemmSpec",
     "ModelStats",
     "SmemLayout",

@@ -68,7 +68,7 @@ from ptx import Module, addr, sreg
 from ptx.tensormap import SWIZZLE_128B
 from ptx.wgmma import make_descriptor, wgmma_k
 
-from .gemm import FIRST_TOUCH, LAST_TOUCH, GemmKernel, store_touched
+from .gemm import FIRST_TOUCH, LAST_TOUCH, GeneratedKernel, store_touched
 
 ESIZE = {"f16": 2, "bf16": 2, "tf32": 4}
 TMAP_DTYPE = {"f16": "float16", "bf16": "bfloat16", "tf32": "float32"}
@@ -190,7 +190,7 @@ class Sm90Spec:
 
 
 @dataclass
-class Sm90Kernel(GemmKernel):
+class Sm90Kernel(GeneratedKernel):
     """A generated kernel: PTX module, kernel and launch geometry (``grid(m, n, batch)``)."""
 
     spec: Sm90Spec

@@ -24,13 +24,12 @@ coalesced loads and stores).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from minijit.cuda import gemm
 from ptx import Module, addr, sreg
-from ptx.builder import Kernel
 
 PARAMS = ("W", "C", "batch_table", "M", "N", "ldc")
 #: grid y limit (columns per CTA times this bounds N)
@@ -78,31 +77,10 @@ def workspace_bytes(split: int, m: int, n: int, batch: int = 1) -> int:
 
 
 @dataclass
-class ReduceKernel:
+class ReduceKernel(gemm.GeneratedKernel):
     """A generated reduction kernel: PTX module, kernel and launch geometry."""
 
     spec: ReduceSpec
-    module: Module
-    kernel: Kernel
-    _text: str | None = field(default=None, repr=False)
-
-    @property
-    def name(self) -> str:
-        return self.kernel.name
-
-    @property
-    def text(self) -> str:
-        if self._text is None:
-            self._text = self.module.text()
-        return self._text
-
-    @property
-    def signature(self) -> tuple[str, ...]:
-        return self.kernel.signature
-
-    @property
-    def block(self) -> tuple[int, int, int]:
-        return (self.spec.threads, 1, 1)
 
     def grid(self, m: int, n: int, batch: int = 1) -> tuple[int, int, int]:
         return self.spec.grid(m, n, batch)
