@@ -376,18 +376,16 @@ def generate(spec: Sm90Spec) -> Sm90Kernel:
     k.bra(pwait, pred=~ok)
     k.mbarrier_arrive_expect_tx(fb, tx_bytes)
     k.shl(kc, kin, S.bk.bit_length() - 1)
-    if S.b_major == "k":
-        k.cp_async_bulk_tensor(sb, tmb, [kc, n0, *extra["b"]], fb)
-    else:
-        for j in range(S.bn // MN_BOX):
-            k.add(mc, n0, MN_BOX * j)
-            k.cp_async_bulk_tensor(addr(sb, j * box_bytes), tmb, [mc, kc, *extra["b"]], fb)
-    if S.a_major == "k":
-        k.cp_async_bulk_tensor(sa, tma, [kc, m0, *extra["a"]], fb)
-    else:
-        for j in range(S.bm // MN_BOX):
-            k.add(mc, m0, MN_BOX * j)
-            k.cp_async_bulk_tensor(addr(sa, j * box_bytes), tma, [mc, kc, *extra["a"]], fb)
+    for op, k_major, smem, tmap, row0, rows in (
+        ("b", S.b_major == "k", sb, tmb, n0, S.bn),
+        ("a", S.a_major == "k", sa, tma, m0, S.bm),
+    ):
+        if k_major:  # one box: the K tile x all rows
+            k.cp_async_bulk_tensor(smem, tmap, [kc, row0, *extra[op]], fb)
+            continue
+        for j in range(rows // MN_BOX):  # MN-major: boxes of MN_BOX rows (one 128-byte swizzle span)
+            k.add(mc, row0, MN_BOX * j)
+            k.cp_async_bulk_tensor(addr(smem, j * box_bytes), tmap, [mc, kc, *extra[op]], fb)
     k.add(kin, kin, 1)
     if S.reduce:  # next reduction step after the last K tile
         wrap_k = k.reg("pred")
