@@ -127,6 +127,11 @@ def test_listings_reassemble_to_the_code() -> None:
             binary.generate(21, 3, "fp32", "max", isa),
             binary.generate(7, 2, "fp64", "div", isa),
         ]
+    # dense-B transposes (overlapping vector stores, exact last rows: xmm/scalar stores, vextractf128,
+    # vshufps) for every edge width; generating needs no AVX-512, so both ISAs on any x86 host
+    for isa in ("avx512", "avx2"):
+        kernels += [unary.generate(16, w, True, "fp32", "copy", isa, dense_b=True) for w in range(1, 8)]
+        kernels += [unary.generate(8, w, True, "fp64", "relu", isa, dense_b=True) for w in range(1, 4)]
     for kern in kernels:
         assert kern.listing
         assert llvm.assemble(kern.listing, triple="x86_64", mattr="") == kern.code, kern.name
