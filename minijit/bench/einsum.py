@@ -1,15 +1,20 @@
 """Einsum rows for ``minijit bench --einsum``: `minijit.EinsumPlan` next to ``np.einsum(optimize=True)``.
 
 Real expressions (attention scores, batched matmul, Tucker, tensor train, a chemistry-style
-4-index transform, a matrix chain, the lab's einsum tree at reduced size) and a few random ones
-(fixed seed). Each row builds one plan (its setup time is reported, not timed), checks one run
-against ``np.einsum`` in float64, then times minijit and its peers in the same run: numpy
-``einsum(optimize=True)`` always, ``torch.einsum`` and ``opt_einsum.contract`` when they import.
-A time is the median of ``reps`` calls after a warm-up (`minijit.bench.cpu.timeit`), taken in
-``ROUNDS`` rounds that alternate minijit and its peers, best round kept; GFLOPS for
-every column = the flops of minijit's plan (its nodes' ``TensorConfig.flops()``) / time, so the
-``minijit/peer`` ratio is the peer's time over minijit's. The summary gives the geometric mean of
-the numpy ratios over the real and over the random rows.
+4-index transform, a matrix chain, the lab's einsum tree at reduced and at full size) and random
+ones (fixed seeds): minijit's own generator (`random_cases`), and `generated_cases` from the
+``einsum_benchmark`` package's generators (matrix chains, trees, lattices, random networks and
+hypernetworks) and ``opt_einsum.testing.rand_equation``, each when it imports.
+
+Each row builds one plan (its setup time is reported, not timed), checks one run against
+``np.einsum`` in float64 (on a slice for outputs above ``CHECK_ELEMENTS``), then times minijit
+and its peers in the same run: numpy ``einsum(optimize=True)`` always, ``torch.einsum`` and
+``opt_einsum.contract`` when they import. A time is the median of ``reps`` calls after a warm-up
+(`minijit.bench.cpu.timeit`), taken in ``ROUNDS`` rounds that alternate minijit and its peers,
+best round kept; GFLOPS for every column = the flops of minijit's plan (its nodes'
+``TensorConfig.flops()``) / time, so the ``minijit/peer`` ratio is the peer's time over
+minijit's. The summary gives the geometric mean of the numpy ratios over the real and over the
+random rows.
 """
 
 from __future__ import annotations
@@ -23,15 +28,22 @@ from typing import Any
 import numpy as np
 
 from minijit.bench import report
-from minijit.bench.cpu import SETTLE_S, BlasThreads, timeit
+from minijit.bench.cpu import LONG_CALL_S, SETTLE_S, BlasThreads, timeit
 
-__all__ = ["LAB_TREE", "bench", "cases", "random_cases"]
+__all__ = ["GENERATORS", "LAB_TREE", "bench", "cases", "generated_cases", "random_cases"]
 
 LAB_TREE = "[[8,4],[7,3,8]->[7,3,4]],[[[2,6,7],[1,5,6]->[1,2,5,7]],[0,5]->[0,1,2,7]]->[0,1,2,3,4]"
-#: the lab's sizes are 100,72,128,128,3,71,305,32,3; the row uses them scaled to run in ~10 ms
+#: the lab's sizes (its output has 354 M elements, 1.4 GB in fp32: the "lab-tree-full" row)
+LAB_SIZES_FULL = (100, 72, 128, 128, 3, 71, 305, 32, 3)
+#: the lab's sizes scaled to run in ~10 ms (the "lab-tree" row)
 LAB_SIZES = (25, 18, 32, 32, 3, 18, 76, 32, 3)
+#: outputs above this many elements are checked on a slice (``CHECK_SLICE`` values of the first
+#: output index) against float64 numpy, not whole
+CHECK_ELEMENTS = 1 << 24
+CHECK_SLICE = 2
 TOL = {"float32": 1e-4, "float64": 1e-10}
-#: rounds of (minijit, peers) timings; each side's time is its best round's median
+#: rounds of (minijit, peers) timings; each side's time is its best round's median (one round when
+#: a call takes longer than ``LONG_CALL_S``)
 ROUNDS = 3
 
 
@@ -75,16 +87,24 @@ def cases(quick: bool = False) -> list[dict[str, Any]]:
     )
     out = [{"name": nm, "subscripts": e, "shapes": sh, "description": desc, "kind": "real"} for nm, e, sh, desc in rows]
     sizes = LAB_SIZES if not quick else tuple(max(1, x // 2) if x > 3 else x for x in LAB_SIZES)
-    out.append(
-        {
-            "name": "lab-tree",
-            "tree": LAB_TREE,
-            "sizes": sizes,
-            "description": f"the lab's einsum tree, sizes {','.join(map(str, sizes))}",
-            "kind": "real",
-        }
-    )
+    trees = [("lab-tree", sizes)] + ([] if quick else [("lab-tree-full", LAB_SIZES_FULL)])
+    for name, sz in trees:
+        desc = f"the lab's einsum tree, sizes {','.join(map(str, sz))}"
+        out.append({"name": name, "tree": LAB_TREE, "sizes": sz, "description": desc, "kind": "real"})
     return out
+
+
+def _acceptable(subs: str, shapes: list[tuple[int, ...]], max_elements: int, flop_range: tuple[float, float]) -> bool:
+    """Every operand and numpy's largest intermediate bounded, numpy's optimized flops in range."""
+    if any(math.prod(s) > max_elements for s in shapes):
+        return False
+    try:
+        _, info = np.einsum_path(subs, *[np.empty(s) for s in shapes], optimize=True)
+    except ValueError:
+        return False
+    flops = float(info.split("Optimized FLOP count:")[1].split()[0])
+    largest = float(info.split("Largest intermediate:")[1].split()[0])
+    return flop_range[0] <= flops <= flop_range[1] and largest <= 2 * max_elements
 
 
 def random_cases(count: int = 4, seed: int = 2026, max_elements: int = 1 << 21) -> list[dict[str, Any]]:
@@ -101,22 +121,84 @@ def random_cases(count: int = 4, seed: int = 2026, max_elements: int = 1 << 21) 
         used = sorted(set("".join(inputs)))
         output = "".join(rng.permutation(used)[: int(rng.integers(1, 4))])
         shapes = [tuple(sizes[c] for c in sub) for sub in inputs]
-        if any(math.prod(s) > max_elements for s in shapes) or math.prod(sizes[c] for c in output) > max_elements:
-            continue
-        if len(set(used)) < n_idx:
-            continue
-        try:
-            _, info = np.einsum_path(",".join(inputs) + "->" + output, *[np.empty(s) for s in shapes], optimize=True)
-        except ValueError:
-            continue
-        flops = float(info.split("Optimized FLOP count:")[1].split()[0])
-        if not 1e7 <= flops <= 2e8:  # big enough to time, small enough for numpy's loops
-            continue
         subs = ",".join(inputs) + "->" + output
+        if math.prod(sizes[c] for c in output) > max_elements or len(used) < n_idx:
+            continue
+        if not _acceptable(subs, shapes, max_elements, (1e7, 2e8)):  # big enough to time, small enough for numpy
+            continue
         out.append(
             {"name": f"random-{len(out)}", "subscripts": subs, "shapes": shapes, "description": subs, "kind": "random"}
         )
     return out
+
+
+def _eb_generators() -> dict[str, Callable[[int], tuple]] | None:
+    try:
+        import einsum_benchmark.generators as g  # type: ignore[import-not-found]
+    except Exception:
+        return None
+    return {
+        "eb-matrix-chain": lambda s: g.structured.matrix_chain(
+            num_matrices=6, min_dim=32, max_dim=384, is_shuffle=True, seed=s
+        ),
+        "eb-tree": lambda s: g.structured.tree(8, d_min=4, d_max=32, n_outer=3, seed=s),
+        "eb-lattice": lambda s: g.structured.lattice((3, 3), d_min=6, d_max=16, seed=s),
+        "eb-network": lambda s: g.random.connected_network(
+            6, 3, number_of_output_indices=2, min_axis_size=4, max_axis_size=16, seed=s
+        ),
+        "eb-hypernetwork": lambda s: g.random.connected_hypernetwork(
+            6, 3, max_edge_order=3, diagonals_in_hyper_edges=False, number_of_output_indices=2,
+            min_axis_size=4, max_axis_size=12, seed=s,
+        ),
+    }  # fmt: skip
+
+
+def _oe_generators() -> dict[str, Callable[[int], tuple]] | None:
+    try:
+        import opt_einsum.testing as oet  # type: ignore[import-not-found]
+    except Exception:
+        return None
+    return {"oe-rand-equation": lambda s: oet.rand_equation(6, 3, n_out=2, d_min=4, d_max=16, seed=s)}
+
+
+#: the external generators of random rows: package -> (what to install, its generators or None)
+GENERATORS: dict[str, Callable[[], dict[str, Callable[[int], tuple]] | None]] = {
+    "einsum_benchmark": _eb_generators,
+    "opt_einsum": _oe_generators,
+}
+#: seeds tried per generator (in order) for an expression in the flop and size bounds
+MAX_SEEDS = 300
+
+
+def generated_cases(
+    per_generator: int = 2, max_elements: int = 1 << 21, flop_range: tuple[float, float] = (1e7, 3e8)
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Random rows from the ``einsum_benchmark`` generators and ``opt_einsum.testing.rand_equation``:
+    for each generator, the first ``per_generator`` seeds (0, 1, ...) whose expression passes
+    `_acceptable`. Returns the rows and a note per package that did not import."""
+    out: list[dict[str, Any]] = []
+    missing = []
+    for package, load in GENERATORS.items():
+        gens = load()
+        if gens is None:
+            missing.append(f"{package} is not installed: its random rows are missing (pip install {package})")
+            continue
+        for name, gen in gens.items():
+            found = 0
+            for seed in range(MAX_SEEDS):
+                subs, shapes = gen(seed)[:2]
+                shapes = [tuple(int(x) for x in s) for s in shapes]
+                if not _acceptable(subs, shapes, max_elements, flop_range):
+                    continue
+                desc = f"{package} {name.split('-', 1)[1]}, seed {seed}"
+                out.append(
+                    {"name": f"{name}-{seed}", "subscripts": subs, "shapes": shapes, "description": desc,
+                     "kind": "random"}
+                )  # fmt: skip
+                found += 1
+                if found == per_generator:
+                    break
+    return out, missing
 
 
 def _peers() -> list[tuple[str, Callable]]:
@@ -138,6 +220,21 @@ def _peers() -> list[tuple[str, Callable]]:
     return peers
 
 
+def _reference(subs: str, ops: list[np.ndarray], out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(minijit's result, numpy's in float64)``, whole, or for outputs above ``CHECK_ELEMENTS``
+    elements on the first ``CHECK_SLICE`` values of the output's first index (every operand that
+    carries that index sliced alike)."""
+    lhs, rhs = subs.split("->")
+    if out.size <= CHECK_ELEMENTS or not rhs:
+        return out.astype(np.float64), np.einsum(subs, *[o.astype(np.float64) for o in ops], optimize=True)
+    first = rhs[0]
+    sliced = []
+    for sub, o in zip(lhs.split(","), ops, strict=True):
+        idx = tuple(slice(0, CHECK_SLICE) if c == first else slice(None) for c in sub)
+        sliced.append(o[idx].astype(np.float64))
+    return out[:CHECK_SLICE].astype(np.float64), np.einsum(subs, *sliced, optimize=True)
+
+
 def bench_one(case: dict[str, Any], dtype: str, threads: int, reps: int, blas: BlasThreads) -> dict[str, Any]:
     from minijit.einsum import EinsumPlan
 
@@ -151,9 +248,11 @@ def bench_one(case: dict[str, Any], dtype: str, threads: int, reps: int, blas: B
     rng = np.random.default_rng(0)
     ops = [rng.uniform(-1, 1, s).astype(dtype) for s in plan.shapes]
     out = np.empty(plan.out_shape, dtype)
-    ref = np.einsum(subs, *[o.astype(np.float64) for o in ops], optimize=True)
+    t_call = time.perf_counter()
     plan(*ops, out=out)
-    check = report.check_result(out.astype(np.float64), ref, TOL[dtype] * max(1, int(math.sqrt(plan.flops) / 1000)))
+    rounds = ROUNDS if time.perf_counter() - t_call < LONG_CALL_S else 1
+    got, ref = _reference(subs, ops, out)
+    check = report.check_result(got, ref, TOL[dtype] * max(1, int(math.sqrt(plan.flops) / 1000)))
     flops = plan.flops
     peers: list[tuple[str, Callable[[], object], int | str]] = [
         (
@@ -165,7 +264,7 @@ def bench_one(case: dict[str, Any], dtype: str, threads: int, reps: int, blas: B
     peers += [(name, make(subs, ops), threads) for name, make in _peers()]
     torch = report.torch_module()
     best = {"minijit": math.inf, **{name: math.inf for name, _, _ in peers}}
-    for _ in range(ROUNDS):  # alternate minijit and the peers; a noisy host hits both alike
+    for _ in range(rounds):  # alternate minijit and the peers; a noisy host hits both alike
         time.sleep(SETTLE_S)
         best["minijit"] = min(best["minijit"], timeit(lambda: plan(*ops, out=out), reps))
         with blas.limit(threads):
@@ -199,6 +298,7 @@ def bench_one(case: dict[str, Any], dtype: str, threads: int, reps: int, blas: B
         "rate": flops / t_mj / 1e9,
         "gflops": flops / t_mj / 1e9,
         "check": check,
+        "rounds": rounds,
         "plan": plan.listing(configs=False),
         "peers": [],
     }
@@ -264,7 +364,8 @@ def bench(
     """Every case at ``threads`` threads; a Markdown table and the geomean ratios vs numpy."""
     np_dtype = {"fp32": "float32", "fp64": "float64"}[dtype]
     blas = BlasThreads()
-    all_cases = cases(quick) + random_cases(2 if quick else 4)
+    generated, missing = generated_cases(1 if quick else 2)
+    all_cases = cases(quick) + random_cases(2 if quick else 4) + generated
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
     load_start = _load()
@@ -292,6 +393,7 @@ def bench(
         f"plan reuse overhead (ij,jk->ik, 8x8x8): plan(A, B, out=C) {over['plan_us']:.1f} us, its one node's"
         f" execute_ptr {over['node_us']:.1f} us, overhead {over['plan_us'] - over['node_us']:.1f} us;"
         f" minijit.einsum() {over['einsum_us']:.1f} us",
+        *missing,
         "",
         "expressions:",
         *(f"- {r['config']}: `{r['subscripts']}` shapes {r['shapes']} ({r['description']})" for r in rows),

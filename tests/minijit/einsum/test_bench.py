@@ -17,6 +17,9 @@ def test_cases_are_valid_expressions():
             continue
         expr = parse_subscripts(case["subscripts"], *case["shapes"])
         assert len(expr.inputs) == len(case["shapes"]) >= 2
+    trees = {c["name"]: c["sizes"] for c in bench_einsum.cases() if "tree" in c}
+    assert trees == {"lab-tree": bench_einsum.LAB_SIZES, "lab-tree-full": (100, 72, 128, 128, 3, 71, 305, 32, 3)}
+    assert [c["name"] for c in bench_einsum.cases(quick=True) if "tree" in c] == ["lab-tree"]
     first = bench_einsum.random_cases(3)
     assert first == bench_einsum.random_cases(3)  # fixed seed
     for case in first:
@@ -24,6 +27,53 @@ def test_cases_are_valid_expressions():
         info = np.einsum_path(case["subscripts"], *ops, optimize=True)[1]
         flops = float(info.split("Optimized FLOP count:")[1].split()[0])
         assert 1e7 <= flops <= 2e8
+
+
+def test_generated_cases_come_from_every_generator_within_bounds():
+    pytest.importorskip("einsum_benchmark")
+    rows, missing = bench_einsum.generated_cases(2)
+    assert missing == []
+    assert rows == bench_einsum.generated_cases(2)[0]  # fixed seeds
+    names = [r["name"].rsplit("-", 1)[0] for r in rows]
+    expected = [n for load in bench_einsum.GENERATORS.values() for n in load()]
+    assert names == [n for n in expected for _ in range(2)]  # two rows per generator, in order
+    assert len({r["name"] for r in rows}) == len(rows)
+    for r in rows:
+        assert r["kind"] == "random"
+        parse_subscripts(r["subscripts"], *r["shapes"])
+        info = np.einsum_path(r["subscripts"], *[np.empty(s) for s in r["shapes"]], optimize=True)[1]
+        flops = float(info.split("Optimized FLOP count:")[1].split()[0])
+        assert 1e7 <= flops <= 3e8
+        assert all(np.prod(s) <= 1 << 21 for s in r["shapes"])
+
+
+def test_generated_cases_note_a_missing_package(monkeypatch):
+    monkeypatch.setattr(bench_einsum, "GENERATORS", {"not_a_package": lambda: None, **bench_einsum.GENERATORS})
+    monkeypatch.setitem(bench_einsum.GENERATORS, "einsum_benchmark", lambda: None)
+    rows, missing = bench_einsum.generated_cases(1)
+    assert missing == [
+        f"{p} is not installed: its random rows are missing (pip install {p})"
+        for p in ("not_a_package", "einsum_benchmark")
+    ]
+    assert {r["name"] for r in rows} == {f"oe-rand-equation-{r['name'].rsplit('-', 1)[1]}" for r in rows} != set()
+
+
+def test_large_outputs_are_checked_on_a_slice(monkeypatch):
+    monkeypatch.setattr(bench_einsum, "CHECK_ELEMENTS", 10)
+    rng = np.random.default_rng(1)
+    a, b = rng.random((5, 4)), rng.random((4, 3))
+    out = a @ b
+    got, ref = bench_einsum._reference("ij,jk->ik", [a, b], out)
+    assert got.shape == ref.shape == (bench_einsum.CHECK_SLICE, 3)
+    np.testing.assert_allclose(got, ref)
+    got, ref = bench_einsum._reference("jk,ij->ik", [b, a], out)  # the first output index in the second operand
+    np.testing.assert_allclose(got, ref)
+    bad = out.copy()
+    bad[1, 2] += 1  # an error inside the slice is seen
+    got, ref = bench_einsum._reference("ij,jk->ik", [a, b], bad)
+    assert not bench_einsum.report.check_result(got, ref, 1e-6)["ok"]
+    got, ref = bench_einsum._reference("ij,jk->ik", [a[:3], b], out[:3])  # at most CHECK_ELEMENTS: whole
+    assert got.shape == (3, 3)
 
 
 TINY = [
@@ -48,12 +98,14 @@ def test_bench_one_row_checks_and_ratios():
 def test_cli_einsum_runs_rows(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(bench_einsum, "cases", lambda quick=False: [dict(c) for c in TINY])
     monkeypatch.setattr(bench_einsum, "random_cases", lambda count=4: [dict(c) for c in TINY_RANDOM])
+    monkeypatch.setattr(bench_einsum, "generated_cases", lambda n=2: ([], ["einsum_benchmark is not installed: x"]))
     monkeypatch.setattr(bench_einsum.report, "results_dir", lambda: tmp_path)
     rc = cli.main(["bench", "--einsum", "--reps", "1", "--threads", "1", "-q", "--write"])
     out = capsys.readouterr().out
     assert rc == 0
     assert "| tiny-chain | fp32 | 1 |" in out and "| tiny-tree |" in out and "| random-0 |" in out
     assert "geomean minijit/numpy.einsum: real expressions" in out
+    assert "einsum_benchmark is not installed: x" in out
     written = list(tmp_path.glob("einsum_*.md"))
     assert len(written) == 1 and "command: `minijit bench --einsum" in written[0].read_text()
 
