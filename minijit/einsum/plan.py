@@ -265,8 +265,11 @@ class _Builder:
         tries = []
         if inner_batch and m:  # compute with the batch outermost, then one permute of the result
             tries.append((a_ids if a_ids[-1] in m else canon_a, b_ids, canon_o))
-        if m and a_ids[-1] not in m and not self._packs_transposed(a_ids, b_ids, out_ids, ks, sa, sb):
-            # a transposed A the GEMM does not pack runs on the scalar kernel: copy M innermost first
+        # A's unit-stride index must be C's (an M index) for the vector kernels: a transposed A, or
+        # one whose innermost M index is not C's, that the GEMM does not pack runs on the scalar
+        # kernel: copy A with its M indices innermost, in C's order, first
+        a_off = bool(m) and (a_ids[-1] not in m or (out_ids[-1] in m and a_ids[-1] != out_ids[-1]))
+        if a_off and not self._packs_transposed(a_ids, b_ids, out_ids, ks, sa, sb):
             tries.append((tuple(c for c in a_ids if c not in m) + tuple(m), b_ids, out_ids))
         for t in [
             (a_ids, b_ids, out_ids),

@@ -1,4 +1,4 @@
-"""Per-node choices of an einsum plan: thread counts and permutes that packing absorbs."""
+"""Per-node choices of an einsum plan: thread counts, permutes that packing absorbs, and those it needs."""
 
 from __future__ import annotations
 
@@ -31,3 +31,18 @@ def test_transposed_a_that_the_gemm_packs_gets_no_permute_node():
     assert "in0" in plan.steps[0].op.packed_operands
     ops = operands(shapes, np.float32, seed=4)
     assert_close(plan(*ops), "bhqd,bhkd->bhqk", ops, np.float32)
+
+
+def test_a_whose_innermost_m_index_is_not_cs_is_copied_first():
+    # the result's unit-stride index g is an M index that A (figdh) holds at stride 48, while A's
+    # unit-stride index h is another M index: unpacked, the GEMM would read A's M columns strided
+    # (the scalar kernel, 10x slower here); one permute puts A's M indices innermost in C's order
+    shapes = [(15, 4, 9, 12, 4), (5, 15, 16)]
+    plan = minijit.EinsumPlan("figdh,jfc->djcihg", *shapes, dtype=np.float32)
+    assert [s.kind for s in plan.steps] == ["permute", "contract"]
+    a_ids, _, o_ids = plan.steps[1].ids
+    assert a_ids[-1] == o_ids[-1] == "g"
+    prims = [d for d in plan.steps[1].op.config.dims if d.type.name == "m" and d.exec.name == "prim"]
+    assert any(d.stride_in0 == 1 and d.stride_out == 1 for d in prims)
+    ops = operands(shapes, np.float32, seed=5)
+    assert_close(plan(*ops), "figdh,jfc->djcihg", ops, np.float32)
