@@ -383,13 +383,17 @@ def bench(
         summary[kind] = geomean(ratios)
     table = report.cpu_table(rows)
     over = plan_overhead(np_dtype, threads)
-    lines = [
-        table,
-        "",
-        "geomean minijit/numpy.einsum: real expressions "
-        + (f"{summary['real']:.2f}x" if summary["real"] else "-")
-        + ", random "
-        + (f"{summary['random']:.2f}x" if summary["random"] else "-"),
+    lines = [table, ""]
+    for peer in dict.fromkeys(p["name"] for r in rows for p in r["peers"]):  # each peer: geomean and lowest row
+        parts = []
+        for kind in ("real", "random"):
+            of_kind = [r for r in rows if r["kind"] == kind]
+            got = [(p["ratio"], r["config"]) for r in of_kind for p in r["peers"] if p["name"] == peer]
+            if got:
+                low = min(got)
+                parts.append(f"{kind} {geomean([x for x, _ in got]):.2f}x (lowest {low[1]} {low[0]:.2f}x)")
+        lines.append(f"geomean minijit/{peer}: " + ", ".join(parts))
+    lines += [
         f"plan reuse overhead (ij,jk->ik, 8x8x8): plan(A, B, out=C) {over['plan_us']:.1f} us, its one node's"
         f" execute_ptr {over['node_us']:.1f} us, overhead {over['plan_us'] - over['node_us']:.1f} us;"
         f" minijit.einsum() {over['einsum_us']:.1f} us",
