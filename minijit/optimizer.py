@@ -452,9 +452,14 @@ def optimize(
     """Run :func:`swap_operands`, then the passes in the seed's order: :func:`fuse_dims` (with
     ``min_kernel_size``), :func:`split_dims` (``max_sizes``: per dim type maxima, e.g. from
     `minijit.blocking`), :func:`identify_primitives`, :func:`reorder_dims`,
-    :func:`create_shared_loops`. The result has prim dims and no undefined exec types."""
+    :func:`create_shared_loops`. The result has prim dims and no undefined exec types.
+
+    GEMM/BRGEMM configs fuse by the seed's rule (only dims below ``min_kernel_size``); elementwise
+    ones (copies, permutes, unary and binary ops) fuse every composable pair: that only removes
+    loops and widens the primitive, and a permute's transposing tile then spans whole contiguous
+    runs of both tensors instead of their innermost dims."""
     config = swap_operands(config)
-    config = fuse_dims(config, min_kernel_size)
+    config = fuse_dims(config, min_kernel_size if config.prim_main in GEMM_PTYPES else None)
     config = split_dims(config, max_kernel_size, min_kernel_size, max_sizes)
     config = identify_primitives(config)
     config = reorder_dims(config)

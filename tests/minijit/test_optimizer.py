@@ -163,6 +163,24 @@ def test_fuse_dims():
     assert fuse_dims(u).dims == (Dimension("m", "seq", 20, 1, 0, 1),)
 
 
+def test_optimize_fuses_every_composable_pair_of_an_elementwise_config():
+    # a permute (10 x 6 contiguous in both tensors, b transposed against them): the seed's rule
+    # (min_kernel_size 4) leaves 10 and 6 apart; elementwise configs fuse them, so the transposing
+    # primitive spans 8 x 60 elements instead of 8 x 6
+    dims = [("c", "undefined", 10, 6, 0, 48), ("c", "undefined", 8, 60, 0, 1), ("c", "undefined", 6, 1, 0, 8)]
+    c = cfg("copy", dims)
+    o = optimize(c, min_kernel_size=4)
+    assert_valid_result(c, o)
+    assert sorted((d.size, d.stride_in0, d.stride_out) for d in o.dims) == [(8, 60, 1), (60, 1, 8)]
+    assert fuse_dims(c, min_kernel_size=4).dims == c.dims  # the pass itself keeps the seed's rule
+    # a GEMM keeps the seed's rule: M = 10 x 6 (both >= 4) is not fused
+    g = cfg("gemm", [("m", "undefined", 10, 6, 0, 6), ("m", "undefined", 6, 1, 0, 1), ("n", "undefined", 8, 0, 8, 60),
+                     ("k", "undefined", 8, 60, 1, 0)])  # fmt: skip
+    og = optimize(g, min_kernel_size=4)
+    assert_valid_result(g, og)
+    assert sorted(d.size for d in og.dims if d.type is dim_t.m) == [6, 10]
+
+
 def test_fuse_dims_chain_and_nonadjacent():
     # three M dims spread over the list fuse into one; the N dim in between stays
     c = cfg(
