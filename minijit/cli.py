@@ -78,18 +78,21 @@ def _emit(args: argparse.Namespace, rep: report.Report) -> int:
 def _bench_mode(args: argparse.Namespace) -> str:
     """The bench mode: cpu, cuda (``--target cuda``) or spmm (``--spmm``); UserError for options it does not take."""
     mode = "einsum" if args.einsum else "spmm" if args.spmm else "cuda" if args.target == "cuda" else "cpu"
-    if mode == "einsum" and (args.spmm or args.target != "native"):
-        raise UserError("--einsum runs on the native CPU target; drop --spmm / --target")
+    if mode == "einsum" and args.target == "cuda" and not args.spmm:
+        mode = "einsum-cuda"
+    elif mode == "einsum" and (args.spmm or args.target != "native"):
+        raise UserError("--einsum runs on the native CPU target or on --target cuda; drop --spmm / --target")
     if mode == "spmm" and args.target != "native":
         raise UserError(
             f"--spmm chooses its devices itself (the GPU when one answers, and the CPU); drop --target {args.target}"
         )
     if mode != "cpu":
-        flag = {"cuda": "--target cuda", "spmm": "--spmm", "einsum": "--einsum"}[mode]
+        flags = {"cuda": "--target cuda", "spmm": "--spmm", "einsum": "--einsum"}
+        flag = flags.get(mode, "--einsum --target cuda")
         opts = {"--config": args.config, "--config-file": args.config_file, "--plot": args.plot}
         if mode != "einsum":
             opts["--dtype"] = args.dtype
-        if mode == "cuda":
+        if mode in ("cuda", "einsum-cuda"):
             opts["--threads"] = args.threads
         given = [o for o, v in opts.items() if v is not None]
         if given:
@@ -104,6 +107,8 @@ def _bench_mode(args: argparse.Namespace) -> str:
 
 
 def _default_reps(args: argparse.Namespace) -> int:
+    if args.einsum and args.target == "cuda":
+        return 10 if args.quick else 20
     if args.einsum:
         return 3 if args.quick else 5
     if args.spmm:
@@ -160,6 +165,15 @@ def _bench_einsum(args: argparse.Namespace, command: str) -> report.Report:
     return einsum.bench(args.reps, threads, args.quick, command, dtype, lambda msg: _progress(msg, args.quiet))
 
 
+def _bench_einsum_cuda(args: argparse.Namespace, command: str) -> report.Report:
+    from minijit.bench import cuda, einsum_cuda
+
+    why = cuda.missing()
+    if why:
+        raise UserError(f"--einsum --target cuda: {why}")
+    return einsum_cuda.bench(args.quick, args.reps, command, lambda msg: _progress(msg, args.quiet))
+
+
 def _bench_cpu(args: argparse.Namespace, command: str) -> report.Report:
     from minijit.bench import cpu
 
@@ -206,7 +220,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.reps < 1:
         raise UserError(f"--reps must be >= 1, got {args.reps}")
     command = "minijit " + shlex.join(args.argv)
-    run = {"cuda": _bench_cuda, "spmm": _bench_spmm, "cpu": _bench_cpu, "einsum": _bench_einsum}[mode]
+    run = {"cuda": _bench_cuda, "spmm": _bench_spmm, "cpu": _bench_cpu, "einsum": _bench_einsum,
+           "einsum-cuda": _bench_einsum_cuda}[mode]  # fmt: skip
     rep = run(args, command)
     rc = _emit(args, rep)
     if args.plot:
@@ -360,7 +375,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--einsum",
         action="store_true",
-        help="einsum rows: minijit.EinsumPlan vs np.einsum(optimize=True) on real and random expressions",
+        help="einsum rows: minijit.EinsumPlan vs np.einsum(optimize=True) on real and random expressions;"
+        " with --target cuda: CudaEinsumPlan vs torch.einsum on GPU-sized real expressions",
     )
     b.add_argument(
         "--dispatch",

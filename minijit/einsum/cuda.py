@@ -405,8 +405,12 @@ class CudaEinsumPlan:
             return v.obj.float().contiguous()
         return v.obj
 
-    def execute(self, *operands, out=None):
-        """Run the plan; returns ``out``, else a numpy array (numpy operands) or a device array."""
+    def execute(self, *operands, out=None, sync: bool = True):
+        """Run the plan; returns ``out``, else a numpy array (numpy operands) or a device array.
+
+        The nodes are launched back to back on the default stream. ``sync=False`` returns without
+        waiting for them when the result is a device array (for timing with CUDA events or queuing
+        more work); host operands and results always wait."""
         if len(operands) != len(self.shapes):
             raise ValueError(f"einsum plan: expected {len(self.shapes)} operands, got {len(operands)}")
         drv = self._drv()
@@ -454,7 +458,9 @@ class CudaEinsumPlan:
             s0, s1, so = node.slots
             a = self._ones(node, drv) if s0 == -1 else slots[s0]
             b = None if s1 is None else self._ones(node, drv) if s1 == -1 else slots[s1]
-            node.op.execute(a, b, slots[so])
+            node.op.execute(a, b, slots[so], sync=False)
+        if sync or target is not result or any(isinstance(x, np.ndarray) for x in operands):
+            drv.synchronize()  # (uploads of host operands are freed on return)
         if target is not result:
             flat = result.reshape(-1) if result.flags.c_contiguous else None
             host = flat if flat is not None else np.empty(self.out_shape, np.float32)
@@ -499,6 +505,11 @@ class CudaEinsumPlan:
         raise TypeError("einsum (cuda): a zero-size contraction needs a numpy, torch or cupy out")
 
     # -- printing ------------------------------------------------------------------------------
+    @property
+    def flops(self) -> int:
+        """Flops of the plan's nodes (2 per multiply-add of each GEMM; copies count 0)."""
+        return sum(n.op.config.flops() for n in self.nodes)
+
     def listing(self) -> str:
         """One line per node: kind, indices, input type; then the widened operands."""
         n = len(self.shapes)

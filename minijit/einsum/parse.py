@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["Expression", "TreeNode", "parse_subscripts", "parse_tree"]
+__all__ = ["Expression", "TreeNode", "parse_subscripts", "parse_tree", "tree_subscripts"]
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -195,3 +195,24 @@ def parse_tree(text: str) -> TreeNode:
     if i != len(tokens):
         raise ValueError(f"einsum tree: trailing tokens from {i}: {''.join(tokens[i:])!r}")
     return root
+
+
+def tree_subscripts(tree: str | TreeNode, sizes) -> tuple[str, list[tuple[int, ...]]]:
+    """The einsum string (dim id ``i`` -> the ``i``-th letter) and leaf shapes of a bracket tree
+    with dim ``sizes``; ValueError for an id without a size or more than 52 dims."""
+    root = parse_tree(tree) if isinstance(tree, str) else tree
+    sizes = [int(s) for s in sizes]
+    ids, todo = set(), [root]
+    while todo:  # every node's ids, inner ones too
+        node = todo.pop()
+        ids.update(node.ids)
+        todo.extend(node.children)
+    ids = sorted(ids)
+    if ids and ids[-1] >= len(sizes):
+        raise ValueError(f"einsum tree: dim id {ids[-1]} has no size (got {len(sizes)} sizes)")
+    if len(sizes) > len(_LETTERS):
+        raise ValueError(f"einsum tree: at most {len(_LETTERS)} dims")
+    leaves = root.leaves()
+    subs = ",".join("".join(_LETTERS[i] for i in leaf.ids) for leaf in leaves)
+    subs += "->" + "".join(_LETTERS[i] for i in root.ids)
+    return subs, [tuple(sizes[i] for i in leaf.ids) for leaf in leaves]

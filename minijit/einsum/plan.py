@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from minijit.einsum import path as _path
-from minijit.einsum.parse import _LETTERS, TreeNode, parse_subscripts, parse_tree
+from minijit.einsum.parse import _LETTERS, TreeNode, parse_subscripts, parse_tree, tree_subscripts
 from minijit.errors import SetupError
 
 __all__ = ["EinsumPlan", "contract_path", "einsum"]
@@ -403,17 +403,8 @@ class EinsumPlan:
     ) -> EinsumPlan:
         """A plan from the lab's bracket notation (each tensor's ids outermost first) and dim sizes."""
         root = parse_tree(tree) if isinstance(tree, str) else tree
-        sizes = [int(s) for s in sizes]
-        ids = sorted({i for n in _walk(root) for i in n.ids})
-        if ids and (ids[-1] >= len(sizes)):
-            raise ValueError(f"einsum tree: dim id {ids[-1]} has no size (got {len(sizes)} sizes)")
-        if len(sizes) > 52:
-            raise ValueError("einsum tree: at most 52 dims")
+        subs, shapes = tree_subscripts(root, sizes)
         letter = {i: _LETTERS[i] for i in range(len(sizes))}
-        leaves = root.leaves()
-        subs = ",".join("".join(letter[i] for i in leaf.ids) for leaf in leaves)
-        subs += "->" + "".join(letter[i] for i in root.ids)
-        shapes = [tuple(sizes[i] for i in leaf.ids) for leaf in leaves]
         self = cls.__new__(cls)
         self.target = _check_target(target)
         self.dtype = _dtype(dtype)
@@ -767,12 +758,6 @@ def _checked_view(i: int, x: np.ndarray, strides: tuple[int, ...]) -> tuple[np.n
             " in place with the planned strides"
         )
     return found
-
-
-def _walk(node: TreeNode):
-    yield node
-    for c in node.children:
-        yield from _walk(c)
 
 
 def contract_path(subscripts: str, *shapes, optimize: Any = True, itemsize: int = 4):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -116,9 +118,62 @@ def test_cli_einsum_runs_rows(monkeypatch, capsys, tmp_path):
         (["bench", "--einsum", "--config", "gemm"], "--einsum runs its own cases"),
         (["bench", "--einsum", "--spmm"], "--einsum runs on the native CPU target"),
         (["bench", "--einsum", "--threads", "1,2"], "--einsum takes one --threads value"),
+        (["bench", "--einsum", "--target", "cuda", "--threads", "2"], "--einsum --target cuda runs its own cases"),
+        (
+            ["bench", "--einsum", "--target", "aarch64-neon"],
+            "--einsum runs on the native CPU target or on --target cuda",
+        ),
     ],
 )
 def test_cli_einsum_bad_arguments(argv, message, capsys):
     rc = cli.main(argv)
     err = capsys.readouterr().err
     assert rc == 2 and message in err
+
+
+def test_cuda_cases_plan_without_a_gpu():
+    from minijit.bench import einsum_cuda
+    from minijit.einsum.cuda import CudaEinsumPlan
+
+    full, quick = einsum_cuda.cases(), einsum_cuda.cases(quick=True)
+    assert [c["name"] for c in full] == [c["name"] for c in quick]
+    for case, small in zip(full, quick, strict=True):
+        subs, shapes = einsum_cuda._subscripts_and_shapes(case)
+        parse_subscripts(subs, *shapes)
+        plan = CudaEinsumPlan(subs, *shapes, dtype="float16")  # planning needs no device
+        assert plan.flops >= 5e9  # enough work per call to time a GPU
+        assert plan.flops == sum(n.op.config.flops() for n in plan.nodes)
+        s_subs, s_shapes = einsum_cuda._subscripts_and_shapes(small)
+        assert s_subs == subs and sum(math.prod(s) for s in s_shapes) <= sum(math.prod(s) for s in shapes)
+    lab = full[-1]
+    assert einsum_cuda._subscripts_and_shapes(lab)[1] == [
+        (3, 3),
+        (32, 128, 3),
+        (128, 305, 32),
+        (72, 71, 305),
+        (100, 71),
+    ]
+
+
+def test_cli_einsum_cuda_needs_a_gpu_and_reports_rows(monkeypatch, capsys, tmp_path):
+    from minijit.bench import cuda, einsum_cuda
+
+    monkeypatch.setattr(cuda, "missing", lambda: "no usable CUDA GPU: test")
+    assert cli.main(["bench", "--einsum", "--target", "cuda"]) == 2
+    assert "--einsum --target cuda: no usable CUDA GPU: test" in capsys.readouterr().err
+    # with a device: the rows measure() returns, as a table with the geomean per dtype
+    rows = [
+        {"case": "matmul", "dtype": dt, "nodes": 1, "time_s": t, "tflops": 0.2 / t, "max_rel_err": 1e-4,
+         "peer": {"name": "torch.einsum", "time_s": 2 * t, "tflops": 0.1 / t}, "ratio": 2.0,
+         "check": {"ok": True}}
+        for dt, t in (("fp16", 1e-3), ("fp32", 2e-3))
+    ]  # fmt: skip
+    monkeypatch.setattr(cuda, "missing", lambda: None)
+    monkeypatch.setattr(einsum_cuda, "measure", lambda quick, iters, progress: rows)
+    monkeypatch.setattr(einsum_cuda, "environment", lambda: {"device": "GPU-X", "driver": "1.0"})
+    monkeypatch.setattr(einsum_cuda.report, "results_dir", lambda: tmp_path)
+    assert cli.main(["bench", "--einsum", "--target", "cuda", "-q", "--write"]) == 0
+    out = capsys.readouterr().out
+    assert "| matmul | fp16 | 1 | 1.000 | 200.0 | 100.0 | 2.00x | 0.0001 |" in out
+    assert "geomean minijit/torch.einsum: fp16 2.00x, fp32 2.00x" in out
+    assert [p.name.startswith("einsum_cuda_") for p in tmp_path.glob("*.md")] == [True]

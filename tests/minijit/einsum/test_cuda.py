@@ -119,3 +119,29 @@ def test_cuda_errors():
     if not driver.available():
         with pytest.raises(RuntimeError, match="no CUDA device"):
             plan(np.ones((4, 3), np.float32), np.ones((3, 5), np.float32))
+
+
+def test_cuda_plan_sync_false_queues_the_nodes(cuda_backend, monkeypatch):
+    # sync=False with device operands and out: the nodes are launched without a wait (the bench
+    # times them with CUDA events); host operands or a host result still wait, before the uploads
+    # are freed or the result is read
+    drv = cuda_backend.driver
+    waits = []
+    real_sync = drv.synchronize
+    monkeypatch.setattr(drv, "synchronize", lambda: (waits.append(1), real_sync())[1])
+    rng = np.random.default_rng(4)
+    subs, shapes = "abc,ai,bj,ck->ijk", [(6, 5, 4), (6, 3), (5, 2), (4, 3)]  # several nodes
+    ops = [_host(s, "float32", rng) for s in shapes]  # (fp16 device operands it permutes would need torch)
+    plan = minijit.EinsumPlan(subs, *shapes, dtype="float32", target="cuda", driver=drv)
+    assert len(plan.nodes) > 2
+    dev = [_Cai(drv.to_device(o), o.shape, "<f4") for o in ops]
+    out_buf = drv.to_device(np.full((3, 2, 3), np.nan, np.float32))
+    out = _Cai(out_buf, (3, 2, 3), "<f4")
+    assert plan(*dev, out=out, sync=False) is out
+    assert waits == []
+    real_sync()
+    _check(out_buf.to_host(np.float32, (3, 2, 3)), subs, ops, "float32")
+    plan(*dev, out=out)
+    assert waits == [1]
+    _check(plan(*ops, sync=False), subs, ops, "float32")  # numpy in and out: waits anyway
+    assert len(waits) >= 2
