@@ -221,8 +221,9 @@ def plan_rows(mats, n: int, progress: Progress = report.quiet) -> list[dict[str,
     003's plan (``tca_mmas``), of the row-window plan in the given row order (``window_mmas``,
     ``window_density``: non-zeros per 16 x 8 tile slot) and on reordered rows (``reordered_*``,
     ``reorder_method``, ``reorder_gain``: the fraction of window mmas saved, ``reorder_s``: seconds
-    to find the order), and the strategy that ``SpMM(..., target="cuda", dtype="fp16",
-    strategy="auto", reorder="auto")`` runs (``strategy``: "tca", "window" or "window_reordered").
+    to find the order), of the swapped 8-row windows (``swapped_mmas``), and the strategy that
+    ``SpMM(..., target="cuda", dtype="fp16", strategy="auto", reorder="auto")`` runs
+    (``strategy``: "tca", "window", "window_reordered" or "window_swapped").
     ``n``: the N the seed-003 plan is made for."""
     from minijit.sparse import make_plan
     from minijit.sparse import window_plan as wpm
@@ -240,6 +241,7 @@ def plan_rows(mats, n: int, progress: Progress = report.quiet) -> list[dict[str,
         wpr = None
         if order.gain >= wpm.MIN_REORDER_GAIN:
             wpr = wpm.make_window_plan(indptr, indices, n, row_order=order.perm)
+        ws = wpm.make_window_plan(indptr, indices, n, window=wpm.SWAP_WINDOW)
         rows.append(
             {
                 "section": "plan",
@@ -256,7 +258,8 @@ def plan_rows(mats, n: int, progress: Progress = report.quiet) -> list[dict[str,
                 "reorder_method": order.method,
                 "reorder_gain": order.gain,
                 "reorder_s": t_order,
-                "strategy": wpm.choose_strategy(plan, indptr, wp, wpr),
+                "swapped_mmas": wpm.window_mmas(ws),
+                "strategy": wpm.choose_strategy(plan, indptr, wp, wpr, swapped=ws),
             }
         )
         progress(f"    {order.summary()}; strategy {rows[-1]['strategy']}")
@@ -266,13 +269,13 @@ def plan_rows(mats, n: int, progress: Progress = report.quiet) -> list[dict[str,
 def plan_table(rows: list[dict[str, Any]]) -> str:
     """Markdown table of `plan_rows`."""
     head = ["matrix", "rows x cols", "nnz", "seed-003 mmas", "window mmas", "tile density", "reordered mmas"]
-    head += ["tile density", "saving", "order key", "order s", "strategy"]
+    head += ["tile density", "saving", "order key", "order s", "swapped mmas", "strategy"]
     out = []
     for r in rows:
         cells = [r["matrix"], f"{r['rows']} x {r['cols']}", str(r["nnz"]), str(r["tca_mmas"])]
         cells += [str(r["window_mmas"]), f"{r['window_density']:.1%}", str(r["reordered_mmas"])]
         cells += [f"{r['reordered_density']:.1%}", f"{r['reorder_gain']:.1%}", r["reorder_method"]]
-        cells += [f"{r['reorder_s']:.2f}", r["strategy"]]
+        cells += [f"{r['reorder_s']:.2f}", str(r["swapped_mmas"]), r["strategy"]]
         out.append(cells)
     return report.markdown_table(head, out)
 

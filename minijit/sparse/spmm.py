@@ -28,6 +28,10 @@ specialised for it; it is not inferred from B):
   the window mma instructions, "rows" always, "none" never. The kernel stores C through the
   plan's row table, so C is in the caller's row order either way; ``reordered`` and
   ``row_order`` record the choice (shown in ``repr`` and `SpMM.plan_summary`).
+  ``window_rows`` (row windows only): 16 (tiles are the mma's A), 8 (FlashSparse's
+  swap-and-transpose: C^T = B^T S^T, 8-row windows, fewer padded zeros on scattered columns) or
+  None (default: whichever issues fewer mma instructions); after construction the chosen plan's
+  rows per window (None for seed 003's plan).
 * ``target="native"`` (dtype "fp32" by default): JIT'd CPU kernel
   (`minijit.sparse.cpu`; AVX-512/AVX2 on x86-64, NEON on AArch64), rows split
   over the minijit thread pool by nnz. ``dtype="fp16"`` rounds S and B to
@@ -101,6 +105,7 @@ class SpMM:
         driver=None,
         strategy: str = "auto",
         reorder: str = "auto",
+        window_rows: int | None = None,
     ) -> None:
         if target not in TARGETS:
             raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
@@ -115,6 +120,12 @@ class SpMM:
                 "reorder='rows' reorders the row-window strategy: target='cuda', dtype 'fp16' or 'bf16',"
                 " strategy 'auto' or 'window'"
             )
+        if window_rows is not None and (window_rows not in (8, 16) or isinstance(window_rows, bool)):
+            raise ValueError(f"window_rows must be None, 16 or 8, got {window_rows!r}")
+        if window_rows is not None and (target != "cuda" or dtype == "tf32" or strategy == "tca"):
+            raise ValueError("window_rows applies to the row-window strategy: target='cuda', dtype 'fp16' or 'bf16'")
+        if window_rows == 8 and reorder == "rows":
+            raise ValueError("reorder='rows' applies to 16-row windows; window_rows=8 keeps the given row order")
         if isinstance(n, bool) or not isinstance(n, int | np.integer) or not 1 <= int(n) <= cpu.MAX_N:
             raise ValueError(f"n must be an int in 1..{cpu.MAX_N}, got {n!r}")
         dtype = dtype if dtype is not None else ("fp16" if target == "cuda" else "fp32")
@@ -136,6 +147,7 @@ class SpMM:
         self.reorder = reorder
         self.reordered = False  # whether the row-window plan runs on reordered rows
         self.row_order = None  # the `reorder.RowOrder` considered (cuda, window candidates), or None
+        self.window_rows = window_rows  # rows per window of the chosen row-window plan (cuda)
         self._wplan = None
         self._plan: Plan | None = None
         self._data32 = self._values(self.csr.data)
@@ -152,7 +164,7 @@ class SpMM:
 
     def __repr__(self) -> str:
         m, k = self.csr.shape
-        extra = f", reordered={self.reordered}" if self.target == "cuda" else ""
+        extra = f", reordered={self.reordered}, window_rows={self.window_rows}" if self.target == "cuda" else ""
         return (
             f"SpMM({m}x{k}, nnz={self.csr.nnz}, n={self.n}, dtype={self.dtype!r}, target={self.target!r},"
             f" strategy={self.strategy!r}{extra})"
@@ -286,23 +298,33 @@ class SpMM:
             from minijit.sparse.reorder import reorder_rows
 
             indptr, indices = self.csr.indptr, self.csr.indices
-            wp = window_plan.make_window_plan(indptr, indices, self.n)
-            wpr = None
-            if self.reorder != "none":
-                self.row_order = reorder_rows(indptr, indices)
-                if self.reorder == "rows" or self.row_order.gain >= window_plan.MIN_REORDER_GAIN:
-                    wpr = window_plan.make_window_plan(indptr, indices, self.n, row_order=self.row_order.perm)
-            if self.reorder == "rows":  # the reordered plan is the only row-window candidate
-                wp, wpr = wpr, None
-            if self.strategy == "auto":  # three candidates: tca, window, window on reordered rows
-                pick = window_plan.choose_strategy(plan, indptr, wp, wpr)
+            wpr = ws = None
+            if self.window_rows == 8:  # swapped windows are the only row-window candidate
+                wp = window_plan.make_window_plan(indptr, indices, self.n, window=window_plan.SWAP_WINDOW)
             else:
-                pick = "window_reordered" if window_plan.pick_window(wp, wpr) is not wp else "window"
-            self._wplan = wpr if pick == "window_reordered" else wp
-            self.strategy = "window" if pick == "window_reordered" else pick
+                wp = window_plan.make_window_plan(indptr, indices, self.n)
+                if self.reorder != "none":
+                    self.row_order = reorder_rows(indptr, indices)
+                    if self.reorder == "rows" or self.row_order.gain >= window_plan.MIN_REORDER_GAIN:
+                        wpr = window_plan.make_window_plan(indptr, indices, self.n, row_order=self.row_order.perm)
+                if self.reorder == "rows":  # the reordered plan is the only 16-row candidate
+                    wp, wpr = wpr, None
+                if self.window_rows is None and self.reorder != "rows":  # reorder="rows" asks for 16-row windows
+                    ws = window_plan.make_window_plan(indptr, indices, self.n, window=window_plan.SWAP_WINDOW)
+            if self.strategy == "auto":  # up to four candidates: tca, windows, reordered, swapped
+                pick = window_plan.choose_strategy(plan, indptr, wp, wpr, swapped=ws)
+            else:
+                best = window_plan.pick_window(wp, wpr)
+                pick = "window_reordered" if best is not wp else "window"
+                gain = 1.0 - window_plan.MIN_SWAP_GAIN
+                if ws is not None and window_plan.window_mmas(ws) <= gain * window_plan.window_mmas(best):
+                    pick = "window_swapped"
+            self._wplan = {"window_reordered": wpr, "window_swapped": ws}.get(pick, wp)
+            self.strategy = "tca" if pick == "tca" else "window"
             self.reordered = self.strategy == "window" and self._wplan.reordered
         else:
             self.strategy = "tca"
+        self.window_rows = self._wplan.window if self.strategy == "window" else None
         if self.strategy == "window":
             self._window_setup(dev)
             return
@@ -337,7 +359,7 @@ class SpMM:
         from minijit.sparse import window_kernel
 
         driver, wp = self._driver, self._wplan
-        module = window_kernel.build(self.n, self.dtype, row_table=wp.reordered)
+        module = window_kernel.build(self.n, self.dtype, row_table=wp.reordered, window=wp.window)
         self.ptx_text = module.text()
         self._module = driver.load_ptx(self.ptx_text, dev.arch)
         self._f_main = self._module.function("window_spmm", signature=tuple(p.type for p in module.kernels[0].params))

@@ -12,6 +12,13 @@ second pass is ``tca_reduce`` of `minijit.sparse.tca`.
 With a row table (``build(..., row_table=True)``: a reordered plan, `minijit.sparse.reorder`)
 window row ``p`` (``item_row0 + r``) is stored to C row ``rows[p]`` (int32, length M): C comes
 out in the caller's row order with no extra pass; P rows are unaffected.
+
+Swapped (``build(..., window=8)``, FlashSparse's swap-and-transpose; same parameters): windows of
+8 rows, and for every 16 output columns one ``mma.m16n8k8`` per column block computes C^T = B^T
+S^T: A is 16 output columns of the 8 dense B rows the block names, transposed (four 16-bit loads
+per lane: columns ``col0 + g`` and ``col0 + g + 8`` of rows ``cols[2t]`` and ``cols[2t + 1]``), B
+the block's 8 x 8 tile (one 32-bit load per lane, fragment order); lane (g, t)'s results are
+window rows 2t and 2t + 1 at those two columns.
 """
 
 from __future__ import annotations
@@ -148,9 +155,139 @@ def _kernel(m: Module, n: int, mma: str, row_table: bool = False) -> None:
     k.exit()
 
 
-def build(n: int, dtype: str = "fp16", target: str | None = None, row_table: bool = False) -> Module:
+def _kernel_swapped(m: Module, n: int, mma: str, row_table: bool = False) -> None:
+    k = m.kernel("window_spmm", reqntid=32 * WARPS)
+    names = ("tiles", "block_cols", "B", "C", "P", "row0", "blk_begin", "blk_end", "pslot", "pstride")
+    g_tiles, g_cols, g_b, g_c, g_p, g_row0, g_b0, g_b1, g_ps, g_pst = (_gptr(k, k.param("u64", nm)) for nm in names)
+    items, m_rows = k.reg("u32"), k.reg("u32")
+    k.ld_param(items, k.param("u32", "items"))
+    k.ld_param(m_rows, k.param("u32", "m"))
+    g_rows = _gptr(k, k.param("u64", "rows")) if row_table else None
+    tid, lane, g, t, item = k.regs("u32", 5)
+    k.mov(tid, sreg.tid.x)
+    k.and_(lane, tid, 31)
+    k.shr(g, lane, 2)
+    k.and_(t, lane, 3)
+    blk = k.reg("u32")
+    k.mov(blk, sreg.ctaid.x)
+    k.shr(item, tid, 5)
+    k.mad(item, blk, WARPS, item, mode="lo", type="u32")
+    done = k.reg("pred")
+    k.setp("ge", done, item, items, type="u32")
+    k.exit(pred=done)
+
+    def load(base, type: str = "u32"):
+        a, d = k.reg("u64"), k.reg(type)
+        k.mad(a, item, 4, base, mode="wide", type="u32")
+        k.ld("global", d, addr(a), type=type)
+        return d
+
+    row0, b0, b1 = load(g_row0), load(g_b0), load(g_b1)
+    ps, pst = load(g_ps, "s32"), load(g_pst)
+    # output rows of this lane: window rows 2t (d0, d2) and 2t + 1 (d1, d3)
+    to_p = k.reg("pred")
+    k.setp("ge", to_p, ps, 0)
+    t2 = k.reg("u32")
+    k.shl(t2, t, 1)
+    ok_rows, out_base = [], []
+    for e in range(2):
+        r = k.reg("u32")
+        k.add(r, t2, e, type="u32")
+        crow, prow = k.reg("u32"), k.reg("u32")
+        k.add(crow, row0, r, type="u32")
+        k.mad(prow, r, pst, ps, mode="lo", type="u32")
+        okr = k.reg("pred")
+        k.setp("lt", okr, crow, m_rows, type="u32")
+        if g_rows is not None:  # C row of window row crow: rows[crow]
+            ra = k.reg("u64")
+            k.mad(ra, crow, 4, g_rows, mode="wide", type="u32")
+            k.ld("global", crow, addr(ra), nc=True, pred=okr)
+        ok = k.reg("pred")
+        k.or_(ok, okr, to_p)
+        ca, pa, oa = k.reg("u64"), k.reg("u64"), k.reg("u64")
+        k.mad(ca, crow, 4 * n, g_c, mode="wide", type="u32")
+        k.mad(pa, prow, 4 * n, g_p, mode="wide", type="u32")
+        k.selp(oa, pa, ca, to_p)
+        ok_rows.append(ok)
+        out_base.append(oa)
+    # tile loop over 16-column output tiles
+    col0 = k.reg("u32")
+    k.mov(col0, 0)
+    l_tile = k.label("ntile")
+    k.place(l_tile)
+    acc = k.regs("f32", 4)
+    for r in acc:
+        k.mov(r, 0.0)
+    ncol, in_n = [], []  # this lane's output columns col0 + g (A rows g) and col0 + g + 8 (rows g + 8)
+    for h in range(2):
+        c_ = k.reg("u32")
+        k.add(c_, col0, g, type="u32")
+        if h:
+            k.add(c_, c_, 8, type="u32")
+        p_ = k.reg("pred")
+        k.setp("lt", p_, c_, n, type="u32")
+        ncol.append(c_)
+        in_n.append(p_)
+    cb = k.reg("u32")
+    k.mov(cb, b0)
+    l_blk, l_end = k.label("block"), k.label("blocks_done")
+    empty = k.reg("pred")
+    k.setp("ge", empty, cb, b1, type="u32")
+    k.bra(l_end, pred=empty)
+    k.place(l_blk)
+    ta = k.reg("u64")  # tiles + (cb * 32 + lane) * 4: the mma's B fragment
+    tl = k.reg("u32")
+    k.mad(tl, cb, 32, lane, mode="lo", type="u32")
+    k.mad(ta, tl, 4, g_tiles, mode="wide", type="u32")
+    bf = k.reg("b32")
+    k.ld("global", bf, addr(ta), nc=True)
+    ci = k.reg("u32")  # block_cols + (cb * 8 + 2t) * 4
+    k.mad(ci, cb, 8, t2, mode="lo", type="u32")
+    cidx = k.reg("u64")
+    k.mad(cidx, ci, 4, g_cols, mode="wide", type="u32")
+    rows_b = []  # byte address of dense B row cols[2t + e], and whether it is a real column
+    for e in range(2):
+        c = k.reg("s32")
+        k.ld("global", c, addr(cidx, 4 * e), nc=True)
+        valid = k.reg("pred")
+        k.setp("ge", valid, c, 0)
+        ba = k.reg("u64")
+        k.mul(ba, c, 2 * n, mode="wide", type="u32")
+        k.add(ba, ba, g_b, type="u64")
+        rows_b.append((ba, valid))
+    a = k.regs("b32", 2)  # a[h] = (B^T[g + 8h][2t], B^T[g + 8h][2t + 1])
+    for h in range(2):
+        halves = k.regs("b16", 2)
+        for e in range(2):
+            ba, valid = rows_b[e]
+            ea = k.reg("u64")
+            k.mad(ea, ncol[h], 2, ba, mode="wide", type="u32")
+            k.mov(halves[e], 0)
+            k.ld("global", halves[e], addr(ea), nc=True, pred=_pand(k, valid, in_n[h]))
+        k.mov(a[h], halves)
+    k.mma("m16n8k8", mma, acc, a, [bf], acc)
+    k.add(cb, cb, 1, type="u32")
+    more = k.reg("pred")
+    k.setp("lt", more, cb, b1, type="u32")
+    k.bra(l_blk, pred=more)
+    k.place(l_end)
+    # stores: d[2h + e] -> window row 2t + e, column col0 + g + 8h
+    for h in range(2):
+        for e in range(2):
+            sa = k.reg("u64")
+            k.mad(sa, ncol[h], 4, out_base[e], mode="wide", type="u32")
+            k.st("global", addr(sa), acc[2 * h + e], pred=_pand(k, in_n[h], ok_rows[e]))
+    k.add(col0, col0, 16, type="u32")
+    more_n = k.reg("pred")
+    k.setp("lt", more_n, col0, n, type="u32")
+    k.bra(l_tile, pred=more_n)
+    k.exit()
+
+
+def build(n: int, dtype: str = "fp16", target: str | None = None, row_table: bool = False, window: int = 16) -> Module:
     """The module (``window_spmm`` and ``tca_reduce``) for N columns; ``dtype`` "fp16" or "bf16";
-    ``row_table``: ``window_spmm`` takes a last parameter ``rows`` (window row -> C row, int32)."""
+    ``row_table``: ``window_spmm`` takes a last parameter ``rows`` (window row -> C row, int32);
+    ``window``: 16 (tiles as the mma's A) or 8 (swapped, tiles as its B; see the module docstring)."""
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= (1 << 24):
         raise ValueError(f"n must be an int in 1..{1 << 24}, got {n!r}")
     prec = precision(dtype)
@@ -159,6 +296,8 @@ def build(n: int, dtype: str = "fp16", target: str | None = None, row_table: boo
     m = Module(target=target) if target else Module()
     if not isinstance(row_table, bool):
         raise TypeError(f"row_table must be a bool, got {row_table!r}")
-    _kernel(m, n, prec.mma, row_table)
+    if window not in (8, 16) or isinstance(window, bool):
+        raise ValueError(f"window must be 16 or 8 (swapped), got {window!r}")
+    (_kernel if window == 16 else _kernel_swapped)(m, n, prec.mma, row_table)
     _reduce_kernel(m, n)
     return m

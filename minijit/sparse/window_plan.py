@@ -13,14 +13,20 @@ rows to ``P`` (item ``i`` of ``s`` writes row ``r`` of the window to ``P[base + 
 the second pass (``tca_reduce``) sums each row's ``s`` consecutive partials. Windows without
 non-zeros are zero-filled by that pass.
 
+Windows of 8 rows (``window=8``, FlashSparse's swap-and-transpose): each 8 x 8 tile of a block is
+the mma's B operand (k = the 8 condensed columns, n = the 8 rows; 2 values per lane) and 16
+output columns of dense B, transposed, are its A operand, so one ``mma.m16n8k8`` computes 16
+output columns of 8 rows: C^T = B^T S^T. Half the rows per window means fewer distinct columns
+per window, so fewer padded zeros in the tiles of scattered patterns; `window_mmas` counts both.
+
 With ``row_order`` (a permutation, `minijit.sparse.reorder`) the windows hold the rows in that
 order: the plan is made for the permuted pattern and keeps a row table ``rows`` (window row ->
 C row) that the kernel's C stores and the second pass go through, so C is in the caller's row
 order; ``tile_of_nnz`` stays indexed by the caller's non-zero order.
 
-`choose_strategy` picks between this plan, this plan on reordered rows, and seed 003's
-(`minijit.sparse.plan`) from the pattern: the mma instructions each would issue per 8 output
-columns.
+`choose_strategy` picks between this plan (16-row windows, given or reordered rows, or 8-row
+swapped windows) and seed 003's (`minijit.sparse.plan`) from the pattern: the mma instructions
+each would issue per 64 output columns.
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ from minijit.sparse.reorder import permute_csr
 
 __all__ = [
     "MIN_REORDER_GAIN",
+    "MIN_SWAP_GAIN",
+    "SWAP_WINDOW",
     "WINDOW",
     "WindowPlan",
     "choose_strategy",
@@ -45,9 +53,11 @@ __all__ = [
 ]
 
 WINDOW = 16  # rows per window (the mma's M)
+SWAP_WINDOW = 8  # rows per window of the swapped layout (the mma's N)
 BLOCK_COLS = 8  # condensed columns per A tile (the mma's K)
 TARGET_NNZ = 256  # non-zeros per work item
 MIN_REORDER_GAIN = 0.10  # reorder rows when that saves at least this fraction of the window mmas
+MIN_SWAP_GAIN = 0.10  # take the swapped 8-row windows when they save at least this fraction of the mmas
 
 
 @dataclass(frozen=True)
@@ -69,8 +79,11 @@ class WindowPlan:
     reduce_slot_begin: np.ndarray
     reduce_slot_count: np.ndarray
     rows: np.ndarray | None = None  # int32 (m,): C row of window row p (None: row p itself)
+    window: int = WINDOW  # rows per window: 16 (tiles are the mma's A) or 8 (swapped: its B)
 
     def __post_init__(self) -> None:
+        if self.window not in (WINDOW, SWAP_WINDOW):
+            raise ValueError(f"window must be {WINDOW} or {SWAP_WINDOW}, got {self.window!r}")
         r = self.rows
         if r is not None:
             if not isinstance(r, np.ndarray) or r.shape != (self.m,) or r.dtype != np.int32:
@@ -91,31 +104,66 @@ class WindowPlan:
         return int(self.item_row0.shape[0])
 
     @property
+    def swapped(self) -> bool:
+        """Whether the tiles are the mma's B operand (8-row windows, C^T = B^T S^T)."""
+        return self.window == SWAP_WINDOW
+
+    @property
+    def per_lane(self) -> int:
+        """16-bit tile values per lane and block: 4 (A fragment) or 2 (swapped: B fragment)."""
+        return 2 if self.swapped else 4
+
+    @property
     def needs_second_pass(self) -> bool:
         return self.reduce_rows.shape[0] > 0
 
     def tiles(self, values: np.ndarray) -> np.ndarray:
-        """The A tiles in fragment order, (blocks, 32 lanes, 4) float64, from the non-zero values
-        (duplicates summed)."""
-        t = np.zeros(max(self.num_blocks, 1) * 32 * 4, np.float64)
+        """The tiles in fragment order, (blocks, 32 lanes, `per_lane`) float64, from the non-zero
+        values (duplicates summed)."""
+        k = self.per_lane
+        t = np.zeros(max(self.num_blocks, 1) * 32 * k, np.float64)
         np.add.at(t, self.tile_of_nnz, np.asarray(values, np.float64))
-        return t.reshape(-1, 32, 4)[: self.num_blocks]
+        return t.reshape(-1, 32, k)[: self.num_blocks]
+
+    def dense_tiles(self, tiles: np.ndarray) -> np.ndarray:
+        """``tiles`` (fragment order, as `tiles`) as dense (blocks, window rows, 8 columns) arrays."""
+        r, j = _fragment_rc(self.window)
+        out = np.zeros((self.num_blocks, self.window, BLOCK_COLS), tiles.dtype)
+        out[:, r, j] = tiles
+        return out
 
     def summary(self) -> str:
         split = int((self.item_pslot >= 0).sum())
         return (
-            f"{self.m} rows, nnz {self.nnz}, N {self.n}: row windows of {WINDOW}, {self.num_blocks} column blocks"
-            f" (A tiles {self.nnz / max(1, self.num_blocks * WINDOW * BLOCK_COLS):.0%} dense), {self.num_items} items"
+            f"{self.m} rows, nnz {self.nnz}, N {self.n}: row windows of {self.window}"
+            + (" (swapped: C^T = B^T S^T)" if self.swapped else "")
+            + f", {self.num_blocks} column blocks"
+            f" (tiles {self.nnz / max(1, self.num_blocks * self.window * BLOCK_COLS):.0%} dense),"
+            f" {self.num_items} items"
             f" ({split} writing partials), {self.reduce_rows.shape[0]} rows in the second pass"
             + (", rows reordered (row table)" if self.reordered else "")
         )
 
 
-def _fragment_slot(r: np.ndarray, j: np.ndarray) -> np.ndarray:
-    """(lane, element) of A[r][j] in the m16n8k8 f16 A fragment, as ``lane * 4 + element``."""
-    g, hi = r % 8, r // 8
+def _fragment_slot(r: np.ndarray, j: np.ndarray, window: int = WINDOW) -> np.ndarray:
+    """The slot ``lane * per_lane + element`` of tile value (row ``r``, condensed column ``j``): in
+    the m16n8k8 f16 A fragment (16-row windows: A[r][j], 4 per lane), or in its B fragment
+    (8-row windows: B[k = j][n = r], 2 per lane)."""
     t, odd = j // 2, j % 2
+    if window == SWAP_WINDOW:
+        return (4 * r + t) * 2 + odd
+    g, hi = r % 8, r // 8
     return (4 * g + t) * 4 + 2 * hi + odd
+
+
+def _fragment_rc(window: int) -> tuple[np.ndarray, np.ndarray]:
+    """(row, column) of every (lane, element) slot of a tile: arrays of shape (32, per_lane)."""
+    lane = np.arange(32)[:, None]
+    if window == SWAP_WINDOW:
+        e = np.arange(2)[None, :]
+        return np.broadcast_to(lane // 4, (32, 2)), 2 * (lane % 4) + e
+    e = np.arange(4)[None, :]
+    return lane // 4 + 8 * (e >= 2), 2 * (lane % 4) + (e & 1)
 
 
 def make_window_plan(
@@ -124,12 +172,16 @@ def make_window_plan(
     n: int,
     target_nnz: int = TARGET_NNZ,
     row_order: np.ndarray | None = None,
+    window: int = WINDOW,
 ) -> WindowPlan:
     """The plan from a validated CSR pattern (``indptr`` length M+1, ``indices`` sorted per row);
     ``row_order``: window row ``p`` computes row ``row_order[p]`` (a permutation of 0..M-1, e.g.
-    `minijit.sparse.reorder.RowOrder.perm`; None: the given order, no row table)."""
+    `minijit.sparse.reorder.RowOrder.perm`; None: the given order, no row table); ``window``: rows
+    per window, 16 or 8 (the swapped layout, see the module docstring)."""
     if isinstance(target_nnz, bool) or not isinstance(target_nnz, int) or target_nnz < 1:
         raise ValueError(f"target_nnz must be a positive int, got {target_nnz!r}")
+    if window not in (WINDOW, SWAP_WINDOW):
+        raise ValueError(f"window must be {WINDOW} or {SWAP_WINDOW}, got {window!r}")
     if row_order is not None:
         perm = np.asarray(row_order)
         m = np.asarray(indptr).shape[0] - 1
@@ -138,7 +190,7 @@ def make_window_plan(
         if m and (perm.min() < 0 or perm.max() >= m or np.bincount(perm, minlength=m).max() != 1):
             raise ValueError("row_order must be a permutation of 0..M-1")
         p_indptr, p_indices, nnz_of = permute_csr(indptr, indices, perm)
-        wp = make_window_plan(p_indptr, p_indices, n, target_nnz)
+        wp = make_window_plan(p_indptr, p_indices, n, target_nnz, window=window)
         tile_of_nnz = np.empty_like(wp.tile_of_nnz)
         tile_of_nnz[nnz_of] = wp.tile_of_nnz
         rows = perm.astype(np.int32)
@@ -148,8 +200,8 @@ def make_window_plan(
     m = indptr.shape[0] - 1
     nnz = int(indptr[-1])
     rows = np.repeat(np.arange(m, dtype=np.int64), np.diff(indptr))
-    win = rows // WINDOW
-    n_win = -(-m // WINDOW)
+    win = rows // window
+    n_win = -(-m // window)
     # condensed column of every non-zero: its rank among the distinct columns of its window
     key = win * (int(indices.max(initial=0)) + 1) + indices
     uniq, inv = np.unique(key, return_inverse=True)
@@ -164,7 +216,7 @@ def make_window_plan(
     block_cols = np.full((int(first_blk[-1]), BLOCK_COLS), -1, np.int64)
     u_rank = np.arange(uniq.shape[0]) - first_u[u_win]
     block_cols[first_blk[u_win] + u_rank // BLOCK_COLS, u_rank % BLOCK_COLS] = u_col
-    tile_of_nnz = blk * 128 + _fragment_slot(rows % WINDOW, rank % BLOCK_COLS)
+    tile_of_nnz = blk * (window * BLOCK_COLS) + _fragment_slot(rows % window, rank % BLOCK_COLS, window)
 
     # work items: runs of blocks of about target_nnz non-zeros
     nnz_blk = np.bincount(blk, minlength=int(first_blk[-1]))
@@ -173,11 +225,11 @@ def make_window_plan(
     slots = 0
     for w in range(n_win):
         lo, hi = int(first_blk[w]), int(first_blk[w + 1])
-        r0 = w * WINDOW
+        r0 = w * window
         if lo == hi:
-            red_rows += list(range(r0, min(r0 + WINDOW, m)))
-            red_begin += [0] * (min(r0 + WINDOW, m) - r0)
-            red_count += [0] * (min(r0 + WINDOW, m) - r0)
+            red_rows += list(range(r0, min(r0 + window, m)))
+            red_begin += [0] * (min(r0 + window, m) - r0)
+            red_count += [0] * (min(r0 + window, m) - r0)
             continue
         csum = np.cumsum(nnz_blk[lo:hi])
         parts = max(1, int(round(csum[-1] / target_nnz)))
@@ -191,11 +243,11 @@ def make_window_plan(
             pslot.append(-1 if s == 1 else slots + i)
             pstride.append(s)
         if s > 1:
-            for r in range(min(WINDOW, m - r0)):
+            for r in range(min(window, m - r0)):
                 red_rows.append(r0 + r)
                 red_begin.append(slots + r * s)
                 red_count.append(s)
-            slots += WINDOW * s
+            slots += window * s
 
     def i32(x) -> np.ndarray:
         return np.asarray(x, dtype=np.int64).astype(np.int32)
@@ -215,6 +267,7 @@ def make_window_plan(
         reduce_rows=i32(red_rows),
         reduce_slot_begin=i32(red_begin),
         reduce_slot_count=i32(red_count),
+        window=window,
     )
 
 
@@ -231,8 +284,9 @@ def tca_mmas(plan: Plan, indptr: np.ndarray) -> int:
 
 
 def window_mmas(wp: WindowPlan) -> int:
-    """mma instructions the row-window kernel issues per 64 output columns (one per block and 8 columns)."""
-    return wp.num_blocks * (TILE_N // 8)
+    """mma instructions (all m16n8k8) the row-window kernel issues per 64 output columns: one per
+    block and 8 columns, or per block and 16 columns when swapped."""
+    return wp.num_blocks * (TILE_N // (16 if wp.swapped else 8))
 
 
 def pick_window(wp: WindowPlan, reordered: WindowPlan | None, min_gain: float = MIN_REORDER_GAIN) -> WindowPlan:
@@ -254,15 +308,24 @@ def choose_strategy(
     wp: WindowPlan,
     reordered: WindowPlan | None = None,
     min_gain: float = MIN_REORDER_GAIN,
+    swapped: WindowPlan | None = None,
 ) -> str:
     """The strategy with the fewest mma instructions for this pattern: "window" (row windows: short
     rows that share columns, FEM blocks, very sparse rows), "window_reordered" (row windows on the
     rows of ``reordered``, when it saves at least ``min_gain`` of the window mmas, see
-    `pick_window`) or "tca" (seed 003: long scattered rows)."""
+    `pick_window`), "window_swapped" (the 8-row windows of ``swapped``: scattered columns) or "tca"
+    (seed 003: long scattered rows). The swapped plan must save at least ``MIN_SWAP_GAIN`` of the
+    mmas of the others (seed 003 also multiplies 8 x 8 tiles of condensed columns, so on scattered
+    rows the two counts are close and the kernel that was measured on a GPU keeps them); other
+    ties go to tca."""
+    if swapped is not None and (not swapped.swapped or (swapped.m, swapped.nnz) != (wp.m, wp.nnz)):
+        raise ValueError("swapped must be an 8-row window plan of the same pattern")
     best = pick_window(wp, reordered, min_gain)
-    if window_mmas(best) >= tca_mmas(plan, indptr):
-        return "tca"
-    return "window_reordered" if best is not wp else "window"
+    pick = "window_reordered" if best is not wp else "window"
+    tca = tca_mmas(plan, indptr)
+    if swapped is not None and window_mmas(swapped) <= (1.0 - MIN_SWAP_GAIN) * min(window_mmas(best), tca):
+        return "window_swapped"
+    return "tca" if window_mmas(best) >= tca else pick
 
 
 def model(wp: WindowPlan, values: np.ndarray, b: np.ndarray, quantize) -> np.ndarray:
@@ -270,15 +333,12 @@ def model(wp: WindowPlan, values: np.ndarray, b: np.ndarray, quantize) -> np.nda
     ``quantize`` (a `Precision.quantize`), products summed in float64 per item, partial rows
     summed by the second pass."""
     m, n = wp.m, wp.n
-    tiles = quantize(wp.tiles(values).astype(np.float32)) if wp.num_blocks else np.zeros((0, 32, 4))
-    lane, e = np.arange(32)[:, None], np.arange(4)[None, :]
-    r, j = lane // 4 + 8 * (e >= 2), 2 * (lane % 4) + (e & 1)
-    a = np.zeros((wp.num_blocks, WINDOW, BLOCK_COLS))
-    a[:, r, j] = tiles
+    tiles = quantize(wp.tiles(values).astype(np.float32)) if wp.num_blocks else np.zeros((0, 32, wp.per_lane))
+    a = wp.dense_tiles(tiles.astype(np.float64))
     bq = quantize(np.asarray(b, np.float32))
     cols = wp.block_cols.astype(np.int64)
     g = np.where((cols >= 0)[:, :, None], bq[np.maximum(cols, 0)] if bq.size else 0.0, 0.0)
-    d = a @ g  # (blocks, 16, N)
+    d = a @ g  # (blocks, window, N)
     c = np.zeros((m, n), np.float32)
     part = np.zeros((max(wp.num_partials, 1), n), np.float32)
     for r0, b0, b1, ps, st in zip(
@@ -286,11 +346,11 @@ def model(wp: WindowPlan, values: np.ndarray, b: np.ndarray, quantize) -> np.nda
     ):
         acc = d[b0:b1].sum(axis=0).astype(np.float32)
         if ps < 0:
-            rows = min(WINDOW, m - r0)
+            rows = min(wp.window, m - r0)
             dest = np.arange(r0, r0 + rows) if wp.rows is None else wp.rows[r0 : r0 + rows]
             c[dest] = acc[:rows]
         else:
-            part[ps + np.arange(WINDOW) * st] = acc
+            part[ps + np.arange(wp.window) * st] = acc
     for row, b0, cnt in zip(wp.reduce_rows, wp.reduce_slot_begin, wp.reduce_slot_count, strict=True):
         c[row] = part[b0 : b0 + cnt].sum(axis=0) if cnt else 0.0
     return c

@@ -1,5 +1,6 @@
-"""The row-window strategy (work split by non-zeros): plan, numpy model, choice between the two
-strategies, ptxas for sm_80/sm_90 without spills, and the kernels in ptx.sim against scipy."""
+"""The row-window strategy (work split by non-zeros; 16-row windows and the swapped 8-row ones):
+plan, numpy model, choice between the strategies, ptxas for sm_80/sm_90 without spills, and the
+kernels in ptx.sim against scipy."""
 
 from __future__ import annotations
 
@@ -51,13 +52,42 @@ def test_plan_splits_windows_by_nonzeros():
     assert wp.num_partials == 16 * 5
 
 
+def test_swapped_plan_tiles_are_b_fragments_of_8_row_windows():
+    rng = np.random.default_rng(3)
+    lengths = [0] * 8 + [1, 300, 2, 0, 5, 0, 0, 7] + [3] * 11  # an empty window, a long row, a ragged tail
+    s = as_csr(csr_with_lengths(lengths, 400, rng))
+    wp = WP.make_window_plan(s.indptr, s.indices, 8, target_nnz=64, window=8)
+    assert wp.swapped and wp.window == 8 and wp.per_lane == 2 and wp.tiles(s.data).shape == (wp.num_blocks, 32, 2)
+    # the m16n8k8 B fragment: lane 4r + t holds B[k = 2t, 2t + 1][n = r] = S[window row r][condensed 2t, 2t + 1]
+    t = wp.tiles(s.data)
+    d = wp.dense_tiles(t)
+    assert d[:, 3, 5].tolist() == t[:, 4 * 3 + 2, 1].tolist()
+    dense = np.zeros(s.shape)
+    for blk in range(wp.num_blocks):
+        win = next(r0 for r0, b0, b1 in zip(wp.item_row0, wp.item_blk_begin, wp.item_blk_end, strict=True)
+                   if b0 <= blk < b1)  # fmt: skip
+        for j, col in enumerate(wp.block_cols[blk]):
+            if col >= 0:
+                dense[win : win + 8, col] += d[blk, : min(8, s.shape[0] - win), j]
+            else:
+                assert not d[blk, :, j].any()
+    np.testing.assert_array_equal(dense, s.to_scipy().toarray())
+    # window 0 is empty; window 1 (315 nnz) splits into 5 items writing 8 partial rows each
+    w1 = wp.item_row0 == 8
+    assert w1.sum() == 5 and (wp.item_pslot[w1] >= 0).all() and wp.num_partials == 8 * 5
+    assert sorted(set(wp.reduce_rows.tolist())) == list(range(16))
+    with pytest.raises(ValueError, match="window must be 16 or 8"):
+        WP.make_window_plan(s.indptr, s.indices, 8, window=4)
+
+
+@pytest.mark.parametrize("window", [16, 8])
 @pytest.mark.parametrize("target_nnz", [8, 256])
-def test_model_is_s_times_b(target_nnz):
+def test_model_is_s_times_b(target_nnz, window):
     rng = np.random.default_rng(target_nnz)
     prec = precision("fp16")
     for s in [csr_with_lengths([0, 3, 300, 0, 9, 1, 40, 0] * 5, 320, rng), fem_blocks(3, 3, rng)]:
         b = rng.standard_normal((s.shape[1], 13)).astype(np.float32)
-        wp = WP.make_window_plan(s.indptr, s.indices, 13, target_nnz)
+        wp = WP.make_window_plan(s.indptr, s.indices, 13, target_nnz, window=window)
         np.testing.assert_allclose(WP.model(wp, s.data, b, prec.quantize), _ref(s, prec, b), rtol=1e-5, atol=1e-5)
 
 
@@ -72,12 +102,40 @@ def test_strategy_choice_follows_the_row_statistics():
         assert WP.choose_strategy(make_plan(c.indptr, 64), c.indptr, wp) == want
 
 
+def test_swapped_windows_win_on_scattered_short_windows_by_a_margin():
+    """8-row windows halve the padded zeros of scattered columns; against seed 003, which also
+    multiplies 8 x 8 tiles of condensed columns, they must save MIN_SWAP_GAIN of the mmas."""
+    rng = np.random.default_rng(5)
+    few_rows = as_csr(csr_with_lengths([150] * 4, 4000, rng))  # one window of 4 scattered rows
+    one_row = as_csr(csr_with_lengths([2000], 50000, rng))  # scattered: swapped ~ seed 003
+    fem = as_csr(fem_blocks(2, 3, rng))
+    blocks = as_csr(sp.block_diag([rng.standard_normal((16, 16))] * 3, format="csr"))  # dense 16 x 16 blocks
+    picks = {}
+    for name, c in (("few_rows", few_rows), ("one_row", one_row), ("fem", fem), ("blocks", blocks)):
+        wp = WP.make_window_plan(c.indptr, c.indices, 8)
+        ws = WP.make_window_plan(c.indptr, c.indices, 8, window=8)
+        plan = make_plan(c.indptr, 8)
+        counts = WP.window_mmas(wp), WP.window_mmas(ws), WP.tca_mmas(plan, c.indptr)
+        picks[name] = (WP.choose_strategy(plan, c.indptr, wp, swapped=ws), counts)
+        assert counts[1] == ws.num_blocks * 4 and counts[0] == wp.num_blocks * 8
+    assert picks["few_rows"][0] == "window_swapped"  # 288 against 576 (windows) and 384 (seed 003)
+    ws_, tca_ = picks["one_row"][1][1:]
+    assert ws_ < tca_ < ws_ / (1 - WP.MIN_SWAP_GAIN) and picks["one_row"][0] == "tca"  # within the margin
+    assert picks["fem"][0] == "window_swapped"  # 3x3 blocks on a stencil: 8-row windows touch fewer columns
+    assert picks["blocks"][1][0] == picks["blocks"][1][1] and picks["blocks"][0] == "window"  # no padding to save
+    with pytest.raises(ValueError, match="swapped must be an 8-row window plan"):
+        c = fem
+        WP.choose_strategy(make_plan(c.indptr, 8), c.indptr, WP.make_window_plan(c.indptr, c.indices, 8),
+                           swapped=WP.make_window_plan(c.indptr, c.indices, 8))  # fmt: skip
+
+
 @pytest.mark.skipif(toolchain.find_ptxas() is None, reason="ptxas not found")
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 @pytest.mark.parametrize("n", [8, 100, 512])
-def test_window_kernels_assemble_without_spills(arch, dtype, n):
-    text = W.build(n, dtype).text()
+@pytest.mark.parametrize("window", [16, 8])
+def test_window_kernels_assemble_without_spills(arch, dtype, n, window):
+    text = W.build(n, dtype, window=window).text()
     assert text.count(f"mma.sync.aligned.m16n8k8.row.col.f32.{'f16.f16' if dtype == 'fp16' else 'bf16.bf16'}.f32") == 1
     cub = ptx.compile(text, arch=arch)
     assert set(cub.functions) == {"window_spmm", "tca_reduce"}
@@ -85,8 +143,9 @@ def test_window_kernels_assemble_without_spills(arch, dtype, n):
         assert f.spills == 0 and f.stack_frame == 0, (f.name, f.spill_stores, f.spill_loads)
 
 
+@pytest.mark.parametrize("window", [16, 8])
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
-def test_window_kernel_on_skewed_matrices_vs_scipy(cuda_backend, dtype):
+def test_window_kernel_on_skewed_matrices_vs_scipy(cuda_backend, dtype, window):
     """Empty rows + a long row (split into items, partial rows, second pass), one column, all empty,
     FEM blocks; N = 24 and 13: scipy fp64 on rounded inputs within fp32 accumulation, and the model."""
     rng = np.random.default_rng(61)
@@ -95,8 +154,9 @@ def test_window_kernel_on_skewed_matrices_vs_scipy(cuda_backend, dtype):
     for name, s in cases:
         for n in (24, 13):
             b = rng.standard_normal((s.shape[1], n)).astype(np.float32)
-            op = SpMM(s, n, dtype=dtype, target="cuda", driver=cuda_backend.driver, strategy="window")
-            assert op.strategy == "window" and "row windows" in op.plan_summary()
+            op = SpMM(s, n, dtype=dtype, target="cuda", driver=cuda_backend.driver, strategy="window",
+                      window_rows=window)  # fmt: skip
+            assert op.strategy == "window" and op.window_rows == window and "row windows" in op.plan_summary()
             c = np.full((s.shape[0], n), np.nan, np.float32)
             op.execute(b, c)
             scale = np.abs(s).astype(np.float64) @ np.abs(b).astype(np.float64)
@@ -104,9 +164,9 @@ def test_window_kernel_on_skewed_matrices_vs_scipy(cuda_backend, dtype):
             assert np.all(err <= 1e-5 * scale + 1e-30), (name, n, float(err.max()))
             np.testing.assert_allclose(c, op.model(b), rtol=1e-5, atol=1e-5 * float(scale.max(initial=0)) + 1e-30)
             if name == "split":  # ~707 nnz in one window: 3 items, partial rows and the second pass
-                assert op._wplan.num_items == 3 and op._wplan.num_partials == 3 * 16
+                assert op._wplan.num_items == 3 and op._wplan.num_partials == 3 * window
     s = _skewed_cases(rng)[0][1]  # new values, same plan
-    op = SpMM(s, 16, target="cuda", driver=cuda_backend.driver, strategy="window", dtype=dtype)
+    op = SpMM(s, 16, target="cuda", driver=cuda_backend.driver, strategy="window", dtype=dtype, window_rows=window)
     s.data = rng.standard_normal(s.nnz).astype(np.float32)
     op.update_values(s.data)
     b = rng.standard_normal((s.shape[1], 16)).astype(np.float32)
@@ -115,14 +175,17 @@ def test_window_kernel_on_skewed_matrices_vs_scipy(cuda_backend, dtype):
 
 
 def test_auto_strategy_in_the_simulator(cuda_backend):
-    """strategy='auto' runs what choose_strategy picks, for both picks; tf32 stays on seed 003."""
+    """strategy='auto' runs what choose_strategy picks, for each pick; tf32 stays on seed 003."""
     rng = np.random.default_rng(5)
     drv = cuda_backend.driver
-    fem, long_rows = fem_blocks(2, 3, rng), csr_with_lengths([150] * 4, 4000, rng)
+    blocks = sp.block_diag([rng.standard_normal((16, 16))] * 2, format="csr")
+    few_rows = csr_with_lengths([150] * 4, 4000, rng)
+    long_row = csr_with_lengths([600, 0, 0, 0, 0, 0, 0, 0, 0, 600], 20000, rng)
+    fem = fem_blocks(2, 3, rng)
     prec = precision("fp16")
-    for s, want in ((fem, "window"), (long_rows, "tca")):
+    for s, want, rows in ((blocks, "window", 16), (few_rows, "window", 8), (long_row, "tca", None)):
         op = SpMM(s, 8, target="cuda", driver=drv)
-        assert op.strategy == want
+        assert (op.strategy, op.window_rows) == (want, rows)
         b = rng.standard_normal((s.shape[1], 8)).astype(np.float32)
         scale = np.abs(s).astype(np.float64) @ np.abs(b).astype(np.float64)
         assert np.all(np.abs(op.execute(b, np.empty((s.shape[0], 8), np.float32)) - _ref(s, prec, b)) <= 1e-5 * scale)
@@ -141,5 +204,15 @@ def test_strategy_validation():
         SpMM(s, 8, target="native", strategy="window")
     with pytest.raises(ValueError, match="'fp16' or 'bf16'"):
         W.build(8, "tf32")
+    with pytest.raises(ValueError, match="window must be 16 or 8"):
+        W.build(8, "fp16", window=32)
+    with pytest.raises(ValueError, match="window_rows must be None, 16 or 8"):
+        SpMM(s, 8, target="cuda", driver=simdriver, window_rows=4)
+    with pytest.raises(ValueError, match="window_rows applies to the row-window strategy"):
+        SpMM(s, 8, target="cuda", driver=simdriver, strategy="tca", window_rows=8)
+    with pytest.raises(ValueError, match="window_rows applies to the row-window strategy"):
+        SpMM(s, 8, dtype="tf32", target="cuda", driver=simdriver, window_rows=16)
+    with pytest.raises(ValueError, match="reorder='rows' applies to 16-row windows"):
+        SpMM(s, 8, target="cuda", driver=simdriver, window_rows=8, reorder="rows")
     with pytest.raises(ValueError, match="target_nnz"):
         WP.make_window_plan(np.zeros(1, np.int32), np.zeros(0, np.int32), 8, target_nnz=0)
