@@ -221,7 +221,8 @@ def plan_rows(mats, n: int, progress: Progress = report.quiet) -> list[dict[str,
     003's plan (``tca_mmas``), of the row-window plan in the given row order (``window_mmas``,
     ``window_density``: non-zeros per 16 x 8 tile slot) and on reordered rows (``reordered_*``,
     ``reorder_method``, ``reorder_gain``: the fraction of window mmas saved, ``reorder_s``: seconds
-    to find the order), of the swapped 8-row windows (``swapped_mmas``), and the strategy that
+    to find the order), of the swapped 8-row windows (``swapped_mmas``, in the better of the two
+    orders), and the strategy that
     ``SpMM(..., target="cuda", dtype="fp16", strategy="auto", reorder="auto")`` runs
     (``strategy``: "tca", "window", "window_reordered" or "window_swapped").
     ``n``: the N the seed-003 plan is made for."""
@@ -242,6 +243,8 @@ def plan_rows(mats, n: int, progress: Progress = report.quiet) -> list[dict[str,
         if order.gain >= wpm.MIN_REORDER_GAIN:
             wpr = wpm.make_window_plan(indptr, indices, n, row_order=order.perm)
         ws = wpm.make_window_plan(indptr, indices, n, window=wpm.SWAP_WINDOW)
+        if wpr is not None:  # the swapped windows in the better of the two row orders, as SpMM
+            ws = wpm.pick_window(ws, wpm.make_window_plan(indptr, indices, n, row_order=order.perm, window=8))
         rows.append(
             {
                 "section": "plan",

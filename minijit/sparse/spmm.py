@@ -124,8 +124,6 @@ class SpMM:
             raise ValueError(f"window_rows must be None, 16 or 8, got {window_rows!r}")
         if window_rows is not None and (target != "cuda" or dtype == "tf32" or strategy == "tca"):
             raise ValueError("window_rows applies to the row-window strategy: target='cuda', dtype 'fp16' or 'bf16'")
-        if window_rows == 8 and reorder == "rows":
-            raise ValueError("reorder='rows' applies to 16-row windows; window_rows=8 keeps the given row order")
         if isinstance(n, bool) or not isinstance(n, int | np.integer) or not 1 <= int(n) <= cpu.MAX_N:
             raise ValueError(f"n must be an int in 1..{cpu.MAX_N}, got {n!r}")
         dtype = dtype if dtype is not None else ("fp16" if target == "cuda" else "fp32")
@@ -298,19 +296,23 @@ class SpMM:
             from minijit.sparse.reorder import reorder_rows
 
             indptr, indices = self.csr.indptr, self.csr.indices
-            wpr = ws = None
-            if self.window_rows == 8:  # swapped windows are the only row-window candidate
-                wp = window_plan.make_window_plan(indptr, indices, self.n, window=window_plan.SWAP_WINDOW)
-            else:
-                wp = window_plan.make_window_plan(indptr, indices, self.n)
-                if self.reorder != "none":
-                    self.row_order = reorder_rows(indptr, indices)
-                    if self.reorder == "rows" or self.row_order.gain >= window_plan.MIN_REORDER_GAIN:
-                        wpr = window_plan.make_window_plan(indptr, indices, self.n, row_order=self.row_order.perm)
-                if self.reorder == "rows":  # the reordered plan is the only 16-row candidate
-                    wp, wpr = wpr, None
-                if self.window_rows is None and self.reorder != "rows":  # reorder="rows" asks for 16-row windows
-                    ws = window_plan.make_window_plan(indptr, indices, self.n, window=window_plan.SWAP_WINDOW)
+            if self.reorder != "none":
+                self.row_order = reorder_rows(indptr, indices)
+
+            def candidates(window: int):
+                """(plan in the given row order, plan on reordered rows or None) for ``window``:
+                rows are reordered when that saves MIN_REORDER_GAIN of the 16-row tiles."""
+                wp = window_plan.make_window_plan(indptr, indices, self.n, window=window)
+                order = self.row_order
+                if order is None or (self.reorder == "auto" and order.gain < window_plan.MIN_REORDER_GAIN):
+                    return wp, None
+                wpr = window_plan.make_window_plan(indptr, indices, self.n, row_order=order.perm, window=window)
+                return (wpr, None) if self.reorder == "rows" else (wp, wpr)
+
+            wp, wpr = candidates(self.window_rows or window_plan.WINDOW)
+            ws = None
+            if self.window_rows is None:  # the swapped 8-row windows, in the better of their two orders
+                ws = window_plan.pick_window(*candidates(window_plan.SWAP_WINDOW))
             if self.strategy == "auto":  # up to four candidates: tca, windows, reordered, swapped
                 pick = window_plan.choose_strategy(plan, indptr, wp, wpr, swapped=ws)
             else:

@@ -148,16 +148,18 @@ def test_choose_strategy_with_reordering_as_a_third_candidate():
 @pytest.mark.skipif(toolchain.find_ptxas() is None, reason="ptxas not found")
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
-def test_row_table_kernel_assembles_without_spills(arch, dtype):
-    module = W.build(100, dtype, row_table=True)
+@pytest.mark.parametrize("window", [16, 8])
+def test_row_table_kernel_assembles_without_spills(arch, dtype, window):
+    module = W.build(100, dtype, row_table=True, window=window)
     assert [p.name for p in module.kernels[0].params][-1] == "rows"
     cub = ptx.compile(module.text(), arch=arch)
     for f in cub.functions.values():
         assert f.spills == 0 and f.stack_frame == 0, (f.name, f.spill_stores, f.spill_loads)
 
 
+@pytest.mark.parametrize("window", [16, 8])
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
-def test_reordered_window_kernel_in_the_simulator_vs_scipy(cuda_backend, dtype):
+def test_reordered_window_kernel_in_the_simulator_vs_scipy(cuda_backend, dtype, window):
     """reorder='rows': the kernels store C through the row table; C in the caller's row order
     matches scipy (fp64 on the rounded inputs, within fp32 accumulation) and the model, on empty
     rows + a long row (split windows: partials, second pass through the row table), one column,
@@ -168,8 +170,9 @@ def test_reordered_window_kernel_in_the_simulator_vs_scipy(cuda_backend, dtype):
     for name, s in _cases(rng):
         n = 13
         b = rng.standard_normal((s.shape[1], n)).astype(np.float32)
-        op = SpMM(s, n, dtype=dtype, target="cuda", driver=drv, strategy="window", reorder="rows")
+        op = SpMM(s, n, dtype=dtype, target="cuda", driver=drv, strategy="window", reorder="rows", window_rows=window)
         assert op.reordered and op._wplan.reordered and "reordered" in repr(op), name
+        assert op.window_rows == op._wplan.window == window
         c = np.full((s.shape[0], n), np.nan, np.float32)
         op.execute(b, c)
         scale = np.abs(s).astype(np.float64) @ np.abs(b).astype(np.float64)
@@ -177,7 +180,7 @@ def test_reordered_window_kernel_in_the_simulator_vs_scipy(cuda_backend, dtype):
         assert np.all(err <= 1e-5 * scale + 1e-30), (name, float(err.max()))
         np.testing.assert_allclose(c, op.model(b), rtol=1e-5, atol=1e-5 * float(scale.max(initial=0)) + 1e-30)
     s = _shuffled_blocks(2, 12, 60, 5, rng, full_rows=False)[0]
-    op = SpMM(s, 16, dtype=dtype, target="cuda", driver=drv, strategy="window", reorder="rows")
+    op = SpMM(s, 16, dtype=dtype, target="cuda", driver=drv, strategy="window", reorder="rows", window_rows=window)
     assert not np.array_equal(op._wplan.rows, np.arange(s.shape[0]))
     s.data = rng.standard_normal(s.nnz).astype(np.float32)
     op.update_values(s.data)

@@ -212,7 +212,6 @@ def test_strategy_validation():
         SpMM(s, 8, target="cuda", driver=simdriver, strategy="tca", window_rows=8)
     with pytest.raises(ValueError, match="window_rows applies to the row-window strategy"):
         SpMM(s, 8, dtype="tf32", target="cuda", driver=simdriver, window_rows=16)
-    with pytest.raises(ValueError, match="reorder='rows' applies to 16-row windows"):
-        SpMM(s, 8, target="cuda", driver=simdriver, window_rows=8, reorder="rows")
+
     with pytest.raises(ValueError, match="target_nnz"):
         WP.make_window_plan(np.zeros(1, np.int32), np.zeros(0, np.int32), 8, target_nnz=0)
