@@ -47,6 +47,8 @@ __all__ = [
     "plan_rows",
     "plan_table",
     "sections",
+    "strategy_table",
+    "strategy_times",
     "table",
 ]
 
@@ -352,12 +354,49 @@ def gpu_peer() -> str | None:
     return "cupy"
 
 
+#: fp16 kernels timed side by side in every GPU row (``strategies``): what ``strategy="auto"``
+#: chooses from by its mma model, so a run on a GPU shows whether the model picks the fastest
+STRATEGY_VARIANTS = {
+    "tca": {"strategy": "tca"},
+    "window16": {"strategy": "window", "window_rows": 16},
+    "window8": {"strategy": "window", "window_rows": 8},
+}
+
+
+def _timed_launches(drv, op, reps: int) -> float:
+    """Seconds per `SpMM.launch` on its uploaded B: events around ``reps`` launches after one."""
+    t0, t1 = drv.Event(), drv.Event()
+    op.launch()
+    t0.record()
+    for _ in range(reps):
+        op.launch()
+    t1.record()
+    return t1.elapsed_ms(t0) / reps / 1e3
+
+
+def strategy_times(s, n: int, b: np.ndarray, ref: np.ndarray, reps: int, drv) -> dict[str, dict[str, Any]]:
+    """Each of `STRATEGY_VARIANTS` on fp16 ``b``: seconds per launch, its check against ``ref`` and
+    its plan in words."""
+    from minijit.sparse import SpMM
+
+    out = {}
+    for name, kw in STRATEGY_VARIANTS.items():
+        op = SpMM(s, n, dtype="fp16", target="cuda", driver=drv, **kw)
+        c = np.full((s.shape[0], n), np.nan, np.float32)
+        op.execute(b, c)
+        op.upload_b(b)
+        out[name] = {"time_s": _timed_launches(drv, op, reps), "check": report.check_result(c, ref, GPU_TOL),
+                     "plan": op.plan_summary()}  # fmt: skip
+    return out
+
+
 def gpu_rows(
     mats, ns, reps: int, progress: Progress = report.quiet, driver=None, peer: Callable | None = None
 ) -> list[dict[str, Any]]:
     """TCA-SpMM vs cuSPARSE for every matrix, N and precision in `GPU_DTYPES` (a row each, with
-    ``dtype``). ``driver``: `ptx.driver` by default; ``peer(s, b, reps, dtype) -> (label, seconds)``:
-    the cuSPARSE peer (torch.sparse, else cupy, by default)."""
+    ``dtype``); fp16 rows also time every `STRATEGY_VARIANTS` kernel (``strategies``).
+    ``driver``: `ptx.driver` by default; ``peer(s, b, reps, dtype) -> (label, seconds)``: the
+    cuSPARSE peer (torch.sparse, else cupy, by default)."""
     from minijit.sparse import SpMM
     from minijit.sparse.precision import precision
     from ptx.driver import resolve
@@ -382,18 +421,15 @@ def gpu_rows(
                 sq.data = prec.quantize(s.data)
                 chk = report.check_result(c, sq @ prec.quantize(b), GPU_TOL)
                 op.upload_b(b)
-                t0, t1 = drv.Event(), drv.Event()
-                op.launch()
-                t0.record()
-                for _ in range(reps):
-                    op.launch()
-                t1.record()
-                t_tca = t1.elapsed_ms(t0) / reps / 1e3
+                t_tca = _timed_launches(drv, op, reps)
                 label, t_peer = peer(s, b, reps, dtype)
                 rows.append(_row("gpu", name, dist, s, n, t_tca, label, t_peer, chk))
                 rows[-1]["dtype"] = dtype
                 rows[-1]["strategy"] = op.strategy
                 rows[-1]["reordered"] = op.reordered
+                rows[-1]["window_rows"] = op.window_rows
+                if dtype == "fp16":
+                    rows[-1]["strategies"] = strategy_times(s, n, b, sq @ prec.quantize(b), reps, drv)
                 progress(_summary(rows[-1]))
     return rows
 
@@ -422,6 +458,26 @@ def gpu_table(rows: list[dict[str, Any]]) -> str:
                 cells += [f"{r['gflops'] / 1e3:.2f}", f"{r['peer']['gflops'] / 1e3:.2f}", f"{r['speedup']:.2f}x"]
         bad = [f"{d} ERR {r['check']['max_abs_err']:.2g}" for d, r in by_dtype.items() if not r["check"]["ok"]]
         cells.append("; ".join(bad) if bad else "ok")
+        out.append(cells)
+    return report.markdown_table(head, out)
+
+
+def strategy_table(rows: list[dict[str, Any]]) -> str:
+    """Markdown table of the fp16 GPU rows' ``strategies``: microseconds per launch of each kernel,
+    what ``strategy="auto"`` ran, and whether that was the fastest."""
+    names = list(STRATEGY_VARIANTS)
+    head = ["matrix", "N", *(f"{nm} us" for nm in names), "auto ran", "fastest", "auto / fastest"]
+    out = []
+    for r in rows:
+        st = r.get("strategies")
+        if not st:
+            continue
+        fastest = min(names, key=lambda nm: st[nm]["time_s"])
+        auto = "tca" if r["strategy"] == "tca" else f"window{r['window_rows']}"
+        cells = [r["matrix"], str(r["n"])]
+        cells += [f"{st[nm]['time_s'] * 1e6:.1f}" + ("" if st[nm]["check"]["ok"] else " ERR") for nm in names]
+        cells += [auto + (" (reordered)" if r["reordered"] else ""), fastest]
+        cells.append(f"{r['time_s'] / st[fastest]['time_s']:.2f}x")
         out.append(cells)
     return report.markdown_table(head, out)
 
@@ -465,6 +521,9 @@ def sections(
         ]
     if gpu:
         out += ["## GPU: TCA-SpMM vs cuSPARSE (fp16 vs fp16, tf32 vs fp32)", "", gpu_table(gpu), ""]
+        if any(r.get("strategies") for r in gpu):
+            out += ["### fp16 kernels side by side (microseconds per launch; auto: the mma model's pick)", "",
+                    strategy_table(gpu), ""]  # fmt: skip
         for d in GPU_DTYPES:
             part = [r for r in gpu if r.get("dtype") == d]
             if part:
