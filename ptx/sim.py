@@ -448,6 +448,8 @@ class _Cta:
         self.cur_ins: Instr | None = None
         self.fence_step = np.full(n, -1, np.int64)
         self.gen_write: dict[str, np.ndarray] = {}
+        # per accumulator register: wgmma operations not yet retired that write it, per thread (a
+        # count: groups may chain on the same accumulators, each retiring at its own wait_group)
         self.inflight: dict[str, np.ndarray] = {}
         self.wg_open: dict[int, list] = {}
         self.wg_groups: dict[int, list] = {}
@@ -464,7 +466,7 @@ class _Cta:
     def raw(self, ins: Instr, o: Operand, t: str, exe: np.ndarray) -> np.ndarray:
         """Raw bits (uint64, one per thread) of a source operand."""
         if o.kind == "reg":
-            if self.inflight and o.name in self.inflight and (self.inflight[o.name] & exe).any():
+            if self.inflight and o.name in self.inflight and (self.inflight[o.name][exe] > 0).any():
                 self.fail(ins, f"reads {o.name}, an accumulator of a wgmma not yet waited for (wgmma.wait_group)", exe)
             r = self.regs.get(o.name)
             d = self.defined.get(o.name)
@@ -504,7 +506,7 @@ class _Cta:
     def put_raw(self, name: str, bits: np.ndarray, exe: np.ndarray) -> None:
         """Write raw register bits (uint64) in the threads of ``exe``."""
         if self.track:
-            if name in self.inflight and (self.inflight[name] & exe).any():
+            if name in self.inflight and (self.inflight[name][exe] > 0).any():
                 self.fail(self.cur_ins, f"writes {name}, an accumulator of a wgmma not yet waited for", exe)
             g = self.gen_write.get(name)
             self.gen_write[name] = np.where(exe, self.step, -1 if g is None else g)
@@ -1513,7 +1515,7 @@ def _wgmma(c: _Cta, ins: Instr, exe) -> None:
             while len(pend) > n:
                 for rec in pend.pop(0):
                     for name in rec["regs"]:
-                        c.inflight[name] &= ~rec["threads"]
+                        c.inflight[name] -= rec["threads"]
                     np.add.at(c.async_reads, rec["bytes"], -1)
             c.inflight = {k: v for k, v in c.inflight.items() if v.any()}
         return
@@ -1603,7 +1605,7 @@ def _wgmma(c: _Cta, ins: Instr, exe) -> None:
             old_def = c.defined.get(nm, np.zeros(c.n, bool))
             c.regs[nm] = full
             c.defined[nm] = old_def | mask
-            c.inflight[nm] = c.inflight.get(nm, np.zeros(c.n, bool)) | mask
+            c.inflight[nm] = c.inflight.get(nm, np.zeros(c.n, np.int32)) + mask
         flat = np.concatenate([fa, fb])
         np.add.at(c.async_reads, flat, 1)
         c.wg_open.setdefault(g, []).append({"regs": names, "threads": mask, "bytes": flat})

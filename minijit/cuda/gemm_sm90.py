@@ -48,7 +48,9 @@ Inside a CTA (tile ``bm`` x ``bn`` of C, ``threads = 128 * (1 + consumers)``):
   Out-of-range rows/columns (also the K tail of every r) arrive as zeros, so any M, N, K works;
 - warpgroups 1..consumers (``setmaxnreg.inc`` to 232) own 64 n-rows each: wait on *full*, issue
   ``bk/kw`` wgmma ``m64n{bm}k{kw}`` (kw = 16, 8 for tf32) from the stage through matrix
-  descriptors, commit, wait, and arrive on *empty*;
+  descriptors and commit them as one group; one group stays in flight (``wgmma.wait_group 1``),
+  so the stage released on its *empty* barrier is the previous one, whose group has retired (the
+  last stage after ``wait_group 0``, before the epilogue reads the accumulators);
 - the epilogue applies the first touch (zero, load, relu-of-load) and last touch (none, relu) and
   stores with predicates m < M, n < N.
 
@@ -72,7 +74,7 @@ from .gemm import FIRST_TOUCH, LAST_TOUCH, GeneratedKernel, store_touched
 
 ESIZE = {"f16": 2, "bf16": 2, "tf32": 4}
 TMAP_DTYPE = {"f16": "float16", "bf16": "bfloat16", "tf32": "float32"}
-MUTATIONS = ("", "no_wgmma_fence", "wrong_swizzle", "expect_tx_plus16", "wrong_trans")
+MUTATIONS = ("", "no_wgmma_fence", "wrong_swizzle", "expect_tx_plus16", "wrong_trans", "early_release")
 BK = 64  #: K elements per stage of 16-bit inputs: one 128-byte swizzle row (tf32: 32)
 SWIZZLE = 128
 ROW = 128  #: bytes of one shared tile row (the swizzle span)
@@ -416,6 +418,7 @@ def generate(spec: Sm90Spec) -> Sm90Kernel:
     gofs = k.reg("u32")
     k.mul(gofs, g, 64 * ROW, mode="lo")  # this warpgroup's 64 n of the B tile (64 rows, or box g)
     dx, dy, t64 = k.reg("b64"), k.reg("b64"), k.reg("u64")
+    prev_eb = reg("u32", 0)  # the empty barrier of the stage whose wgmma group may still run
     cloop, cwait, cend = k.label("consume"), k.label("wait_full"), k.label("consume_end")
     k.setp("ge", ok, kt, ntiles)
     k.bra(cend, pred=ok, uni=True)
@@ -439,12 +442,27 @@ def generate(spec: Sm90Spec) -> Sm90Kernel:
             k.add(ddy, dy, (s * y_step) >> 4, type="u64")
         k.wgmma(f"m64n{S.bm}k{kw}", S.dtype, acc, ddx, ddy, yes, trans_a=x_trans, trans_b=y_trans)
     k.wgmma_commit()
-    k.wgmma_wait(0)
-    k.mbarrier_arrive(eb, pred=lead)  # the stage is free again
+    # one group stays in flight: once the previous stage's group has retired, that stage is free
+    k.wgmma_wait(1)
+    if S.mutate == "early_release":  # (bug: frees the stage the group just issued still reads)
+        k.mbarrier_arrive(eb, pred=lead)
+    else:
+        not_first = k.reg("pred")
+        k.setp("ne", not_first, kt, 0)
+        k.and_(not_first, not_first, lead)
+        k.mbarrier_arrive(prev_eb, pred=not_first)
+    k.mov(prev_eb, eb)
     advance()
     k.setp("lt", ok, kt, ntiles)
     k.bra(cloop, pred=ok, uni=True)
     k.place(cend)
+    # the last group: wait for it before the epilogue reads the accumulators, then free its stage
+    k.wgmma_wait(0)
+    if S.mutate != "early_release":
+        last = k.reg("pred")
+        k.setp("gt", last, kt, 0)
+        k.and_(last, last, lead)
+        k.mbarrier_arrive(prev_eb, pred=last)
 
     # ---- epilogue: register i of lane l -> n = n0 + 64g + 16w + l/4 + 8((i%4)/2), m = m0 + 8(i/4) + 2(l%4) + i%2
     lane, w = k.reg("u32"), k.reg("u32")

@@ -247,8 +247,12 @@ def _wgmma_kernel(n: int, dtype: str, ta: int, tb: int, ksteps: int, nbytes: int
         k.add(da, descs[0], (s * step_a) >> 4, type="u64")
         k.add(db, descs[1], (s * step_b) >> 4, type="u64")
         k.wgmma(f"m64n{n}k{32 // es}", dtype, acc, da, db, yes, trans_a=ta, trans_b=tb)
-    k.wgmma_commit()
-    if mutate != "no_wait":
+        if mutate.startswith("chained"):  # one group per k step on the same accumulators, one in flight
+            k.wgmma_commit()
+            k.wgmma_wait(1)
+    if not mutate.startswith("chained"):
+        k.wgmma_commit()
+    if mutate not in ("no_wait", "chained_early_read"):
         k.wgmma_wait(0)
     out = k.reg("u64")
     k.ld_param(out, p_out)
@@ -305,7 +309,8 @@ def _frag_to_matrix(out: np.ndarray, n: int) -> np.ndarray:
     "dtype,n,ta,tb",
     [("f16", 64, 0, 0), ("bf16", 64, 0, 1), ("f16", 32, 1, 0), ("f16", 128, 1, 1)],
 )
-def test_wgmma_matches_numpy(dtype, n, ta, tb):
+@pytest.mark.parametrize("mutate", ["", "chained"])  # chained: a group per k step, wait_group 1 between
+def test_wgmma_matches_numpy(dtype, n, ta, tb, mutate):
     ks = 2  # two chained k16 steps: the descriptor start advances inside the swizzle atom
     rng = np.random.default_rng(n + ta + 2 * tb)
     a = rng.standard_normal((64, 16 * ks)).astype(np.float32)
@@ -317,7 +322,7 @@ def test_wgmma_matches_numpy(dtype, n, ta, tb):
     )
     # operands as (MN, K) matrices; K- or MN-major is the shared layout only
     img, boff, descs = _image(a, b.T, dtype, ta, tb)
-    text = _wgmma_kernel(n, dtype, ta, tb, ks, img.size, boff, *descs)
+    text = _wgmma_kernel(n, dtype, ta, tb, ks, img.size, boff, *descs, mutate=mutate)
     mem = sim.Memory()
     ia, out = mem.upload(img), mem.alloc(128 * n // 2 * 4)
     sim.launch(text, "wg", 1, 128, (ia, out), mem, shared_bytes=img.size)
@@ -390,13 +395,16 @@ def test_wgmma_transpose_immediate_selects_the_layout(ta, tb):
         ("no_wgmma_fence", "missing wgmma.fence"),
         ("no_proxy_fence", "fence.proxy.async"),
         ("no_wait", "not yet waited for"),
+        ("chained_early_read", "not yet waited for"),
     ],
 )
 def test_wgmma_ordering_rules_are_enforced(mutate, msg):
-    a = np.ones((64, 16), np.float32)
-    b = np.ones((64, 16), np.float32)
+    """(and ``chained_early_read``: groups chained on one accumulator set, read after
+    wait_group 1: the last group is still in flight although the earlier ones retired)"""
+    a = np.ones((64, 32), np.float32)
+    b = np.ones((64, 32), np.float32)
     img, boff, descs = _image(a, b, "f16", 0, 0)
-    text = _wgmma_kernel(64, "f16", 0, 0, 1, img.size, boff, *descs, mutate=mutate)
+    text = _wgmma_kernel(64, "f16", 0, 0, 2, img.size, boff, *descs, mutate=mutate)
     mem = sim.Memory()
     with pytest.raises(sim.SimError, match=msg):
         sim.launch(text, "wg", 1, 128, (mem.upload(img), mem.alloc(128 * 32 * 4)), mem, shared_bytes=img.size)

@@ -175,13 +175,15 @@ def test_sim_default_spec_one_cta():
         ("no_wgmma_fence", "missing wgmma.fence"),
         ("expect_tx_plus16", "deadlock"),
         ("wrong_swizzle", None),  # descriptors read a 64-byte swizzle: wrong data or out of bounds
+        # the stage freed while its wgmma group may still run: the next TMA load lands on it
+        ("early_release", "a tensor copy overwrites shared memory that a wgmma still reads"),
     ],
 )
 def test_mutated_kernels_fail(mutate, msg):
     spec = G.Sm90Spec("f16", bm=64, bn=64, stages=2, mutate=mutate)
     if msg is not None:
         with pytest.raises(sim.SimError, match=msg):
-            _run(spec, 64, 64, 192)
+            _run(spec, 64, 64, 512)  # 8 K tiles through 2 stages: the producer waits on the consumers
         return
     try:
         pr, got = _run(spec, 64, 64, 192)
