@@ -506,12 +506,13 @@ def test_mutated_spmm_reduction_is_rejected(monkeypatch):
         def text(self):
             return _changed(lambda t: re.sub(r"\n\s*shfl\.sync\.bfly\.b32 [^\n]*", "", t, count=1), self._t)
 
-    op = SpMM(s, 16, target="cuda", driver=simdriver)
+    op = SpMM(s, 16, target="cuda", driver=simdriver, strategy="tca")  # (auto may pick row windows)
     c = np.empty((5, 16), np.float32)
     op.execute(b, c)
     np.testing.assert_allclose(c, op.model(b.astype(np.float32)), rtol=1e-3, atol=1e-2)
     monkeypatch.setattr(tca, "build", lambda *a, **kw: Mutated(build(*a, **kw)))
-    bad = SpMM(s, 16, target="cuda", driver=simdriver)
+    bad = SpMM(s, 16, target="cuda", driver=simdriver, strategy="tca")
+    assert bad.strategy == "tca"
     try:
         bad.execute(b, c)
     except sim.SimError as e:  # a register the removed shuffle wrote is read unwritten

@@ -119,16 +119,19 @@ class _Cai:
         }  # fmt: skip
 
 
-def test_cuda_device_arrays_in_and_out(cuda_backend):
+@pytest.mark.parametrize("strategy", ["tca", "window"])
+def test_cuda_device_arrays_in_and_out(cuda_backend, strategy):
     """B (fp16) and C (fp32) as device arrays, read and written in place (C starts as NaN, so
-    every element must be written), also mixed with numpy; bad device arrays rejected first."""
+    every element must be written), also mixed with numpy; bad device arrays rejected first;
+    seed 003's kernel and the row windows."""
     drv = cuda_backend.driver
     rng = np.random.default_rng(21)
     m, k, n = 40, 96, 24
     s = skewed(m, k, 0.2, rng)
     b = rng.standard_normal((k, n)).astype(np.float16)
     want = quantized_reference(s, b.astype(np.float32))
-    op = SpMM(s, n, target="cuda", driver=drv)
+    op = SpMM(s, n, target="cuda", driver=drv, strategy=strategy)
+    assert op.strategy == strategy
     db = drv.to_device(b)
     dc = drv.to_device(np.full((m, n), np.nan, np.float32))
     B, C = _Cai(db.ptr, (k, n), "<f2"), _Cai(dc.ptr, (m, n), "<f4")
