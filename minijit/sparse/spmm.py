@@ -22,7 +22,7 @@ specialised for it; it is not inferred from B):
   rounded with cvt.rna.tf32.f32); a device B must hold float16, bfloat16 or
   float32 respectively (numpy B is converted on upload); ``plan`` is the
   seed-003 warp assignment (`minijit.sparse.plan`).
-  ``strategy`` "tca" (seed 003), "window" (row windows, fp16/bf16) or "auto" (the one
+  ``strategy`` "tca" (seed 003), "window" (row windows) or "auto" (the one
   `window_plan.choose_strategy` picks). ``reorder`` (row windows only): "auto" reorders the
   rows (`minijit.sparse.reorder`) when that saves at least `window_plan.MIN_REORDER_GAIN` of
   the window mma instructions, "rows" always, "none" never. The kernel stores C through the
@@ -111,19 +111,20 @@ class SpMM:
             raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
-        if strategy == "window" and (target != "cuda" or dtype == "tf32"):
-            raise ValueError("strategy='window' is a target='cuda' kernel for dtype 'fp16' or 'bf16'")
+        if strategy == "window" and target != "cuda":
+            raise ValueError("strategy='window' is a target='cuda' kernel (dtype 'fp16', 'bf16' or 'tf32')")
         if reorder not in REORDERS:
             raise ValueError(f"reorder must be one of {REORDERS}, got {reorder!r}")
-        if reorder == "rows" and (target != "cuda" or dtype == "tf32" or strategy == "tca"):
+        if reorder == "rows" and (target != "cuda" or strategy == "tca"):
             raise ValueError(
-                "reorder='rows' reorders the row-window strategy: target='cuda', dtype 'fp16' or 'bf16',"
-                " strategy 'auto' or 'window'"
+                "reorder='rows' reorders the row-window strategy: target='cuda', strategy 'auto' or 'window'"
             )
         if window_rows is not None and (window_rows not in (8, 16) or isinstance(window_rows, bool)):
             raise ValueError(f"window_rows must be None, 16 or 8, got {window_rows!r}")
-        if window_rows is not None and (target != "cuda" or dtype == "tf32" or strategy == "tca"):
-            raise ValueError("window_rows applies to the row-window strategy: target='cuda', dtype 'fp16' or 'bf16'")
+        if window_rows is not None and (target != "cuda" or strategy == "tca"):
+            raise ValueError(
+                "window_rows applies to the row-window strategy: target='cuda', strategy 'auto' or 'window'"
+            )
         if isinstance(n, bool) or not isinstance(n, int | np.integer) or not 1 <= int(n) <= cpu.MAX_N:
             raise ValueError(f"n must be an int in 1..{cpu.MAX_N}, got {n!r}")
         dtype = dtype if dtype is not None else ("fp16" if target == "cuda" else "fp32")
@@ -199,7 +200,7 @@ class SpMM:
         self.csr = Csr(self.csr.indptr, self.csr.indices, data, self.csr.shape)
         self._data32 = self._values(data)
         if self.target == "cuda" and self.strategy == "window":
-            self._d_tiles.copy_from(self._prec.device_array(self._wplan.tiles(data).reshape(-1)))
+            self._d_tiles.copy_from(self._tile_values(data))
         elif self.target == "cuda":
             self._d_data.copy_from(self._prec.device_array(data))
 
@@ -291,7 +292,7 @@ class SpMM:
             )
         plan = self.plan
         dev = driver.device()
-        if self.strategy != "tca" and self._prec.mma != "tf32":
+        if self.strategy != "tca":
             from minijit.sparse import window_plan
             from minijit.sparse.reorder import reorder_rows
 
@@ -302,11 +303,14 @@ class SpMM:
             def candidates(window: int):
                 """(plan in the given row order, plan on reordered rows or None) for ``window``:
                 rows are reordered when that saves MIN_REORDER_GAIN of the 16-row tiles."""
-                wp = window_plan.make_window_plan(indptr, indices, self.n, window=window)
+                tf32 = self._prec.mma == "tf32"
+                wp = window_plan.make_window_plan(indptr, indices, self.n, window=window, tf32=tf32)
                 order = self.row_order
                 if order is None or (self.reorder == "auto" and order.gain < window_plan.MIN_REORDER_GAIN):
                     return wp, None
-                wpr = window_plan.make_window_plan(indptr, indices, self.n, row_order=order.perm, window=window)
+                wpr = window_plan.make_window_plan(
+                    indptr, indices, self.n, row_order=order.perm, window=window, tf32=tf32
+                )
                 return (wpr, None) if self.reorder == "rows" else (wp, wpr)
 
             wp, wpr = candidates(self.window_rows or window_plan.WINDOW)
@@ -371,7 +375,7 @@ class SpMM:
         def up(a: np.ndarray):
             return driver.to_device(a if a.size else np.zeros(1, a.dtype))
 
-        self._d_tiles = up(self._prec.device_array(wp.tiles(self.csr.data).reshape(-1)))
+        self._d_tiles = up(self._tile_values(self.csr.data))
         items = (wp.item_row0, wp.item_blk_begin, wp.item_blk_end, wp.item_pslot, wp.item_pstride)
         self._d_window = [up(np.ascontiguousarray(wp.block_cols.reshape(-1)))] + [up(x) for x in items]
         self._d_reduce = [up(wp.reduce_rows), up(wp.reduce_slot_begin), up(wp.reduce_slot_count)]
@@ -379,6 +383,12 @@ class SpMM:
         self._d_b = driver.DeviceBuffer(max(1, k * self.n * self._prec.bytes))
         self._d_c = driver.DeviceBuffer(max(1, m * self.n * 4))
         self._d_p = driver.DeviceBuffer(max(1, wp.num_partials * self.n * 4))
+
+    def _tile_values(self, data: np.ndarray) -> np.ndarray:
+        """The row-window tiles of ``data`` as the kernel reads them (fp16, bf16 bits, or fp32
+        already rounded to tf32 with cvt.rna's rule: the kernel does not round them again)."""
+        t = self._wplan.tiles(data).reshape(-1)
+        return self._prec.device_array(self._prec.quantize(t) if self._prec.mma == "tf32" else t)
 
     def plan_summary(self) -> str:
         """The chosen strategy and its plan, in words."""

@@ -2,10 +2,11 @@
 
 ``window_spmm(tiles, block_cols, B, C, P, item_row0, item_blk_begin, item_blk_end, item_pslot,
 item_pstride, items, m[, rows])``: 128 threads (4 warps) per block, one work item per warp. For every 8
-output columns the warp accumulates, over its item's column blocks, one ``mma.m16n8k8`` (f16 or
-bf16 inputs, fp32 accumulators): A is the block's 16 x 8 tile (one 64-bit load per lane, the
-tiles are stored in fragment order), B the 8 rows of dense B named by the block's condensed
-columns (two 16-bit loads per lane; -1 columns and columns >= N read as 0). The 16 x 8 result
+output columns the warp accumulates, over its item's column blocks, one ``mma.m16n8k8`` (f16,
+bf16 or tf32 inputs, fp32 accumulators): A is the block's 16 x 8 tile (one 64-bit load per lane,
+128-bit for tf32; the tiles are stored in fragment order), B the 8 rows of dense B named by the
+block's condensed columns (two 16-bit or fp32 loads per lane; -1 columns and columns >= N read as
+0; tf32 rounds B with cvt.rna.tf32.f32, the tiles are rounded on the host). The 16 x 8 result
 goes to C (rows >= M not stored) or, for split windows, to the item's partial rows of P; the
 second pass is ``tca_reduce`` of `minijit.sparse.tca`.
 
@@ -33,6 +34,8 @@ WARPS = 4  # work items (warps) per block
 
 
 def _kernel(m: Module, n: int, mma: str, row_table: bool = False) -> None:
+    tf32 = mma == "tf32"
+    es = 4 if tf32 else 2  # bytes per B element and tile value
     k = m.kernel("window_spmm", reqntid=32 * WARPS)
     names = ("tiles", "block_cols", "B", "C", "P", "row0", "blk_begin", "blk_end", "pslot", "pstride")
     g_tiles, g_cols, g_b, g_c, g_p, g_row0, g_b0, g_b1, g_ps, g_pst = (_gptr(k, k.param("u64", nm)) for nm in names)
@@ -106,31 +109,36 @@ def _kernel(m: Module, n: int, mma: str, row_table: bool = False) -> None:
     k.setp("ge", empty, cb, b1, type="u32")
     k.bra(l_end, pred=empty)
     k.place(l_blk)
-    ta = k.reg("u64")  # tiles + (cb * 32 + lane) * 8
+    ta = k.reg("u64")  # tiles + (cb * 32 + lane) * 4 values: the A fragment (tf32: one per register)
     tl = k.reg("u32")
     k.mad(tl, cb, 32, lane, mode="lo", type="u32")
-    k.mad(ta, tl, 8, g_tiles, mode="wide", type="u32")
-    a = k.regs("b32", 2)
+    k.mad(ta, tl, 4 * es, g_tiles, mode="wide", type="u32")
+    a = k.regs("b32", 4 if tf32 else 2)
     k.ld("global", a, addr(ta), nc=True)
-    ci = k.reg("u32")  # block_cols + (cb * 8 + 2t) * 4
-    k.mad(ci, cb, 8, t2, mode="lo", type="u32")
+    ci = k.reg("u32")  # block_cols + (cb * 8 + k0) * 4: B rows k0 = 2t, 2t + 1 (tf32: t, t + 4)
+    k.mad(ci, cb, 8, t if tf32 else t2, mode="lo", type="u32")
     cidx = k.reg("u64")
     k.mad(cidx, ci, 4, g_cols, mode="wide", type="u32")
-    halves = k.regs("b16", 2)
+    vals = k.regs("f32" if tf32 else "b16", 2)
     for e in range(2):
         c = k.reg("s32")
-        k.ld("global", c, addr(cidx, 4 * e), nc=True)
+        k.ld("global", c, addr(cidx, 4 * (4 * e if tf32 else e)), nc=True)
         valid = k.reg("pred")
         k.setp("ge", valid, c, 0)
         ba = k.reg("u64")
-        k.mul(ba, c, 2 * n, mode="wide", type="u32")
+        k.mul(ba, c, es * n, mode="wide", type="u32")
         k.add(ba, ba, g_b, type="u64")
-        k.mad(ba, bcol, 2, ba, mode="wide", type="u32")
-        k.mov(halves[e], 0)
-        k.ld("global", halves[e], addr(ba), nc=True, pred=_pand(k, valid, in_n))
-    bf = k.reg("b32")
-    k.mov(bf, halves)
-    k.mma("m16n8k8", mma, acc, a, [bf], acc)
+        k.mad(ba, bcol, es, ba, mode="wide", type="u32")
+        k.mov(vals[e], 0.0 if tf32 else 0)
+        k.ld("global", vals[e], addr(ba), nc=True, pred=_pand(k, valid, in_n))
+    if tf32:  # fp32 B rounded to tf32 (cvt.rna), one element per register
+        bfr = k.regs("b32", 2)
+        for d, v in zip(bfr, vals, strict=True):
+            k.cvt_tf32(d, v)
+    else:
+        bfr = [k.reg("b32")]
+        k.mov(bfr[0], vals)
+    k.mma("m16n8k8", mma, acc, a, bfr, acc)
     k.add(cb, cb, 1, type="u32")
     more = k.reg("pred")
     k.setp("lt", more, cb, b1, type="u32")
@@ -156,6 +164,8 @@ def _kernel(m: Module, n: int, mma: str, row_table: bool = False) -> None:
 
 
 def _kernel_swapped(m: Module, n: int, mma: str, row_table: bool = False) -> None:
+    tf32 = mma == "tf32"
+    es = 4 if tf32 else 2  # bytes per B element and tile value
     k = m.kernel("window_spmm", reqntid=32 * WARPS)
     names = ("tiles", "block_cols", "B", "C", "P", "row0", "blk_begin", "blk_end", "pslot", "pstride")
     g_tiles, g_cols, g_b, g_c, g_p, g_row0, g_b0, g_b1, g_ps, g_pst = (_gptr(k, k.param("u64", nm)) for nm in names)
@@ -235,37 +245,47 @@ def _kernel_swapped(m: Module, n: int, mma: str, row_table: bool = False) -> Non
     k.setp("ge", empty, cb, b1, type="u32")
     k.bra(l_end, pred=empty)
     k.place(l_blk)
-    ta = k.reg("u64")  # tiles + (cb * 32 + lane) * 4: the mma's B fragment
+    ta = k.reg("u64")  # tiles + (cb * 32 + lane) * 2 values: the mma's B fragment
     tl = k.reg("u32")
     k.mad(tl, cb, 32, lane, mode="lo", type="u32")
-    k.mad(ta, tl, 4, g_tiles, mode="wide", type="u32")
-    bf = k.reg("b32")
-    k.ld("global", bf, addr(ta), nc=True)
-    ci = k.reg("u32")  # block_cols + (cb * 8 + 2t) * 4
-    k.mad(ci, cb, 8, t2, mode="lo", type="u32")
+    k.mad(ta, tl, 2 * es, g_tiles, mode="wide", type="u32")
+    bfr = k.regs("b32", 2 if tf32 else 1)
+    k.ld("global", bfr, addr(ta), nc=True)
+    ci = k.reg("u32")  # block_cols + (cb * 8 + k0) * 4: k0 = 2t, 2t + 1 (tf32: t, t + 4)
+    k.mad(ci, cb, 8, t if tf32 else t2, mode="lo", type="u32")
     cidx = k.reg("u64")
     k.mad(cidx, ci, 4, g_cols, mode="wide", type="u32")
-    rows_b = []  # byte address of dense B row cols[2t + e], and whether it is a real column
+    rows_b = []  # byte address of dense B row cols[k0 + e] (tf32: k0 + 4e), and whether it is a real column
     for e in range(2):
         c = k.reg("s32")
-        k.ld("global", c, addr(cidx, 4 * e), nc=True)
+        k.ld("global", c, addr(cidx, 4 * (4 * e if tf32 else e)), nc=True)
         valid = k.reg("pred")
         k.setp("ge", valid, c, 0)
         ba = k.reg("u64")
-        k.mul(ba, c, 2 * n, mode="wide", type="u32")
+        k.mul(ba, c, es * n, mode="wide", type="u32")
         k.add(ba, ba, g_b, type="u64")
         rows_b.append((ba, valid))
-    a = k.regs("b32", 2)  # a[h] = (B^T[g + 8h][2t], B^T[g + 8h][2t + 1])
-    for h in range(2):
-        halves = k.regs("b16", 2)
-        for e in range(2):
-            ba, valid = rows_b[e]
-            ea = k.reg("u64")
-            k.mad(ea, ncol[h], 2, ba, mode="wide", type="u32")
-            k.mov(halves[e], 0)
-            k.ld("global", halves[e], addr(ea), nc=True, pred=_pand(k, valid, in_n[h]))
-        k.mov(a[h], halves)
-    k.mma("m16n8k8", mma, acc, a, [bf], acc)
+    if tf32:  # a[i] = B^T[g + 8(i&1)][t + 4(i>=2)], rounded to tf32 (cvt.rna)
+        a = k.regs("b32", 4)
+        for i in range(4):
+            ba, valid = rows_b[i // 2]
+            ea, v = k.reg("u64"), k.reg("f32")
+            k.mad(ea, ncol[i & 1], 4, ba, mode="wide", type="u32")
+            k.mov(v, 0.0)
+            k.ld("global", v, addr(ea), nc=True, pred=_pand(k, valid, in_n[i & 1]))
+            k.cvt_tf32(a[i], v)
+    else:  # a[h] = (B^T[g + 8h][2t], B^T[g + 8h][2t + 1])
+        a = k.regs("b32", 2)
+        for h in range(2):
+            halves = k.regs("b16", 2)
+            for e in range(2):
+                ba, valid = rows_b[e]
+                ea = k.reg("u64")
+                k.mad(ea, ncol[h], 2, ba, mode="wide", type="u32")
+                k.mov(halves[e], 0)
+                k.ld("global", halves[e], addr(ea), nc=True, pred=_pand(k, valid, in_n[h]))
+            k.mov(a[h], halves)
+    k.mma("m16n8k8", mma, acc, a, bfr, acc)
     k.add(cb, cb, 1, type="u32")
     more = k.reg("pred")
     k.setp("lt", more, cb, b1, type="u32")
@@ -285,14 +305,14 @@ def _kernel_swapped(m: Module, n: int, mma: str, row_table: bool = False) -> Non
 
 
 def build(n: int, dtype: str = "fp16", target: str | None = None, row_table: bool = False, window: int = 16) -> Module:
-    """The module (``window_spmm`` and ``tca_reduce``) for N columns; ``dtype`` "fp16" or "bf16";
+    """The module (``window_spmm`` and ``tca_reduce``) for N columns; ``dtype`` "fp16", "bf16" or
+    "tf32" (fp32 tiles, rounded to tf32 on the host, and fp32 B, rounded with cvt.rna.tf32.f32 in the
+    kernel; one element per fragment register);
     ``row_table``: ``window_spmm`` takes a last parameter ``rows`` (window row -> C row, int32);
     ``window``: 16 (tiles as the mma's A) or 8 (swapped, tiles as its B; see the module docstring)."""
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= (1 << 24):
         raise ValueError(f"n must be an int in 1..{1 << 24}, got {n!r}")
     prec = precision(dtype)
-    if prec.mma == "tf32":
-        raise ValueError("the row-window kernel takes dtype 'fp16' or 'bf16' (16-bit A tiles), got 'tf32'")
     m = Module(target=target) if target else Module()
     if not isinstance(row_table, bool):
         raise TypeError(f"row_table must be a bool, got {row_table!r}")

@@ -80,6 +80,7 @@ class WindowPlan:
     reduce_slot_count: np.ndarray
     rows: np.ndarray | None = None  # int32 (m,): C row of window row p (None: row p itself)
     window: int = WINDOW  # rows per window: 16 (tiles are the mma's A) or 8 (swapped: its B)
+    tf32: bool = False  # tiles in the tf32 fragment layout (one fp32 value per register)
 
     def __post_init__(self) -> None:
         if self.window not in (WINDOW, SWAP_WINDOW):
@@ -127,7 +128,7 @@ class WindowPlan:
 
     def dense_tiles(self, tiles: np.ndarray) -> np.ndarray:
         """``tiles`` (fragment order, as `tiles`) as dense (blocks, window rows, 8 columns) arrays."""
-        r, j = _fragment_rc(self.window)
+        r, j = _fragment_rc(self.window, self.tf32)
         out = np.zeros((self.num_blocks, self.window, BLOCK_COLS), tiles.dtype)
         out[:, r, j] = tiles
         return out
@@ -145,10 +146,16 @@ class WindowPlan:
         )
 
 
-def _fragment_slot(r: np.ndarray, j: np.ndarray, window: int = WINDOW) -> np.ndarray:
+def _fragment_slot(r: np.ndarray, j: np.ndarray, window: int = WINDOW, tf32: bool = False) -> np.ndarray:
     """The slot ``lane * per_lane + element`` of tile value (row ``r``, condensed column ``j``): in
-    the m16n8k8 f16 A fragment (16-row windows: A[r][j], 4 per lane), or in its B fragment
-    (8-row windows: B[k = j][n = r], 2 per lane)."""
+    the m16n8k8 A fragment (16-row windows: A[r][j], 4 per lane), or in its B fragment (8-row
+    windows: B[k = j][n = r], 2 per lane). f16/bf16 registers hold 2 neighbouring k (``2t``,
+    ``2t + 1``); tf32 ones hold one, k = ``t`` and ``t + 4``."""
+    if tf32:
+        t, hi_k = j % 4, j // 4
+        if window == SWAP_WINDOW:
+            return (4 * r + t) * 2 + hi_k
+        return (4 * (r % 8) + t) * 4 + (r // 8) + 2 * hi_k
     t, odd = j // 2, j % 2
     if window == SWAP_WINDOW:
         return (4 * r + t) * 2 + odd
@@ -156,13 +163,17 @@ def _fragment_slot(r: np.ndarray, j: np.ndarray, window: int = WINDOW) -> np.nda
     return (4 * g + t) * 4 + 2 * hi + odd
 
 
-def _fragment_rc(window: int) -> tuple[np.ndarray, np.ndarray]:
+def _fragment_rc(window: int, tf32: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(row, column) of every (lane, element) slot of a tile: arrays of shape (32, per_lane)."""
     lane = np.arange(32)[:, None]
+    per = 2 if window == SWAP_WINDOW else 4
+    e = np.arange(per)[None, :]
+    if tf32:
+        if window == SWAP_WINDOW:
+            return np.broadcast_to(lane // 4, (32, 2)), lane % 4 + 4 * e
+        return lane // 4 + 8 * (e & 1), lane % 4 + 4 * (e >= 2)
     if window == SWAP_WINDOW:
-        e = np.arange(2)[None, :]
         return np.broadcast_to(lane // 4, (32, 2)), 2 * (lane % 4) + e
-    e = np.arange(4)[None, :]
     return lane // 4 + 8 * (e >= 2), 2 * (lane % 4) + (e & 1)
 
 
@@ -173,11 +184,13 @@ def make_window_plan(
     target_nnz: int = TARGET_NNZ,
     row_order: np.ndarray | None = None,
     window: int = WINDOW,
+    tf32: bool = False,
 ) -> WindowPlan:
     """The plan from a validated CSR pattern (``indptr`` length M+1, ``indices`` sorted per row);
     ``row_order``: window row ``p`` computes row ``row_order[p]`` (a permutation of 0..M-1, e.g.
     `minijit.sparse.reorder.RowOrder.perm`; None: the given order, no row table); ``window``: rows
-    per window, 16 or 8 (the swapped layout, see the module docstring)."""
+    per window, 16 or 8 (the swapped layout, see the module docstring); ``tf32``: tiles in the
+    tf32 fragment layout (the dtype="tf32" kernels)."""
     if isinstance(target_nnz, bool) or not isinstance(target_nnz, int) or target_nnz < 1:
         raise ValueError(f"target_nnz must be a positive int, got {target_nnz!r}")
     if window not in (WINDOW, SWAP_WINDOW):
@@ -190,7 +203,7 @@ def make_window_plan(
         if m and (perm.min() < 0 or perm.max() >= m or np.bincount(perm, minlength=m).max() != 1):
             raise ValueError("row_order must be a permutation of 0..M-1")
         p_indptr, p_indices, nnz_of = permute_csr(indptr, indices, perm)
-        wp = make_window_plan(p_indptr, p_indices, n, target_nnz, window=window)
+        wp = make_window_plan(p_indptr, p_indices, n, target_nnz, window=window, tf32=tf32)
         tile_of_nnz = np.empty_like(wp.tile_of_nnz)
         tile_of_nnz[nnz_of] = wp.tile_of_nnz
         rows = perm.astype(np.int32)
@@ -216,7 +229,7 @@ def make_window_plan(
     block_cols = np.full((int(first_blk[-1]), BLOCK_COLS), -1, np.int64)
     u_rank = np.arange(uniq.shape[0]) - first_u[u_win]
     block_cols[first_blk[u_win] + u_rank // BLOCK_COLS, u_rank % BLOCK_COLS] = u_col
-    tile_of_nnz = blk * (window * BLOCK_COLS) + _fragment_slot(rows % window, rank % BLOCK_COLS, window)
+    tile_of_nnz = blk * (window * BLOCK_COLS) + _fragment_slot(rows % window, rank % BLOCK_COLS, window, tf32)
 
     # work items: runs of blocks of about target_nnz non-zeros
     nnz_blk = np.bincount(blk, minlength=int(first_blk[-1]))
@@ -268,6 +281,7 @@ def make_window_plan(
         reduce_slot_begin=i32(red_begin),
         reduce_slot_count=i32(red_count),
         window=window,
+        tf32=bool(tf32),
     )
 
 

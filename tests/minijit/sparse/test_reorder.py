@@ -158,7 +158,7 @@ def test_row_table_kernel_assembles_without_spills(arch, dtype, window):
 
 
 @pytest.mark.parametrize("window", [16, 8])
-@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("dtype", ["fp16", "bf16", "tf32"])
 def test_reordered_window_kernel_in_the_simulator_vs_scipy(cuda_backend, dtype, window):
     """reorder='rows': the kernels store C through the row table; C in the caller's row order
     matches scipy (fp64 on the rounded inputs, within fp32 accumulation) and the model, on empty
@@ -191,8 +191,8 @@ def test_reordered_window_kernel_in_the_simulator_vs_scipy(cuda_backend, dtype, 
 
 def test_auto_reorders_when_the_model_says_so(cuda_backend):
     """reorder='auto' reorders shuffled blocks (the mma count drops by far more than 10 %) and
-    keeps a matrix whose order is already the best (FEM blocks in mesh order); tf32 stays on
-    seed 003 without reordering; 'none' never reorders."""
+    keeps a matrix whose order is already the best (FEM blocks in mesh order), in fp16 and tf32;
+    'none' never reorders."""
     rng = np.random.default_rng(23)
     drv = cuda_backend.driver
     blocks, _ = _shuffled_blocks(3, 16, 3000, 4, rng, full_rows=True)
@@ -210,7 +210,9 @@ def test_auto_reorders_when_the_model_says_so(cuda_backend):
     op = SpMM(fem, 8, target="cuda", driver=drv)
     assert op.row_order.gain < WP.MIN_REORDER_GAIN and not op.reordered and "reordered=False" in repr(op)
     tf = SpMM(blocks, 8, dtype="tf32", target="cuda", driver=drv)
-    assert (tf.strategy, tf.reordered) == ("tca", False)
+    assert (tf.strategy, tf.reordered) == ("window", True) and tf._wplan.tf32
+    c = tf.execute(b, np.empty((blocks.shape[0], 8), np.float32))
+    assert np.all(np.abs(c - _ref(blocks, precision("tf32"), b)) <= 1e-5 * scale)
 
 
 def test_bad_input():
@@ -219,9 +221,8 @@ def test_bad_input():
     s = fem_blocks(2, 1, np.random.default_rng(0))
     with pytest.raises(ValueError, match=r"reorder must be one of \('auto', 'none', 'rows'\)"):
         SpMM(s, 8, target="cuda", driver=simdriver, reorder="minhash")
-    for kw in ({"dtype": "tf32"}, {"strategy": "tca"}):
-        with pytest.raises(ValueError, match="reorder='rows' reorders the row-window strategy"):
-            SpMM(s, 8, target="cuda", driver=simdriver, reorder="rows", **kw)
+    with pytest.raises(ValueError, match="reorder='rows' reorders the row-window strategy"):
+        SpMM(s, 8, target="cuda", driver=simdriver, reorder="rows", strategy="tca")
     with pytest.raises(ValueError, match="reorder='rows'"):
         SpMM(s, 8, target="native", reorder="rows")
     c = as_csr(s)

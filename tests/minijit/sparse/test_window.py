@@ -131,12 +131,14 @@ def test_swapped_windows_win_on_scattered_short_windows_by_a_margin():
 
 @pytest.mark.skipif(toolchain.find_ptxas() is None, reason="ptxas not found")
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("dtype", ["fp16", "bf16", "tf32"])
 @pytest.mark.parametrize("n", [8, 100, 512])
 @pytest.mark.parametrize("window", [16, 8])
 def test_window_kernels_assemble_without_spills(arch, dtype, n, window):
     text = W.build(n, dtype, window=window).text()
-    assert text.count(f"mma.sync.aligned.m16n8k8.row.col.f32.{'f16.f16' if dtype == 'fp16' else 'bf16.bf16'}.f32") == 1
+    ab = {"fp16": "f16.f16", "bf16": "bf16.bf16", "tf32": "tf32.tf32"}[dtype]
+    assert text.count(f"mma.sync.aligned.m16n8k8.row.col.f32.{ab}.f32") == 1
+    assert text.count("cvt.rna.tf32.f32") == (0 if dtype != "tf32" else 2 if window == 16 else 4)
     cub = ptx.compile(text, arch=arch)
     assert set(cub.functions) == {"window_spmm", "tca_reduce"}
     for f in cub.functions.values():
@@ -144,7 +146,7 @@ def test_window_kernels_assemble_without_spills(arch, dtype, n, window):
 
 
 @pytest.mark.parametrize("window", [16, 8])
-@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("dtype", ["fp16", "bf16", "tf32"])
 def test_window_kernel_on_skewed_matrices_vs_scipy(cuda_backend, dtype, window):
     """Empty rows + a long row (split into items, partial rows, second pass), one column, all empty,
     FEM blocks; N = 24 and 13: scipy fp64 on rounded inputs within fp32 accumulation, and the model."""
@@ -175,7 +177,8 @@ def test_window_kernel_on_skewed_matrices_vs_scipy(cuda_backend, dtype, window):
 
 
 def test_auto_strategy_in_the_simulator(cuda_backend):
-    """strategy='auto' runs what choose_strategy picks, for each pick; tf32 stays on seed 003."""
+    """strategy='auto' runs what choose_strategy picks, for each pick, in fp16 and tf32 (the row
+    windows take every dtype; the pick depends on the pattern only)."""
     rng = np.random.default_rng(5)
     drv = cuda_backend.driver
     blocks = sp.block_diag([rng.standard_normal((16, 16))] * 2, format="csr")
@@ -189,7 +192,12 @@ def test_auto_strategy_in_the_simulator(cuda_backend):
         b = rng.standard_normal((s.shape[1], 8)).astype(np.float32)
         scale = np.abs(s).astype(np.float64) @ np.abs(b).astype(np.float64)
         assert np.all(np.abs(op.execute(b, np.empty((s.shape[0], 8), np.float32)) - _ref(s, prec, b)) <= 1e-5 * scale)
-    assert SpMM(fem, 8, dtype="tf32", target="cuda", driver=drv).strategy == "tca"
+    for s in (few_rows, long_row):
+        tf = SpMM(s, 8, dtype="tf32", target="cuda", driver=drv)
+        assert (tf.strategy, tf.window_rows) == (SpMM(s, 8, target="cuda", driver=drv).strategy,
+                                                 SpMM(s, 8, target="cuda", driver=drv).window_rows)  # fmt: skip
+        assert tf._wplan is None or tf._wplan.tf32
+    del fem
 
 
 def test_strategy_validation():
@@ -198,12 +206,10 @@ def test_strategy_validation():
     s = fem_blocks(2, 1, np.random.default_rng(0))
     with pytest.raises(ValueError, match=r"strategy must be one of \('auto', 'tca', 'window'\)"):
         SpMM(s, 8, target="cuda", driver=simdriver, strategy="rows")
-    with pytest.raises(ValueError, match="strategy='window' is a target='cuda' kernel for dtype 'fp16' or 'bf16'"):
-        SpMM(s, 8, dtype="tf32", target="cuda", driver=simdriver, strategy="window")
-    with pytest.raises(ValueError, match="strategy='window'"):
+    with pytest.raises(ValueError, match="strategy='window' is a target='cuda' kernel"):
         SpMM(s, 8, target="native", strategy="window")
-    with pytest.raises(ValueError, match="'fp16' or 'bf16'"):
-        W.build(8, "tf32")
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        W.build(8, "fp32")
     with pytest.raises(ValueError, match="window must be 16 or 8"):
         W.build(8, "fp16", window=32)
     with pytest.raises(ValueError, match="window_rows must be None, 16 or 8"):
@@ -211,7 +217,7 @@ def test_strategy_validation():
     with pytest.raises(ValueError, match="window_rows applies to the row-window strategy"):
         SpMM(s, 8, target="cuda", driver=simdriver, strategy="tca", window_rows=8)
     with pytest.raises(ValueError, match="window_rows applies to the row-window strategy"):
-        SpMM(s, 8, dtype="tf32", target="cuda", driver=simdriver, window_rows=16)
+        SpMM(s, 8, target="native", window_rows=16)
 
     with pytest.raises(ValueError, match="target_nnz"):
         WP.make_window_plan(np.zeros(1, np.int32), np.zeros(0, np.int32), 8, target_nnz=0)
