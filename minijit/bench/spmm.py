@@ -354,7 +354,7 @@ def gpu_peer() -> str | None:
     return "cupy"
 
 
-#: fp16 kernels timed side by side in every GPU row (``strategies``): what ``strategy="auto"``
+#: kernels timed side by side in every GPU row (``strategies``): what ``strategy="auto"``
 #: chooses from by its mma model, so a run on a GPU shows whether the model picks the fastest
 STRATEGY_VARIANTS = {
     "tca": {"strategy": "tca"},
@@ -374,14 +374,16 @@ def _timed_launches(drv, op, reps: int) -> float:
     return t1.elapsed_ms(t0) / reps / 1e3
 
 
-def strategy_times(s, n: int, b: np.ndarray, ref: np.ndarray, reps: int, drv) -> dict[str, dict[str, Any]]:
-    """Each of `STRATEGY_VARIANTS` on fp16 ``b``: seconds per launch, its check against ``ref`` and
-    its plan in words."""
+def strategy_times(
+    s, n: int, b: np.ndarray, ref: np.ndarray, reps: int, drv, dtype: str = "fp16"
+) -> dict[str, dict[str, Any]]:
+    """Each of `STRATEGY_VARIANTS` in ``dtype`` on ``b``: seconds per launch, its check against
+    ``ref`` and its plan in words."""
     from minijit.sparse import SpMM
 
     out = {}
     for name, kw in STRATEGY_VARIANTS.items():
-        op = SpMM(s, n, dtype="fp16", target="cuda", driver=drv, **kw)
+        op = SpMM(s, n, dtype=dtype, target="cuda", driver=drv, **kw)
         c = np.full((s.shape[0], n), np.nan, np.float32)
         op.execute(b, c)
         op.upload_b(b)
@@ -394,7 +396,7 @@ def gpu_rows(
     mats, ns, reps: int, progress: Progress = report.quiet, driver=None, peer: Callable | None = None
 ) -> list[dict[str, Any]]:
     """TCA-SpMM vs cuSPARSE for every matrix, N and precision in `GPU_DTYPES` (a row each, with
-    ``dtype``); fp16 rows also time every `STRATEGY_VARIANTS` kernel (``strategies``).
+    ``dtype``); each row also times every `STRATEGY_VARIANTS` kernel (``strategies``).
     ``driver``: `ptx.driver` by default; ``peer(s, b, reps, dtype) -> (label, seconds)``: the
     cuSPARSE peer (torch.sparse, else cupy, by default)."""
     from minijit.sparse import SpMM
@@ -428,8 +430,7 @@ def gpu_rows(
                 rows[-1]["strategy"] = op.strategy
                 rows[-1]["reordered"] = op.reordered
                 rows[-1]["window_rows"] = op.window_rows
-                if dtype == "fp16":
-                    rows[-1]["strategies"] = strategy_times(s, n, b, sq @ prec.quantize(b), reps, drv)
+                rows[-1]["strategies"] = strategy_times(s, n, b, sq @ prec.quantize(b), reps, drv, dtype)
                 progress(_summary(rows[-1]))
     return rows
 
@@ -463,10 +464,10 @@ def gpu_table(rows: list[dict[str, Any]]) -> str:
 
 
 def strategy_table(rows: list[dict[str, Any]]) -> str:
-    """Markdown table of the fp16 GPU rows' ``strategies``: microseconds per launch of each kernel,
+    """Markdown table of the GPU rows' ``strategies``: microseconds per launch of each kernel,
     what ``strategy="auto"`` ran, and whether that was the fastest."""
     names = list(STRATEGY_VARIANTS)
-    head = ["matrix", "N", *(f"{nm} us" for nm in names), "auto ran", "fastest", "auto / fastest"]
+    head = ["matrix", "N", "dtype", *(f"{nm} us" for nm in names), "auto ran", "fastest", "auto / fastest"]
     out = []
     for r in rows:
         st = r.get("strategies")
@@ -474,7 +475,7 @@ def strategy_table(rows: list[dict[str, Any]]) -> str:
             continue
         fastest = min(names, key=lambda nm: st[nm]["time_s"])
         auto = "tca" if r["strategy"] == "tca" else f"window{r['window_rows']}"
-        cells = [r["matrix"], str(r["n"])]
+        cells = [r["matrix"], str(r["n"]), r.get("dtype", "fp16")]
         cells += [f"{st[nm]['time_s'] * 1e6:.1f}" + ("" if st[nm]["check"]["ok"] else " ERR") for nm in names]
         cells += [auto + (" (reordered)" if r["reordered"] else ""), fastest]
         cells.append(f"{r['time_s'] / st[fastest]['time_s']:.2f}x")
@@ -522,7 +523,7 @@ def sections(
     if gpu:
         out += ["## GPU: TCA-SpMM vs cuSPARSE (fp16 vs fp16, tf32 vs fp32)", "", gpu_table(gpu), ""]
         if any(r.get("strategies") for r in gpu):
-            out += ["### fp16 kernels side by side (microseconds per launch; auto: the mma model's pick)", "",
+            out += ["### Kernels side by side (microseconds per launch; auto: the mma model's pick)", "",
                     strategy_table(gpu), ""]  # fmt: skip
         for d in GPU_DTYPES:
             part = [r for r in gpu if r.get("dtype") == d]

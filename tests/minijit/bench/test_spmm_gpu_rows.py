@@ -57,19 +57,16 @@ def test_gpu_rows_have_fp16_and_tf32_in_the_simulator():
     assert "geometric-mean speedup of TCA-SpMM tf32 over fake cuSPARSE fp32: 2.00x" in report
     bad = dict(rows[1], check={"ok": False, "max_abs_err": 0.5, "max_abs_ref": 1.0})
     assert spmm.gpu_table([rows[0], bad]).splitlines()[2].endswith("| tf32 ERR 0.5 |")
-    # fp16 rows time every kernel variant side by side (each checked against scipy for real)
+    # every row times each kernel variant side by side (each checked against scipy for real)
     for r in rows:
-        st = r.get("strategies")
-        assert (st is not None) == (r["dtype"] == "fp16")
-        if st:
-            assert list(st) == list(spmm.STRATEGY_VARIANTS)
-            assert all(v["check"]["ok"] and v["time_s"] == pytest.approx(1e-3) for v in st.values()), st
-            assert "seed 003" in st["tca"]["plan"] and "row windows of 16" in st["window16"]["plan"]
-            assert "row windows of 8 (swapped" in st["window8"]["plan"]
+        st = r["strategies"]
+        assert list(st) == list(spmm.STRATEGY_VARIANTS)
+        assert all(v["check"]["ok"] and v["time_s"] == pytest.approx(1e-3) for v in st.values()), st
+        assert "seed 003" in st["tca"]["plan"] and "row windows of 16" in st["window16"]["plan"]
+        assert "row windows of 8 (swapped" in st["window8"]["plan"]
     side = spmm.strategy_table(rows).splitlines()
-    assert side[0].startswith(
-        "| matrix | N | tca us | window16 us | window8 us | auto ran | fastest | auto / fastest |"
-    )
-    assert len(side) == 2 + 2  # one line per fp16 row; equal (fixed) times: the first is the fastest
+    assert side[0].startswith("| matrix | N | dtype | tca us | window16 us | window8 us | auto ran | fastest |")
+    assert len(side) == 2 + 4  # one line per row; equal (fixed) times: the first is the fastest
     assert all("| 1000.0 | 1000.0 | 1000.0 |" in ln and ln.endswith("| tca | 1.00x |") for ln in side[2:])
-    assert "### fp16 kernels side by side" in report
+    assert [ln.split(" | ")[2] for ln in side[2:]] == ["fp16", "tf32", "fp16", "tf32"]
+    assert "### Kernels side by side" in report
