@@ -54,11 +54,19 @@ Inside a CTA (tile ``bm`` x ``bn`` of C, ``threads = 128 * (1 + consumers)``):
 - the epilogue applies the first touch (zero, load, relu-of-load) and last touch (none, relu) and
   stores with predicates m < M, n < N.
 
+Persistent (``Sm90Spec.persistent``): a grid of ``(ctas, 1, 1)`` walks the ``tiles_m * tiles_n *
+Z`` output tiles, CTA ``c`` taking tiles ``c, c + ctas, ...``; within one batch entry the order is
+grouped, ``GROUP_M`` tiles of m for each tile of n before the next group (consecutive tiles share
+B tiles and nearby A tiles in L2). The producer and the consumers walk the same sequence; the stage
+ring and the mbarrier phases run on across tiles, so the producer loads the next tile's first
+stages while the consumers store this one's C.
+
 Kernel parameters: ``tmap_a, tmap_b`` (128-byte tensor maps from :func:`tensor_maps`), ``C``
 (u64), ``batch_table`` (u64; only when ``spec.batch``), ``M, N, K`` (s32), ``R`` (s32; only when
-``spec.reduce``), ``ldc`` (s64, bytes). Grid ``(ceil(M/bm), ceil(N/bn), batch)``, block
-``(threads,)``, dynamic shared memory :attr:`Sm90Spec.smem_bytes` (above 48 KB: the launch sets
-the function's limit). TMA needs A and B 16-byte aligned and lda, ldb and the batch/reduction
+``spec.reduce``), ``Z`` (s32, the batch count; only when ``spec.persistent``), ``ldc`` (s64,
+bytes). Grid ``(ceil(M/bm), ceil(N/bn), batch)`` (persistent: :meth:`Sm90Kernel.grid` with the
+CTA count), block ``(threads,)``, dynamic shared memory :attr:`Sm90Spec.smem_bytes` (above 48 KB:
+the launch sets the function's limit). TMA needs A and B 16-byte aligned and lda, ldb and the batch/reduction
 strides multiples of 16 bytes.
 """
 
@@ -80,6 +88,7 @@ SWIZZLE = 128
 ROW = 128  #: bytes of one shared tile row (the swizzle span)
 MN_BOX = 64  #: MN elements of one box of an MN-major operand (one 128-byte row of 16-bit elements)
 BATCH_OPS = ("", "c", "ac", "bc", "abc")
+GROUP_M = 8  #: persistent tile order: groups of this many tiles along m, swept over n (L2 reuse)
 REDUCE_OPS = ("", "a", "b", "ab")
 
 
@@ -95,7 +104,8 @@ class Sm90Spec:
     GEMM per launch, else the operands that differ between ``blockIdx.z``: C always (its offset
     from the batch table, so "c" is in it) and "a"/"b" (a batch dim in their tensor maps), one of
     :data:`BATCH_OPS`; ``reduce``: the operands whose tensor maps carry a reduction dim (summed
-    over ``R``), one of :data:`REDUCE_OPS` ("" for no ``R`` parameter); ``mutate``: a deliberate
+    over ``R``), one of :data:`REDUCE_OPS` ("" for no ``R`` parameter); ``persistent``: CTAs loop
+    over the output tiles (grid from :meth:`Sm90Kernel.grid`, a ``Z`` parameter); ``mutate``: a deliberate
     bug for tests (one of :data:`MUTATIONS`, "" for the real kernel).
     """
 
@@ -109,6 +119,7 @@ class Sm90Spec:
     b_major: str = "k"
     batch: str = ""
     reduce: str = ""
+    persistent: bool = False
     mutate: str = ""
 
     def __post_init__(self) -> None:
@@ -135,6 +146,8 @@ class Sm90Spec:
             bad(f"reduce {self.reduce!r}: one of {REDUCE_OPS}")
         if self.mutate not in MUTATIONS:
             bad(f"mutate in {MUTATIONS}")
+        if not isinstance(self.persistent, bool):
+            bad("persistent must be a bool")
         if self.mutate == "wrong_trans" and self.dtype == "tf32":
             bad("mutate 'wrong_trans' needs a 16-bit dtype (tf32 wgmma has no transpose immediates)")
         if self.smem_bytes > 227 * 1024:
@@ -187,6 +200,7 @@ class Sm90Spec:
     def name(self) -> str:
         tail = "" if self.orientation == "mk" else f"_a{self.a_major}b{self.b_major}"
         tail += (f"_z{self.batch}" if self.batch else "") + (f"_r{self.reduce}" if self.reduce else "")
+        tail += "_p" if self.persistent else ""
         tail += f"_{self.mutate}" if self.mutate else ""
         return f"gemm90_{self.dtype}_{self.bm}x{self.bn}x{self.bk}_s{self.stages}_{self.first}_{self.last}{tail}"
 
@@ -201,6 +215,18 @@ class Sm90Kernel(GeneratedKernel):
     def shared_bytes(self) -> int:
         """Dynamic shared memory the launch must grant (bytes)."""
         return self.spec.smem_bytes
+
+    def tiles(self, m: int, n: int, batch: int = 1) -> int:
+        """Output tiles of an M x N GEMM times ``batch``."""
+        return -(-m // self.spec.bm) * -(-n // self.spec.bn) * batch
+
+    def grid(self, m: int, n: int, batch: int = 1, ctas: int | None = None) -> tuple[int, int, int]:
+        """``(ceil(M/bm), ceil(N/bn), batch)``; persistent: ``(min(tiles, ctas), 1, 1)`` (``ctas``
+        None: one per tile)."""
+        if not self.spec.persistent:
+            return (-(-m // self.spec.bm), -(-n // self.spec.bn), batch)
+        total = self.tiles(m, n, batch)
+        return (max(1, min(total, total if ctas is None else int(ctas))), 1, 1)
 
 
 def tensor_maps(
@@ -287,6 +313,7 @@ def generate(spec: Sm90Spec) -> Sm90Kernel:
     p_bt = k.param("u64", "batch_table") if S.batch else None
     p_m, p_n, p_k = (k.param("s32", x) for x in "MNK")
     p_r = k.param("s32", "R") if S.reduce else None
+    p_z = k.param("s32", "Z") if S.persistent else None
     p_ldc = k.param("s64", "ldc")
     dsmem = k.extern_shared("dsmem", align=1024)
 
@@ -300,14 +327,68 @@ def generate(spec: Sm90Spec) -> Sm90Kernel:
     tid = reg("u32", sreg.tid.x)
     wg = k.reg("u32")
     k.shr(wg, tid, 7)
-    m0, n0 = k.reg("s32"), k.reg("s32")
-    k.mov(m0, sreg.ctaid.x)
-    k.mul(m0, m0, S.bm, mode="lo")
-    k.mov(n0, sreg.ctaid.y)
-    k.mul(n0, n0, S.bn, mode="lo")
+    m0, n0, zc = k.reg("s32"), k.reg("s32"), k.reg("s32")
     M, N, K = (reg("s32") for _ in range(3))
     for r, p in ((M, p_m), (N, p_n), (K, p_k)):
         k.ld_param(r, p)
+    if S.persistent:  # tiles t = ctaid.x, + nctaid.x, ... of tiles_m * tiles_n * Z
+        tiles_m, tiles_n, per_z, total, tile, width = (k.reg("s32") for _ in range(6))
+        k.add(tiles_m, M, S.bm - 1)
+        k.div(tiles_m, tiles_m, S.bm, rnd=None)
+        k.add(tiles_n, N, S.bn - 1)
+        k.div(tiles_n, tiles_n, S.bn, rnd=None)
+        k.mul(per_z, tiles_m, tiles_n, mode="lo")
+        k.ld_param(total, p_z)
+        k.mul(total, total, per_z, mode="lo")
+        k.mul(width, tiles_n, GROUP_M, mode="lo")
+        k.mov(tile, sreg.ctaid.x)
+
+    def coords() -> None:
+        # this tile's m0, n0 and batch index zc (persistent: grouped order, GROUP_M tiles of m per sweep of n)
+        if not S.persistent:
+            k.mov(m0, sreg.ctaid.x)
+            k.mul(m0, m0, S.bm, mode="lo")
+            k.mov(n0, sreg.ctaid.y)
+            k.mul(n0, n0, S.bn, mode="lo")
+            k.mov(zc, sreg.ctaid.z)
+            return
+        r, grp, first, gsize, w, q = (k.reg("s32") for _ in range(6))
+        k.div(zc, tile, per_z, rnd=None)
+        k.mul(r, zc, per_z, mode="lo")
+        k.sub(r, tile, r)
+        k.div(grp, r, width, rnd=None)
+        k.mul(first, grp, GROUP_M, mode="lo")
+        k.sub(gsize, tiles_m, first)
+        k.min(gsize, gsize, GROUP_M)
+        k.mul(w, grp, width, mode="lo")
+        k.sub(w, r, w)  # position inside the group: m fastest
+        k.div(q, w, gsize, rnd=None)  # the n tile
+        k.mul(n0, q, S.bn, mode="lo")
+        k.mul(q, q, gsize, mode="lo")
+        k.sub(q, w, q)
+        k.add(q, q, first)  # the m tile
+        k.mul(m0, q, S.bm, mode="lo")
+
+    def next_tile(top, out) -> None:
+        # persistent: on to tile + nctaid.x (back to ``top``); one tile per CTA otherwise
+        if S.persistent:
+            step = k.reg("s32")
+            k.mov(step, sreg.nctaid.x)
+            k.add(tile, tile, step)
+            k.bra(top, uni=True)
+        k.place(out)
+
+    def tile_start(top, out) -> None:
+        # persistent: leave through ``out`` once past the last tile; then this tile's coordinates
+        if S.persistent:
+            k.place(top)
+            past = k.reg("pred")
+            k.setp("ge", past, tile, total)
+            k.bra(out, pred=past, uni=True)
+            coords()
+
+    if not S.persistent:
+        coords()
     ktiles = k.reg("s32")
     k.add(ktiles, K, S.bk - 1)
     k.shr(ktiles, ktiles, S.bk.bit_length() - 1)
@@ -363,9 +444,11 @@ def generate(spec: Sm90Spec) -> Sm90Kernel:
     k.param_address(tma, p_ta)
     k.param_address(tmb, p_tb)
     kc, mc, kin, ri = k.reg("s32"), k.reg("s32"), reg("s32", 0), reg("s32", 0)
-    zi = k.reg("s32")
-    k.mov(zi, sreg.ctaid.z)
-    extra = {op: ([ri] if op in S.reduce else []) + ([zi] if op in S.batch else []) for op in "ab"}
+    extra = {op: ([ri] if op in S.reduce else []) + ([zc] if op in S.batch else []) for op in "ab"}
+    ptile, pdone = k.label("produce_tile"), k.label("produce_tiles_done")
+    tile_start(ptile, pdone)
+    for r in (kt, kin, ri):  # a new tile: K tiles from the first (the stage ring goes on)
+        k.mov(r, 0)
     ploop, pwait, pend = k.label("produce"), k.label("wait_empty"), k.label("produce_end")
     k.setp("ge", ok, kt, ntiles)
     k.bra(pend, pred=ok, uni=True)
@@ -398,6 +481,7 @@ def generate(spec: Sm90Spec) -> Sm90Kernel:
     k.setp("lt", ok, kt, ntiles)
     k.bra(ploop, pred=ok, uni=True)
     k.place(pend)
+    next_tile(ptile, pdone)
     k.place(done)
     k.ret()
 
@@ -407,8 +491,6 @@ def generate(spec: Sm90Spec) -> Sm90Kernel:
     g = k.reg("u32")
     k.sub(g, wg, 1)
     acc = k.regs("f32", S.bm // 2)
-    for r in acc:
-        k.mov(r, 0.0)
     lead = k.reg("pred")
     lt = k.reg("u32")
     k.and_(lt, tid, 127)
@@ -419,6 +501,11 @@ def generate(spec: Sm90Spec) -> Sm90Kernel:
     k.mul(gofs, g, 64 * ROW, mode="lo")  # this warpgroup's 64 n of the B tile (64 rows, or box g)
     dx, dy, t64 = k.reg("b64"), k.reg("b64"), k.reg("u64")
     prev_eb = reg("u32", 0)  # the empty barrier of the stage whose wgmma group may still run
+    ctile, cdone = k.label("consume_tile"), k.label("consume_tiles_done")
+    tile_start(ctile, cdone)
+    for r in acc:
+        k.mov(r, 0.0)
+    k.mov(kt, 0)
     cloop, cwait, cend = k.label("consume"), k.label("wait_full"), k.label("consume_end")
     k.setp("ge", ok, kt, ntiles)
     k.bra(cend, pred=ok, uni=True)
@@ -483,8 +570,6 @@ def generate(spec: Sm90Spec) -> Sm90Kernel:
         bt, coff = k.reg("s64"), k.reg("s64")
         k.ld_param(bt, p_bt)
         k.cvta(bt, bt)
-        zc = k.reg("s32")
-        k.mov(zc, sreg.ctaid.z)
         k.mad(bt, zc, 24, bt, mode="wide")
         k.ld("global", coff, addr(bt, 16))
         k.add(cptr, cptr, coff)
@@ -514,6 +599,7 @@ def generate(spec: Sm90Spec) -> Sm90Kernel:
         k.setp("lt", p, mi, M)
         k.and_(p, p, row_ok[h])
         store_touched(k, S.first, S.last, v, addr(rowp8 if h else rowp, 4 * dm), p, zero_f)
+    next_tile(ctile, cdone)
     k.ret()
     return Sm90Kernel(S, mod, k)
 

@@ -93,7 +93,8 @@ class Problem:
         """Kernel arguments after the two encoded tensor maps (see the module docstring of gemm_sm90)."""
         S = self.spec
         head = (ta, tb, pc) + ((pt,) if S.batch else ())
-        return head + (self.m, self.n, self.k) + ((self.reduce,) if S.reduce else ()) + (self.ldc_e * 4,)
+        tail = ((self.reduce,) if S.reduce else ()) + ((self.batch,) if S.persistent else ())
+        return head + (self.m, self.n, self.k) + tail + (self.ldc_e * 4,)
 
     def check(self, got: np.ndarray) -> None:
         """Compare a flat C buffer after the launch: every plane, and the padding untouched."""
@@ -112,15 +113,19 @@ class Problem:
         np.testing.assert_array_equal(got[~written], self.c[~written])  # gaps between planes
 
 
-def _run(spec: G.Sm90Spec, m: int, n: int, k: int, seed: int = 0, ctas=None, batch: int = 1, reduce: int = 1):
-    """Launch in ptx.sim; returns (Problem, C buffer after the launch)."""
+def _run(
+    spec: G.Sm90Spec, m: int, n: int, k: int, seed: int = 0, ctas=None, batch: int = 1, reduce: int = 1, grid=None
+):
+    """Launch in ptx.sim; returns (Problem, C buffer after the launch). ``grid``: CTAs of a
+    persistent kernel (default: one per tile)."""
     pr = Problem(spec, m, n, k, batch, reduce, seed)
     gk = G.generate(spec)
     mem = sim.Memory()
     pa, pb, pc, pt = mem.upload(pr.ha), mem.upload(pr.hb), mem.upload(pr.c), mem.upload(pr.table)
     ta, tb = pr.maps(pa, pb)
     args = pr.args(encode_tiled(**ta), encode_tiled(**tb), pc, pt)
-    sim.launch(gk.text, gk.name, gk.grid(m, n, batch), gk.block, args, mem, shared_bytes=gk.shared_bytes, ctas=ctas)
+    dims = gk.grid(m, n, batch, ctas=grid) if spec.persistent else gk.grid(m, n, batch)
+    sim.launch(gk.text, gk.name, dims, gk.block, args, mem, shared_bytes=gk.shared_bytes, ctas=ctas)
     return pr, mem.read(pc, np.float32, pr.c.size)
 
 
@@ -161,6 +166,56 @@ def test_sim_batched_and_reduced(spec, batch, reduce):
     reductions through the r dim with a ragged K per step (each step's K tail arrives as zeros)."""
     pr, got = _run(spec, 70, 66, 72, batch=batch, reduce=reduce, seed=batch + 10 * reduce)
     pr.check(got)
+
+
+@pytest.mark.parametrize(
+    "spec,shape,batch,reduce,grid",
+    [
+        # 4 x 3 tiles over 2 CTAs; ragged M, N, K
+        (G.Sm90Spec("f16", bm=64, bn=64, stages=2, persistent=True), (200, 150, 130), 1, 1, 2),
+        # 10 x 2 tiles: a full group of GROUP_M = 8 m-tiles and a short one; each tile once (load touch)
+        (G.Sm90Spec("bf16", bm=64, bn=64, stages=2, persistent=True, first="load", a_major="k"),
+         (600, 70, 64), 1, 1, 3),
+        # batches and reductions: 2 x 2 tiles x 3 batch entries over 5 CTAs, the batch index per tile
+        (G.Sm90Spec("f16", bm=64, bn=64, stages=2, persistent=True, batch="abc", reduce="ab", b_major="n"),
+         (70, 90, 70), 3, 2, 5),
+        (G.Sm90Spec("f16", bm=64, bn=64, stages=3, persistent=True, batch="c", last="relu"), (100, 64, 100), 4, 1, 3),
+        (G.Sm90Spec("tf32", bm=64, bn=64, stages=3, persistent=True, a_major="k", first="relu"),
+         (130, 70, 40), 1, 1, 2),
+        # more CTAs than tiles: grid() launches one per tile
+        (G.Sm90Spec("f16", bm=64, bn=64, stages=2, persistent=True), (64, 64, 64), 1, 1, 8),
+    ],
+    ids=lambda x: x.name if isinstance(x, G.Sm90Spec) else str(x),
+)  # fmt: skip
+def test_sim_persistent_tiles(spec, shape, batch, reduce, grid):
+    """A persistent kernel walks tiles ctaid.x, + nctaid.x, ... in grouped order with the stage
+    ring and barrier phases running on across tiles: every tile once, right, with fewer CTAs."""
+    gk = G.generate(spec)
+    tiles = gk.tiles(shape[0], shape[1], batch)
+    assert gk.grid(shape[0], shape[1], batch, ctas=grid) == (min(grid, tiles), 1, 1)
+    assert [p.name for p in gk.kernel.params][-2:] == ["Z", "ldc"]
+    pr, got = _run(spec, *shape, batch=batch, reduce=reduce, grid=grid, seed=grid)
+    pr.check(got)
+
+
+def test_persistent_tile_order_is_grouped():
+    """The order the kernel computes, as numpy: tiles t -> (z, m tile, n tile), GROUP_M m-tiles per
+    sweep of n, a short last group; a bijection onto all tiles."""
+
+    def order(tm: int, tn: int, z: int):
+        out = []
+        for t in range(tm * tn * z):
+            zz, r = divmod(t, tm * tn)
+            grp, w = divmod(r, G.GROUP_M * tn)
+            first = grp * G.GROUP_M
+            size = min(tm - first, G.GROUP_M)
+            out.append((zz, first + w % size, w // size))
+        return out
+
+    o = order(10, 3, 2)
+    assert sorted(o) == [(z, m, n) for z in range(2) for m in range(10) for n in range(3)]
+    assert o[:9] == [(0, m, 0) for m in range(8)] + [(0, 0, 1)]
+    assert o[24:28] == [(0, 8, 0), (0, 9, 0), (0, 8, 1), (0, 9, 1)]
 
 
 def test_sim_default_spec_one_cta():
@@ -283,6 +338,8 @@ SPECS = [
     G.Sm90Spec("tf32", bm=128, a_major="k", batch="abc", reduce="ab", last="relu"),
     G.Sm90Spec("f16", batch="ac", reduce="b"),
     G.Sm90Spec("bf16", a_major="k", b_major="n", batch="abc"),
+    G.Sm90Spec("f16", persistent=True),
+    G.Sm90Spec("tf32", a_major="k", batch="abc", reduce="ab", persistent=True, first="load", last="relu"),
 ]
 
 
