@@ -22,6 +22,7 @@ __all__ = [
     "Event",
     "Function",
     "LoadedModule",
+    "PreparedLaunch",
     "available",
     "device",
     "load",
@@ -121,13 +122,25 @@ class Function:
 
     __call__ = launch
 
-    def prepare(self, grid, block, args=(), shared: int = 0):
+    def prepare(self, grid, block, args=(), shared: int = 0) -> PreparedLaunch:
         """The launch as a callable (``ptx.driver.Function.prepare``'s interface): calling it runs
         the kernel in the simulator with these arguments."""
         if self.signature is not None and len(args) != len(self.signature):
             raise TypeError(f"{self.name} takes {len(self.signature)} arguments, got {len(args)}")
-        args = tuple(args)
-        return lambda stream=None: self.launch(grid, block, args, shared, stream)
+        return PreparedLaunch(self, grid, block, shared, tuple(args))
+
+
+class PreparedLaunch:
+    """A launch with fixed geometry and arguments (``ptx.driver.PreparedLaunch``'s ``grid``,
+    ``block``, ``shared`` and call); calling it runs the kernel in the simulator."""
+
+    __slots__ = ("function", "grid", "block", "shared", "args")
+
+    def __init__(self, function: Function, grid, block, shared: int, args: tuple) -> None:
+        self.function, self.grid, self.block, self.shared, self.args = function, grid, block, shared, args
+
+    def __call__(self, stream=None) -> None:
+        self.function.launch(self.grid, self.block, self.args, self.shared, stream)
 
 
 #: the simulator's tensor maps: same arguments as ``cuTensorMapEncodeTiled`` (ptx.driver.encode_tensor_map_tiled)

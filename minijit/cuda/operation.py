@@ -448,7 +448,8 @@ class CudaTensorOperation:
 
     def sm90_spec(self) -> gemm_sm90.Sm90Spec:
         """The sm_90a kernel spec of this GEMM (tile 256 x 128, 4 stages; 128 x 128 when M <= 128;
-        orientation, batch and reduction dims from `gemm_sm90.plan`)."""
+        orientation, batch and reduction dims from `gemm_sm90.plan`; persistent: one CTA per SM
+        walks the tiles, see `gemm_sm90`)."""
         S = self.spec
         args = (self.dtype, self.m, self.n, self.k, S.a_major, S.b_major, self.lda, self.ldb)
         p = gemm_sm90.plan(*args, self.batch_table, self.red_table)
@@ -457,7 +458,7 @@ class CudaTensorOperation:
         bm = 128 if self.m <= 128 else 256
         return gemm_sm90.Sm90Spec(
             self.dtype, bm=bm, bn=128, stages=4, first=S.first, last=S.last, a_major=S.a_major, b_major=S.b_major,
-            batch=p.batch, reduce=p.reduce,
+            batch=p.batch, reduce=p.reduce, persistent=True,
         )  # fmt: skip
 
     def _launch_sm90(self, dev, pa: int, pb: int, pc: int):
@@ -483,7 +484,15 @@ class CudaTensorOperation:
             head.append(self._dev_tables[0])
         if spec.reduce:
             sizes.append(len(self.red_table))
-        grid = gk.grid(self.m, self.n, len(self.batch_table))
+        if spec.persistent:  # the batch count; one CTA per SM (a stage ring of ~200 KB: one fits)
+            sizes.append(len(self.batch_table))
+            if getattr(self, "gpu", None) is None:
+                from minijit.cuda import tiling  # noqa: PLC0415
+
+                self.gpu = tiling.GpuModel.from_device(dev)
+            grid = gk.grid(self.m, self.n, len(self.batch_table), ctas=self.gpu.sms)
+        else:
+            grid = gk.grid(self.m, self.n, len(self.batch_table))
         return fn.prepare(grid, gk.block, args=(*head, *sizes, self.ldc), shared=gk.shared_bytes)
 
     def _args(self, pa: int, pb: int, pc: int, bt, rt):

@@ -507,3 +507,27 @@ def test_operation_execute_in_simulator(family, dtype, a_major, b_major, batch, 
         bb = np.concatenate(list(bf[z]), axis=0)
         want = reference(kt, aa, bb, np.zeros((m, n))).T
         np.testing.assert_allclose(c[z], want, rtol=2e-3, atol=2e-3 * nr, err_msg=f"z={z}")
+
+
+def test_operation_launches_the_persistent_kernel_on_min_tiles_sms():
+    """execute launches the persistent sm90a kernel on min(tiles, SMs of the device model) CTAs:
+    3 batch entries (one tile each) on a 2-SM model, so CTA 0 also computes entry 2."""
+    from dataclasses import replace
+
+    from minijit.cuda import tiling
+
+    m, n, k, nb = 72, 40, 72, 3
+    op = _gemm_op("fp16", m, n, k, family="sm90a", batch=nb)
+    assert op.sm90_spec().persistent
+    op.gpu = replace(tiling.H100_SXM, sms=2)
+    rng = np.random.default_rng(6)
+    af = rng.standard_normal((nb, m, k)).astype(np.float32)
+    bf = rng.standard_normal((nb, k, n)).astype(np.float32)
+    c = np.full((nb, n, m), np.nan, np.float32)
+    a = _encode("f16", np.ascontiguousarray(af.transpose(0, 2, 1)))  # A M-contiguous, B K-contiguous
+    b = _encode("f16", np.ascontiguousarray(bf.transpose(0, 2, 1)))
+    op.execute(a.reshape(-1), b.reshape(-1), c.reshape(-1))
+    (launch,) = op._launches.values()
+    assert launch.grid == (2, 1, 1)
+    for z in range(nb):
+        np.testing.assert_allclose(c[z], reference("f16", af[z], bf[z], np.zeros((m, n))).T, rtol=2e-3, atol=2e-3)

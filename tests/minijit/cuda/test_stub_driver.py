@@ -105,12 +105,15 @@ kern = gemm_sm90.generate(spec)
 announce(kern.signature)
 op.execute(a, b, c)
 count, geom, p = last(kern.signature)
-assert count == 4 and geom[:6] == kern.grid(m, n) + kern.block and geom[6] == spec.smem_bytes > 48 * 1024, geom
+# persistent: one CTA per SM of the device model (the stub refuses MULTIPROCESSOR_COUNT: the H100's 132)
+assert spec.persistent and op.gpu.sms == 132
+assert count == 4 and geom[:6] == kern.grid(m, n, 1, ctas=132) + kern.block, geom
+assert geom[6] == spec.smem_bytes > 48 * 1024, geom
 ta, tb = (np.frombuffer(t, np.uint64) for t in p[:2])
 # stub encoding: address, rank, dims, strides (rank - 1), box, element strides, ..., swizzle at 10
 assert list(ta[:7]) == [pa, 2, m, k, m * 2, 64, gemm_sm90.BK] and ta[10] == 3, ta
 assert list(tb[:7]) == [pb, 2, k, n, k * 2, gemm_sm90.BK, spec.bn] and tb[10] == 3, tb
-assert p[2:] == [pc, m, n, k, m * 4], p
+assert p[2:] == [pc, m, n, k, 1, m * 4], p  # Z = 1 (the batch count) before ldc
 
 # host time per execute on device arrays (stub launches cost ~nothing): printed, not asserted
 for fam in ("mma.sync", "sm90a"):
