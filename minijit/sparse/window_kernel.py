@@ -16,10 +16,11 @@ out in the caller's row order with no extra pass; P rows are unaffected.
 
 Swapped (``build(..., window=8)``, FlashSparse's swap-and-transpose; same parameters): windows of
 8 rows, and for every 16 output columns one ``mma.m16n8k8`` per column block computes C^T = B^T
-S^T: A is 16 output columns of the 8 dense B rows the block names, transposed (four 16-bit loads
-per lane: columns ``col0 + g`` and ``col0 + g + 8`` of rows ``cols[2t]`` and ``cols[2t + 1]``), B
-the block's 8 x 8 tile (one 32-bit load per lane, fragment order); lane (g, t)'s results are
-window rows 2t and 2t + 1 at those two columns.
+S^T: A is 16 output columns of the 8 dense B rows the block names, transposed (four loads per
+lane: columns ``col0 + g`` and ``col0 + g + 8`` of rows ``cols[2t]`` and ``cols[2t + 1]``; tf32:
+of rows ``cols[t]`` and ``cols[t + 4]``), B the block's 8 x 8 tile (one 32-bit load per lane,
+64-bit for tf32, fragment order); lane (g, t)'s results are window rows 2t and 2t + 1 at those
+two columns.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Rows are grouped in windows of 16 consecutive rows. A window's non-zeros are con
 sorted set of the columns they use; these columns, 8 at a time, form column blocks, and the
 window's values in a block make one dense 16 x 8 A tile of an ``mma.m16n8k8`` (zeros where a
 row has no entry in that column). The tiles are stored in fragment order (lane by lane, 4
-16-bit values each), so a warp loads its A fragments with one 64-bit load per lane.
+values each: 16-bit, or fp32 for tf32 with its own fragment layout, ``WindowPlan.tf32``), so a
+warp loads its A fragments with one 64-bit (tf32: 128-bit) load per lane.
 
 Work items are runs of consecutive column blocks of one window holding about ``target_nnz``
 non-zeros each (a split by non-zeros: a window of long rows becomes several items, a window of
@@ -111,7 +112,7 @@ class WindowPlan:
 
     @property
     def per_lane(self) -> int:
-        """16-bit tile values per lane and block: 4 (A fragment) or 2 (swapped: B fragment)."""
+        """Tile values per lane and block: 4 (A fragment) or 2 (swapped: B fragment)."""
         return 2 if self.swapped else 4
 
     @property
