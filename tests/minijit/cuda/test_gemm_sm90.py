@@ -180,6 +180,9 @@ def test_sim_batched_and_reduced(spec, batch, reduce):
         (G.Sm90Spec("f16", bm=64, bn=64, stages=2, persistent=True, batch="abc", reduce="ab", b_major="n"),
          (70, 90, 70), 3, 2, 5),
         (G.Sm90Spec("f16", bm=64, bn=64, stages=3, persistent=True, batch="c", last="relu"), (100, 64, 100), 4, 1, 3),
+        # A K-major, B N-major: 3 x 2 tiles over 2 CTAs, a reduction carried across tiles
+        (G.Sm90Spec("f16", bm=64, bn=64, stages=2, persistent=True, a_major="k", b_major="n", reduce="ab",
+                    first="load", last="relu"), (130, 100, 90), 1, 2, 2),
         (G.Sm90Spec("tf32", bm=64, bn=64, stages=3, persistent=True, a_major="k", first="relu"),
          (130, 70, 40), 1, 1, 2),
         # more CTAs than tiles: grid() launches one per tile
