@@ -34,8 +34,8 @@ __all__ = ["WARPS", "build"]
 WARPS = 4  # work items (warps) per block
 
 
-def _kernel(m: Module, n: int, mma: str, row_table: bool = False) -> None:
-    tf32 = mma == "tf32"
+def _kernel(m: Module, n: int, mma: str, row_table: bool, window: int) -> None:
+    tf32, swapped = mma == "tf32", window == 8
     es = 4 if tf32 else 2  # bytes per B element and tile value
     k = m.kernel("window_spmm", reqntid=32 * WARPS)
     names = ("tiles", "block_cols", "B", "C", "P", "row0", "blk_begin", "blk_end", "pslot", "pstride")
@@ -44,11 +44,12 @@ def _kernel(m: Module, n: int, mma: str, row_table: bool = False) -> None:
     k.ld_param(items, k.param("u32", "items"))
     k.ld_param(m_rows, k.param("u32", "m"))
     g_rows = _gptr(k, k.param("u64", "rows")) if row_table else None
-    tid, lane, g, t, item = k.regs("u32", 5)
+    tid, lane, g, t, t2, item = k.regs("u32", 6)
     k.mov(tid, sreg.tid.x)
     k.and_(lane, tid, 31)
     k.shr(g, lane, 2)
     k.and_(t, lane, 3)
+    k.shl(t2, t, 1)
     blk = k.reg("u32")
     k.mov(blk, sreg.ctaid.x)
     k.shr(item, tid, 5)
@@ -65,13 +66,13 @@ def _kernel(m: Module, n: int, mma: str, row_table: bool = False) -> None:
 
     row0, b0, b1 = load(g_row0), load(g_b0), load(g_b1)
     ps, pst = load(g_ps, "s32"), load(g_pst)
-    # output rows of this lane: r = g (c0, c1) and g + 8 (c2, c3)
+    # the lane's two window rows: g and g + 8 (c0, c1 / c2, c3); swapped: 2t and 2t + 1 (d0, d2 / d1, d3)
     to_p = k.reg("pred")
     k.setp("ge", to_p, ps, 0)
     ok_rows, out_base = [], []
     for h in range(2):
         r = k.reg("u32")
-        k.add(r, g, 8 * h, type="u32")
+        k.add(r, t2 if swapped else g, h if swapped else 8 * h, type="u32")
         crow, prow = k.reg("u32"), k.reg("u32")
         k.add(crow, row0, r, type="u32")
         k.mad(prow, r, pst, ps, mode="lo", type="u32")
@@ -89,7 +90,8 @@ def _kernel(m: Module, n: int, mma: str, row_table: bool = False) -> None:
         k.selp(oa, pa, ca, to_p)
         ok_rows.append(ok)
         out_base.append(oa)
-    # tile loop over 8-column output tiles
+    # tile loop over output tiles of 8 columns (swapped: 16)
+    step = 16 if swapped else 8
     col0 = k.reg("u32")
     k.mov(col0, 0)
     l_tile = k.label("ntile")
@@ -97,140 +99,8 @@ def _kernel(m: Module, n: int, mma: str, row_table: bool = False) -> None:
     acc = k.regs("f32", 4)
     for r in acc:
         k.mov(r, 0.0)
-    bcol = k.reg("u32")
-    k.add(bcol, col0, g, type="u32")
-    t2 = k.reg("u32")
-    k.shl(t2, t, 1)
-    in_n = k.reg("pred")
-    k.setp("lt", in_n, bcol, n, type="u32")
-    cb = k.reg("u32")
-    k.mov(cb, b0)
-    l_blk, l_end = k.label("block"), k.label("blocks_done")
-    empty = k.reg("pred")
-    k.setp("ge", empty, cb, b1, type="u32")
-    k.bra(l_end, pred=empty)
-    k.place(l_blk)
-    ta = k.reg("u64")  # tiles + (cb * 32 + lane) * 4 values: the A fragment (tf32: one per register)
-    tl = k.reg("u32")
-    k.mad(tl, cb, 32, lane, mode="lo", type="u32")
-    k.mad(ta, tl, 4 * es, g_tiles, mode="wide", type="u32")
-    a = k.regs("b32", 4 if tf32 else 2)
-    k.ld("global", a, addr(ta), nc=True)
-    ci = k.reg("u32")  # block_cols + (cb * 8 + k0) * 4: B rows k0 = 2t, 2t + 1 (tf32: t, t + 4)
-    k.mad(ci, cb, 8, t if tf32 else t2, mode="lo", type="u32")
-    cidx = k.reg("u64")
-    k.mad(cidx, ci, 4, g_cols, mode="wide", type="u32")
-    vals = k.regs("f32" if tf32 else "b16", 2)
-    for e in range(2):
-        c = k.reg("s32")
-        k.ld("global", c, addr(cidx, 4 * (4 * e if tf32 else e)), nc=True)
-        valid = k.reg("pred")
-        k.setp("ge", valid, c, 0)
-        ba = k.reg("u64")
-        k.mul(ba, c, es * n, mode="wide", type="u32")
-        k.add(ba, ba, g_b, type="u64")
-        k.mad(ba, bcol, es, ba, mode="wide", type="u32")
-        k.mov(vals[e], 0.0 if tf32 else 0)
-        k.ld("global", vals[e], addr(ba), nc=True, pred=_pand(k, valid, in_n))
-    if tf32:  # fp32 B rounded to tf32 (cvt.rna), one element per register
-        bfr = k.regs("b32", 2)
-        for d, v in zip(bfr, vals, strict=True):
-            k.cvt_tf32(d, v)
-    else:
-        bfr = [k.reg("b32")]
-        k.mov(bfr[0], vals)
-    k.mma("m16n8k8", mma, acc, a, bfr, acc)
-    k.add(cb, cb, 1, type="u32")
-    more = k.reg("pred")
-    k.setp("lt", more, cb, b1, type="u32")
-    k.bra(l_blk, pred=more)
-    k.place(l_end)
-    # stores: c0, c1 -> row g, columns 2t, 2t+1; c2, c3 -> row g + 8
-    for h in range(2):
-        for e in range(2):
-            col = k.reg("u32")
-            k.mad(col, t, 2, col0, mode="lo", type="u32")
-            if e:
-                k.add(col, col, 1, type="u32")
-            okc = k.reg("pred")
-            k.setp("lt", okc, col, n, type="u32")
-            sa = k.reg("u64")
-            k.mad(sa, col, 4, out_base[h], mode="wide", type="u32")
-            k.st("global", addr(sa), acc[2 * h + e], pred=_pand(k, okc, ok_rows[h]))
-    k.add(col0, col0, 8, type="u32")
-    more_n = k.reg("pred")
-    k.setp("lt", more_n, col0, n, type="u32")
-    k.bra(l_tile, pred=more_n)
-    k.exit()
-
-
-def _kernel_swapped(m: Module, n: int, mma: str, row_table: bool = False) -> None:
-    tf32 = mma == "tf32"
-    es = 4 if tf32 else 2  # bytes per B element and tile value
-    k = m.kernel("window_spmm", reqntid=32 * WARPS)
-    names = ("tiles", "block_cols", "B", "C", "P", "row0", "blk_begin", "blk_end", "pslot", "pstride")
-    g_tiles, g_cols, g_b, g_c, g_p, g_row0, g_b0, g_b1, g_ps, g_pst = (_gptr(k, k.param("u64", nm)) for nm in names)
-    items, m_rows = k.reg("u32"), k.reg("u32")
-    k.ld_param(items, k.param("u32", "items"))
-    k.ld_param(m_rows, k.param("u32", "m"))
-    g_rows = _gptr(k, k.param("u64", "rows")) if row_table else None
-    tid, lane, g, t, item = k.regs("u32", 5)
-    k.mov(tid, sreg.tid.x)
-    k.and_(lane, tid, 31)
-    k.shr(g, lane, 2)
-    k.and_(t, lane, 3)
-    blk = k.reg("u32")
-    k.mov(blk, sreg.ctaid.x)
-    k.shr(item, tid, 5)
-    k.mad(item, blk, WARPS, item, mode="lo", type="u32")
-    done = k.reg("pred")
-    k.setp("ge", done, item, items, type="u32")
-    k.exit(pred=done)
-
-    def load(base, type: str = "u32"):
-        a, d = k.reg("u64"), k.reg(type)
-        k.mad(a, item, 4, base, mode="wide", type="u32")
-        k.ld("global", d, addr(a), type=type)
-        return d
-
-    row0, b0, b1 = load(g_row0), load(g_b0), load(g_b1)
-    ps, pst = load(g_ps, "s32"), load(g_pst)
-    # output rows of this lane: window rows 2t (d0, d2) and 2t + 1 (d1, d3)
-    to_p = k.reg("pred")
-    k.setp("ge", to_p, ps, 0)
-    t2 = k.reg("u32")
-    k.shl(t2, t, 1)
-    ok_rows, out_base = [], []
-    for e in range(2):
-        r = k.reg("u32")
-        k.add(r, t2, e, type="u32")
-        crow, prow = k.reg("u32"), k.reg("u32")
-        k.add(crow, row0, r, type="u32")
-        k.mad(prow, r, pst, ps, mode="lo", type="u32")
-        okr = k.reg("pred")
-        k.setp("lt", okr, crow, m_rows, type="u32")
-        if g_rows is not None:  # C row of window row crow: rows[crow]
-            ra = k.reg("u64")
-            k.mad(ra, crow, 4, g_rows, mode="wide", type="u32")
-            k.ld("global", crow, addr(ra), nc=True, pred=okr)
-        ok = k.reg("pred")
-        k.or_(ok, okr, to_p)
-        ca, pa, oa = k.reg("u64"), k.reg("u64"), k.reg("u64")
-        k.mad(ca, crow, 4 * n, g_c, mode="wide", type="u32")
-        k.mad(pa, prow, 4 * n, g_p, mode="wide", type="u32")
-        k.selp(oa, pa, ca, to_p)
-        ok_rows.append(ok)
-        out_base.append(oa)
-    # tile loop over 16-column output tiles
-    col0 = k.reg("u32")
-    k.mov(col0, 0)
-    l_tile = k.label("ntile")
-    k.place(l_tile)
-    acc = k.regs("f32", 4)
-    for r in acc:
-        k.mov(r, 0.0)
-    ncol, in_n = [], []  # this lane's output columns col0 + g (A rows g) and col0 + g + 8 (rows g + 8)
-    for h in range(2):
+    ncol, in_n = [], []  # dense B columns this lane gathers: col0 + g (swapped: also col0 + g + 8)
+    for h in range(2 if swapped else 1):
         c_ = k.reg("u32")
         k.add(c_, col0, g, type="u32")
         if h:
@@ -246,17 +116,19 @@ def _kernel_swapped(m: Module, n: int, mma: str, row_table: bool = False) -> Non
     k.setp("ge", empty, cb, b1, type="u32")
     k.bra(l_end, pred=empty)
     k.place(l_blk)
-    ta = k.reg("u64")  # tiles + (cb * 32 + lane) * 2 values: the mma's B fragment
-    tl = k.reg("u32")
+    # the block's tile in fragment order: the mma's A (4 values per lane), swapped its B (2)
+    per_lane = 2 if swapped else 4
+    ta, tl = k.reg("u64"), k.reg("u32")
     k.mad(tl, cb, 32, lane, mode="lo", type="u32")
-    k.mad(ta, tl, 2 * es, g_tiles, mode="wide", type="u32")
-    bfr = k.regs("b32", 2 if tf32 else 1)
-    k.ld("global", bfr, addr(ta), nc=True)
-    ci = k.reg("u32")  # block_cols + (cb * 8 + k0) * 4: k0 = 2t, 2t + 1 (tf32: t, t + 4)
+    k.mad(ta, tl, per_lane * es, g_tiles, mode="wide", type="u32")
+    tile = k.regs("b32", per_lane if tf32 else per_lane // 2)
+    k.ld("global", tile, addr(ta), nc=True)
+    # dense B rows named by the block's columns k0 = 2t, 2t + 1 (tf32: t, t + 4); -1 reads as 0
+    ci = k.reg("u32")  # block_cols + (cb * 8 + k0) * 4
     k.mad(ci, cb, 8, t if tf32 else t2, mode="lo", type="u32")
     cidx = k.reg("u64")
     k.mad(cidx, ci, 4, g_cols, mode="wide", type="u32")
-    rows_b = []  # byte address of dense B row cols[k0 + e] (tf32: k0 + 4e), and whether it is a real column
+    rows_b = []  # (byte address of the row, whether it is a real column)
     for e in range(2):
         c = k.reg("s32")
         k.ld("global", c, addr(cidx, 4 * (4 * e if tf32 else e)), nc=True)
@@ -266,39 +138,54 @@ def _kernel_swapped(m: Module, n: int, mma: str, row_table: bool = False) -> Non
         k.mul(ba, c, es * n, mode="wide", type="u32")
         k.add(ba, ba, g_b, type="u64")
         rows_b.append((ba, valid))
-    if tf32:  # a[i] = B^T[g + 8(i&1)][t + 4(i>=2)], rounded to tf32 (cvt.rna)
-        a = k.regs("b32", 4)
-        for i in range(4):
-            ba, valid = rows_b[i // 2]
-            ea, v = k.reg("u64"), k.reg("f32")
-            k.mad(ea, ncol[i & 1], 4, ba, mode="wide", type="u32")
-            k.mov(v, 0.0)
-            k.ld("global", v, addr(ea), nc=True, pred=_pand(k, valid, in_n[i & 1]))
-            k.cvt_tf32(a[i], v)
-    else:  # a[h] = (B^T[g + 8h][2t], B^T[g + 8h][2t + 1])
-        a = k.regs("b32", 2)
-        for h in range(2):
-            halves = k.regs("b16", 2)
-            for e in range(2):
-                ba, valid = rows_b[e]
-                ea = k.reg("u64")
-                k.mad(ea, ncol[h], 2, ba, mode="wide", type="u32")
-                k.mov(halves[e], 0)
-                k.ld("global", halves[e], addr(ea), nc=True, pred=_pand(k, valid, in_n[h]))
-            k.mov(a[h], halves)
-    k.mma("m16n8k8", mma, acc, a, bfr, acc)
+
+    def gather(e: int, h: int):
+        # B[cols[k0 + e]][ncol[h]] as a tf32 register, or a 16-bit value (0 outside)
+        ba, valid = rows_b[e]
+        ea, v = k.reg("u64"), k.reg("f32" if tf32 else "b16")
+        k.mad(ea, ncol[h], es, ba, mode="wide", type="u32")
+        k.mov(v, 0.0 if tf32 else 0)
+        k.ld("global", v, addr(ea), nc=True, pred=_pand(k, valid, in_n[h]))
+        if not tf32:
+            return v
+        d = k.reg("b32")
+        k.cvt_tf32(d, v)  # fp32 B rounded to tf32 (cvt.rna), one element per register
+        return d
+
+    def pack(vals):
+        if tf32:
+            return list(vals)
+        r = k.reg("b32")
+        k.mov(r, list(vals))
+        return [r]
+
+    if swapped:  # A = B^T: a[i] = B^T[g + 8(i&1)][k0 + (i>=2)]; f16: a[h] = B^T[g + 8h][2t, 2t + 1]
+        if tf32:
+            a = [gather(i // 2, i & 1) for i in range(4)]
+        else:
+            a = [r for h in range(2) for r in pack(gather(e, h) for e in range(2))]
+        k.mma("m16n8k8", mma, acc, a, tile, acc)
+    else:  # B: b = B[k0 + e][col0 + g]
+        k.mma("m16n8k8", mma, acc, tile, pack(gather(e, 0) for e in range(2)), acc)
     k.add(cb, cb, 1, type="u32")
     more = k.reg("pred")
     k.setp("lt", more, cb, b1, type="u32")
     k.bra(l_blk, pred=more)
     k.place(l_end)
-    # stores: d[2h + e] -> window row 2t + e, column col0 + g + 8h
+    # stores: acc[2h + e] -> window row h, column col0 + 2t + e; swapped: row e, column ncol[h]
     for h in range(2):
         for e in range(2):
+            if swapped:
+                row, col, okc = e, ncol[h], in_n[h]
+            else:
+                row, col, okc = h, k.reg("u32"), k.reg("pred")
+                k.add(col, col0, e, type="u32")
+                k.add(col, col, t2, type="u32")
+                k.setp("lt", okc, col, n, type="u32")
             sa = k.reg("u64")
-            k.mad(sa, ncol[h], 4, out_base[e], mode="wide", type="u32")
-            k.st("global", addr(sa), acc[2 * h + e], pred=_pand(k, in_n[h], ok_rows[e]))
-    k.add(col0, col0, 16, type="u32")
+            k.mad(sa, col, 4, out_base[row], mode="wide", type="u32")
+            k.st("global", addr(sa), acc[2 * h + e], pred=_pand(k, okc, ok_rows[row]))
+    k.add(col0, col0, step, type="u32")
     more_n = k.reg("pred")
     k.setp("lt", more_n, col0, n, type="u32")
     k.bra(l_tile, pred=more_n)
@@ -319,6 +206,6 @@ def build(n: int, dtype: str = "fp16", target: str | None = None, row_table: boo
         raise TypeError(f"row_table must be a bool, got {row_table!r}")
     if window not in (8, 16) or isinstance(window, bool):
         raise ValueError(f"window must be 16 or 8 (swapped), got {window!r}")
-    (_kernel if window == 16 else _kernel_swapped)(m, n, prec.mma, row_table)
+    _kernel(m, n, prec.mma, row_table, window)
     _reduce_kernel(m, n)
     return m

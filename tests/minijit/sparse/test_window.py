@@ -26,6 +26,22 @@ def _ref(s, prec, b):
     return sp.csr_matrix((prec.quantize(s.data), s.indices, s.indptr), shape=s.shape) @ prec.quantize(b)
 
 
+def _assemble(wp, tiles: np.ndarray, shape) -> np.ndarray:
+    """S rebuilt from dense (blocks, window, 8) tiles through the plan's items and column blocks;
+    padding slots (column -1) must hold zeros."""
+    dense = np.zeros(shape)
+    for blk in range(wp.num_blocks):
+        win = next(r0 for r0, b0, b1 in zip(wp.item_row0, wp.item_blk_begin, wp.item_blk_end, strict=True)
+                   if b0 <= blk < b1)  # fmt: skip
+        rows = min(wp.window, shape[0] - win)
+        for j, col in enumerate(wp.block_cols[blk]):
+            if col >= 0:
+                dense[win : win + rows, col] += tiles[blk, :rows, j]
+            else:
+                assert not tiles[blk, :, j].any()
+    return dense
+
+
 def test_plan_splits_windows_by_nonzeros():
     rng = np.random.default_rng(2)
     lengths = [0] * 16 + [1, 300, 2, 0] + [0] * 12 + [3] * 16  # window 1: one long row; window 2: short rows
@@ -35,16 +51,7 @@ def test_plan_splits_windows_by_nonzeros():
     a = np.zeros((wp.num_blocks, 16, 8))
     lane, e = np.arange(32)[:, None], np.arange(4)[None, :]
     a[:, lane // 4 + 8 * (e >= 2), 2 * (lane % 4) + (e & 1)] = wp.tiles(s.data)
-    dense = np.zeros(s.shape)
-    for blk in range(wp.num_blocks):
-        win = next(r0 for r0, b0, b1 in zip(wp.item_row0, wp.item_blk_begin, wp.item_blk_end, strict=True)
-                   if b0 <= blk < b1)  # fmt: skip
-        for j, col in enumerate(wp.block_cols[blk]):
-            if col >= 0:
-                dense[win : win + 16, col] += a[blk, : min(16, s.shape[0] - win), j]
-            else:
-                assert not a[blk, :, j].any()
-    np.testing.assert_array_equal(dense, s.to_scipy().toarray())
+    np.testing.assert_array_equal(_assemble(wp, a, s.shape), s.to_scipy().toarray())
     # window 0 is empty (zero-filled by the second pass); window 1 (303 nnz) splits into ~5 items
     # of about 64 nnz writing partials; window 2 (48 nnz) is one item writing C
     w1 = wp.item_row0 == 16
@@ -65,16 +72,7 @@ def test_swapped_plan_tiles_are_b_fragments_of_8_row_windows():
     t = wp.tiles(s.data)
     d = wp.dense_tiles(t)
     assert d[:, 3, 5].tolist() == t[:, 4 * 3 + 2, 1].tolist()
-    dense = np.zeros(s.shape)
-    for blk in range(wp.num_blocks):
-        win = next(r0 for r0, b0, b1 in zip(wp.item_row0, wp.item_blk_begin, wp.item_blk_end, strict=True)
-                   if b0 <= blk < b1)  # fmt: skip
-        for j, col in enumerate(wp.block_cols[blk]):
-            if col >= 0:
-                dense[win : win + 8, col] += d[blk, : min(8, s.shape[0] - win), j]
-            else:
-                assert not d[blk, :, j].any()
-    np.testing.assert_array_equal(dense, s.to_scipy().toarray())
+    np.testing.assert_array_equal(_assemble(wp, d, s.shape), s.to_scipy().toarray())
     # window 0 is empty; window 1 (315 nnz) splits into 5 items writing 8 partial rows each
     w1 = wp.item_row0 == 8
     assert w1.sum() == 5 and (wp.item_pslot[w1] >= 0).all() and wp.num_partials == 8 * 5
