@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass
 
 from minijit.ir import dim_t
+from minijit.optimizer import thread_load
 from minijit.packing import CacheGeometry, cache_geometries
 
 #: fill bandwidth in bytes per cycle: L2 -> L1, and L3 -> L2 (per core; Zen 3/4/5 and recent Intel
@@ -89,7 +90,8 @@ def choose(
 ) -> Blocking:
     """The prim sizes for a GEMM of ``shape`` = (M, N, K) elements on ``target`` (see the module
     docstring); with ``threads`` > 1, blocks that leave at least that many (M, N) blocks are
-    preferred, so the loops can be shared. ``column_bytes``: bytes of one column of the register
+    preferred, so the loops can be shared, and each candidate's cycles are scaled by the
+    `minijit.optimizer.thread_load` of its (M, N) blocks (5 blocks on 2 threads cost 1.2x). ``column_bytes``: bytes of one column of the register
     block of A (default `PANEL_COLUMN` of the target; SVE: 4 vectors of its length)."""
     l1, l2 = caches or cache_geometries()
     column = column_bytes or PANEL_COLUMN.get(target, 64)
@@ -100,8 +102,9 @@ def choose(
         for nc in _candidates(n, max(MIN_BLOCK, l2.size // (kc * item))):
             for mc in _candidates(m, MAX_MC):
                 parts = transfer_cycles(shape, (mc, nc, kc), mr, item)
-                idle = threads > 1 and -(-m // mc) * -(-n // nc) < threads
-                key = (idle, sum(parts))
+                blocks = -(-m // mc) * -(-n // nc)
+                # the (M, N) blocks are split statically over the threads: the slowest one sets the time
+                key = (blocks < threads, sum(parts) * thread_load(blocks, threads))
                 if best is None or key < best[0]:
                     best = (key, (mc, nc, kc), parts)
     assert best is not None

@@ -31,6 +31,7 @@ __all__ = [
     "identify_primitives",
     "reorder_dims",
     "create_shared_loops",
+    "thread_load",
     "optimize",
 ]
 
@@ -360,45 +361,67 @@ def _smallest_divisor_at_least(size: int, need: int) -> int:
     return size
 
 
-def create_shared_loops(config: TensorConfig, thread_target: int) -> TensorConfig:
-    """Mark seq (or undefined) M/N/C dims shared, outermost first, until the product of the shared
-    sizes reaches ``thread_target`` (seed's shared-loop pass; K dims are never shared).
+def _divisors(size: int) -> list[int]:
+    """The divisors of ``size`` (>= 1), ascending."""
+    small = [d for d in range(1, math.isqrt(size) + 1) if size % d == 0]
+    return sorted({*small, *(size // d for d in small)})
 
-    A dim that fits entirely (product stays <= target) is marked shared as in the seed. A dim that
-    would overshoot is split into a shared outer part of the smallest size reaching the target
-    that divides it and a seq inner part; without such a divisor the whole dim is shared. Shared
-    dims are then moved to the front (stable), as in the seed.
+
+def thread_load(iterations: int, threads: int) -> float:
+    """Makespan of ``iterations`` equal iterations split statically over ``threads`` threads, in
+    units of the perfectly balanced one: ``ceil(n / t) * t / n`` (1.0 = balanced; 5 iterations on
+    2 threads: 1.2; fewer iterations than threads: ``t / n``, idle threads)."""
+    return -(-iterations // threads) * threads / iterations
+
+
+#: the shared-loop search stops adding dims once this many iterations per thread exist
+MAX_SHARED_PER_THREAD = 64
+
+
+def create_shared_loops(config: TensorConfig, thread_target: int) -> TensorConfig:
+    """Mark seq (or undefined) M/N/C dims shared, outermost first, so that the shared iteration
+    space splits evenly over ``thread_target`` threads (K dims are never shared).
+
+    The seed marks dims until the product of the shared sizes reaches the target, which can leave
+    threads idle at the end (5 iterations on 2 threads: the makespan of 3). Here the candidates are
+    the first ``j`` eligible dims whole plus a shared outer part (any divisor) of the next one; the
+    one with the lowest `thread_load` wins, and among equal loads the fewest iterations (so a dim
+    that already balances the threads is shared alone, as in the seed: 2-D sharing only where one
+    dim leaves threads waiting, e.g. N 5 x M 2 on 2 threads). A split dim becomes a shared outer part
+    and a seq inner part. Shared dims are then moved to the front (stable), as in the seed.
     """
     if thread_target < 1:
         raise ValueError(f"thread_target must be >= 1, got {thread_target}")
     dims = list(config.dims)
-    threads = math.prod(d.size for d in dims if d.exec is exec_t.shared)
+    base = math.prod(d.size for d in dims if d.exec is exec_t.shared)
+    eligible = [
+        i
+        for i, d in enumerate(dims)
+        if d.exec in (exec_t.seq, exec_t.undefined) and d.type is not dim_t.k and d.size > 1
+    ]
+    best_key, best_plan = (thread_load(base, thread_target), base), (0, 1)
+    whole = base
+    for j, i in enumerate(eligible):
+        if whole >= thread_target * MAX_SHARED_PER_THREAD or best_key[0] == 1.0:
+            break
+        for part in _divisors(dims[i].size)[1:]:
+            key = (thread_load(whole * part, thread_target), whole * part)
+            if key < best_key:
+                best_key, best_plan = key, (j, part)
+        whole *= dims[i].size
+    taken, part = best_plan
     out: list[Dimension] = []
-    for d in dims:
-        eligible = d.exec in (exec_t.seq, exec_t.undefined) and d.type is not dim_t.k and d.size > 1
-        if not eligible or threads >= thread_target:
+    for i, d in enumerate(dims):
+        rank = eligible.index(i) if i in eligible else None
+        if rank is None or rank > taken or (rank == taken and part == 1):
             out.append(d)
-        elif threads * d.size <= thread_target:
+        elif rank < taken or part == d.size:
             out.append(d.with_(exec=exec_t.shared))
-            threads *= d.size
         else:
-            part = _smallest_divisor_at_least(d.size, -(-thread_target // threads))
-            if part == d.size:
-                out.append(d.with_(exec=exec_t.shared))
-            else:
-                inner = d.size // part
-                out.append(
-                    Dimension(
-                        d.type,
-                        exec_t.shared,
-                        part,
-                        d.stride_in0 * inner,
-                        d.stride_in1 * inner,
-                        d.stride_out * inner,
-                    )
-                )
-                out.append(d.with_(size=inner))
-            threads *= part
+            inner = d.size // part
+            strides = (d.stride_in0 * inner, d.stride_in1 * inner, d.stride_out * inner)
+            out += [Dimension(d.type, exec_t.shared, part, *strides), d.with_(size=inner)]
+    threads = best_key[1]
     if threads < thread_target and config.prim_main in GEMM_PTYPES and config.flops() >= MIN_FLOPS_PER_THREAD * 2:
         out = _share_prim_dim(out, thread_target, threads)
     out = [d for d in out if d.exec is exec_t.shared] + [d for d in out if d.exec is not exec_t.shared]

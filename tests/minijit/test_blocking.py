@@ -46,6 +46,20 @@ def test_avx2_fp32_blocks_match_what_was_measured_best():
     assert (256 // two.m) * (256 // two.n) >= 2
 
 
+
+@pytest.mark.parametrize("threads", [2, 3, 4])
+def test_blocks_split_evenly_over_the_threads(threads):
+    """960 x 1920 x 640: one thread's pick (960 x 384) leaves 5 (M, N) blocks, a 3-against-2 split
+    on 2 threads; with the threads' load in the model every pick is a multiple of the threads."""
+    shape = (960, 1920, 640)
+    one = choose(shape, 4, "x86_64-avx2", caches=CACHES)
+    blocks = lambda b: (shape[0] // b.m) * (shape[1] // b.n)  # noqa: E731
+    assert blocks(one) == 5
+    many = choose(shape, 4, "x86_64-avx2", threads=threads, caches=CACHES)
+    assert blocks(many) % threads == 0
+    assert many.k * many.n * 4 <= CACHES[1].size  # still within the caches
+
+
 def test_blocking_validates_its_sizes():
     with pytest.raises(ValueError, match="Blocking.k"):
         Blocking(16, 16, 0, "")

@@ -17,6 +17,7 @@ from minijit.optimizer import (
     reorder_dims,
     split_dims,
     swap_operands,
+    thread_load,
 )
 
 SEED_LISTS = (
@@ -310,6 +311,50 @@ def test_create_shared_loops_existing_and_prime():
     assert [(d.exec.name, d.size) for d in s.dims] == [("shared", 7), ("prim", 4)]
     with pytest.raises(ValueError):
         create_shared_loops(p, 0)
+
+
+
+def test_thread_load():
+    assert thread_load(10, 2) == 1.0 and thread_load(5, 2) == 1.2 and thread_load(1, 4) == 4.0
+    assert thread_load(7, 1) == 1.0 and thread_load(17, 16) == pytest.approx(32 / 17)
+
+
+def two_blocks(n_blocks: int, m_blocks: int) -> TensorConfig:
+    """A 1600^3-style GEMM after identify/reorder: seq N and M block loops around BRGEMM prims."""
+    m, n, k = 800, 320, 400
+    return cfg(
+        "brgemm",
+        [
+            ("n", "seq", n_blocks, 0, k * 4 * n, m * m_blocks * n),
+            ("m", "seq", m_blocks, m, 0, m),
+            ("k", "prim", 4, k * m * m_blocks, k, 0),
+            ("m", "prim", m, 1, 0, 1),
+            ("n", "prim", n, 0, k * 4, m * m_blocks),
+            ("k", "prim", k, m * m_blocks, 1, 0),
+        ],
+    )
+
+
+@pytest.mark.parametrize(
+    ("n_blocks", "m_blocks", "threads", "shared"),
+    [
+        (5, 2, 2, [5, 2]),  # 5 N blocks alone: 3 against 2; with M: 5 against 5
+        (5, 2, 4, [5, 2]),  # 10 on 4 (load 1.2) beats 5 on 4 (1.6)
+        (5, 2, 5, [5]),  # N alone is balanced
+        (5, 2, 3, [5]),  # 10 on 3 is no better than 5 on 3: the fewer iterations
+        (4, 2, 2, [2]),  # an outer part of N already balances (the seed's choice)
+        (6, 4, 4, [6, 2]),  # N whole, then an outer part of M: 12 on 4
+        (5, 2, 1, []),
+    ],
+)
+def test_create_shared_loops_balances_the_threads(n_blocks, m_blocks, threads, shared):
+    c = two_blocks(n_blocks, m_blocks)
+    s = create_shared_loops(c, threads)
+    assert_valid_result(c, s)
+    assert [d.size for d in s.shared_dims] == shared
+    assert s.dims[: len(shared)] == s.shared_dims
+    if shared == [6, 2]:  # M 4 became a shared 2 and a seq 2 right after it
+        assert [(d.type, d.exec, d.size) for d in s.dims[1:3]] == [(dim_t.m, exec_t.shared, 2), (dim_t.m, exec_t.seq, 2)]
 
 
 # --------------------------------------------------------------------------------------------

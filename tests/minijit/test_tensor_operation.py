@@ -847,6 +847,28 @@ def test_shared_loops_are_deterministic():
             assert np.array_equal(r, results[0])
 
 
+
+@pytest.mark.usefixtures("parallel_always")
+def test_two_shared_dims_balance_the_threads_and_give_the_same_bits():
+    """M 64 x N 60 x K 16 in prims of at most 32 (N: 5 x 12): 5 N blocks alone would split 3
+    against 2 over 2 threads, so the optimizer shares the 2 M blocks too (10 iterations, 5 each)."""
+    args = ("fp32", "none", "gemm", "none", "mnk", ("undefined",) * 3, (64, 60, 16), (1, 0, 64), (0, 16, 1), (1, 64, 0))
+    rng = np.random.default_rng(17)
+    A, B, C0 = rand(rng, 64 * 16), rand(rng, 16 * 60), rand(rng, 64 * 60)
+    results = []
+    for t in (1, 2, 3):
+        op = TensorOperation(NATIVE, num_threads=t)
+        op.setup(*args, optimize=True, max_kernel_size=32)
+        if t == 2:
+            assert [(d.type.name, d.size) for d in op.config.shared_dims] == [("n", 5), ("m", 2)]
+        C = C0.copy()
+        op.execute(A, B, C)
+        results.append(C)
+    want = C0.reshape(60, 64).T + A.reshape(16, 64).T.astype(np.float64) @ B.reshape(60, 16).T
+    np.testing.assert_allclose(results[0].reshape(60, 64).T, want, rtol=1e-5, atol=1e-5)
+    for r in results[1:]:
+        assert np.array_equal(r, results[0])
+
 # ---------------------------------------------------------------------------------------------
 # execute: argument checks before any machine code runs
 # ---------------------------------------------------------------------------------------------
