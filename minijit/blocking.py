@@ -91,8 +91,9 @@ def choose(
     """The prim sizes for a GEMM of ``shape`` = (M, N, K) elements on ``target`` (see the module
     docstring); with ``threads`` > 1, blocks that leave at least that many (M, N) blocks are
     preferred, so the loops can be shared, and each candidate's cycles are scaled by the
-    `minijit.optimizer.thread_load` of its (M, N) blocks (5 blocks on 2 threads cost 1.2x). ``column_bytes``: bytes of one column of the register
-    block of A (default `PANEL_COLUMN` of the target; SVE: 4 vectors of its length)."""
+    `minijit.optimizer.thread_load` of its (M, N) blocks (5 blocks on 2 threads cost 1.2x).
+    ``column_bytes``: bytes of one column of the register block of A (default `PANEL_COLUMN` of
+    the target; SVE: 4 vectors of its length)."""
     l1, l2 = caches or cache_geometries()
     column = column_bytes or PANEL_COLUMN.get(target, 64)
     mr = max(1, column // item)

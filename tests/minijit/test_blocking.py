@@ -46,7 +46,6 @@ def test_avx2_fp32_blocks_match_what_was_measured_best():
     assert (256 // two.m) * (256 // two.n) >= 2
 
 
-
 @pytest.mark.parametrize("threads", [2, 3, 4])
 def test_blocks_split_evenly_over_the_threads(threads):
     """960 x 1920 x 640: one thread's pick (960 x 384) leaves 5 (M, N) blocks, a 3-against-2 split

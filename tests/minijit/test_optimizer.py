@@ -313,7 +313,6 @@ def test_create_shared_loops_existing_and_prime():
         create_shared_loops(p, 0)
 
 
-
 def test_thread_load():
     assert thread_load(10, 2) == 1.0 and thread_load(5, 2) == 1.2 and thread_load(1, 4) == 4.0
     assert thread_load(7, 1) == 1.0 and thread_load(17, 16) == pytest.approx(32 / 17)
@@ -354,7 +353,10 @@ def test_create_shared_loops_balances_the_threads(n_blocks, m_blocks, threads, s
     assert [d.size for d in s.shared_dims] == shared
     assert s.dims[: len(shared)] == s.shared_dims
     if shared == [6, 2]:  # M 4 became a shared 2 and a seq 2 right after it
-        assert [(d.type, d.exec, d.size) for d in s.dims[1:3]] == [(dim_t.m, exec_t.shared, 2), (dim_t.m, exec_t.seq, 2)]
+        assert [(d.type, d.exec, d.size) for d in s.dims[1:3]] == [
+            (dim_t.m, exec_t.shared, 2),
+            (dim_t.m, exec_t.seq, 2),
+        ]
 
 
 # --------------------------------------------------------------------------------------------

@@ -847,7 +847,6 @@ def test_shared_loops_are_deterministic():
             assert np.array_equal(r, results[0])
 
 
-
 @pytest.mark.usefixtures("parallel_always")
 def test_two_shared_dims_balance_the_threads_and_give_the_same_bits():
     """M 64 x N 60 x K 16 in prims of at most 32 (N: 5 x 12): 5 N blocks alone would split 3
@@ -868,6 +867,7 @@ def test_two_shared_dims_balance_the_threads_and_give_the_same_bits():
     np.testing.assert_allclose(results[0].reshape(60, 64).T, want, rtol=1e-5, atol=1e-5)
     for r in results[1:]:
         assert np.array_equal(r, results[0])
+
 
 # ---------------------------------------------------------------------------------------------
 # execute: argument checks before any machine code runs
