@@ -33,6 +33,12 @@ applied before the store (a last touch ``relu``), so C crosses the memory hierar
 Packed A (``a_panel``): A comes in micro-panels of the full block's rows (``lda`` = those rows),
 M block ``i`` at ``a + i*a_panel``: each block's A is one contiguous stream (few pages).
 
+Copied A (``a_copy``): the kernel packs A itself. The first N block of each M block reads its A
+rows from the caller's layout (``lda``, ``br_stride_a``) and also stores them into a 64-byte
+aligned buffer on the stack (the M block's rows x every K and BR step, one column after the
+other); the block's other N blocks read that buffer. The copy costs two stores per K row of one
+block, which the FMAs hide, instead of a separate pass over A before the kernel runs.
+
 ``trans_a`` (``a[k + m*lda]``) and ``trans_c`` (``c[n + m*ldc]``) take a
 simple scalar path (one vfmadd231ss/sd chain per element of C) that also
 handles ``trans_b``.
@@ -59,6 +65,10 @@ from minijit.runtime.kernel import Kernel
 __all__ = ["generate", "blocking", "MAX_SIZE"]
 
 MAX_SIZE = 1 << 16
+#: the largest stack buffer of a copied A (``a_copy``; panel rows x K x BR elements, bytes)
+A_COPY_MAX_BYTES = 256 * 1024
+#: the general purpose register that walks the copied A buffer while the first N block fills it
+SCR = r15
 # BR loop outside the blocks when the A panels of one call (m*k*br elements) exceed this many bytes:
 # a block then streams A over all of BR*K from L2/L3 once per N block; per BR step the A_br/B_br
 # blocks stay in L2 and the C round trip costs one load+store per k rows.
@@ -127,6 +137,18 @@ def panel_rows(isa: str, dtype: str = "fp32") -> int:
     return max(NB[isa]) * t.vl
 
 
+def a_copy_bytes(k: int, br_size: int, isa: str, dtype: str = "fp32") -> int:
+    """Bytes of the stack buffer an ``a_copy`` kernel fills: `panel_rows` x ``k`` x ``br_size``."""
+    return panel_rows(isa, dtype) * Target.of(dtype, isa).es * k * br_size
+
+
+def a_copy_fits(m: int, n: int, k: int, br_size: int, isa: str, dtype: str = "fp32", trans_b: bool = False) -> bool:
+    """Whether ``generate(..., a_copy=True)`` can take this shape: the buffer is at most
+    `A_COPY_MAX_BYTES` and `SCR` is not one of the B column-group pointers (five columns each)."""
+    groups = 1 if trans_b else max(-(-nb // 5) for *_, nb, _ in blocking(m, isa, dtype, uniform_nb=False))
+    return a_copy_bytes(k, br_size, isa, dtype) <= A_COPY_MAX_BYTES and PB.index(SCR) >= groups
+
+
 def generate(
     m: int,
     n: int,
@@ -143,6 +165,7 @@ def generate(
     a_panel: int | None = None,
     zero_c: bool = False,
     relu_c: bool = False,
+    a_copy: bool = False,
 ) -> Kernel:
     """Generate the BRGEMM kernel (see the module docstring). Bad arguments raise ValueError.
 
@@ -157,6 +180,9 @@ def generate(
     (``lda`` = panel rows at the call; not with ``trans_a``).
     ``zero_c`` / ``relu_c``: C = A·B (C is not read) / C = relu(result), fused into the blocks
     (vector path only; the BR loop then stays inside the blocks).
+    ``a_copy``: each M block's first N block copies its A rows into a stack buffer that the other
+    N blocks read (see the module docstring; vector path, BR inside the blocks, not with
+    ``a_panel``; `a_copy_fits` says which shapes can).
     """
     for name, value in (("m", m), ("n", n), ("k", k)):
         check_size(name, value, 1, MAX_SIZE)
@@ -176,20 +202,32 @@ def generate(
         check_size("a_panel", a_panel, 1, (1 << 31) // 8)
         if trans_a or trans_c:
             raise ValueError("a_panel (packed A micro-panels) needs trans_a = trans_c = False")
+    a_copy = check_flag("a_copy", a_copy)
+    if a_copy:
+        if trans_a or trans_c or a_panel is not None or br_outer:
+            raise ValueError(
+                "a_copy (A copied by the kernel) needs trans_a = trans_c = False, no a_panel, br_outer off"
+            )
+        if not a_copy_fits(m, n, k, br_size, isa, dtype, trans_b):
+            raise ValueError(
+                f"a_copy: a {m}x{n}x{k} x BR {br_size} kernel would need {a_copy_bytes(k, br_size, isa, dtype)} B"
+                f" of stack buffer (at most {A_COPY_MAX_BYTES}) or more B column pointers than leave {SCR} free"
+            )
     a = Assembler(name="brgemm")
     if trans_a or trans_c:
         _emit_scalar(a, t, m, n, k, br_size, trans_a, trans_b, trans_c)
     else:
         if br_outer is None:  # packed A panels hold every BR step's rows in one stream: BR stays inside
             big = m * k * br_size * t.es > BR_OUTER_BYTES
-            br_outer = a_panel is None and not (zero_c or relu_c) and br_size > 1 and k >= BR_OUTER_MIN_K and big
+            inside = a_panel is not None or a_copy or zero_c or relu_c
+            br_outer = not inside and br_size > 1 and k >= BR_OUTER_MIN_K and big
         br_outer = bool(br_outer) and br_size > 1
-        _emit_vector(a, t, m, n, k, br_size, trans_b, br_outer, b_panel, a_panel, zero_c, relu_c)
+        _emit_vector(a, t, m, n, k, br_size, trans_b, br_outer, b_panel, a_panel, zero_c, relu_c, a_copy)
     flags = "".join(f for f, on in (("_ta", trans_a), ("_tb", trans_b), ("_tc", trans_c)) if on)
     flags += "_bro" if br_outer and br_size > 1 and not (trans_a or trans_c) else ""
     flags += f"_bp{b_panel}" if b_panel is not None else ""
     flags += f"_ap{a_panel}" if a_panel is not None else ""
-    flags += ("_z" if zero_c else "") + ("_r" if relu_c else "")
+    flags += ("_z" if zero_c else "") + ("_r" if relu_c else "") + ("_ac" if a_copy else "")
     return build(a, signature(t.ctype), f"brgemm_{dtype}_{isa}_{m}x{n}x{k}_br{br_size}{flags}")
 
 
@@ -207,6 +245,7 @@ def _emit_vector(
     a_panel: int | None,
     zero_c: bool = False,
     relu_c: bool = False,
+    a_copy: bool = False,
 ) -> None:
     es, vb = t.es, t.vbytes
     br_total, br = br, (1 if br_outer else br)  # `br`: BR steps inside one block
@@ -221,6 +260,8 @@ def _emit_vector(
     s_a0, s_c0 = frame.slot("a0"), frame.slot("c0")  # BR-outer: A_br and C bases
     s_bstep = {nb: frame.slot(f"b_step{nb}") for _, _, nb, _ in blocks}
     s_cstep = {nb: frame.slot(f"c_step{nb}") for _, _, nb, _ in blocks}
+    # copied A: one M block's rows (the full block's vectors) for every K row of every BR step
+    s_acopy = frame.buffer("a_copy", max(mv for _, mv, _, _ in blocks) * vb * k * br) if a_copy else None
 
     a_rows = (None, LDA, (LDA, 2), LDA3)  # A row k + kk: pa + a_rows[kk]
     b_offs = (None, LDB, (LDB, 2), LDB3, (LDB, 4))  # B column 5g + r: pb[g] + b_offs[r] (row kk with trans_b)
@@ -274,9 +315,11 @@ def _emit_vector(
         a.imul(rax, LDC, nb)
         a.mov(s_cstep[nb], rax)
 
-    def block(mv: int, nb: int, part: Partial | None, prefetch: bool = True) -> None:
+    def block(mv: int, nb: int, part: Partial | None, prefetch: bool = True, a_from: str = "a") -> None:
         """One mv x nb block of C: load, BR x K FMAs, store (``prefetch``: the next nb columns of C
-        are the next block's)."""
+        are the next block's). ``a_from``: A is read from the caller's ``a`` ("a"), also stored into
+        the copied-A buffer ("copy"), or read from that buffer ("buffer", ``mv * vb`` bytes a row)."""
+        col = mv * vb  # bytes of one K row of the copied A
         regs = t.vregs
         acc = [[regs[j * mv + i] for j in range(nb)] for i in range(mv)]
         av = regs[mv * nb : mv * nb + mv]
@@ -319,7 +362,9 @@ def _emit_vector(
                 if j < nb - 1:
                     a.add(PA, LDC)
         # A and B pointers
-        a.mov(PA, A_M)
+        a.mov(PA, s_acopy if a_from == "buffer" else A_M)
+        if a_from == "copy":
+            a.mov(SCR, s_acopy)
         a.mov(PB[0], B_N)
         if not trans_b:
             for g in range(1, -(-nb // 5)):
@@ -328,7 +373,12 @@ def _emit_vector(
 
         def k_step(kk: int) -> None:
             for i in range(mv):
+                if a_from == "buffer":  # masked lanes were stored as zeros
+                    a.vmovups(av[i], t.vmem(PA + kk * col + i * vb))
+                    continue
                 vload(i, av[i], at(PA, a_rows[kk], i * vb))
+                if a_from == "copy":
+                    a.vmovups(t.vmem(SCR + kk * col + i * vb), av[i])
             for j in range(nb):
                 if embedded:
                     getattr(a, t.v("vfmadd231"))(acc[0][j], av[0], bcst(b_elem(j, kk)))
@@ -341,7 +391,12 @@ def _emit_vector(
         def k_unrolled() -> None:
             for kk in range(UNROLL):
                 k_step(kk)
-            a.lea(PA, ptr(PA + LDA * 4))
+            if a_from == "buffer":
+                a.add(PA, UNROLL * col)
+            else:
+                a.lea(PA, ptr(PA + LDA * 4))
+            if a_from == "copy":
+                a.add(SCR, UNROLL * col)
             if trans_b:
                 a.lea(PB[0], ptr(PB[0] + LDB * 4))
             else:
@@ -352,8 +407,13 @@ def _emit_vector(
             counted_loop(a, KC, k_loops, k_unrolled, "k")  # K, unrolled by 4
             for kk in range(k_rem):  # K remainder
                 k_step(kk)
-            if br > 1:  # next A_br, B_br
-                a.add(PA, s_da)
+            if br > 1:  # next A_br, B_br (the copied A's rows run on: past the K remainder)
+                if a_from != "buffer":
+                    a.add(PA, s_da)
+                elif k_rem:
+                    a.add(PA, k_rem * col)
+                if a_from == "copy" and k_rem:
+                    a.add(SCR, k_rem * col)
                 for g in range(1 if trans_b else -(-nb // 5)):
                     a.add(PB[g], s_db)
 
@@ -378,8 +438,8 @@ def _emit_vector(
         a.mov(B_N, s_b)
         a.mov(C_N, s_c)
 
-        def full() -> None:
-            block(mv, nb, part)
+        def full(a_from: str = "a") -> None:
+            block(mv, nb, part, a_from=a_from)
             if b_panel is not None:  # the next packed micro-panel
                 a.add(B_N, b_panel * es)
             elif trans_b:
@@ -389,9 +449,13 @@ def _emit_vector(
             a.add(C_N, s_cstep[nb])
 
         full_count, widths = n_tail(n, nb, mv, b_panel is not None)
-        counted_loop(a, s_nc, full_count, full, "n")
+        # copied A: the first block fills the buffer, the others read it
+        modes = ["copy"] + ["buffer"] * (full_count + len(widths) - 1) if a_copy else ["a"] * (full_count + len(widths))
+        if full_count and a_copy:
+            full("copy")
+        counted_loop(a, s_nc, full_count - (1 if a_copy else 0), lambda: full(modes[-1]), "n")
         for i, w in enumerate(widths):
-            block(mv, w, part, prefetch=i < len(widths) - 1)
+            block(mv, w, part, prefetch=i < len(widths) - 1, a_from=modes[full_count + i])
             if i < len(widths) - 1:  # the next tail block: w columns on (trans_b: B rows are n)
                 if trans_b:
                     a.add(B_N, w * es)

@@ -12,13 +12,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from asm.x86_64 import YMM, ZMM, Assembler, Gpr, KReg, Label, Mem, Vec, dword, k1, qword, rip, rsp, ymmword, zmmword
-from asm.x86_64.registers import r12, r13, r14, r15, rbp, rbx
+from asm.x86_64 import (
+    YMM,
+    ZMM,
+    Assembler,
+    Gpr,
+    KReg,
+    Label,
+    Mem,
+    Vec,
+    dword,
+    k1,
+    ptr,
+    qword,
+    rip,
+    rsp,
+    ymmword,
+    zmmword,
+)
+from asm.x86_64.registers import r12, r13, r14, r15, rax, rbp, rbx
 from minijit.runtime.kernel import Kernel
 
 DTYPES = {"fp32": (4, "float"), "fp64": (8, "double")}
 ISAS = ("avx512", "avx2")
 CALLEE_SAVED = (rbx, rbp, r12, r13, r14, r15)
+#: bytes of a page: frames larger than this are touched page by page on entry (`Frame.enter`)
+PAGE = 4096
 LOG2 = {1: 0, 2: 1, 4: 2, 8: 3}
 
 
@@ -160,15 +179,25 @@ class Frame:
 
     saved: list[Gpr]
     slots: dict[str, int] = field(default_factory=dict)
+    buffers: dict[str, int] = field(default_factory=dict)
 
     def slot(self, name: str) -> Mem:
         if name not in self.slots:
             self.slots[name] = 8 * len(self.slots)
         return qword(rsp + self.slots[name])
 
+    def buffer(self, name: str, nbytes: int) -> Mem:
+        """A ``nbytes`` scratch area on the stack, 64-byte aligned (one cache line per 64 bytes);
+        returns the slot that holds its address after `enter`. Allocate every slot and buffer
+        before `enter`."""
+        if nbytes <= 0:
+            raise ValueError(f"buffer {name!r}: nbytes must be positive, got {nbytes}")
+        self.buffers[name] = -(-nbytes // 64) * 64
+        return self.slot(f"{name}_address")
+
     @property
     def size(self) -> int:
-        return 8 * len(self.slots)
+        return 8 * len(self.slots) + sum(n + 64 for n in self.buffers.values())
 
     def arg(self, i: int) -> Mem:
         return qword(rsp + self.size + 8 * len(self.saved) + 8 + 8 * i)
@@ -177,7 +206,17 @@ class Frame:
         for r in self.saved:
             a.push(r)
         if self.size:
+            # touch a frame larger than a page one page at a time, top down: a thread whose stack
+            # is too small then faults on its guard page instead of writing past it
+            for below in range(PAGE, self.size + 1, PAGE):
+                a.mov(qword(rsp - below), 0)
             a.sub(rsp, self.size)
+        offset = 8 * len(self.slots)
+        for name, nbytes in self.buffers.items():  # aligned address of each buffer -> its slot
+            a.lea(rax, ptr(rsp + offset + 63))
+            a.and_(rax, -64)
+            a.mov(qword(rsp + self.slots[f"{name}_address"]), rax)
+            offset += nbytes + 64
 
     def leave(self, a: Assembler) -> None:
         if self.size:

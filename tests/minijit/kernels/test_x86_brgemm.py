@@ -302,3 +302,119 @@ def test_n_tail_covers_n_and_keeps_fma_chains(nb, mv):
         if len(widths) == 2:  # merged with the last full block
             assert rem and mv * rem < brgemm.MIN_CHAINS and min(widths) >= rem and max(widths) - min(widths) <= 1
         assert brgemm.n_tail(n, nb, mv, panels=True) == (n // nb, [rem] if rem else [])
+
+
+@needs_x86
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", ["fp32", "fp64"])
+@settings(max_examples=30, deadline=None)
+@given(
+    m=st.integers(1, 70),
+    n=st.integers(1, 40),
+    k=st.integers(1, 40),
+    br=st.integers(1, 3),
+    b_panels=st.booleans(),
+    touches=st.sampled_from([(False, False), (True, False), (False, True), (True, True)]),
+    seed=st.integers(0, 2**16),
+)
+def test_copied_a(isa, dtype, m, n, k, br, b_panels, touches, seed):
+    """``a_copy``: each M block's first N block copies its A rows (strided, per BR step) into the
+    stack buffer the other N blocks read; B column-major or in panels, with and without fused
+    touches. The result matches numpy, nothing outside C changes, and A is only read."""
+    if not available(isa):
+        pytest.skip(f"host lacks {isa}")
+    if not brgemm.a_copy_fits(m, n, k, br, isa, dtype, trans_b=b_panels):
+        pytest.skip("no free register for the copy (AVX-512 remainder block of 20 columns without panels)")
+    zero_c, relu_c = touches
+    rng = np.random.default_rng(seed)
+    dt = NP[dtype]
+    lda, ldc = m + 3, m + 1
+    A = rng.uniform(-1, 1, (br, k, lda)).astype(dt)
+    A0 = A.copy()
+    B = rng.uniform(-1, 1, (br, k, n)).astype(dt)
+    C = rng.uniform(-1, 1, n * ldc + 4).astype(dt)
+    if zero_c:
+        C[: n * ldc].reshape(n, ldc)[:, :m] = np.nan  # must never be read
+    C0 = C.copy()
+    acc = np.zeros((m, n)) if zero_c else C0[: n * ldc].reshape(n, ldc)[:, :m].T.astype(np.float64)
+    for i in range(br):
+        acc = acc + A[i, :, :m].T.astype(np.float64) @ B[i].astype(np.float64)
+    want = np.maximum(acc, 0) if relu_c else acc
+    width = brgemm.panel_width(isa)
+    if b_panels:
+        b_arg = pack_panels(B, width, k * width, br * k * width, -(-n // width))
+        ldb, sb, kw = width, k * width, {"b_panel": br * k * width}
+    else:
+        b_arg, ldb, sb, kw = np.ascontiguousarray(B.transpose(0, 2, 1)), k, n * k, {}
+    kern = brgemm.generate(
+        m, n, k, br, trans_b=b_panels, dtype=dtype, isa=isa, a_copy=True, zero_c=zero_c, relu_c=relu_c, **kw
+    )
+    assert kern.name.endswith("_ac")
+    kern(A, b_arg, C, lda, ldb, ldc, k * lda, sb)
+    got = C[: n * ldc].reshape(n, ldc)[:, :m].T
+    tol = 4 * np.finfo(dt).eps * (k * br + 1)
+    np.testing.assert_allclose(got, want, rtol=0, atol=tol * max(1.0, np.abs(want).max()))
+    outside = np.ones(C.size, bool)
+    outside[(np.arange(n)[:, None] * ldc + np.arange(m)).ravel()] = False
+    np.testing.assert_array_equal(C[outside], C0[outside])
+    np.testing.assert_array_equal(A, A0)
+
+
+@needs_x86
+def test_copied_a_with_a_large_buffer_on_a_worker_thread():
+    """A 16 x 24 x 2048 x BR 2 kernel keeps 256 KiB of copied A on the stack (touched page by page
+    on entry); run on a Python thread it matches numpy."""
+    import threading
+
+    isa = "avx2"
+    m, n, k, br = 16, 24, 2048, 2
+    assert brgemm.a_copy_bytes(k, br, isa) == brgemm.A_COPY_MAX_BYTES
+    kern = brgemm.generate(m, n, k, br, dtype="fp32", isa=isa, a_copy=True)
+    assert "mov qword ptr [rsp - 262144], 0" in kern.listing  # the deepest page probe
+    rng = np.random.default_rng(3)
+    A = rng.uniform(-1, 1, (br, k, m)).astype(np.float32)
+    B = rng.uniform(-1, 1, (br, n, k)).astype(np.float32)
+    C = np.zeros((n, m), np.float32)
+    want = sum(A[i].T.astype(np.float64) @ B[i].T.astype(np.float64) for i in range(br))
+    done = []
+    worker = threading.Thread(target=lambda: done.append(kern(A, B, C, m, k, m, k * m, n * k)))
+    worker.start()
+    worker.join()
+    assert done
+    np.testing.assert_allclose(C.T, want, rtol=0, atol=1e-3)
+
+
+@needs_x86
+def test_copied_a_rejects_what_it_cannot_take():
+    with pytest.raises(ValueError, match="a_copy"):
+        brgemm.generate(16, 6, 4, 1, trans_a=True, dtype="fp32", isa="avx2", a_copy=True)
+    with pytest.raises(ValueError, match="a_copy"):
+        brgemm.generate(16, 6, 4, 1, dtype="fp32", isa="avx2", a_copy=True, a_panel=64)
+    with pytest.raises(ValueError, match="a_copy"):
+        brgemm.generate(16, 6, 4, 2, dtype="fp32", isa="avx2", a_copy=True, br_outer=True)
+    with pytest.raises(ValueError, match="262144"):  # one float too many for the buffer
+        brgemm.generate(16, 6, 4097, 1, dtype="fp32", isa="avx2", a_copy=True)
+    assert not brgemm.a_copy_fits(16, 6, 4097, 1, "avx2")
+    # AVX-512 with 1-vector blocks of 20 columns uses all four B pointers, r15 included
+    assert not brgemm.a_copy_fits(16, 40, 8, 1, "avx512") and brgemm.a_copy_fits(16, 40, 8, 1, "avx512", trans_b=True)
+    with pytest.raises(ValueError, match="a_copy"):
+        brgemm.generate(16, 6, 4, 1, dtype="fp32", isa="avx2", a_copy="yes")
+
+
+@needs_x86
+@pytest.mark.parametrize("isa", ["avx512", "avx2"])
+def test_copied_a_kernels_reassemble(isa):
+    """The copied-A forms (B column-major and in panels, BR 1..3, fused touches, masked remainder
+    rows) assemble with llvm-mc to exactly the kernel's bytes; generating needs no AVX-512."""
+    for m, n, k, br, dtype in ((64, 12, 16, 1, "fp32"), (70, 13, 9, 3, "fp32"), (33, 7, 5, 2, "fp64")):
+        width = brgemm.panel_width(isa)
+        for b_panel in (None, br * k * width):
+            if not brgemm.a_copy_fits(m, n, k, br, isa, dtype, trans_b=b_panel is not None):
+                assert isa == "avx512" and b_panel is None  # 1-vector remainder blocks of 20 columns
+                continue
+            for zero_c in (False, True):
+                kern = brgemm.generate(
+                    m, n, k, br, trans_b=b_panel is not None, dtype=dtype, isa=isa,
+                    a_copy=True, b_panel=b_panel, zero_c=zero_c,
+                )  # fmt: skip
+                assert llvm.assemble(kern.listing, triple="x86_64", mattr="") == kern.code, kern.name
