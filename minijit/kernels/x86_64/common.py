@@ -260,12 +260,12 @@ def element_loops(
 
     def element_step() -> None:
         element()
-        for ptr, _, step in walk:
-            a.add(ptr, step)
+        for reg, _, step in walk:
+            a.add(reg, step)
 
     def column() -> None:
-        for ptr, base, _ in walk:
-            a.mov(ptr, base)
+        for reg, base, _ in walk:
+            a.mov(reg, base)
         counted_loop(a, m_counter, m_count, element_step, m_label)
         for reg, step in advance:
             a.add(reg, step)
