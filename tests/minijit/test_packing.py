@@ -338,3 +338,60 @@ def test_zero_and_relu_touches_fuse_into_the_kernel_when_k_is_whole(outer_k):
     op.execute_iter(a, b, ref)
     np.testing.assert_allclose(c, ref, rtol=1e-5, atol=1e-5)
     assert (c >= 0).all() and not np.signbit(c).any()
+
+
+@pytest.mark.skipif(not native_x86(), reason="a_copy is an x86-64 kernel option; this host is not x86-64")
+@pytest.mark.parametrize("order", ["F", "C"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_kernel_copies_a_when_few_calls_reuse_an_l2_sized_a_block(order, threads):
+    """256^3 (one call per A block, 256 KiB): the kernel packs A itself, no copy pass and no
+    buffer; its result matches numpy and the panel-packed operation. The seed's 32^3 prims (32
+    calls re-read each A block) and 2048^3 (an A block of 2 MiB) keep the copy pass."""
+    import minijit.tensor_operation as to
+
+    n = 256
+    strides = {"F": ((1, 0, n), (0, n, 1), (1, n, 0)), "C": ((n, 0, 1), (0, 1, n), (n, 1, 0))}[order]
+    args = ("fp32", "none", "gemm", "none", "mnk", ("undefined",) * 3, (n, n, n), *strides)
+    op = TensorOperation("native", num_threads=threads)
+    op.setup(*args)
+    assert op.a_copy and "in0" not in op.packed_operands and op.primitives["main"].name.endswith("_ac")
+    assert "pack in0 inside the kernel (a_copy)" in op.listing()
+    rng = np.random.default_rng(threads)
+    A, B = rng.uniform(-1, 1, (n, n)).astype(np.float32), rng.uniform(-1, 1, (n, n)).astype(np.float32)
+    C0 = rng.uniform(-1, 1, (n, n)).astype(np.float32)
+    C = C0.copy()
+    op.execute(A, B, C)
+    want = C0 + (A.astype(np.float64) @ B if order == "C" else (A.T.astype(np.float64) @ B.T).T)
+    np.testing.assert_allclose(C, want, rtol=1e-4, atol=1e-4)
+    panels = TensorOperation("native", num_threads=threads)
+    original = to.TensorOperation._kernel_copies_a
+    try:
+        to.TensorOperation._kernel_copies_a = lambda self, config: False
+        panels.setup(*args)
+    finally:
+        to.TensorOperation._kernel_copies_a = original
+    assert not panels.a_copy and "in0" in panels.packed_operands
+    C2 = C0.copy()
+    panels.execute(A, B, C2)
+    np.testing.assert_array_equal(C, C2)  # the same FMAs in the same order
+    for sizes, dims in (((32, 32, 8, 32, 32, 32), "mnkmnk"), ((2048,) * 3, "mnk")):
+        big = TensorOperation("native", num_threads=threads)
+        if dims == "mnk":
+            big.setup(
+                "fp32",
+                "none",
+                "gemm",
+                "none",
+                dims,
+                ("undefined",) * 3,
+                sizes,
+                (1, 0, 2048),
+                (0, 2048, 1),
+                (1, 2048, 0),
+            )
+        else:
+            big.setup(
+                "fp32", "none", "brgemm", "none", dims, ("seq", "seq", "prim", "prim", "prim", "prim"), sizes,
+                (8192, 0, 1024, 1, 0, 32), (0, 8192, 1024, 0, 32, 1), (32768, 1024, 0, 1, 32, 0),
+            )  # fmt: skip
+        assert not big.a_copy and "in0" in big.packed_operands
