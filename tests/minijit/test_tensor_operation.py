@@ -616,16 +616,29 @@ def garbage_setups(draw):
     )
 
 
+#: elements of the largest array `agrees_with_reference` allocates (garbage setups may be valid with
+#: strides or prim sizes in the billions: arrays of their reach would take all memory)
+MAX_REACH = 1 << 22
+
+
 def agrees_with_reference(op: TensorOperation, seed: int, max_leaves: int = 2000) -> None:
     """Run a set-up ``op`` on arrays just large enough for its strides (negative ones included)
-    and compare with ``execute_iter``."""
+    and compare with ``execute_iter``. An operation whose strides reach more than `MAX_REACH`
+    elements instead gets one-element arrays, which ``execute`` must refuse before running."""
     cfg = op.config
+    rng = np.random.default_rng(seed)
+    ranges = [cfg.offset_range(t) for t in ("in0", "in1", "out")]
+    if max(hi - lo + 1 for lo, hi in ranges) > MAX_REACH:
+        tiny = [rand(rng, 1, cfg.dtype.numpy) for _ in ranges]
+        before = tiny[2].copy()
+        with pytest.raises(ValueError, match="in0|in1|out"):
+            op.execute(*tiny)
+        np.testing.assert_array_equal(tiny[2], before)  # nothing ran on the output
+        return
     if math.prod(d.size for d in cfg.loop_dims) > max_leaves:
         return  # the reference would take too long
-    rng = np.random.default_rng(seed)
     bufs, offsets = [], []
-    for t in ("in0", "in1", "out"):
-        lo, hi = cfg.offset_range(t)
+    for lo, hi in ranges:
         bufs.append(rand(rng, hi - lo + 1, cfg.dtype.numpy))
         offsets.append(-lo)  # negative strides reach back from the offset
     ref = bufs[2].copy()
@@ -645,6 +658,22 @@ def setup_fails_cleanly_or_agrees(target: str, args, optimize: bool, seed: int) 
         assert op.config is None
         return
     agrees_with_reference(op, seed)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_setups_that_reach_gigabytes_refuse_small_arrays(target):
+    """Valid setups whose strides reach billions of elements (a 60000 x 60000 copy prim, a GEMM
+    with a K stride of 2^33): garbage draws of that kind once made the reference comparison
+    allocate 24 GB; `agrees_with_reference` gives them one-element arrays, which execute refuses."""
+    huge = [
+        ("fp32", "none", "copy", "none", "cc", ("prim", "prim"), (60000, 60000), (1, 60000), (0, 0), (1, 60000)),
+        ("fp32", "none", "gemm", "none", "mnk", ("prim",) * 3, (5, 5, 5), (1, 0, 2**33), (0, 5, 1), (1, 5, 0)),
+    ]
+    for args in huge:
+        op = TensorOperation(target, num_threads=2)
+        op.setup(*args)
+        assert max(hi - lo + 1 for lo, hi in map(op.config.offset_range, ("in0", "in1", "out"))) > MAX_REACH
+        agrees_with_reference(op, 0)
 
 
 @pytest.mark.parametrize("target", TARGETS)
