@@ -285,15 +285,22 @@ def plan_panels(
     key = "stride_in0" if t == 0 else "stride_in1"
     main = config.with_dims([d.with_(**{key: packed.get(i, 0)}) for i, d in enumerate(dims)])
 
+    # B with unit-stride N (row-major B): the copy's prims are K and the panel's columns, so one
+    # call fills one panel's contiguous rows (x86-64 stores them with unmasked vectors, `dense_b`);
+    # left to the optimizer it would copy 6-element runs into a different panel each
+    rows_prim = t == 1 and pd.strides[t] == 1
+
     def copy(count: int, n_panels: int) -> TensorConfig:
         """Loop dims, then (the full panels), BR, K and ``count`` elements of the panel dim."""
-        out = [Dimension(dim_t.c, exec_t.undefined, dims[i].size, dims[i].strides[t], 0, packed[i]) for i in loops]
+        loop_exec = exec_t.seq if rows_prim else exec_t.undefined
+        out = [Dimension(dim_t.c, loop_exec, dims[i].size, dims[i].strides[t], 0, packed[i]) for i in loops]
         if n_panels:
-            out.append(Dimension(dim_t.c, exec_t.undefined, n_panels, width * pd.strides[t], 0, panel))
+            out.append(Dimension(dim_t.c, loop_exec, n_panels, width * pd.strides[t], 0, panel))
         for i in (p.br, p.k, pdim):
             if i is not None:
                 size_i = count if i == pdim else dims[i].size
-                out.append(Dimension(dim_t.c, exec_t.undefined, size_i, dims[i].strides[t], 0, packed[i]))
+                ex = exec_t.prim if rows_prim and i in (p.k, pdim) else loop_exec
+                out.append(Dimension(dim_t.c, ex, size_i, dims[i].strides[t], 0, packed[i]))
         return TensorConfig(config.dtype, ptype_t.none, ptype_t.copy, ptype_t.none, tuple(out))
 
     copies = []

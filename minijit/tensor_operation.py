@@ -97,6 +97,9 @@ class TensorOperation:
         self._packed: np.ndarray | None = None
         self.blocking: blocking.Blocking | None = None
         self.a_copy = False
+        # set by an owning operation for its pack copies: out is a private buffer that never
+        # overlaps in0, so plain copies may store whole vectors that spill into later columns
+        self._private_out = False
         self.panel_plans: dict[str, packing.PanelPlan] = {}
         self._panel_packs: list[tuple[str, list[tuple[TensorOperation, int, int]], np.ndarray]] = []
         self._lock = threading.Lock()
@@ -242,6 +245,7 @@ class TensorOperation:
         ops = []
         for copy, src, dst in plan.copies:
             op = TensorOperation(self.target, num_threads=self.num_threads, pack=False)
+            op._private_out = True
             try:
                 op.setup_config(optimizer.optimize(copy, thread_target=self.num_threads))
             except SetupError:
@@ -354,7 +358,9 @@ class TensorOperation:
             if trans and stride(n, "out") != 1 and size(n) > 1:
                 raise fail(n, "a transposing unary op needs a unit-stride prim dim in out")
             ldb = stride(m if trans else n, "out")
-            dense = trans and ldb == size(n)  # B rows back to back (a packed panel): unmasked edge stores
+            # B rows (columns) back to back, e.g. a packed panel: unmasked edge stores (plain copies
+            # only into a private buffer: in place, a spill would clobber elements not yet read)
+            dense = ldb == size(n) if trans else self._private_out and ldb == size(m) and size(n) > 1
             prims["main"] = self._kernel(
                 kernels.unary, size(m), size(n), trans_b=trans, ptype=main.name, dense_b=dense, **common
             )

@@ -74,9 +74,10 @@ def brgemm(
 
 
 def unary(m, n, *, trans_b=False, dtype="fp32", ptype="copy", target, sve_vl=128, dense_b=False):
-    """A unary (zero/copy/relu) kernel for ``target``. ``dense_b`` (with ``trans_b``): the caller
-    passes ``ldb == n`` (B is one contiguous N x M run); x86-64 then stores edge tiles without masks
-    (the AArch64 kernels need no hint: they read ``ldb``)."""
+    """A unary (zero/copy/relu) kernel for ``target``. ``dense_b``: the caller passes ``ldb == n``
+    with ``trans_b`` (B is one contiguous N x M run), or ``ldb == m`` without it (B one contiguous
+    M x N run that does not overlap A); x86-64 then stores edge vectors without masks (the AArch64
+    kernels need no hint: they read ``ldb``)."""
     target = check_target(target)
     if target == "aarch64-neon":
         from minijit.kernels.aarch64 import neon_unary as g

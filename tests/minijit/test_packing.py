@@ -395,3 +395,25 @@ def test_kernel_copies_a_when_few_calls_reuse_an_l2_sized_a_block(order, threads
                 (8192, 0, 1024, 1, 0, 32), (0, 8192, 1024, 0, 32, 1), (32768, 1024, 0, 1, 32, 0),
             )  # fmt: skip
         assert not big.a_copy and "in0" in big.packed_operands
+
+
+@pytest.mark.skipif(not native_x86(), reason="B micro-panels are an x86-64 layout; this host is not x86-64")
+def test_row_major_b_panels_are_copied_row_by_row_with_whole_vectors():
+    """A and B C-order, C F-order at 1024: B (unit-stride N) goes into 6-column panels by a copy
+    whose prims are K and the panel's 6 columns, so each call fills one panel's contiguous rows with
+    whole-vector stores (`dense_b`; before: 6-element runs into a different panel each, 2.1 ms
+    against 0.84 ms on a Zen 3 core); the product matches numpy."""
+    n = 1024
+    op = TensorOperation("native", num_threads=2)
+    op.setup("fp32", "zero", "gemm", "none", "mnk", ("undefined",) * 3, (n,) * 3, (n, 0, 1), (0, 1, n), (1, n, 0))
+    assert "in1" in op.panel_plans
+    copies = [o for tensor, ops, _ in op._panel_packs if tensor == "in1" for o, _, _ in ops]
+    full = copies[0]
+    assert full.primitives["main"].name.endswith("_dense")
+    prims = full.config.prim_dims
+    assert sorted((d.stride_in0, d.stride_out) for d in prims) == [(1, 1), (n, 6)]  # 6 columns, K rows
+    rng = np.random.default_rng(9)
+    A, B = rng.uniform(-1, 1, (n, n)).astype(np.float32), rng.uniform(-1, 1, (n, n)).astype(np.float32)
+    C = np.full(n * n, np.nan, np.float32)
+    op.execute(A, B, C)
+    np.testing.assert_allclose(C.reshape(n, n).T, A.astype(np.float64) @ B, rtol=1e-4, atol=1e-3)

@@ -9,7 +9,8 @@ ptype: "zero", "copy" (= "identity"), "relu" (``np.maximum(x, 0)`` exactly:
 NaN stays NaN, -0.0 becomes +0.0; computed as ``vmax(0, x) + 0``).
 
 Without transposition each column is covered by vectors (groups of four in a
-loop, then single vectors, then one masked partial vector). With
+loop, then single vectors, then one masked partial vector; with ``dense_b`` a whole
+vector whose spill the next columns overwrite). With
 transposition the main part is tiled in register transposes (fp32 8x8,
 fp64 4x4 ymm blocks: vunpck, vshuf, vperm2f128); the edge rows and columns
 are done element by element.
@@ -55,18 +56,21 @@ def generate(
 ) -> Kernel:
     """Generate the unary kernel (see the module docstring). Bad arguments raise ValueError.
 
-    ``dense_b`` (with ``trans_b``): B's rows are exactly ``n`` elements apart (a packed micro-panel:
+    ``dense_b`` with ``trans_b``: B's rows are exactly ``n`` elements apart (a packed micro-panel:
     the whole N x M block is one contiguous run); the kernel then ignores the ``ldb`` argument and,
     when ``n`` is narrower than a register tile, stores each tile's rows with full vectors in
     increasing address order where the spill stays inside the tile (later rows' stores overwrite
     it; the rows a spill would leave the tile from are stored exactly) instead of masked stores (vmaskmov stores are
-    microcoded on AMD Zen 2/3)."""
+    microcoded on AMD Zen 2/3).
+    ``dense_b`` without ``trans_b``: B's columns are exactly ``m`` elements apart (``ldb`` = m at the
+    call: the M x N block is one contiguous run, e.g. 6-column rows of a packed B panel), and B
+    does not overlap A. Each column's partial last vector is then stored whole: its spill lands in
+    the next columns, which are written later; the columns whose spill would leave the block are
+    stored under the mask."""
     check_size("m", m, 1, MAX_SIZE)
     check_size("n", n, 1, MAX_SIZE)
     trans_b = check_flag("trans_b", trans_b)
     dense_b = check_flag("dense_b", dense_b)
-    if dense_b and not trans_b:
-        raise ValueError("dense_b needs trans_b (it describes the rows of a transposed B)")
     ptype = check_choice("ptype", ptype, PTYPES)
     t = Target.of(dtype, isa)
     a = Assembler(name="unary")
@@ -74,7 +78,7 @@ def generate(
     if trans_b:
         _emit_transposed(a, t, m, n, op, dense_b)
     else:
-        _emit_plain(a, t, m, n, op)
+        _emit_plain(a, t, m, n, op, dense_b)
     name = f"unary_{ptype}_{dtype}_{isa}_{m}x{n}{'_t' if trans_b else ''}{'_dense' if dense_b else ''}"
     return build(a, signature(t.ctype), name)
 
@@ -87,8 +91,8 @@ def _op(a: Assembler, t: Target, ptype: str, x, zero, scalar: bool = False) -> N
         getattr(a, f("vadd"))(x, x, zero)
 
 
-def _emit_plain(a: Assembler, t: Target, m: int, n: int, ptype: str) -> None:
-    """Column by column: b[:, j] = op(a[:, j])."""
+def _emit_plain(a: Assembler, t: Target, m: int, n: int, ptype: str, dense_b: bool = False) -> None:
+    """Column by column: b[:, j] = op(a[:, j]) (``dense_b``: see `generate`)."""
     lda, ldb, pa, pb = rdx, rcx, rax, r10
     regs = t.vregs
     zero = regs[4]
@@ -99,7 +103,7 @@ def _emit_plain(a: Assembler, t: Target, m: int, n: int, ptype: str) -> None:
     if part is not None:
         part.setup(a, r11)
 
-    def vector(u: int, disp: int, p: Partial | None) -> None:
+    def vector(u: int, disp: int, p: Partial | None, spill: bool = False) -> None:
         x = zero if ptype == "zero" else regs[u]
         if ptype != "zero":
             if p is not None:
@@ -107,19 +111,25 @@ def _emit_plain(a: Assembler, t: Target, m: int, n: int, ptype: str) -> None:
             else:
                 getattr(a, t.v("vmovu"))(x, t.vmem(pa + disp))
             _op(a, t, ptype, x, zero)
-        if p is not None:
+        if p is not None and not spill:
             p.store(a, pb + disp, x)
         else:
             getattr(a, t.v("vmovu"))(t.vmem(pb + disp), x)
 
-    def column() -> None:
+    def column(spill: bool = False) -> None:
         a.mov(pa, rdi)
         a.mov(pb, rsi)
-        emit_column(a, t, m, [pa, pb], r9, vector, part)
+        body = (lambda u, disp, p: vector(u, disp, p, spill=True)) if spill else vector
+        emit_column(a, t, m, [pa, pb], r9, body, part)
         a.add(rdi, lda)
         a.add(rsi, ldb)
 
-    counted_loop(a, r8, n, column, "n")
+    # dense B: column j's whole last vector ends at j*m + ceil(m/vl)*vl, inside the block (n*m) for
+    # the first `spilling` columns; the later columns (and every column without dense_b) store exactly
+    reach = -(-m // t.vl) * t.vl
+    spilling = min(n, max(0, (n * m - reach) // m + 1)) if dense_b and part is not None else 0
+    counted_loop(a, r8, spilling, lambda: column(spill=True), "n_dense")
+    counted_loop(a, r8, n - spilling, column, "n")
     a.vzeroupper()
     a.ret()
     if part is not None:

@@ -39,8 +39,8 @@ def run_unary(m, n, tb, dtype, ptype, isa, pad=(2, 3), seed=0, dense=False) -> N
     B = rng.standard_normal(ldb * (m if tb else n) + 3).astype(dt)
     B0 = B.copy()
     ref = UNARY_REF[ptype](A[colmajor_index(0, m, n, lda)])
-    # dense: the kernel must use ldb = n whatever it is passed
-    unary_kernel(m, n, tb, dtype, ptype, isa, dense)(A, B, lda, ldb + 7 if dense else ldb)
+    # dense transposing: the kernel must use ldb = n whatever it is passed (plain: ldb = m is passed)
+    unary_kernel(m, n, tb, dtype, ptype, isa, dense)(A, B, lda, ldb + 7 if dense and tb else ldb)
     bidx = colmajor_index(0, n, m, ldb).T if tb else colmajor_index(0, m, n, ldb)
     assert bits_equal(B[bidx], ref, dtype)
     outside = np.ones(B.size, bool)
@@ -99,9 +99,38 @@ def test_unary_dense_b_sweep(isa, m, n, dtype, ptype) -> None:
     run_unary(m, n, True, dtype, ptype, isa, pad=(1, 0), dense=True)
 
 
-def test_unary_dense_b_needs_trans_b() -> None:
-    with pytest.raises(ValueError, match="dense_b needs trans_b"):
-        unary.generate(8, 6, False, "fp32", "copy", "avx2", dense_b=True)
+@pytest.mark.parametrize("isa", ISAS)
+@settings(max_examples=60)
+@given(
+    m=st.integers(1, 70),
+    n=st.integers(1, 20),
+    dtype=st.sampled_from(["fp32", "fp64"]),
+    ptype=st.sampled_from(list(UNARY_REF)),
+)
+def test_unary_dense_plain_sweep(isa, m, n, dtype, ptype) -> None:
+    """Plain copies into B columns exactly m apart (rows of a packed B panel): each column's
+    partial vector stored whole where the next columns overwrite its spill, the last columns
+    under the mask; bit-exact, nothing past the block is written."""
+    run_unary(m, n, False, dtype, ptype, isa, pad=(1, 0), dense=True)
+
+
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+def test_unary_dense_plain_stores_whole_vectors_except_the_last_columns(isa) -> None:
+    """m = 6 fp32 (one partial vector a column), n = 42: the first 41 columns (AVX2, 8 lanes) or 40
+    (AVX-512, 16 lanes) store whole vectors in a loop of their own, the rest under the mask; a
+    single column has no spilling loop. The listings reassemble to the code."""
+    from asm import llvm
+
+    spilling = {"avx2": 41, "avx512": 40}[isa]
+    dense = unary.generate(6, 42, False, "fp32", "copy", isa, dense_b=True)
+    head, masked_part = dense.listing.split("jnz .Ln_dense", 1)  # the spilling loop, then the rest
+    assert f"mov r8d, {spilling}" in head
+    mask_store = "vmaskmovps ymmword ptr" if isa == "avx2" else "] {k1}"  # a masked store
+    assert mask_store not in head.split(".Ln_dense")[-1] and mask_store in masked_part
+    single = unary.generate(6, 1, False, "fp32", "copy", isa, dense_b=True)
+    assert ".Ln_dense" not in single.listing
+    for k in (dense, single):
+        assert llvm.assemble(k.listing, triple="x86_64", mattr="") == k.code
 
 
 @pytest.mark.parametrize("isa", ISAS)
