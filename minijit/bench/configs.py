@@ -21,6 +21,8 @@ __all__ = [
     "QUICK_SUITE",
     "OpSpec",
     "load_config_file",
+    "LAYOUTS",
+    "gemm_strides",
     "matmul_layout",
     "matmul_n",
     "select",
@@ -89,18 +91,34 @@ def _seed(name: str, exec_types: list[str], first: str, main: str, last: str, de
     return OpSpec(name, setup, description=desc)
 
 
-#: strides (in0, in1, out) of a square n^3 GEMM with dims M, N, K per storage order
-_GEMM_STRIDES = {
-    "F": lambda n: ([1, 0, n], [0, n, 1], [1, n, 0]),  # column-major A, B, C (mini_jit's layout)
-    "C": lambda n: ([n, 0, 1], [0, 1, n], [n, 1, 0]),  # row-major: C-order numpy arrays
-}
+#: (M, N, K) strides of a square n^3 GEMM's A, B and C per storage order: "F" column-major
+#: (mini_jit's layout), "C" row-major (C-order numpy arrays)
+_OPERAND_STRIDES = (
+    {"F": lambda n: [1, 0, n], "C": lambda n: [n, 0, 1]},  # A (M x K)
+    {"F": lambda n: [0, n, 1], "C": lambda n: [0, 1, n]},  # B (K x N)
+    {"F": lambda n: [1, n, 0], "C": lambda n: [n, 1, 0]},  # C (M x N)
+)
+#: the storage orders of the square GEMM rows: all F, all C, and the six mixes of A, B, C
+LAYOUTS = ("F", "C", "CCF", "CFC", "CFF", "FCC", "FCF", "FFC")
+
+
+def gemm_strides(order: str, n: int) -> tuple[list[int], list[int], list[int]]:
+    """(in0, in1, out) element strides of dims M, N, K for ``order``: "F" / "C" (every operand)
+    or three letters, the orders of A, B and C."""
+    letters = order * 3 if len(order) == 1 else order
+    a, b, c = (table[x](n) for table, x in zip(_OPERAND_STRIDES, letters, strict=True))
+    return a, b, c
 
 
 def _square_gemm(n: int, name: str | None = None, description: str = "", order: str = "F") -> OpSpec:
-    setup = _gemm_setup(["m", "n", "k"], [n, n, n], *_GEMM_STRIDES[order](n))
-    major = "column-major (F-order)" if order == "F" else "row-major (C-order numpy arrays)"
+    setup = _gemm_setup(["m", "n", "k"], [n, n, n], *gemm_strides(order, n))
+    if len(order) == 1:
+        major = "column-major (F-order)" if order == "F" else "row-major (C-order numpy arrays)"
+        suffix = "" if order == "F" else "-c"
+    else:
+        major = f"mixed-layout (A {order[0]}-order, B {order[1]}-order, C {order[2]}-order)"
+        suffix = f"-{order.lower()}"
     desc = description or f"{n}^3 {major} GEMM, dims M, N, K undefined -> optimizer (setup() defaults)"
-    suffix = "" if order == "F" else "-c"
     return OpSpec(name or f"gemm-{n}{suffix}", setup, peer="matmul", description=desc)
 
 
@@ -132,6 +150,7 @@ def _builtin() -> dict[str, OpSpec]:
         _seed("zero-brgemm-relu", seq2, "zero", "brgemm", "relu", "seed 004: zero first touch, BRGEMM, ReLU last"),
         *(_square_gemm(n) for n in (256, 512, 1024, 2048, 4096)),
         *(_square_gemm(n, order="C") for n in (256, 512, 1024, 2048, 4096)),
+        *(_square_gemm(1024, order=o) for o in LAYOUTS[2:]),
         _square_gemm(1600, "matmul-1600", "optimizer case: 1600^3 matmul (undefined -> optimizer, setup() defaults)"),
         _mmnnkk(),
     ]
@@ -145,13 +164,14 @@ QUICK_SUITE = ("gemm", "brgemm", "zero-brgemm-relu", "gemm-512", "gemm-1024", "g
 
 
 def matmul_layout(setup: dict[str, Any]) -> tuple[int, str] | None:
-    """(n, "F" or "C") when the setup is a square GEMM of `_square_gemm`, else None."""
+    """(n, order) when the setup is a square GEMM of `_square_gemm` (order one of `LAYOUTS`: "F",
+    "C", or the three letters of a mix), else None."""
     if [str(t) for t in setup["dim_types"]] != ["m", "n", "k"]:
         return None
     n = setup["dim_sizes"][0]
     got = tuple(list(setup[k]) for k in ("dim_sizes", "strides_in0", "strides_in1", "strides_out"))
-    for order, strides in _GEMM_STRIDES.items():
-        if got == ([n] * 3, *strides(n)):
+    for order in LAYOUTS:
+        if got == ([n] * 3, *gemm_strides(order, n)):
             return n, order
     return None
 

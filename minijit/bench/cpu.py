@@ -26,7 +26,17 @@ import numpy as np
 from minijit.bench import UserError, report
 from minijit.bench.configs import OpSpec, matmul_layout
 
-__all__ = ["BlasThreads", "bench", "check_native", "make_op", "moved_bytes", "operands", "reference", "timeit"]
+__all__ = [
+    "BlasThreads",
+    "bench",
+    "check_native",
+    "make_op",
+    "matmul_peer",
+    "moved_bytes",
+    "operands",
+    "reference",
+    "timeit",
+]
 
 MAX_BUFFER_BYTES = 4 << 30
 #: Pause before timing minijit: OpenBLAS worker threads keep spinning for a while after a call
@@ -249,6 +259,19 @@ def timeit(fn: Callable[[], object], reps: int, warmup: int = 1, min_warm_s: flo
     return statistics.median(times)
 
 
+def matmul_peer(a: np.ndarray, b: np.ndarray, c: np.ndarray, n: int, order: str) -> Callable[[], object]:
+    """numpy's ``C = A B`` on the first n*n elements of buffers ``a``, ``b``, ``c`` stored in
+    ``order`` (`minijit.bench.configs.LAYOUTS`: "F", "C" or the letters of A, B, C), as a numpy
+    user writes it: an F-order matrix is the transpose of its buffer read row-major, and an
+    F-order C = A B is the row-major c = B^T A^T (BLAS takes transposes as flags, no copies)."""
+    a2, b2, c2 = (x[: n * n].reshape(n, n) for x in (a, b, c))
+    la, lb, lc = order * 3 if len(order) == 1 else order
+    a2, b2 = (x if o == "C" else x.T for x, o in ((a2, la), (b2, lb)))
+    if lc == "F":
+        a2, b2 = b2.T, a2.T
+    return lambda: np.matmul(a2, b2, out=c2)
+
+
 def bench_one(spec: OpSpec, threads: int, target: str, reps: int, blas: BlasThreads) -> dict[str, Any]:
     """One row: set up, check once against numpy, time minijit and its peers."""
     t0 = time.perf_counter()
@@ -282,10 +305,8 @@ def bench_one(spec: OpSpec, threads: int, target: str, reps: int, blas: BlasThre
     layout = matmul_layout(spec.setup) if spec.peer == "matmul" else None
     if layout is not None:
         n, order = layout
-        a2, b2, c2 = (ops.array(t)[: n * n].reshape(n, n) for t in ("in0", "in1", "out"))
-        if order == "F":  # column-major C = A B is row-major c = b @ a over the same buffers
-            a2, b2 = b2, a2
-        peers.append(("numpy.matmul", lambda: np.matmul(a2, b2, out=c2), peer_threads, lambda: blas.limit(threads)))
+        fn = matmul_peer(*(ops.array(t) for t in ("in0", "in1", "out")), n, order)
+        peers.append(("numpy.matmul", fn, peer_threads, lambda: blas.limit(threads)))
     elif is_gemm:
         expr = ops.einsum_expr()
         fn = lambda: np.einsum(expr, v["in0"], v["in1"], optimize=True)  # noqa: E731

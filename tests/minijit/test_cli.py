@@ -164,14 +164,37 @@ def test_builtin_square_gemms_use_setup_defaults():
     """The built-in GEMM rows measure what a default TensorOperation.setup() call gets."""
     square = [s for s in configs.BUILTIN_CONFIGS.values() if configs.matmul_n(s.setup) is not None]
     names = {f"gemm-{n}{o}" for n in (256, 512, 1024, 2048, 4096) for o in ("", "-c")}
-    assert {s.name for s in square} == names | {"matmul-1600"}
+    mixed = {f"gemm-1024-{o.lower()}" for o in configs.LAYOUTS[2:]}
+    assert {s.name for s in square} == names | mixed | {"matmul-1600"}
     for spec in square:
         assert spec.options == {}, spec.name
-        assert configs.matmul_layout(spec.setup)[1] == ("C" if spec.name.endswith("-c") else "F")
+        suffix = spec.name.rsplit("-", 1)[-1]
+        want = suffix.upper() if spec.name in mixed else "C" if suffix == "c" else "F"
+        assert configs.matmul_layout(spec.setup)[1] == want
     for spec in configs.BUILTIN_CONFIGS.values():
         overrides = sorted(set(spec.options) & {"max_kernel_size", "min_kernel_size"})
         for key in overrides:  # a row that exercises non-default optimizer options says so
             assert "non-default optimizer option" in spec.description and key in spec.description, spec.name
+
+
+def test_matmul_peer_computes_what_minijit_computes_in_every_layout():
+    """The numpy peer of every square-GEMM layout (all F, all C, the six mixes) computes the same
+    product as a TensorOperation set up with that layout's strides, on the same buffers."""
+    import numpy as np
+
+    from minijit import TensorOperation
+    from minijit.bench.cpu import matmul_peer
+
+    n = 40
+    rng = np.random.default_rng(3)
+    for order in configs.LAYOUTS:
+        a, b = rng.uniform(-1, 1, n * n).astype(np.float32), rng.uniform(-1, 1, n * n).astype(np.float32)
+        op = TensorOperation(num_threads=1)
+        op.setup("fp32", "zero", "gemm", "none", "mnk", ["undefined"] * 3, [n] * 3, *configs.gemm_strides(order, n))
+        got, peer = np.zeros(n * n, np.float32), np.zeros(n * n, np.float32)
+        op.execute(a, b, got)
+        matmul_peer(a, b, peer, n, order)()
+        np.testing.assert_allclose(peer, got, rtol=1e-5, atol=1e-5, err_msg=order)
 
 
 TINY_COPY = {
