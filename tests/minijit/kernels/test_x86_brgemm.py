@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from asm import llvm
@@ -150,6 +150,35 @@ def pack_panels(B: np.ndarray, width: int, br_stride: int, panel: int, n_panels:
     return out
 
 
+def block_operands(seed, dtype, m, n, k, br, zero_c=False):
+    """A as (br, K, lda = m + 3), B as (br, K, N), C with columns ``ldc = m + 1`` apart (its block
+    NaN with ``zero_c``: it must never be read), a copy C0, and the float64 sum of A_br B_br
+    (plus C's block unless ``zero_c``). Returns (A, B, C, C0, ref, lda, ldc, numpy dtype)."""
+    rng = np.random.default_rng(seed)
+    dt = NP[dtype]
+    lda, ldc = m + 3, m + 1
+    A = rng.uniform(-1, 1, (br, k, lda)).astype(dt)
+    B = rng.uniform(-1, 1, (br, k, n)).astype(dt)
+    C = rng.uniform(-1, 1, n * ldc + 4).astype(dt)
+    if zero_c:
+        C[: n * ldc].reshape(n, ldc)[:, :m] = np.nan
+    ref = np.zeros((m, n)) if zero_c else C[: n * ldc].reshape(n, ldc)[:, :m].T.astype(np.float64)
+    for i in range(br):
+        ref = ref + A[i, :, :m].T.astype(np.float64) @ B[i].astype(np.float64)
+    return A, B, C, C.copy(), ref, lda, ldc, dt
+
+
+def assert_c_block(C, C0, want, m, n, ldc, depth, dt) -> None:
+    """C's m x n block (columns ``ldc`` apart) equals ``want`` within the rounding of ``depth``
+    products; every element outside the block is unchanged from ``C0``."""
+    got = C[: n * ldc].reshape(n, ldc)[:, :m].T
+    tol = 4 * np.finfo(dt).eps * (depth + 1)
+    np.testing.assert_allclose(got, want, rtol=0, atol=tol * max(1.0, np.abs(want).max()))
+    outside = np.ones(C.size, bool)
+    outside[(np.arange(n)[:, None] * ldc + np.arange(m)).ravel()] = False
+    np.testing.assert_array_equal(C[outside], C0[outside])
+
+
 @needs_x86
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("dtype", ["fp32", "fp64"])
@@ -169,20 +198,11 @@ def test_packed_panels(isa, dtype, m, n, k, br, br_outer, panels, seed):
     panel partly filled); the result matches numpy and nothing outside C changes."""
     if not available(isa):
         pytest.skip(f"host lacks {isa}")
-    rng = np.random.default_rng(seed)
-    dt = NP[dtype]
+    A, B, C, C0, ref, lda, ldc, dt = block_operands(seed, dtype, m, n, k, br)
     width = brgemm.panel_width(isa)
     n_panels = -(-n // width)
     br_stride = k * width
     panel = br * br_stride
-    lda, ldc = m + 3, m + 1
-    A = rng.uniform(-1, 1, (br, k, lda)).astype(dt)
-    B = rng.uniform(-1, 1, (br, k, n)).astype(dt)
-    C = rng.uniform(-1, 1, n * ldc + 4).astype(dt)
-    C0 = C.copy()
-    ref = C[: n * ldc].reshape(n, ldc)[:, :m].T.astype(np.float64)
-    for i in range(br):
-        ref = ref + A[i, :, :m].T.astype(np.float64) @ B[i].astype(np.float64)
     kw, args = {}, [A, B, lda, None, k * lda, None]
     if "a" in panels:  # A (br, K, M) in panels of `rows` rows: the same packing on the transposed view
         rows = brgemm.panel_rows(isa, dtype)
@@ -197,12 +217,7 @@ def test_packed_panels(isa, dtype, m, n, k, br, br_outer, panels, seed):
     kern = brgemm.generate(m, n, k, br, trans_b="b" in panels, dtype=dtype, isa=isa, br_outer=br_outer, **kw)
     assert all(f"_{x}p{v}" in kern.name for x, v in (("a", kw.get("a_panel")), ("b", kw.get("b_panel"))) if v)
     kern(args[0], args[1], C, args[2], args[3], ldc, args[4], args[5])
-    got = C[: n * ldc].reshape(n, ldc)[:, :m].T
-    tol = 4 * np.finfo(dt).eps * (k * br + 1)
-    np.testing.assert_allclose(got, ref, rtol=0, atol=tol * max(1.0, np.abs(ref).max()))
-    outside = np.ones(C.size, bool)
-    outside[(np.arange(n)[:, None] * ldc + np.arange(m)).ravel()] = False
-    np.testing.assert_array_equal(C[outside], C0[outside])
+    assert_c_block(C, C0, ref, m, n, ldc, k * br, dt)
 
 
 @needs_x86
@@ -323,22 +338,11 @@ def test_copied_a(isa, dtype, m, n, k, br, b_panels, touches, seed):
     touches. The result matches numpy, nothing outside C changes, and A is only read."""
     if not available(isa):
         pytest.skip(f"host lacks {isa}")
-    if not brgemm.a_copy_fits(m, n, k, br, isa, dtype, trans_b=b_panels):
-        pytest.skip("no free register for the copy (AVX-512 remainder block of 20 columns without panels)")
+    # AVX-512 1-vector remainder blocks of 20 columns without B panels use every B pointer register
+    assume(brgemm.a_copy_fits(m, n, k, br, isa, dtype, trans_b=b_panels))
     zero_c, relu_c = touches
-    rng = np.random.default_rng(seed)
-    dt = NP[dtype]
-    lda, ldc = m + 3, m + 1
-    A = rng.uniform(-1, 1, (br, k, lda)).astype(dt)
+    A, B, C, C0, acc, lda, ldc, dt = block_operands(seed, dtype, m, n, k, br, zero_c)
     A0 = A.copy()
-    B = rng.uniform(-1, 1, (br, k, n)).astype(dt)
-    C = rng.uniform(-1, 1, n * ldc + 4).astype(dt)
-    if zero_c:
-        C[: n * ldc].reshape(n, ldc)[:, :m] = np.nan  # must never be read
-    C0 = C.copy()
-    acc = np.zeros((m, n)) if zero_c else C0[: n * ldc].reshape(n, ldc)[:, :m].T.astype(np.float64)
-    for i in range(br):
-        acc = acc + A[i, :, :m].T.astype(np.float64) @ B[i].astype(np.float64)
     want = np.maximum(acc, 0) if relu_c else acc
     width = brgemm.panel_width(isa)
     if b_panels:
@@ -351,12 +355,7 @@ def test_copied_a(isa, dtype, m, n, k, br, b_panels, touches, seed):
     )
     assert kern.name.endswith("_ac")
     kern(A, b_arg, C, lda, ldb, ldc, k * lda, sb)
-    got = C[: n * ldc].reshape(n, ldc)[:, :m].T
-    tol = 4 * np.finfo(dt).eps * (k * br + 1)
-    np.testing.assert_allclose(got, want, rtol=0, atol=tol * max(1.0, np.abs(want).max()))
-    outside = np.ones(C.size, bool)
-    outside[(np.arange(n)[:, None] * ldc + np.arange(m)).ravel()] = False
-    np.testing.assert_array_equal(C[outside], C0[outside])
+    assert_c_block(C, C0, want, m, n, ldc, k * br, dt)
     np.testing.assert_array_equal(A, A0)
 
 

@@ -86,6 +86,7 @@ def test_unary_sweep(isa, m, n, tb, dtype, ptype, pad) -> None:
 
 
 @pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("tb", [True, False])
 @settings(max_examples=60)
 @given(
     m=st.integers(1, 70),
@@ -93,25 +94,13 @@ def test_unary_sweep(isa, m, n, tb, dtype, ptype, pad) -> None:
     dtype=st.sampled_from(["fp32", "fp64"]),
     ptype=st.sampled_from(list(UNARY_REF)),
 )
-def test_unary_dense_b_sweep(isa, m, n, dtype, ptype) -> None:
-    """Transposes into B rows exactly n apart (packed micro-panels): overlapping full-vector stores
-    for tiles narrower than a register, the last row exact; nothing past the block is written."""
-    run_unary(m, n, True, dtype, ptype, isa, pad=(1, 0), dense=True)
-
-
-@pytest.mark.parametrize("isa", ISAS)
-@settings(max_examples=60)
-@given(
-    m=st.integers(1, 70),
-    n=st.integers(1, 20),
-    dtype=st.sampled_from(["fp32", "fp64"]),
-    ptype=st.sampled_from(list(UNARY_REF)),
-)
-def test_unary_dense_plain_sweep(isa, m, n, dtype, ptype) -> None:
-    """Plain copies into B columns exactly m apart (rows of a packed B panel): each column's
-    partial vector stored whole where the next columns overwrite its spill, the last columns
-    under the mask; bit-exact, nothing past the block is written."""
-    run_unary(m, n, False, dtype, ptype, isa, pad=(1, 0), dense=True)
+def test_unary_dense_b_sweep(isa, tb, m, n, dtype, ptype) -> None:
+    """``dense_b``, bit-exact and nothing past the block written. Transposing (``tb``): into B rows
+    exactly n apart (packed micro-panels), overlapping full-vector stores for tiles narrower than a
+    register, the last row exact. Plain: into B columns exactly m apart (rows of a packed B panel),
+    each column's partial vector stored whole where later columns overwrite the spill, the last
+    columns under the mask."""
+    run_unary(m, n, tb, dtype, ptype, isa, pad=(1, 0), dense=True)
 
 
 @pytest.mark.parametrize("isa", ["avx2", "avx512"])
