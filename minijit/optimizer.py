@@ -361,10 +361,11 @@ def _smallest_divisor_at_least(size: int, need: int) -> int:
     return size
 
 
-def _divisors(size: int) -> list[int]:
-    """The divisors of ``size`` (>= 1), ascending."""
-    small = [d for d in range(1, math.isqrt(size) + 1) if size % d == 0]
-    return sorted({*small, *(size // d for d in small)})
+def _shared_parts(size: int, cap: int) -> list[int]:
+    """Sizes of a shared outer part of a dim of ``size``: its divisors from 2 up to ``cap``, and
+    the whole dim (the search never needs more iterations than ``cap``; a dim of 2^40 costs no
+    divisor scan beyond it)."""
+    return [d for d in range(2, min(size, cap) + 1) if size % d == 0] + ([size] if size > cap else [])
 
 
 def thread_load(iterations: int, threads: int) -> float:
@@ -404,7 +405,7 @@ def create_shared_loops(config: TensorConfig, thread_target: int) -> TensorConfi
     for j, i in enumerate(eligible):
         if whole >= thread_target * MAX_SHARED_PER_THREAD or best_key[0] == 1.0:
             break
-        for part in _divisors(dims[i].size)[1:]:
+        for part in _shared_parts(dims[i].size, -(-thread_target * MAX_SHARED_PER_THREAD // whole)):
             key = (thread_load(whole * part, thread_target), whole * part)
             if key < best_key:
                 best_key, best_plan = key, (j, part)

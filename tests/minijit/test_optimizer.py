@@ -493,3 +493,13 @@ def test_threads_split_a_lone_prim_dim():
     )
     o4 = optimize(narrow, thread_target=2, max_kernel_size=2**16)  # enough flops, but 24 < 32 per thread
     assert not any(d.exec is exec_t.shared for d in o4.dims)
+
+
+def test_create_shared_loops_scans_few_divisors_of_a_huge_dim():
+    """A seq dim of 2^40 + 15 (no divisor scan to its square root) and a prime one: shared whole,
+    the static split of that many iterations being balanced to within one part in 10^5."""
+    for size in (2**40 + 15, 1_000_003):
+        c = cfg("copy", [("c", "seq", size, 4, 0, 4), ("c", "prim", 4, 1, 0, 1)])
+        s = create_shared_loops(c, 2)
+        assert [d.size for d in s.shared_dims] == [size]
+        assert thread_load(size, 2) < 1 + 1e-5

@@ -450,12 +450,12 @@ def _emit_vector(
 
         full_count, widths = n_tail(n, nb, mv, b_panel is not None)
         # copied A: the first block fills the buffer, the others read it
-        modes = ["copy"] + ["buffer"] * (full_count + len(widths) - 1) if a_copy else ["a"] * (full_count + len(widths))
+        first, rest = ("copy", "buffer") if a_copy else ("a", "a")
         if full_count and a_copy:
-            full("copy")
-        counted_loop(a, s_nc, full_count - (1 if a_copy else 0), lambda: full(modes[-1]), "n")
+            full(first)
+        counted_loop(a, s_nc, full_count - (1 if a_copy else 0), lambda: full(rest), "n")
         for i, w in enumerate(widths):
-            block(mv, w, part, prefetch=i < len(widths) - 1, a_from=modes[full_count + i])
+            block(mv, w, part, prefetch=i < len(widths) - 1, a_from=first if full_count + i == 0 else rest)
             if i < len(widths) - 1:  # the next tail block: w columns on (trans_b: B rows are n)
                 if trans_b:
                     a.add(B_N, w * es)
