@@ -61,8 +61,8 @@ DEFAULT_CACHES = (CacheGeometry(32 * 1024, 8, 64), CacheGeometry(1024 * 1024, 16
 
 
 @cache
-def cache_geometries() -> tuple[CacheGeometry, CacheGeometry]:
-    """The host's L1 data and L2 caches (Linux sysfs of cpu0), else `DEFAULT_CACHES`."""
+def _sysfs_caches() -> dict[int, CacheGeometry]:
+    """cpu0's data/unified caches by level (Linux sysfs); empty where sysfs does not tell."""
     base = "/sys/devices/system/cpu/cpu0/cache"
     found: dict[int, CacheGeometry] = {}
     try:
@@ -76,14 +76,30 @@ def cache_geometries() -> tuple[CacheGeometry, CacheGeometry]:
                     return f.read().strip()
 
             level = int(read("level"))
-            if level in (1, 2) and read("type") in ("Data", "Unified"):
+            if level in (1, 2, 3) and read("type") in ("Data", "Unified"):
                 size = read("size").upper()
                 scale = 1024 if size.endswith("K") else 1024 * 1024 if size.endswith("M") else 1
                 ways, line = int(read("ways_of_associativity")), int(read("coherency_line_size"))
                 found[level] = CacheGeometry(int(size.rstrip("KM")) * scale, ways, line)
     except (OSError, ValueError):
         pass
+    return found
+
+
+def cache_geometries() -> tuple[CacheGeometry, CacheGeometry]:
+    """The host's L1 data and L2 caches (Linux sysfs of cpu0), else `DEFAULT_CACHES`."""
+    found = _sysfs_caches()
     return found.get(1, DEFAULT_CACHES[0]), found.get(2, DEFAULT_CACHES[1])
+
+
+#: used where sysfs names no L3
+DEFAULT_LLC_BYTES = 8 * 1024 * 1024
+
+
+def last_level_cache_bytes() -> int:
+    """The host's last-level cache in bytes (L3, else L2, from sysfs), else `DEFAULT_LLC_BYTES`."""
+    found = _sysfs_caches()
+    return found[max(found)].size if found else DEFAULT_LLC_BYTES
 
 
 @dataclass(frozen=True)
@@ -224,8 +240,24 @@ class PanelPlan:
         )
 
 
+#: the K rows one call of a streamed A copy fills in one panel (`plan_panels`); the largest divisor
+#: of prim K up to this, at least `STREAM_MIN_ROWS`
+STREAM_MAX_ROWS = 64
+STREAM_MIN_ROWS = 16
+
+
+def stream_rows(k: int) -> int | None:
+    """The K rows per call of a streamed A panel copy: the largest divisor of ``k`` in
+    [`STREAM_MIN_ROWS`, `STREAM_MAX_ROWS`], or None."""
+    return next((r for r in range(min(k, STREAM_MAX_ROWS), STREAM_MIN_ROWS - 1, -1) if k % r == 0), None)
+
+
 def plan_panels(
-    config: TensorConfig, width: int, caches: tuple[CacheGeometry, ...] | None = None, tensor: str = "in1"
+    config: TensorConfig,
+    width: int,
+    caches: tuple[CacheGeometry, ...] | None = None,
+    tensor: str = "in1",
+    llc_bytes: int | None = None,
 ) -> PanelPlan | None:
     """The micro-panel packing of ``tensor`` for a GEMM/BRGEMM config with prim dims, or None.
 
@@ -236,6 +268,13 @@ def plan_panels(
     A ("in0"): each register block's A is one contiguous stream (a few pages, no TLB misses, no
     set conflicts) instead of K columns of the caller's stride; it pays when every A element is
     used by at least `PANEL_REUSE_N` columns of N in all and the prim M holds a full panel.
+
+    The copy of an A with unit-stride M reads each A column whole and scatters it over every
+    panel, one cache line each, when A and its buffer fit half of the last-level cache
+    (``llc_bytes``, default: the host's). Beyond that the scattered lines go to memory in as
+    many streams as there are panels, so the copy is streamed instead: the outer loop walks K in
+    chunks of `stream_rows` rows, and each call fills those rows of one panel, one contiguous run
+    (2048^3 fp32 on a Zen 3 core: A copy 4.9 -> 3.1 ms).
     """
     if tensor not in ("in0", "in1"):
         raise ValueError(f"tensor must be 'in0' or 'in1', got {tensor!r}")
@@ -289,17 +328,31 @@ def plan_panels(
     # call fills one panel's contiguous rows (x86-64 stores them with unmasked vectors, `dense_b`);
     # left to the optimizer it would copy 6-element runs into a different panel each
     rows_prim = t == 1 and pd.strides[t] == 1
+    # A with unit-stride M too large for the last-level cache: K chunks outermost, each call fills
+    # `chunk` rows of one panel (a contiguous run) instead of scattering a column over every panel
+    chunk = None
+    if t == 0 and pd.strides[t] == 1:
+        llc = last_level_cache_bytes() if llc_bytes is None else llc_bytes
+        if 2 * size * item > llc // 2:  # A (about the buffer's size) and the buffer
+            chunk = stream_rows(k.size)
 
     def copy(count: int, n_panels: int) -> TensorConfig:
         """Loop dims, then (the full panels), BR, K and ``count`` elements of the panel dim."""
-        loop_exec = exec_t.seq if rows_prim else exec_t.undefined
+        fixed = rows_prim or chunk is not None
+        loop_exec = exec_t.seq if fixed else exec_t.undefined
         out = [Dimension(dim_t.c, loop_exec, dims[i].size, dims[i].strides[t], 0, packed[i]) for i in loops]
+        inner = (p.br, p.k, pdim)
+        if chunk is not None:  # BR and K chunks outermost (after A's loops), panels inside them
+            if p.br is not None:
+                out.append(Dimension(dim_t.c, loop_exec, br_size, dims[p.br].strides[t], 0, packed[p.br]))
+            out.append(Dimension(dim_t.c, loop_exec, k.size // chunk, chunk * k.strides[t], 0, chunk * width))
+            inner = (p.k, pdim)
         if n_panels:
             out.append(Dimension(dim_t.c, loop_exec, n_panels, width * pd.strides[t], 0, panel))
-        for i in (p.br, p.k, pdim):
+        for i in inner:
             if i is not None:
-                size_i = count if i == pdim else dims[i].size
-                ex = exec_t.prim if rows_prim and i in (p.k, pdim) else loop_exec
+                size_i = count if i == pdim else chunk if i == p.k and chunk is not None else dims[i].size
+                ex = exec_t.prim if fixed and i in (p.k, pdim) else loop_exec
                 out.append(Dimension(dim_t.c, ex, size_i, dims[i].strides[t], 0, packed[i]))
         return TensorConfig(config.dtype, ptype_t.none, ptype_t.copy, ptype_t.none, tuple(out))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from minijit import TensorOperation
+from minijit import TensorOperation, packing
 from minijit.ir import TensorConfig, exec_t
 from minijit.packing import (
     CacheGeometry,
@@ -15,6 +15,7 @@ from minijit.packing import (
     plan_packing,
     plan_panels,
     reachable_bytes,
+    stream_rows,
     usable_bytes,
 )
 from minijit.runtime import host
@@ -308,6 +309,83 @@ def test_plan_panels_for_a_needs_reuse_and_a_full_panel():
     assert plan_panels(gemm_config(8, 256, 256, (1, 2048), (1, 2048), (1, 2048)), 16, CACHES, tensor="in0") is None
     with pytest.raises(ValueError, match="tensor"):
         plan_panels(big, 16, CACHES, tensor="out")
+
+
+def test_stream_rows_is_the_largest_divisor_in_range():
+    assert stream_rows(2048) == 64 and stream_rows(512) == 64 and stream_rows(96) == 48
+    assert stream_rows(40) == 40 and stream_rows(16) == 16 and stream_rows(100) == 50
+    assert stream_rows(67) is None and stream_rows(15) is None and stream_rows(2 * 67) is None  # 67 prime
+    for k in range(1, 400):
+        r = stream_rows(k)
+        assert r is None or (16 <= r <= 64 and k % r == 0 and not any(k % s == 0 for s in range(r + 1, 65)))
+
+
+def copy_dims(plan):
+    """(exec, size, source stride, buffer stride) of the first copy's dims, outermost first."""
+    return [(d.exec.name, d.size, d.stride_in0, d.stride_out) for d in plan.copies[0][0].dims]
+
+
+def test_a_copy_streams_k_chunks_when_a_and_its_buffer_exceed_half_the_last_level_cache():
+    big = gemm_config(256, 256, 256, (1, 2048), (1, 2048), (1, 2048))  # A block: 256 KiB
+    # fits: the optimizer is free to scatter each column over the panels
+    fits = plan_panels(big, 16, CACHES, tensor="in0", llc_bytes=1 << 20)
+    assert all(e == "undefined" for e, *_ in copy_dims(fits))
+    # A and buffer (512 KiB) over half of a 512 KiB LLC: 4 chunks of 64 K rows outermost, then the
+    # 16 panels; a call copies 64 rows of one panel (16 M elements each, a contiguous run)
+    streamed = plan_panels(big, 16, CACHES, tensor="in0", llc_bytes=512 << 10)
+    assert copy_dims(streamed) == [
+        ("seq", 4, 64 * 2048, 64 * 16),
+        ("seq", 16, 16, 256 * 16),
+        ("prim", 64, 2048, 16),
+        ("prim", 16, 1, 1),
+    ]
+    assert streamed.main == fits.main and streamed.elements == fits.elements
+    # BRGEMM: the BR steps go outside the K chunks
+    cfg = gemm_config(128, 256, 96, (1, 4096), (1, 4096), (1, 128), main="brgemm", br=(3, 96 * 4096, 96))
+    br = plan_panels(cfg, 16, CACHES, tensor="in0", llc_bytes=1)
+    assert copy_dims(br)[:3] == [
+        ("seq", 3, 96 * 4096, 96 * 16),
+        ("seq", 2, 48 * 4096, 48 * 16),
+        ("seq", 8, 16, 3 * 96 * 16),
+    ]
+    # a K with no divisor in [16, 64] keeps the optimizer's order
+    odd = plan_panels(gemm_config(256, 256, 67, (1, 2048), (1, 2048), (1, 2048)), 16, CACHES, tensor="in0", llc_bytes=1)
+    assert odd is not None and all(e == "undefined" for e, *_ in copy_dims(odd))
+    # B copies are unaffected
+    assert plan_panels(big, 6, CACHES, llc_bytes=1) == plan_panels(big, 6, CACHES, llc_bytes=1 << 40)
+
+
+@pytest.mark.skipif(not native_x86(), reason="A micro-panels are an x86-64 layout; this host is not x86-64")
+@pytest.mark.parametrize("dtype", ["fp32", "fp64"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_streamed_a_copy_fills_the_same_panels(monkeypatch, dtype, threads):
+    """An LLC too small for A forces the streamed copy: the packed A, and so every bit of C, equals
+    the scattering copy's; with BR steps, a ragged last panel and a K loop in the nest."""
+    types, sizes = "kmnk", [3, 250, 130, 96]  # BR 3, M 250 = panels + 10 rows, K 96 (chunks of 48)
+    s0, s1, so = [96 * 256, 1, 0, 256], [96, 0, 4096, 1], [0, 1, 256, 0]
+    ops = {}
+    for llc in (1 << 40, 1):
+        monkeypatch.setattr(packing, "last_level_cache_bytes", lambda llc=llc: llc)
+        op = TensorOperation("native", num_threads=threads)
+        op.setup(dtype, "zero", "brgemm", "none", list(types), ["prim"] * 4, sizes, s0, s1, so)
+        ops[llc] = op
+    streamed, scattered = ops[1], ops[1 << 40]
+    assert "in0" in streamed.panel_plans and not streamed.a_copy
+    dims = [c.dims for c, _, _ in streamed.panel_plans["in0"].copies]
+    assert all(any(d.size == 2 and d.stride_in0 == 48 * 256 for d in ds) for ds in dims)  # K chunks
+    assert not any(d.size == 2 and d.stride_in0 == 48 * 256 for d in scattered.panel_plans["in0"].copies[0][0].dims)
+    t = np.float32 if dtype == "fp32" else np.float64
+    rng = np.random.default_rng(threads)
+    a = rng.uniform(-1, 1, 3 * 96 * 256).astype(t)
+    b = rng.uniform(-1, 1, 130 * 4096).astype(t)
+    got = {}
+    for llc, op in ops.items():
+        got[llc] = np.full(130 * 256, np.nan, t)
+        op.execute(a, b, got[llc])
+    np.testing.assert_array_equal(got[1], got[1 << 40])
+    ref = np.full(130 * 256, np.nan, t)
+    streamed.execute_iter(a, b, ref)
+    np.testing.assert_allclose(got[1], ref, rtol=1e-4 if dtype == "fp32" else 1e-10, atol=1e-4)
 
 
 @pytest.mark.skipif(not native_x86(), reason="fused touches are an x86-64 kernel option")
