@@ -844,6 +844,7 @@ def parallel_always(monkeypatch):
     import minijit.tensor_operation as to
 
     monkeypatch.setattr(to, "PARALLEL_MIN_ELEMENTS", 0, raising=False)
+    monkeypatch.setattr(to, "PARALLEL_MIN_BYTES", 0, raising=False)
 
 
 @pytest.mark.usefixtures("parallel_always")
@@ -896,6 +897,35 @@ def test_two_shared_dims_balance_the_threads_and_give_the_same_bits():
     np.testing.assert_allclose(results[0].reshape(60, 64).T, want, rtol=1e-5, atol=1e-5)
     for r in results[1:]:
         assert np.array_equal(r, results[0])
+
+
+def test_elementwise_ops_split_by_bytes_moved_and_gemms_by_multiply_adds():
+    """A 512^2 fp32 copy (2 MiB read and written) runs on two threads, a 256^2 one (512 KiB) on
+    one; a GEMM splits from 2^20 multiply-adds; the packing copies of a 512^3 GEMM follow the
+    copy rule, and both results are right."""
+
+    def op(n, ptype, dims, threads=2):
+        op = TensorOperation(NATIVE, num_threads=threads)
+        if ptype == "copy":
+            op.setup("fp32", "none", "copy", "none", "cc", ("undefined",) * 2, (n, n), (1, n), (0, 0), (1, n))
+        else:
+            op.setup(
+                "fp32", "zero", "gemm", "none", "mnk", ("undefined",) * 3, (n,) * 3, (1, 0, n), (0, n, 1), (1, n, 0)
+            )
+        return op
+
+    copies = {n: op(n, "copy", 2) for n in (256, 512)}
+    assert copies[256]._threads == 1 and copies[512]._threads == 2
+    assert op(64, "gemm", 3)._threads == 1 and op(128, "gemm", 3)._threads == 2  # 2^18 / 2^21 multiply-adds
+    if NATIVE.startswith("x86_64"):
+        gemm = op(512, "gemm", 3)
+        packs = [p for _, ops, _ in gemm._panel_packs for p, _, _ in ops]
+        assert packs and all(p._threads == 2 for p in packs)
+    rng = np.random.default_rng(18)
+    A = rand(rng, 512 * 512)
+    out = np.full(512 * 512, np.nan, np.float32)
+    copies[512].execute(A, None, out)
+    assert np.array_equal(out, A)
 
 
 # ---------------------------------------------------------------------------------------------

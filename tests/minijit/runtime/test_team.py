@@ -394,6 +394,7 @@ def parallel_always(monkeypatch):
     import minijit.tensor_operation as to
 
     monkeypatch.setattr(to, "PARALLEL_MIN_ELEMENTS", 0, raising=False)
+    monkeypatch.setattr(to, "PARALLEL_MIN_BYTES", 0, raising=False)
 
 
 @pytest.mark.usefixtures("parallel_always")
