@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import ptx
@@ -233,6 +233,8 @@ def test_strategy_validation():
     target_nnz=st.sampled_from([4, 256]),
     seed=st.integers(0, 2**31 - 1),
 )
+# an S value (0.92944335...) just below a float16 halfway point: the tiles once rounded it from float64
+@example(m=22, k=25, n=1, density=0.125, window=16, dtype="fp16", reorder="none", target_nnz=4, seed=1)
 def test_window_kernels_on_random_patterns_vs_scipy(m, k, n, density, window, dtype, reorder, target_nnz, seed):
     """Random patterns (empty ones too) through both window layouts, every dtype, both row orders and
     work items of 4 or 256 non-zeros (4: most windows split, partial rows and the second pass), in
