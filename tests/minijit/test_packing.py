@@ -19,6 +19,7 @@ from minijit.packing import (
     usable_bytes,
 )
 from minijit.runtime import host
+from tests.minijit.test_gemm_layouts import Guarded
 from tests.minijit.test_tensor_operation import TARGETS, emulated
 
 GEO = CacheGeometry(32 * 1024, 8, 64)  # 64 sets
@@ -383,6 +384,13 @@ def test_streamed_a_copy_fills_the_same_panels(monkeypatch, dtype, threads):
         got[llc] = np.full(130 * 256, np.nan, t)
         op.execute(a, b, got[llc])
     np.testing.assert_array_equal(got[1], got[1 << 40])
+    # A flush against a PROT_NONE page at either end: the streamed copy reads nothing outside it
+    for end in ("upper", "lower"):
+        guarded = Guarded(a.size, t, end)
+        guarded.array[:] = a
+        c = np.full(130 * 256, np.nan, t)
+        streamed.execute(guarded.array, b, c)
+        np.testing.assert_array_equal(c, got[1])
     ref = np.full(130 * 256, np.nan, t)
     streamed.execute_iter(a, b, ref)
     np.testing.assert_allclose(got[1], ref, rtol=1e-4 if dtype == "fp32" else 1e-10, atol=1e-4)
