@@ -199,7 +199,7 @@ def test_reachable_bytes_counts_runs_and_their_starts():
 
 def test_plan_panels_packs_conflicting_b_blocks_only():
     big = gemm_config(256, 256, 256, (1, 2048), (1, 2048), (1, 2048))
-    plan = plan_panels(big, 6, CACHES)
+    plan = plan_panels(big, 6, CACHES, llc_bytes=1)
     assert plan is not None and plan.width == 6 and plan.panel == 256 * 6
     # 42 full panels and one of 4 columns: two copies, the remainder at panel 42 / column 252
     assert len(plan.copies) == 2 and plan.copies[1][1:] == (252 * 2048, 42 * 1536)
@@ -207,22 +207,31 @@ def test_plan_panels_packs_conflicting_b_blocks_only():
     k, n = plan.main.dims[2], plan.main.dims[1]
     assert (k.stride_in1, n.stride_in1) == (6, 1)
     assert "of L2" in plan.describe()
+    # the same column-major B (about 2 MiB reach) in a last-level cache of twice that or more: left
+    # in place, the kernel re-reads it from there; at half the cache or more: packed
+    assert plan_panels(big, 6, CACHES, llc_bytes=8 << 20) is None
+    reach = (255 * 2048 + 256) * 4
+    assert plan_panels(big, 6, CACHES, llc_bytes=2 * reach + 2) is None
+    assert plan_panels(big, 6, CACHES, llc_bytes=2 * reach) == plan
+    # a row-major B (unit stride in N) is packed whatever the last-level cache holds
+    rows = gemm_config(256, 256, 256, (1, 2048), (2048, 1), (1, 2048))
+    assert plan_panels(rows, 6, CACHES, llc_bytes=1 << 40) is not None
     # the caller's B already contiguous (ldb = K): no conflicts, no packing
-    assert plan_panels(gemm_config(256, 256, 256, (1, 256), (1, 256), (1, 256)), 6, CACHES) is None
+    assert plan_panels(gemm_config(256, 256, 256, (1, 256), (1, 256), (1, 256)), 6, CACHES, llc_bytes=1) is None
     # too few rows of M reuse each B element (M < MIN_REUSE_M): no packing
-    assert plan_panels(gemm_config(32, 256, 256, (1, 2048), (1, 2048), (1, 2048)), 6, CACHES) is None
+    assert plan_panels(gemm_config(32, 256, 256, (1, 2048), (1, 2048), (1, 2048)), 6, CACHES, llc_bytes=1) is None
     # fewer columns than one panel: no packing
-    assert plan_panels(gemm_config(256, 4, 256, (1, 2048), (1, 2048), (1, 2048)), 6, CACHES) is None
+    assert plan_panels(gemm_config(256, 4, 256, (1, 2048), (1, 2048), (1, 2048)), 6, CACHES, llc_bytes=1) is None
     # a transposed B (unit stride in N) with conflicting rows: packed too
-    t = plan_panels(gemm_config(256, 256, 256, (1, 2048), (2048, 1), (1, 2048)), 6, CACHES)
+    t = plan_panels(gemm_config(256, 256, 256, (1, 2048), (2048, 1), (1, 2048)), 6, CACHES, llc_bytes=1)
     assert t is not None and len(t.copies) == 2
     # BRGEMM: the BR step lies between the panels and K
     cfg = gemm_config(128, 256, 64, (1, 128), (1, 4096), (1, 128), main="brgemm", br=(3, 8192, 64))
-    b = plan_panels(cfg, 6, CACHES)
+    b = plan_panels(cfg, 6, CACHES, llc_bytes=1)
     assert b is not None and b.panel == 3 * 64 * 6 and b.main.dims[0].stride_in1 == 64 * 6
     # the same B block with room to spare (contiguous 256 B columns): no packing
     dense = gemm_config(128, 256, 64, (1, 128), (1, 64), (1, 128), main="brgemm", br=(3, 8192, 64 * 256))
-    assert plan_panels(dense, 6, CACHES) is None
+    assert plan_panels(dense, 6, CACHES, llc_bytes=1) is None
 
 
 PANEL_CASES = {
@@ -244,7 +253,8 @@ PANEL_CASES = {
 @pytest.mark.skipif(not native_x86(), reason="B micro-panels are an x86-64 layout; this host is not x86-64")
 @pytest.mark.parametrize("case", sorted(PANEL_CASES))
 @pytest.mark.parametrize("threads", [1, 2])
-def test_panel_packed_operations_match_numpy_and_the_unpacked_ones(case, threads):
+def test_panel_packed_operations_match_numpy_and_the_unpacked_ones(monkeypatch, case, threads):
+    monkeypatch.setattr(packing, "last_level_cache_bytes", lambda: 1)  # B over half of it: packed
     dtype, touches, types, sizes, s0, s1, so = PANEL_CASES[case]
     main = "brgemm" if types.count("k") > 1 else "gemm"
     execs = ["prim"] * len(types)
@@ -273,11 +283,18 @@ def test_panel_packed_operations_match_numpy_and_the_unpacked_ones(case, threads
 
 
 @pytest.mark.skipif(not native_x86(), reason="B micro-panels are an x86-64 layout; this host is not x86-64")
-def test_c_order_numpy_gemm_with_power_of_two_size_packs_both_operands():
-    """What a numpy user writes: C-order A @ B at 1024 (swapped operands, both packed)."""
+def test_c_order_numpy_gemm_with_power_of_two_size_packs_both_operands(monkeypatch):
+    """What a numpy user writes: C-order A @ B at 1024 (swapped operands), with a last-level cache
+    smaller than B (both packed) and with a 64 MiB one (B, 4 MiB, re-read from there)."""
     n = 1024
+    args = ("fp32", "zero", "gemm", "none", "mnk", ("undefined",) * 3, (n, n, n), (n, 0, 1), (0, 1, n), (n, 1, 0))
+    monkeypatch.setattr(packing, "last_level_cache_bytes", lambda: 64 << 20)
+    roomy = TensorOperation("native", num_threads=2)
+    roomy.setup(*args)
+    assert set(roomy.panel_plans) == {"in0"}
+    monkeypatch.setattr(packing, "last_level_cache_bytes", lambda: 1)
     op = TensorOperation("native", num_threads=2)
-    op.setup("fp32", "zero", "gemm", "none", "mnk", ("undefined",) * 3, (n, n, n), (n, 0, 1), (0, 1, n), (n, 1, 0))
+    op.setup(*args)
     assert set(op.panel_plans) == {"in0", "in1"} and op.pack_plan is None
     assert op.packed_operands == {"in0", "in1"}
     rng = np.random.default_rng(5)
@@ -353,7 +370,8 @@ def test_a_copy_streams_k_chunks_when_a_and_its_buffer_exceed_half_the_last_leve
     odd = plan_panels(gemm_config(256, 256, 67, (1, 2048), (1, 2048), (1, 2048)), 16, CACHES, tensor="in0", llc_bytes=1)
     assert odd is not None and all(e == "undefined" for e, *_ in copy_dims(odd))
     # B copies are unaffected
-    assert plan_panels(big, 6, CACHES, llc_bytes=1) == plan_panels(big, 6, CACHES, llc_bytes=1 << 40)
+    rows = gemm_config(256, 256, 256, (1, 2048), (2048, 1), (1, 2048))
+    assert plan_panels(rows, 6, CACHES, llc_bytes=1) == plan_panels(rows, 6, CACHES, llc_bytes=1 << 40)
 
 
 @pytest.mark.skipif(not native_x86(), reason="A micro-panels are an x86-64 layout; this host is not x86-64")
