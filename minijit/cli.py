@@ -89,7 +89,12 @@ def _bench_mode(args: argparse.Namespace) -> str:
     if mode != "cpu":
         flags = {"cuda": "--target cuda", "spmm": "--spmm", "einsum": "--einsum"}
         flag = flags.get(mode, "--einsum --target cuda")
-        opts = {"--config": args.config, "--config-file": args.config_file, "--plot": args.plot}
+        opts = {
+            "--config": args.config,
+            "--config-file": args.config_file,
+            "--plot": args.plot,
+            "--rounds": args.rounds,
+        }
         if mode != "einsum":
             opts["--dtype"] = args.dtype
         if mode in ("cuda", "einsum-cuda"):
@@ -187,7 +192,7 @@ def _bench_cpu(args: argparse.Namespace, command: str) -> report.Report:
         args.config, args.config_file, configs.QUICK_SUITE if args.quick else configs.DEFAULT_SUITE, args.dtype
     )
     threads = _parse_threads(args.threads)
-    return cpu.bench(specs, threads, target, args.reps, command, lambda msg: _progress(msg, args.quiet))
+    return cpu.bench(specs, threads, target, args.reps, command, lambda msg: _progress(msg, args.quiet), args.rounds)
 
 
 def _bench_dispatch(args: argparse.Namespace) -> int:
@@ -198,7 +203,7 @@ def _bench_dispatch(args: argparse.Namespace) -> int:
     given = {
         "--einsum": args.einsum, "--spmm": args.spmm, "--target": args.target != "native", "--config": args.config,
         "--config-file": args.config_file, "--json": args.json, "--write": args.write, "--plot": args.plot,
-        "--size": args.size, "--spmm-n": args.spmm_n, "--dtype": args.dtype,
+        "--size": args.size, "--spmm-n": args.spmm_n, "--dtype": args.dtype, "--rounds": args.rounds,
     }  # fmt: skip
     taken = [flag for flag, value in given.items() if value]
     if taken:
@@ -219,6 +224,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     mode = _bench_mode(args)
     if args.reps < 1:
         raise UserError(f"--reps must be >= 1, got {args.reps}")
+    if args.rounds is not None and args.rounds < 1:
+        raise UserError(f"--rounds must be >= 1, got {args.rounds}")
     command = "minijit " + shlex.join(args.argv)
     run = {"cuda": _bench_cuda, "spmm": _bench_spmm, "cpu": _bench_cpu, "einsum": _bench_einsum,
            "einsum-cuda": _bench_einsum_cuda}[mode]  # fmt: skip
@@ -359,6 +366,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="timed repetitions per measurement (CPU: median, default 10; cuda: mean of CUDA-event-timed"
         " iterations, default 20; --spmm: best of, default 5)",
+    )
+    b.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="CPU rows: rounds alternating minijit and its peers, each side's best round kept (default 3, one for"
+        " calls over 0.2 s); more rounds give both sides more chances at a quiet spell on a noisy host",
     )
     b.add_argument(
         "--quick",

@@ -6,7 +6,7 @@ square column-major GEMMs, ``np.einsum(optimize=True)`` for other GEMM/BRGEMM co
 matching ufunc for elementwise ones, ``torch.einsum`` when torch imports. A time is the median of
 ``reps`` calls after a warm-up (`timeit`), taken in `ROUNDS` rounds that alternate minijit and its
 peers (a slow spell of a shared host then hits both), best round kept (one round when a call takes
-longer than `LONG_CALL_S`); the rate is GFLOPS = ``TensorConfig.flops()`` / time,
+longer than `LONG_CALL_S`; ``rounds=`` / ``--rounds`` sets the count); the rate is GFLOPS = ``TensorConfig.flops()`` / time,
 or GB/s = `moved_bytes` / time for rows whose main primitive does no flops (copy, zero). The
 ``minijit/peer`` ratio is always the peer's time over minijit's.
 """
@@ -272,8 +272,11 @@ def matmul_peer(a: np.ndarray, b: np.ndarray, c: np.ndarray, n: int, order: str)
     return lambda: np.matmul(a2, b2, out=c2)
 
 
-def bench_one(spec: OpSpec, threads: int, target: str, reps: int, blas: BlasThreads) -> dict[str, Any]:
-    """One row: set up, check once against numpy, time minijit and its peers."""
+def bench_one(
+    spec: OpSpec, threads: int, target: str, reps: int, blas: BlasThreads, rounds: int | None = None
+) -> dict[str, Any]:
+    """One row: set up, check once against numpy, time minijit and its peers in ``rounds`` rounds
+    (default `ROUNDS`, one for calls over `LONG_CALL_S`)."""
     t0 = time.perf_counter()
     op = make_op(spec, threads, target)
     setup_s = time.perf_counter() - t0
@@ -294,7 +297,8 @@ def bench_one(spec: OpSpec, threads: int, target: str, reps: int, blas: BlasThre
     run = lambda: op.execute(a0, a1, ao)  # noqa: E731
     t_call = time.perf_counter()
     run()
-    rounds = ROUNDS if time.perf_counter() - t_call < LONG_CALL_S else 1
+    if rounds is None:
+        rounds = ROUNDS if time.perf_counter() - t_call < LONG_CALL_S else 1
 
     # the peers: (name, call, thread count reported, context that sets their thread count)
     v = ops.views
@@ -385,8 +389,12 @@ def bench(
     reps: int,
     command: str,
     progress: report.Progress = report.quiet,
+    rounds: int | None = None,
 ) -> report.Report:
-    """Every spec at every thread count on ``target`` (already checked by `check_native`)."""
+    """Every spec at every thread count on ``target`` (already checked by `check_native`);
+    ``rounds``: alternating rounds per row (None: `ROUNDS`, one for calls over `LONG_CALL_S`)."""
+    if rounds is not None and (not isinstance(rounds, int) or rounds < 1):
+        raise ValueError(f"rounds must be a positive int, got {rounds!r}")
     blas = BlasThreads()
     rows: list[dict[str, Any]] = []
     total = len(specs) * len(threads)
@@ -394,13 +402,21 @@ def bench(
     for spec in specs:
         for th in threads:
             progress(f"[{len(rows) + 1}/{total}] {spec.name} {spec.setup['dtype']} threads={th} ...")
-            rows.append(bench_one(spec, th, target, reps, blas))
+            rows.append(bench_one(spec, th, target, reps, blas, rounds))
             progress(_summary(rows[-1]))
     hw = report.hardware()
     header = [f"# minijit bench: {hw['cpu'] or hw['isa']}, {hw['cores']} cores, {target}, reps {reps} (median)"]
+    if rounds is not None:
+        header[0] += f", {rounds} rounds"
     if blas.how == "unavailable":
         header.append("# note: numpy's BLAS thread count could not be set; peers used their default threads")
-    settings = {"target": target, "reps": reps, "threads": threads, "blas_threads_control": blas.how}
+    settings = {
+        "target": target,
+        "reps": reps,
+        "rounds": rounds or "auto",
+        "threads": threads,
+        "blas_threads_control": blas.how,
+    }
     result = {
         **report.meta(command),
         "hardware": hw,

@@ -91,6 +91,29 @@ def test_bench_builtin_seed_config_tiny_reps(capsys):
 
 
 @native_x86
+def test_bench_rounds_are_recorded(tmp_path, capsys):
+    out_json = tmp_path / "r.json"
+    argv = [
+        "bench",
+        "--config",
+        "gemm-256",
+        "--threads",
+        "1",
+        "--reps",
+        "1",
+        "--rounds",
+        "2",
+        "-q",
+        "--json",
+        str(out_json),
+    ]
+    rc, out, _ = run(argv, capsys)
+    assert rc == 0 and ", 2 rounds" in out
+    data = json.loads(out_json.read_text())
+    assert data["settings"]["rounds"] == 2 and [r["rounds"] for r in data["results"]] == [2]
+
+
+@native_x86
 def test_bench_yaml_config_and_fp64(tmp_path, capsys):
     yaml = pytest.importorskip("yaml")
     path = tmp_path / "ops.yaml"
@@ -105,6 +128,9 @@ def test_bench_yaml_config_and_fp64(tmp_path, capsys):
     [
         (["bench", "--config", "nope"], "unknown config 'nope'"),
         (["bench", "--reps", "0", "--config", "gemm"], "--reps must be >= 1"),
+        (["bench", "--rounds", "0", "--config", "gemm"], "--rounds must be >= 1"),
+        (["bench", "--spmm", "--rounds", "2"], "does not take --rounds"),
+        (["bench", "--dispatch", "--rounds", "2"], "does not take --rounds"),
         (["bench", "--threads", "x", "--config", "gemm"], "--threads: expected positive integers (or 'all'), got 'x'"),
         (["bench", "--dtype", "fp16"], "invalid choice"),
         (["bench", "--target", "riscv"], "target must be"),
