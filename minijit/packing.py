@@ -309,14 +309,15 @@ def plan_panels(
         room = reachable_bytes(run_dim.size * item, other.strides[t] * item, l2)
         if room >= min(block, l2.size):
             return None
-        lo, hi = config.offset_range("in1")
-        b_bytes, llc = (hi - lo + 1) * item, last_level_cache_bytes() if llc_bytes is None else llc_bytes
-        if k.strides[t] == 1 and b_bytes < llc // 2:
-            return None  # column-major B that the last-level cache holds: re-read from there, no copy
-        reason = (
-            f"B block of {block} B ({run_dim.size * item} B runs {other.strides[t] * item} B apart) "
-            f"can use {room} B of L2 and B ({b_bytes} B) half the last-level cache or more; packed it is one stream"
-        )
+        runs = f"{run_dim.size * item} B runs {other.strides[t] * item} B apart"
+        reason = f"B block of {block} B ({runs}) can use {room} B of L2"
+        if k.strides[t] == 1:  # column-major B: only when the last-level cache cannot hold it well
+            lo, hi = config.offset_range("in1")
+            b_bytes, llc = (hi - lo + 1) * item, last_level_cache_bytes() if llc_bytes is None else llc_bytes
+            if b_bytes < llc // 2:
+                return None  # the kernel re-reads the block from the last-level cache, no copy
+            reason += f", and B ({b_bytes} B) takes half the last-level cache ({llc} B) or more"
+        reason += "; packed it is one stream"
     # buffer order, outermost first: the operand's loop dims in loop order, panels, BR, K, width
     loops = [i for i, d in enumerate(dims) if d.exec is not exec_t.prim and d.strides[t] != 0 and d.size > 1]
     panels, rem = divmod(pd.size, width)
