@@ -187,6 +187,34 @@ def quantize(dtype: str, x) -> np.ndarray:
     raise ValueError(f"dtype {dtype!r}")
 
 
+def encode(dtype: str, x) -> np.ndarray:
+    """Values as device memory holds them for input type ``dtype``: float16 (f16), bf16 bit
+    patterns as uint16 (bf16, round to nearest even) or float32 (tf32: the kernel rounds, or the
+    tensor core truncates). Values are rounded to float32 first, as `quantize` rounds them: float64
+    straight to float16 would round a value just below a float16 halfway point down where float32
+    lands on the halfway point and float16 then rounds it to even."""
+    x = np.asarray(x, dtype=np.float32)
+    if dtype == "f16":
+        return x.astype(np.float16)
+    if dtype == "bf16":
+        return f32_to_bf16_bits(x)
+    if dtype == "tf32":
+        return x
+    raise ValueError(f"dtype {dtype!r}")
+
+
+def decode(dtype: str, raw) -> np.ndarray:
+    """`encode`'s bytes (any array viewable as them) back as float32 values."""
+    raw = np.asarray(raw)
+    if dtype == "f16":
+        return raw.view(np.float16).astype(np.float32)
+    if dtype == "bf16":
+        return bf16_bits_to_f32(raw.view(np.uint16))
+    if dtype == "tf32":
+        return raw.view(np.float32).astype(np.float32)
+    raise ValueError(f"dtype {dtype!r}")
+
+
 def pack_regs(dtype: str, frags: np.ndarray) -> np.ndarray:
     """Per-lane element fragments (32, elems) -> .b32 register values (32, regs) as uint32."""
     frags = np.asarray(frags, dtype=np.float32)

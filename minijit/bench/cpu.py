@@ -6,8 +6,9 @@ square column-major GEMMs, ``np.einsum(optimize=True)`` for other GEMM/BRGEMM co
 matching ufunc for elementwise ones, ``torch.einsum`` when torch imports. A time is the median of
 ``reps`` calls after a warm-up (`timeit`), taken in `ROUNDS` rounds that alternate minijit and its
 peers (a slow spell of a shared host then hits both), best round kept (one round when a call takes
-longer than `LONG_CALL_S`; ``rounds=`` / ``--rounds`` sets the count); the rate is GFLOPS = ``TensorConfig.flops()`` / time,
-or GB/s = `moved_bytes` / time for rows whose main primitive does no flops (copy, zero). The
+longer than `LONG_CALL_S`; ``rounds=`` / ``--rounds`` sets the count); the rate is
+GFLOPS = ``TensorConfig.flops()`` / time, or GB/s = `moved_bytes` / time for rows whose main
+primitive does no flops (copy, zero). The
 ``minijit/peer`` ratio is always the peer's time over minijit's.
 """
 

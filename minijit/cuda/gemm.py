@@ -976,23 +976,8 @@ def tables(batch_offsets=None, red_offsets=None) -> tuple[np.ndarray, np.ndarray
     return np.ascontiguousarray(bt), np.ascontiguousarray(rt)
 
 
-def encode(dtype: str, x) -> np.ndarray:
-    """Host bytes of ``x`` as the kernel reads them: f16 / bf16 bits (RNE) / f32 for tf32."""
-    x = np.asarray(x, dtype=np.float32)
-    if dtype == "f16":
-        return x.astype(np.float16)
-    if dtype == "bf16":
-        return mma.f32_to_bf16_bits(x)
-    return x
-
-
-def decode(dtype: str, raw) -> np.ndarray:
-    raw = np.asarray(raw)
-    if dtype == "f16":
-        return raw.view(np.float16).astype(np.float32)
-    if dtype == "bf16":
-        return mma.bf16_bits_to_f32(raw.view(np.uint16))
-    return raw.view(np.float32).astype(np.float32)
+#: host bytes of an operand as the kernel reads them, and back (`ptx.mma.encode` / `ptx.mma.decode`)
+encode, decode = mma.encode, mma.decode
 
 
 # --------------------------------------------------------------------------- numpy model

@@ -55,17 +55,9 @@ class Precision:
         return M.quantize(self.mma, x).astype(np.float64)
 
     def device_array(self, x: np.ndarray) -> np.ndarray:
-        """``x`` as the kernel reads it from device memory: float16, bf16 bit patterns (uint16) or float32.
-
-        Values are rounded to float32 first, as `quantize` rounds them: float64 straight to float16
-        rounds a value just below a float16 halfway point down where float32 rounds it onto the
-        halfway point and float16 then rounds it to even (0.92944335 -> 0.92919922 vs 0.9296875)."""
-        x = np.asarray(x, np.float32)
-        if self.mma == "f16":
-            return np.ascontiguousarray(x, dtype=np.float16)
-        if self.mma == "bf16":
-            return np.ascontiguousarray(M.f32_to_bf16_bits(x))
-        return np.ascontiguousarray(x)
+        """``x`` as the kernel reads it from device memory: float16, bf16 bit patterns (uint16) or
+        float32, rounded through float32 as `quantize` rounds (`ptx.mma.encode`)."""
+        return np.ascontiguousarray(M.encode(self.mma, x))
 
 
 PRECISIONS: dict[str, Precision] = {

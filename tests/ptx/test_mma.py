@@ -123,3 +123,26 @@ def test_model_rejects_bad_shapes():
         mma.info("m8n8k4", "f16")
     with pytest.raises(ValueError, match="expected"):
         mma.mma_sync("m16n8k16", "f16", np.zeros((32, 4)), np.zeros((32, 4)), np.zeros((32, 4)))
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "tf32"])
+def test_encode_rounds_through_float32_as_quantize_does(dtype):
+    """Device bytes of float64 values decode to what `quantize` models (tf32 rounds in the kernel),
+    including a float64 2^-40 below a float16 halfway point, which float32 lands on the halfway
+    point (float16 then rounds it to even); bad types are refused."""
+    rng = np.random.default_rng(7)
+    below = 1903.5 * 2.0**-11 - 2.0**-40
+    x = np.concatenate([rng.uniform(-3e4, 3e4, 200), rng.standard_normal(200), [below, -below, 0.0]])
+    raw = mma.encode(dtype, x)
+    assert raw.dtype == {"f16": np.float16, "bf16": np.uint16, "tf32": np.float32}[dtype]
+    got = mma.decode(dtype, raw)
+    want = mma.quantize(dtype, x)
+    if dtype == "tf32":  # the bytes stay float32; the tensor core keeps the upper 19 bits
+        got = mma.quantize("tf32", got)
+    np.testing.assert_array_equal(got, want)
+    if dtype == "f16":
+        assert raw[-3] == np.float16(1904 * 2.0**-11)
+    with pytest.raises(ValueError, match="dtype"):
+        mma.encode("f8", x)
+    with pytest.raises(ValueError, match="dtype"):
+        mma.decode("f8", raw)
