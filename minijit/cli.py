@@ -203,7 +203,7 @@ def _bench_dispatch(args: argparse.Namespace) -> int:
     given = {
         "--einsum": args.einsum, "--spmm": args.spmm, "--target": args.target != "native", "--config": args.config,
         "--config-file": args.config_file, "--json": args.json, "--write": args.write, "--plot": args.plot,
-        "--size": args.size, "--spmm-n": args.spmm_n, "--dtype": args.dtype, "--rounds": args.rounds,
+        "--size": args.size, "--spmm-n": args.spmm_n, "--dtype": args.dtype, "--rounds": args.rounds is not None,
     }  # fmt: skip
     taken = [flag for flag, value in given.items() if value]
     if taken:

@@ -97,7 +97,8 @@ DEFAULT_LLC_BYTES = 8 * 1024 * 1024
 
 
 def last_level_cache_bytes() -> int:
-    """The host's last-level cache in bytes (L3, else L2, from sysfs), else `DEFAULT_LLC_BYTES`."""
+    """The host's last-level cache in bytes: the highest level cpu0's sysfs lists (L3 on the hosts
+    measured), else `DEFAULT_LLC_BYTES`."""
     found = _sysfs_caches()
     return found[max(found)].size if found else DEFAULT_LLC_BYTES
 

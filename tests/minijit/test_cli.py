@@ -131,6 +131,7 @@ def test_bench_yaml_config_and_fp64(tmp_path, capsys):
         (["bench", "--rounds", "0", "--config", "gemm"], "--rounds must be >= 1"),
         (["bench", "--spmm", "--rounds", "2"], "does not take --rounds"),
         (["bench", "--dispatch", "--rounds", "2"], "does not take --rounds"),
+        (["bench", "--dispatch", "--rounds", "0"], "does not take --rounds"),
         (["bench", "--threads", "x", "--config", "gemm"], "--threads: expected positive integers (or 'all'), got 'x'"),
         (["bench", "--dtype", "fp16"], "invalid choice"),
         (["bench", "--target", "riscv"], "target must be"),
