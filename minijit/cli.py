@@ -213,7 +213,7 @@ def _bench_dispatch(args: argparse.Namespace) -> int:
     _progress(f"dispatch: backends {', '.join(dispatch.available_backends())}, {threads} threads", args.quiet)
     rows = dispatch.measure(threads=threads, calls=calls, gemm_calls=gemm_calls)
     hw = report.hardware()
-    print(f"# minijit bench --dispatch: {hw['cpu'] or hw['isa']}, {hw['cores']} cores (medians of {calls} no-op calls)")
+    print(f"# minijit bench --dispatch: {hw['cpu'] or hw['isa']}, {hw['cores']} cores (medians of {calls} tiny calls)")
     print(dispatch.report(rows))
     return 0
 

@@ -95,6 +95,7 @@ class TensorOperation:
         self._threads = 1
         self._ranges: dict[str, tuple[int, int]] = {}
         self._np_dtype: np.dtype | None = None  # the set-up config's numpy dtype (execute compares it)
+        self._uses = (True, True)  # the config's uses_in0, uses_in1 (execute reads them per call)
         self.pack = bool(pack)
         self.pack_plan: packing.PackPlan | None = None
         self._pack_op: TensorOperation | None = None
@@ -209,6 +210,7 @@ class TensorOperation:
         self._iterations = nest.iterations
         self._ranges = {t: config.offset_range(t) for t in TENSORS}
         self._np_dtype = np.dtype(config.dtype.numpy)
+        self._uses = (config.uses_in0, config.uses_in1)
         # tiny operations run on the calling thread: a pool round trip costs ~10-20 us
         small = _too_small_to_split(config)
         self._threads = 1 if small or self._iterations == 1 else self.num_threads
@@ -412,11 +414,13 @@ class TensorOperation:
     def _check(self, name: str, arr: Any, used: bool, offset: int, label: str) -> int:
         """TypeError/ValueError naming the caller's argument ``label`` unless ``arr`` is safe to
         hand to machine code as tensor ``name`` (the rule of `minijit.arrays`); returns the
-        address of element ``offset``."""
+        address of element ``offset``. Runs three times per ``execute``: it reads each attribute
+        once and calls nothing for an array that passes."""
         if not isinstance(arr, np.ndarray):
             raise TypeError(f"{label} must be a numpy array, got {type(arr).__name__}")
-        if arr.dtype != self._np_dtype:
-            raise TypeError(f"{label} has dtype {arr.dtype}, the operation was set up for {self._np_dtype}")
+        dtype = arr.dtype
+        if dtype is not self._np_dtype and dtype != self._np_dtype:
+            raise TypeError(f"{label} has dtype {dtype}, the operation was set up for {self._np_dtype}")
         flags = arr.flags
         if name == "out" and not flags.writeable:
             raise ValueError("out is read-only")
@@ -425,8 +429,9 @@ class TensorOperation:
         if not flags.c_contiguous:
             arrays.require_c_contiguous(label, arr.shape, arr.strides, arr.itemsize)
         lo, hi = self._ranges[name]
-        arrays.require_reach(label, lo, hi, offset, arr.size)
-        return arrays.address(arr) + offset * arr.itemsize
+        if offset + lo < 0 or offset + hi >= arr.size:
+            arrays.require_reach(label, lo, hi, offset, arr.size)
+        return arrays.address(arr) + offset * dtype.itemsize
 
     def _arrays(self, in0, in1, out, offsets=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return self._checked(in0, in1, out, offsets)[:3]
@@ -434,23 +439,24 @@ class TensorOperation:
     def _checked(self, in0, in1, out, offsets=None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int]:
         """The three arrays in the config's roles (missing inputs replaced, in0/in1 exchanged when
         the optimizer swapped them) and the checked addresses of their origins."""
-        if self.config is None:
-            raise RuntimeError("execute before a successful setup")
         cfg = self.config
-        o0, o1, oo = arrays.check_offsets(offsets)
+        if cfg is None:
+            raise RuntimeError("execute before a successful setup")
+        o0, o1, oo = (0, 0, 0) if offsets is None else arrays.check_offsets(offsets)
         labels = ("in0", "in1")
         if cfg.inputs_swapped:
             in0, in1, o0, o1, labels = in1, in0, o1, o0, ("in1", "in0")
-        if in0 is None and cfg.uses_in0:
+        uses_in0, uses_in1 = self._uses
+        if in0 is None and uses_in0:
             raise TypeError(f"{labels[0]} is required for this operation")
-        if in1 is None and cfg.uses_in1:
+        if in1 is None and uses_in1:
             raise TypeError(f"{labels[1]} is required for this operation")
         if in0 is None:
             in0, o0 = out, oo
         if in1 is None:
             in1, o1 = in0, o0
-        a0 = self._check("in0", in0, cfg.uses_in0, o0, labels[0])
-        a1 = self._check("in1", in1, cfg.uses_in1, o1, labels[1])
+        a0 = self._check("in0", in0, uses_in0, o0, labels[0])
+        a1 = self._check("in1", in1, uses_in1, o1, labels[1])
         ao = self._check("out", out, True, oo, "out")
         return in0, in1, out, a0, a1, ao
 

@@ -5,8 +5,10 @@ returns at once (each thread gets one iteration), so the figure is pure dispatch
 wake, run, wait. `gemm_time(n, threads)` times ``TensorOperation.execute`` of a
 square fp32 GEMM on C-order arrays set up with exec types ``undefined`` (the optimizer's
 choice). Each runs every backend this host has ("native" team, "python" pool) in
-alternating blocks, so drift hits both alike; `measure()` runs the set, `report()` formats
-the rows. Every figure is a median of many calls; GEMM results are checked against numpy.
+alternating blocks, so drift hits both alike. `execute_overhead()` times ``execute`` of an
+8-element add on one thread: the argument checks and the call, what every ``execute`` costs
+before any thread is woken. `measure()` runs the set, `report()` formats the rows. Every figure
+is a median of many calls; GEMM and add results are checked against numpy.
 
     from minijit.bench import dispatch
     print(dispatch.report(dispatch.measure()))
@@ -14,6 +16,7 @@ the rows. Every figure is a median of many calls; GEMM results are checked again
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 
@@ -23,7 +26,15 @@ from minijit import parallel
 from minijit.runtime import Kernel, host
 from minijit.tensor_operation import TensorOperation
 
-__all__ = ["DispatchRow", "available_backends", "noop_dispatch", "gemm_time", "measure", "report"]
+__all__ = [
+    "DispatchRow",
+    "available_backends",
+    "noop_dispatch",
+    "execute_overhead",
+    "gemm_time",
+    "measure",
+    "report",
+]
 
 LOOPNEST = "void(const void*, const void*, void*, int64_t, int64_t)"
 
@@ -52,19 +63,24 @@ def _noop() -> Kernel:
     return Kernel(a.code(), LOOPNEST, name="noop", unchecked=True)
 
 
-def _interleaved(calls: dict[str, object], n: int, block: int) -> dict[str, np.ndarray]:
+def _interleaved(calls: dict[str, object], n: int, block: int, forced: bool = True) -> dict[str, np.ndarray]:
     """Seconds per call of each backend's ``call`` (a no-argument callable), ``n`` calls each,
     run in alternating blocks of ``block`` calls (after one warm-up block) so that drift on a
-    shared host hits every backend alike."""
+    shared host hits every backend alike (``forced``: under `parallel.forced_backend` of each key,
+    else the keys are labels only)."""
     times = {b: [] for b in calls}
     clock = time.perf_counter
+
+    def backend(b: str):
+        return parallel.forced_backend(b) if forced else contextlib.nullcontext()
+
     for b, call in calls.items():  # warm-up: builds the team or the pool
-        with parallel.forced_backend(b):
+        with backend(b):
             for _ in range(block):
                 call()
     while min(len(t) for t in times.values()) < n:
         for b, call in calls.items():
-            with parallel.forced_backend(b):
+            with backend(b):
                 for _ in range(block):
                     t0 = clock()
                     call()
@@ -91,6 +107,20 @@ def noop_dispatch(threads: int = 2, backends: tuple[str, ...] | None = None, cal
 
     times = _interleaved(dict.fromkeys(backends or available_backends(), call), calls, 500)
     return _rows("no-op loop nest", threads, times)
+
+
+def execute_overhead(calls: int = 20000) -> list[DispatchRow]:
+    """Seconds per ``TensorOperation.execute`` of an 8-element fp32 add on one thread (the caller's:
+    backend "caller"), median of ``calls`` calls in blocks of 500: the checks of the three arrays
+    and the call of the loop nest, nearly all of it overhead. The result is checked first."""
+    op = TensorOperation(num_threads=1)
+    op.setup("fp32", "none", "add", "none", ["c"], ["undefined"], [8], [1], [1], [1])
+    a, b = np.arange(8, dtype=np.float32), np.full(8, 0.5, np.float32)
+    c = np.full(8, np.nan, np.float32)
+    op.execute(a, b, c)
+    np.testing.assert_array_equal(c, a + b)
+    times = _interleaved({"caller": lambda: op.execute(a, b, c)}, calls, 500, forced=False)
+    return _rows("execute() 8-elem add", 1, times)
 
 
 def gemm_time(n: int, threads: int, backends: tuple[str, ...] | None = None, calls: int = 100) -> list[DispatchRow]:
@@ -125,7 +155,7 @@ def measure(
 ) -> list[DispatchRow]:
     """No-op dispatch at ``threads`` threads and the GEMMs at ``gemm_threads``, for every backend
     this host has (`available_backends`)."""
-    rows = noop_dispatch(threads, None, calls)
+    rows = noop_dispatch(threads, None, calls) + execute_overhead(calls)
     for n in gemm_sizes:
         for t in gemm_threads:
             rows += gemm_time(n, t, None, gemm_calls)

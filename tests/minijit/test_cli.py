@@ -601,6 +601,7 @@ def test_bench_dispatch_prints_both_backends_and_rejects_other_modes(capsys, mon
     rc, out, _ = run(["bench", "--dispatch", "--quick", "--threads", "2", "-q"], capsys)
     assert rc == 0 and seen == {"threads": 2, "calls": 2000}
     assert "minijit bench --dispatch" in out and "no-op loop nest" in out and "gemm-64 C-order" in out
+    assert "execute() 8-elem add" in out and " caller " in out
     for backend in dispatch.available_backends():
         assert f" {backend} " in out
     rc, _, err = run(["bench", "--dispatch", "--einsum"], capsys)
