@@ -469,9 +469,12 @@ def test_dispatch_benchmark_runs_every_backend() -> None:
     rows = dispatch.measure(threads=2, gemm_sizes=(32,), gemm_threads=(2,), calls=200, gemm_calls=10)
     backends = dispatch.available_backends()
     assert [(r.case, r.backend) for r in rows] == [
-        (case, b) for case in ("no-op loop nest", "gemm-32 C-order") for b in backends
+        *(("no-op loop nest", b) for b in backends),
+        ("execute() 8-elem add", "caller"),  # one thread: the checks and the call, no dispatch
+        *(("gemm-32 C-order", b) for b in backends),
     ]
     for r in rows:
-        assert 0 < r.p10 <= r.seconds <= r.p90 < 1.0 and r.threads == 2
+        assert 0 < r.p10 <= r.seconds <= r.p90 < 1.0
+        assert r.threads == (1 if r.backend == "caller" else 2)
     text = dispatch.report(rows)
     assert len(text.splitlines()) == 1 + len(rows) and "median us" in text
