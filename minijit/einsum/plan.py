@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from minijit.arrays import address as _address
 from minijit.einsum import path as _path
 from minijit.einsum.parse import _LETTERS, TreeNode, parse_subscripts, parse_tree, tree_subscripts
 from minijit.errors import SetupError
@@ -629,8 +630,8 @@ class EinsumPlan:
         elif self._native:
             addrs = list(self._addrs)
             for i, x in enumerate(arrays):
-                addrs[i] = x.ctypes.data
-            addrs[self._out_slot] = result.ctypes.data
+                addrs[i] = _address(x)  # numpy's data pointer, at half the cost of x.ctypes.data
+            addrs[self._out_slot] = _address(result)
             for run, s0, s1, so in self._ptr_calls:
                 run(addrs[s0], addrs[s1], addrs[so])
         else:
