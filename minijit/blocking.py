@@ -16,7 +16,11 @@ wins. With A and B in micro-panels (`minijit.packing.plan_panels`) both are sequ
 that the prefetchers keep ahead of the FMAs, so the capacities bound the blocks, not halves of
 them: on a 2-core Zen host (L1d 32 KiB, L2 512 KiB) fp32 2048^3 ran at 75 GFLOPS with 256^3 prims
 and at 80 with K blocks of 512 (the C passes halve), whatever M and N blocks (512..2048, 256..1024).
-`choose` returns the maxima that `minijit.optimizer.split_dims` then uses per dim type.
+`choose` returns the maxima that `minijit.optimizer.split_dims` then uses per dim type; the
+optimizer may then fold the K blocks into BR steps of one kernel call (C then crosses memory once,
+and one call reads BR times the modelled B block). `call_footprint` states what one call of the
+compiled kernel reads, next to the cache sizes, so a listing shows both the model's choice and
+what was compiled.
 """
 
 from __future__ import annotations
@@ -116,3 +120,31 @@ def choose(
         f"L2 fills {c2:.3g}, calls {cc:.3g}"
     )
     return Blocking(mc, nc, kc, reason)
+
+
+def _level(nbytes: int, caches: tuple[CacheGeometry, CacheGeometry]) -> str:
+    """The first cache level ``nbytes`` fits, else "beyond L2" (bytes, whole cache)."""
+    for name, geo in zip(("L1", "L2"), caches, strict=True):
+        if nbytes <= geo.size:
+            return f"fits {name} ({geo.size} B)"
+    return f"beyond L2 ({caches[1].size} B)"
+
+
+def call_footprint(
+    m: int, n: int, k: int, br: int, item: int, mr: int, caches: tuple[CacheGeometry, CacheGeometry] | None = None
+) -> str:
+    """What one call of a compiled GEMM/BRGEMM kernel of prim sizes ``m`` x ``n`` x ``k`` with ``br``
+    BR steps reads, in bytes of ``item``-byte elements: the A micro-panel (``mr`` rows x ``br*k``,
+    re-read once per register block of N), the B block (``br*k`` x ``n``, re-read once per register
+    block of M) and the C block, each against the L1/L2 sizes (``caches``, default the host's)."""
+    for name, value in (("m", m), ("n", n), ("k", k), ("br", br), ("item", item), ("mr", mr)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"call_footprint: {name} must be a positive int, got {value!r}")
+    caches = caches or cache_geometries()
+    depth = br * k
+    panel, b_block, c_block = min(mr, m) * depth * item, depth * n * item, m * n * item
+    steps = f" ({br} BR steps of {k})" if br > 1 else ""
+    return (
+        f"one kernel call: {m} x {n} x {depth}{steps} (M x N x K): A micro-panel {panel} B {_level(panel, caches)}, "
+        f"B block {b_block} B {_level(b_block, caches)}, C block {c_block} B"
+    )

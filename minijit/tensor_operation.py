@@ -541,6 +541,7 @@ class TensorOperation:
         parts = ["\n".join(f"// {line}" for line in [self.target, *str(self.config).splitlines()])]
         if self.blocking is not None:
             parts.append(f"// blocking (minijit.blocking): {self.blocking.reason}")
+            parts.append(f"// compiled (minijit.blocking.call_footprint): {self._call_footprint()}")
         if self.pack_plan is not None:
             main = str(self.pack_plan.main).splitlines()[1:]
             parts.append("\n".join(f"// {line}" for line in [self.pack_plan.describe(), "kernels run on:", *main]))
@@ -557,6 +558,16 @@ class TensorOperation:
         for name, k in {**self.primitives, "loopnest": self._loopnest}.items():
             parts.append(f"// ---- {name}: {getattr(k, 'name', name)} at {k.address:#x}\n{k.listing}")
         return "\n".join(parts)
+
+    def _call_footprint(self) -> str:
+        """`minijit.blocking.call_footprint` of the compiled GEMM kernel (prim sizes, BR steps)."""
+        cfg = self.config
+        roles, dims = cfg.prim, cfg.dims
+        size = lambda role: 1 if role is None else dims[role].size  # noqa: E731
+        item = cfg.dtype.itemsize
+        column = 4 * self.sve_vl // 8 if self.target == "aarch64-sve" else blocking.PANEL_COLUMN.get(self.target, 64)
+        mr = max(1, column // item)
+        return blocking.call_footprint(size(roles.m), size(roles.n), size(roles.k), size(roles.br), item, mr)
 
     def __repr__(self) -> str:
         state = "not set up" if self.config is None else f"{len(self.config.dims)} dims"

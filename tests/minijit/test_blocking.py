@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from minijit import TensorOperation
-from minijit.blocking import Blocking, choose, transfer_cycles
+from minijit.blocking import PANEL_COLUMN, Blocking, call_footprint, choose, transfer_cycles
 from minijit.ir import TensorConfig, dim_t
 from minijit.optimizer import split_dims
 from minijit.packing import CacheGeometry
@@ -99,3 +99,33 @@ def test_setup_rejects_a_zero_max_kernel_size_instead_of_using_the_model():
     with pytest.raises(ValueError, match="max_kernel_size must be >= 1"):
         op.setup(*args, max_kernel_size=0)
     assert op.config is None
+
+
+def test_call_footprint_states_what_one_compiled_call_reads():
+    # 2048^3 fp32 as compiled on AVX2: 1024 x 256 prims, K = 4 BR steps of 512
+    text = call_footprint(1024, 256, 512, 4, 4, 16, CACHES)
+    assert "1024 x 256 x 2048 (4 BR steps of 512)" in text
+    assert "A micro-panel 131072 B fits L2 (524288 B)" in text  # 16 rows x 2048 x 4 B
+    assert "B block 2097152 B beyond L2 (524288 B)" in text  # 2048 x 256 x 4 B
+    assert "C block 1048576 B" in text
+    small = call_footprint(8, 6, 64, 1, 8, 8, CACHES)  # fp64: 8 rows, no BR steps
+    assert "8 x 6 x 64 (M x N x K)" in small and "A micro-panel 4096 B fits L1 (32768 B)" in small
+    assert "BR steps" not in small and "B block 3072 B fits L1" in small
+    for bad in ((0, 6, 64, 1, 4, 16), (8, 6, 64, 1, 4, 1.5), (8, 6, 64, -1, 4, 16)):
+        with pytest.raises(ValueError, match="call_footprint"):
+            call_footprint(*bad, CACHES)
+
+
+def test_listing_shows_the_model_and_the_compiled_call():
+    n = 512  # K is split into blocks the optimizer folds into BR steps of one call
+    args = ("fp32", "zero", "gemm", "none", "mnk", ("undefined",) * 3, (n, n, n), (1, 0, n), (0, n, 1), (1, n, 0))
+    op = TensorOperation("native", num_threads=1)
+    op.setup(*args)
+    prims = {d.type: d.size for d in op.config.dims if d.exec.value == "prim"}
+    br = op.config.dims[op.config.prim.br].size if op.config.prim.br is not None else 1
+    line = next(ln for ln in op.listing().splitlines() if ln.startswith("// compiled (minijit.blocking"))
+    depth = br * prims[dim_t.k]
+    column = 4 * op.sve_vl // 8 if op.target == "aarch64-sve" else PANEL_COLUMN[op.target]
+    rows = min(column // 4, prims[dim_t.m])  # the register block's rows of A
+    assert f"{prims[dim_t.m]} x {prims[dim_t.n]} x {depth}" in line
+    assert f"A micro-panel {rows * depth * 4} B" in line and f"B block {depth * prims[dim_t.n] * 4} B" in line
