@@ -9,7 +9,10 @@ peers (a slow spell of a shared host then hits both), best round kept (one round
 longer than `LONG_CALL_S`; ``rounds=`` / ``--rounds`` sets the count); the rate is
 GFLOPS = ``TensorConfig.flops()`` / time, or GB/s = `moved_bytes` / time for rows whose main
 primitive does no flops (copy, zero). The
-``minijit/peer`` ratio is always the peer's time over minijit's.
+``minijit/peer`` ratio is always the peer's time over minijit's. Every round's median is kept in
+the row (``round_times_s``), and the table's ``spread`` column gives, per side, how far the slowest
+round lies above the best one: a ratio closer to 1.0 than the spreads is not a difference this
+host resolves.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ __all__ = [
     "moved_bytes",
     "operands",
     "reference",
+    "spread",
     "timeit",
 ]
 
@@ -49,7 +53,8 @@ ROUNDS = 3
 LONG_CALL_S = 0.2
 MEASUREMENT = (
     f"warm-up, then median of reps time.perf_counter() calls, in {ROUNDS} rounds alternating minijit and its peers"
-    f" (one round for calls over {LONG_CALL_S} s), best round kept; GFLOPS = TensorConfig.flops()/time,"
+    f" (one round for calls over {LONG_CALL_S} s), best round kept (every round's median in round_times_s, the"
+    " slowest over the best in spread); GFLOPS = TensorConfig.flops()/time,"
     " GB/s = (bytes read + written)/time for rows without flops (copy, zero); ratio = peer time / minijit time"
 )
 
@@ -325,14 +330,15 @@ def bench_one(
         fn = lambda: torch.einsum(expr, x, y)  # noqa: E731
         peers.append(("torch.einsum", fn, threads, lambda: _torch_threads(torch, threads)))
 
-    best = {"minijit": float("inf"), **{name: float("inf") for name, *_ in peers}}
+    times: dict[str, list[float]] = {"minijit": [], **{name: [] for name, *_ in peers}}
     for _ in range(rounds):  # alternate minijit and the peers; a noisy host hits both alike
         time.sleep(SETTLE_S)  # let the previous peer's BLAS threads stop spinning
-        best["minijit"] = min(best["minijit"], timeit(run, reps))
+        times["minijit"].append(timeit(run, reps))
         for name, fn, _, context in peers:
             with context():
                 time.sleep(SETTLE_S)
-                best[name] = min(best[name], timeit(fn, reps))
+                times[name].append(timeit(fn, reps))
+    best = {name: min(t) for name, t in times.items()}
     t_mj = best["minijit"]
     row: dict[str, Any] = {
         "config": spec.name,
@@ -350,6 +356,8 @@ def bench_one(
         "check": check,
         "optimized_config": str(cfg),
         "rounds": rounds,
+        "round_times_s": times["minijit"],
+        "spread": spread(times["minijit"]),
         "peers": [],
     }
     for name, _, p_threads, _ in peers:
@@ -362,9 +370,19 @@ def bench_one(
                 "rate": work / t / 1e9,
                 "gflops": flops / t / 1e9 if flops else None,
                 "ratio": t / t_mj,  # minijit rate / peer rate
+                "round_times_s": times[name],
+                "spread": spread(times[name]),
             }
         )
     return row
+
+
+def spread(times: list[float]) -> float:
+    """How far the slowest of ``times`` lies above the fastest, as a fraction (0.07: 7 %); 0 for
+    fewer than two."""
+    if not times or any(t <= 0 for t in times):
+        raise ValueError(f"spread needs positive times, got {times!r}")
+    return max(times) / min(times) - 1.0
 
 
 @contextlib.contextmanager

@@ -75,11 +75,16 @@ def cpu_table(rows: list[dict[str, Any]]) -> str:
 
     ``unit`` is GFLOPS, or GB/s for rows whose main primitive does no flops (copy, zero); the
     minijit and peer columns are in that unit and ``minijit/peer`` is the peer's time over minijit's.
+    Rows timed in several rounds (``spread`` in the row) get a ``spread`` column: the slowest round
+    over the best, minijit's then each peer's, in percent.
     """
     peer_names = list(dict.fromkeys(p["name"].split(".")[0] for r in rows for p in r["peers"]))
     head = ["config", "dtype", "threads", "time ms", "unit", "minijit"]
     for pn in peer_names:
         head += [pn, f"minijit/{pn}"]
+    spreads = any("spread" in r for r in rows)
+    if spreads:
+        head.append("spread")
     head.append("check")
     out = []
     for r in rows:
@@ -91,6 +96,9 @@ def cpu_table(rows: list[dict[str, Any]]) -> str:
             else:
                 label = f" ({p['name'].split('.')[-1]})" if "." in p["name"] else ""
                 cells += [fmt(p["rate"]) + label, f"{p['ratio']:.2f}x"]
+        if spreads:
+            sides = [r.get("spread")] + [p.get("spread") for p in r["peers"]]
+            cells.append(" / ".join("-" if x is None else f"{100 * x:.0f} %" for x in sides))
         cells.append("ok" if r["check"]["ok"] else f"ERR {r['check']['max_abs_err']:.2g}")
         out.append(cells)
     return markdown_table(head, out)

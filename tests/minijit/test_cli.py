@@ -111,6 +111,17 @@ def test_bench_rounds_are_recorded(tmp_path, capsys):
     assert rc == 0 and ", 2 rounds" in out
     data = json.loads(out_json.read_text())
     assert data["settings"]["rounds"] == 2 and [r["rounds"] for r in data["results"]] == [2]
+    # every round's median is kept, per side, and the spread is the slowest over the best
+    (row,) = data["results"]
+    for side in (row, *row["peers"]):
+        times = side["round_times_s"]
+        assert len(times) == 2 and all(t > 0 for t in times)
+        assert side["spread"] == pytest.approx(max(times) / min(times) - 1)
+        assert side["time_s"] == min(times)
+    header = next(ln for ln in out.splitlines() if ln.startswith("| config"))
+    assert header.endswith("| spread | check |")
+    cells = next(ln for ln in out.splitlines() if ln.startswith("| gemm-256")).split(" | ")
+    assert cells[-2] == " / ".join(f"{100 * x['spread']:.0f} %" for x in (row, *row["peers"]))
 
 
 @native_x86
@@ -243,7 +254,7 @@ def test_copy_only_row_reports_bandwidth(tmp_path, capsys):
     argv = ["bench", "--config-file", str(cfg), "--threads", "1", "--reps", "1", "--json", str(out_json)]
     rc, out, err = run(argv, capsys)
     assert rc == 0, err
-    assert "| config | dtype | threads | time ms | unit | minijit | numpy | minijit/numpy | check |" in out
+    assert "| config | dtype | threads | time ms | unit | minijit | numpy | minijit/numpy | spread | check |" in out
     (copy_line,) = [ln for ln in out.splitlines() if ln.startswith("| tiny-copy |")]
     cells = [c.strip() for c in copy_line.strip("|").split("|")]
     assert cells[4] == "GB/s" and "-" not in cells[5:8]
