@@ -378,8 +378,8 @@ def bench_one(
 
 
 def spread(times: list[float]) -> float:
-    """How far the slowest of ``times`` lies above the fastest, as a fraction (0.07: 7 %); 0 for
-    fewer than two."""
+    """How far the slowest of ``times`` (seconds, at least one, all positive) lies above the fastest,
+    as a fraction (0.07: 7 %); 0 for a single time. ValueError otherwise."""
     if not times or any(t <= 0 for t in times):
         raise ValueError(f"spread needs positive times, got {times!r}")
     return max(times) / min(times) - 1.0
