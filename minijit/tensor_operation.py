@@ -163,8 +163,16 @@ class TensorOperation:
     def _blocking(self, config: TensorConfig, threads: int) -> blocking.Blocking:
         """The cache model's prim sizes for a GEMM-like config (M, N, K = products of their dims)."""
         shape = tuple(math.prod(d.size for d in config.dims if d.type is t) for t in (dim_t.m, dim_t.n, dim_t.k))
-        column = 4 * self.sve_vl // 8 if self.target == "aarch64-sve" else None
-        return blocking.choose(shape, config.dtype.itemsize, self.target, threads=threads, column_bytes=column)
+        return blocking.choose(
+            shape, config.dtype.itemsize, self.target, threads=threads, column_bytes=self._panel_column()
+        )
+
+    def _panel_column(self) -> int:
+        """Bytes of one column of the register block of A on this target (SVE: 4 vectors of its
+        length; else `minijit.blocking.PANEL_COLUMN`)."""
+        if self.target == "aarch64-sve":
+            return 4 * self.sve_vl // 8
+        return blocking.PANEL_COLUMN.get(self.target, 64)
 
     def setup_config(self, config: TensorConfig) -> error_t:
         """Set up from a validated `TensorConfig` (e.g. the result of `minijit.optimize`).
@@ -565,8 +573,7 @@ class TensorOperation:
         roles, dims = cfg.prim, cfg.dims
         size = lambda role: 1 if role is None else dims[role].size  # noqa: E731
         item = cfg.dtype.itemsize
-        column = 4 * self.sve_vl // 8 if self.target == "aarch64-sve" else blocking.PANEL_COLUMN.get(self.target, 64)
-        mr = max(1, column // item)
+        mr = max(1, self._panel_column() // item)
         return blocking.call_footprint(size(roles.m), size(roles.n), size(roles.k), size(roles.br), item, mr)
 
     def __repr__(self) -> str:

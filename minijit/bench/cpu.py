@@ -8,8 +8,8 @@ matching ufunc for elementwise ones, ``torch.einsum`` when torch imports. A time
 peers (a slow spell of a shared host then hits both), best round kept (one round when a call takes
 longer than `LONG_CALL_S`; ``rounds=`` / ``--rounds`` sets the count); the rate is
 GFLOPS = ``TensorConfig.flops()`` / time, or GB/s = `moved_bytes` / time for rows whose main
-primitive does no flops (copy, zero). The
-``minijit/peer`` ratio is always the peer's time over minijit's. Every round's median is kept in
+primitive does no flops (copy, zero). The ``minijit/peer`` ratio is always the peer's time over
+minijit's. Every round's median is kept in
 the row (``round_times_s``), and the table's ``spread`` column gives, per side, how far the slowest
 round lies above the best one: a ratio closer to 1.0 than the spreads is not a difference this
 host resolves.
