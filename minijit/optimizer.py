@@ -390,6 +390,11 @@ def create_shared_loops(config: TensorConfig, thread_target: int) -> TensorConfi
     that already balances the threads is shared alone, as in the seed: 2-D sharing only where one
     dim leaves threads waiting, e.g. N 5 x M 2 on 2 threads). A split dim becomes a shared outer part
     and a seq inner part. Shared dims are then moved to the front (stable), as in the seed.
+
+    A GEMM big enough (`MIN_FLOPS_PER_PIECE` per iteration) is given more shared iterations, up
+    to `PIECES_PER_THREAD` per thread among the equally balanced plans: the native team runs each
+    thread's range in pieces that an idle thread can take over, so a thread slowed mid-call (a
+    busy or shared core) no longer holds up the whole call.
     """
     if thread_target < 1:
         raise ValueError(f"thread_target must be >= 1, got {thread_target}")
@@ -400,15 +405,22 @@ def create_shared_loops(config: TensorConfig, thread_target: int) -> TensorConfi
         for i, d in enumerate(dims)
         if d.exec in (exec_t.seq, exec_t.undefined) and d.type is not dim_t.k and d.size > 1
     ]
-    best_key, best_plan = (thread_load(base, thread_target), base), (0, 1)
+    target = _shared_target(config, thread_target)
+
+    def key(iterations: int) -> tuple[float, bool, int]:
+        # balanced first; then the most iterations up to `target`, else the fewest beyond it
+        over = iterations > target
+        return thread_load(iterations, thread_target), over, iterations if over else -iterations
+
+    best_key, best_plan, best_iterations = key(base), (0, 1), base
     whole = base
     for j, i in enumerate(eligible):
-        if whole >= thread_target * MAX_SHARED_PER_THREAD or best_key[0] == 1.0:
+        if whole >= thread_target * MAX_SHARED_PER_THREAD or (best_key[0] == 1.0 and best_iterations >= target):
             break
         for part in _shared_parts(dims[i].size, -(-thread_target * MAX_SHARED_PER_THREAD // whole)):
-            key = (thread_load(whole * part, thread_target), whole * part)
-            if key < best_key:
-                best_key, best_plan = key, (j, part)
+            k = key(whole * part)
+            if k < best_key:
+                best_key, best_plan, best_iterations = k, (j, part), whole * part
         whole *= dims[i].size
     taken, part = best_plan
     out: list[Dimension] = []
@@ -422,11 +434,26 @@ def create_shared_loops(config: TensorConfig, thread_target: int) -> TensorConfi
             inner = d.size // part
             strides = (d.stride_in0 * inner, d.stride_in1 * inner, d.stride_out * inner)
             out += [Dimension(d.type, exec_t.shared, part, *strides), d.with_(size=inner)]
-    threads = best_key[1]
+    threads = best_iterations
     if threads < thread_target and config.prim_main in GEMM_PTYPES and config.flops() >= MIN_FLOPS_PER_THREAD * 2:
         out = _share_prim_dim(out, thread_target, threads)
     out = [d for d in out if d.exec is exec_t.shared] + [d for d in out if d.exec is not exec_t.shared]
     return config.with_dims(out)
+
+
+#: shared iterations per thread a big GEMM is given (each one a piece another thread can take)
+PIECES_PER_THREAD = 4
+#: ... as long as each iteration keeps at least this many flops (about 1 ms at 70 GFLOPS: a
+#: piece's claim and call cost well under a microsecond)
+MIN_FLOPS_PER_PIECE = 1 << 26
+
+
+def _shared_target(config: TensorConfig, thread_target: int) -> int:
+    """Shared iterations `create_shared_loops` aims at beyond balance: 1 (the fewest that balance)
+    except for GEMMs big enough to run in pieces (`PIECES_PER_THREAD`, `MIN_FLOPS_PER_PIECE`)."""
+    if thread_target < 2 or config.prim_main not in GEMM_PTYPES:
+        return 1
+    return max(1, min(thread_target * PIECES_PER_THREAD, config.flops() // MIN_FLOPS_PER_PIECE))
 
 
 #: a prim dim split for threads keeps at least this many elements per thread

@@ -1,10 +1,11 @@
-"""OpenMP-style static scheduling (DESIGN.md decision 6): a native team for compiled loop nests,
+"""OpenMP-style scheduling (DESIGN.md decision 6): a native team for compiled loop nests,
 a Python thread pool for Python callables.
 
 `run_loopnest(fn, in0, in1, out, n, threads)` runs a native loop nest ``fn(in0, in1, out,
-begin, end)`` over a static split of ``[0, n)``. On Linux x86-64 it dispatches on the
-process's native team (`minijit.runtime.team`: JIT-generated worker threads that spin,
-then sleep in a futex; ~4 us per dispatch on Zen 3); elsewhere, or with ``MINIJIT_TEAM=python``
+begin, end)`` over ``[0, n)``. On Linux x86-64 it dispatches on the process's native team
+(`minijit.runtime.team`: JIT-generated worker threads that spin, then sleep in a futex;
+~4 us per dispatch on Zen 3), which starts from the static split and lets an idle thread take
+the pieces of a slowed one's range; elsewhere, or with ``MINIJIT_TEAM=python``
 (read at the first dispatch), it uses the pool below. Concurrent callers share the one
 team and are serialized by its lock. After ``os.fork`` the child builds a new team on
 first use.
@@ -171,7 +172,8 @@ if hasattr(os, "register_at_fork"):
 
 def run_loopnest(fn: int, in0: int, in1: int, out: int, n: int, threads: int) -> None:
     """Run the native loop nest at address ``fn`` (``void f(in0, in1, out, int64_t begin, int64_t
-    end)``) over a static split of ``[0, n)`` iterations on up to ``threads`` threads.
+    end)``) over ``[0, n)`` iterations on up to ``threads`` threads: the native team's pieces
+    (`minijit.runtime.team.pieces`), or the pool's static split (`chunks`).
 
     Pointers are integer addresses the caller has checked. Returns when every chunk is done."""
     if backend() == "native":

@@ -7,43 +7,50 @@ out, n, threads)` calls the generated entry
     void team_run(team*, fn, in0, in1, out, int64_t n, int64_t threads)
 
 with the GIL released: it splits ``[0, n)`` into ``c = min(threads, workers + 1,
-n)`` contiguous chunks (sizes differ by at most one, larger ones first, as
-`minijit.parallel.chunks`), publishes chunks 1..c-1 to workers 0..c-2, runs
-chunk 0 itself and returns when every chunk is done. ``fn`` is the address of a
+n)`` contiguous ranges (sizes differ by at most one, larger ones first, as
+`minijit.parallel.chunks`: range 0 is the caller's, range ``1 + i`` worker ``i``'s), cuts
+each range into up to `MAX_PIECES` pieces (`pieces`), wakes workers 0..c-2 and runs pieces
+itself. Every thread runs its own range's pieces first, in order, then takes the pieces the
+others have not claimed yet: with equal threads that is the static split, and a thread slowed
+mid-call (a busy core, a vCPU the host takes away, a worker still waking up) hands the rest
+of its range to the others instead of holding up the call. ``fn`` is the address of a
 native ``void f(const void* in0, const void* in1, void* out, int64_t begin,
-int64_t end)`` (a compiled loop nest; iterations, not bytes). Workers never touch
-Python objects.
+int64_t end)`` (a compiled loop nest; iterations, not bytes), called once per piece. Workers
+never touch Python objects.
 
 Shared state is one ordinary read-write numpy buffer (never executable); the
 code lives in a W^X `ExecutableBuffer`. Layout (bytes, 64-byte aligned; each
-worker slot on its own pair of cache lines):
+slot on its own pair of cache lines):
 
-    header  +0 pending (u32, futex word of the master)   +4 master_sleeping (u32)
-            +8 started (u32, workers that picked up the current job)
+    header  +0 pending (u32, futex word of the master: pieces not yet reported)
+            +4 master_sleeping (u32)  +8 job (u32, the last job's tag)  +12 ranges (u32)
+            +16 fn  +24 in0  +32 in1  +40 out
             +64 workers (i64)  +72 spin (u32, ``pause`` iterations before a futex wait)
-    slot i  at 128 + 128*i: +0 gen (u32, futex word)  +4 sleeping (u32)  +8 fn
-            +16 in0  +24 in1  +32 out  +40 begin  +48 end  +56 header address  +64 claim (u32)
+    slot s  at 128 + 128*s (s = 0 the caller's range, 1 + i worker i's):
+            +0 gen (u32, worker i's futex word)  +4 sleeping (u32)  +8 quit (u32)
+            +16 header address  +24 s
+            +64 next (u64: job tag << 32 | next piece)  +72 begin  +80 end  +88 grain (i64)
+            +96 pieces (u32)
 
-Protocol. The master writes a slot's job fields, resets its ``claim`` to 0, then increments ``gen`` with
-``lock xadd`` (a full barrier), then reads ``sleeping`` and issues FUTEX_WAKE
-only if it is set. A worker spins on ``gen`` with ``pause`` for a bounded count,
-then sets ``sleeping`` with ``xchg`` (a full barrier), re-reads ``gen`` and calls
-FUTEX_WAIT with the value it last saw, so the kernel re-checks the word: no wake-up
-is lost (both sides store, fence, then load the other's word). A worker that sees a new
-``gen`` claims the slot's chunk with ``xchg claim, 1`` and runs it only if it got 0; after
-chunk 0 the master does the same for every slot of the job and runs the chunks no worker has
-claimed (a worker not yet started, descheduled by a busy host or still waking, would finish
-later than the master can). Whoever ran a chunk reports with ``lock xadd pending, -1``; a
-worker that brings it to zero wakes the master if ``master_sleeping`` is set; the master waits
-the same way on ``pending``. Job fields are written before ``claim`` is reset and read after
-it is won (x86 stores are seen in order), so a claimed chunk's fields are never torn, even
-when the master reuses a slot whose worker has not yet looked at the previous job (that worker
-then finds the claim taken, or claims the new job); workers beyond ``c - 1`` are not touched
-and keep waiting. ``fn == 0`` tells a
-worker to exit (`close`). Spinning: `DEFAULT_SPIN` ``pause`` iterations, `OVERSUBSCRIBED_SPIN`
-for calls with more threads than CPUs; the master stops early (`STALL_SPIN`) when a
-worker has not picked up its chunk (``started``), i.e. is not on a CPU. Workers run with
-every signal blocked.
+Protocol. The master writes the job's fields and every range's begin, end, grain and pieces,
+sets ``pending`` to the job's pieces, then each range's ``next`` to ``tag << 32`` (a new tag per
+job), then wakes each worker: it increments the worker's ``gen`` with ``lock xadd`` (a full
+barrier), then reads ``sleeping`` and issues FUTEX_WAKE only if it is set. A worker spins on
+``gen`` with ``pause`` for a bounded count, then sets ``sleeping`` with ``xchg`` (a full
+barrier), re-reads ``gen`` and calls FUTEX_WAIT with the value it last saw, so the kernel
+re-checks the word: no wake-up is lost (both sides store, fence, then load the other's word).
+
+A piece is claimed with ``lock cmpxchg`` on its range's ``next``, from (tag, i) to (tag, i + 1)
+while i < pieces; the claimer then reads the range's and the job's fields. A claimed piece keeps
+``pending`` above zero, so the job cannot end, nor its fields be rewritten, until it is reported:
+the fields read are the claimed job's. A claim prepared on an older job's word fails on the tag
+(no ABA when a range is reused), and a range whose pieces are all taken fails the bound. A
+thread reports the pieces it ran once, when none is left to claim, with ``lock xadd pending``;
+a worker that brings it to zero wakes the master if ``master_sleeping`` is set; the master
+reports its own, then waits the same way on ``pending`` (spin, then futex). A worker that wakes
+late finds nothing to claim and reports nothing. ``quit`` (with a new ``gen``) tells a worker to
+exit (`close`). Spinning: `DEFAULT_SPIN` ``pause`` iterations, `OVERSUBSCRIBED_SPIN` for calls
+with more threads than CPUs. Workers run with every signal blocked.
 
 Concurrency: one job at a time per team; concurrent callers are serialized by a
 lock (each call's chunks are only as many as the team has threads anyway).
@@ -69,8 +76,6 @@ from asm.x86_64 import (
     Assembler,
     dword,
     eax,
-    ebp,
-    ebx,
     ecx,
     edx,
     esi,
@@ -80,8 +85,11 @@ from asm.x86_64 import (
     r9,
     r10,
     r10d,
+    r11,
     r12,
+    r12d,
     r13,
+    r13d,
     r14,
     r14d,
     r15,
@@ -101,11 +109,13 @@ from minijit.runtime.memory import ExecutableBuffer
 __all__ = ["Team", "unsupported_reason", "DEFAULT_SPIN"]
 
 # shared-state layout (bytes)
-PENDING, MSLEEP, STARTED, NWORKERS, SPIN = 0, 4, 8, 64, 72
+PENDING, MSLEEP, JOB, CHUNKS, FN, IN0, IN1, OUT, NWORKERS, SPIN = 0, 4, 8, 12, 16, 24, 32, 40, 64, 72
 HEADER = 128
-GEN, SLEEPING, FN, IN0, IN1, OUT, BEGIN, END, TEAM, CLAIM = 0, 4, 8, 16, 24, 32, 40, 48, 56, 64
+GEN, SLEEPING, QUIT, TEAM, SELF, NEXT, BEGIN, END, GRAIN, PIECES = 0, 4, 8, 16, 24, 64, 72, 80, 88, 96
 SLOT = 128
 ALIGN = 128
+#: a range (one thread's static chunk) is cut into at most this many pieces that others may take
+MAX_PIECES = 8
 
 # Linux x86-64
 SYS_FUTEX = 202
@@ -117,12 +127,6 @@ FUTEX_WAKE_PRIVATE = 1 | 128
 DEFAULT_SPIN = 1 << 13
 #: ... and when a job has more threads than this process has CPUs (spinning would steal them).
 OVERSUBSCRIBED_SPIN = 1 << 5
-#: The master stops spinning after this many ``pause`` iterations while a worker that was spinning
-#: has not picked up its chunk: it is not on a CPU (the host is busy), and spinning would keep it
-#: off ours. A worker the master had to wake from its futex gets `WOKEN_STALL_SPIN` (a wake-up takes
-#: time; but if the kernel queued it on the master's CPU, spinning only delays it).
-STALL_SPIN = 1 << 8
-WOKEN_STALL_SPIN = 1 << 11
 RUN_SIGNATURE = "void(*)(uintptr_t, uintptr_t, uintptr_t, uintptr_t, uintptr_t, int64_t, int64_t)"
 STOP_SIGNATURE = "void(*)(uintptr_t)"
 
@@ -185,8 +189,73 @@ def _pop_callee_saved(a: Assembler) -> None:
         a.pop(r)
 
 
-def _emit_worker(a: Assembler) -> None:
-    """``void* worker(slot*)``: wait for a new ``gen``, run the slot's job, report, repeat."""
+def _emit_claim(a: Assembler) -> None:
+    """``int64_t claim(header*, int64_t own)``: run pieces of the current job until none is left;
+    returns how many it ran. Visits range ``own`` first (the static chunk), then the others in
+    turn. A piece is claimed with ``lock cmpxchg`` on its range's tagged ``next`` word (job tag in
+    the high half, so a claim prepared for a finished job fails), and its fields are read only
+    after the claim is won: the job cannot end (nor its fields change) while a claimed piece is
+    unreported. Clobbers the caller-saved registers."""
+    _push_callee_saved(a)
+    a.sub(rsp, 8)  # 8 (return address) + 48 + 8: rsp is 16-byte aligned at the call of fn
+    a.mov(rbx, rdi)  # header
+    a.mov(r14, rsi)  # the range being drained
+    a.xor(r13d, r13d)  # pieces run
+    a.mov(r12d, dword(rbx + CHUNKS))  # ranges of the job (a newer job's count is as good: claims check)
+    a.mov(rbp, r12)  # ranges left to visit
+    first, visit, retry, nxt, wrap, done, short = (
+        a.new_label(n) for n in ("first", "visit", "retry", "next", "wrap", "done", "short")
+    )
+    a.cmp(r14, r12)
+    a.jb(first)
+    a.xor(r14d, r14d)  # own range beyond this job's: start at range 0
+    a.bind(first)
+    a.bind(visit)
+    a.mov(r15, r14)
+    a.shl(r15, 7)  # SLOT == 128
+    a.lea(r15, ptr(rbx + r15 + HEADER))
+    a.mov(rax, qword(r15 + NEXT))
+    a.bind(retry)
+    a.cmp(eax, dword(r15 + PIECES))
+    a.jae(nxt)  # every piece of this range is taken (or the word is an older job's)
+    a.lea(rcx, ptr(rax + 1))
+    a.cmpxchg(qword(r15 + NEXT), rcx, lock=True)
+    a.jne(retry)  # rax holds the word another thread left
+    a.mov(eax, eax)  # the piece index
+    a.imul(rax, qword(r15 + GRAIN))
+    a.add(rax, qword(r15 + BEGIN))
+    a.mov(rcx, rax)  # begin of the piece
+    a.add(rax, qword(r15 + GRAIN))
+    a.mov(r8, qword(r15 + END))
+    a.cmp(rax, r8)
+    a.jge(short)
+    a.mov(r8, rax)  # end of the piece: min(begin + grain, end of the range)
+    a.bind(short)
+    a.mov(rdi, qword(rbx + IN0))
+    a.mov(rsi, qword(rbx + IN1))
+    a.mov(rdx, qword(rbx + OUT))
+    a.call(qword(rbx + FN))
+    a.add(r13, 1)
+    a.mov(rax, qword(r15 + NEXT))
+    a.jmp(retry)
+    a.bind(nxt)
+    a.sub(rbp, 1)
+    a.jz(done)
+    a.add(r14, 1)
+    a.cmp(r14, r12)
+    a.jb(wrap)
+    a.xor(r14d, r14d)
+    a.bind(wrap)
+    a.jmp(visit)
+    a.bind(done)
+    a.mov(rax, r13)
+    a.add(rsp, 8)
+    _pop_callee_saved(a)
+    a.ret()
+
+
+def _emit_worker(a: Assembler, claim) -> None:
+    """``void* worker(slot*)``: wait for a new ``gen``, run pieces (``claim``), report, repeat."""
     _push_callee_saved(a)
     a.sub(rsp, 8)  # 8 (return address) + 48 + 8: rsp is 16-byte aligned at the calls below
     a.mov(r12, rdi)  # slot
@@ -214,25 +283,17 @@ def _emit_worker(a: Assembler) -> None:
     a.jmp(wait)
     a.bind(got)
     a.mov(r14d, eax)
-    a.mov(rax, qword(r12 + FN))
-    a.test(rax, rax)
-    a.jz(ext)
-    a.mov(ecx, 1)
-    a.xchg(dword(r12 + CLAIM), ecx)  # claim the chunk (atomic): 1 back means the master ran it
-    a.test(ecx, ecx)
-    a.jnz(wait)
-    a.mov(rax, qword(r12 + FN))  # the fields of the job claimed (written before its claim was reset)
-    a.mov(ecx, 1)
-    a.xadd(dword(rbx + STARTED), ecx, lock=True)  # picked up (the master's stall detection)
-    a.mov(rdi, qword(r12 + IN0))
-    a.mov(rsi, qword(r12 + IN1))
-    a.mov(rdx, qword(r12 + OUT))
-    a.mov(rcx, qword(r12 + BEGIN))
-    a.mov(r8, qword(r12 + END))
-    a.call(rax)
-    a.mov(eax, -1)
-    a.xadd(dword(rbx + PENDING), eax, lock=True)
-    a.cmp(eax, 1)
+    a.cmp(dword(r12 + QUIT), 0)
+    a.jne(ext)
+    a.mov(rdi, rbx)
+    a.mov(rsi, qword(r12 + SELF))
+    a.call(claim)
+    a.test(eax, eax)
+    a.jz(wait)  # nothing left to run (a late start, or the job ended)
+    a.mov(ecx, eax)
+    a.neg(ecx)
+    a.xadd(dword(rbx + PENDING), ecx, lock=True)  # report; ecx = pieces pending before
+    a.cmp(ecx, eax)
     a.jne(wait)  # others still running
     a.cmp(dword(rbx + MSLEEP), 0)
     a.je(wait)
@@ -245,12 +306,12 @@ def _emit_worker(a: Assembler) -> None:
     a.ret()
 
 
-def _emit_run(a: Assembler) -> None:
-    """``team_run(team, fn, in0, in1, out, n, threads)``: publish, run chunk 0, wait for the rest."""
+def _emit_run(a: Assembler, claim) -> None:
+    """``team_run(team, fn, in0, in1, out, n, threads)``: lay out the ranges and their pieces,
+    publish, wake the workers, run pieces (own range first), wait for the rest."""
     _push_callee_saved(a)
-    a.sub(rsp, 40)  # locals: [rsp] base, [rsp+8] extra chunks left, [rsp+16] end of chunk 0, [rsp+24] workers,
-    # [rsp+32] stall budget (pause iterations)
-    threads = qword(rsp + 40 + 48 + 8)
+    a.sub(rsp, 24)  # locals: [rsp] base, [rsp+8] extra (ranges that get one more), [rsp+16] pieces
+    threads = qword(rsp + 24 + 48 + 8)
     a.mov(r12, rdi)
     a.mov(r13, rsi)
     a.mov(rbx, rdx)
@@ -289,103 +350,96 @@ def _emit_run(a: Assembler) -> None:
     a.jmp(done)
 
     a.bind(multi)
+    # the job's fields (read by whoever wins a piece), then the ranges
+    a.mov(qword(r12 + FN), r13)
+    a.mov(qword(r12 + IN0), rbx)
+    a.mov(qword(r12 + IN1), rbp)
+    a.mov(qword(r12 + OUT), r14)
+    a.mov(dword(r12 + CHUNKS), ecx)
     a.mov(rax, r15)
     a.xor(edx, edx)
-    a.div(rcx)  # rax = base, rdx = extra (chunks that get one more)
+    a.div(rcx)  # rax = base, rdx = extra (ranges that get one more)
     a.mov(qword(rsp), rax)
-    a.mov(r9, rax)
-    m0 = a.new_label("m0")
-    a.test(rdx, rdx)
-    a.jz(m0)
-    a.add(r9, 1)
-    a.sub(rdx, 1)
-    a.bind(m0)
     a.mov(qword(rsp + 8), rdx)
-    a.mov(qword(rsp + 16), r9)  # chunk 0 is [0, r9)
-    a.lea(rax, ptr(rcx - 1))
-    a.mov(dword(r12 + PENDING), eax)
-    a.mov(dword(r12 + STARTED), 0)
-    a.mov(qword(rsp + 24), rax)
-    a.mov(qword(rsp + 32), STALL_SPIN)
-    a.mov(r10, rax)  # workers to publish to
-    a.lea(r8, ptr(r12 + HEADER))  # slot 0
-    loop, l1, l2 = a.new_label("publish"), a.new_label("l"), a.new_label("l")
-    a.bind(loop)  # r8 slot, r9 begin, r10 count (syscall keeps them)
-    a.mov(rax, qword(rsp))
+    a.mov(qword(rsp + 16), 0)
+    a.mov(r13, rcx)  # ranges
+    a.lea(r8, ptr(r12 + HEADER))  # range 0 (the caller's)
+    a.xor(r9, r9)  # begin of the range
+    a.mov(r10, rcx)
+    lay, l1, l2 = a.new_label("lay"), a.new_label("l"), a.new_label("l")
+    a.bind(lay)  # r8 slot, r9 begin, r10 ranges left
+    a.mov(r11, qword(rsp))
     a.cmp(qword(rsp + 8), 0)
     a.je(l1)
     a.sub(qword(rsp + 8), 1)
-    a.add(rax, 1)
-    a.bind(l1)
-    a.mov(qword(r8 + FN), r13)
-    a.mov(qword(r8 + IN0), rbx)
-    a.mov(qword(r8 + IN1), rbp)
-    a.mov(qword(r8 + OUT), r14)
+    a.add(r11, 1)
+    a.bind(l1)  # r11 = length of this range (>= 1)
     a.mov(qword(r8 + BEGIN), r9)
-    a.add(r9, rax)
+    a.add(r9, r11)
     a.mov(qword(r8 + END), r9)
-    a.mov(dword(r8 + CLAIM), 0)  # after the fields: a worker that claims sees them
-    a.mov(eax, 1)
-    a.xadd(dword(r8 + GEN), eax, lock=True)  # publish; full barrier before reading `sleeping`
-    a.cmp(dword(r8 + SLEEPING), 0)
-    a.je(l2)
-    _futex(a, r8 + GEN, FUTEX_WAKE_PRIVATE, 1)
-    a.mov(qword(rsp + 32), WOKEN_STALL_SPIN)  # a worker is waking up: a late start is expected
+    # pieces = min(length, MAX_PIECES); grain = ceil(length / pieces); pieces = ceil(length / grain)
+    a.mov(ecx, MAX_PIECES)
+    a.cmp(r11, rcx)
+    a.jae(l2)
+    a.mov(rcx, r11)
     a.bind(l2)
+    a.lea(rax, ptr(r11 + rcx - 1))
+    a.xor(edx, edx)
+    a.div(rcx)
+    a.mov(qword(r8 + GRAIN), rax)
+    a.mov(rcx, rax)
+    a.lea(rax, ptr(r11 + rcx - 1))
+    a.xor(edx, edx)
+    a.div(rcx)
+    a.mov(dword(r8 + PIECES), eax)
+    a.add(qword(rsp + 16), rax)
     a.add(r8, SLOT)
     a.sub(r10, 1)
-    a.jnz(loop)
-
-    a.mov(rdi, rbx)  # chunk 0 on this thread
-    a.mov(rsi, rbp)
-    a.mov(rdx, r14)
-    a.xor(ecx, ecx)
-    a.mov(r8, qword(rsp + 16))
-    a.call(r13)
-
-    # claim every chunk no worker has claimed yet and run it here: a worker that has not started
-    # by now (descheduled, or still waking) would finish it later than this thread can
-    steal, stolen_next = a.new_label("steal"), a.new_label("steal_next")
-    a.mov(rax, qword(rsp + 24))
-    a.mov(qword(rsp + 8), rax)  # slots of this job left to try
-    a.lea(r15, ptr(r12 + HEADER))
-    a.bind(steal)
+    a.jnz(lay)
+    a.mov(rax, qword(rsp + 16))
+    a.mov(dword(r12 + PENDING), eax)  # before any piece can be claimed, so before any report
+    # publish: each range's next = (tag << 32 | 0), after its fields; then wake workers 0..chunks-2
+    a.mov(eax, dword(r12 + JOB))
+    a.add(eax, 1)
+    a.mov(dword(r12 + JOB), eax)
+    a.shl(rax, 32)
+    a.lea(r8, ptr(r12 + HEADER))
+    a.mov(r10, r13)
+    pub, wake, w1 = a.new_label("publish"), a.new_label("wake"), a.new_label("w")
+    a.bind(pub)
+    a.mov(qword(r8 + NEXT), rax)
+    a.add(r8, SLOT)
+    a.sub(r10, 1)
+    a.jnz(pub)
+    a.lea(r8, ptr(r12 + HEADER + SLOT))  # worker 0's slot
+    a.lea(r10, ptr(r13 - 1))
+    a.bind(wake)  # r8 slot, r10 count (syscall keeps them)
     a.mov(eax, 1)
-    a.xchg(dword(r15 + CLAIM), eax)
-    a.test(eax, eax)
-    a.jnz(stolen_next)
-    a.mov(ecx, 1)
-    a.xadd(dword(r12 + STARTED), ecx, lock=True)
-    a.mov(rdi, qword(r15 + IN0))
-    a.mov(rsi, qword(r15 + IN1))
-    a.mov(rdx, qword(r15 + OUT))
-    a.mov(rcx, qword(r15 + BEGIN))
-    a.mov(r8, qword(r15 + END))
-    a.call(qword(r15 + FN))
-    a.mov(eax, -1)
-    a.xadd(dword(r12 + PENDING), eax, lock=True)  # no wake: this thread is the one that waits
-    a.bind(stolen_next)
-    a.add(r15, SLOT)
-    a.sub(qword(rsp + 8), 1)
-    a.jnz(steal)
+    a.xadd(dword(r8 + GEN), eax, lock=True)  # wake-up; full barrier before reading `sleeping`
+    a.cmp(dword(r8 + SLEEPING), 0)
+    a.je(w1)
+    _futex(a, r8 + GEN, FUTEX_WAKE_PRIVATE, 1)
+    a.bind(w1)
+    a.add(r8, SLOT)
+    a.sub(r10, 1)
+    a.jnz(wake)
 
-    # wait: spin while pending != 0, at most `spin` times, and at most STALL_SPIN times while some
-    # worker has not picked up its chunk; then sleep on pending
-    wait, spin_l, woke, sleep, going = (a.new_label(n) for n in ("wait", "spin", "woke", "sleep", "going"))
-    a.mov(ebx, dword(rsp + 24))  # workers in this job
+    # run pieces here: range 0 first, then whatever the workers have not claimed
+    a.mov(rdi, r12)
+    a.xor(esi, esi)
+    a.call(claim)
+    a.neg(eax)
+    a.xadd(dword(r12 + PENDING), eax, lock=True)  # no wake: this thread is the one that waits
+
+    # wait: spin while pending != 0, at most `spin` times, then sleep on pending
+    wait, spin_l, woke, sleep = (a.new_label(n) for n in ("wait", "spin", "woke", "sleep"))
     a.bind(wait)
     a.mov(r15d, dword(r12 + SPIN))
-    a.mov(ebp, dword(rsp + 32))
     a.bind(spin_l)
     a.mov(eax, dword(r12 + PENDING))
     a.test(eax, eax)
     a.jz(done)
     a.pause()
-    a.cmp(dword(r12 + STARTED), ebx)
-    a.je(going)
-    a.dec(ebp)
-    a.jz(sleep)
-    a.bind(going)
     a.dec(r15d)
     a.jnz(spin_l)
     a.bind(sleep)
@@ -400,20 +454,20 @@ def _emit_run(a: Assembler) -> None:
     a.jmp(wait)
 
     a.bind(done)
-    a.add(rsp, 40)
+    a.add(rsp, 24)
     _pop_callee_saved(a)
     a.ret()
 
 
 def _emit_stop(a: Assembler) -> None:
-    """``team_stop(team)``: every worker gets ``fn = 0`` (exit), a new ``gen`` and a wake."""
+    """``team_stop(team)``: every worker gets ``quit``, a new ``gen`` and a wake."""
     end, loop = a.new_label("end"), a.new_label("stop")
     a.mov(r9, qword(rdi + NWORKERS))
-    a.lea(r8, ptr(rdi + HEADER))
+    a.lea(r8, ptr(rdi + HEADER + SLOT))
     a.test(r9, r9)
     a.jz(end)
     a.bind(loop)
-    a.mov(qword(r8 + FN), 0)
+    a.mov(dword(r8 + QUIT), 1)
     a.mov(eax, 1)
     a.xadd(dword(r8 + GEN), eax, lock=True)
     _futex(a, r8 + GEN, FUTEX_WAKE_PRIVATE, 1)
@@ -425,19 +479,41 @@ def _emit_stop(a: Assembler) -> None:
 
 
 def generate() -> tuple[Assembler, dict[str, int]]:
-    """The team's code: worker start routine, ``team_run`` and ``team_stop``; entry offsets in bytes."""
+    """The team's code: worker start routine, ``team_run``, ``team_stop`` and the piece claimer
+    they share; entry offsets in bytes."""
     a = Assembler(name="team")
+    claim = a.new_label("claim")
     entries = {}
-    for name, emit in (("worker", lambda: _emit_worker(a)), ("run", lambda: _emit_run(a))):
+    for name, emit in (
+        ("worker", lambda: _emit_worker(a, claim)),
+        ("run", lambda: _emit_run(a, claim)),
+        ("stop", lambda: _emit_stop(a)),
+        ("claim", lambda: (a.bind(claim), _emit_claim(a))),
+    ):
         while a.pos % 16:
             a.int3()
         entries[name] = a.pos
         emit()
-    while a.pos % 16:
-        a.int3()
-    entries["stop"] = a.pos
-    _emit_stop(a)
     return a, entries
+
+
+def pieces(n: int, chunks: int) -> list[tuple[int, int]]:
+    """The pieces `Team.run` cuts ``[0, n)`` (iterations) into when it runs ``chunks`` ranges (the
+    static split of `minijit.parallel.chunks`): one chunk is one call; otherwise each range splits
+    into ``min(length, MAX_PIECES)`` pieces of ``ceil(length / that)`` iterations (the last one
+    shorter). A thread drains its own range's pieces first, then takes others'."""
+    if min(chunks, n) <= 1:
+        return [(0, n)] if n > 0 else []  # one thread: one call over everything
+    out = []
+    base, extra = divmod(n, min(chunks, n))
+    begin = 0
+    for i in range(min(chunks, n)):
+        length = base + (i < extra)
+        end = begin + length
+        grain = -(-length // min(length, MAX_PIECES))
+        out += [(b, min(b + grain, end)) for b in range(begin, end, grain)]
+        begin = end
+    return out
 
 
 # -- the team -----------------------------------------------------------------------------------
@@ -520,15 +596,17 @@ class Team:
         addr = self._code.address
         self._run = _ffi.cast(RUN_SIGNATURE, addr + entries["run"])
         stop = _ffi.cast(STOP_SIGNATURE, addr + entries["stop"])
-        raw = np.zeros(HEADER + SLOT * workers + ALIGN, np.uint8)
+        size = HEADER + SLOT * (workers + 1)  # slot 0: the caller's range; slot 1 + i: worker i's
+        raw = np.zeros(size + ALIGN, np.uint8)
         skip = -raw.ctypes.data % ALIGN
-        self._memory = raw[skip : skip + HEADER + SLOT * workers]
+        self._memory = raw[skip : skip + size]
         self._base = base = self._memory.ctypes.data
         self._memory[NWORKERS : NWORKERS + 8].view(np.int64)[0] = workers
         self._spin_word = self._memory[SPIN : SPIN + 4].view(np.uint32)
         self._spin_word[0] = spin or DEFAULT_SPIN
-        for i in range(workers):
-            self._memory[HEADER + SLOT * i + TEAM :][:8].view(np.uint64)[0] = base
+        for s in range(workers + 1):
+            self._memory[HEADER + SLOT * s + TEAM :][:8].view(np.uint64)[0] = base
+            self._memory[HEADER + SLOT * s + SELF :][:8].view(np.uint64)[0] = s
         self.workers = workers
         self._lock = threading.Lock()
         self._state = _State(pid=os.getpid(), closed=False)
@@ -549,7 +627,7 @@ class Team:
         try:
             tid = _ffi.new("pthread_t *")
             for i in range(self.workers):
-                slot = _ffi.cast("void *", self._base + HEADER + SLOT * i)
+                slot = _ffi.cast("void *", self._base + HEADER + SLOT * (i + 1))
                 err = lib.pthread_create(tid, _ffi.NULL, routine, slot)
                 if err != 0:
                     self.close()  # stops the ones already started
@@ -564,8 +642,9 @@ class Team:
         return self._state["closed"]
 
     def run(self, fn: int, in0: int, in1: int, out: int, n: int, threads: int) -> bool:
-        """Run ``fn(in0, in1, out, begin, end)`` over a static split of ``[0, n)`` (iterations) on
-        ``min(threads, workers + 1, n)`` threads, the caller's included. Returns False (nothing ran)
+        """Run ``fn(in0, in1, out, begin, end)`` over ``[0, n)`` (iterations) on ``min(threads,
+        workers + 1, n)`` threads, the caller's included: one call per piece (`pieces`), each
+        thread its own range first, then what the others have not claimed. Returns False (nothing ran)
         when the team is closed or was created in another process. Arguments are integers
         (addresses); the caller guarantees ``fn`` has the loop-nest signature."""
         if not (type(fn) is type(in0) is type(in1) is type(out) is type(n) is type(threads) is int) or (

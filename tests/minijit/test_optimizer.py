@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from minijit import optimizer
 from minijit.ir import Dimension, TensorConfig, dim_t, exec_t, ptype_t
 from minijit.optimizer import (
     create_shared_loops,
@@ -287,10 +288,16 @@ def test_reorder_dims():
 
 
 @pytest.mark.parametrize(
-    ("target", "shared"),
-    [(1, []), (2, [2]), (4, [4]), (16, [16]), (32, [32]), (64, [32, 2]), (4096, [32, 32])],
+    ("target", "shared", "pieces"),
+    [(1, [], True), (16, [16], True), (32, [32], True), (64, [32, 2], True), (4096, [32, 32], True)]
+    # the seed's brgemm (537 MFLOP) is big enough for 8 pieces (`MIN_FLOPS_PER_PIECE`) ...
+    + [(2, [8], True), (4, [8], True)]
+    # ... without pieces, the seed's choice: the fewest iterations that balance
+    + [(2, [2], False), (4, [4], False)],
 )
-def test_create_shared_loops(target, shared):
+def test_create_shared_loops(target, shared, pieces, monkeypatch):
+    if not pieces:
+        monkeypatch.setattr(optimizer, "MIN_FLOPS_PER_PIECE", 1 << 62)
     c = identify_primitives(seed_seq("brgemm"))
     s = create_shared_loops(c, target)
     assert_valid_result(c, s)
@@ -346,7 +353,9 @@ def two_blocks(n_blocks: int, m_blocks: int) -> TensorConfig:
         (5, 2, 1, []),
     ],
 )
-def test_create_shared_loops_balances_the_threads(n_blocks, m_blocks, threads, shared):
+def test_create_shared_loops_balances_the_threads(n_blocks, m_blocks, threads, shared, monkeypatch):
+    """Balance alone: no GEMM is big enough for pieces (`MIN_FLOPS_PER_PIECE` out of reach)."""
+    monkeypatch.setattr(optimizer, "MIN_FLOPS_PER_PIECE", 1 << 62)
     c = two_blocks(n_blocks, m_blocks)
     s = create_shared_loops(c, threads)
     assert_valid_result(c, s)
@@ -357,6 +366,39 @@ def test_create_shared_loops_balances_the_threads(n_blocks, m_blocks, threads, s
             (dim_t.m, exec_t.shared, 2),
             (dim_t.m, exec_t.seq, 2),
         ]
+
+
+@pytest.mark.parametrize(
+    ("n_blocks", "m_blocks", "threads", "shared"),
+    [
+        (4, 2, 2, [4, 2]),  # 8 = 2 threads x PIECES_PER_THREAD: N whole, then M whole
+        (8, 2, 2, [8]),  # N alone reaches 8
+        (16, 2, 2, [8]),  # an outer part of N: no more than the target
+        (5, 2, 3, [5, 2]),  # 10 on 3 is as balanced as 5 on 3: the more pieces
+        (6, 4, 4, [6, 2]),  # 24 would overshoot 16; 12 is balanced
+        (4, 2, 1, []),  # one thread: nothing to share
+    ],
+)
+def test_a_big_gemm_gets_pieces_for_every_thread(n_blocks, m_blocks, threads, shared):
+    """A GEMM with at least `MIN_FLOPS_PER_PIECE` per iteration is given up to `PIECES_PER_THREAD`
+    shared iterations per thread (among the balanced plans), which the team hands out in pieces."""
+    c = two_blocks(n_blocks, m_blocks)
+    assert c.flops() >= optimizer.MIN_FLOPS_PER_PIECE * optimizer.PIECES_PER_THREAD * threads
+    s = create_shared_loops(c, threads)
+    assert_valid_result(c, s)
+    assert [d.size for d in s.shared_dims] == shared
+    assert s.dims[: len(shared)] == s.shared_dims
+
+
+def test_small_gemms_and_other_ops_keep_the_fewest_balanced_iterations():
+    """Below `MIN_FLOPS_PER_PIECE` per piece a GEMM keeps the seed's choice (the fewest shared
+    iterations that balance), and so does any non-GEMM op."""
+    gemm = two_blocks(4, 2)
+    small = gemm.with_dims([d.with_(size=8) if d.exec is exec_t.prim else d for d in gemm.dims])
+    assert small.flops() < optimizer.MIN_FLOPS_PER_PIECE
+    assert [d.size for d in create_shared_loops(small, 2).shared_dims] == [2]
+    copy = cfg("copy", [("c", "seq", 64, 4096, 0, 4096), ("c", "prim", 4096, 1, 0, 1)])
+    assert [d.size for d in create_shared_loops(copy, 2).shared_dims] == [2]
 
 
 # --------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from asm import llvm
-from asm.x86_64 import Assembler, ptr, qword, r8, r9, r10, rax, rcx, rdi, rdx, rsp
+from asm.x86_64 import Assembler, ptr, qword, r8, r9, r10, rax, rcx, rdi, rdx, rsi, rsp
 from minijit import parallel
 from minijit.runtime import Kernel
 from minijit.runtime import team as team_mod
@@ -31,22 +31,27 @@ needs_team = pytest.mark.skipif(not NATIVE_TEAM, reason=str(team_mod.unsupported
 LOOPNEST = "void(const void*, const void*, void*, int64_t, int64_t)"
 
 
-def marker_code(pause: bool = False, stack: bool = False) -> bytes:
+def marker_code(pause: bool = False, stack: bool = False, slow_from: bool = False) -> bytes:
     """``f(in0, in1, out, begin, end)``: ``out[2i] += 1; out[2i+1] = begin`` for i in [begin, end)
-    (int64 ``out``); with ``pause``, ``in0`` is a count of ``pause`` iterations per element (slow chunks);
+    (int64 ``out``); with ``pause``, ``in0`` is a count of ``pause`` iterations per element (slow chunks),
+    with ``slow_from`` only for elements ``i >= in1``;
     with ``stack``, ``out[2i+1]`` is the stack pointer instead (which thread, from which call site)."""
     a = Assembler()
-    done, loop = a.new_label("done"), a.new_label("loop")
+    done, loop, fast = a.new_label("done"), a.new_label("loop"), a.new_label("fast")
     a.mov(rax, rsp if stack else rcx)
     a.cmp(rcx, r8)
     a.jge(done)
     a.bind(loop)
     if pause:
+        if slow_from:
+            a.cmp(rcx, rsi)
+            a.jl(fast)
         a.mov(r10, rdi)
         spin = a.label("spin")
         a.pause()
         a.sub(r10, 1)
         a.jg(spin)
+    a.bind(fast)
     a.lea(r9, ptr(rcx + rcx))
     a.add(qword(rdx + r9 * 8), 1)
     a.mov(qword(rdx + r9 * 8 + 8), rax)
@@ -75,10 +80,11 @@ def team3():
     t.close()
 
 
-def expected_marks(n: int, chunks: int) -> np.ndarray:
-    """What the marker leaves after one run split into ``chunks`` static chunks."""
+def expected_marks(n: int, chunks: int, split=None) -> np.ndarray:
+    """What the marker leaves after one run split into ``chunks`` ranges: the team's pieces
+    (`team_mod.pieces`), or ``split``'s (e.g. `parallel.chunks`, the Python pool's)."""
     want = np.zeros((max(n, 1), 2), np.int64)
-    for begin, end in parallel.chunks(n, chunks) if n else []:
+    for begin, end in (split or team_mod.pieces)(n, chunks) if n else []:
         want[begin:end, 0] = 1
         want[begin:end, 1] = begin
     return want
@@ -95,10 +101,10 @@ def test_team_code_matches_llvm_mc() -> None:
     """The whole generated program (worker, team_run, team_stop; labels included) reassembles
     with llvm-mc to the same bytes."""
     a, entries = team_mod.generate()
-    assert sorted(entries) == ["run", "stop", "worker"]
+    assert sorted(entries) == ["claim", "run", "stop", "worker"]
     assert a.code() == llvm.assemble(a.listing(), triple=llvm.X86_64_TRIPLE, mattr="")
     text = a.listing()
-    for needle in ("lock xadd", "xchg", "pause", "syscall"):
+    for needle in ("lock xadd", "lock cmpxchg", "xchg", "pause", "syscall"):
         assert needle in text
 
 
@@ -269,6 +275,32 @@ def test_master_runs_chunks_no_worker_has_claimed() -> None:
 
 
 @needs_team
+def test_an_idle_thread_takes_pieces_of_a_slow_range() -> None:
+    """A range whose iterations are slow (the second half of [0, 16) on two threads) is not left
+    to its owner alone: once the master has run its own fast range it claims the slow range's
+    remaining pieces (`team_mod.pieces`: one iteration each here), so some of them run on the
+    master's stack. Every iteration still runs exactly once."""
+    out = run_script(
+        """
+        slow = Kernel(marker_code(pause=True, stack=True, slow_from=True), LOOPNEST, name="slow_tail")
+        t = team_mod.Team(1)
+        assert team_mod.pieces(16, 2) == [(i, i + 1) for i in range(16)]
+        taken = 0
+        for _ in range(10):
+            out = np.zeros((16, 2), np.int64)
+            t.run(slow.address, 20000, 8, out.ctypes.data, 16, 2)  # ~0.5 ms per slow iteration
+            assert (out[:, 0] == 1).all(), out
+            master = out[0, 1]  # range 0 is fast: the master runs it before the worker could take any
+            taken += int((out[8:, 1] == master).any())
+            if taken >= 3:
+                break
+        print(taken >= 3)
+        """
+    )
+    assert out.split() == ["True"]
+
+
+@needs_team
 def test_exit_does_not_hang() -> None:
     """The interpreter exits with workers spinning, with workers asleep in the futex, and with a
     daemon thread's job still running."""
@@ -336,7 +368,7 @@ def test_python_backend_runs_loopnests(marker) -> None:
         for n in range(10):
             for threads in (1, 2, 3):
                 got = run_marker(parallel.run_loopnest, marker.address, n, threads)
-                want = expected_marks(n, min(threads, max(n, 1)))
+                want = expected_marks(n, min(threads, max(n, 1)), parallel.chunks)
                 if n == 0:
                     want[:] = 0
                 np.testing.assert_array_equal(got, want)
