@@ -29,22 +29,26 @@ slot on its own pair of cache lines):
     slot s  at 128 + 128*s (s = 0 the caller's range, 1 + i worker i's):
             +0 gen (u32, worker i's futex word)  +4 sleeping (u32)  +8 quit (u32)
             +16 header address  +24 s
-            +64 next (u64: job tag << 32 | next piece)  +72 begin  +80 end  +88 grain (i64)
-            +96 pieces (u32)
+            +64 next (u64: job tag << 32 | pieces << 16 | next piece)  +72 begin  +80 end
+            +88 grain (i64)  +96 pieces (u32)
 
 Protocol. The master writes the job's fields and every range's begin, end, grain and pieces,
-sets ``pending`` to the job's pieces, then each range's ``next`` to ``tag << 32`` (a new tag per
-job), then wakes each worker: it increments the worker's ``gen`` with ``lock xadd`` (a full
+sets ``pending`` to the job's pieces, then each range's ``next`` to ``tag << 32 | pieces << 16``
+(a new tag per job), then wakes each worker: it increments the worker's ``gen`` with ``lock xadd`` (a full
 barrier), then reads ``sleeping`` and issues FUTEX_WAKE only if it is set. A worker spins on
 ``gen`` with ``pause`` for a bounded count, then sets ``sleeping`` with ``xchg`` (a full
 barrier), re-reads ``gen`` and calls FUTEX_WAIT with the value it last saw, so the kernel
 re-checks the word: no wake-up is lost (both sides store, fence, then load the other's word).
 
-A piece is claimed with ``lock cmpxchg`` on its range's ``next``, from (tag, i) to (tag, i + 1)
-while i < pieces; the claimer then reads the range's and the job's fields. A claimed piece keeps
+A piece is claimed with ``lock cmpxchg`` on its range's ``next``, from (tag, pieces, i) to
+(tag, pieces, i + 1) while i < pieces, the bound taken from the word itself: a range's begin, end
+and grain may already be the next job's while its word is still the last job's (all taken), so a
+bound read from them could let a stale word be claimed. The claimer then reads the range's and
+the job's fields. A claimed piece keeps
 ``pending`` above zero, so the job cannot end, nor its fields be rewritten, until it is reported:
 the fields read are the claimed job's. A claim prepared on an older job's word fails on the tag
-(no ABA when a range is reused), and a range whose pieces are all taken fails the bound. A
+(no ABA when a range is reused; tags repeat after 2**32 jobs, hours of back-to-back dispatches
+that a stalled claimer would have to sleep through), and a range whose pieces are all taken fails the bound. A
 thread reports the pieces it ran once, when none is left to claim, with ``lock xadd pending``;
 a worker that brings it to zero wakes the master if ``master_sleeping`` is set; the master
 reports its own, then waits the same way on ``pending`` (spin, then futex). A worker that wakes
@@ -192,10 +196,11 @@ def _pop_callee_saved(a: Assembler) -> None:
 def _emit_claim(a: Assembler) -> None:
     """``int64_t claim(header*, int64_t own)``: run pieces of the current job until none is left;
     returns how many it ran. Visits range ``own`` first (the static chunk), then the others in
-    turn. A piece is claimed with ``lock cmpxchg`` on its range's tagged ``next`` word (job tag in
-    the high half, so a claim prepared for a finished job fails), and its fields are read only
-    after the claim is won: the job cannot end (nor its fields change) while a claimed piece is
-    unreported. Clobbers the caller-saved registers."""
+    turn. A piece is claimed with ``lock cmpxchg`` on its range's ``next`` word (job tag, pieces,
+    next piece: a claim prepared for a finished job fails on the tag, and the bound is the word's
+    own, never a field the master may be rewriting for the next job); the range's and the job's
+    fields are read only after the claim is won: the job cannot end (nor its fields change) while
+    a claimed piece is unreported. Clobbers the caller-saved registers."""
     _push_callee_saved(a)
     a.sub(rsp, 8)  # 8 (return address) + 48 + 8: rsp is 16-byte aligned at the call of fn
     a.mov(rbx, rdi)  # header
@@ -216,12 +221,18 @@ def _emit_claim(a: Assembler) -> None:
     a.lea(r15, ptr(rbx + r15 + HEADER))
     a.mov(rax, qword(r15 + NEXT))
     a.bind(retry)
-    a.cmp(eax, dword(r15 + PIECES))
-    a.jae(nxt)  # every piece of this range is taken (or the word is an older job's)
+    # the bound comes from the word itself: the range's other fields may already be the next
+    # job's while this word is still the finished job's (its pieces all taken)
+    a.mov(ecx, eax)
+    a.shr(ecx, 16)  # pieces of the range
+    a.mov(edx, eax)
+    a.and_(edx, 0xFFFF)  # next piece
+    a.cmp(edx, ecx)
+    a.jae(nxt)  # every piece of this range is taken
     a.lea(rcx, ptr(rax + 1))
     a.cmpxchg(qword(r15 + NEXT), rcx, lock=True)
     a.jne(retry)  # rax holds the word another thread left
-    a.mov(eax, eax)  # the piece index
+    a.and_(eax, 0xFFFF)  # the piece index
     a.imul(rax, qword(r15 + GRAIN))
     a.add(rax, qword(r15 + BEGIN))
     a.mov(rcx, rax)  # begin of the piece
@@ -398,7 +409,8 @@ def _emit_run(a: Assembler, claim) -> None:
     a.jnz(lay)
     a.mov(rax, qword(rsp + 16))
     a.mov(dword(r12 + PENDING), eax)  # before any piece can be claimed, so before any report
-    # publish: each range's next = (tag << 32 | 0), after its fields; then wake workers 0..chunks-2
+    # publish: each range's next = (tag << 32 | pieces << 16 | 0), after its fields; then wake
+    # workers 0..chunks-2
     a.mov(eax, dword(r12 + JOB))
     a.add(eax, 1)
     a.mov(dword(r12 + JOB), eax)
@@ -407,7 +419,10 @@ def _emit_run(a: Assembler, claim) -> None:
     a.mov(r10, r13)
     pub, wake, w1 = a.new_label("publish"), a.new_label("wake"), a.new_label("w")
     a.bind(pub)
-    a.mov(qword(r8 + NEXT), rax)
+    a.mov(ecx, dword(r8 + PIECES))
+    a.shl(ecx, 16)
+    a.or_(rcx, rax)
+    a.mov(qword(r8 + NEXT), rcx)
     a.add(r8, SLOT)
     a.sub(r10, 1)
     a.jnz(pub)

@@ -1,8 +1,9 @@
 """The native thread team (`minijit.runtime.team`) and its use by `minijit.parallel` / TensorOperation.
 
 Each dispatch runs a JIT-generated marker kernel that adds 1 to ``out[2 i]`` and stores
-the chunk's ``begin`` in ``out[2 i + 1]`` for every iteration ``i`` of its chunk, so a test
-sees that every iteration ran exactly once and on the chunk `parallel.chunks` assigns it.
+the call's ``begin`` in ``out[2 i + 1]`` for every iteration ``i`` of its call, so a test
+sees that every iteration ran exactly once and in the piece `team_mod.pieces` assigns it
+(the Python pool: the chunk of `parallel.chunks`).
 Hangs (lost wake-ups, exit) are guarded by running those scenarios in a subprocess with a
 timeout. TensorOperations are compared with numpy.
 """
@@ -127,7 +128,7 @@ def test_spin_follows_oversubscription(team3, marker) -> None:
 
 # ----------------------------------------------------------------------------- team.run
 @needs_team
-def test_every_iteration_once_on_its_static_chunk(team3, marker) -> None:
+def test_every_iteration_once_in_its_piece(team3, marker) -> None:
     """n = 0..12 and threads = 1..6 on a 3-worker team (so up to 4 chunks; fewer when n is
     smaller): same team, thread counts varying from call to call."""
     for n in range(13):
@@ -216,7 +217,9 @@ def run_script(body: str, timeout: float = 60) -> str:
 @needs_team
 def test_stress_many_short_dispatches() -> None:
     """10000 dispatches alternating 2..4 threads and n = 1..9, each checked; must finish well
-    inside the timeout (no lost wake-up)."""
+    inside the timeout (no lost wake-up, no piece claimed from a range the master is rewriting
+    for the next job: a claim bounded by the range's ``pieces`` field instead of its ``next``
+    word hung this test about one run in four on 2 cores)."""
     out = run_script(
         """
         t = team_mod.Team(3, spin=64)  # a short spin: workers and master go through the futex often
@@ -254,10 +257,10 @@ def test_slow_chunks_and_sleeping_workers() -> None:
 
 @needs_team
 def test_master_runs_chunks_no_worker_has_claimed() -> None:
-    """After its own chunk the master claims every chunk no worker has started and runs it (a
+    """After its own range the master claims every piece no worker has started and runs it (a
     worker that is descheduled or still waking would finish later): with the worker asleep in its
-    futex, the master runs chunk 1 itself, from the call site of chunk 0 (same stack pointer).
-    Every iteration still runs exactly once, on its static chunk."""
+    futex, the master runs range 1 itself, from the call site of range 0 (same stack pointer).
+    Every iteration still runs exactly once, in its piece."""
     out = run_script(
         """
         stack = Kernel(marker_code(stack=True), LOOPNEST, name="stack_marker")
