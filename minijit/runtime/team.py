@@ -32,29 +32,30 @@ slot on its own pair of cache lines):
             +64 next (u64: job tag << 32 | pieces << 16 | next piece)  +72 begin  +80 end
             +88 grain (i64)  +96 pieces (u32)
 
-Protocol. The master writes the job's fields and every range's begin, end, grain and pieces,
-sets ``pending`` to the job's pieces, then each range's ``next`` to ``tag << 32 | pieces << 16``
-(a new tag per job), then wakes each worker: it increments the worker's ``gen`` with ``lock xadd`` (a full
-barrier), then reads ``sleeping`` and issues FUTEX_WAKE only if it is set. A worker spins on
-``gen`` with ``pause`` for a bounded count, then sets ``sleeping`` with ``xchg`` (a full
-barrier), re-reads ``gen`` and calls FUTEX_WAIT with the value it last saw, so the kernel
-re-checks the word: no wake-up is lost (both sides store, fence, then load the other's word).
+Protocol. The master writes the job's fields and every range's begin, end, grain and
+pieces, sets ``pending`` to the job's pieces, then each range's ``next`` to ``tag << 32 |
+pieces << 16`` (a new tag per job), then wakes each worker: it increments the worker's ``gen``
+with ``lock xadd`` (a full barrier), then reads ``sleeping`` and issues FUTEX_WAKE only if it is
+set. A worker spins on ``gen`` with ``pause`` for a bounded count, then sets ``sleeping`` with
+``xchg`` (a full barrier), re-reads ``gen`` and calls FUTEX_WAIT with the value it last saw, so
+the kernel re-checks the word: no wake-up is lost (both sides store, fence, then load the
+other's word).
 
 A piece is claimed with ``lock cmpxchg`` on its range's ``next``, from (tag, pieces, i) to
-(tag, pieces, i + 1) while i < pieces, the bound taken from the word itself: a range's begin, end
-and grain may already be the next job's while its word is still the last job's (all taken), so a
-bound read from them could let a stale word be claimed. The claimer then reads the range's and
-the job's fields. A claimed piece keeps
-``pending`` above zero, so the job cannot end, nor its fields be rewritten, until it is reported:
-the fields read are the claimed job's. A claim prepared on an older job's word fails on the tag
-(no ABA when a range is reused; tags repeat after 2**32 jobs, hours of back-to-back dispatches
-that a stalled claimer would have to sleep through), and a range whose pieces are all taken fails the bound. A
-thread reports the pieces it ran once, when none is left to claim, with ``lock xadd pending``;
-a worker that brings it to zero wakes the master if ``master_sleeping`` is set; the master
-reports its own, then waits the same way on ``pending`` (spin, then futex). A worker that wakes
-late finds nothing to claim and reports nothing. ``quit`` (with a new ``gen``) tells a worker to
-exit (`close`). Spinning: `DEFAULT_SPIN` ``pause`` iterations, `OVERSUBSCRIBED_SPIN` for calls
-with more threads than CPUs. Workers run with every signal blocked.
+(tag, pieces, i + 1) while i < pieces, the bound taken from the word itself: a range's begin,
+end, grain and pieces fields may already be the next job's while its word is still the last
+job's (all taken), so a bound read from them could let a stale word be claimed. The claimer
+then reads the range's and the job's fields. A claimed piece keeps ``pending`` above zero, so
+the job cannot end, nor its fields be rewritten, until it is reported: the fields read are the
+claimed job's. A claim prepared on an older job's word fails on the tag (no ABA when a range is
+reused; tags repeat after 2**32 jobs, hours of back-to-back dispatches that a stalled claimer
+would have to sleep through). A thread reports the pieces it ran once, when none is left to
+claim, with ``lock xadd pending``; a worker that brings it to zero wakes the master if
+``master_sleeping`` is set; the master reports its own, then waits the same way on ``pending``
+(spin, then futex). A worker that wakes late finds nothing to claim and reports nothing.
+``quit`` (with a new ``gen``) tells a worker to exit (`close`). Spinning: `DEFAULT_SPIN`
+``pause`` iterations, `OVERSUBSCRIBED_SPIN` for calls with more threads than CPUs. Workers run
+with every signal blocked.
 
 Concurrency: one job at a time per team; concurrent callers are serialized by a
 lock (each call's chunks are only as many as the team has threads anyway).
@@ -120,6 +121,9 @@ SLOT = 128
 ALIGN = 128
 #: a range (one thread's static chunk) is cut into at most this many pieces that others may take
 MAX_PIECES = 8
+#: the most iterations one `Team.run` takes (the piece arithmetic, ``length + pieces - 1``,
+#: stays inside int64)
+MAX_ITERATIONS = 1 << 62
 
 # Linux x86-64
 SYS_FUTEX = 202
@@ -663,12 +667,14 @@ class Team:
         when the team is closed or was created in another process. Arguments are integers
         (addresses); the caller guarantees ``fn`` has the loop-nest signature."""
         if not (type(fn) is type(in0) is type(in1) is type(out) is type(n) is type(threads) is int) or (
-            fn < 1 or in0 < 0 or in1 < 0 or out < 0 or n < 0 or threads < 1
+            fn < 1 or in0 < 0 or in1 < 0 or out < 0 or not 0 <= n <= MAX_ITERATIONS or threads < 1
         ):  # the slow path names the argument
             _as_int("fn", fn, 1)
             for name, value in (("in0", in0), ("in1", in1), ("out", out), ("n", n)):
                 _as_int(name, value, 0)
             _as_int("threads", threads, 1)
+            if n > MAX_ITERATIONS:
+                raise ValueError(f"n must be at most {MAX_ITERATIONS} iterations (2**62), got {n}")
             fn, in0, in1, out, n, threads = map(int, (fn, in0, in1, out, n, threads))
         if self._state["closed"]:  # also a forked child, whose copy of the lock may be held forever
             return False

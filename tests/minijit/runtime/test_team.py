@@ -148,6 +148,7 @@ def test_run_rejects_bad_arguments(team3, marker) -> None:
         ({"out": -5}, "out"),
         ({"n": 2.0}, "n"),
         ({"in0": "x"}, "in0"),
+        ({"n": team_mod.MAX_ITERATIONS + 1}, "n"),
     ):
         args = {"fn": marker.address, "in0": 0, "in1": 0, "out": out, "n": 2, "threads": 2, **kwargs}
         with pytest.raises(ValueError, match=f"^{name} must be"):
