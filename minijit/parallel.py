@@ -6,15 +6,16 @@ begin, end)`` over ``[0, n)``. On Linux x86-64 it dispatches on the process's na
 (`minijit.runtime.team`: JIT-generated worker threads that spin, then sleep in a futex;
 ~4 us per dispatch on Zen 3), which starts from the static split and lets an idle thread take
 the pieces of a slowed one's range; elsewhere, or with ``MINIJIT_TEAM=python``
-(read at the first dispatch), it uses the pool below. Concurrent callers share the one
-team and are serialized by its lock. After ``os.fork`` the child builds a new team on
-first use.
+(read at the first dispatch), it runs the same pieces on the pool below (`run_pieces`).
+Concurrent callers share the one team and are serialized by its lock. After ``os.fork``
+the child builds a new team on first use.
 
 `run_range(fn, n, threads)` splits ``[0, n)`` into ``threads`` contiguous chunks
 and calls the Python callable ``fn(begin, end)`` for each on a persistent
 `ThreadPoolExecutor`, the caller's thread running the first, returning when all
-are done. The compiled loop nests release the GIL while they run (cffi), so the
-chunks execute in parallel.
+are done; `run_pieces(fn, n, threads)` calls it per piece, with the native team's
+schedule (own range first, then the unclaimed pieces of the others). The compiled
+loop nests release the GIL while they run (cffi), so the chunks execute in parallel.
 
 Threads: ``MINIJIT_NUM_THREADS``, else ``OMP_NUM_THREADS``, else the number
 of CPUs this process may use. ``MINIJIT_TEAM``: ``native`` (default where
@@ -93,10 +94,61 @@ def run_range(fn: Callable[[int, int], object], n: int, threads: int) -> None:
         fn(*parts[0])
         return
     pool = _pool(len(parts) - 1)
-    futures = [pool.submit(fn, b, e) for b, e in parts[1:]]
-    fn(*parts[0])
+    _run_on_pool(pool, [(fn, b, e) for b, e in parts[1:]], lambda: fn(*parts[0]))
+
+
+def run_pieces(fn: Callable[[int, int], object], n: int, threads: int) -> None:
+    """Call ``fn(begin, end)`` once per piece of ``[0, n)`` (iterations) on up to ``threads``
+    threads, with the native team's schedule: the static split into ``min(threads, n)`` ranges,
+    each cut into up to `minijit.runtime.team.MAX_PIECES` pieces (`team.range_pieces`). Thread
+    ``t`` (the caller is 0) runs range ``t``'s pieces in order, then claims the pieces of ranges
+    ``t + 1, t + 2, ...`` (wrapping) that no thread has taken, so a thread slowed mid-call, or a
+    pool worker still waking up, hands the rest of its range to the others. Claims are taken
+    under one lock, between calls; ``fn`` must release the GIL (a cffi call does) for pieces to
+    run in parallel. Ranges of one piece each (n <= threads) run as `run_range` does, without
+    claims: a caller that takes a late worker's only piece keeps the GIL while the worker wakes,
+    and the extra hand-off cost more than it saved (no-op dispatch on 2 threads, Zen 3: 22-24 us
+    static, 31-33 us with claims). Returns when every thread is done; the first exception raised
+    by ``fn`` is raised then (the other threads' pieces run on)."""
+    ranges = _team_mod.range_pieces(n, threads)
+    if len(ranges) <= 1 or len(ranges[0]) == 1:  # one piece per range: the static split
+        if ranges:
+            run_range(fn, n, len(ranges))
+        return
+    count = len(ranges)
+    taken = [0] * count
+    claim = threading.Lock()
+
+    def drain(own: int) -> None:  # own range first, then the others' unclaimed pieces
+        for r in range(own, own + count):
+            pieces = ranges[r % count]
+            while True:
+                with claim:
+                    i = taken[r % count]
+                    if i == len(pieces):
+                        break
+                    taken[r % count] = i + 1
+                fn(*pieces[i])
+
+    _run_on_pool(_pool(count - 1), [(drain, r) for r in range(1, count)], lambda: drain(0))
+
+
+def _run_on_pool(pool: ThreadPoolExecutor, tasks: list[tuple], own: Callable[[], object]) -> None:
+    """Submit ``tasks`` (callable, args...), run ``own`` on this thread, then wait for every task
+    (even when ``own`` raised: they may use the caller's buffers) and raise the first error."""
+    futures = [pool.submit(*task) for task in tasks]
+    error: BaseException | None = None
+    try:
+        own()
+    except BaseException as exc:  # noqa: BLE001 - re-raised below, after the workers are done
+        error = exc
     for f in futures:
-        f.result()
+        try:
+            f.result()
+        except BaseException as exc:  # noqa: BLE001
+            error = error or exc
+    if error is not None:
+        raise error
 
 
 def backend() -> str:
@@ -172,8 +224,8 @@ if hasattr(os, "register_at_fork"):
 
 def run_loopnest(fn: int, in0: int, in1: int, out: int, n: int, threads: int) -> None:
     """Run the native loop nest at address ``fn`` (``void f(in0, in1, out, int64_t begin, int64_t
-    end)``) over ``[0, n)`` iterations on up to ``threads`` threads: the native team's pieces
-    (`minijit.runtime.team.pieces`), or the pool's static split (`chunks`).
+    end)``) over ``[0, n)`` iterations on up to ``threads`` threads in the pieces of
+    `minijit.runtime.team.pieces`: on the native team, or on the pool (`run_pieces`).
 
     Pointers are integer addresses the caller has checked. Returns when every chunk is done."""
     if backend() == "native":
@@ -185,4 +237,4 @@ def run_loopnest(fn: int, in0: int, in1: int, out: int, n: int, threads: int) ->
         if not isinstance(value, int) or isinstance(value, bool) or value < (1 if name in ("fn", "threads") else 0):
             raise ValueError(f"{name} must be an int >= {1 if name in ('fn', 'threads') else 0}, got {value!r}")
     call = _FFI.cast(LOOPNEST_SIGNATURE, fn)
-    run_range(lambda begin, end: call(in0, in1, out, begin, end), n, threads)
+    run_pieces(lambda begin, end: call(in0, in1, out, begin, end), n, threads)

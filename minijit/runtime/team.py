@@ -68,6 +68,7 @@ the workers are left running and their code and state stay allocated.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -516,13 +517,15 @@ def generate() -> tuple[Assembler, dict[str, int]]:
     return a, entries
 
 
-def pieces(n: int, chunks: int) -> list[tuple[int, int]]:
+@functools.lru_cache(maxsize=256)
+def range_pieces(n: int, chunks: int) -> tuple[tuple[tuple[int, int], ...], ...]:
     """The pieces `Team.run` cuts ``[0, n)`` (iterations) into when it runs ``chunks`` ranges (the
-    static split of `minijit.parallel.chunks`): one chunk is one call; otherwise each range splits
-    into ``min(length, MAX_PIECES)`` pieces of ``ceil(length / that)`` iterations (the last one
-    shorter). A thread drains its own range's pieces first, then takes others'."""
+    static split of `minijit.parallel.chunks`), per range: one chunk is one call; otherwise each
+    range splits into ``min(length, MAX_PIECES)`` pieces of ``ceil(length / that)`` iterations
+    (the last one shorter). A thread drains its own range's pieces first, then takes others'.
+    Cached: the dispatch of `minijit.parallel.run_pieces` reads it per call."""
     if min(chunks, n) <= 1:
-        return [(0, n)] if n > 0 else []  # one thread: one call over everything
+        return (((0, n),),) if n > 0 else ()  # one thread: one call over everything
     out = []
     base, extra = divmod(n, min(chunks, n))
     begin = 0
@@ -530,9 +533,14 @@ def pieces(n: int, chunks: int) -> list[tuple[int, int]]:
         length = base + (i < extra)
         end = begin + length
         grain = -(-length // min(length, MAX_PIECES))
-        out += [(b, min(b + grain, end)) for b in range(begin, end, grain)]
+        out.append(tuple((b, min(b + grain, end)) for b in range(begin, end, grain)))
         begin = end
-    return out
+    return tuple(out)
+
+
+def pieces(n: int, chunks: int) -> list[tuple[int, int]]:
+    """Every piece of `range_pieces`, in order (range 0's first)."""
+    return [piece for rng in range_pieces(n, chunks) for piece in rng]
 
 
 # -- the team -----------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 Each dispatch runs a JIT-generated marker kernel that adds 1 to ``out[2 i]`` and stores
 the call's ``begin`` in ``out[2 i + 1]`` for every iteration ``i`` of its call, so a test
 sees that every iteration ran exactly once and in the piece `team_mod.pieces` assigns it
-(the Python pool: the chunk of `parallel.chunks`).
+(on the native team and on the Python pool alike).
 Hangs (lost wake-ups, exit) are guarded by running those scenarios in a subprocess with a
 timeout. TensorOperations are compared with numpy.
 """
@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -372,10 +373,8 @@ def test_python_backend_runs_loopnests(marker) -> None:
         for n in range(10):
             for threads in (1, 2, 3):
                 got = run_marker(parallel.run_loopnest, marker.address, n, threads)
-                want = expected_marks(n, min(threads, max(n, 1)), parallel.chunks)
-                if n == 0:
-                    want[:] = 0
-                np.testing.assert_array_equal(got, want)
+                want = expected_marks(n, min(threads, max(n, 1)))  # the native team's pieces
+                np.testing.assert_array_equal(got, want, err_msg=f"n={n} threads={threads}")
 
 
 def test_backend_from_environment(monkeypatch) -> None:
@@ -399,6 +398,61 @@ def test_backend_from_environment(monkeypatch) -> None:
     finally:
         monkeypatch.undo()
         parallel.reload_backend()
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 16, 17, 100])
+@pytest.mark.parametrize("threads", [1, 2, 3, 5])
+def test_run_pieces_calls_each_piece_once(n: int, threads: int) -> None:
+    """`parallel.run_pieces` calls ``fn`` once per piece of `team_mod.range_pieces` (the native
+    team's schedule), each on one thread, and nothing for n = 0."""
+    seen: list[tuple[int, int]] = []
+    lock = threading.Lock()
+
+    def record(begin: int, end: int) -> None:
+        with lock:
+            seen.append((begin, end))
+
+    parallel.run_pieces(record, n, threads)
+    assert sorted(seen) == team_mod.pieces(n, threads)
+    assert sum(e - b for b, e in seen) == n
+
+
+def test_run_pieces_hands_a_slow_range_to_the_caller() -> None:
+    """The pool runs the team's schedule: on two threads, range 1 (iterations 8..15, one piece
+    each) sleeps 20 ms per piece while range 0 returns at once, so the calling thread, done with
+    its own range, claims some of range 1's pieces while the worker sleeps in its first."""
+    owner: dict[int, int] = {}
+    lock = threading.Lock()
+
+    def piece(begin: int, end: int) -> None:
+        if begin >= 8:
+            time.sleep(0.02)
+        with lock:
+            owner[begin] = threading.get_ident()
+
+    parallel.run_pieces(piece, 16, 2)
+    assert sorted(owner) == list(range(16))
+    main = threading.get_ident()
+    assert all(owner[i] == main for i in range(8))  # range 0 is the caller's own
+    assert any(owner[i] == main for i in range(8, 16))
+
+
+@pytest.mark.parametrize(("n", "threads"), [(4, 4), (16, 2)])
+def test_run_pieces_waits_for_every_thread_before_raising(n: int, threads: int) -> None:
+    """An exception in a piece (here the caller's first) is raised only after the other threads
+    are done: they may be writing the caller's buffers. They run on, so every other piece ran
+    (with claims, n=16: the worker also takes the caller's abandoned pieces)."""
+    done: list[int] = []
+
+    def piece(begin: int, end: int) -> None:
+        if begin == 0:
+            raise KeyError("piece 0")
+        time.sleep(0.01)
+        done.append(begin)
+
+    with pytest.raises(KeyError, match="piece 0"):
+        parallel.run_pieces(piece, n, threads)
+    assert sorted(done) == [b for b, _ in team_mod.pieces(n, threads)][1:]
 
 
 def test_run_range_still_takes_python_callables() -> None:
