@@ -52,13 +52,22 @@ def brgemm(
     zero_c=False,
     relu_c=False,
     a_copy=False,
+    n_outer=False,
 ):
     """A BRGEMM kernel for ``target`` (see the module docstring); x86-64 only: ``a_panel`` /
     ``b_panel``, A / B packed in micro-panels that many elements apart
     (`minijit.packing.plan_panels`); ``zero_c`` / ``relu_c``, a first touch zero / last touch
-    relu fused into the kernel; ``a_copy``, the kernel packs A itself into a stack buffer."""
+    relu fused into the kernel; ``a_copy``, the kernel packs A itself into a stack buffer;
+    ``n_outer``, the N blocks outermost (C walked down its columns)."""
     target = check_target(target)
-    extras = {"a_panel": a_panel, "b_panel": b_panel, "zero_c": zero_c, "relu_c": relu_c, "a_copy": a_copy}
+    extras = {
+        "a_panel": a_panel,
+        "b_panel": b_panel,
+        "zero_c": zero_c,
+        "relu_c": relu_c,
+        "a_copy": a_copy,
+        "n_outer": n_outer,
+    }
     if target.startswith("x86_64"):
         from minijit.kernels.x86_64 import brgemm as x
 

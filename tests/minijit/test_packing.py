@@ -503,6 +503,53 @@ def test_kernel_copies_a_when_few_calls_reuse_an_l2_sized_a_block(order, threads
         assert not big.a_copy and "in0" in big.packed_operands
 
 
+@pytest.mark.skipif(not native_x86(), reason="n_outer is an x86-64 kernel option; this host is not x86-64")
+@pytest.mark.parametrize("order", ["F", "C"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_small_k_gemms_walk_n_outermost(monkeypatch, order, threads):
+    """1024 x 1024 x 64 (a call's A block 256 KiB, C runs of 4 KiB down each column): A is packed
+    in panels and the kernel walks its N blocks outermost (``n_outer``, shown in the listing); the
+    result equals the M-outer operation's bit for bit (the same FMAs per element, in the same
+    order) and matches numpy. An A block over the last-level cache's share, or a prim M of 128
+    rows (runs of 512 B), keeps the M-outer order."""
+    import minijit.tensor_operation as to
+
+    monkeypatch.setattr(packing, "last_level_cache_bytes", lambda: 32 << 20)
+    m, n, k = 1024, 1024, 64
+    strides = {"F": ((1, 0, m), (0, k, 1), (1, m, 0)), "C": ((k, 0, 1), (0, 1, n), (n, 1, 0))}[order]
+    args = ("fp32", "none", "gemm", "none", "mnk", ("undefined",) * 3, (m, n, k), *strides)
+    op = TensorOperation("native", num_threads=threads)
+    op.setup(*args)
+    assert op.n_outer and not op.a_copy and "in0" in op.packed_operands
+    assert op.primitives["main"].name.endswith("_no") and "// kernel order n_outer" in op.listing()
+    rng = np.random.default_rng(threads)
+    A, B = rng.uniform(-1, 1, (m, k)).astype(np.float32), rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    C0 = rng.uniform(-1, 1, (m, n)).astype(np.float32)
+    if order == "F":  # the operands' memory in column-major order, passed as the C-contiguous transposes
+        A, B, C0 = (np.asfortranarray(x) for x in (A, B, C0))
+    C = C0.copy(order="K")
+    op.execute(A.T if order == "F" else A, B.T if order == "F" else B, C.T if order == "F" else C)
+    want = C0.astype(np.float64) + A.astype(np.float64) @ B.astype(np.float64)
+    np.testing.assert_allclose(C, want, rtol=1e-4, atol=1e-4)
+    monkeypatch.setattr(to.TensorOperation, "_kernel_n_outer", lambda self, config: False)
+    m_outer = TensorOperation("native", num_threads=threads)
+    m_outer.setup(*args)
+    assert not m_outer.n_outer and "_no" not in m_outer.primitives["main"].name
+    C2 = C0.copy(order="K")
+    m_outer.execute(A.T if order == "F" else A, B.T if order == "F" else B, C2.T if order == "F" else C2)
+    np.testing.assert_array_equal(C, C2)
+    monkeypatch.undo()
+    monkeypatch.setattr(packing, "last_level_cache_bytes", lambda: 1 << 19)  # share 64 KiB: below any A block here
+    small_llc = TensorOperation("native", num_threads=threads)
+    small_llc.setup(*args)
+    assert not small_llc.n_outer
+    monkeypatch.setattr(packing, "last_level_cache_bytes", lambda: 32 << 20)
+    short = TensorOperation("native", num_threads=threads)
+    short_args = ((128, 8192, 128), (1, 0, 128), (0, 128, 1), (1, 128, 0))
+    short.setup("fp32", "none", "gemm", "none", "mnk", ("undefined",) * 3, *short_args)
+    assert short.config.dims[short.config.prim.m].size <= 128 and not short.n_outer
+
+
 @pytest.mark.skipif(not native_x86(), reason="B micro-panels are an x86-64 layout; this host is not x86-64")
 def test_row_major_b_panels_are_copied_row_by_row_with_whole_vectors():
     """A and B C-order, C F-order at 1024: B (unit-stride N) goes into 6-column panels by a copy

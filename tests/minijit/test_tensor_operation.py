@@ -1098,7 +1098,9 @@ def test_listing_reassembles(target, variant):
     assert head[1 : 1 + len(config_lines)] == config_lines
     # then what the packing and the cache model chose, and the copy operations they run
     for line in head[1 + len(config_lines) :]:
-        assert line.startswith(("// blocking", "// pack", "// kernels run on", "//   ")) or not line.startswith("//")
+        assert line.startswith(("// blocking", "// pack", "// kernel order", "// kernels run on", "//   ")) or (
+            not line.startswith("//")
+        )
     assert ("// blocking" in text) == (op.blocking is not None)
     for tensor in op.panel_plans:
         assert f"// pack {tensor} into micro-panels" in text and f"// pack {tensor} (1/" in text
@@ -1110,6 +1112,7 @@ def test_listing_reassembles(target, variant):
     assert set(op.primitives) == {"main"} | ({"first", "last"} if touches and not fused else set())
     assert ("_z_r" in op.primitives["main"].name) == fused
     assert ("// pack in0 inside the kernel (a_copy)" in text) == op.a_copy == op.primitives["main"].name.endswith("_ac")
+    assert ("// kernel order n_outer" in text) == op.n_outer == op.primitives["main"].name.endswith("_no")
     if target.startswith("x86_64"):
         code = llvm.assemble(op._loopnest.listing, triple="x86_64", mattr="")
     else:

@@ -15,7 +15,7 @@ loaded and each B element is broadcast once (into a register, or as an EVEX
     AVX-512: mv x nb = 4x6 (64x6 fp32, 32x6 fp64), remainders 3x8, 2x12, 1x20
     AVX2:    mv x nb = 2x6 (16x6 fp32, 8x6 fp64),  remainder 1x12
 
-Loops, outermost first: M blocks (full, then one masked remainder block),
+Loops, outermost first (unless ``n_outer``): M blocks (full, then one masked remainder block),
 N blocks (full, then the narrower tail: `n_tail` splits a remainder too narrow to keep
 the FMA pipes busy evenly with the last full block), BR, K unrolled by 4 (A rows at
 ``pa + {0, lda, 2lda, 3lda}``), then the K remainder. The last M vector of
@@ -32,6 +32,13 @@ applied before the store (a last touch ``relu``), so C crosses the memory hierar
 
 Packed A (``a_panel``): A comes in micro-panels of the full block's rows (``lda`` = those rows),
 M block ``i`` at ``a + i*a_panel``: each block's A is one contiguous stream (few pages).
+
+N outermost (``n_outer``): the N blocks (full, then the tails) form the outer loop and each walks
+every M block (the BLIS order), so C is read and written down its columns in sequential streams
+the prefetchers keep ahead, the block's B columns stay in L1, and the call's A is re-read once per
+N block (from L2 or L3: packed A panels, a block that fits the cache; `TensorOperation` decides).
+The M-outer order keeps each A micro-panel in L1 over all of N instead, but touches C one block
+``ldc`` apart at a time and waits on its misses: where K is small that costs up to half the time.
 
 Copied A (``a_copy``): the kernel packs A itself. The first N block of each M block reads its A
 rows from the caller's layout (``lda``, ``br_stride_a``) and also stores them into a 64-byte
@@ -166,6 +173,7 @@ def generate(
     zero_c: bool = False,
     relu_c: bool = False,
     a_copy: bool = False,
+    n_outer: bool = False,
 ) -> Kernel:
     """Generate the BRGEMM kernel (see the module docstring). Bad arguments raise ValueError.
 
@@ -183,6 +191,8 @@ def generate(
     ``a_copy``: each M block's first N block copies its A rows into a stack buffer that the other
     N blocks read (see the module docstring; vector path, BR inside the blocks, not with
     ``a_panel``; `a_copy_fits` says which shapes can).
+    ``n_outer``: N blocks outermost, each over every M block (see the module docstring; vector
+    path, BR inside the blocks, not with ``a_copy``).
     """
     for name, value in (("m", m), ("n", n), ("k", k)):
         check_size(name, value, 1, MAX_SIZE)
@@ -213,21 +223,25 @@ def generate(
                 f"a_copy: a {m}x{n}x{k} x BR {br_size} kernel would need {a_copy_bytes(k, br_size, isa, dtype)} B"
                 f" of stack buffer (at most {A_COPY_MAX_BYTES}) or more B column pointers than leave {SCR} free"
             )
+    n_outer = check_flag("n_outer", n_outer)
+    if n_outer and (trans_a or trans_c or a_copy or br_outer):
+        raise ValueError("n_outer (N blocks outermost) needs trans_a = trans_c = False, no a_copy, br_outer off")
     a = Assembler(name="brgemm")
     if trans_a or trans_c:
         _emit_scalar(a, t, m, n, k, br_size, trans_a, trans_b, trans_c)
     else:
         if br_outer is None:  # packed A panels hold every BR step's rows in one stream: BR stays inside
             big = m * k * br_size * t.es > BR_OUTER_BYTES
-            inside = a_panel is not None or a_copy or zero_c or relu_c
+            inside = a_panel is not None or a_copy or zero_c or relu_c or n_outer
             br_outer = not inside and br_size > 1 and k >= BR_OUTER_MIN_K and big
         br_outer = bool(br_outer) and br_size > 1
-        _emit_vector(a, t, m, n, k, br_size, trans_b, br_outer, b_panel, a_panel, zero_c, relu_c, a_copy)
+        _emit_vector(a, t, m, n, k, br_size, trans_b, br_outer, b_panel, a_panel, zero_c, relu_c, a_copy, n_outer)
     flags = "".join(f for f, on in (("_ta", trans_a), ("_tb", trans_b), ("_tc", trans_c)) if on)
     flags += "_bro" if br_outer and br_size > 1 and not (trans_a or trans_c) else ""
     flags += f"_bp{b_panel}" if b_panel is not None else ""
     flags += f"_ap{a_panel}" if a_panel is not None else ""
     flags += ("_z" if zero_c else "") + ("_r" if relu_c else "") + ("_ac" if a_copy else "")
+    flags += "_no" if n_outer and not (trans_a or trans_c) else ""
     return build(a, signature(t.ctype), f"brgemm_{dtype}_{isa}_{m}x{n}x{k}_br{br_size}{flags}")
 
 
@@ -246,10 +260,11 @@ def _emit_vector(
     zero_c: bool = False,
     relu_c: bool = False,
     a_copy: bool = False,
+    n_outer: bool = False,
 ) -> None:
     es, vb = t.es, t.vbytes
     br_total, br = br, (1 if br_outer else br)  # `br`: BR steps inside one block
-    blocks = blocking(m, t.isa, t.dtype, uniform_nb=b_panel is not None)
+    blocks = blocking(m, t.isa, t.dtype, uniform_nb=b_panel is not None or n_outer)
     k_loops, k_rem = divmod(k, UNROLL)
     k_adv = k_loops * UNROLL  # rows the pointers advance per BR step (the remainder uses offsets)
     masked = t.isa == "avx2" and any(last < t.vl for *_, last in blocks)
@@ -257,7 +272,7 @@ def _emit_vector(
 
     frame = Frame(saved=[rbx, rbp, r12, r13, r14, r15])
     s_b, s_c, s_mc, s_nc, s_da, s_db = (frame.slot(x) for x in ("b", "c_m", "m_count", "n_count", "da", "db"))
-    s_a0, s_c0 = frame.slot("a0"), frame.slot("c0")  # BR-outer: A_br and C bases
+    s_a0, s_c0 = frame.slot("a0"), frame.slot("c0")  # BR-outer: A_br and C bases; N-outer: A base
     s_bstep = {nb: frame.slot(f"b_step{nb}") for _, _, nb, _ in blocks}
     s_cstep = {nb: frame.slot(f"c_step{nb}") for _, _, nb, _ in blocks}
     # copied A: one M block's rows (the full block's vectors) for every K row of every BR step
@@ -356,9 +371,10 @@ def _emit_vector(
             else:
                 a.imul(PA, LDC, nb)
                 a.add(PA, C_N)
-            for j in range(nb):
+            for j in range(nb):  # every line of the column's rows, at any alignment of C
                 for line in range(0, mv * vb, 64):
                     a.prefetcht0(ptr(PA + line))
+                a.prefetcht0(ptr(PA + mv * vb - 1))
                 if j < nb - 1:
                     a.add(PA, LDC)
         # A and B pointers
@@ -433,6 +449,19 @@ def _emit_vector(
             if j < nb - 1:
                 a.add(PA, LDC)
 
+    def next_columns(w: int, c_ptr) -> None:
+        """B_N and ``c_ptr`` (C's register or slot) ``w`` columns on: the next packed B panel (a
+        full block), the next rows (trans_b: B rows are n), or ``w`` columns of ``ldb``."""
+        if b_panel is not None:
+            a.add(B_N, b_panel * es)
+        elif trans_b:
+            a.add(B_N, w * es)
+        else:
+            a.imul(PA, LDB, w)
+            a.add(B_N, PA)
+        a.imul(PA, LDC, w)
+        a.add(c_ptr, PA)
+
     def n_blocks(mv: int, nb: int, part: Partial | None) -> None:
         """All N blocks of one M block: full nb-column blocks, then the narrower remainder."""
         a.mov(B_N, s_b)
@@ -456,14 +485,8 @@ def _emit_vector(
         counted_loop(a, s_nc, full_count - (1 if a_copy else 0), lambda: full(rest), "n")
         for i, w in enumerate(widths):
             block(mv, w, part, prefetch=i < len(widths) - 1, a_from=first if full_count + i == 0 else rest)
-            if i < len(widths) - 1:  # the next tail block: w columns on (trans_b: B rows are n)
-                if trans_b:
-                    a.add(B_N, w * es)
-                else:
-                    a.imul(PA, LDB, w)
-                    a.add(B_N, PA)
-                a.imul(PA, LDC, w)
-                a.add(C_N, PA)
+            if i < len(widths) - 1:  # the next tail block
+                next_columns(w, C_N)
 
     def m_blocks() -> None:
         for count, mv, nb, last in blocks:
@@ -479,6 +502,34 @@ def _emit_vector(
 
             counted_loop(a, s_mc, count, m_block, "m")
 
+    def n_outer_blocks() -> None:
+        """N blocks outermost, each walking every M block: C is read and written down its columns,
+        ``nb`` sequential streams, and the A block is re-read per N block (from L2)."""
+        a.mov(s_a0, A_M)
+        a.mov(B_N, s_b)
+        full_count, widths = n_tail(n, blocks[0][2], blocks[0][1], b_panel is not None)
+
+        def n_block(w: int) -> None:
+            a.mov(A_M, s_a0)
+            a.mov(C_N, s_c)
+            for count, mv, _, last in blocks:
+                part = None
+                if last < t.vl:
+                    part = Partial(t, last, maskreg=t.vregs[-1], table=table)
+                    part.setup(a, rax)
+
+                def m_step(mv: int = mv, part: Partial | None = part) -> None:
+                    block(mv, w, part, prefetch=False)
+                    a.add(A_M, mv * vb if a_panel is None else a_panel * es)  # next M block (or A panel)
+                    a.add(C_N, mv * vb)
+
+                counted_loop(a, s_mc, count, m_step, "m")
+            next_columns(w, s_c)
+
+        counted_loop(a, s_nc, full_count, lambda: n_block(blocks[0][2]), "n")
+        for w in widths:
+            n_block(w)
+
     if br_outer:
 
         def br_pass() -> None:
@@ -492,6 +543,8 @@ def _emit_vector(
             a.add(s_b, rax)
 
         counted_loop(a, BRC, br_total, br_pass, "br_outer")
+    elif n_outer:
+        n_outer_blocks()
     else:
         m_blocks()
     frame.leave(a)

@@ -179,19 +179,21 @@ def assert_c_block(C, C0, want, m, n, ldc, depth, dt) -> None:
     np.testing.assert_array_equal(C[outside], C0[outside])
 
 
+#: block kernel shapes of the packed / N-outer sweeps: remainder rows and columns, short K, BR 1..3
+BLOCK_SHAPES = {
+    "m": st.integers(1, 70),
+    "n": st.integers(1, 30),
+    "k": st.integers(1, 40),
+    "br": st.integers(1, 3),
+    "seed": st.integers(0, 2**16),
+}
+
+
 @needs_x86
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("dtype", ["fp32", "fp64"])
 @settings(max_examples=25, deadline=None)
-@given(
-    m=st.integers(1, 70),
-    n=st.integers(1, 30),
-    k=st.integers(1, 40),
-    br=st.integers(1, 3),
-    br_outer=st.booleans(),
-    panels=st.sampled_from(["b", "a", "ab"]),
-    seed=st.integers(0, 2**16),
-)
+@given(br_outer=st.booleans(), panels=st.sampled_from(["b", "a", "ab"]), **BLOCK_SHAPES)
 def test_packed_panels(isa, dtype, m, n, k, br, br_outer, panels, seed):
     """B read from micro-panels (``b_panel``: every M block, the remainder too, uses the full
     block's panel width) and/or A (``a_panel``: register-block rows per panel, the remainder
@@ -417,3 +419,68 @@ def test_copied_a_kernels_reassemble(isa):
                     a_copy=True, b_panel=b_panel, zero_c=zero_c,
                 )  # fmt: skip
                 assert llvm.assemble(kern.listing, triple="x86_64", mattr="") == kern.code, kern.name
+
+
+@needs_x86
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", ["fp32", "fp64"])
+@settings(max_examples=30, deadline=None)
+@given(
+    panels=st.sampled_from(["", "a", "b", "ab", "t"]),
+    touches=st.sampled_from([(False, False), (True, False), (False, True), (True, True)]),
+    **BLOCK_SHAPES,
+)
+def test_n_outer(isa, dtype, m, n, k, br, panels, touches, seed):
+    """``n_outer``: the N blocks (full, then the tails) outermost, each walking every M block (the
+    masked remainder too, its mask set per N block); A column-major or in panels, B column-major,
+    row-major (``t``) or in panels, with and without fused touches. The result matches numpy and
+    nothing outside C changes."""
+    if not available(isa):
+        pytest.skip(f"host lacks {isa}")
+    zero_c, relu_c = touches
+    A, B, C, C0, acc, lda, ldc, dt = block_operands(seed, dtype, m, n, k, br, zero_c)
+    want = np.maximum(acc, 0) if relu_c else acc
+    width, rows = brgemm.panel_width(isa), brgemm.panel_rows(isa, dtype)
+    a_arg, sa, kw = A, k * lda, {}
+    if "a" in panels:
+        kw["a_panel"] = br * k * rows
+        a_arg, lda, sa = pack_panels(A[:, :, :m], rows, k * rows, br * k * rows, -(-m // rows)), rows, k * rows
+    if "b" in panels:
+        b_arg, ldb, sb = pack_panels(B, width, k * width, br * k * width, -(-n // width)), width, k * width
+        kw["b_panel"] = br * k * width
+    elif panels == "t":  # row-major B: b[n + k*ldb]
+        b_arg, ldb, sb = B, n, k * n
+    else:
+        b_arg, ldb, sb = np.ascontiguousarray(B.transpose(0, 2, 1)), k, n * k  # column-major B (br, N, K)
+    kern = brgemm.generate(
+        m, n, k, br, trans_b=panels in ("b", "ab", "t"), dtype=dtype, isa=isa, n_outer=True,
+        zero_c=zero_c, relu_c=relu_c, **kw,
+    )  # fmt: skip
+    assert kern.name.endswith("_no")
+    kern(a_arg, b_arg, C, lda, ldb, ldc, sa, sb)
+    assert_c_block(C, C0, want, m, n, ldc, k * br, dt)
+
+
+@needs_x86
+@pytest.mark.parametrize("isa", ["avx512", "avx2"])
+def test_n_outer_kernels_reassemble(isa):
+    """The N-outer forms (masked remainder rows, N tails, A and B panels, BR 1..3) assemble with
+    llvm-mc to exactly the kernel's bytes; they prefetch nothing (C streams down its columns)."""
+    for m, n, k, br, dtype in ((64, 12, 16, 1, "fp32"), (70, 13, 9, 3, "fp32"), (33, 7, 5, 2, "fp64")):
+        rows, width = brgemm.panel_rows(isa, dtype), brgemm.panel_width(isa)
+        for a_panel, b_panel in ((None, None), (br * k * rows, br * k * width)):
+            kern = brgemm.generate(
+                m, n, k, br, trans_b=b_panel is not None, dtype=dtype, isa=isa,
+                a_panel=a_panel, b_panel=b_panel, n_outer=True,
+            )  # fmt: skip
+            assert llvm.assemble(kern.listing, triple="x86_64", mattr="") == kern.code, kern.name
+            assert "prefetcht0" not in kern.listing
+
+
+@needs_x86
+def test_n_outer_rejects_what_it_cannot_take():
+    for kw in ({"trans_a": True}, {"trans_c": True}, {"a_copy": True}, {"br_outer": True}):
+        with pytest.raises(ValueError, match="n_outer"):
+            brgemm.generate(16, 6, 4, 2, dtype="fp32", isa="avx2", n_outer=True, **kw)
+    with pytest.raises(ValueError, match="n_outer"):
+        brgemm.generate(16, 6, 4, 1, dtype="fp32", isa="avx2", n_outer="yes")
