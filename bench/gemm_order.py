@@ -1,0 +1,110 @@
+"""The x86-64 BRGEMM kernel's loop order on GEMMs of any shape: N outermost (``n_outer``, what
+`TensorOperation` picks by its rule) against the M-outer order, next to numpy's matmul, in one
+process.
+
+    python bench/gemm_order.py [--shapes 4096x4096x64,...] [--threads 1] [--order C] [--dtype fp32]
+                               [--rounds 8]
+
+Each shape is M x N x K with every operand in ``--order`` (C: row-major numpy arrays, F: column-
+major). Three variants run in alternating blocks of calls (a 50 ms pause before each block, so
+OpenBLAS's threads stop spinning): minijit as `setup()` compiles it ("auto": the rule's choice),
+minijit with ``n_outer`` switched off ("m-outer"), and ``np.matmul`` at the same thread count (set
+``OPENBLAS_NUM_THREADS`` to it: numpy reads it at import). Reported: GFLOPS of the median block
+and the median over rounds of the per-round ratio to the M-outer variant. Results are checked
+against numpy first. Wall-clock time (``perf_counter``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+import numpy as np
+
+from minijit import TensorOperation
+
+DEFAULT_SHAPES = "4096x4096x64,2048x2048x32,4096x4096x128,2048x2048x256,1024x1024x1024,2048x2048x2048,8192x128x128"
+
+
+def operation(m: int, n: int, k: int, dtype: str, order: str, threads: int, n_outer: bool) -> TensorOperation:
+    """C = A B set up through `setup()` with exec types undefined; ``n_outer`` False forces the
+    M-outer kernel order (the rule is bypassed for this setup only)."""
+    strides = {"C": ([k, 0, 1], [0, 1, n], [n, 1, 0]), "F": ([1, 0, m], [0, k, 1], [1, m, 0])}[order]
+    op = TensorOperation(num_threads=threads)
+    rule = TensorOperation._kernel_n_outer
+    if not n_outer:
+        TensorOperation._kernel_n_outer = lambda self, config: False
+    try:
+        op.setup(dtype, "none", "gemm", "none", ["m", "n", "k"], ["undefined"] * 3, [m, n, k], *strides)
+    finally:
+        TensorOperation._kernel_n_outer = rule
+    return op
+
+
+def measure(shape: str, threads: int, order: str, dtype: str, rounds: int) -> str:
+    """One table row: the three variants of ``shape`` ("MxNxK") timed in alternating blocks."""
+    m, n, k = (int(x) for x in shape.split("x"))
+    dt = np.dtype(np.float32 if dtype == "fp32" else np.float64)
+    rng = np.random.default_rng(0)
+    A, B = rng.standard_normal((m, k)).astype(dt), rng.standard_normal((k, n)).astype(dt)
+    C = np.zeros((m, n), dt)
+    if order == "F":  # the buffers are handed over C-contiguous: the transposes
+        A, B, C = (np.asfortranarray(x) for x in (A, B, C))
+    bufs = (A.T, B.T, C.T) if order == "F" else (A, B, C)
+    auto = operation(m, n, k, dtype, order, threads, True)
+    m_outer = operation(m, n, k, dtype, order, threads, False)
+    calls = {
+        "auto": lambda: auto.execute(*bufs),
+        "m-outer": lambda: m_outer.execute(*bufs),
+        "numpy": lambda: np.matmul(A, B, out=C),
+    }
+    want = A.astype(np.float64) @ B.astype(np.float64)
+    for name in ("auto", "m-outer"):
+        C[...] = 0
+        calls[name]()
+        np.testing.assert_allclose(C, want, rtol=1e-3, atol=1e-3 * np.sqrt(k), err_msg=name)
+    flops = 2 * m * n * k
+    reps = max(3, min(200, int(0.1 / (flops / 70e9 / threads))))
+    blocks: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, call in calls.items():
+            time.sleep(0.05)
+            times = []
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                call()
+                times.append(time.perf_counter() - t0)
+            blocks[name].append(statistics.median(times))
+    gf = {name: flops / statistics.median(t) / 1e9 for name, t in blocks.items()}
+    ratio = {
+        name: statistics.median(b / t for b, t in zip(blocks["m-outer"], blocks[name], strict=True))
+        for name in ("auto", "numpy")
+    }
+    chosen = "n_outer" if auto.n_outer else "m-outer"
+    return (
+        f"| {shape} | {threads} | {chosen} | {gf['auto']:.1f} | {gf['m-outer']:.1f} | {gf['numpy']:.1f}"
+        f" | {ratio['auto']:.2f}x | {ratio['numpy']:.2f}x |"
+    )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--shapes", default=DEFAULT_SHAPES, help="M x N x K, comma-separated")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--order", choices=("C", "F"), default="C")
+    p.add_argument("--dtype", choices=("fp32", "fp64"), default="fp32")
+    p.add_argument("--rounds", type=int, default=8)
+    args = p.parse_args()
+    if os.environ.get("OPENBLAS_NUM_THREADS") != str(args.threads):
+        print(f"note: OPENBLAS_NUM_THREADS is not {args.threads}: numpy may use another thread count")
+    print("| M x N x K | threads | auto order | auto GFLOPS | m-outer GFLOPS | numpy GFLOPS | auto / m-outer |", end="")
+    print(" numpy / m-outer |")
+    print("|---|---|---|---|---|---|---|---|")
+    for shape in args.shapes.split(","):
+        print(measure(shape, args.threads, args.order, args.dtype, args.rounds), flush=True)
+
+
+if __name__ == "__main__":
+    main()
