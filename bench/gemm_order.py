@@ -6,7 +6,7 @@ process.
                                [--rounds 8]
 
 Each shape is M x N x K with every operand in ``--order`` (C: row-major numpy arrays, F: column-
-major). Three variants run in alternating blocks of calls (a 50 ms pause before each block, so
+major). Three variants run in alternating blocks of calls (a `PAUSE_S` pause before each block, so
 OpenBLAS's threads stop spinning): minijit as `setup()` compiles it ("auto": the rule's choice),
 minijit with ``n_outer`` switched off ("m-outer"), and ``np.matmul`` at the same thread count (set
 ``OPENBLAS_NUM_THREADS`` to it: numpy reads it at import). Reported: GFLOPS of the median block
@@ -25,6 +25,9 @@ import numpy as np
 
 from minijit import TensorOperation
 
+#: seconds of sleep before each block: OpenBLAS threads spin for ~0.1 s after a call and would
+#: slow the next variant on a 2-core host
+PAUSE_S = 0.25
 DEFAULT_SHAPES = "4096x4096x64,2048x2048x32,4096x4096x128,2048x2048x256,1024x1024x1024,2048x2048x2048,8192x128x128"
 
 
@@ -70,7 +73,7 @@ def measure(shape: str, threads: int, order: str, dtype: str, rounds: int) -> st
     blocks: dict[str, list[float]] = {name: [] for name in calls}
     for _ in range(rounds):
         for name, call in calls.items():
-            time.sleep(0.05)
+            time.sleep(PAUSE_S)
             times = []
             for _ in range(reps):
                 t0 = time.perf_counter()
