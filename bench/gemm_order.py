@@ -10,7 +10,8 @@ major). Three variants run in alternating blocks of calls (a `PAUSE_S` pause bef
 OpenBLAS's threads stop spinning): minijit as `setup()` compiles it ("auto": the rule's choice),
 minijit with ``n_outer`` switched off ("m-outer"), and ``np.matmul`` at the same thread count (set
 ``OPENBLAS_NUM_THREADS`` to it: numpy reads it at import). Reported: GFLOPS of the median block
-and the median over rounds of the per-round ratio to the M-outer variant. Results are checked
+(each block: one untimed call, then the median of its timed calls) and the median over rounds of
+the per-round ratio to the M-outer variant. Results are checked
 against numpy first. Wall-clock time (``perf_counter``).
 """
 
@@ -24,6 +25,7 @@ import time
 import numpy as np
 
 from minijit import TensorOperation
+from minijit.bench.cpu import timeit
 
 #: seconds of sleep before each block: OpenBLAS threads spin for ~0.1 s after a call and would
 #: slow the next variant on a 2-core host
@@ -74,12 +76,7 @@ def measure(shape: str, threads: int, order: str, dtype: str, rounds: int) -> st
     for _ in range(rounds):
         for name, call in calls.items():
             time.sleep(PAUSE_S)
-            times = []
-            for _ in range(reps):
-                t0 = time.perf_counter()
-                call()
-                times.append(time.perf_counter() - t0)
-            blocks[name].append(statistics.median(times))
+            blocks[name].append(timeit(call, reps, warmup=1, min_warm_s=0))
     gf = {name: flops / statistics.median(t) / 1e9 for name, t in blocks.items()}
     ratio = {
         name: statistics.median(b / t for b, t in zip(blocks["m-outer"], blocks[name], strict=True))

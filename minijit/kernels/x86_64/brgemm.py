@@ -241,7 +241,7 @@ def generate(
     flags += f"_bp{b_panel}" if b_panel is not None else ""
     flags += f"_ap{a_panel}" if a_panel is not None else ""
     flags += ("_z" if zero_c else "") + ("_r" if relu_c else "") + ("_ac" if a_copy else "")
-    flags += "_no" if n_outer and not (trans_a or trans_c) else ""
+    flags += "_no" if n_outer else ""
     return build(a, signature(t.ctype), f"brgemm_{dtype}_{isa}_{m}x{n}x{k}_br{br_size}{flags}")
 
 
