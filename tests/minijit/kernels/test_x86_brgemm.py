@@ -222,6 +222,29 @@ def test_packed_panels(isa, dtype, m, n, k, br, br_outer, panels, seed):
     assert_c_block(C, C0, ref, m, n, ldc, k * br, dt)
 
 
+@given(
+    panel=st.integers(0, 1 << 22),
+    n_blocks=st.integers(0, 200),
+    br=st.integers(1, 64),
+    k_loops=st.integers(0, 2048),
+)
+def test_next_panel_prefetch_covers_the_panel(panel, n_blocks, br, k_loops):
+    """An M block's N blocks prefetch the whole next A panel between them (in part only where
+    `A_NEXT_PER_ITER` lines in every K iteration of every block cannot cover it), at most one block's
+    share of lines beyond it, and never more K iterations than a BR step has."""
+    per_iter, iters = brgemm.next_panel_prefetch(panel, n_blocks, br, k_loops)
+    lines = -(-panel // 64)
+    if panel == 0 or n_blocks == 0 or k_loops == 0:
+        assert (per_iter, iters) == (0, 0)
+        return
+    assert 1 <= per_iter <= brgemm.A_NEXT_PER_ITER and 1 <= iters <= k_loops
+    fetched = per_iter * iters * br * n_blocks
+    share = -(-lines // n_blocks)
+    most = brgemm.A_NEXT_PER_ITER * k_loops * br * n_blocks
+    assert fetched >= min(lines, most)
+    assert fetched <= (share + per_iter * br) * n_blocks  # each block: its share, rounded up to a BR pass
+
+
 @needs_x86
 def test_packed_b_panels_need_trans_b():
     with pytest.raises(ValueError, match="b_panel"):
@@ -251,6 +274,10 @@ def test_panel_kernels_reassemble_on_every_isa(isa):
                 )  # fmt: skip
                 assert llvm.assemble(kern.listing, triple="x86_64", mattr="") == kern.code, kern.name
                 assert "prefetcht0" in kern.listing or n <= brgemm.panel_width(isa)  # next C block, one per N block
+                # packed A in the M-outer order: the blocks prefetch the next M block's panel
+                assert (brgemm.A_NEXT_HINT in kern.listing) == (
+                    a_panel is not None and (br_outer is None or br == 1)
+                ), kern.name
 
 
 @needs_x86
