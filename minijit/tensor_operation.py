@@ -73,7 +73,8 @@ class TensorOperation:
     After `setup`: ``config`` (the compiled `TensorConfig`), ``blocking`` (the cache model's
     choice), ``pack_plan`` / ``panel_plans`` / ``packed_operands`` (what ``execute`` copies before
     the kernels run), ``a_copy`` (x86-64: the BRGEMM kernel packs A itself), ``n_outer`` (x86-64:
-    the kernel walks its N blocks outermost), ``listing()``.
+    the kernel walks its N blocks outermost), ``chunks`` (x86-64, one thread: the outer M loop runs
+    in that many chunks, each packed and computed before the next), ``listing()``.
     """
 
     def __new__(cls, target: str = "native", **kwargs: Any):
