@@ -26,7 +26,7 @@ PAUSE_S = 0.25
 def operation(m: int, n: int, k: int, threads: int, chunks: bool) -> TensorOperation:
     """C = A B, C-order fp32, exec types undefined; ``chunks`` False switches chunking off."""
     op = TensorOperation(num_threads=threads)
-    op._chunking = chunks
+    op._chunking = chunks  # the rule (`TensorOperation._a_chunks`) runs only when this is on
     op.setup("fp32", "none", "gemm", "none", "mnk", ["undefined"] * 3, [m, n, k], [k, 0, 1], [0, 1, n], [n, 1, 0])
     return op
 

@@ -73,8 +73,8 @@ class TensorOperation:
     After `setup`: ``config`` (the compiled `TensorConfig`), ``blocking`` (the cache model's
     choice), ``pack_plan`` / ``panel_plans`` / ``packed_operands`` (what ``execute`` copies before
     the kernels run), ``a_copy`` (x86-64: the BRGEMM kernel packs A itself), ``n_outer`` (x86-64:
-    the kernel walks its N blocks outermost), ``chunks`` (x86-64, one thread: the outer M loop runs
-    in that many chunks, each packed and computed before the next), ``listing()``.
+    the kernel walks its N blocks outermost), ``chunks`` (x86-64: the outer M loop runs in that many
+    chunks, each packed and computed before the next), ``listing()``.
     """
 
     def __new__(cls, target: str = "native", **kwargs: Any):
@@ -256,13 +256,10 @@ class TensorOperation:
         then read once, chunk by chunk). A chunk's A block (at most 1/`CHUNK_LLC_SHARE` of the
         cache) is packed into a buffer that stays in the cache for its kernels, where packing all
         of A first writes the packed copy to memory and the kernels read it back. Measured on a
-        Zen 3 core, fp32 C-order, 1 thread, against packing all of A: 64 x 4096 x 4096 1.12-1.30x,
-        32 x 4096 x 4096 (padded A) 1.26x, 64 x 8192 x 2048 1.25x, 128 x 4096 x 4096 1.08x,
-        256 x 4096 x 4096 1.04x. Single-thread operations only: on 2 threads each chunk's pack and
-        kernels measured 0.96-0.98x (32 x 4096 x 4096: 1.19x)."""
+        Zen 3 core, fp32 C-order, against packing all of A: 1 thread 64 x 4096 x 4096 1.12-1.30x,
+        32 x 4096 x 4096 (padded A) 1.26x, 128 x 4096 x 4096 1.08x, 256 x 4096 x 4096 1.04x; 2 threads
+        (chunks split over them, one chunk operation each) 1.19x, 1.19x, 1.10x, 1.04x."""
         if not (self._chunking and self.pack and self.native and self.target.startswith("x86_64")):
-            return None
-        if self.num_threads > 1:  # 2 threads, Zen 3: 64 x 4096 x 4096 0.98x, 256 x 4096 x 4096 0.96x
             return None
             return None
         if config.prim_main not in GEMM_PTYPES or config.prim.m is None or config.prim.n is None:
@@ -296,7 +293,8 @@ class TensorOperation:
 
     def _setup_chunks(self, caller: TensorConfig, config: TensorConfig, dim: int, size: int, count: int) -> error_t:
         """Set up chunked execution (`_a_chunks`): one single-thread operation on a chunk's config
-        per thread that runs chunks (each owns its packed buffers)."""
+        per thread that runs chunks (each owns its packed buffers); the chunks are split over the
+        threads statically."""
         part = config.with_dims([d.with_(size=size) if i == dim else d for i, d in enumerate(config.dims)])
         ops = []
         for _ in range(min(self.num_threads, count)):

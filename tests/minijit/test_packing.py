@@ -580,20 +580,23 @@ def test_row_major_b_panels_are_copied_row_by_row_with_whole_vectors():
     m=st.integers(64, 96),  # packing.PANEL_REUSE_N columns reuse A's panels
     n_panels=st.integers(96, 160),  # B (m x k) within 1/8 of the cache; the cache model's prims
     k4=st.integers(96, 175),  # then leave an outer M loop (k = 4 * k4)
+    threads=st.sampled_from([1, 2]),
     seed=st.integers(0, 2**16),
 )
-def test_chunked_operations_match_numpy(m, n_panels, k4, seed):
+def test_chunked_operations_match_numpy(m, n_panels, k4, threads, seed):
     """C-order operands with a last-level cache of A's size (A is the caller's B, N x K: it exceeds
-    half of it, and B, the caller's m x K A, fits its 1/8 share): a single-thread GEMM runs in chunks of its
+    half of it, and B, the caller's m x K A, fits its 1/8 share): a GEMM on 1 or 2 threads runs in chunks of its
     outermost M loop (`TensorOperation._a_chunks`: each chunk's A packed, then its kernels);
     through `execute` and `execute_ptr` the results match numpy, the listing names the chunks."""
     n, k = 16 * n_panels, 4 * k4
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(packing, "last_level_cache_bytes", lambda: n * k * 4)
         strides = ((k, 0, 1), (0, 1, n), (n, 1, 0))
-        op = TensorOperation("native", num_threads=1)
+        op = TensorOperation("native", num_threads=threads)
         op.setup("fp32", "none", "gemm", "none", "mnk", ("undefined",) * 3, (m, n, k), *strides)
-    assert op.chunks > 1 and op._threads == 1 and f"// chunked: {op.chunks} chunks" in op.listing()
+    assert (
+        op.chunks > 1 and op._threads == min(threads, op.chunks) and f"// chunked: {op.chunks} chunks" in op.listing()
+    )
     rng = np.random.default_rng(seed)
     A, B = rng.uniform(-1, 1, (m, k)).astype(np.float32), rng.uniform(-1, 1, (k, n)).astype(np.float32)
     C0 = rng.uniform(-1, 1, (m, n)).astype(np.float32)
@@ -607,10 +610,11 @@ def test_chunked_operations_match_numpy(m, n_panels, k4, seed):
 
 
 @pytest.mark.skipif(not native_x86(), reason="panel packing runs on x86-64 hosts")
-def test_gemms_whose_a_outgrows_the_cache_run_in_chunks_on_one_thread(monkeypatch):
-    """64 x 4096 x 4096 (A, the caller's B, 64 MiB; B 1 MiB) on one thread: chunks of 4 MiB of A
-    (1/8 of a 32 MiB last-level cache), shown in the listing; on two threads, or where A is re-read
-    by an outer N loop (2048^3), or fits the cache (1024^3), the whole operation runs at once."""
+def test_gemms_whose_a_outgrows_the_cache_run_in_chunks(monkeypatch):
+    """64 x 4096 x 4096 (A, the caller's B, 64 MiB; B 1 MiB): chunks of 4 MiB of A (1/8 of a
+    32 MiB last-level cache), shown in the listing, on one thread and split over two (the shared
+    dim merged back first); where A is re-read by an outer N loop (2048^3), or fits the cache
+    (1024^3), the whole operation runs at once."""
     monkeypatch.setattr(packing, "last_level_cache_bytes", lambda: 32 << 20)
 
     def setup(m, n, k, threads):
@@ -619,9 +623,10 @@ def test_gemms_whose_a_outgrows_the_cache_run_in_chunks_on_one_thread(monkeypatc
         op.setup("fp32", "none", "gemm", "none", "mnk", ("undefined",) * 3, (m, n, k), *strides)
         return op
 
-    op = setup(64, 4096, 4096, 1)
-    assert op.chunks == 16 and "in0" in op.packed_operands
-    assert "// chunked: 16 chunks of the outermost loop dim (in0, in1, out (1024, 0, 1024) bytes" in op.listing()
-    for m, n, k, threads in ((64, 4096, 4096, 2), (2048, 2048, 2048, 1), (1024, 1024, 1024, 1)):
+    for threads in (1, 2):
+        op = setup(64, 4096, 4096, threads)
+        assert op.chunks == 16 and op._threads == threads and "in0" in op.packed_operands
+        assert "// chunked: 16 chunks of the outermost loop dim (in0, in1, out (1024, 0, 1024) bytes" in op.listing()
+    for m, n, k, threads in ((2048, 2048, 2048, 1), (2048, 2048, 2048, 2), (1024, 1024, 1024, 1)):
         op = setup(m, n, k, threads)
         assert op.chunks == 1 and op._chunked is None and "// chunked" not in op.listing(), (m, n, k, threads)
