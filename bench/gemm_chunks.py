@@ -1,7 +1,7 @@
 """Chunked execution (`TensorOperation._a_chunks`) against packing all of A first, next to numpy's
-matmul, on C-order fp32 GEMMs, in one process.
+matmul, on fp32 GEMMs in C or F order, in one process.
 
-    OPENBLAS_NUM_THREADS=1 python bench/gemm_chunks.py 64x4096x4096 [--threads 1] [--rounds 8]
+    OPENBLAS_NUM_THREADS=1 python bench/gemm_chunks.py 64x4096x4096 [--order C] [--threads 1] [--rounds 8]
 
 Three variants in alternating blocks of calls (a `PAUSE_S` pause before each block, so OpenBLAS's
 threads stop spinning): the operation as `setup()` builds it ("chunked" where the rule chunks it),
@@ -23,17 +23,20 @@ from minijit.bench.cpu import timeit
 PAUSE_S = 0.25
 
 
-def operation(m: int, n: int, k: int, threads: int, chunks: bool) -> TensorOperation:
-    """C = A B, C-order fp32, exec types undefined; ``chunks`` False switches chunking off."""
+def operation(m: int, n: int, k: int, order: str, threads: int, chunks: bool) -> TensorOperation:
+    """C = A B with every operand in ``order``, fp32, exec types undefined; ``chunks`` False switches
+    chunking off."""
     op = TensorOperation(num_threads=threads)
     op._chunking = chunks  # the rule (`TensorOperation._a_chunks`) runs only when this is on
-    op.setup("fp32", "none", "gemm", "none", "mnk", ["undefined"] * 3, [m, n, k], [k, 0, 1], [0, 1, n], [n, 1, 0])
+    strides = {"C": ([k, 0, 1], [0, 1, n], [n, 1, 0]), "F": ([1, 0, m], [0, k, 1], [1, m, 0])}[order]
+    op.setup("fp32", "none", "gemm", "none", "mnk", ["undefined"] * 3, [m, n, k], *strides)
     return op
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("shape", help="M x N x K, e.g. 64x4096x4096")
+    p.add_argument("--order", choices=["C", "F"], default="C")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--rounds", type=int, default=8)
     args = p.parse_args()
@@ -41,13 +44,16 @@ def main() -> None:
     rng = np.random.default_rng(0)
     A, B = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
     C = np.zeros((m, n), np.float32)
-    ops = {"chunked": operation(m, n, k, args.threads, True), "whole": operation(m, n, k, args.threads, False)}
+    if args.order == "F":  # the buffers are handed over C-contiguous: the transposes
+        A, B, C = (np.asfortranarray(x) for x in (A, B, C))
+    bufs = (A.T, B.T, C.T) if args.order == "F" else (A, B, C)
+    ops = {name: operation(m, n, k, args.order, args.threads, name == "chunked") for name in ("chunked", "whole")}
     want = A.astype(np.float64) @ B.astype(np.float64)
     for name, op in ops.items():
         C[...] = 0
-        op.execute(A, B, C)
+        op.execute(*bufs)
         np.testing.assert_allclose(C, want, rtol=1e-3, atol=1e-3 * np.sqrt(k), err_msg=name)
-    calls = {name: (lambda op=op: op.execute(A, B, C)) for name, op in ops.items()}
+    calls = {name: (lambda op=op: op.execute(*bufs)) for name, op in ops.items()}
     calls["numpy"] = lambda: np.matmul(A, B, out=C)
     flops = 2 * m * n * k
     reps = max(2, int(0.1 / (flops / 80e9 / args.threads)))
@@ -56,7 +62,7 @@ def main() -> None:
         for name, call in calls.items():
             time.sleep(PAUSE_S)
             blocks[name].append(timeit(call, reps, warmup=1, min_warm_s=0))
-    print(f"{args.shape}, {args.threads} thread(s), chunks: {ops['chunked'].chunks}")
+    print(f"{args.shape} {args.order}-order, {args.threads} thread(s), chunks: {ops['chunked'].chunks}")
     for name, t in blocks.items():
         ratio = statistics.median(w / x for w, x in zip(blocks["whole"], t, strict=True))
         print(f"  {name:8s} {flops / statistics.median(t) / 1e9:6.1f} GFLOPS  {ratio:.3f}x whole")

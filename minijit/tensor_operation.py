@@ -250,15 +250,16 @@ class TensorOperation:
         """``(config', dim, size, count)`` when ``config`` should run in ``count`` chunks of its
         outermost loop dim (``size`` of its indices each; ``config'`` is ``config`` with the leading
         loop dims that split one dim, such as the threads' shared dim, merged back into one), each
-        packed and computed before the next: x86-64,
-        A (in0) packed (micro-panels or padded) and larger than half of the last-level cache, B (in1) at
-        most 1/`CHUNK_LLC_SHARE` of it, and the outermost loop an M dim that B does not walk (A is
-        then read once, chunk by chunk). A chunk's A block (at most 1/`CHUNK_LLC_SHARE` of the
-        cache) is packed into a buffer that stays in the cache for its kernels, where packing all
-        of A first writes the packed copy to memory and the kernels read it back. Measured on a
-        Zen 3 core, fp32 C-order, against packing all of A: 1 thread 64 x 4096 x 4096 1.12-1.30x,
-        32 x 4096 x 4096 (padded A) 1.26x, 128 x 4096 x 4096 1.08x, 256 x 4096 x 4096 1.04x; 2 threads
-        (chunks split over them, one chunk operation each) 1.19x, 1.19x, 1.10x, 1.04x."""
+        packed and computed before the next. Taken on x86-64 when A (in0) is packed (micro-panels or
+        padded) and larger than half of the last-level cache, B (in1) takes at most
+        1/`CHUNK_LLC_SHARE` of it, the outermost loop is an M dim that B does not walk (A is then
+        read once, chunk by chunk), and one index of that dim reads at most that share of A. A
+        chunk's A block (within the share) is packed into a buffer that stays in the cache for its
+        kernels, where packing all of A first writes the packed copy to memory and the kernels read
+        it back. Measured on a Zen 3 core, fp32 C-order, against packing all of A: 1 thread
+        64 x 4096 x 4096 1.01-1.30x, 32 x 4096 x 4096 (padded A) 1.26x, 128 x 4096 x 4096 1.08x,
+        256 x 4096 x 4096 1.04x; 2 threads (chunks split over them, one chunk operation each) 1.19x,
+        1.19x, 1.10x, 1.04x."""
         if not (self._chunking and self.pack and self.native and self.target.startswith("x86_64")):
             return None
             return None
@@ -287,9 +288,11 @@ class TensorOperation:
         d = dims[outer]
         if d.type is not dim_t.m or d.stride_in1 != 0 or d.stride_in0 == 0 or d.size < 2:
             return None
-        block = a_bytes // d.size  # the A of one index of the dim
-        size = max(c for c in range(1, d.size) if d.size % c == 0 and (c == 1 or c * block <= llc // CHUNK_LLC_SHARE))
-        return config, outer, size, d.size // size
+        share, block = llc // CHUNK_LLC_SHARE, a_bytes // d.size  # block: the A of one index of the dim
+        fits = [c for c in range(1, d.size) if d.size % c == 0 and c * block <= share]
+        if not fits:  # one index alone is over the share (a prim M of 1024 rows of a 4096-deep A)
+            return None
+        return config, outer, max(fits), d.size // max(fits)
 
     def _setup_chunks(self, caller: TensorConfig, config: TensorConfig, dim: int, size: int, count: int) -> error_t:
         """Set up chunked execution (`_a_chunks`): one single-thread operation on a chunk's config

@@ -613,13 +613,14 @@ def test_chunked_operations_match_numpy(m, n_panels, k4, threads, seed):
 def test_gemms_whose_a_outgrows_the_cache_run_in_chunks(monkeypatch):
     """64 x 4096 x 4096 (A, the caller's B, 64 MiB; B 1 MiB): chunks of 4 MiB of A (1/8 of a
     32 MiB last-level cache), shown in the listing, on one thread and split over two (the shared
-    dim merged back first); where A is re-read by an outer N loop (2048^3), or fits the cache
-    (1024^3), the whole operation runs at once."""
+    dim merged back first); where A is re-read by an outer N loop (2048^3), fits the cache
+    (1024^3), or one index of the outer loop reads more than the share, the whole operation runs
+    at once."""
     monkeypatch.setattr(packing, "last_level_cache_bytes", lambda: 32 << 20)
 
-    def setup(m, n, k, threads):
+    def setup(m, n, k, threads, order="C"):
         op = TensorOperation("native", num_threads=threads)
-        strides = ((k, 0, 1), (0, 1, n), (n, 1, 0))
+        strides = {"C": ((k, 0, 1), (0, 1, n), (n, 1, 0)), "F": ((1, 0, m), (0, k, 1), (1, m, 0))}[order]
         op.setup("fp32", "none", "gemm", "none", "mnk", ("undefined",) * 3, (m, n, k), *strides)
         return op
 
@@ -627,6 +628,14 @@ def test_gemms_whose_a_outgrows_the_cache_run_in_chunks(monkeypatch):
         op = setup(64, 4096, 4096, threads)
         assert op.chunks == 16 and op._threads == threads and "in0" in op.packed_operands
         assert "// chunked: 16 chunks of the outermost loop dim (in0, in1, out (1024, 0, 1024) bytes" in op.listing()
-    for m, n, k, threads in ((2048, 2048, 2048, 1), (2048, 2048, 2048, 2), (1024, 1024, 1024, 1)):
-        op = setup(m, n, k, threads)
+    # the same GEMM in F order: A is the caller's A, one index of its outer M loop (a prim M of 1024
+    # rows x K 4096) alone is over the share
+    cases = (
+        (2048, 2048, 2048, 1, "C"),
+        (2048, 2048, 2048, 2, "C"),
+        (1024, 1024, 1024, 1, "C"),
+        (4096, 64, 4096, 1, "F"),
+    )
+    for m, n, k, threads, order in cases:
+        op = setup(m, n, k, threads, order)
         assert op.chunks == 1 and op._chunked is None and "// chunked" not in op.listing(), (m, n, k, threads)
