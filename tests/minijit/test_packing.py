@@ -581,29 +581,35 @@ def test_row_major_b_panels_are_copied_row_by_row_with_whole_vectors():
     n_panels=st.integers(96, 160),  # B (m x k) within 1/8 of the cache; the cache model's prims
     k4=st.integers(96, 175),  # then leave an outer M loop (k = 4 * k4)
     threads=st.sampled_from([1, 2]),
+    pad=st.integers(0, 5),
     seed=st.integers(0, 2**16),
 )
-def test_chunked_operations_match_numpy(m, n_panels, k4, threads, seed):
+def test_chunked_operations_match_numpy(m, n_panels, k4, threads, pad, seed):
     """C-order operands with a last-level cache of A's size (A is the caller's B, N x K: it exceeds
     half of it, and B, the caller's m x K A, fits its 1/8 share): a GEMM on 1 or 2 threads runs in chunks of its
     outermost M loop (`TensorOperation._a_chunks`: each chunk's A packed, then its kernels);
-    through `execute` and `execute_ptr` the results match numpy, the listing names the chunks."""
+    through `execute` and `execute_ptr` the results match numpy, the listing names the chunks.
+    Leading dims are padded by ``pad`` elements; the padding of C is left alone."""
     n, k = 16 * n_panels, 4 * k4
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(packing, "last_level_cache_bytes", lambda: n * k * 4)
-        strides = ((k, 0, 1), (0, 1, n), (n, 1, 0))
+        lda, ldb, ldc = k + pad, n + pad, n + pad
+        strides = ((lda, 0, 1), (0, 1, ldb), (ldc, 1, 0))
         op = TensorOperation("native", num_threads=threads)
         op.setup("fp32", "none", "gemm", "none", "mnk", ("undefined",) * 3, (m, n, k), *strides)
     assert (
         op.chunks > 1 and op._threads == min(threads, op.chunks) and f"// chunked: {op.chunks} chunks" in op.listing()
     )
     rng = np.random.default_rng(seed)
-    A, B = rng.uniform(-1, 1, (m, k)).astype(np.float32), rng.uniform(-1, 1, (k, n)).astype(np.float32)
-    C0 = rng.uniform(-1, 1, (m, n)).astype(np.float32)
-    want = C0.astype(np.float64) + A.astype(np.float64) @ B.astype(np.float64)
+    A = rng.uniform(-1, 1, (m, lda)).astype(np.float32)
+    B = rng.uniform(-1, 1, (k, ldb)).astype(np.float32)
+    C0 = rng.uniform(-1, 1, (m, ldc)).astype(np.float32)
+    want = C0.astype(np.float64)
+    want[:, :n] += A[:, :k].astype(np.float64) @ B[:, :n].astype(np.float64)
     C = C0.copy()
     op.execute(A, B, C)
     np.testing.assert_allclose(C, want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+    np.testing.assert_array_equal(C[:, n:], C0[:, n:])
     C2 = C0.copy()
     op.execute_ptr(A.ctypes.data, B.ctypes.data, C2.ctypes.data)
     np.testing.assert_array_equal(C2, C)
