@@ -262,7 +262,6 @@ class TensorOperation:
         1.19x, 1.10x, 1.04x."""
         if not (self._chunking and self.pack and self.native and self.target.startswith("x86_64")):
             return None
-            return None
         if config.prim_main not in GEMM_PTYPES or config.prim.m is None or config.prim.n is None:
             return None
         from minijit.kernels.x86_64.brgemm import panel_rows
