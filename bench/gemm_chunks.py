@@ -3,9 +3,10 @@ matmul, on fp32 GEMMs in C or F order, in one process.
 
     OPENBLAS_NUM_THREADS=1 python bench/gemm_chunks.py 64x4096x4096 [--order C] [--threads 1] [--rounds 8]
 
-Three variants in alternating blocks of calls (a `PAUSE_S` pause before each block, so OpenBLAS's
+Four variants in alternating blocks of calls (a `PAUSE_S` pause before each block, so OpenBLAS's
 threads stop spinning): the operation as `setup()` builds it ("chunked" where the rule chunks it),
-the same with chunking switched off ("whole"), and ``np.matmul``. Reported: GFLOPS of the median
+the same with K chunks switched off ("m-chunks": the M chunks where they apply), with chunking
+switched off ("whole"), and ``np.matmul``. Reported: GFLOPS of the median
 block and the median over rounds of the per-round ratio to "whole". Wall-clock (``perf_counter``).
 """
 
@@ -23,13 +24,19 @@ from minijit.bench.cpu import timeit
 PAUSE_S = 0.25
 
 
-def operation(m: int, n: int, k: int, order: str, threads: int, chunks: bool) -> TensorOperation:
-    """C = A B with every operand in ``order``, fp32, exec types undefined; ``chunks`` False switches
-    chunking off."""
+def operation(m: int, n: int, k: int, order: str, threads: int, variant: str) -> TensorOperation:
+    """C = A B with every operand in ``order``, fp32, exec types undefined; ``variant`` "chunked"
+    (the rule), "m-chunks" (K chunks switched off) or "whole" (chunking off)."""
     op = TensorOperation(num_threads=threads)
-    op._chunking = chunks  # the rule (`TensorOperation._a_chunks`) runs only when this is on
+    op._chunking = variant != "whole"  # the rule (`TensorOperation._a_chunks`) runs only when this is on
     strides = {"C": ([k, 0, 1], [0, 1, n], [n, 1, 0]), "F": ([1, 0, m], [0, k, 1], [1, m, 0])}[order]
-    op.setup("fp32", "none", "gemm", "none", "mnk", ["undefined"] * 3, [m, n, k], *strides)
+    rule = TensorOperation._k_chunks
+    if variant == "m-chunks":
+        TensorOperation._k_chunks = lambda self, config, rows, llc: None
+    try:
+        op.setup("fp32", "none", "gemm", "none", "mnk", ["undefined"] * 3, [m, n, k], *strides)
+    finally:
+        TensorOperation._k_chunks = rule
     return op
 
 
@@ -47,7 +54,7 @@ def main() -> None:
     if args.order == "F":  # the buffers are handed over C-contiguous: the transposes
         A, B, C = (np.asfortranarray(x) for x in (A, B, C))
     bufs = (A.T, B.T, C.T) if args.order == "F" else (A, B, C)
-    ops = {name: operation(m, n, k, args.order, args.threads, name == "chunked") for name in ("chunked", "whole")}
+    ops = {name: operation(m, n, k, args.order, args.threads, name) for name in ("chunked", "m-chunks", "whole")}
     want = A.astype(np.float64) @ B.astype(np.float64)
     for name, op in ops.items():
         C[...] = 0
@@ -62,7 +69,11 @@ def main() -> None:
         for name, call in calls.items():
             time.sleep(PAUSE_S)
             blocks[name].append(timeit(call, reps, warmup=1, min_warm_s=0))
-    print(f"{args.shape} {args.order}-order, {args.threads} thread(s), chunks: {ops['chunked'].chunks}")
+    kinds = {
+        name: f"{op.chunks} ({'K' if op.chunk_dim is not None and op._chunked[0] is None else 'M'})"
+        for name, op in ops.items()
+    }
+    print(f"{args.shape} {args.order}-order, {args.threads} thread(s), chunks: {kinds}")
     for name, t in blocks.items():
         ratio = statistics.median(w / x for w, x in zip(blocks["whole"], t, strict=True))
         print(f"  {name:8s} {flops / statistics.median(t) / 1e9:6.1f} GFLOPS  {ratio:.3f}x whole")

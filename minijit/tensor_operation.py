@@ -57,6 +57,15 @@ N_OUTER_MIN_RUN, N_OUTER_LLC_SHARE = 2048, 8
 #: chunked execution (`TensorOperation._a_chunks`): the largest share of the last-level cache one
 #: chunk's A may take, and the most the whole B may take (it is re-read by every chunk)
 CHUNK_LLC_SHARE = 8
+#: K chunks (`TensorOperation._k_chunks`): the largest share of the last-level cache one chunk's A
+#: may take, and the most C may take (every chunk reads and writes all of C)
+K_CHUNK_LLC_SHARE, K_CHUNK_OUT_SHARE = 4, 16
+
+
+def _reach_bytes(config: TensorConfig, tensor: str) -> int:
+    """Bytes from the first to the last element of ``tensor`` that ``config`` reaches."""
+    lo, hi = config.offset_range(tensor)
+    return (hi - lo + 1) * config.dtype.itemsize
 
 
 class TensorOperation:
@@ -118,12 +127,16 @@ class TensorOperation:
         self.panel_plans: dict[str, packing.PanelPlan] = {}
         self._panel_packs: list[tuple[str, list[tuple[TensorOperation, int, int]], np.ndarray]] = []
         self._lock = threading.Lock()
-        # chunked execution: (idle single-thread operations on one chunk, chunk count, the byte
-        # steps of in0, in1, out between chunks); None: the whole operation runs at once
-        self._chunked: tuple[queue.SimpleQueue, int, tuple[int, int, int]] | None = None
+        # chunked execution: (idle single-thread operations on one M chunk, or None for K chunks,
+        # chunk count, the byte steps of in0, in1, out between chunks); None: the whole operation
+        # runs at once. K chunks run in order, chunk i on ``_chunk_ops[i]`` (the first carries the
+        # first touch, the last the last touch)
+        self._chunked: tuple[queue.SimpleQueue | None, int, tuple[int, int, int]] | None = None
         self._chunk_ops: list[TensorOperation] = []
         self.chunks = 1
+        self.chunk_dim: int | None = None  # the chunked dim (an index into the config's dims)
         self._chunking = True  # False for the chunk operations themselves
+        self._chunk_part = False  # True for a chunk operation: its A is read from memory once
 
     # -- setup ---------------------------------------------------------------------------------
     def setup(
@@ -158,7 +171,7 @@ class TensorOperation:
         self.config, self.primitives, self.nest, self._loopnest = None, {}, None, None
         self.pack_plan, self._pack_op, self._packed = None, None, None
         self.panel_plans, self._panel_packs = {}, []
-        self._chunked, self._chunk_ops, self.chunks = None, [], 1
+        self._chunked, self._chunk_ops, self.chunks, self.chunk_dim = None, [], 1, None
         lists = (dim_types, exec_types, dim_sizes, strides_in0, strides_in1, strides_out)
         config = TensorConfig.from_lists(dtype, prim_first, prim_main, prim_last, *lists)
         if optimize is None:
@@ -199,7 +212,7 @@ class TensorOperation:
         ``execute`` first copies A into a panel-ordered buffer, and the kernels read that. ``self.config`` stays the
         caller's configuration; ``pack_plan`` says what was packed and why."""
         config.validate_executable()
-        self._chunked, self._chunk_ops, self.chunks = None, [], 1
+        self._chunked, self._chunk_ops, self.chunks, self.chunk_dim = None, [], 1, None
         chunks = self._a_chunks(config)
         if chunks is not None:
             return self._setup_chunks(config, *chunks)  # the caller's config, then the merged one
@@ -246,34 +259,40 @@ class TensorOperation:
         self._threads = 1 if small or self._iterations == 1 else self.num_threads
         return error_t.success
 
-    def _a_chunks(self, config: TensorConfig) -> tuple[TensorConfig, int, int, int] | None:
-        """``(config', dim, size, count)`` when ``config`` should run in ``count`` chunks of its
-        outermost loop dim (``size`` of its indices each; ``config'`` is ``config`` with the leading
-        loop dims that split one dim, such as the threads' shared dim, merged back into one), each
-        packed and computed before the next. Taken on x86-64 when A (in0) is packed (micro-panels or
-        padded) and larger than half of the last-level cache, B (in1) takes at most
-        1/`CHUNK_LLC_SHARE` of it, the outermost loop is an M dim that B does not walk (A is then
-        read once, chunk by chunk), and one index of that dim reads at most that share of A. A
-        chunk's A block (within the share) is packed into a buffer that stays in the cache for its
-        kernels, where packing all of A first writes the packed copy to memory and the kernels read
-        it back. Measured on a Zen 3 core, fp32 C-order, against packing all of A: 1 thread
-        64 x 4096 x 4096 1.01-1.30x, 32 x 4096 x 4096 (padded A) 1.26x, 128 x 4096 x 4096 1.08x,
-        256 x 4096 x 4096 1.04x; 2 threads (chunks split over them, one chunk operation each) 1.19x,
-        1.19x, 1.10x, 1.04x."""
-        if not (self._chunking and self.pack and self.native and self.target.startswith("x86_64")):
+    def _a_chunks(self, config: TensorConfig) -> tuple[TensorConfig, str, int, int, int] | None:
+        """``(config', kind, dim, size, count)`` when ``config`` should run in ``count`` chunks of
+        ``size`` indices of its dim ``dim``, each chunk's A packed and computed before the next.
+        Taken on x86-64 when A (in0) is packed (micro-panels or padded) and larger than half of the
+        last-level cache, and B (in1) takes at most 1/`CHUNK_LLC_SHARE` of it: packing all of A
+        first writes the packed copy to memory and the kernels read it back, where a chunk's A
+        block is packed into a buffer that stays in the cache for its kernels.
+
+        ``kind`` "k" (`_k_chunks`, tried first): chunks of a K dim, A's block of one chunk a
+        contiguous run of memory. ``kind`` "m": chunks of the outermost loop dim, an M dim that B
+        does not walk (A is then read once, chunk by chunk), one index of it reading at most the
+        share of A; ``config'`` is ``config`` with the leading loop dims that split one dim (such
+        as the threads' shared dim) merged back into one. Measured on a Zen 3 core, fp32 C-order,
+        M chunks against packing all of A: 1 thread 64 x 4096 x 4096 1.01-1.30x, 32 x 4096 x 4096
+        (padded A) 1.26x, 128 x 4096 x 4096 1.08x, 256 x 4096 x 4096 1.04x; 2 threads (chunks split
+        over them, one chunk operation each) 1.19x, 1.19x, 1.10x, 1.04x."""
+        if not (self._chunking and not self._chunk_part and self.pack and self.native):
             return None
-        if config.prim_main not in GEMM_PTYPES or config.prim.m is None or config.prim.n is None:
+        if not self.target.startswith("x86_64") or config.prim_main not in GEMM_PTYPES:
+            return None
+        if config.prim.m is None or config.prim.n is None:
             return None
         from minijit.kernels.x86_64.brgemm import panel_rows
 
         rows = panel_rows(self.target.split("-")[1], config.dtype.name)
         if packing.plan_panels(config, rows, tensor="in0") is None and packing.plan_packing(config) is None:
             return None  # A is not packed: nothing to keep in the cache
-        item, llc = config.dtype.itemsize, packing.last_level_cache_bytes()
-        reach = {t: config.offset_range(t) for t in ("in0", "in1")}
-        a_bytes, b_bytes = ((hi - lo + 1) * item for lo, hi in reach.values())
+        llc = packing.last_level_cache_bytes()
+        a_bytes, b_bytes = (_reach_bytes(config, t) for t in ("in0", "in1"))
         if a_bytes <= llc // 2 or b_bytes > llc // CHUNK_LLC_SHARE:
             return None
+        k_chunks = self._k_chunks(config, rows, llc)
+        if k_chunks is not None:
+            return config, "k", *k_chunks
         dims = list(config.dims)
         outer = next((i for i, d in enumerate(dims) if d.exec is not exec_t.prim), None)
         if outer is None:
@@ -291,39 +310,92 @@ class TensorOperation:
         fits = [c for c in range(1, d.size) if d.size % c == 0 and c * block <= share]
         if not fits:  # one index alone is over the share (a prim M of 1024 rows of a 4096-deep A)
             return None
-        return config, outer, max(fits), d.size // max(fits)
+        return config, "m", outer, max(fits), d.size // max(fits)
 
-    def _setup_chunks(self, caller: TensorConfig, config: TensorConfig, dim: int, size: int, count: int) -> error_t:
-        """Set up chunked execution (`_a_chunks`): one single-thread operation on a chunk's config
-        per thread that runs chunks (each owns its packed buffers); the chunks are split over the
-        threads statically."""
+    def _k_chunks(self, config: TensorConfig, rows: int, llc: int) -> tuple[int, int, int] | None:
+        """``(dim, size, count)``: K chunks of ``config`` (see `_a_chunks`), or None. The chunked
+        dim is the K dim (a loop or the BR dim; not the prim K) with the largest A stride; a chunk
+        of it is the largest divisor of its size whose A block takes at most
+        1/`K_CHUNK_LLC_SHARE` of the last-level cache (``llc`` bytes) and is one contiguous run
+        (A's M extent is its whole leading dimension); C takes at most 1/`K_CHUNK_OUT_SHARE` of it
+        (every chunk reads and writes all of C), and the chunk's A is packed into micro-panels of
+        ``rows`` rows. The chunks run in order (first touch on the first, last touch on the last),
+        each on every thread. Measured on a Zen 3 core, fp32, against M chunks or packing all of A:
+        1 thread 64 x 4096 x 4096 C-order 1.09-1.19x, 128 x 4096 x 4096 1.07x (256: 1.00x, C over
+        the share), F-order 4096 x 64 x 4096 1.08x; 2 threads 64 x 4096 x 4096 1.14x."""
+        if _reach_bytes(config, "out") > llc // K_CHUNK_OUT_SHARE:
+            return None
+        dims, prim = config.dims, config.prim
+        ks = [i for i, d in enumerate(dims) if d.type is dim_t.k and i != prim.k and d.size > 1]
+        if not ks:
+            return None
+        dim = max(ks, key=lambda i: abs(dims[i].stride_in0))
+        d = dims[dim]
+        for size in sorted((c for c in range(1, d.size) if d.size % c == 0), reverse=True):
+            part = config.with_dims([d.with_(size=size) if i == dim else e for i, e in enumerate(dims)])
+            a_bytes = _reach_bytes(part, "in0")
+            if a_bytes > llc // K_CHUNK_LLC_SHARE:
+                continue
+            dense = math.prod(e.size for e in part.dims if e.stride_in0 != 0) * config.dtype.itemsize
+            if a_bytes != dense or packing.plan_panels(part, rows, tensor="in0") is None:
+                return None  # A's chunk has gaps (a padded leading dim), or would not be panel-packed
+            return dim, size, d.size // size
+        return None
+
+    def _setup_chunks(
+        self, caller: TensorConfig, config: TensorConfig, kind: str, dim: int, size: int, count: int
+    ) -> error_t:
+        """Set up chunked execution (`_a_chunks`). M chunks: one single-thread operation on a
+        chunk's config per thread that runs chunks (each owns its packed buffers), the chunks split
+        over the threads statically. K chunks: one operation on every thread per distinct chunk
+        config (the first chunk keeps the first touch, the last the last touch), run in order."""
         part = config.with_dims([d.with_(size=size) if i == dim else d for i, d in enumerate(config.dims)])
-        ops = []
-        for _ in range(min(self.num_threads, count)):
-            op = TensorOperation(self.target, num_threads=1, sve_vl=self.sve_vl, pack=self.pack)
-            op._chunking = False
-            op.setup_config(part)
-            ops.append(op)
+
+        def chunk_op(cfg: TensorConfig, threads: int) -> TensorOperation:
+            op = TensorOperation(self.target, num_threads=threads, sve_vl=self.sve_vl, pack=self.pack)
+            op._chunking, op._chunk_part = False, True
+            op.setup_config(cfg)
+            return op
+
+        idle: queue.SimpleQueue | None = None
+        if kind == "m":
+            ops = [chunk_op(part, 1) for _ in range(min(self.num_threads, count))]
+            idle = queue.SimpleQueue()
+            for op in ops:
+                idle.put(op)
+            threads = len(ops)
+        else:
+            touches = [
+                (part.prim_first if i == 0 else ptype_t.none, part.prim_last if i == count - 1 else ptype_t.none)
+                for i in range(count)
+            ]
+            built = {
+                t: chunk_op(part.with_dims(part.dims, prim_first=t[0], prim_last=t[1]), self.num_threads)
+                for t in dict.fromkeys(touches)
+            }
+            ops = [built[t] for t in touches]
+            threads = ops[0]._threads
         first, item, d = ops[0], config.dtype.itemsize, config.dims[dim]
-        idle: queue.SimpleQueue = queue.SimpleQueue()
-        for op in ops:
-            idle.put(op)
         steps = tuple(size * s * item for s in d.strides)
         self.config, self.primitives, self.nest, self._loopnest = caller, first.primitives, first.nest, first._loopnest
         self.pack_plan, self.panel_plans = first.pack_plan, first.panel_plans
         self.a_copy, self.n_outer = first.a_copy, first.n_outer
-        self._chunked, self._chunk_ops, self.chunks = (idle, count, steps), ops, count
+        self._chunked, self._chunk_ops, self.chunks, self.chunk_dim = (idle, count, steps), ops, count, dim
         self._iterations = count
         self._ranges = {t: config.offset_range(t) for t in TENSORS}
         self._np_dtype = np.dtype(config.dtype.numpy)
         self._uses = (config.uses_in0, config.uses_in1)
-        self._threads = len(ops)
+        self._threads = threads
         return error_t.success
 
     def _run_chunks(self, a0: int, a1: int, ao: int) -> None:
-        """Every chunk (`_a_chunks`): its A packed, then its kernels, on up to one thread per chunk
-        operation; addresses in the config's roles."""
+        """Every chunk (`_a_chunks`): its A packed, then its kernels; M chunks on up to one thread
+        per chunk operation, K chunks in order; addresses in the config's roles."""
         idle, count, (s0, s1, so) = self._chunked
+        if idle is None:  # K chunks: each chunk operation splits its chunk over the threads
+            for i, op in enumerate(self._chunk_ops):
+                op._pack_and_run(a0 + i * s0, a1 + i * s1, ao + i * so)
+            return
 
         def run(begin: int, end: int) -> None:
             op = idle.get()
@@ -415,6 +487,8 @@ class TensorOperation:
         (4) +5 %; the seed's 32^3 prims (32 calls) -2..-5 %, 512^3 (A block 1 MiB) -4 %, 2048^3 -13 %."""
         from minijit.kernels.x86_64.brgemm import a_copy_fits
 
+        if self._chunk_part:  # a chunk's A comes from memory: one copy pass into panels
+            return False
         roles, dims = config.prim, config.dims
         size = lambda role: 1 if role is None else dims[role].size  # noqa: E731
         if roles.m is None or (size(roles.m) > 1 and dims[roles.m].stride_in0 != 1):
@@ -705,11 +779,21 @@ class TensorOperation:
             parts.append(f"// blocking (minijit.blocking): {self.blocking.reason}")
             parts.append(f"// compiled (minijit.blocking.call_footprint): {self._call_footprint()}")
         if self._chunked is not None:
-            _, count, steps = self._chunked
-            parts.append(
-                f"// chunked: {count} chunks of the outermost loop dim (in0, in1, out {steps} bytes apart), each"
-                " packed into a buffer that stays in the cache and computed before the next; one chunk:"
-            )
+            idle, count, steps = self._chunked
+            if idle is None:
+                touches = {(op.config.prim_first.name, op.config.prim_last.name) for op in self._chunk_ops}
+                what = (
+                    f"// chunked: {count} chunks of K dim {self.chunk_dim} (in0, in1, out {steps} bytes apart), each"
+                    " chunk's A (one contiguous run) packed into a buffer that stays in the cache and computed"
+                    f" before the next, in order on every thread (first/last touch per chunk: {sorted(touches)});"
+                    " the first chunk:"
+                )
+            else:
+                what = (
+                    f"// chunked: {count} chunks of the outermost loop dim (in0, in1, out {steps} bytes apart), each"
+                    " packed into a buffer that stays in the cache and computed before the next; one chunk:"
+                )
+            parts.append(what)
             parts.append(_tagged(self._chunk_ops[0].listing(), "// chunk: "))
             return "\n".join(parts)
         if self.pack_plan is not None:

@@ -3,6 +3,8 @@ every target computing what the unpacked ones and numpy compute."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -600,6 +602,7 @@ def test_chunked_operations_match_numpy(m, n_panels, k4, threads, pad, seed):
     assert (
         op.chunks > 1 and op._threads == min(threads, op.chunks) and f"// chunked: {op.chunks} chunks" in op.listing()
     )
+    assert op._chunked[0] is not None  # M chunks: C (m x n) is over the K chunks' share of the cache
     rng = np.random.default_rng(seed)
     A = rng.uniform(-1, 1, (m, lda)).astype(np.float32)
     B = rng.uniform(-1, 1, (k, ldb)).astype(np.float32)
@@ -617,11 +620,11 @@ def test_chunked_operations_match_numpy(m, n_panels, k4, threads, pad, seed):
 
 @pytest.mark.skipif(not native_x86(), reason="panel packing runs on x86-64 hosts")
 def test_gemms_whose_a_outgrows_the_cache_run_in_chunks(monkeypatch):
-    """64 x 4096 x 4096 (A, the caller's B, 64 MiB; B 1 MiB): chunks of 4 MiB of A (1/8 of a
+    """256 x 4096 x 4096 (A, the caller's B, 64 MiB; B 4 MiB): M chunks of 4 MiB of A (1/8 of a
     32 MiB last-level cache), shown in the listing, on one thread and split over two (the shared
-    dim merged back first); where A is re-read by an outer N loop (2048^3), fits the cache
-    (1024^3), or one index of the outer loop reads more than the share, the whole operation runs
-    at once."""
+    dim merged back first); 64 x 4096 x 4096 (C 1 MiB) in C and F order: K chunks; a padded
+    leading dim: M chunks; where A is re-read by an outer N loop (2048^3) or fits the cache
+    (1024^3), the whole operation runs at once."""
     monkeypatch.setattr(packing, "last_level_cache_bytes", lambda: 32 << 20)
 
     def setup(m, n, k, threads, order="C"):
@@ -631,17 +634,107 @@ def test_gemms_whose_a_outgrows_the_cache_run_in_chunks(monkeypatch):
         return op
 
     for threads in (1, 2):
-        op = setup(64, 4096, 4096, threads)
+        op = setup(256, 4096, 4096, threads)  # C (4 MiB) over the K chunks' share: M chunks
         assert op.chunks == 16 and op._threads == threads and "in0" in op.packed_operands
         assert "// chunked: 16 chunks of the outermost loop dim (in0, in1, out (1024, 0, 1024) bytes" in op.listing()
-    # the same GEMM in F order: A is the caller's A, one index of its outer M loop (a prim M of 1024
-    # rows x K 4096) alone is over the share
+    # C 1 MiB, A's K rows whole (one contiguous run per chunk): 8 K chunks of one BR step (512 K
+    # rows, 8 MiB of A: 1/4 of the cache), in order, each on every thread; the same GEMM in F order
+    # (A is the caller's A, one index of its outer M loop alone is over the M chunks' share) too
+    for (m, n, k, order), threads in itertools.product(((64, 4096, 4096, "C"), (4096, 64, 4096, "F")), (1, 2)):
+        op = setup(m, n, k, threads, order)
+        assert op.chunks == 8 and op._chunked[0] is None and op.chunk_dim == op.config.prim.br, (m, n, k, order)
+        assert len(op._chunk_ops) == 8 and op._threads == threads and "in0" in op.packed_operands
+        assert f"// chunked: 8 chunks of K dim {op.chunk_dim} (in0, in1, out (8388608, 2048, 0) bytes" in op.listing()
+        assert all(c.a_copy is False and c.chunks == 1 for c in op._chunk_ops)
+    # a padded leading dim of the caller's B (A): a K chunk's A has gaps, so M chunks
+    op = TensorOperation("native", num_threads=1)
+    op.setup(
+        "fp32",
+        "none",
+        "gemm",
+        "none",
+        "mnk",
+        ("undefined",) * 3,
+        (64, 4096, 4096),
+        (4096, 0, 1),
+        (0, 1, 4112),
+        (4096, 1, 0),
+    )
+    assert op.chunks > 1 and op._chunked[0] is not None
     cases = (
         (2048, 2048, 2048, 1, "C"),
         (2048, 2048, 2048, 2, "C"),
         (1024, 1024, 1024, 1, "C"),
-        (4096, 64, 4096, 1, "F"),
     )
     for m, n, k, threads, order in cases:
         op = setup(m, n, k, threads, order)
         assert op.chunks == 1 and op._chunked is None and "// chunked" not in op.listing(), (m, n, k, threads)
+
+
+@pytest.mark.skipif(not native_x86(), reason="panel packing runs on x86-64 hosts")
+@settings(max_examples=16, deadline=None)
+@given(
+    panels=st.integers(20, 28),  # M = 16 * panels >= 4 N: B within 1/8 of the cache
+    n=st.integers(64, 80),  # packing.PANEL_REUSE_N columns reuse A's panels
+    kc=st.integers(214, 240),  # K = kc * kb >= 8 N: C within 1/16 of the cache
+    kb=st.integers(3, 8),
+    br=st.booleans(),
+    first=st.sampled_from(["none", "zero"]),
+    last=st.sampled_from(["none", "relu"]),
+    threads=st.sampled_from([1, 2]),
+    pad=st.sampled_from([0, 0, 0, 3]),
+    seed=st.integers(0, 2**16),
+)
+def test_k_chunked_operations_match_numpy(panels, n, kc, kb, br, first, last, threads, pad, seed):
+    """Column-major A (M x K, leading dim M + ``pad``), B (K x N), C (M x N) with a last-level cache
+    just under twice A: a GEMM whose outer K dim (a seq loop, or the BRGEMM's BR dim) has ``kb``
+    steps of ``kc`` runs in K chunks (`TensorOperation._k_chunks`: the largest divisor of ``kb``
+    whose A takes at most a quarter of the cache, so at least 3 chunks), in order, the first touch on the first chunk
+    and the last touch on the last, on 1 or 2 threads (N split over a shared dim); through
+    `execute` and `execute_ptr` the results match numpy and nothing outside C's columns changes.
+    With a padded A, a chunk's A is not one run: no K chunks."""
+    m, k = 16 * panels, kc * kb
+    lda = m + pad
+    prim_n = n // 2 if threads == 2 else n
+    nn = prim_n * threads
+    n_dims = [("n", "shared", 2, (0, k * prim_n, lda * prim_n))] if threads == 2 else []
+    dims = [
+        *n_dims,
+        ("k", "prim" if br else "seq", kb, (kc * lda, kc, 0)),
+        ("m", "prim", m, (1, 0, 1)),
+        ("n", "prim", prim_n, (0, k, lda)),
+        ("k", "prim", kc, (lda, 1, 0)),
+    ]
+    types, execs, sizes, strides = zip(*dims, strict=True)
+    s0, s1, so = ([s[i] for s in strides] for i in range(3))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(packing, "last_level_cache_bytes", lambda: 2 * lda * k * 4 - 4)
+        op = TensorOperation("native", num_threads=threads)
+        op.setup("fp32", first, "brgemm" if br else "gemm", last, types, execs, sizes, s0, s1, so)
+    if pad:
+        assert op._chunked is None or op._chunked[0] is not None  # no K chunks
+    else:
+        step = max(c for c in range(1, kb) if kb % c == 0 and 2 * c < kb)  # A over half the cache
+        assert op.chunks == kb // step and op._chunked[0] is None and len(op._chunk_ops) == op.chunks
+        assert op.config.dims[op.chunk_dim].size == kb and op._threads == threads
+        touches = [(c.config.prim_first.name, c.config.prim_last.name) for c in op._chunk_ops]
+        assert touches[0][0] == first and touches[-1][1] == last
+        assert all(t[0] == "none" for t in touches[1:]) and all(t[1] == "none" for t in touches[:-1])
+        assert f"// chunked: {op.chunks} chunks of K dim {op.chunk_dim}" in op.listing()
+    rng = np.random.default_rng(seed)
+    A = rng.uniform(-1, 1, k * lda).astype(np.float32)
+    B = rng.uniform(-1, 1, nn * k).astype(np.float32)
+    C0 = rng.uniform(-1, 1, nn * lda).astype(np.float32)
+    a, b = A.reshape(k, lda)[:, :m].T.astype(np.float64), B.reshape(nn, k).T.astype(np.float64)
+    want = C0.reshape(nn, lda).T.astype(np.float64)
+    want[:m] = (0 if first == "zero" else want[:m]) + a @ b
+    if last == "relu":
+        want[:m] = np.maximum(want[:m], 0)
+    C = C0.copy()
+    op.execute(A, B, C)
+    got = C.reshape(nn, lda).T
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+    np.testing.assert_array_equal(got[m:], C0.reshape(nn, lda).T[m:])
+    C2 = C0.copy()
+    op.execute_ptr(A.ctypes.data, B.ctypes.data, C2.ctypes.data)
+    np.testing.assert_array_equal(C2, C)
