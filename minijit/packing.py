@@ -259,6 +259,7 @@ def plan_panels(
     caches: tuple[CacheGeometry, ...] | None = None,
     tensor: str = "in1",
     llc_bytes: int | None = None,
+    min_reuse: int | None = None,
 ) -> PanelPlan | None:
     """The micro-panel packing of ``tensor`` for a GEMM/BRGEMM config with prim dims, or None.
 
@@ -272,7 +273,8 @@ def plan_panels(
     1536^3 fp32 +2 %, 512^3 / 1024^3 fp64 +1..5 %; 2048^3 fp32 -2 %, 1536^3 fp64 -4 %).
     A ("in0"): each register block's A is one contiguous stream (a few pages, no TLB misses, no
     set conflicts) instead of K columns of the caller's stride; it pays when every A element is
-    used by at least `PANEL_REUSE_N` columns of N in all and the prim M holds a full panel.
+    used by at least `PANEL_REUSE_N` columns of N in all (``min_reuse`` where given: a chunked
+    operation's A is copied from memory in any case) and the prim M holds a full panel.
 
     The copy of an A with unit-stride M reads each A column whole and scatters it over every
     panel, one cache line each, when A and its buffer fit half of the last-level cache
@@ -297,7 +299,9 @@ def plan_panels(
     reuse_type = dim_t.n if t == 0 else dim_t.m
     reuse = math.prod(d.size for d in dims if d.type is reuse_type and d.strides[t] == 0)
     br_size = dims[p.br].size if p.br is not None else 1
-    if pd.size < width or k.size < 4 or reuse < (PANEL_REUSE_N if t == 0 else PANEL_REUSE_M):
+    if min_reuse is None:
+        min_reuse = PANEL_REUSE_N if t == 0 else PANEL_REUSE_M
+    if pd.size < width or k.size < 4 or reuse < min_reuse:
         return None
     if pd.strides[t] != 1 and k.strides[t] != 1:
         return None  # no unit stride: the kernels cannot read it (setup reports that)

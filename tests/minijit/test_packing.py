@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minijit import TensorOperation, packing
+from minijit import TensorOperation, packing, tensor_operation
 from minijit.ir import TensorConfig, exec_t
 from minijit.packing import (
     CacheGeometry,
@@ -579,22 +579,24 @@ def test_row_major_b_panels_are_copied_row_by_row_with_whole_vectors():
 @pytest.mark.skipif(not native_x86(), reason="panel packing runs on x86-64 hosts")
 @settings(max_examples=12, deadline=None)
 @given(
-    m=st.integers(64, 96),  # packing.PANEL_REUSE_N columns reuse A's panels
-    n_panels=st.integers(96, 160),  # B (m x k) within 1/8 of the cache; the cache model's prims
-    k4=st.integers(96, 175),  # then leave an outer M loop (k = 4 * k4)
+    m=st.integers(64, 96),  # packing.PANEL_REUSE_N columns reuse A's panels; C over 1/16 of the cache
+    n_panels=st.integers(288, 320),  # A (n x k) over 4x the largest prim M (1024 rows): an outer M loop
+    k4=st.integers(64, 100),  # k = 4 * k4
     threads=st.sampled_from([1, 2]),
     pad=st.integers(0, 5),
     seed=st.integers(0, 2**16),
 )
 def test_chunked_operations_match_numpy(m, n_panels, k4, threads, pad, seed):
-    """C-order operands with a last-level cache of A's size (A is the caller's B, N x K: it exceeds
-    half of it, and B, the caller's m x K A, fits its 1/8 share): a GEMM on 1 or 2 threads runs in chunks of its
-    outermost M loop (`TensorOperation._a_chunks`: each chunk's A packed, then its kernels);
-    through `execute` and `execute_ptr` the results match numpy, the listing names the chunks.
+    """C-order operands with a last-level cache of 8 prim Ms (1024 rows, `minijit.blocking.MAX_MC`)
+    of A (A is the caller's B, N x K: it exceeds half of it; B, the caller's m x K A, fits its 1/8
+    share; one index of the outer M loop fits it too; C is over the K chunks' share): a GEMM on 1 or
+    2 threads runs in chunks of its outermost M loop (`TensorOperation._a_chunks`: each chunk's A
+    packed, then its kernels); through `execute` and `execute_ptr` the results match numpy, the
+    listing names the chunks.
     Leading dims are padded by ``pad`` elements; the padding of C is left alone."""
     n, k = 16 * n_panels, 4 * k4
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(packing, "last_level_cache_bytes", lambda: n * k * 4)
+        mp.setattr(packing, "last_level_cache_bytes", lambda: 8 * 1024 * k * 4)
         lda, ldb, ldc = k + pad, n + pad, n + pad
         strides = ((lda, 0, 1), (0, 1, ldb), (ldc, 1, 0))
         op = TensorOperation("native", num_threads=threads)
@@ -620,51 +622,46 @@ def test_chunked_operations_match_numpy(m, n_panels, k4, threads, pad, seed):
 
 @pytest.mark.skipif(not native_x86(), reason="panel packing runs on x86-64 hosts")
 def test_gemms_whose_a_outgrows_the_cache_run_in_chunks(monkeypatch):
-    """256 x 4096 x 4096 (A, the caller's B, 64 MiB; B 4 MiB): M chunks of 4 MiB of A (1/8 of a
-    32 MiB last-level cache), shown in the listing, on one thread and split over two (the shared
-    dim merged back first); 64 x 4096 x 4096 (C 1 MiB) in C and F order: K chunks; a padded
-    leading dim: M chunks; where A is re-read by an outer N loop (2048^3) or fits the cache
-    (1024^3), the whole operation runs at once."""
+    """A 32 MiB last-level cache. 256 x 16384 x 1024 (A, the caller's B, 64 MiB; B 1 MiB; C 16
+    MiB): M chunks of one prim M (1024 rows x K 1024: 4 MiB of A, 1/8 of the cache), shown in the
+    listing, on one thread and split over two (the shared dim merged back first). 1..64 x 4096 x
+    4096 (C up to 1 MiB) in C order, and 4096 x 64 x 4096 in F order (the same kernel roles):
+    K chunks, their A in micro-panels even for N = 1, in the M-outer order. A padded leading dim of
+    A: no K chunks. Where A is re-read by an outer N loop (2048^3), fits the cache (1024^3), or one
+    index of the outer M loop is over the share (256 x 4096 x 4096: 1024 rows x K 4096), the
+    whole operation runs at once."""
     monkeypatch.setattr(packing, "last_level_cache_bytes", lambda: 32 << 20)
 
-    def setup(m, n, k, threads, order="C"):
+    def setup(m, n, k, threads, order="C", ldb=None):
         op = TensorOperation("native", num_threads=threads)
-        strides = {"C": ((k, 0, 1), (0, 1, n), (n, 1, 0)), "F": ((1, 0, m), (0, k, 1), (1, m, 0))}[order]
+        strides = {"C": ((k, 0, 1), (0, 1, ldb or n), (n, 1, 0)), "F": ((1, 0, m), (0, k, 1), (1, m, 0))}[order]
         op.setup("fp32", "none", "gemm", "none", "mnk", ("undefined",) * 3, (m, n, k), *strides)
         return op
 
     for threads in (1, 2):
-        op = setup(256, 4096, 4096, threads)  # C (4 MiB) over the K chunks' share: M chunks
+        op = setup(256, 16384, 1024, threads)  # C (16 MiB) over the K chunks' share: M chunks
         assert op.chunks == 16 and op._threads == threads and "in0" in op.packed_operands
-        assert "// chunked: 16 chunks of the outermost loop dim (in0, in1, out (1024, 0, 1024) bytes" in op.listing()
-    # C 1 MiB, A's K rows whole (one contiguous run per chunk): 8 K chunks of one BR step (512 K
-    # rows, 8 MiB of A: 1/4 of the cache), in order, each on every thread; the same GEMM in F order
-    # (A is the caller's A, one index of its outer M loop alone is over the M chunks' share) too
-    for (m, n, k, order), threads in itertools.product(((64, 4096, 4096, "C"), (4096, 64, 4096, "F")), (1, 2)):
+        assert "// chunked: 16 chunks of the outermost loop dim (in0, in1, out (4096, 0, 4096) bytes" in op.listing()
+    # C 1 MiB or less, A's K rows whole (one contiguous run per chunk): 8 K chunks of one BR step
+    # (512 K rows, 8 MiB of A: 1/4 of the cache), in order, each on every thread
+    shapes = ((64, 4096, 4096, "C"), (4096, 64, 4096, "F"), (8, 4096, 4096, "C"), (1, 4096, 4096, "C"))
+    for (m, n, k, order), threads in itertools.product(shapes, (1, 2)):
         op = setup(m, n, k, threads, order)
         assert op.chunks == 8 and op._chunked[0] is None and op.chunk_dim == op.config.prim.br, (m, n, k, order)
         assert len(op._chunk_ops) == 8 and op._threads == threads and "in0" in op.packed_operands
         assert f"// chunked: 8 chunks of K dim {op.chunk_dim} (in0, in1, out (8388608, 2048, 0) bytes" in op.listing()
-        assert all(c.a_copy is False and c.chunks == 1 for c in op._chunk_ops)
-    # a padded leading dim of the caller's B (A): a K chunk's A has gaps, so M chunks
-    op = TensorOperation("native", num_threads=1)
-    op.setup(
-        "fp32",
-        "none",
-        "gemm",
-        "none",
-        "mnk",
-        ("undefined",) * 3,
-        (64, 4096, 4096),
-        (4096, 0, 1),
-        (0, 1, 4112),
-        (4096, 1, 0),
-    )
-    assert op.chunks > 1 and op._chunked[0] is not None
+        assert all(not c.a_copy and not c.n_outer and c.chunks == 1 for c in op._chunk_ops)
+    # C-order and F-order operands of one GEMM get one kernel configuration (the cache model sees
+    # the kernel's roles)
+    assert setup(64, 4096, 4096, 1).config.dims == setup(4096, 64, 4096, 1, "F").config.dims
+    # a padded leading dim of the caller's B (A): a K chunk's A has gaps
+    op = setup(64, 4096, 4096, 1, ldb=4112)
+    assert op._chunked is None or op._chunked[0] is not None
     cases = (
         (2048, 2048, 2048, 1, "C"),
         (2048, 2048, 2048, 2, "C"),
         (1024, 1024, 1024, 1, "C"),
+        (256, 4096, 4096, 1, "C"),
     )
     for m, n, k, threads, order in cases:
         op = setup(m, n, k, threads, order)
@@ -675,7 +672,7 @@ def test_gemms_whose_a_outgrows_the_cache_run_in_chunks(monkeypatch):
 @settings(max_examples=16, deadline=None)
 @given(
     panels=st.integers(20, 28),  # M = 16 * panels >= 4 N: B within 1/8 of the cache
-    n=st.integers(64, 80),  # packing.PANEL_REUSE_N columns reuse A's panels
+    n=st.integers(2, 80),  # a chunk packs A into panels for any N
     kc=st.integers(214, 240),  # K = kc * kb >= 8 N: C within 1/16 of the cache
     kb=st.integers(3, 8),
     br=st.booleans(),
@@ -716,7 +713,8 @@ def test_k_chunked_operations_match_numpy(panels, n, kc, kb, br, first, last, th
     else:
         step = max(c for c in range(1, kb) if kb % c == 0 and 2 * c < kb)  # A over half the cache
         assert op.chunks == kb // step and op._chunked[0] is None and len(op._chunk_ops) == op.chunks
-        assert op.config.dims[op.chunk_dim].size == kb and op._threads == threads
+        small = m * nn * kc * step < tensor_operation.PARALLEL_MIN_ELEMENTS  # a chunk runs on one thread
+        assert op.config.dims[op.chunk_dim].size == kb and op._threads == (1 if small else threads)
         touches = [(c.config.prim_first.name, c.config.prim_last.name) for c in op._chunk_ops]
         assert touches[0][0] == first and touches[-1][1] == last
         assert all(t[0] == "none" for t in touches[1:]) and all(t[1] == "none" for t in touches[:-1])
