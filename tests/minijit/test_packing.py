@@ -680,10 +680,11 @@ def test_gemms_whose_a_outgrows_the_cache_run_in_chunks(monkeypatch):
     last=st.sampled_from(["none", "relu"]),
     threads=st.sampled_from([1, 2]),
     pad=st.sampled_from([0, 0, 0, 3]),
+    dtype=st.sampled_from(["fp32", "fp64"]),
     seed=st.integers(0, 2**16),
 )
-def test_k_chunked_operations_match_numpy(panels, n, kc, kb, br, first, last, threads, pad, seed):
-    """Column-major A (M x K, leading dim M + ``pad``), B (K x N), C (M x N) with a last-level cache
+def test_k_chunked_operations_match_numpy(panels, n, kc, kb, br, first, last, threads, pad, dtype, seed):
+    """Column-major fp32/fp64 A (M x K, leading dim M + ``pad``), B (K x N), C (M x N) with a last-level cache
     just under twice A: a GEMM whose outer K dim (a seq loop, or the BRGEMM's BR dim) has ``kb``
     steps of ``kc`` runs in K chunks (`TensorOperation._k_chunks`: the largest divisor of ``kb``
     whose A takes at most a quarter of the cache, so at least 3 chunks), in order, the first touch on the first chunk
@@ -691,7 +692,8 @@ def test_k_chunked_operations_match_numpy(panels, n, kc, kb, br, first, last, th
     `execute` and `execute_ptr` the results match numpy and nothing outside C's columns changes.
     With a padded A, a chunk's A is not one run: no K chunks."""
     m, k = 16 * panels, kc * kb
-    lda = m + pad
+    lda, item = m + pad, 4 if dtype == "fp32" else 8
+    t = np.float32 if dtype == "fp32" else np.float64
     prim_n = n // 2 if threads == 2 else n
     nn = prim_n * threads
     n_dims = [("n", "shared", 2, (0, k * prim_n, lda * prim_n))] if threads == 2 else []
@@ -705,9 +707,9 @@ def test_k_chunked_operations_match_numpy(panels, n, kc, kb, br, first, last, th
     types, execs, sizes, strides = zip(*dims, strict=True)
     s0, s1, so = ([s[i] for s in strides] for i in range(3))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(packing, "last_level_cache_bytes", lambda: 2 * lda * k * 4 - 4)
+        mp.setattr(packing, "last_level_cache_bytes", lambda: 2 * lda * k * item - item)
         op = TensorOperation("native", num_threads=threads)
-        op.setup("fp32", first, "brgemm" if br else "gemm", last, types, execs, sizes, s0, s1, so)
+        op.setup(dtype, first, "brgemm" if br else "gemm", last, types, execs, sizes, s0, s1, so)
     if pad:
         assert op._chunked is None or op._chunked[0] is not None  # no K chunks
     else:
@@ -720,9 +722,9 @@ def test_k_chunked_operations_match_numpy(panels, n, kc, kb, br, first, last, th
         assert all(t[0] == "none" for t in touches[1:]) and all(t[1] == "none" for t in touches[:-1])
         assert f"// chunked: {op.chunks} chunks of K dim {op.chunk_dim}" in op.listing()
     rng = np.random.default_rng(seed)
-    A = rng.uniform(-1, 1, k * lda).astype(np.float32)
-    B = rng.uniform(-1, 1, nn * k).astype(np.float32)
-    C0 = rng.uniform(-1, 1, nn * lda).astype(np.float32)
+    A = rng.uniform(-1, 1, k * lda).astype(t)
+    B = rng.uniform(-1, 1, nn * k).astype(t)
+    C0 = rng.uniform(-1, 1, nn * lda).astype(t)
     a, b = A.reshape(k, lda)[:, :m].T.astype(np.float64), B.reshape(nn, k).T.astype(np.float64)
     want = C0.reshape(nn, lda).T.astype(np.float64)
     want[:m] = (0 if first == "zero" else want[:m]) + a @ b
