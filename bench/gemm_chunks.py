@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from minijit import TensorOperation
-from minijit.bench.cpu import timeit
+from minijit.bench.cpu import checked_gemm_calls, timeit
 
 PAUSE_S = 0.25
 
@@ -55,13 +55,7 @@ def main() -> None:
         A, B, C = (np.asfortranarray(x) for x in (A, B, C))
     bufs = (A.T, B.T, C.T) if args.order == "F" else (A, B, C)
     ops = {name: operation(m, n, k, args.order, args.threads, name) for name in ("chunked", "m-chunks", "whole")}
-    want = A.astype(np.float64) @ B.astype(np.float64)
-    for name, op in ops.items():
-        C[...] = 0
-        op.execute(*bufs)
-        np.testing.assert_allclose(C, want, rtol=1e-3, atol=1e-3 * np.sqrt(k), err_msg=name)
-    calls = {name: (lambda op=op: op.execute(*bufs)) for name, op in ops.items()}
-    calls["numpy"] = lambda: np.matmul(A, B, out=C)
+    calls = checked_gemm_calls(ops, A, B, C, bufs)
     flops = 2 * m * n * k
     reps = max(2, int(0.1 / (flops / 80e9 / args.threads)))
     blocks: dict[str, list[float]] = {name: [] for name in calls}

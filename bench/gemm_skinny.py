@@ -24,7 +24,7 @@ import numpy as np
 
 import minijit.tensor_operation as tensor_operation
 from minijit import TensorOperation, blocking
-from minijit.bench.cpu import timeit
+from minijit.bench.cpu import checked_gemm_calls, timeit
 
 PAUSE_S = 0.25
 DEFAULT_SHAPES = "1x4096x4096,8x4096x4096,16x4096x4096,32x4096x4096,64x4096x4096,128x4096x4096,256x4096x4096"
@@ -56,13 +56,7 @@ def measure(shape: str, threads: int, order: str, rounds: int) -> str:
         A, B, C = (np.asfortranarray(x) for x in (A, B, C))
     bufs = (A.T, B.T, C.T) if order == "F" else (A, B, C)
     ops = {v: operation(m, n, k, order, threads, v) for v in ("auto", "reuse64", "caller-blocking")}
-    want = A.astype(np.float64) @ B.astype(np.float64)
-    for name, op in ops.items():
-        C[...] = 0
-        op.execute(*bufs)
-        np.testing.assert_allclose(C, want, rtol=1e-3, atol=1e-3 * np.sqrt(k), err_msg=name)
-    calls = {name: (lambda op=op: op.execute(*bufs)) for name, op in ops.items()}
-    calls["numpy"] = lambda: np.matmul(A, B, out=C)
+    calls = checked_gemm_calls(ops, A, B, C, bufs)
     flops = 2 * m * n * k
     reps = max(3, int(0.05 / (flops / 60e9 / threads)))
     blocks: dict[str, list[float]] = {name: [] for name in calls}

@@ -40,6 +40,7 @@ __all__ = [
     "operands",
     "reference",
     "spread",
+    "checked_gemm_calls",
     "timeit",
 ]
 
@@ -263,6 +264,21 @@ def timeit(fn: Callable[[], object], reps: int, warmup: int = 1, min_warm_s: flo
         fn()
         times.append(time.perf_counter() - t)
     return statistics.median(times)
+
+
+def checked_gemm_calls(ops: dict[str, Any], a: np.ndarray, b: np.ndarray, c: np.ndarray, bufs: tuple) -> dict:
+    """For the GEMM scripts in ``bench/``: run each operation of ``ops`` once on ``bufs`` (the arrays
+    as `execute` takes them) with ``c`` zeroed and check ``c`` against ``a @ b`` in float64 (raises
+    naming the operation); returns the calls to time, each operation's ``execute`` and
+    ``np.matmul`` (key "numpy")."""
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    for name, op in ops.items():
+        c[...] = 0
+        op.execute(*bufs)
+        np.testing.assert_allclose(c, want, rtol=1e-3, atol=1e-3 * np.sqrt(a.shape[1]), err_msg=name)
+    calls: dict[str, Callable[[], object]] = {name: (lambda op=op: op.execute(*bufs)) for name, op in ops.items()}
+    calls["numpy"] = lambda: np.matmul(a, b, out=c)
+    return calls
 
 
 def matmul_peer(a: np.ndarray, b: np.ndarray, c: np.ndarray, n: int, order: str) -> Callable[[], object]:
