@@ -596,8 +596,8 @@ def test_chunked_operations_match_numpy(m, n_panels, k4, threads, pad, seed):
     Leading dims are padded by ``pad`` elements; the padding of C is left alone."""
     n, k = 16 * n_panels, 4 * k4
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(packing, "last_level_cache_bytes", lambda: 8 * 1024 * k * 4)
         lda, ldb, ldc = k + pad, n + pad, n + pad
+        mp.setattr(packing, "last_level_cache_bytes", lambda: 8 * 1024 * lda * 4)
         strides = ((lda, 0, 1), (0, 1, ldb), (ldc, 1, 0))
         op = TensorOperation("native", num_threads=threads)
         op.setup("fp32", "none", "gemm", "none", "mnk", ("undefined",) * 3, (m, n, k), *strides)
