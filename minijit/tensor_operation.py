@@ -85,8 +85,9 @@ class TensorOperation:
     After `setup`: ``config`` (the compiled `TensorConfig`), ``blocking`` (the cache model's
     choice), ``pack_plan`` / ``panel_plans`` / ``packed_operands`` (what ``execute`` copies before
     the kernels run), ``a_copy`` (x86-64: the BRGEMM kernel packs A itself), ``n_outer`` (x86-64:
-    the kernel walks its N blocks outermost), ``chunks`` (x86-64: the outer M loop runs in that many
-    chunks, each packed and computed before the next), ``listing()``.
+    the kernel walks its N blocks outermost), ``chunks`` and ``chunk_dim`` (x86-64: the operation runs
+    in that many chunks of that dim, a K dim or the outer M loop, each chunk's A packed and computed
+    before the next), ``listing()``.
     """
 
     def __new__(cls, target: str = "native", **kwargs: Any):
@@ -265,19 +266,21 @@ class TensorOperation:
     def _a_chunks(self, config: TensorConfig) -> tuple[TensorConfig, str, int, int, int] | None:
         """``(config', kind, dim, size, count)`` when ``config`` should run in ``count`` chunks of
         ``size`` indices of its dim ``dim``, each chunk's A packed and computed before the next.
-        Taken on x86-64 when A (in0) is packed (micro-panels or padded) and larger than half of the
-        last-level cache, and B (in1) takes at most 1/`CHUNK_LLC_SHARE` of it: packing all of A
-        first writes the packed copy to memory and the kernels read it back, where a chunk's A
-        block is packed into a buffer that stays in the cache for its kernels.
+        Taken on x86-64 when A (in0) is larger than half of the last-level cache and B (in1) takes
+        at most 1/`CHUNK_LLC_SHARE` of it: packing all of A first writes the packed copy to memory
+        and the kernels read it back, where a chunk's A block is packed into a buffer that stays in
+        the cache for its kernels.
 
         ``kind`` "k" (`_k_chunks`, tried first): chunks of a K dim, A's block of one chunk a
-        contiguous run of memory. ``kind`` "m": chunks of the outermost loop dim, an M dim that B
-        does not walk (A is then read once, chunk by chunk), one index of it reading at most the
-        share of A; ``config'`` is ``config`` with the leading loop dims that split one dim (such
-        as the threads' shared dim) merged back into one. Measured on a Zen 3 core, fp32 C-order,
-        M chunks against packing all of A: 1 thread 64 x 4096 x 4096 1.01-1.30x, 32 x 4096 x 4096
-        (padded A) 1.26x, 128 x 4096 x 4096 1.08x, 256 x 4096 x 4096 1.04x; 2 threads (chunks split
-        over them, one chunk operation each) 1.19x, 1.19x, 1.10x, 1.04x."""
+        contiguous run of memory. ``kind`` "m" (A packed, micro-panels or padded): chunks of the
+        outermost loop dim, an M dim that B does not walk (A is then read once, chunk by chunk),
+        one index of it reading at most the share of A; ``config'`` is ``config`` with the leading
+        loop dims that split one dim (such as the threads' shared dim) merged back into one.
+        Measured on a Zen 3 core, fp32 C-order, M chunks against packing all of A, before the cache
+        model saw the kernel's roles (these shapes now take K chunks or none): 1 thread 64 x 4096 x
+        4096 1.01-1.30x, 32 x 4096 x 4096 (padded A) 1.26x, 128 x 4096 x 4096 1.08x, 256 x 4096 x
+        4096 1.04x; 2 threads (chunks split over them, one chunk operation each) 1.19x, 1.19x,
+        1.10x, 1.04x."""
         if not (self._chunking and not self._chunk_part and self.pack and self.native):
             return None
         if not self.target.startswith("x86_64") or config.prim_main not in GEMM_PTYPES:
@@ -323,9 +326,9 @@ class TensorOperation:
         (A's M extent is its whole leading dimension); C takes at most 1/`K_CHUNK_OUT_SHARE` of it
         (every chunk reads and writes all of C), and the chunk's A is packed into micro-panels of
         ``rows`` rows. The chunks run in order (first touch on the first, last touch on the last),
-        each on every thread. Measured on a Zen 3 core, fp32, against M chunks or packing all of A:
-        1 thread 64 x 4096 x 4096 C-order 1.09-1.19x, 128 x 4096 x 4096 1.07x (256: 1.00x, C over
-        the share), F-order 4096 x 64 x 4096 1.08x; 2 threads 64 x 4096 x 4096 1.14x."""
+        each on every thread. Measured on a Zen 3 core, fp32, against packing all of A
+        (`bench/gemm_chunks.py`): 1 thread 64 x 4096 x 4096 C-order 1.10-1.24x, 128 x 4096 x 4096
+        0.98-1.01x, F-order 4096 x 64 x 4096 1.11x; 2 threads 1.18x, 0.95x, 1.05x."""
         if _reach_bytes(config, "out") > llc // K_CHUNK_OUT_SHARE:
             return None
         dims, prim = config.dims, config.prim

@@ -34,13 +34,13 @@ __all__ = [
     "BlasThreads",
     "bench",
     "check_native",
+    "checked_gemm_calls",
     "make_op",
     "matmul_peer",
     "moved_bytes",
     "operands",
     "reference",
     "spread",
-    "checked_gemm_calls",
     "timeit",
 ]
 
