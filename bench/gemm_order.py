@@ -17,15 +17,12 @@ against numpy first. Wall-clock time (``perf_counter``).
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
-import time
 
 import numpy as np
 
 from minijit import TensorOperation
-from minijit.bench.cpu import timeit
+from minijit.bench.cpu import alternating_blocks, shape_table
 
 #: seconds of sleep before each block: OpenBLAS threads spin for ~0.1 s after a call and would
 #: slow the next variant on a 2-core host
@@ -72,11 +69,7 @@ def measure(shape: str, threads: int, order: str, dtype: str, rounds: int) -> st
         np.testing.assert_allclose(C, want, rtol=1e-3, atol=1e-3 * np.sqrt(k), err_msg=name)
     flops = 2 * m * n * k
     reps = max(3, min(200, int(0.1 / (flops / 70e9 / threads))))
-    blocks: dict[str, list[float]] = {name: [] for name in calls}
-    for _ in range(rounds):
-        for name, call in calls.items():
-            time.sleep(PAUSE_S)
-            blocks[name].append(timeit(call, reps, warmup=1, min_warm_s=0))
+    blocks = alternating_blocks(calls, reps, rounds, PAUSE_S)
     gf = {name: flops / statistics.median(t) / 1e9 for name, t in blocks.items()}
     ratio = {
         name: statistics.median(b / t for b, t in zip(blocks["m-outer"], blocks[name], strict=True))
@@ -90,20 +83,8 @@ def measure(shape: str, threads: int, order: str, dtype: str, rounds: int) -> st
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--shapes", default=DEFAULT_SHAPES, help="M x N x K, comma-separated")
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--order", choices=("C", "F"), default="C")
-    p.add_argument("--dtype", choices=("fp32", "fp64"), default="fp32")
-    p.add_argument("--rounds", type=int, default=8)
-    args = p.parse_args()
-    if os.environ.get("OPENBLAS_NUM_THREADS") != str(args.threads):
-        print(f"note: OPENBLAS_NUM_THREADS is not {args.threads}: numpy may use another thread count")
-    print("| M x N x K | threads | auto order | auto GFLOPS | m-outer GFLOPS | numpy GFLOPS | auto / m-outer |", end="")
-    print(" numpy / m-outer |")
-    print("|---|---|---|---|---|---|---|---|")
-    for shape in args.shapes.split(","):
-        print(measure(shape, args.threads, args.order, args.dtype, args.rounds), flush=True)
+    columns = ["M x N x K", "threads", "auto order", "auto GFLOPS", "m-outer GFLOPS", "numpy GFLOPS"]
+    shape_table(__doc__.split("\n\n")[0], DEFAULT_SHAPES, [*columns, "auto / m-outer", "numpy / m-outer"], measure)
 
 
 if __name__ == "__main__":

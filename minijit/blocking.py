@@ -42,6 +42,12 @@ PANEL_COLUMN = {"x86_64-avx512": 256, "x86_64-avx2": 64, "aarch64-neon": 64, "aa
 MAX_MC = 1024
 #: prim sizes below this are not proposed (per dim), unless the dim itself is smaller
 MIN_BLOCK = 16
+#: x86-64 GEMV (N = 1, `minijit.kernels.x86_64.gemv`): the largest prim M in bytes of one column
+#: (each column of a call's A is one sequential run; y's block stays in L1) and the largest prim K.
+#: Measured on a Zen 3 core, fp32 1 x 4096 x 4096 C-order (A column-major to the kernel): prim M
+#: 4096 rows 9.4 GFLOPS (numpy 9.4), 1024 rows 6.3; prim K 512 or 4096 alike
+GEMV_RUN_BYTES = 16 * 1024
+GEMV_MAX_K = 512
 
 
 @dataclass(frozen=True)
@@ -98,6 +104,8 @@ def choose(
     `minijit.optimizer.thread_load` of its (M, N) blocks (5 blocks on 2 threads cost 1.2x).
     ``column_bytes``: bytes of one column of the register block of A (default `PANEL_COLUMN` of
     the target; SVE: 4 vectors of its length)."""
+    if shape[1] == 1 and target.startswith("x86_64"):
+        return _gemv(shape, item, threads)
     l1, l2 = caches or cache_geometries()
     column = column_bytes or PANEL_COLUMN.get(target, 64)
     mr = max(1, column // item)
@@ -120,6 +128,22 @@ def choose(
         f"L2 fills {c2:.3g}, calls {cc:.3g}"
     )
     return Blocking(mc, nc, kc, reason)
+
+
+def _gemv(shape: tuple[int, int, int], item: int, threads: int) -> Blocking:
+    """The prim sizes of an x86-64 GEMV (N = 1): A is read once whatever the blocks, so no cache
+    level is modelled; the prim M is the longest run of a column up to `GEMV_RUN_BYTES` that still
+    leaves a block for each of ``threads`` threads where M allows (split evenly), the prim K up to
+    `GEMV_MAX_K` (the optimizer folds the K blocks into BR steps of one call)."""
+    m, _, k = shape
+    cands = _candidates(m, max(MIN_BLOCK, GEMV_RUN_BYTES // item))
+    mc = max(cands, key=lambda c: (-(-m // c) >= threads, -thread_load(-(-m // c), threads), c))
+    kc = max(_candidates(k, GEMV_MAX_K))
+    reason = (
+        f"GEMV (N = 1): prims up to {mc} x 1 x {kc} (M x N x K): A read once in column runs of "
+        f"{mc * item} B (at most {GEMV_RUN_BYTES} B), {-(-m // mc)} M blocks for {threads} threads"
+    )
+    return Blocking(mc, 1, kc, reason)
 
 
 def _level(nbytes: int, caches: tuple[CacheGeometry, CacheGeometry]) -> str:

@@ -217,17 +217,18 @@ class TensorOperation:
         caller's configuration; ``pack_plan`` says what was packed and why."""
         config.validate_executable()
         self._chunked, self._chunk_ops, self.chunks, self.chunk_dim = None, [], 1, None
-        chunks = self._a_chunks(config)
+        gemv = _one_column(config, self.target)  # A is read once: no copy of it pays
+        chunks = None if gemv else self._a_chunks(config)
         if chunks is not None:
             return self._setup_chunks(config, *chunks)  # the caller's config, then the merged one
-        a_panels = self._panel_packing(config, "in0")
+        a_panels = None if gemv else self._panel_packing(config, "in0")
         n_outer = a_panels is not None and self._kernel_n_outer(config)
         a_copy = a_panels is not None and not n_outer and self._kernel_copies_a(config)
         if a_copy:  # the kernel packs A itself: no copy pass before it
             a_panels = None
-        plan, pack_op = (None, None) if a_panels or a_copy else self._packing(config)
+        plan, pack_op = (None, None) if a_panels or a_copy or gemv else self._packing(config)
         compiled = a_panels[0].main if a_panels else plan.main if plan is not None else config
-        b_panels = self._panel_packing(compiled, "in1")
+        b_panels = None if gemv else self._panel_packing(compiled, "in1")
         compiled = b_panels[0].main if b_panels else compiled
         panel_args = {f"{x}_panel": p[0].panel for x, p in (("a", a_panels), ("b", b_panels)) if p}
         primitives, calls = self._primitives(compiled, a_copy=a_copy, n_outer=n_outer, **panel_args)
@@ -841,6 +842,15 @@ class TensorOperation:
     def __repr__(self) -> str:
         state = "not set up" if self.config is None else f"{len(self.config.dims)} dims"
         return f"<TensorOperation {self.target} threads={self.num_threads} {state}>"
+
+
+def _one_column(config: TensorConfig, target: str) -> bool:
+    """Whether ``config`` is an x86-64 GEMV: a GEMM/BRGEMM whose N dims all have size 1. Its
+    kernel (`minijit.kernels.x86_64.gemv`) reads each element of A once, in sequential streams,
+    so no copy of an operand pays: no panels, padding or chunks."""
+    if not target.startswith("x86_64") or config.prim_main not in GEMM_PTYPES:
+        return False
+    return math.prod(d.size for d in config.dims if d.type is dim_t.n) == 1
 
 
 def _too_small_to_split(config: TensorConfig) -> bool:

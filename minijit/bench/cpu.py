@@ -17,8 +17,10 @@ host resolves.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import ctypes
+import os
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +34,7 @@ from minijit.bench.configs import OpSpec, matmul_layout
 
 __all__ = [
     "BlasThreads",
+    "alternating_blocks",
     "bench",
     "check_native",
     "checked_gemm_calls",
@@ -40,6 +43,7 @@ __all__ = [
     "moved_bytes",
     "operands",
     "reference",
+    "shape_table",
     "spread",
     "timeit",
 ]
@@ -264,6 +268,40 @@ def timeit(fn: Callable[[], object], reps: int, warmup: int = 1, min_warm_s: flo
         fn()
         times.append(time.perf_counter() - t)
     return statistics.median(times)
+
+
+def alternating_blocks(calls: dict[str, Callable[[], object]], reps: int, rounds: int, pause_s: float = 0.25) -> dict:
+    """For the GEMM scripts in ``bench/``: ``rounds`` rounds, each timing a block of ``reps`` calls
+    (`timeit`: the median seconds of one call) of every entry of ``calls`` in turn, after a
+    ``pause_s`` sleep (OpenBLAS's and the team's threads stop spinning); returns each name's
+    per-round times, so ratios can be taken round by round on a noisy host."""
+    blocks: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, call in calls.items():
+            time.sleep(pause_s)
+            blocks[name].append(timeit(call, reps, warmup=1, min_warm_s=0))
+    return blocks
+
+
+def shape_table(description: str, default_shapes: str, columns: list[str], measure: Callable[..., str]) -> None:
+    """For the GEMM scripts in ``bench/``: parse ``--shapes`` (comma-separated M x N x K),
+    ``--threads``, ``--order`` (C or F), ``--dtype``, ``--rounds``; note when
+    OPENBLAS_NUM_THREADS differs from ``--threads`` (numpy would run on another thread count); print
+    a markdown table of ``columns`` with one row per shape, ``measure(shape, threads, order,
+    dtype, rounds)``."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--shapes", default=default_shapes, help="M x N x K, comma-separated")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--order", choices=("C", "F"), default="C")
+    p.add_argument("--dtype", choices=("fp32", "fp64"), default="fp32")
+    p.add_argument("--rounds", type=int, default=8)
+    args = p.parse_args()
+    if os.environ.get("OPENBLAS_NUM_THREADS") != str(args.threads):
+        print(f"note: OPENBLAS_NUM_THREADS is not {args.threads}: numpy may use another thread count")
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+    for shape in args.shapes.split(","):
+        print(measure(shape, args.threads, args.order, args.dtype, args.rounds), flush=True)
 
 
 def checked_gemm_calls(ops: dict[str, Any], a: np.ndarray, b: np.ndarray, c: np.ndarray, bufs: tuple) -> dict:

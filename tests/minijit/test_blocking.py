@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from minijit import TensorOperation
-from minijit.blocking import PANEL_COLUMN, Blocking, call_footprint, choose, transfer_cycles
+from minijit.blocking import GEMV_MAX_K, GEMV_RUN_BYTES, PANEL_COLUMN, Blocking, call_footprint, choose, transfer_cycles
 from minijit.ir import TensorConfig, dim_t
 from minijit.optimizer import split_dims
 from minijit.packing import CacheGeometry
@@ -57,6 +57,23 @@ def test_blocks_split_evenly_over_the_threads(threads):
     many = choose(shape, 4, "x86_64-avx2", threads=threads, caches=CACHES)
     assert blocks(many) % threads == 0
     assert many.k * many.n * 4 <= CACHES[1].size  # still within the caches
+
+
+@pytest.mark.parametrize("target", ["x86_64-avx2", "x86_64-avx512"])
+def test_gemv_blocks_take_long_column_runs_and_split_over_the_threads(target):
+    """N = 1 on x86-64 (the GEMV kernel reads A once): the prim M is the longest run of a column up
+    to GEMV_RUN_BYTES that leaves a block per thread (evenly where M allows), K up to GEMV_MAX_K;
+    other targets keep the cache model."""
+    for item in (4, 8):
+        cap = GEMV_RUN_BYTES // item
+        one = choose((4 * cap, 1, 4096), item, target, caches=CACHES)
+        assert (one.m, one.n, one.k) == (cap, 1, GEMV_MAX_K) and "GEMV" in one.reason
+        assert choose((cap, 1, 4096), item, target, threads=2, caches=CACHES).m == cap // 2
+        assert choose((cap * 3, 1, 4096), item, target, threads=2, caches=CACHES).m == cap * 3 // 4
+        small = choose((300, 1, 100), item, target, caches=CACHES)
+        assert (small.m, small.n, small.k) == (300, 1, 100)
+        assert choose((4099, 1, 4099), item, target, threads=2, caches=CACHES).m == 4099  # prime: one block
+    assert "GEMV" not in choose((4096, 1, 4096), 4, "aarch64-neon", caches=CACHES).reason
 
 
 def test_blocking_validates_its_sizes():

@@ -60,6 +60,35 @@ sizes = st.one_of(st.integers(1, 300), st.sampled_from([64, 128, 256]))
     seed=st.integers(0, 2**16),
 )
 def test_gemm_any_layout_matches_numpy_inside_its_arrays(m, n, k, orders, pads, threads, dtype, ends, seed):
+    check_gemm(m, n, k, orders, pads, threads, dtype, ends, seed)
+
+
+@settings(max_examples=examples(30), deadline=None)
+@given(
+    long=st.one_of(st.integers(1, 5000), st.sampled_from([4096, 4097, 8192])),
+    k=st.one_of(st.integers(1, 600), st.sampled_from([512, 1024])),
+    row=st.booleans(),
+    orders=st.tuples(*(st.sampled_from("CF") for _ in range(3))),
+    pads=st.tuples(*(st.sampled_from(["exact", "odd", "pow2"]) for _ in range(3))),
+    threads=st.integers(1, 3),
+    dtype=st.sampled_from(["fp32", "fp64"]),
+    ends=st.tuples(*(st.sampled_from(["upper", "lower"]) for _ in range(3))),
+    touches=st.sampled_from([("none", "none"), ("zero", "none"), ("none", "relu"), ("zero", "relu")]),
+    seed=st.integers(0, 2**16),
+)
+def test_gemv_any_layout_matches_numpy_inside_its_arrays(
+    long, k, row, orders, pads, threads, dtype, ends, touches, seed
+):
+    """Matrix-vector products (1 x N x K or M x 1 x K, the long dim past the GEMV kernel's M
+    block), both kernel forms (the layouts decide which), with first/last touches."""
+    m, n = (1, long) if row else (long, 1)
+    check_gemm(m, n, k, orders, pads, threads, dtype, ends, seed, *touches)
+
+
+def check_gemm(m, n, k, orders, pads, threads, dtype, ends, seed, first="none", last="none") -> None:
+    """Set up and run C (+)= A B with the drawn layouts and touches; compare with numpy in float64
+    and check C's padding untouched (each array between guard pages)."""
+
     # element (i, j) of an R x S matrix: C-order at i*ld + j, F-order at i + j*ld (ld >= row length)
     def layout(order: str, rows: int, cols: int, pad: str) -> tuple[int, int, int]:
         if order == "C":
@@ -74,7 +103,7 @@ def test_gemm_any_layout_matches_numpy_inside_its_arrays(m, n, k, orders, pads, 
         layout(orders[2], m, n, pads[2]),
     )
     op = TensorOperation("native", num_threads=threads)
-    op.setup(dtype, "none", "gemm", "none", "mnk", ("undefined",) * 3, (m, n, k),
+    op.setup(dtype, first, "gemm", last, "mnk", ("undefined",) * 3, (m, n, k),
              (a_i, 0, a_j), (0, b_j, b_i), (c_i, c_j, 0))  # fmt: skip
     t = np.float32 if dtype == "fp32" else np.float64
     rng = np.random.default_rng(seed)
@@ -87,7 +116,10 @@ def test_gemm_any_layout_matches_numpy_inside_its_arrays(m, n, k, orders, pads, 
     a = view(A, (m, k), (a_i * item, a_j * item)).astype(np.float64)
     b = view(B, (k, n), (b_i * item, b_j * item)).astype(np.float64)
     c0 = C.copy()
-    want = view(c0, (m, n), (c_i * item, c_j * item)).astype(np.float64) + a @ b
+    start = view(c0, (m, n), (c_i * item, c_j * item)).astype(np.float64)
+    want = (0 if first == "zero" else start) + a @ b
+    if last == "relu":
+        want = np.maximum(want, 0)
     op.execute(A, B, C)
     got = view(C, (m, n), (c_i * item, c_j * item))
     tol = (1e-4 if dtype == "fp32" else 1e-11) * max(1, k)

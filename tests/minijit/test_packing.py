@@ -626,8 +626,9 @@ def test_gemms_whose_a_outgrows_the_cache_run_in_chunks(monkeypatch):
     MiB): M chunks of one prim M (1024 rows x K 1024: 4 MiB of A, 1/8 of the cache), shown in the
     listing, on one thread and split over two (the shared dim merged back first). 1..64 x 4096 x
     4096 (C up to 1 MiB) in C order, and 4096 x 64 x 4096 in F order (the same kernel roles):
-    K chunks, their A in micro-panels even for N = 1, in the M-outer order. A padded leading dim of
-    A: no K chunks. Where A is re-read by an outer N loop (2048^3), fits the cache (1024^3), or one
+    K chunks, their A in micro-panels even for N = 8, in the M-outer order. A padded leading dim of
+    A: no K chunks. A GEMV (1 x 4096 x 4096, N = 1 to the kernel) reads A once: no chunks and
+    nothing packed, on 1 and 2 threads. Where A is re-read by an outer N loop (2048^3), fits the cache (1024^3), or one
     index of the outer M loop is over the share (256 x 4096 x 4096: 1024 rows x K 4096), the
     whole operation runs at once."""
     monkeypatch.setattr(packing, "last_level_cache_bytes", lambda: 32 << 20)
@@ -644,7 +645,7 @@ def test_gemms_whose_a_outgrows_the_cache_run_in_chunks(monkeypatch):
         assert "// chunked: 16 chunks of the outermost loop dim (in0, in1, out (4096, 0, 4096) bytes" in op.listing()
     # C 1 MiB or less, A's K rows whole (one contiguous run per chunk): 8 K chunks of one BR step
     # (512 K rows, 8 MiB of A: 1/4 of the cache), in order, each on every thread
-    shapes = ((64, 4096, 4096, "C"), (4096, 64, 4096, "F"), (8, 4096, 4096, "C"), (1, 4096, 4096, "C"))
+    shapes = ((64, 4096, 4096, "C"), (4096, 64, 4096, "F"), (8, 4096, 4096, "C"))
     for (m, n, k, order), threads in itertools.product(shapes, (1, 2)):
         op = setup(m, n, k, threads, order)
         assert op.chunks == 8 and op._chunked[0] is None and op.chunk_dim == op.config.prim.br, (m, n, k, order)
@@ -657,6 +658,9 @@ def test_gemms_whose_a_outgrows_the_cache_run_in_chunks(monkeypatch):
     # a padded leading dim of the caller's B (A): a K chunk's A has gaps
     op = setup(64, 4096, 4096, 1, ldb=4112)
     assert op._chunked is None or op._chunked[0] is not None
+    for threads in (1, 2):
+        op = setup(1, 4096, 4096, threads)
+        assert op._chunked is None and not op.packed_operands and op.primitives["main"].name.startswith("gemv_")
     cases = (
         (2048, 2048, 2048, 1, "C"),
         (2048, 2048, 2048, 2, "C"),

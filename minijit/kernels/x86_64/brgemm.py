@@ -58,6 +58,7 @@ from __future__ import annotations
 
 from asm.x86_64 import Assembler, Gpr, bcst, ptr
 from asm.x86_64.registers import r8, r9, r10, r11, r12, r13, r14, r15, rax, rbp, rbx, rcx, rdi, rdx, rsi, xmm0, xmm1
+from minijit.kernels.x86_64 import gemv
 from minijit.kernels.x86_64.common import (
     LOG2,
     Frame,
@@ -247,6 +248,9 @@ def generate(
     n_outer = check_flag("n_outer", n_outer)
     if n_outer and (trans_a or trans_c or a_copy or br_outer):
         raise ValueError("n_outer (N blocks outermost) needs trans_a = trans_c = False, no a_copy, br_outer off")
+    if n == 1 and not trans_c and not (trans_a and trans_b) and a_panel is None and b_panel is None:
+        if not (a_copy or n_outer):  # one column: the GEMV kernel streams A with every lane busy
+            return gemv.generate(m, k, br_size, trans_a, trans_b, dtype, isa, zero_c=zero_c, relu_c=relu_c)
     a = Assembler(name="brgemm")
     if trans_a or trans_c:
         _emit_scalar(a, t, m, n, k, br_size, trans_a, trans_b, trans_c)
