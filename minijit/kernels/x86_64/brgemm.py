@@ -49,6 +49,9 @@ aligned buffer on the stack (the M block's rows x every K and BR step, one colum
 other); the block's other N blocks read that buffer. The copy costs two stores per K row of one
 block, which the FMAs hide, instead of a separate pass over A before the kernel runs.
 
+One column (N = 1, no ``trans_c``, no packed operand, ``a_copy`` or ``n_outer``; not ``trans_a``
+with ``trans_b``): the kernel is `minijit.kernels.x86_64.gemv`'s, same signature and result.
+
 ``trans_a`` (``a[k + m*lda]``) and ``trans_c`` (``c[n + m*ldc]``) take a
 simple scalar path (one vfmadd231ss/sd chain per element of C) that also
 handles ``trans_b``.
