@@ -38,19 +38,25 @@ __all__ = ["generate", "M_BLOCK_BYTES", "COLS", "ROW_VECTORS", "DOT_ROWS", "DOT_
 MAX_SIZE = 1 << 16
 #: column form: bytes of y per M block (it stays in L1 while every column of A streams past it)
 M_BLOCK_BYTES = 16 * 1024
-#: column form: columns of A per pass over the block (sequential streams; x broadcasts held)
-COLS = 4
-#: column form: vectors of y per step (independent FMA chains: two 4-cycle FMA pipes need 8)
-ROW_VECTORS = 8
+#: column form: columns of A per pass over the block (sequential streams; x broadcasts held) and
+#: vectors of y per step. Measured on a Zen 3 core, fp32, the kernel alone (A column-major in L3 or
+#: memory): 8 x 4 against 4 x 8 1024^2 0.97x, 2048^2 1.26x, 4096 x 1024 1.34x, 4096^2 0.99x (the y
+#: round trips halve; 4 chains of FMAs are enough for data that comes from L3 or memory); 8 x 6
+#: between them; a prefetch 512 B ahead in each column changed nothing
+COLS = 8
+ROW_VECTORS = 4
 #: row form: rows per group, and vector accumulators per row (DOT_ROWS x DOT_VECTORS chains)
 DOT_ROWS = 4
 DOT_VECTORS = 2
 
 A, X, Y, LDA, INCX = rdi, rsi, rdx, rcx, r8  # arguments (A at the M block / row group)
-LDA3, INCX3, BSA, BSB = r10, r11, r12, r13  # 3*lda, 3*incx, BR strides (bytes)
+LDA3, INCX3, BSA, BSB = r10, r11, r12, r13  # 3*lda, 3*incx, BR strides (bytes; row form)
+LDA5, LDA7 = r12, r13  # column form: 5*lda, 7*lda (its BR strides live in stack slots)
 PA, PX, ROWS_A, ROWS_Y, CNT, KCNT = rax, rbx, r14, r15, r9, rbp  # walking pointers and counters
 A_BR, X_BR = r14, r15  # row form: A and x at the BR step
-assert COLS == 4 and DOT_ROWS == 4  # the pointer steps below are lea ..[reg + 4*ld]
+assert COLS in (4, 8) and DOT_ROWS == 4  # the pointer steps below are lea ..[reg + 4*ld]
+assert ROW_VECTORS + COLS + 2 <= 16  # AVX2: y vectors, x broadcasts, a masked A load, the mask
+assert (DOT_ROWS + 1) * DOT_VECTORS + 2 <= 16  # AVX2: accumulators, x vectors, a masked A load, the mask
 
 
 def generate(
@@ -91,8 +97,9 @@ def generate(
     return build(a, signature, f"gemv_{dtype}_{isa}_{m}x{k}_br{br_size}{flags}")
 
 
-def _prologue(a: Assembler, t: Target, frame: Frame, br: int, trans_b: bool, tail: Partial | None) -> None:
-    """Save registers; lda (and incx with ``trans_b``) and the BR strides to bytes; the tail mask."""
+def _prologue(a: Assembler, t: Target, frame: Frame, br: int, trans_b: bool, tail: Partial | None, strides) -> None:
+    """Save registers; lda (and incx with ``trans_b``) and the BR strides to bytes (into
+    ``strides``: registers or slots); the tail mask."""
     frame.enter(a)
     a.shl(LDA, LOG2[t.es])
     a.lea(LDA3, ptr(LDA + LDA * 2))
@@ -100,9 +107,10 @@ def _prologue(a: Assembler, t: Target, frame: Frame, br: int, trans_b: bool, tai
         a.shl(INCX, LOG2[t.es])
         a.lea(INCX3, ptr(INCX + INCX * 2))
     if br > 1:
-        for reg, i in ((BSA, 0), (BSB, 1)):
-            a.mov(reg, frame.arg(i))
-            a.shl(reg, LOG2[t.es])
+        for dst, i in zip(strides, (0, 1), strict=True):
+            a.mov(rax, frame.arg(i))
+            a.shl(rax, LOG2[t.es])
+            a.mov(dst, rax)
     if tail is not None:
         tail.setup(a, rax)
 
@@ -120,12 +128,18 @@ def _emit_columns(
 ) -> None:
     es, vb = t.es, t.vbytes
     s_blocks, s_br, s_a, s_x = (frame.slot(x) for x in ("m_blocks", "br", "a_br", "x_br"))
+    s_bsa, s_bsb = frame.slot("bsa"), frame.slot("bsb")
     regs = t.vregs
-    acc, xs, tmp, zero = regs[:ROW_VECTORS], regs[ROW_VECTORS : ROW_VECTORS + COLS], regs[12], regs[13]
-    col = (None, LDA, (LDA, 2), LDA3)  # column j of the group: ROWS_A + col[j]
-    x_at = (None, INCX, (INCX, 2), INCX3) if trans_b else tuple(j * es for j in range(COLS))
+    acc, xs, tmp = regs[:ROW_VECTORS], regs[ROW_VECTORS : ROW_VECTORS + COLS], regs[ROW_VECTORS + COLS]
+    zero = xs[0]  # the zero / relu passes run while no x is held
+    # column j of the group: ROWS_A + col[j]; x element j: PX + x_at[j % 4] (PX on by 4 after 4)
+    col = (None, LDA, (LDA, 2), LDA3, (LDA, 4), LDA5, (LDA3, 2), LDA7)
+    x_at = (None, INCX, (INCX, 2), INCX3) if trans_b else tuple(j * es for j in range(4))
     block_rows = M_BLOCK_BYTES // es  # a multiple of every vector length
-    _prologue(a, t, frame, br, trans_b, tail)
+    _prologue(a, t, frame, br, trans_b, tail, (s_bsa, s_bsb))
+    if COLS == 8:
+        a.lea(LDA5, ptr(LDA + LDA * 4))
+        a.lea(LDA7, ptr(LDA3 + LDA * 4))
 
     def at(base, off, disp: int = 0):
         if off is None:
@@ -181,17 +195,23 @@ def _emit_columns(
 
     def group_pass(rows: int, cols: int) -> None:
         """Broadcast x[k .. k+cols), one pass down the block, A and x on by ``cols`` columns."""
+
+        def x_on(count: int) -> None:
+            if trans_b:
+                a.lea(PX, ptr(PX + INCX * count))
+            else:
+                a.add(PX, count * es)
+
         for j in range(cols):
-            getattr(a, "vbroadcastss" if es == 4 else "vbroadcastsd")(xs[j], t.smem(at(PX, x_at[j])))
+            if j == 4:
+                x_on(4)
+            getattr(a, "vbroadcastss" if es == 4 else "vbroadcastsd")(xs[j], t.smem(at(PX, x_at[j % 4])))
         a.mov(ROWS_A, PA)
         a.mov(ROWS_Y, Y)
         walk_rows(rows, columns(cols))
         if cols == COLS:
-            a.lea(PA, ptr(PA + LDA * 4))
-            if trans_b:
-                a.lea(PX, ptr(PX + INCX * 4))
-            else:
-                a.add(PX, COLS * es)
+            a.lea(PA, ptr(PA + LDA * COLS))
+            x_on(4)
 
     def elementwise(rows: int, op, read: bool) -> None:
         """``op(vector)`` on every vector of the block's y in place (``read``: y is loaded first)."""
@@ -209,8 +229,8 @@ def _emit_columns(
 
     def block(rows: int) -> None:
         """One M block: every BR step's columns into its ``rows`` rows of y."""
-        getattr(a, t.v("vxor"))(zero, zero, zero)
         if zero_c:  # first touch zero: y = 0 before the passes
+            getattr(a, t.v("vxor"))(zero, zero, zero)
             elementwise(rows, lambda v: getattr(a, t.v("vmova"))(v, zero), read=False)
         a.mov(s_a, A)
         a.mov(s_x, X)
@@ -222,11 +242,13 @@ def _emit_columns(
             if k % COLS:
                 group_pass(rows, k % COLS)
             if br > 1:
-                a.add(s_a, BSA)
-                a.add(s_x, BSB)
+                for slot, stride in ((s_a, s_bsa), (s_x, s_bsb)):
+                    a.mov(ROWS_A, stride)
+                    a.add(slot, ROWS_A)
 
         counted_loop(a, s_br, br, br_step, "br")
         if relu_c:  # last touch relu, once every column is in
+            getattr(a, t.v("vxor"))(zero, zero, zero)
             elementwise(rows, lambda v: _relu(a, t, v, zero), read=True)
         a.add(A, rows * es)
         a.add(Y, rows * es)
@@ -245,9 +267,10 @@ def _emit_rows(a: Assembler, t: Target, frame: Frame, m: int, k: int, br: int, t
     regs = t.vregs
     acc = [regs[r * DOT_VECTORS : (r + 1) * DOT_VECTORS] for r in range(DOT_ROWS)]
     base = DOT_ROWS * DOT_VECTORS
-    xv, tmp, zero, red = regs[base : base + DOT_VECTORS], regs[base + 2], regs[base + 3], regs[base + 4]
+    xv, tmp = regs[base : base + DOT_VECTORS], regs[base + DOT_VECTORS]
+    zero, red = xv[0], tmp  # after the K loop: the relu's zero and the reduction's scratch
     row = (None, LDA, (LDA, 2), LDA3)  # row r of the group: PA + row[r]
-    _prologue(a, t, frame, br, trans_b, tail)
+    _prologue(a, t, frame, br, trans_b, tail, (BSA, BSB))
 
     def at(r: int, disp: int):
         off = row[r]
