@@ -456,6 +456,10 @@ class BaseMixin:
         """``mfence``: full memory barrier (orders earlier stores before later loads)."""
         self.emit(b"\x0f\xae\xf0", "mfence")
 
+    def sfence(self) -> None:
+        """``sfence``: store barrier (orders earlier stores, non-temporal ones too, before later ones)."""
+        self.emit(b"\x0f\xae\xf8", "sfence")
+
     def syscall(self) -> None:
         """``syscall``: number in rax, arguments rdi, rsi, rdx, r10, r8, r9; clobbers rcx and r11."""
         self.emit(b"\x0f\x05", "syscall")

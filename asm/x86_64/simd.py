@@ -376,6 +376,24 @@ class SimdMixin:
         """``kmovb``: k<-r32/k/m8, r32<-k, m8<-k (AVX512DQ)."""
         self._kmov("kmovb", 0x66, 1, dst, src)
 
+    # -- non-temporal stores ------------------------------------------------------------------
+    def _vmovnt(self, mn: str, dst, src) -> None:
+        pd = mn == "vmovntpd"
+        op = Op(0x66 if pd else None, "0F", 0x2B, 0, int(pd))
+        s = vec(mn, "src", src, ALL)
+        m = memop(mn, "dst", dst, s.bits // 8)
+        text = f"{mn} {m.text()}, {s}"
+        self._vex_or_evex(mn, text, op, [s], bits=s.bits, reg=s.idx, vvvv=0, rm=m.addr, n=s.bits // 8)
+
+    def vmovntps(self, dst, src) -> None:
+        """``vmovntps m128/m256/m512, xmm/ymm/zmm``: a non-temporal store (no masking; the address
+        must be aligned to the vector's size, else #GP)."""
+        self._vmovnt("vmovntps", dst, src)
+
+    def vmovntpd(self, dst, src) -> None:
+        """``vmovntpd m128/m256/m512, xmm/ymm/zmm``: a non-temporal store (as `vmovntps`)."""
+        self._vmovnt("vmovntpd", dst, src)
+
     def vzeroupper(self) -> None:
         """``vzeroupper``."""
         self.emit(b"\xc5\xf8\x77", "vzeroupper")

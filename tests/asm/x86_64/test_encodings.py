@@ -146,18 +146,20 @@ for mn in MOVES:
 
 
 @st.composite
-def vstore(draw, widths=(128, 256, 512)):
+def vstore(draw, widths=(128, 256, 512), masks: bool = True):
     use_vex = draw(st.booleans())
     bits = draw(st.sampled_from([w for w in widths if not use_vex or w < 512]))
     src = draw(vregs(bits, 15 if use_vex else 31))
     dst = draw(mems(bits // 8))
-    if not use_vex:
+    if masks and not use_vex:
         dst = draw(masked(dst, zero=False))
     return dst, src
 
 
 for mn in MOVES:
     case(f"{mn} m, v", vstore(), mn)
+for mn in ("vmovntps", "vmovntpd"):  # non-temporal stores: no masking
+    case(f"{mn} m, v", vstore(masks=False), mn)
 
 
 @st.composite

@@ -1,4 +1,4 @@
-"""Atomics and synchronization (xadd, cmpxchg with and without lock, xchg, pause, mfence, syscall)
+"""Atomics and synchronization (xadd, cmpxchg with and without lock, xchg, pause, mfence, sfence, syscall)
 against llvm-mc, byte for byte, plus their operand errors.
 
 Same scheme as `test_encodings`: one hypothesis test per form, each example a
@@ -33,7 +33,7 @@ for w in (64, 32):
     case(f"xchg r{w}, r{w}", st.tuples(gprs(w), gprs(w)), "xchg")
     case(f"xchg m{w}, r{w}", st.tuples(mems(w // 8), gprs(w)), "xchg")
     case(f"xchg r{w}, m{w}", st.tuples(gprs(w), mems(w // 8)), "xchg")
-for mn in ("pause", "mfence", "syscall"):
+for mn in ("pause", "mfence", "sfence", "syscall"):
     case(mn, st.just(()), mn)
 
 
