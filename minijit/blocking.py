@@ -45,7 +45,7 @@ MIN_BLOCK = 16
 #: x86-64 GEMV (N = 1, `minijit.kernels.x86_64.gemv`): the largest prim M in bytes of one column
 #: (each column of a call's A is one sequential run; y's block stays in L1) and the largest prim K.
 #: Measured on a Zen 3 core, fp32 1 x 4096 x 4096 C-order (A column-major to the kernel): prim M
-#: 4096 rows 9.4 GFLOPS (numpy 9.4), 1024 rows 6.3; prim K 512 or 4096 alike
+#: 4096 rows 9.4 GFLOPS (numpy 9.4), 1024 rows 6.3; prim K 512 or 4096 alike (the 4-column kernel)
 GEMV_RUN_BYTES = 16 * 1024
 GEMV_MAX_K = 512
 

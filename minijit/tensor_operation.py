@@ -845,12 +845,20 @@ class TensorOperation:
 
 
 def _one_column(config: TensorConfig, target: str) -> bool:
-    """Whether ``config`` is an x86-64 GEMV: a GEMM/BRGEMM whose N dims all have size 1. Its
-    kernel (`minijit.kernels.x86_64.gemv`) reads each element of A once, in sequential streams,
-    so no copy of an operand pays: no panels, padding or chunks."""
+    """Whether ``config`` is an x86-64 GEMV the GEMV kernel takes: a GEMM/BRGEMM whose N dims all
+    have size 1, with a unit-stride prim M in in0 or a unit-stride prim K in in1 (`minijit.kernels.
+    x86_64.gemv`). That kernel reads each element of A once, in sequential streams, so no copy of
+    an operand pays: no panels, padding or chunks. (A row-major A times a strided x keeps the
+    BRGEMM's scalar path and the usual packing rules.)"""
     if not target.startswith("x86_64") or config.prim_main not in GEMM_PTYPES:
         return False
-    return math.prod(d.size for d in config.dims if d.type is dim_t.n) == 1
+    if math.prod(d.size for d in config.dims if d.type is dim_t.n) != 1:
+        return False
+
+    def unit(role: int | None, tensor: str) -> bool:
+        return role is None or config.dims[role].size == 1 or config.dims[role].stride(tensor) == 1
+
+    return unit(config.prim.m, "in0") or unit(config.prim.k, "in1")
 
 
 def _too_small_to_split(config: TensorConfig) -> bool:

@@ -67,6 +67,7 @@ from minijit.kernels.x86_64.common import (
     Frame,
     Partial,
     Target,
+    brgemm_signature,
     build,
     check_flag,
     check_size,
@@ -106,13 +107,6 @@ LDA3, LDB3 = r10, r11  # 3 * lda, 3 * ldb
 PA, KC, BRC = rax, rbx, rbp  # A pointer, K counter, BR counter
 PB = (r12, r13, r14, r15)  # B column-group pointers (5 columns each) or the B row pointer (trans_b)
 A_NEXT = r15  # the next A panel's prefetch pointer (free unless B has 4 column groups, or a_copy)
-
-
-def signature(ctype: str) -> str:
-    return (
-        f"void(const {ctype}* a, const {ctype}* b, {ctype}* c, int64_t lda, int64_t ldb, int64_t ldc,"
-        " int64_t br_stride_a, int64_t br_stride_b)"
-    )
 
 
 def blocking(m: int, isa: str, dtype: str = "fp32", *, uniform_nb: bool = False) -> list[tuple[int, int, int, int]]:
@@ -270,7 +264,7 @@ def generate(
     flags += f"_ap{a_panel}" if a_panel is not None else ""
     flags += ("_z" if zero_c else "") + ("_r" if relu_c else "") + ("_ac" if a_copy else "")
     flags += "_no" if n_outer else ""
-    return build(a, signature(t.ctype), f"brgemm_{dtype}_{isa}_{m}x{n}x{k}_br{br_size}{flags}")
+    return build(a, brgemm_signature(t.ctype), f"brgemm_{dtype}_{isa}_{m}x{n}x{k}_br{br_size}{flags}")
 
 
 # -- vector path --------------------------------------------------------------------------------

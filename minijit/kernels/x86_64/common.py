@@ -273,6 +273,14 @@ def element_loops(
     counted_loop(a, n_counter, n_count, column, n_label)
 
 
+def brgemm_signature(ctype: str) -> str:
+    """The C signature of the BRGEMM kernels (`brgemm`, and `gemv` for one column)."""
+    return (
+        f"void(const {ctype}* a, const {ctype}* b, {ctype}* c, int64_t lda, int64_t ldb, int64_t ldc,"
+        " int64_t br_stride_a, int64_t br_stride_b)"
+    )
+
+
 def build(a: Assembler, signature: str, name: str) -> Kernel:
     """A native Kernel of the assembled code, carrying its listing."""
     return Kernel(a.code(), signature, name=name, listing=a.listing(), isa="x86_64")

@@ -31,6 +31,7 @@ from __future__ import annotations
 from asm.x86_64 import Assembler, ptr
 from asm.x86_64.registers import r8, r9, r10, r11, r12, r13, r14, r15, rax, rbp, rbx, rcx, rdi, rdx, rsi
 from minijit.kernels.x86_64.common import LOG2, Frame, Partial, Target, build, check_flag, check_size, counted_loop
+from minijit.kernels.x86_64.common import brgemm_signature as signature
 from minijit.runtime.kernel import Kernel
 
 __all__ = ["generate", "M_BLOCK_BYTES", "COLS", "ROW_VECTORS", "DOT_ROWS", "DOT_VECTORS"]
@@ -89,12 +90,7 @@ def generate(
     flags = (
         ("_ta" if trans_a else "") + ("_tb" if trans_b else "") + ("_z" if zero_c else "") + ("_r" if relu_c else "")
     )
-    ctype = t.ctype
-    signature = (
-        f"void(const {ctype}* a, const {ctype}* b, {ctype}* c, int64_t lda, int64_t ldb, int64_t ldc,"
-        " int64_t br_stride_a, int64_t br_stride_b)"
-    )
-    return build(a, signature, f"gemv_{dtype}_{isa}_{m}x{k}_br{br_size}{flags}")
+    return build(a, signature(t.ctype), f"gemv_{dtype}_{isa}_{m}x{k}_br{br_size}{flags}")
 
 
 def _prologue(a: Assembler, t: Target, frame: Frame, br: int, trans_b: bool, tail: Partial | None, strides) -> None:
