@@ -45,8 +45,11 @@ def swap_operands(config: TensorConfig) -> TensorConfig:
     The kernels need an M dim with unit stride in the output. When the output has unit stride
     in an N dim but in no M dim (a row-major C, numpy's default layout) the operation is
     computed as C^T = B^T A^T: in0 and in1 exchange their strides, m and n dims exchange their
-    types, and ``inputs_swapped`` flips so that ``execute`` exchanges the arrays. Configs with
-    prim dims, other primitives, and outputs already unit-stride in M are returned unchanged.
+    types, and ``inputs_swapped`` flips so that ``execute`` exchanges the arrays. The same swap
+    turns a strided row vector ``y = x B`` (M dims of size 1, no unit stride in out) into the
+    column ``y^T = B^T x^T``, which the kernels take as one strided column (``trans_c`` with
+    N = 1). Configs with prim dims, other primitives, and outputs already unit-stride in M are
+    returned unchanged.
     """
     if config.prim_main not in GEMM_PTYPES or config.has_prims:
         return config
@@ -54,7 +57,11 @@ def swap_operands(config: TensorConfig) -> TensorConfig:
     def unit_out(t: dim_t) -> bool:
         return any(d.type is t and d.size > 1 and d.stride_out == 1 for d in config.dims)
 
-    if unit_out(dim_t.m) or not unit_out(dim_t.n):
+    def size(t: dim_t) -> int:
+        return math.prod(d.size for d in config.dims if d.type is t)
+
+    strided_row = not unit_out(dim_t.n) and size(dim_t.m) == 1 and size(dim_t.n) > 1
+    if unit_out(dim_t.m) or not (unit_out(dim_t.n) or strided_row):
         return config
     other = {dim_t.m: dim_t.n, dim_t.n: dim_t.m}
     dims = [
@@ -252,8 +259,9 @@ def _dummy(t: dim_t) -> Dimension:
 def identify_primitives(config: TensorConfig) -> TensorConfig:
     """Choose the prim dims (seed §5.5.1) when the config has none; undefined dims become seq.
 
-    * GEMM/BRGEMM: prim M = the M dim with unit stride in in0 and out; prim N = the N dim with the
-      smallest strides in in1/out; prim K = the K dim with unit stride in in1. Another K dim (the
+    * GEMM/BRGEMM: prim M = the M dim with unit stride in in0 and out (in a one-column C, N of size
+      1, an M dim strided in out when none has unit stride: a strided y); prim N = the N dim with
+      the smallest strides in in1/out; prim K = the K dim with unit stride in in1. Another K dim (the
       one with the smallest strides) becomes the batch-reduce dim: a GEMM with a second K dim of
       size > 1 is promoted to BRGEMM, a BRGEMM without a second K is demoted to GEMM. Prim dims are
       ordered BR, M, N, K. A missing M, N or K is added as a size-1 prim dim with zero strides.
@@ -283,13 +291,15 @@ def identify_primitives(config: TensorConfig) -> TensorConfig:
         best = None
         for ranks in itertools.product(*(range(len(r)) for r in ranked)):
             m, n, k = (r[j] for r, j in zip(ranked, ranks, strict=True))
+            one_column = n is None or dims[n].size == 1  # then a strided M in out is a strided y
             if not (
-                _unit(dims, m, "out")
+                (_unit(dims, m, "out") or one_column)
                 and (_unit(dims, m, "in0") or _unit(dims, k, "in0"))
                 and (_unit(dims, k, "in1") or _unit(dims, n, "in1"))
             ):
                 continue
-            key = (sum(i is None or dims[i].size == 1 for i in (m, n, k)), sum(ranks), ranks)
+            dummies = sum(i is None or dims[i].size == 1 for i in (m, n, k))
+            key = (dummies, not _unit(dims, m, "out"), sum(ranks), ranks)
             if best is None or key < best[0]:
                 best = (key, (m, n, k))
         m, n, k = best[1]

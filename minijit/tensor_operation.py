@@ -555,8 +555,13 @@ class TensorOperation:
             def unit(role: int | None, tensor: str) -> bool:  # a size-1 dim may have any stride
                 return size(role) == 1 or stride(role, tensor) == 1
 
-            if not unit(m, "out"):
-                raise fail(m, f"prim M needs unit stride in out (column-major C), got {stride(m, 'out')}")
+            trans_c = not unit(m, "out")  # a strided y: one column of C, the kernels' transposed C
+            if trans_c and size(n) != 1:
+                raise fail(
+                    m,
+                    f"prim M needs unit stride in out (column-major C), got {stride(m, 'out')}; only a C of one"
+                    " column (prim N of size 1) may be strided",
+                )
             trans_a = not unit(m, "in0")
             if trans_a and not unit(k, "in0"):
                 raise fail(m, "prim M (or prim K, transposed) needs unit stride in in0")
@@ -565,10 +570,18 @@ class TensorOperation:
                 raise fail(k, "prim K (or prim N, transposed) needs unit stride in in1")
             lda = stride(m if trans_a else k, "in0")
             ldb = stride(k if trans_b else n, "in1")
-            ldc = stride(n, "out")
+            ldc = stride(m, "out") if trans_c else stride(n, "out")
             # x86-64: a first touch zero / last touch relu runs inside the kernel when every K is in
-            # the prim (each call then writes its C block once, final); C crosses memory once
-            if self.target.startswith("x86_64") and not trans_a and not any(d.type is dim_t.k for d in cfg.loop_dims):
+            # the prim (each call then writes its C block once, final) and the kernel is the vector
+            # BRGEMM or the GEMV; C crosses memory once
+            from minijit.kernels.x86_64 import gemv
+
+            one_column = size(n) == 1 and gemv.takes(size(k), size(br), trans_a, trans_b, cfg.dtype.name)
+            if (
+                self.target.startswith("x86_64")
+                and (one_column or not (trans_a or trans_c))
+                and not any(d.type is dim_t.k for d in cfg.loop_dims)
+            ):
                 fused = {
                     w: p.name
                     for w, p, f in (("first", cfg.prim_first, ptype_t.zero), ("last", cfg.prim_last, ptype_t.relu))
@@ -582,6 +595,7 @@ class TensorOperation:
                 size(br),
                 trans_a=trans_a,
                 trans_b=trans_b,
+                trans_c=trans_c,
                 **{name: v for name, v in (("a_panel", a_panel), ("b_panel", b_panel)) if v is not None},
                 **{f"{x}_c": True for x in fused.values()},
                 **({"a_copy": True} if a_copy else {}),
@@ -845,20 +859,14 @@ class TensorOperation:
 
 
 def _one_column(config: TensorConfig, target: str) -> bool:
-    """Whether ``config`` is an x86-64 GEMV the GEMV kernel takes: a GEMM/BRGEMM whose N dims all
-    have size 1, with a unit-stride prim M in in0 or a unit-stride prim K in in1 (`minijit.kernels.
-    x86_64.gemv`). That kernel reads each element of A once, in sequential streams, so no copy of
-    an operand pays: no panels, padding or chunks. (A row-major A times a strided x keeps the
-    BRGEMM's scalar path and the usual packing rules.)"""
+    """Whether ``config`` is an x86-64 GEMV: a GEMM/BRGEMM whose N dims all have size 1, any
+    layout (x or y strided, A either way), run by `minijit.kernels.x86_64.gemv` (a row-major A
+    times a strided x whose stack copy would be over `gemv.X_COPY_MAX_BYTES` by the BRGEMM's
+    scalar path). The GEMV kernel reads each element of A once, in sequential streams, so no copy
+    of an operand pays: no panels, padding or chunks."""
     if not target.startswith("x86_64") or config.prim_main not in GEMM_PTYPES:
         return False
-    if math.prod(d.size for d in config.dims if d.type is dim_t.n) != 1:
-        return False
-
-    def unit(role: int | None, tensor: str) -> bool:
-        return role is None or config.dims[role].size == 1 or config.dims[role].stride(tensor) == 1
-
-    return unit(config.prim.m, "in0") or unit(config.prim.k, "in1")
+    return math.prod(d.size for d in config.dims if d.type is dim_t.n) == 1
 
 
 def _too_small_to_split(config: TensorConfig) -> bool:

@@ -283,9 +283,12 @@ def alternating_blocks(calls: dict[str, Callable[[], object]], reps: int, rounds
     return blocks
 
 
-def shape_table(description: str, default_shapes: str, columns: list[str], measure: Callable[..., str]) -> None:
+def shape_table(
+    description: str, default_shapes: str, columns: list[str], measure: Callable[..., str], *, inc: bool = False
+) -> None:
     """For the GEMM scripts in ``bench/``: parse ``--shapes`` (comma-separated M x N x K),
-    ``--threads``, ``--order`` (C or F), ``--dtype``, ``--rounds``; note when
+    ``--threads``, ``--order`` (C or F), ``--dtype``, ``--rounds`` (and with ``inc``, ``--inc``: a
+    positive element stride, passed on as ``measure``'s keyword ``inc``); note when
     OPENBLAS_NUM_THREADS differs from ``--threads`` (numpy would run on another thread count); print
     a markdown table of ``columns`` with one row per shape, ``measure(shape, threads, order,
     dtype, rounds)``."""
@@ -295,13 +298,18 @@ def shape_table(description: str, default_shapes: str, columns: list[str], measu
     p.add_argument("--order", choices=("C", "F"), default="C")
     p.add_argument("--dtype", choices=("fp32", "fp64"), default="fp32")
     p.add_argument("--rounds", type=int, default=8)
+    if inc:
+        p.add_argument("--inc", type=int, default=1, help="element stride of the vectors (1: contiguous)")
     args = p.parse_args()
+    if inc and args.inc < 1:
+        p.error(f"--inc must be a positive integer, got {args.inc}")
     if os.environ.get("OPENBLAS_NUM_THREADS") != str(args.threads):
         print(f"note: OPENBLAS_NUM_THREADS is not {args.threads}: numpy may use another thread count")
     print("| " + " | ".join(columns) + " |")
     print("|" + "---|" * len(columns))
+    extra = {"inc": args.inc} if inc else {}
     for shape in args.shapes.split(","):
-        print(measure(shape, args.threads, args.order, args.dtype, args.rounds), flush=True)
+        print(measure(shape, args.threads, args.order, args.dtype, args.rounds, **extra), flush=True)
 
 
 def checked_gemm_calls(ops: dict[str, Any], a: np.ndarray, b: np.ndarray, c: np.ndarray, bufs: tuple) -> dict:

@@ -173,15 +173,18 @@ class _Builder:
         )  # fmt: skip
 
     def _packs_transposed(self, a_ids, b_ids, out_ids, ks, slot_a: int, slot_b: int) -> bool:
-        """True when A has a summed index innermost (transposed) and the GEMM node packs A anyway:
-        its packing copy absorbs the transpose, so a permute node first would copy A twice."""
+        """True when A has a summed index innermost (transposed) and the GEMM node reads it well as
+        it is: it packs A anyway (its packing copy absorbs the transpose, so a permute node first
+        would copy A twice), or it runs a GEMV kernel (x86-64, one column: it streams a transposed
+        A row by row, and a permute would copy the whole A to save nothing)."""
         if not ks or a_ids[-1] not in ks:
             return False
         try:
             op = self._gemm(a_ids, b_ids, out_ids, slot_a, slot_b)
         except SetupError:
             return False
-        return "in0" in getattr(op, "packed_operands", ())
+        main = getattr(op, "primitives", {}).get("main")
+        return "in0" in getattr(op, "packed_operands", ()) or getattr(main, "name", "").startswith("gemv_")
 
     def _multiply(self, sa: int, a_ids, sb: int, b_ids, out_ids, out_slot: int | None) -> int | None:
         """``out = a * b`` (no summed index) with the result's unit-stride index, which both operands

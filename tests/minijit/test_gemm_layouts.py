@@ -80,14 +80,17 @@ def test_gemv_any_layout_matches_numpy_inside_its_arrays(
     long, k, row, orders, pads, threads, dtype, ends, touches, seed
 ):
     """Matrix-vector products (1 x N x K or M x 1 x K, the long dim past the GEMV kernel's M
-    block), both kernel forms (the layouts decide which), with first/last touches."""
+    block), both kernel forms (the layouts decide which), with first/last touches. Every layout,
+    strided x or y included (a padded leading dim of a vector's matrix), runs the GEMV kernel on
+    x86-64."""
     m, n = (1, long) if row else (long, 1)
-    check_gemm(m, n, k, orders, pads, threads, dtype, ends, seed, *touches)
+    check_gemm(m, n, k, orders, pads, threads, dtype, ends, seed, *touches, gemv=True)
 
 
-def check_gemm(m, n, k, orders, pads, threads, dtype, ends, seed, first="none", last="none") -> None:
+def check_gemm(m, n, k, orders, pads, threads, dtype, ends, seed, first="none", last="none", gemv=False) -> None:
     """Set up and run C (+)= A B with the drawn layouts and touches; compare with numpy in float64
-    and check C's padding untouched (each array between guard pages)."""
+    and check C's padding untouched (each array between guard pages). ``gemv``: on x86-64 the
+    main kernel must be the GEMV kernel."""
 
     # element (i, j) of an R x S matrix: C-order at i*ld + j, F-order at i + j*ld (ld >= row length)
     def layout(order: str, rows: int, cols: int, pad: str) -> tuple[int, int, int]:
@@ -105,6 +108,8 @@ def check_gemm(m, n, k, orders, pads, threads, dtype, ends, seed, first="none", 
     op = TensorOperation("native", num_threads=threads)
     op.setup(dtype, first, "gemm", last, "mnk", ("undefined",) * 3, (m, n, k),
              (a_i, 0, a_j), (0, b_j, b_i), (c_i, c_j, 0))  # fmt: skip
+    if gemv and op.target.startswith("x86_64"):
+        assert op.primitives["main"].name.startswith("gemv_"), (orders, pads, op.config)
     t = np.float32 if dtype == "fp32" else np.float64
     rng = np.random.default_rng(seed)
     bufs = [Guarded(size, t, end) for size, end in zip((a_n, b_n, c_n), ends, strict=True)]

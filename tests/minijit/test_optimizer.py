@@ -545,3 +545,36 @@ def test_create_shared_loops_scans_few_divisors_of_a_huge_dim():
         s = create_shared_loops(c, 2)
         assert [d.size for d in s.shared_dims] == [size]
         assert thread_load(size, 2) < 1 + 1e-5
+
+
+def test_a_strided_vector_y_is_one_strided_column():
+    """A y with no unit stride gets a prim M of its own length, strided in out, and a prim N of
+    size 1 (the kernels' transposed C of one column) instead of a size-1 M dummy; a row vector
+    y = x B is swapped into that column first. A C with N > 1 and no unit stride is not."""
+    # y[m * 3] = A[m, k] x[k], A row-major: no N dim at all
+    col = TensorConfig.from_lists(
+        "fp32", "none", "gemm", "none", "mk", ("undefined",) * 2, (37, 23), (23, 1), (0, 1), (3, 0)
+    )
+    o = optimize(col)
+    m = o.dims[o.prim.m]
+    assert (m.size, m.stride_out) == (37, 3) and not o.inputs_swapped
+    assert o.prim.n is None or o.dims[o.prim.n].size == 1
+    # y[n * 4] = x[k] B[k, n] (M of size 1): swapped, the caller's N becomes the prim M
+    row = TensorConfig.from_lists(
+        "fp32", "none", "gemm", "none", "mnk", ("undefined",) * 3, (1, 29, 17), (0, 0, 1), (0, 1, 29), (0, 4, 0)
+    )
+    s = swap_operands(row)
+    assert s.inputs_swapped and [d.type for d in s.dims] == [dim_t.n, dim_t.m, dim_t.k]
+    o = optimize(row)
+    assert o.inputs_swapped and (o.dims[o.prim.m].size, o.dims[o.prim.m].stride_out) == (29, 4)
+    # a unit-stride M wins over a strided one (A[m0, m1, k] row-major, y[m0, m1] C order)
+    both = TensorConfig.from_lists(
+        "fp32", "none", "gemm", "none", "mmk", ("undefined",) * 3, (5, 7, 3), (21, 3, 1), (0, 0, 1), (7, 1, 0)
+    )
+    o = optimize(both)
+    assert (o.dims[o.prim.m].size, o.dims[o.prim.m].stride_out) == (7, 1)
+    # a C of two strided dims keeps its roles
+    grid = TensorConfig.from_lists(
+        "fp32", "none", "gemm", "none", "mnk", ("undefined",) * 3, (5, 6, 3), (1, 0, 5), (0, 3, 1), (2, 20, 0)
+    )
+    assert swap_operands(grid) is grid

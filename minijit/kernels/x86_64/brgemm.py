@@ -49,8 +49,9 @@ aligned buffer on the stack (the M block's rows x every K and BR step, one colum
 other); the block's other N blocks read that buffer. The copy costs two stores per K row of one
 block, which the FMAs hide, instead of a separate pass over A before the kernel runs.
 
-One column (N = 1, no ``trans_c``, no packed operand, ``a_copy`` or ``n_outer``; not ``trans_a``
-with ``trans_b``): the kernel is `minijit.kernels.x86_64.gemv`'s, same signature and result.
+One column (N = 1, no packed operand, ``a_copy`` or ``n_outer``; a ``trans_a`` with
+``trans_b`` only while `gemv.takes` it): the kernel is `minijit.kernels.x86_64.gemv`'s, same
+signature and result (any transposes; ``trans_c`` is then a strided y, and the fused touches apply).
 
 ``trans_a`` (``a[k + m*lda]``) and ``trans_c`` (``c[n + m*ldc]``) take a
 simple scalar path (one vfmadd231ss/sd chain per element of C) that also
@@ -225,13 +226,17 @@ def generate(
         if not trans_b or trans_a or trans_c:
             raise ValueError("b_panel (packed B micro-panels) needs trans_b=True and trans_a = trans_c = False")
     zero_c, relu_c = check_flag("zero_c", zero_c), check_flag("relu_c", relu_c)
+    a_copy, n_outer = check_flag("a_copy", a_copy), check_flag("n_outer", n_outer)
+    one_column = n == 1 and a_panel is None and b_panel is None and not (a_copy or n_outer)
+    if one_column and gemv.takes(k, br_size, trans_a, trans_b, dtype):
+        # one column: the GEMV kernel streams A with every lane busy (any transposes, fused touches)
+        return gemv.generate(m, k, br_size, trans_a, trans_b, dtype, isa, trans_c=trans_c, zero_c=zero_c, relu_c=relu_c)
     if (zero_c or relu_c) and (trans_a or trans_c or br_outer):
         raise ValueError("zero_c / relu_c (fused touches) need the vector path (no trans_a, trans_c) and br_outer off")
     if a_panel is not None:
         check_size("a_panel", a_panel, 1, (1 << 31) // 8)
         if trans_a or trans_c:
             raise ValueError("a_panel (packed A micro-panels) needs trans_a = trans_c = False")
-    a_copy = check_flag("a_copy", a_copy)
     if a_copy:
         if trans_a or trans_c or a_panel is not None or br_outer:
             raise ValueError(
@@ -242,12 +247,8 @@ def generate(
                 f"a_copy: a {m}x{n}x{k} x BR {br_size} kernel would need {a_copy_bytes(k, br_size, isa, dtype)} B"
                 f" of stack buffer (at most {A_COPY_MAX_BYTES}) or more B column pointers than leave {SCR} free"
             )
-    n_outer = check_flag("n_outer", n_outer)
     if n_outer and (trans_a or trans_c or a_copy or br_outer):
         raise ValueError("n_outer (N blocks outermost) needs trans_a = trans_c = False, no a_copy, br_outer off")
-    if n == 1 and not trans_c and not (trans_a and trans_b) and a_panel is None and b_panel is None:
-        if not (a_copy or n_outer):  # one column: the GEMV kernel streams A with every lane busy
-            return gemv.generate(m, k, br_size, trans_a, trans_b, dtype, isa, zero_c=zero_c, relu_c=relu_c)
     a = Assembler(name="brgemm")
     if trans_a or trans_c:
         _emit_scalar(a, t, m, n, k, br_size, trans_a, trans_b, trans_c)

@@ -4,10 +4,11 @@
 for N = 1: ``void(const T* a, const T* b, T* c, int64_t lda, int64_t ldb, int64_t ldc,
 int64_t br_stride_a, int64_t br_stride_b)``, with A M x K (``a[m + k*lda]``, or ``a[k + m*lda]``
 with ``trans_a``), x the K-vector ``b[k]`` (``b[k*ldb]`` with ``trans_b``), y = ``c[m]`` (``ldc``
-is not read) and ``A_br = a + br*br_stride_a``. Every element of A is used once, so the kernel is
-a stream over A: what it must do is keep the loads of A sequential and every vector lane busy,
-which a GEMM register block of one column does not (2 FMA chains of 8 rows on AVX2 for the
-column-major form, one scalar chain per element for the transposed one).
+is not read; ``c[m*ldc]`` with ``trans_c``, a strided y) and ``A_br = a + br*br_stride_a``.
+Every element of A is used once, so the kernel is a stream over A: what it must do is keep the
+loads of A sequential and every vector lane busy, which a GEMM register block of one column does
+not (2 FMA chains of 8 rows on AVX2 for the column-major form, one scalar chain per element for
+the transposed one).
 
 Column form (``trans_a`` false; y += A x, the axpy order): y is walked in M blocks of
 `M_BLOCK_BYTES` (which stay in L1 over all of K); for each block, each BR step and each group of
@@ -15,10 +16,16 @@ Column form (``trans_a`` false; y += A x, the axpy order): y is walked in M bloc
 adds ``COLS`` columns into ``ROW_VECTORS`` vectors of y at a time (``COLS`` sequential streams of
 A, y loaded and stored once per group). Then the K remainder columns, one pass.
 
-Row form (``trans_a``; y[m] += dot(A row m, x), the dot order; x must be contiguous, so not with
-``trans_b``): `DOT_ROWS` rows at a time, each with `DOT_VECTORS` vector accumulators, walk K
-(every BR step) together, loading each x vector once for all rows; the K tail is one masked
-vector; each row's accumulators are then summed across lanes into y[m].
+Row form (``trans_a``; y[m] += dot(A row m, x), the dot order): `DOT_ROWS` rows at a time, each
+with `DOT_VECTORS` vector accumulators, walk K (every BR step) together, loading each x vector
+once for all rows; the K tail is one masked vector; each row's accumulators are then summed
+across lanes into y[m]. The x vectors must be contiguous: with ``trans_b`` (a strided x) the
+kernel first copies x, every BR step's, into a stack buffer (at most `X_COPY_MAX_BYTES`;
+`takes` says which shapes fit), K elements per step, read by every row group.
+
+Strided y (``trans_c``): the row form stores each y[m] at its stride; the column form copies each
+M block of y into a stack buffer (`M_BLOCK_BYTES`), runs its passes there and copies it back, so
+the passes keep their contiguous vector loads and stores (with ``zero_c`` the block is not read).
 
 The last partial vector (of M in the column form, of K in the row form) is loaded and stored
 under an opmask (AVX-512) or with vmaskmov (AVX2), so nothing outside the operands is touched.
@@ -28,15 +35,20 @@ before the last store of each element).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from asm.x86_64 import Assembler, ptr
 from asm.x86_64.registers import r8, r9, r10, r11, r12, r13, r14, r15, rax, rbp, rbx, rcx, rdi, rdx, rsi
 from minijit.kernels.x86_64.common import LOG2, Frame, Partial, Target, build, check_flag, check_size, counted_loop
 from minijit.kernels.x86_64.common import brgemm_signature as signature
 from minijit.runtime.kernel import Kernel
 
-__all__ = ["generate", "M_BLOCK_BYTES", "COLS", "ROW_VECTORS", "DOT_ROWS", "DOT_VECTORS"]
+__all__ = ["generate", "takes", "M_BLOCK_BYTES", "X_COPY_MAX_BYTES", "COLS", "ROW_VECTORS", "DOT_ROWS", "DOT_VECTORS"]
 
 MAX_SIZE = 1 << 16
+#: row form with a strided x (``trans_b``): the largest stack buffer x is copied into (bytes; every
+#: BR step's K elements)
+X_COPY_MAX_BYTES = 256 * 1024
 #: column form: bytes of y per M block (it stays in L1 while every column of A streams past it)
 M_BLOCK_BYTES = 16 * 1024
 #: column form: columns of A per pass over the block (sequential streams; x broadcasts held) and
@@ -50,11 +62,12 @@ ROW_VECTORS = 4
 DOT_ROWS = 4
 DOT_VECTORS = 2
 
-A, X, Y, LDA, INCX = rdi, rsi, rdx, rcx, r8  # arguments (A at the M block / row group)
+A, X, Y, LDA, INCX, LDC = rdi, rsi, rdx, rcx, r8, r9  # arguments (A at the M block / row group)
 LDA3, INCX3, BSA, BSB = r10, r11, r12, r13  # 3*lda, 3*incx, BR strides (bytes; row form)
 LDA5, LDA7 = r12, r13  # column form: 5*lda, 7*lda (its BR strides live in stack slots)
 PA, PX, ROWS_A, ROWS_Y, CNT, KCNT = rax, rbx, r14, r15, r9, rbp  # walking pointers and counters
 A_BR, X_BR = r14, r15  # row form: A and x at the BR step
+LDC_R, LDC3_R = rbp, r11  # row form, strided y: its stride and 3 strides (bytes; r11 is free once x is copied)
 assert COLS in (4, 8) and DOT_ROWS == 4  # the pointer steps below are lea ..[reg + 4*ld]
 assert ROW_VECTORS + COLS + 2 <= 16  # AVX2: y vectors, x broadcasts, a masked A load, the mask
 assert (DOT_ROWS + 1) * DOT_VECTORS + 2 <= 16  # AVX2: accumulators, x vectors, a masked A load, the mask
@@ -69,6 +82,7 @@ def generate(
     dtype: str = "fp32",
     isa: str = "avx512",
     *,
+    trans_c: bool = False,
     zero_c: bool = False,
     relu_c: bool = False,
 ) -> Kernel:
@@ -76,21 +90,73 @@ def generate(
     check_size("m", m, 1, MAX_SIZE)
     check_size("k", k, 1, MAX_SIZE)
     check_size("br_size", br_size, 1, 1 << 24)
-    trans_a, trans_b = check_flag("trans_a", trans_a), check_flag("trans_b", trans_b)
+    trans_a, trans_b, trans_c = (
+        check_flag(n, v) for n, v in (("trans_a", trans_a), ("trans_b", trans_b), ("trans_c", trans_c))
+    )
     zero_c, relu_c = check_flag("zero_c", zero_c), check_flag("relu_c", relu_c)
     t = Target.of(dtype, isa)
-    if trans_a and trans_b:
-        raise ValueError("the row form (trans_a) needs a contiguous x (trans_b=False)")
+    if not takes(k, br_size, trans_a, trans_b, dtype):
+        raise ValueError(
+            f"the row form (trans_a) with a strided x (trans_b) copies x into a stack buffer: {br_size} BR steps"
+            f" x k {k} x {t.es} B is over X_COPY_MAX_BYTES ({X_COPY_MAX_BYTES})"
+        )
     a = Assembler(name="gemv")
     frame = Frame(saved=[rbx, rbp, r12, r13, r14, r15])
     tail = Partial.column_tail(a, t, k if trans_a else m, t.vregs[15])
-    (_emit_rows if trans_a else _emit_columns)(a, t, frame, m, k, br_size, trans_b, zero_c, relu_c, tail)
+    form = Form(m, k, br_size, trans_b, trans_c, zero_c, relu_c)
+    (_emit_rows if trans_a else _emit_columns)(a, t, frame, form, tail)
     if tail is not None:
         tail.emit_data(a)
-    flags = (
-        ("_ta" if trans_a else "") + ("_tb" if trans_b else "") + ("_z" if zero_c else "") + ("_r" if relu_c else "")
+    flags = "".join(
+        f for f, on in (("_ta", trans_a), ("_tb", trans_b), ("_tc", trans_c), ("_z", zero_c), ("_r", relu_c)) if on
     )
     return build(a, signature(t.ctype), f"gemv_{dtype}_{isa}_{m}x{k}_br{br_size}{flags}")
+
+
+def takes(k: int, br_size: int, trans_a: bool, trans_b: bool, dtype: str) -> bool:
+    """Whether `generate` takes these operands: all but a row form (``trans_a``) whose strided x
+    (``trans_b``, every BR step's ``k`` elements) is over `X_COPY_MAX_BYTES`."""
+    return not (trans_a and trans_b) or br_size * k * Target.of(dtype, "avx2").es <= X_COPY_MAX_BYTES
+
+
+@dataclass(frozen=True)
+class Form:
+    """What one kernel computes: sizes (elements), the strided x / y flags and the fused touches."""
+
+    m: int
+    k: int
+    br: int
+    trans_b: bool
+    trans_c: bool
+    zero_c: bool
+    relu_c: bool
+
+
+def _strided_copy(a: Assembler, t: Target, count: int, strided, contig, step, step3, counter, tmp, gather: bool):
+    """Copy ``count`` elements between a strided run (pointer ``strided``, ``step`` / ``step3``:
+    registers holding its stride and 3 strides in bytes) and a contiguous one (``contig``):
+    strided -> contiguous with ``gather``, else back. Both pointers end past their runs."""
+    mov = getattr(a, t.s("vmov"))
+    offsets = (None, (step, 1), (step, 2), (step3, 1))
+
+    def one(j: int, disp: int) -> None:
+        off = offsets[j]
+        far = t.smem(strided if off is None else strided + off[0] * off[1])
+        near = t.smem(contig + disp)
+        mov(tmp, far if gather else near)
+        mov(near if gather else far, tmp)
+
+    def four() -> None:
+        for j in range(4):
+            one(j, j * t.es)
+        a.lea(strided, ptr(strided + step * 4))
+        a.add(contig, 4 * t.es)
+
+    counted_loop(a, counter, count // 4, four, "copy")
+    for _ in range(count % 4):
+        one(0, 0)
+        a.add(strided, step)
+        a.add(contig, t.es)
 
 
 def _prologue(a: Assembler, t: Target, frame: Frame, br: int, trans_b: bool, tail: Partial | None, strides) -> None:
@@ -119,20 +185,26 @@ def _relu(a: Assembler, t: Target, x, zero, scalar: bool = False) -> None:
 
 
 # -- column form: y += A x, COLS columns per pass over an L1 block of y ---------------------------
-def _emit_columns(
-    a: Assembler, t: Target, frame: Frame, m: int, k: int, br: int, trans_b: bool, zero_c, relu_c, tail
-) -> None:
+def _emit_columns(a: Assembler, t: Target, frame: Frame, form: Form, tail: Partial | None) -> None:
+    m, k, br, trans_b, zero_c, relu_c = form.m, form.k, form.br, form.trans_b, form.zero_c, form.relu_c
     es, vb = t.es, t.vbytes
     s_blocks, s_br, s_a, s_x = (frame.slot(x) for x in ("m_blocks", "br", "a_br", "x_br"))
     s_bsa, s_bsb = frame.slot("bsa"), frame.slot("bsb")
+    block_rows = M_BLOCK_BYTES // es  # a multiple of every vector length
+    if form.trans_c:  # strided y: each block runs in a buffer; the caller's y and its stride in slots
+        s_ybuf, s_y, s_ldc = frame.buffer("y", min(m, block_rows) * es), frame.slot("y"), frame.slot("ldc")
     regs = t.vregs
     acc, xs, tmp = regs[:ROW_VECTORS], regs[ROW_VECTORS : ROW_VECTORS + COLS], regs[ROW_VECTORS + COLS]
     zero = xs[0]  # the zero / relu passes run while no x is held
     # column j of the group: ROWS_A + col[j]; x element j: PX + x_at[j % 4] (PX on by 4 after 4)
     col = (None, LDA, (LDA, 2), LDA3, (LDA, 4), LDA5, (LDA3, 2), LDA7)
     x_at = (None, INCX, (INCX, 2), INCX3) if trans_b else tuple(j * es for j in range(4))
-    block_rows = M_BLOCK_BYTES // es  # a multiple of every vector length
     _prologue(a, t, frame, br, trans_b, tail, (s_bsa, s_bsb))
+    if form.trans_c:
+        a.mov(s_y, Y)
+        a.mov(rax, LDC)
+        a.shl(rax, LOG2[es])
+        a.mov(s_ldc, rax)
     if COLS == 8:
         a.lea(LDA5, ptr(LDA + LDA * 4))
         a.lea(LDA7, ptr(LDA3 + LDA * 4))
@@ -223,8 +295,23 @@ def _emit_columns(
         a.mov(ROWS_Y, Y)
         walk_rows(rows, step)
 
+    def y_copy(rows: int, gather: bool) -> None:
+        """Strided y: the block's ``rows`` elements from the caller's y into the buffer, or back
+        (then the caller's y pointer moves on by ``rows`` strides)."""
+        a.mov(PX, s_y)
+        a.mov(ROWS_Y, s_ybuf)
+        a.mov(KCNT, s_ldc)
+        a.lea(ROWS_A, ptr(KCNT + KCNT * 2))
+        _strided_copy(a, t, rows, PX, ROWS_Y, KCNT, ROWS_A, CNT, tmp.xmm, gather)
+        if not gather:
+            a.mov(s_y, PX)
+
     def block(rows: int) -> None:
         """One M block: every BR step's columns into its ``rows`` rows of y."""
+        if form.trans_c:
+            if not zero_c:
+                y_copy(rows, gather=True)
+            a.mov(Y, s_ybuf)
         if zero_c:  # first touch zero: y = 0 before the passes
             getattr(a, t.v("vxor"))(zero, zero, zero)
             elementwise(rows, lambda v: getattr(a, t.v("vmova"))(v, zero), read=False)
@@ -247,7 +334,10 @@ def _emit_columns(
             getattr(a, t.v("vxor"))(zero, zero, zero)
             elementwise(rows, lambda v: _relu(a, t, v, zero), read=True)
         a.add(A, rows * es)
-        a.add(Y, rows * es)
+        if form.trans_c:
+            y_copy(rows, gather=False)
+        else:
+            a.add(Y, rows * es)
 
     full, rem = divmod(m, block_rows)
     counted_loop(a, s_blocks, full, lambda: block(block_rows), "m_blocks")
@@ -257,16 +347,39 @@ def _emit_columns(
 
 
 # -- row form: y[m] += dot(A row m, x), DOT_ROWS rows at a time -----------------------------------
-def _emit_rows(a: Assembler, t: Target, frame: Frame, m: int, k: int, br: int, trans_b, zero_c, relu_c, tail) -> None:
+def _emit_rows(a: Assembler, t: Target, frame: Frame, form: Form, tail: Partial | None) -> None:
+    m, k, br, trans_b, zero_c, relu_c = form.m, form.k, form.br, form.trans_b, form.zero_c, form.relu_c
     es, vb = t.es, t.vbytes
     s_groups, s_br = frame.slot("row_groups"), frame.slot("br")
+    s_xbuf = frame.buffer("x", br * k * es) if trans_b else None
     regs = t.vregs
     acc = [regs[r * DOT_VECTORS : (r + 1) * DOT_VECTORS] for r in range(DOT_ROWS)]
     base = DOT_ROWS * DOT_VECTORS
     xv, tmp = regs[base : base + DOT_VECTORS], regs[base + DOT_VECTORS]
     zero, red = xv[0], tmp  # after the K loop: the relu's zero and the reduction's scratch
     row = (None, LDA, (LDA, 2), LDA3)  # row r of the group: PA + row[r]
+    # y[r] of the group: Y + y_at[r] (strided y: LDC_R, LDC3_R hold its stride and 3 strides, bytes)
+    y_at = (None, (LDC_R, 1), (LDC_R, 2), (LDC3_R, 1)) if form.trans_c else tuple(r * es for r in range(4))
     _prologue(a, t, frame, br, trans_b, tail, (BSA, BSB))
+    if form.trans_c:
+        a.mov(LDC_R, LDC)
+        a.shl(LDC_R, LOG2[es])
+    if trans_b:  # strided x: every BR step's K elements into the buffer, which the rows then read
+        a.mov(rax, s_xbuf)
+        a.mov(X_BR, X)
+
+        def copy_step() -> None:
+            a.mov(PX, X_BR)
+            _strided_copy(a, t, k, PX, rax, INCX, INCX3, CNT, regs[0].xmm, gather=True)
+            if br > 1:
+                a.add(X_BR, BSB)
+
+        counted_loop(a, A_BR, br, copy_step, "copy_br")
+        a.mov(X, s_xbuf)
+        if br > 1:
+            a.mov(BSB, k * es)
+    if form.trans_c:
+        a.lea(LDC3_R, ptr(LDC_R + LDC_R * 2))
 
     def at(r: int, disp: int):
         off = row[r]
@@ -307,11 +420,13 @@ def _emit_rows(a: Assembler, t: Target, frame: Frame, m: int, k: int, br: int, t
         else:
             a.vshufpd(red.xmm, s.xmm, s.xmm, 0x01)
         getattr(a, t.s("vadd"))(s.xmm, s.xmm, red.xmm)
+        off = y_at[r]
+        y = Y if off is None else Y + off if isinstance(off, int) else Y + off[0] * off[1]
         if not zero_c:
-            getattr(a, t.s("vadd"))(s.xmm, s.xmm, t.smem(Y + r * es))
+            getattr(a, t.s("vadd"))(s.xmm, s.xmm, t.smem(y))
         if relu_c:
             _relu(a, t, s.xmm, zero.xmm, scalar=True)
-        getattr(a, t.s("vmov"))(t.smem(Y + r * es), s.xmm)
+        getattr(a, t.s("vmov"))(t.smem(y), s.xmm)
 
     full_steps, rest = divmod(k, DOT_VECTORS * t.vl)
     rest_vectors = -(-rest // t.vl)
@@ -346,7 +461,10 @@ def _emit_rows(a: Assembler, t: Target, frame: Frame, m: int, k: int, br: int, t
             reduce_into_y(r)
         if rows == DOT_ROWS:
             a.lea(A, ptr(A + LDA * 4))
-            a.add(Y, DOT_ROWS * es)
+            if form.trans_c:
+                a.lea(Y, ptr(Y + LDC_R * 4))
+            else:
+                a.add(Y, DOT_ROWS * es)
 
     counted_loop(a, s_groups, m // DOT_ROWS, lambda: group(DOT_ROWS), "row_groups")
     if m % DOT_ROWS:

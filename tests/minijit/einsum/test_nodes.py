@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import minijit
 from minijit.einsum.plan import SMALL_GEMM_FLOPS
@@ -31,6 +32,18 @@ def test_transposed_a_that_the_gemm_packs_gets_no_permute_node():
     assert "in0" in plan.steps[0].op.packed_operands
     ops = operands(shapes, np.float32, seed=4)
     assert_close(plan(*ops), "bhqd,bhkd->bhqk", ops, np.float32)
+
+
+@pytest.mark.parametrize("expr,shapes", [("ij,j->i", [(300, 200), (200,)]), ("bij,bj->bi", [(3, 70, 90), (3, 90)])])
+def test_a_gemv_reads_a_row_major_a_in_place(expr, shapes):
+    # y = A x with A row-major: A's summed index j is innermost (transposed), and no GEMM packs it;
+    # on x86-64 the GEMV kernel streams A's rows as they are, so no permute node copies all of A
+    plan = minijit.EinsumPlan(expr, *shapes, dtype=np.float32)
+    if plan.steps[0].op.target.startswith("x86_64"):
+        assert [s.kind for s in plan.steps] == ["contract"]
+        assert plan.steps[0].op.primitives["main"].name.startswith("gemv_")
+    ops = operands(shapes, np.float32, seed=6)
+    assert_close(plan(*ops), expr, ops, np.float32)
 
 
 def test_a_whose_innermost_m_index_is_not_cs_is_copied_first():

@@ -106,3 +106,50 @@ def test_sve_runs_its_own_transposed_kernels(orders, flags):
     )
     name = op.primitives["main"].name
     assert name.startswith("sve_brgemm_") and name.endswith(flags), name
+
+
+def gemv(target: str, row: bool, order: str, m: int, k: int, incx: int, incy: int, sve_vl: int) -> None:
+    """A GEMV with strided vectors through TensorOperation on ``target``, vs numpy: y = A x
+    (``row`` False; A M x K in ``order``) or the row vector y = x B (B K x M in ``order``), x every
+    ``incx``-th and y every ``incy``-th element of its buffer. A y with ``incy`` > 1 makes the
+    optimizer take a strided C of one column (the kernels' transposed C with N = 1)."""
+    rows, cols = (k, m) if row else (m, k)
+    (s_r, s_c) = strides(order, rows, cols)
+    sm, sk = (s_c, s_r) if row else (s_r, s_c)
+    if row:  # y[1 x M] = x[1 x K] B[K x M]: dims m (size 1), n = M, k
+        args = (["m", "n", "k"], [1, m, k], [0, 0, incx], [0, sm, sk], [0, incy, 0])
+    else:  # y[M x 1] = A[M x K] x[K x 1]
+        args = (["m", "n", "k"], [m, 1, k], [sm, 0, sk], [0, 0, incx], [incy, 0, 0])
+    dims_, sizes, s0, s1, so = args
+    op = TensorOperation(target, num_threads=1, sve_vl=sve_vl)
+    op.setup("fp32", "none", "gemm", "relu", dims_, ["undefined"] * 3, sizes, s0, s1, so)
+    rng = np.random.default_rng(m * 1000 + k)
+    a = rng.uniform(-1, 1, (rows, cols)).astype(np.float32)
+    xbuf = rng.uniform(-1, 1, (k - 1) * incx + 1).astype(np.float32)
+    ybuf = rng.uniform(-1, 1, (m - 1) * incy + 2).astype(np.float32)
+    y0 = ybuf.copy()
+    x, y = xbuf[::incx], y0[: (m - 1) * incy + 1 : incy].astype(np.float64)
+    prod = x.astype(np.float64) @ a.astype(np.float64) if row else a.astype(np.float64) @ x.astype(np.float64)
+    want = np.maximum(y + prod, 0)
+    mats = (xbuf, stored(a, order)) if row else (stored(a, order), xbuf)
+    op.execute(*mats, ybuf)
+    got = ybuf[: (m - 1) * incy + 1 : incy]
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-6 * (k + 2), err_msg=f"{target}\n{op.listing()[:600]}")
+    others = np.ones(ybuf.size, bool)
+    others[: (m - 1) * incy + 1 : incy] = False
+    np.testing.assert_array_equal(ybuf[others], y0[others])
+
+
+@pytest.mark.parametrize("target", ["aarch64-neon", "aarch64-sve"])
+@pytest.mark.parametrize(
+    "row,order,m,k,incx,incy",
+    [
+        (False, "C", 37, 23, 3, 2),  # A row-major, x and y strided
+        (False, "F", 21, 19, 1, 5),  # A column-major, y strided
+        (True, "C", 29, 17, 2, 3),  # y = x B, B row-major: y strided
+        (True, "F", 33, 9, 4, 1),  # y = x B, B column-major, x strided
+    ],
+)
+def test_gemv_with_strided_vectors(target, row, order, m, k, incx, incy):
+    for vl in VLS if target == "aarch64-sve" else [128]:
+        gemv(target, row, order, m, k, incx, incy, vl)
