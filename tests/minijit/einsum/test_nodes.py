@@ -15,7 +15,8 @@ def test_num_threads_is_a_cap_small_nodes_run_on_one_thread():
     small = minijit.EinsumPlan("ij,jk->ik", (16, 16), (16, 16), num_threads=2)
     (step,) = small.steps
     assert 2 * 16**3 < SMALL_GEMM_FLOPS and step.op.num_threads == 1
-    # 2 * 256^3 = SMALL_GEMM_FLOPS: big enough for the plan's two threads
+    # 2 * 256^3 >= SMALL_GEMM_FLOPS: big enough for the plan's two threads
+    assert 2 * 256**3 >= SMALL_GEMM_FLOPS
     big = minijit.EinsumPlan("ij,jk->ik", (256, 256), (256, 256), num_threads=2)
     (step,) = big.steps
     assert step.op.num_threads == 2
