@@ -1,7 +1,9 @@
 """Write bench/results/aarch64_mca_<date>.md: llvm-mca estimates of the NEON and SVE BRGEMM K loops
-and of the packed GEMM path (the K loop on the packed A, the copy kernel that packs it).
+and of the packed GEMM path (the K loop on the packed A, the copy kernel that packs it), and the
+NEON GEMV kernel's inner loops against the BRGEMM with n = 1.
 
-.venv/bin/python bench/aarch64_mca.py    # from the repository root
+.venv/bin/python bench/aarch64_mca.py          # from the repository root
+.venv/bin/python bench/aarch64_mca.py --gemv   # only the GEMV rows: bench/results/aarch64_gemv_mca_<date>.md
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from minijit import optimizer, packing  # noqa: E402
-from minijit.kernels.aarch64 import mca, neon_brgemm  # noqa: E402
+from minijit.kernels.aarch64 import mca, neon_brgemm, neon_gemv  # noqa: E402
 from minijit.tensor_operation import TensorOperation  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / f"aarch64_mca_{mca.today()}.md"
+GEMV_OUT = Path(__file__).resolve().parent / "results" / f"aarch64_gemv_mca_{mca.today()}.md"
 COMMAND = ".venv/bin/python bench/aarch64_mca.py"
+GEMV_SIZE = 4096  # M = K of the GEMV rows (square fp32 matrix-vector product, br 1)
 PACKED_SIZE = 512  # square GEMM of the packed-path rows: lda 512 is the power of two that packing fixes
 SVE_MCPUS = ("neoverse-v2", "neoverse-v1")  # apple-m4 has no SVE
 COPY_LOOP = {  # label of the copy kernel's innermost loop: (isa, transposed) -> name
@@ -94,6 +98,55 @@ def packed_path() -> tuple[str, list[mca.Estimate], list[mca.CopyEstimate]]:
     return "\n".join(notes), kloops, copies
 
 
+def gemv_rows() -> str:
+    """Markdown table: llvm-mca's cycles per iteration of the innermost loop of the NEON GEMV
+    kernel (column form: its rows loop; row form, trans_a: its K loop) and of the NEON BRGEMM with
+    n = 1 (its K loop: the 16 x 1 block, and the 4 x 1 block of 4 x 4 tile transposes with
+    trans_a), fp32, in elements of A per cycle (one FMA lane per element of A in both kernels)."""
+    n = GEMV_SIZE
+    forms = [  # (kernel, loop label, the listing, the BRGEMM row it is compared with)
+        ("neon_gemv, A column-major", "rows", neon_gemv.program(n, n)[0].listing(), 2),
+        ("neon_gemv, trans_a (A row-major)", "k", neon_gemv.program(n, n, trans_a=True)[0].listing(), 3),
+        ("neon_brgemm n = 1, A column-major (16 x 1 block)", "k", neon_brgemm.program(n, 1, n)[0].listing(), None),
+        ("neon_brgemm n = 1, trans_a (4 x 4 tile transposes)", "k",
+         neon_brgemm.program(n, 1, n, trans_a=True)[0].listing(), None),
+    ]  # fmt: skip
+    head = (
+        f"| kernel (fp32, {n} x 1 x {n}) | loop | mcpu | cycles/iter | A elements/iter | A elements/cycle "
+        "| vs BRGEMM n = 1 |\n|---|---|---|---:|---:|---:|---:|\n"
+    )
+    out = []
+    for cpu in mca.MCPUS:
+        rows = [mca.estimate_loop(mca.loop_body(listing, loop), "neon", name, cpu) for name, loop, listing, _ in forms]
+        for (name, loop, _, ref), r in zip(forms, rows, strict=True):
+            per_cycle = r.flops / 2 / r.cycles
+            vs = "" if ref is None else f"{per_cycle / (rows[ref].flops / 2 / rows[ref].cycles):.2f}x"
+            out.append(f"| {name} | `{loop}` | {cpu} | {r.cycles:.2f} | {r.flops // 2} | {per_cycle:.2f} | {vs} |\n")
+    return head + "".join(out)
+
+
+def gemv_text() -> str:
+    """The GEMV section: what was estimated, and the table."""
+    return f"""## NEON GEMV vs the NEON BRGEMM with n = 1 (llvm-mca static estimate)
+
+- Date: {mca.today()}; LLVM {mca.llvm_version()} (`llvm-mca -mtriple=aarch64 -mcpu=<cpu> -iterations=300`)
+- Command: `{COMMAND} --gemv` (the same table is a section of the full run)
+- Body: one iteration of each kernel's innermost loop, cut from its listing at its label
+  (`mca.loop_body`) with its counter and backward branch. GEMV column form: 8 columns of A x 12 q
+  registers of y (96 fmla by element, 48 ldp of A and y, 6 stp); row form: 8 rows x 2 q
+  accumulators (16 fmla of vectors, 9 ldp). BRGEMM n = 1: the 16 x 1 register block, K unrolled by
+  4 (16 fmla by element, 4 chains); with trans_a the 4 x 1 block that loads 4 rows of A and
+  transposes 4 x 4 tiles (4 fmla).
+- apple-m4 is LLVM's Cyclone model: it issues fmla of vectors on 2 units and fmla by element on 3,
+  so the row form (x differs per lane: vectors) is capped there at 8 elements per cycle.
+- A elements/cycle: elements of A consumed per cycle (a GEMV does one FMA lane per element of A);
+  "vs BRGEMM n = 1" compares each GEMV form with the BRGEMM of the same A layout on the same CPU.
+- Static estimate only: no cache misses (the GEMV streams A from memory on real hardware), no
+  loop over blocks, no reduction. Emulation is never timed.
+
+{gemv_rows()}"""
+
+
 def main() -> None:
     seed = mca.estimates(m=32, n=32, k=32, br_size=1) + mca.estimates(m=32, n=32, k=32, br_size=8)
     blocks = []
@@ -167,11 +220,20 @@ unpacked C-order A runs the transposed-A form: NEON loads rows and transposes 4 
 needs; "vectors stored/iter": q registers (NEON) or SVE vectors (VL-agnostic; 128 bits on
 neoverse-v2, 256 on neoverse-v1).
 
-{mca.copy_table(copies)}"""
+{mca.copy_table(copies)}
+{gemv_text()}"""
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(text)
     print(text)
 
 
+def main_gemv() -> None:
+    """Only the GEMV rows, into GEMV_OUT."""
+    text = f"# AArch64 NEON GEMV inner loops: llvm-mca static estimate\n\n{gemv_text()}"
+    GEMV_OUT.parent.mkdir(parents=True, exist_ok=True)
+    GEMV_OUT.write_text(text)
+    print(text)
+
+
 if __name__ == "__main__":
-    main()
+    main_gemv() if "--gemv" in sys.argv[1:] else main()

@@ -26,6 +26,10 @@ kernel for (n, m, trans_a = not trans_b, trans_b = not trans_a) with a and b
 (lda/ldb, the br strides) swapped in its first instructions. With ``trans_b``
 that is the fast ``trans_b`` path; without, the tile-transposing ``trans_a``
 path. ``block`` then names the block of that swapped kernel.
+
+`generate` (not `program`) hands one column (n = 1, no explicit ``block``) to the GEMV kernel
+`minijit.kernels.aarch64.neon_gemv` (every transpose; all but a row-major A times a strided x too
+long for its stack buffer, see `neon_gemv.takes`).
 """
 
 from __future__ import annotations
@@ -422,10 +426,29 @@ def _name(m: int, n: int, k: int, br_size: int, dtype: str, **kw: Any) -> str:
     return f"neon_brgemm_{m}x{n}x{k}_br{br_size}_{dtype}{flags}"
 
 
-generate = generator(
+_generate = generator(
     program,
     signature,
     "JIT a BRGEMM kernel; returns the callable from `minijit.runtime.load`.",
     _name,
     sve_vl_before="block",
 )
+
+
+def generate(*args: Any, **kwargs: Any) -> Any:
+    """JIT a BRGEMM kernel; returns the callable from `minijit.runtime.load`. One column (n = 1,
+    no explicit ``block``) runs `neon_gemv`'s kernel where `neon_gemv.takes` the operands."""
+    bound = _generate.__signature__.bind(*args, **kwargs)
+    bound.apply_defaults()
+    p = bound.arguments
+    _check(p["m"], p["n"], p["k"], p["br_size"], p["trans_a"], p["trans_b"], p["trans_c"], p["dtype"])
+    if p["n"] == 1 and p["block"] is None:
+        from minijit.kernels.aarch64 import neon_gemv  # it imports this module
+
+        if neon_gemv.takes(p["k"], p["br_size"], p["trans_a"], p["trans_b"], p["dtype"]):
+            flags = (p["trans_a"], p["trans_b"], p["trans_c"])
+            return neon_gemv.generate(p["m"], p["k"], p["br_size"], *flags, p["dtype"])
+    return _generate(*args, **kwargs)
+
+
+generate.__signature__ = _generate.__signature__  # type: ignore[attr-defined]
