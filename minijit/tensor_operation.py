@@ -578,14 +578,14 @@ class TensorOperation:
             # x86-64: a first touch zero / last touch relu runs inside the kernel when every K is in
             # the prim (each call then writes its C block once, final) and the kernel is the vector
             # BRGEMM or the GEMV; C crosses memory once
-            from minijit.kernels.x86_64 import gemv
+            if self.target.startswith("x86_64") and not any(d.type is dim_t.k for d in cfg.loop_dims):
+                from minijit.kernels.x86_64 import gemv
 
-            one_column = size(n) == 1 and gemv.takes(size(k), size(br), trans_a, trans_b, cfg.dtype.name)
-            if (
-                self.target.startswith("x86_64")
-                and (one_column or not (trans_a or trans_c))
-                and not any(d.type is dim_t.k for d in cfg.loop_dims)
-            ):
+                one_column = size(n) == 1 and gemv.takes(size(k), size(br), trans_a, trans_b, cfg.dtype.name)
+                vector = one_column or not (trans_a or trans_c)
+            else:
+                vector = False
+            if vector:
                 fused = {
                     w: p.name
                     for w, p, f in (("first", cfg.prim_first, ptype_t.zero), ("last", cfg.prim_last, ptype_t.relu))
@@ -725,18 +725,14 @@ class TensorOperation:
         anything runs. ``out`` is updated in place: with first touch ``none`` the main primitive
         accumulates into it (C += A·B for a GEMM), so initialize it or use first touch ``zero``.
         """
-        quick = self._quick  # (dtype, bytes each array must hold) when the arrays' common case applies
+        quick, addrs = self._quick, None  # quick: (dtype, bytes each array must hold) or None
         if quick is not None and offsets is None:
-            if self.config.inputs_swapped:
-                in0, in1 = in1, in0
-            addrs = arrays.quick_addresses(in0, in1, out, *quick)
-            if addrs is None:  # the full checks: they raise naming the argument, or pass
-                in0, in1 = (in1, in0) if self.config.inputs_swapped else (in0, in1)
-                in0, in1, out, a0, a1, ao = self._checked(in0, in1, out, offsets)
-            else:
-                a0, a1, ao = addrs
-        else:
+            x0, x1 = (in1, in0) if self.config.inputs_swapped else (in0, in1)  # the config's roles
+            addrs = arrays.quick_addresses(x0, x1, out, *quick)
+        if addrs is None:  # the full checks: they raise naming the argument, or pass
             in0, in1, out, a0, a1, ao = self._checked(in0, in1, out, offsets)
+        else:
+            in0, in1, (a0, a1, ao) = x0, x1, addrs
         if self._chunked is not None:  # native only: the operands' reach was checked above
             with self._lock:
                 self._run_chunks(a0, a1, ao)

@@ -177,7 +177,7 @@ class _Builder:
             dims,
         )  # fmt: skip
 
-    def _packs_transposed(self, a_ids, b_ids, out_ids, ks, slot_a: int, slot_b: int) -> bool:
+    def _reads_transposed_a(self, a_ids, b_ids, out_ids, ks, slot_a: int, slot_b: int) -> bool:
         """True when A has a summed index innermost (transposed) and the GEMM node reads it well as
         it is: it packs A anyway (its packing copy absorbs the transpose, so a permute node first
         would copy A twice), or it runs a GEMV kernel (x86-64, one column: it streams a transposed
@@ -278,7 +278,7 @@ class _Builder:
         # one whose innermost M index is not C's, that the GEMM does not pack runs on the scalar
         # kernel: copy A with its M indices innermost, in C's order, first
         a_off = bool(m) and (a_ids[-1] not in m or (out_ids[-1] in m and a_ids[-1] != out_ids[-1]))
-        if a_off and not self._packs_transposed(a_ids, b_ids, out_ids, ks, sa, sb):
+        if a_off and not self._reads_transposed_a(a_ids, b_ids, out_ids, ks, sa, sb):
             tries.append((tuple(c for c in a_ids if c not in m) + tuple(m), b_ids, out_ids))
         for t in [
             (a_ids, b_ids, out_ids),

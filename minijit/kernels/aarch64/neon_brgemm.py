@@ -40,7 +40,8 @@ from functools import partial
 from typing import Any
 
 from asm.aarch64 import Assembler, X, mem, post
-from asm.aarch64.registers import ScalarReg, VecReg, VElem, XReg
+from asm.aarch64.registers import VecReg, VElem
+from minijit.kernels.aarch64 import neon_gemv
 from minijit.kernels.aarch64.common import (
     DType,
     brgemm_signature,
@@ -51,6 +52,7 @@ from minijit.kernels.aarch64.common import (
     generator,
     prologue,
 )
+from minijit.kernels.aarch64.pieces import Piece, ldst_pieces, piece_reg, split
 
 __all__ = ["BLOCK", "Piece", "generate", "ldst_pieces", "program", "signature", "split"]
 
@@ -68,59 +70,6 @@ ROW_OFF = tuple(X[24:27])  # trans_a: byte offsets of rows 1..3 of an A tile (bl
 
 
 signature = brgemm_signature
-
-
-@dataclass(frozen=True)
-class Piece:
-    """A run of ``width`` consecutive rows (or columns) from ``off`` held in one register."""
-
-    off: int
-    width: int
-
-
-def split(count: int, lanes: int, max_pieces: int) -> list[list[Piece]]:
-    """Cut ``count`` rows into register pieces (full vectors, then 2 and 1) grouped into blocks.
-
-    A block holds at most ``max_pieces`` pieces; a tail of half/single pieces
-    that does not fit with the full vectors becomes its own block.
-    """
-    pieces, off = [], 0
-    for width in (lanes, 2, 1):
-        while count - off >= width and width <= lanes:
-            pieces.append(Piece(off, width))
-            off += width
-    blocks: list[list[Piece]] = []
-    while pieces:
-        take = pieces[:max_pieces]
-        if len(pieces) > max_pieces:  # keep the narrow tail together
-            full = [p for p in take if p.width == lanes]
-            take = full or take
-        blocks.append(take)
-        pieces = pieces[len(take) :]
-    return blocks
-
-
-# -- small emitters --------------------------------------------------------------------
-_LETTER = {16: "q", 8: "d", 4: "s"}
-
-
-def _reg(t: DType, idx: int, width: int) -> ScalarReg:
-    """The scalar view (q/d/s) that loads or stores ``width`` elements."""
-    return ScalarReg(idx, _LETTER[width * t.size])
-
-
-def ldst_pieces(a: Assembler, t: DType, store: bool, regs: list[int], pieces: list[Piece], base: XReg) -> None:
-    """Load/store pieces at ``base + off``; neighbours of one width go as ldp/stp."""
-    i = 0
-    while i < len(pieces):
-        p, r = pieces[i], _reg(t, regs[i], pieces[i].width)
-        if i + 1 < len(pieces) and pieces[i + 1].width == p.width and pieces[i + 1].off == p.off + p.width:
-            r2 = _reg(t, regs[i + 1], p.width)
-            (a.stp if store else a.ldp)(r, r2, mem(base, p.off * t.size))
-            i += 2
-            continue
-        (a.str if store else a.ldr)(r, mem(base, p.off * t.size))
-        i += 1
 
 
 def _fma(a: Assembler, t: DType, acc: int, src: int, width: int, elem: VElem) -> None:
@@ -182,7 +131,7 @@ class _Kernel:
         t = self.t
         if not self.trans_b:  # column j: `steps` consecutive k in one register
             for j in range(cols):
-                reg = _reg(t, self.vb + j, steps) if steps > 1 else t.scalar(self.vb + j)
+                reg = piece_reg(t, self.vb + j, steps) if steps > 1 else t.scalar(self.vb + j)
                 a.ldr(reg, post(B_COL[j], steps * t.size))
             return lambda kk, j: VElem(self.vb + j, t.es, kk)
         pieces = split(cols, self.lanes, 99)[0]  # row kk of B: pieces of columns
@@ -201,7 +150,7 @@ class _Kernel:
         t, rows, base = self.t, pieces[0].width, self.va
         tmp = self.va + self.lanes
         for r in range(rows):
-            reg = _reg(t, base + r, steps) if steps > 1 else t.scalar(base + r)
+            reg = piece_reg(t, base + r, steps) if steps > 1 else t.scalar(base + r)
             a.ldr(reg, mem(XA) if r == 0 else mem(XA, ROW_OFF[r - 1]))
         a.add(XA, XA, steps * t.size)
         v = [VecReg(base + i, t.es, t.lanes) for i in range(self.lanes)]
@@ -443,8 +392,6 @@ def generate(*args: Any, **kwargs: Any) -> Any:
     p = bound.arguments
     _check(p["m"], p["n"], p["k"], p["br_size"], p["trans_a"], p["trans_b"], p["trans_c"], p["dtype"])
     if p["n"] == 1 and p["block"] is None:
-        from minijit.kernels.aarch64 import neon_gemv  # it imports this module
-
         if neon_gemv.takes(p["k"], p["br_size"], p["trans_a"], p["trans_b"], p["dtype"]):
             flags = (p["trans_a"], p["trans_b"], p["trans_c"])
             return neon_gemv.generate(p["m"], p["k"], p["br_size"], *flags, p["dtype"])

@@ -15,7 +15,7 @@ Column form (``trans_a`` false; y += A x, the axpy order): y is walked in M bloc
 stride, so any stride works) and a pass down the block adds the ``COLS`` columns into
 `ROW_VECTORS` q registers of y at a time (``COLS`` sequential streams of A, y loaded and stored
 once per group). Then the K remainder columns, one pass. Rows left over (M % (ROW_VECTORS x
-lanes)) run as q/d/s pieces (`neon_brgemm.split`), so nothing outside the operands is touched.
+lanes)) run as q/d/s pieces (`pieces.split`), so nothing outside the operands is touched.
 
 Row form (``trans_a``; y[m] += dot(A row m, x), the dot order): `DOT_ROWS` rows at a time, each
 with `DOT_VECTORS` q accumulators, walk K (every BR step) together, loading each x vector once
@@ -48,7 +48,7 @@ from minijit.kernels.aarch64.common import (
     generator,
     prologue,
 )
-from minijit.kernels.aarch64.neon_brgemm import Piece, ldst_pieces, split
+from minijit.kernels.aarch64.pieces import Piece, ldst_pieces, split
 
 __all__ = [
     "COLS",

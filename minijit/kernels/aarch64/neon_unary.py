@@ -30,7 +30,7 @@ from minijit.kernels.aarch64.common import (
     generator,
     unary_signature,
 )
-from minijit.kernels.aarch64.neon_brgemm import Piece, ldst_pieces, split
+from minijit.kernels.aarch64.pieces import Piece, ldst_pieces, split
 
 __all__ = ["PTYPES", "column_sweep", "generate", "program", "signature"]
 
