@@ -43,6 +43,11 @@ i.e. |ld| < 2**25 elements at 2048-bit vectors), 64-bit ones for fp64. The
 gather in the K loop makes ``trans_a`` the slow form; `minijit.packing`
 packs a transposed A before it reaches the kernel.
 
+`generate` (not `program`) hands one column (n = 1) to the GEMV kernel
+`minijit.kernels.aarch64.sve_gemv` (every transpose; all but a row-major A
+times a strided x too long for its stack buffer, see `sve_gemv.takes`): one
+column leaves this kernel at most 4 FMA chains, and ``trans_a`` a gather per K step.
+
 ``kloop_body`` gives one unrolled K iteration as text: llvm-mca -mcpu=neoverse-v1
 puts the 4-, 3- and 2-vector blocks at their FMA bound (48/48/32 cycles for
 96/96/64 FMAs on two SVE pipes); the 1-vector block is load-bound (18 vs 16).
@@ -54,6 +59,7 @@ from typing import Any
 
 from asm.aarch64 import Assembler, P, X, mem
 from asm.aarch64.registers import ZVec
+from minijit.kernels.aarch64 import sve_gemv
 from minijit.kernels.aarch64.common import (
     DType,
     brgemm_signature,
@@ -349,9 +355,25 @@ def program(
     return a
 
 
-generate = generator(
+_generate = generator(
     program, signature, "A callable BRGEMM kernel (native on AArch64, else emulated at SVE length ``sve_vl`` bits)."
 )
+
+
+def generate(*args: Any, **kwargs: Any) -> Any:
+    """A callable BRGEMM kernel (native on AArch64, else emulated at SVE length ``sve_vl`` bits).
+    One column (n = 1) runs `sve_gemv`'s kernel where `sve_gemv.takes` the operands."""
+    bound = _generate.__signature__.bind(*args, **kwargs)
+    bound.apply_defaults()
+    p = bound.arguments
+    _check(p["m"], p["n"], p["k"], p["br_size"], p["trans_a"], p["trans_b"], p["trans_c"], p["dtype"])
+    if p["n"] == 1 and sve_gemv.takes(p["k"], p["br_size"], p["trans_a"], p["trans_b"], p["dtype"]):
+        flags = (p["trans_a"], p["trans_b"], p["trans_c"])
+        return sve_gemv.generate(p["m"], p["k"], p["br_size"], *flags, p["dtype"], sve_vl=p["sve_vl"])
+    return _generate(*args, **kwargs)
+
+
+generate.__signature__ = _generate.__signature__  # type: ignore[attr-defined]
 
 
 def kloop_body(dtype: str = "fp32", vectors: int = 4) -> str:
