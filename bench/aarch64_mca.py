@@ -1,6 +1,6 @@
 """Write bench/results/aarch64_mca_<date>.md: llvm-mca estimates of the NEON and SVE BRGEMM K loops
 and of the packed GEMM path (the K loop on the packed A, the copy kernel that packs it), and the
-NEON GEMV kernel's inner loops against the BRGEMM with n = 1.
+NEON and SVE GEMV kernels' inner loops against the BRGEMM with n = 1.
 
 .venv/bin/python bench/aarch64_mca.py          # from the repository root
 .venv/bin/python bench/aarch64_mca.py --gemv   # only the GEMV rows: bench/results/aarch64_gemv_mca_<date>.md
@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from minijit import optimizer, packing  # noqa: E402
-from minijit.kernels.aarch64 import mca, neon_brgemm, neon_gemv  # noqa: E402
+from minijit.kernels.aarch64 import mca, neon_brgemm, neon_gemv, sve_brgemm, sve_gemv  # noqa: E402
 from minijit.tensor_operation import TensorOperation  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / f"aarch64_mca_{mca.today()}.md"
@@ -98,6 +98,27 @@ def packed_path() -> tuple[str, list[mca.Estimate], list[mca.CopyEstimate]]:
     return "\n".join(notes), kloops, copies
 
 
+def _gemv_table(isa: str, forms: list[tuple], mcpus: tuple[str, ...]) -> str:
+    """Markdown table of ``forms`` ((kernel, loop label, listing, index of the BRGEMM row it is
+    compared with or None)) on ``mcpus``: llvm-mca's cycles per iteration of the loop, in elements
+    of A per cycle (one FMA lane per element of A in both kernels; SVE at the mcpu's vector length)."""
+    n = GEMV_SIZE
+    head = (
+        f"| kernel (fp32, {n} x 1 x {n}) | loop | mcpu | cycles/iter | A elements/iter | A elements/cycle "
+        "| vs BRGEMM n = 1 |\n|---|---|---|---:|---:|---:|---:|\n"
+    )
+    out = []
+    for cpu in mcpus:
+        rows = [mca.estimate_loop(mca.loop_body(listing, loop), isa, name, cpu) for name, loop, listing, _ in forms]
+        elements = [r.fmas * mca.sve_lanes(cpu) if isa == "sve" else r.flops // 2 for r in rows]
+        label = f"{cpu} ({mca.SVE_VL_BITS[cpu]}-bit SVE)" if isa == "sve" else cpu
+        for (name, loop, _, ref), r, el in zip(forms, rows, elements, strict=True):
+            per_cycle = el / r.cycles
+            vs = "" if ref is None else f"{per_cycle / (elements[ref] / rows[ref].cycles):.2f}x"
+            out.append(f"| {name} | `{loop}` | {label} | {r.cycles:.2f} | {el} | {per_cycle:.2f} | {vs} |\n")
+    return head + "".join(out)
+
+
 def gemv_rows() -> str:
     """Markdown table: llvm-mca's cycles per iteration of the innermost loop of the NEON GEMV
     kernel (column form: its rows loop; row form, trans_a: its K loop) and of the NEON BRGEMM with
@@ -111,22 +132,25 @@ def gemv_rows() -> str:
         ("neon_brgemm n = 1, trans_a (4 x 4 tile transposes)", "k",
          neon_brgemm.program(n, 1, n, trans_a=True)[0].listing(), None),
     ]  # fmt: skip
-    head = (
-        f"| kernel (fp32, {n} x 1 x {n}) | loop | mcpu | cycles/iter | A elements/iter | A elements/cycle "
-        "| vs BRGEMM n = 1 |\n|---|---|---|---:|---:|---:|---:|\n"
-    )
-    out = []
-    for cpu in mca.MCPUS:
-        rows = [mca.estimate_loop(mca.loop_body(listing, loop), "neon", name, cpu) for name, loop, listing, _ in forms]
-        for (name, loop, _, ref), r in zip(forms, rows, strict=True):
-            per_cycle = r.flops / 2 / r.cycles
-            vs = "" if ref is None else f"{per_cycle / (rows[ref].flops / 2 / rows[ref].cycles):.2f}x"
-            out.append(f"| {name} | `{loop}` | {cpu} | {r.cycles:.2f} | {r.flops // 2} | {per_cycle:.2f} | {vs} |\n")
-    return head + "".join(out)
+    return _gemv_table("neon", forms, mca.MCPUS)
+
+
+def sve_gemv_rows() -> str:
+    """The SVE GEMV kernel's inner loops (column form: rows; row form: K) against the SVE BRGEMM
+    with n = 1 (its K loop: the 4-vector x 1-column block, A gathered with trans_a), fp32, on the
+    SVE-capable mcpus."""
+    n = GEMV_SIZE
+    forms = [
+        ("sve_gemv, A column-major", "rows", sve_gemv.program(n, n)[0].listing(), 2),
+        ("sve_gemv, trans_a (A row-major)", "k", sve_gemv.program(n, n, trans_a=True)[0].listing(), 3),
+        ("sve_brgemm n = 1, A column-major (4 vectors x 1)", "k", sve_brgemm.program(n, 1, n).listing(), None),
+        ("sve_brgemm n = 1, trans_a (A gathered)", "k", sve_brgemm.program(n, 1, n, trans_a=True).listing(), None),
+    ]
+    return _gemv_table("sve", forms, SVE_MCPUS)
 
 
 def gemv_text() -> str:
-    """The GEMV section: what was estimated, and the table."""
+    """The GEMV sections: what was estimated, and the tables (NEON, SVE)."""
     return f"""## NEON GEMV vs the NEON BRGEMM with n = 1 (llvm-mca static estimate)
 
 - Date: {mca.today()}; LLVM {mca.llvm_version()} (`llvm-mca -mtriple=aarch64 -mcpu=<cpu> -iterations=300`)
@@ -144,7 +168,27 @@ def gemv_text() -> str:
 - Static estimate only: no cache misses (the GEMV streams A from memory on real hardware), no
   loop over blocks, no reduction. Emulation is never timed.
 
-{gemv_rows()}"""
+{gemv_rows()}
+## SVE GEMV vs the SVE BRGEMM with n = 1 (llvm-mca static estimate)
+
+- Same date, LLVM and command as above; SVE-capable mcpus only (apple-m4 has no SVE).
+- Vector length: the code is vector-length agnostic, llvm-mca counts instructions. Its
+  neoverse-v2 model has V2's four 128-bit SVE pipes and neoverse-v1 V1's two 256-bit ones, so the
+  elements per instruction are taken at those cores' lengths: **neoverse-v2 128 bits (4 fp32
+  lanes), neoverse-v1 256 bits (8 fp32 lanes)**. At other lengths the cycles per iteration stay
+  the model's, the elements scale with the lanes.
+- Body: as above. GEMV column form (`sve_gemv.program(4096, 4096)`): 8 columns of A x 8 vectors of
+  y (64 predicated fmla, 64 ld1w of A, 8 ld1w and 8 st1w of y, 9 addvl); row form (trans_a): 8
+  rows x 2 vector accumulators (16 fmla, 18 ld1w, 9 addvl). BRGEMM n = 1
+  (`sve_brgemm.program(4096, 1, 4096)`): the 4-vector x 1-column block, K unrolled by 4 (16 fmla,
+  4 chains); with trans_a the same block with each A vector gathered (`ld1w` with vector offsets).
+- The SVE GEMV loops are load-bound (one load per fmla; SVE has no ldp), so at 128 bits its column
+  form stays below the NEON GEMV's ldp stream on neoverse-v2. The BRGEMM's K loop is bound by its
+  4 chains of 4 dependent fmla (16 cycles at V1's latency); on neoverse-v1 the model hides the
+  gathers of its trans_a form inside that latency, on neoverse-v2 they are the bound.
+- Static estimate only, as above.
+
+{sve_gemv_rows()}"""
 
 
 def main() -> None:
@@ -229,7 +273,7 @@ neoverse-v2, 256 on neoverse-v1).
 
 def main_gemv() -> None:
     """Only the GEMV rows, into GEMV_OUT."""
-    text = f"# AArch64 NEON GEMV inner loops: llvm-mca static estimate\n\n{gemv_text()}"
+    text = f"# AArch64 NEON and SVE GEMV inner loops: llvm-mca static estimate\n\n{gemv_text()}"
     GEMV_OUT.parent.mkdir(parents=True, exist_ok=True)
     GEMV_OUT.write_text(text)
     print(text)

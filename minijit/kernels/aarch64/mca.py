@@ -17,6 +17,10 @@ the FMA-bound figures for a BRGEMM K loop and `copy_estimate` the cycles per
 vector of a copy loop against llvm-mca's own resource bound (Block
 RThroughput). The packed GEMM path (bench/aarch64_mca.py) uses them on the
 kernels that `TensorOperation` generates.
+
+SVE code is vector-length agnostic, llvm-mca's figures are per instruction: `sve_lanes` gives the
+elements per SVE vector at the length of the core each model describes (`SVE_VL_BITS`: 128 bits
+for neoverse-v2, 256 for neoverse-v1).
 """
 
 from __future__ import annotations
@@ -27,10 +31,12 @@ from dataclasses import dataclass
 
 from asm import llvm
 from minijit.kernels.aarch64 import neon_brgemm
+from minijit.kernels.aarch64.common import dtype_info
 
 __all__ = [
     "HW_FMA_PIPES",
     "MCPUS",
+    "SVE_VL_BITS",
     "CopyEstimate",
     "Estimate",
     "copy_estimate",
@@ -41,10 +47,15 @@ __all__ = [
     "fma_bound",
     "llvm_version",
     "loop_body",
+    "sve_lanes",
     "table",
 ]
 
 MCPUS = ("neoverse-v2", "neoverse-v1", "apple-m4")
+#: SVE vector length (bits) of the cores behind LLVM's SVE-capable models: llvm-mca counts SVE
+#: instructions, not lanes, and its neoverse-v1 model has V1's two 256-bit SVE pipes, neoverse-v2
+#: V2's four 128-bit ones; lanes per SVE instruction are taken at these lengths (`sve_lanes`)
+SVE_VL_BITS = {"neoverse-v2": 128, "neoverse-v1": 256}
 # 128-bit FMA pipes per core: Arm Neoverse V2 / V1 Software Optimization Guides (ASIMD FMLA
 # on V0-V3); Apple M4 P-core: 4 (REFERENCE.md, "M4 ... 4 pipes x 4 lanes").
 HW_FMA_PIPES = {"neoverse-v2": 4, "neoverse-v1": 4, "apple-m4": 4}
@@ -130,6 +141,13 @@ def loop_body(listing: str, name: str, occurrence: int = 0) -> str:
         if re.match(r"b(\.\w+)?\s", text) and text.split()[-1] == label:
             return "\n".join(body)
     raise ValueError(f"name: loop {label} has no branch back to its label")
+
+
+def sve_lanes(mcpu: str, dtype: str = "fp32") -> int:
+    """Elements per SVE vector of ``dtype`` at the vector length of ``mcpu`` (`SVE_VL_BITS`)."""
+    if mcpu not in SVE_VL_BITS:
+        raise ValueError(f"mcpu must be one of {', '.join(SVE_VL_BITS)} (SVE), got {mcpu!r}")
+    return SVE_VL_BITS[mcpu] // (8 * dtype_info(dtype).size)
 
 
 def _flops(body: str) -> tuple[int, int]:

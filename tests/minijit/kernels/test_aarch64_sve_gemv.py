@@ -208,3 +208,11 @@ def test_listing_reassembles_and_names_its_loop(args, loop):
     else:
         assert fmlas == sve_gemv.DOT_ROWS * sve_gemv.DOT_VECTORS
     assert not any(s.startswith(("whilelt", "cnt")) for s in lines), "the full steps run unpredicated (p0)"
+
+
+def test_mca_lanes_follow_the_modelled_cores():
+    """The mca table counts SVE elements at the vector length of the core each model describes
+    (neoverse-v2 128 bits, neoverse-v1 256); an mcpu without SVE is refused."""
+    assert [mca.sve_lanes(c, d) for c in ("neoverse-v2", "neoverse-v1") for d in ("fp32", "fp64")] == [4, 2, 8, 4]
+    with pytest.raises(ValueError, match="mcpu"):
+        mca.sve_lanes("apple-m4")
