@@ -579,10 +579,7 @@ class TensorOperation:
             # the prim (each call then writes its C block once, final) and the kernel is the vector
             # BRGEMM or the GEMV; C crosses memory once
             if self.target.startswith("x86_64") and not any(d.type is dim_t.k for d in cfg.loop_dims):
-                from minijit.kernels.x86_64 import gemv
-
-                one_column = size(n) == 1 and gemv.takes(size(k), size(br), trans_a, trans_b, cfg.dtype.name)
-                vector = one_column or not (trans_a or trans_c)
+                vector = size(n) == 1 or not (trans_a or trans_c)  # the GEMV kernel, or the vector BRGEMM
             else:
                 vector = False
             if vector:
@@ -880,10 +877,9 @@ def _quick_check(config: TensorConfig, ranges: dict, dtype: np.dtype) -> tuple |
 
 def _one_column(config: TensorConfig, target: str) -> bool:
     """Whether ``config`` is an x86-64 GEMV: a GEMM/BRGEMM whose N dims all have size 1, any
-    layout (x or y strided, A either way), run by `minijit.kernels.x86_64.gemv` (a row-major A
-    times a strided x whose stack copy would be over `gemv.X_COPY_MAX_BYTES` by the BRGEMM's
-    scalar path). The GEMV kernel reads each element of A once, in sequential streams, so no copy
-    of an operand pays: no panels, padding or chunks."""
+    layout (x or y strided, A either way), run by `minijit.kernels.x86_64.gemv`. The GEMV kernel
+    reads each element of A once, in sequential streams, so no copy of an operand pays: no panels,
+    padding or chunks."""
     if not target.startswith("x86_64") or config.prim_main not in GEMM_PTYPES:
         return False
     return math.prod(d.size for d in config.dims if d.type is dim_t.n) == 1

@@ -49,8 +49,7 @@ aligned buffer on the stack (the M block's rows x every K and BR step, one colum
 other); the block's other N blocks read that buffer. The copy costs two stores per K row of one
 block, which the FMAs hide, instead of a separate pass over A before the kernel runs.
 
-One column (N = 1, no packed operand, ``a_copy`` or ``n_outer``; a ``trans_a`` with
-``trans_b`` only while `gemv.takes` it): the kernel is `minijit.kernels.x86_64.gemv`'s, same
+One column (N = 1, no packed operand, ``a_copy`` or ``n_outer``): the kernel is `minijit.kernels.x86_64.gemv`'s, same
 signature and result (any transposes; ``trans_c`` is then a strided y, and the fused touches apply).
 
 ``trans_a`` (``a[k + m*lda]``) and ``trans_c`` (``c[n + m*ldc]``) take a
@@ -228,7 +227,7 @@ def generate(
     zero_c, relu_c = check_flag("zero_c", zero_c), check_flag("relu_c", relu_c)
     a_copy, n_outer = check_flag("a_copy", a_copy), check_flag("n_outer", n_outer)
     one_column = n == 1 and a_panel is None and b_panel is None and not (a_copy or n_outer)
-    if one_column and gemv.takes(k, br_size, trans_a, trans_b, dtype):
+    if one_column:
         # one column: the GEMV kernel streams A with every lane busy (any transposes, fused touches)
         return gemv.generate(m, k, br_size, trans_a, trans_b, dtype, isa, trans_c=trans_c, zero_c=zero_c, relu_c=relu_c)
     if (zero_c or relu_c) and (trans_a or trans_c or br_outer):

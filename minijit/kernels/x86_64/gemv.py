@@ -20,8 +20,10 @@ Row form (``trans_a``; y[m] += dot(A row m, x), the dot order): `DOT_ROWS` rows 
 with `DOT_VECTORS` vector accumulators, walk K (every BR step) together, loading each x vector
 once for all rows; the K tail is one masked vector; each row's accumulators are then summed
 across lanes into y[m]. The x vectors must be contiguous: with ``trans_b`` (a strided x) the
-kernel first copies x, every BR step's, into a stack buffer (at most `X_COPY_MAX_BYTES`;
-`takes` says which shapes fit), K elements per step, read by every row group.
+kernel first copies x, every BR step's, into a stack buffer (at most `X_COPY_MAX_BYTES`), K
+elements per step, read by every row group. A longer x runs in chunks (`x_chunks`: whole BR
+steps, or one step's K in pieces): each chunk is copied, then every row group adds its part into
+y (zeroed first with ``zero_c``, relu'd after the last chunk with ``relu_c``).
 
 Strided y (``trans_c``): the row form stores each y[m] at its stride; the column form copies each
 M block of y into a stack buffer (`M_BLOCK_BYTES`), runs its passes there and copies it back, so
@@ -43,11 +45,20 @@ from minijit.kernels.x86_64.common import LOG2, Frame, Partial, Target, build, c
 from minijit.kernels.x86_64.common import brgemm_signature as signature
 from minijit.runtime.kernel import Kernel
 
-__all__ = ["generate", "takes", "M_BLOCK_BYTES", "X_COPY_MAX_BYTES", "COLS", "ROW_VECTORS", "DOT_ROWS", "DOT_VECTORS"]
+__all__ = [
+    "generate",
+    "x_chunks",
+    "M_BLOCK_BYTES",
+    "X_COPY_MAX_BYTES",
+    "COLS",
+    "ROW_VECTORS",
+    "DOT_ROWS",
+    "DOT_VECTORS",
+]
 
 MAX_SIZE = 1 << 16
-#: row form with a strided x (``trans_b``): the largest stack buffer x is copied into (bytes; every
-#: BR step's K elements)
+#: row form with a strided x (``trans_b``): the largest stack buffer x is copied into (bytes); a
+#: longer x (every BR step's K elements) runs in chunks (`x_chunks`)
 X_COPY_MAX_BYTES = 256 * 1024
 #: column form: bytes of y per M block (it stays in L1 while every column of A streams past it)
 M_BLOCK_BYTES = 16 * 1024
@@ -95,11 +106,6 @@ def generate(
     )
     zero_c, relu_c = check_flag("zero_c", zero_c), check_flag("relu_c", relu_c)
     t = Target.of(dtype, isa)
-    if not takes(k, br_size, trans_a, trans_b, dtype):
-        raise ValueError(
-            f"the row form (trans_a) with a strided x (trans_b) copies x into a stack buffer: {br_size} BR steps"
-            f" x k {k} x {t.es} B is over X_COPY_MAX_BYTES ({X_COPY_MAX_BYTES})"
-        )
     a = Assembler(name="gemv")
     frame = Frame(saved=[rbx, rbp, r12, r13, r14, r15])
     tail = Partial.column_tail(a, t, k if trans_a else m, t.vregs[15])
@@ -111,12 +117,6 @@ def generate(
         f for f, on in (("_ta", trans_a), ("_tb", trans_b), ("_tc", trans_c), ("_z", zero_c), ("_r", relu_c)) if on
     )
     return build(a, signature(t.ctype), f"gemv_{dtype}_{isa}_{m}x{k}_br{br_size}{flags}")
-
-
-def takes(k: int, br_size: int, trans_a: bool, trans_b: bool, dtype: str) -> bool:
-    """Whether `generate` takes these operands: all but a row form (``trans_a``) whose strided x
-    (``trans_b``, every BR step's ``k`` elements) is over `X_COPY_MAX_BYTES`."""
-    return not (trans_a and trans_b) or br_size * k * Target.of(dtype, "avx2").es <= X_COPY_MAX_BYTES
 
 
 @dataclass(frozen=True)
@@ -347,11 +347,29 @@ def _emit_columns(a: Assembler, t: Target, frame: Frame, form: Form, tail: Parti
 
 
 # -- row form: y[m] += dot(A row m, x), DOT_ROWS rows at a time -----------------------------------
+def x_chunks(k: int, br: int, es: int) -> tuple[int, int]:
+    """Row form with a strided x: the (BR steps, K elements) of x copied into the stack buffer at
+    a time; all of x (``(br, k)``) when it fits `X_COPY_MAX_BYTES`, else whole BR steps per chunk,
+    else one step's K in pieces."""
+    cap = X_COPY_MAX_BYTES // es // 16 * 16  # pieces of K are whole vectors (16 elements: any ISA)
+    if br * k <= cap:
+        return br, k
+    if k <= cap:
+        return cap // k, k
+    return 1, cap
+
+
 def _emit_rows(a: Assembler, t: Target, frame: Frame, form: Form, tail: Partial | None) -> None:
     m, k, br, trans_b, zero_c, relu_c = form.m, form.k, form.br, form.trans_b, form.zero_c, form.relu_c
     es, vb = t.es, t.vbytes
     s_groups, s_br = frame.slot("row_groups"), frame.slot("br")
-    s_xbuf = frame.buffer("x", br * k * es) if trans_b else None
+    bc, kc = x_chunks(k, br, es) if trans_b else (br, k)
+    chunked = (bc, kc) != (br, k)
+    s_xbuf = frame.buffer("x", bc * kc * es) if trans_b else None
+    if chunked:  # x in chunks: A, x and y at the chunk, the BR strides (bytes), the chunk counters
+        s_a, s_x, s_y, s_bsb = (frame.slot(x) for x in ("a_chunk", "x_chunk", "y", "bsb"))
+        s_chunks, s_pieces = frame.slot("x_chunks"), frame.slot("k_pieces")
+        s_a_br, s_x_br = frame.slot("a_br"), frame.slot("x_br")  # K pieces: the BR step's start
     regs = t.vregs
     acc = [regs[r * DOT_VECTORS : (r + 1) * DOT_VECTORS] for r in range(DOT_ROWS)]
     base = DOT_ROWS * DOT_VECTORS
@@ -364,22 +382,25 @@ def _emit_rows(a: Assembler, t: Target, frame: Frame, form: Form, tail: Partial 
     if form.trans_c:
         a.mov(LDC_R, LDC)
         a.shl(LDC_R, LOG2[es])
-    if trans_b:  # strided x: every BR step's K elements into the buffer, which the rows then read
+
+    def copy_x(steps: int, count: int, x_step) -> None:
+        """x's ``count`` elements of each of ``steps`` BR steps (``x_step`` bytes apart) from X
+        into the buffer, which X then points to (BSB: one step's elements there)."""
         a.mov(rax, s_xbuf)
         a.mov(X_BR, X)
+        if chunked and form.trans_c:  # INCX3 is LDC3_R between the copies
+            a.lea(INCX3, ptr(INCX + INCX * 2))
 
         def copy_step() -> None:
             a.mov(PX, X_BR)
-            _strided_copy(a, t, k, PX, rax, INCX, INCX3, CNT, regs[0].xmm, gather=True)
-            if br > 1:
-                a.add(X_BR, BSB)
+            _strided_copy(a, t, count, PX, rax, INCX, INCX3, CNT, regs[0].xmm, gather=True)
+            if steps > 1:
+                a.add(X_BR, x_step)
 
-        counted_loop(a, A_BR, br, copy_step, "copy_br")
+        counted_loop(a, A_BR, steps, copy_step, "copy_br")
         a.mov(X, s_xbuf)
-        if br > 1:
-            a.mov(BSB, k * es)
-    if form.trans_c:
-        a.lea(LDC3_R, ptr(LDC_R + LDC_R * 2))
+        if steps > 1:
+            a.mov(BSB, count * es)
 
     def at(r: int, disp: int):
         off = row[r]
@@ -403,7 +424,11 @@ def _emit_rows(a: Assembler, t: Target, frame: Frame, form: Form, tail: Partial 
                 else:
                     getattr(a, t.v("vfmadd231"))(acc[r][v], xv[v], t.vmem(at(r, v * vb)))
 
-    def reduce_into_y(r: int) -> None:
+    def y_addr(r: int):
+        off = y_at[r]
+        return Y if off is None else Y + off if isinstance(off, int) else Y + off[0] * off[1]
+
+    def reduce_into_y(r: int, zero_y: bool, relu: bool) -> None:
         """y[r] (+)= the lanes of row r's accumulators summed (then relu)."""
         s = acc[r][0]
         for v in range(1, DOT_VECTORS):
@@ -420,53 +445,137 @@ def _emit_rows(a: Assembler, t: Target, frame: Frame, form: Form, tail: Partial 
         else:
             a.vshufpd(red.xmm, s.xmm, s.xmm, 0x01)
         getattr(a, t.s("vadd"))(s.xmm, s.xmm, red.xmm)
-        off = y_at[r]
-        y = Y if off is None else Y + off if isinstance(off, int) else Y + off[0] * off[1]
-        if not zero_c:
-            getattr(a, t.s("vadd"))(s.xmm, s.xmm, t.smem(y))
-        if relu_c:
+        if not zero_y:
+            getattr(a, t.s("vadd"))(s.xmm, s.xmm, t.smem(y_addr(r)))
+        if relu:
             _relu(a, t, s.xmm, zero.xmm, scalar=True)
-        getattr(a, t.s("vmov"))(t.smem(y), s.xmm)
+        getattr(a, t.s("vmov"))(t.smem(y_addr(r)), s.xmm)
 
-    full_steps, rest = divmod(k, DOT_VECTORS * t.vl)
-    rest_vectors = -(-rest // t.vl)
+    def row_pass(kk: int, steps: int, zero_y: bool, relu: bool) -> None:
+        """Every row group over ``steps`` BR steps of ``kk`` elements of K from A and X (A and Y
+        move on past the rows)."""
+        full_steps, rest = divmod(kk, DOT_VECTORS * t.vl)
+        rest_vectors = -(-rest // t.vl)
 
-    def group(rows: int) -> None:
-        """``rows`` rows of A (every BR step) into ``rows`` elements of y."""
-        for r in range(rows):
-            for v in range(DOT_VECTORS):
-                getattr(a, t.v("vxor"))(acc[r][v], acc[r][v], acc[r][v])
-        a.mov(A_BR, A)
-        a.mov(X_BR, X)
+        def group(rows: int) -> None:
+            """``rows`` rows of A (every BR step) into ``rows`` elements of y."""
+            for r in range(rows):
+                for v in range(DOT_VECTORS):
+                    getattr(a, t.v("vxor"))(acc[r][v], acc[r][v], acc[r][v])
+            a.mov(A_BR, A)
+            a.mov(X_BR, X)
 
-        def k_loop() -> None:
-            k_step(rows, DOT_VECTORS, None)
-            a.add(PA, DOT_VECTORS * vb)
-            a.add(PX, DOT_VECTORS * vb)
+            def k_loop() -> None:
+                k_step(rows, DOT_VECTORS, None)
+                a.add(PA, DOT_VECTORS * vb)
+                a.add(PX, DOT_VECTORS * vb)
+
+            def br_step() -> None:
+                a.mov(PA, A_BR)
+                a.mov(PX, X_BR)
+                counted_loop(a, CNT, full_steps, k_loop, "k")
+                if rest_vectors:  # only the last piece of K has a tail (kc is whole vectors)
+                    k_step(rows, rest_vectors, tail if kk % t.vl else None)
+                if steps > 1:
+                    a.add(A_BR, BSA)
+                    a.add(X_BR, BSB)
+
+            counted_loop(a, s_br, steps, br_step, "br")
+            if relu:
+                getattr(a, t.v("vxor"))(zero, zero, zero)
+            for r in range(rows):
+                reduce_into_y(r, zero_y, relu)
+            if rows == DOT_ROWS:
+                a.lea(A, ptr(A + LDA * 4))
+                if form.trans_c:
+                    a.lea(Y, ptr(Y + LDC_R * 4))
+                else:
+                    a.add(Y, DOT_ROWS * es)
+
+        counted_loop(a, s_groups, m // DOT_ROWS, lambda: group(DOT_ROWS), "row_groups")
+        if m % DOT_ROWS:
+            group(m % DOT_ROWS)
+
+    def y_pass(op, read: bool) -> None:
+        """``op(element)`` on each y[m] in place (``read``: loaded first), one at a time."""
+        a.mov(Y, s_y)
+
+        def one() -> None:
+            if read:
+                getattr(a, t.s("vmov"))(tmp.xmm, t.smem(Y))
+            op(tmp.xmm)
+            getattr(a, t.s("vmov"))(t.smem(Y), tmp.xmm)
+            if form.trans_c:
+                a.add(Y, LDC_R)
+            else:
+                a.add(Y, es)
+
+        counted_loop(a, s_groups, m, one, "y_pass")
+
+    if not chunked:
+        if trans_b:  # strided x: every BR step's K elements into the buffer, which the rows then read
+            copy_x(br, k, BSB)
+        if form.trans_c:
+            a.lea(LDC3_R, ptr(LDC_R + LDC_R * 2))
+        row_pass(k, br, zero_c, relu_c)
+        frame.leave(a)
+        return
+
+    # x too long for the buffer: chunks of (bc BR steps) x (kc K elements), each copied and then
+    # added into y by every row group; y is zeroed before the first chunk and relu'd after the last
+    a.mov(s_a, A)
+    a.mov(s_x, X)
+    a.mov(s_y, Y)
+    if br > 1:
+        a.mov(s_bsb, BSB)
+    if zero_c:
+        y_pass(lambda v: getattr(a, t.v("vxor"))(v, v, v), read=False)
+
+    def chunk(steps: int, kk: int) -> None:
+        """One chunk: its x into the buffer, then every row group (A, x and y from the slots)."""
+        a.mov(A, s_a)
+        a.mov(X, s_x)
+        copy_x(steps, kk, s_bsb)
+        a.mov(Y, s_y)
+        if form.trans_c:
+            a.lea(LDC3_R, ptr(LDC_R + LDC_R * 2))
+        row_pass(kk, steps, False, False)
+
+    if kc == k:  # whole BR steps per chunk: A and x move on by bc steps
+
+        def steps_chunk() -> None:
+            chunk(bc, k)
+            for slot, stride in ((s_a, BSA), (s_x, s_bsb)):
+                a.imul(rax, stride, bc)
+                a.add(slot, rax)
+
+        counted_loop(a, s_chunks, br // bc, steps_chunk, "x_chunks")
+        if br % bc:
+            chunk(br % bc, k)
+    else:  # one BR step at a time, its K in pieces of kc: A on by kc elements, x by kc strides
+
+        def piece(kk: int) -> None:
+            chunk(1, kk)
+            a.add(s_a, kk * es)
+            a.imul(rax, INCX, kk)
+            a.add(s_x, rax)
 
         def br_step() -> None:
-            a.mov(PA, A_BR)
-            a.mov(PX, X_BR)
-            counted_loop(a, CNT, full_steps, k_loop, "k")
-            if rest_vectors:
-                k_step(rows, rest_vectors, tail)
-            if br > 1:
-                a.add(A_BR, BSA)
-                a.add(X_BR, BSB)
+            a.mov(rax, s_a)
+            a.mov(s_a_br, rax)
+            a.mov(rax, s_x)
+            a.mov(s_x_br, rax)
+            counted_loop(a, s_pieces, k // kc, lambda: piece(kc), "k_pieces")
+            if k % kc:
+                chunk(1, k % kc)
+            if br > 1:  # the next step from this one's start
+                for slot, start, stride in ((s_a, s_a_br, BSA), (s_x, s_x_br, s_bsb)):
+                    a.mov(rax, start)
+                    a.add(rax, stride)
+                    a.mov(slot, rax)
 
-        counted_loop(a, s_br, br, br_step, "br")
-        if relu_c:
-            getattr(a, t.v("vxor"))(zero, zero, zero)
-        for r in range(rows):
-            reduce_into_y(r)
-        if rows == DOT_ROWS:
-            a.lea(A, ptr(A + LDA * 4))
-            if form.trans_c:
-                a.lea(Y, ptr(Y + LDC_R * 4))
-            else:
-                a.add(Y, DOT_ROWS * es)
-
-    counted_loop(a, s_groups, m // DOT_ROWS, lambda: group(DOT_ROWS), "row_groups")
-    if m % DOT_ROWS:
-        group(m % DOT_ROWS)
+        counted_loop(a, s_chunks, br, br_step, "br_steps")
+    if relu_c:
+        getattr(a, t.v("vxor"))(zero, zero, zero)
+        y_pass(lambda v: _relu(a, t, v, zero.xmm, scalar=True), read=True)
     frame.leave(a)

@@ -3,6 +3,8 @@ reference, with every operand flush against a PROT_NONE page."""
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -107,13 +109,45 @@ def test_gemv_large_and_edges(isa, dtype, m, k, br, ta, tb, tc) -> None:
 
 @pytest.mark.parametrize("isa", ISAS)
 def test_gemv_row_form_largest_x_copy(isa) -> None:
-    """A strided x of exactly `gemv.X_COPY_MAX_BYTES` (every BR step's K elements) fills the stack
-    buffer; one element more is refused (`gemv.takes`), and `brgemm.generate` keeps its own kernel."""
+    """A strided x of exactly `gemv.X_COPY_MAX_BYTES` (every BR step's K elements) is one copy;
+    one element more runs in chunks of whole BR steps (the GEMV kernel either way)."""
     k = gemv.X_COPY_MAX_BYTES // 4 // 2
-    assert gemv.takes(k, 2, True, True, "fp32") and not gemv.takes(k + 1, 2, True, True, "fp32")
-    assert gemv.takes(k + 1, 2, True, False, "fp32") and gemv.takes(k + 1, 2, False, True, "fp32")
+    assert gemv.x_chunks(k, 2, 4) == (2, k) and gemv.x_chunks(k + 1, 2, 4) == (1, k + 1)
     run_gemv(5, k, 2, ta=True, tb=True, tc=True, dtype="fp32", isa=isa, pad=(3, 1, 2))
-    assert brgemm.generate(5, 1, k + 1, 2, True, True, isa=isa).name.startswith("brgemm_")
+    run_gemv(5, k + 1, 2, ta=True, tb=True, tc=True, dtype="fp32", isa=isa, pad=(3, 1, 2), zero_c=True, relu_c=True)
+    assert brgemm.generate(5, 1, k + 1, 2, True, True, isa=isa).name.startswith("gemv_")
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_gemv_row_form_x_in_pieces_of_k(isa) -> None:
+    """fp64 K over the buffer: each BR step's K runs in pieces (`x_chunks`), the last one with the
+    masked tail."""
+    cap = gemv.X_COPY_MAX_BYTES // 8
+    k = cap + 4 * 2 + 3
+    assert gemv.x_chunks(k, 2, 8) == (1, cap)
+    run_gemv(3, k, 2, ta=True, tb=True, tc=True, dtype="fp64", isa=isa, pad=(1, 2, 1), zero_c=True, relu_c=True)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    m=st.integers(1, 11),
+    k=st.integers(1, 80),
+    br=st.integers(1, 9),
+    cap=st.sampled_from([128, 192, 256, 512]),
+    tc=st.booleans(),
+    dtype=st.sampled_from(["fp32", "fp64"]),
+    touches=st.sampled_from([(False, False), (True, False), (False, True), (True, True)]),
+    seed=st.integers(0, 2**16),
+)
+def test_gemv_row_form_chunked_x_matches_numpy(m, k, br, cap, tc, dtype, touches, seed) -> None:
+    """The chunked strided-x row form at small buffer sizes (`X_COPY_MAX_BYTES` patched): whole BR
+    steps per chunk with a remainder chunk, or K pieces with a remainder piece; y strided or not,
+    zeroed first and relu'd after the last chunk; nothing outside the operands touched."""
+    isa = "avx512" if available("avx512") else "avx2"
+    with mock.patch.object(gemv, "X_COPY_MAX_BYTES", cap):
+        run_gemv(
+            m, k, br, ta=True, tb=True, tc=tc, dtype=dtype, isa=isa, zero_c=touches[0], relu_c=touches[1], seed=seed
+        )
 
 
 @pytest.mark.parametrize("isa", ISAS)
@@ -141,7 +175,6 @@ def test_brgemm_of_one_column_is_the_gemv(isa, form) -> None:
         (dict(m=1, k=1, dtype="fp16"), "dtype must be"),
         (dict(m=1, k=1, isa="sse"), "isa must be"),
         (dict(m=1, k=1, zero_c=2), "zero_c must be"),
-        (dict(m=1, k=gemv.X_COPY_MAX_BYTES // 8 + 1, trans_a=True, trans_b=True, dtype="fp64"), "X_COPY_MAX_BYTES"),
         (dict(m=1, k=1, trans_c=2), "trans_c must be"),
     ],
 )
