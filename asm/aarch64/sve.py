@@ -25,11 +25,12 @@ from asm.aarch64.operands import (
     pvec,
     same_esize,
     same_sf,
+    scalar,
     xreg,
     zelem,
     zvec,
 )
-from asm.aarch64.registers import PQual, PReg, PVec, WReg, XReg, ZElem, ZReg, ZVec
+from asm.aarch64.registers import PQual, PReg, PVec, ScalarReg, WReg, XReg, ZElem, ZReg, ZVec
 from asm.errors import EncodingError
 
 # predicate constraint patterns (PTRUE, CNT*, INC*): name -> code; 14..28 have no name
@@ -84,6 +85,8 @@ _FP_IMM = {
 }
 # SVE floating-point arithmetic (unpredicated): opc
 _FP_UNPRED_OPC = {"fadd": 0b000, "fsub": 0b001, "fmul": 0b010}
+# SVE floating-point recursive reduction: opc
+_FP_REDUCE_OPC = {"faddv": 0b000, "fmaxnmv": 0b100, "fminnmv": 0b101, "fmaxv": 0b110, "fminv": 0b111}
 # SVE permute vector / predicate elements: opc (predicate form: opc<1:0>:H)
 _PERMUTE_OPC = {"zip1": 0, "zip2": 1, "uzp1": 2, "uzp2": 3, "trn1": 4, "trn2": 5}
 # SVE bitwise logical operations (unpredicated): opc
@@ -736,6 +739,38 @@ class SveMixin:
     def sve_fminnm(self, zdn: ZVec, pg: PQual, zn: ZVec, zm: ZVec | float) -> None:
         """``fminnm zdn, pg/m, zdn, zm|#0.0|#1.0``."""
         self._sve_fp_binop("fminnm", zdn, pg, zn, zm)
+
+    # == floating-point reductions ===========================================
+    def _sve_fp_reduce(self, mn: str, vd: ScalarReg, pg: PReg, zn: ZVec) -> None:
+        """SVE floating-point recursive reduction (FADDV, FMAXNMV, FMAXV, FMINNMV, FMINV):
+        ``vd, pg, zn`` with vd the scalar h/s/d register of zn's element size, pg p0..p7."""
+        scalar(mn, "Vd", vd, FP_SIZES)
+        zvec(mn, "Zn", zn, FP_SIZES)
+        es = same_esize(mn, Vd=vd, Zn=zn)
+        g = pgov(mn, "Pg", pg, None)
+        word = 0x65002000 | SIZE_BITS[es] << 22 | _FP_REDUCE_OPC[mn] << 16 | g << 10 | zn.idx << 5 | vd.idx
+        self.emit(word, f"{mn} {vd}, {pg}, {zn}")
+
+    def faddv(self, vd: ScalarReg, pg: PReg, zn: ZVec) -> None:
+        """``faddv <h|s|d>d, pg, zn.<T>``: the sum of zn's active lanes, added in recursive pairwise
+        order (inactive lanes count as +0.0)."""
+        self._sve_fp_reduce("faddv", vd, pg, zn)
+
+    def sve_fmaxv(self, vd: ScalarReg, pg: PReg, zn: ZVec) -> None:
+        """``fmaxv <h|s|d>d, pg, zn.<T>``: the maximum of zn's active lanes (inactive lanes count as -inf)."""
+        self._sve_fp_reduce("fmaxv", vd, pg, zn)
+
+    def sve_fminv(self, vd: ScalarReg, pg: PReg, zn: ZVec) -> None:
+        """``fminv <h|s|d>d, pg, zn.<T>``: the minimum of zn's active lanes (inactive lanes count as +inf)."""
+        self._sve_fp_reduce("fminv", vd, pg, zn)
+
+    def sve_fmaxnmv(self, vd: ScalarReg, pg: PReg, zn: ZVec) -> None:
+        """``fmaxnmv <h|s|d>d, pg, zn.<T>``: fmaxv ignoring quiet NaNs (inactive lanes count as the default NaN)."""
+        self._sve_fp_reduce("fmaxnmv", vd, pg, zn)
+
+    def sve_fminnmv(self, vd: ScalarReg, pg: PReg, zn: ZVec) -> None:
+        """``fminnmv <h|s|d>d, pg, zn.<T>``: fminv ignoring quiet NaNs (inactive lanes count as the default NaN)."""
+        self._sve_fp_reduce("fminnmv", vd, pg, zn)
 
     # == broadcast, move, select =============================================
     def _sve_dup_imm(self, mn: str, zd: ZVec, value: int) -> None:

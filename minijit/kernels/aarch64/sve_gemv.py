@@ -123,14 +123,6 @@ def takes(k: int, br_size: int, trans_a: bool, trans_b: bool, dtype: str) -> boo
 
 
 # -- small emitters --------------------------------------------------------------------
-def _faddv(a: Assembler, t: DType, vd: int, pg: int, zn: int) -> None:
-    """``faddv <s|d>vd, pg, zn.<T>``: the sum of zn's active lanes (SVE floating-point recursive
-    reduction; encoded here until `asm.aarch64.sve` has it; the listing reassembles with llvm-mc)."""
-    size = 2 if t.size == 4 else 3
-    word = 0x65002000 | size << 22 | pg << 10 | zn << 5 | vd
-    a.emit(word, f"faddv {t.es}{vd}, p{pg}, z{zn}.{t.es}")
-
-
 def _repeat(a: Assembler, cnt: XReg, count: int, body: Callable[[], None], name: str) -> None:
     """``body`` ``count`` times: once inline, or a loop counting ``cnt`` down from ``count``."""
     if count <= 1:
@@ -386,7 +378,7 @@ class _Gemv:
                 width //= 2
                 for v in range(width):
                     a.fadd(self.z(acc[v]), self.z(acc[v]), self.z(acc[v + width]))
-            _faddv(a, t, acc[0], 0, acc[0])
+            a.faddv(t.scalar(acc[0]), P[0], self.z(acc[0]))
             a.ldr(t.scalar(y), mem(YP))  # faddv and ldr zero the other lanes: a 2-lane fadd
             a.fadd(t.vec(acc[0], 1), t.vec(acc[0], 1), t.vec(y, 1))
             a.str(t.scalar(acc[0]), mem(YP))

@@ -11,8 +11,35 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asm.aarch64 import Assembler, mem, p0, p1, p2, p8, sp, w0, w1, x0, x1, x2, x3, x4, xzr, z0, z1, z2, z3, z8, z16
-from asm.aarch64.registers import PReg, WReg, ZReg
+from asm.aarch64 import (
+    Assembler,
+    b0,
+    d0,
+    h0,
+    mem,
+    p0,
+    p1,
+    p2,
+    p8,
+    s0,
+    s4,
+    sp,
+    w0,
+    w1,
+    x0,
+    x1,
+    x2,
+    x3,
+    x4,
+    xzr,
+    z0,
+    z1,
+    z2,
+    z3,
+    z8,
+    z16,
+)
+from asm.aarch64.registers import PReg, ScalarReg, WReg, ZReg
 from asm.aarch64.sve import PATTERNS
 from asm.errors import EncodingError
 from tests.asm.aarch64.strategies import preds, wregs, xregs, zvecs
@@ -34,6 +61,11 @@ def pm(max_reg: int = 7) -> st.SearchStrategy:
 
 def pz(max_reg: int = 7) -> st.SearchStrategy:
     return st.integers(0, max_reg).map(lambda i: PReg(i).z)
+
+
+def scalars(es: str) -> st.SearchStrategy:
+    """Scalar SIMD&FP registers b/h/s/d 0..31 of one size."""
+    return st.integers(0, 31).map(lambda i: ScalarReg(i, es))
 
 
 def zelems(es: str, max_reg: int, max_index: int) -> st.SearchStrategy:
@@ -319,6 +351,15 @@ def test_fp_unpred(mn, es, data):
     run(data, f"sve.{mn[4:]}.unpred.{es}", st.tuples(zvecs(es), zvecs(es), zvecs(es)), getattr(Assembler, mn))
 
 
+# -- floating-point reductions --------------------------------------------------
+@pytest.mark.parametrize("mn", ["faddv", "sve_fmaxv", "sve_fminv", "sve_fmaxnmv", "sve_fminnmv"])
+@pytest.mark.parametrize("es", FP)
+@oracle
+def test_fp_reduce(mn, es, data):
+    ops = st.tuples(scalars(es), preds(7), zvecs(es))
+    run(data, f"sve.{mn.removeprefix('sve_')}.{es}", ops, getattr(Assembler, mn))
+
+
 # -- broadcast, move, select, logical --------------------------------------------
 def dup_imms(es: str) -> st.SearchStrategy:
     small = st.integers(-128, 127)
@@ -467,6 +508,16 @@ ILLEGAL = [
     (lambda a: a.sve_zip1(p0.s, p1.s, p2.d), "element sizes"),
     (lambda a: a.sve_trn1(z0.s, z1.s, p2.s), "Zm"),
     (lambda a: a.ptest(p0, p1.s), "Pn"),
+    (lambda a: a.faddv(s0, p0, z1.d), "element sizes"),
+    (lambda a: a.faddv(d0, p0, z1.h), "element sizes"),
+    (lambda a: a.faddv(b0, p0, z1.b), "Vd"),
+    (lambda a: a.faddv(h0, p0, z1.b), "Zn"),
+    (lambda a: a.faddv(z0.s, p0, z1.s), "Vd"),
+    (lambda a: a.faddv(s0, p0, z1), "Zn"),
+    (lambda a: a.faddv(s0, p8, z1.s), "Pg"),
+    (lambda a: a.faddv(s0, p0.m, z1.s), "Pg"),
+    (lambda a: a.sve_fmaxv(s0, p0.z, z1.s), "Pg"),
+    (lambda a: a.sve_fminnmv(x0, p0, z1.d), "Vd"),
     (lambda a: a.cntp(x0, p1.s, p2.s), "Pg"),
 ]
 
@@ -487,6 +538,8 @@ def test_messages_name_mnemonic_and_range():
         a.ld1w(z0.s, p0.z, mem(x0, vl=8))
     with pytest.raises(EncodingError, match=r"^dup: imm must be -128\.\.127 or a multiple of 256"):
         a.sve_dup(z0.s, 300)
+    with pytest.raises(EncodingError, match=r"^faddv: Pg must be a predicate p0\.\.p7, got p8"):
+        a.faddv(s0, p8, z1.s)
 
 
 def test_listing_reassembles():
@@ -499,6 +552,7 @@ def test_listing_reassembles():
     a.sve_fmla(z2.s, p1.m, z0.s, z1.s)
     a.sve_fmla(z3.s, z0.s, z1.s[3])
     a.sve_fmax(z2.s, p1.m, z2.s, 0.0)
+    a.faddv(s4, p1, z2.s)
     a.st1w(z2.s, p1, mem(x4, x0, "lsl", 2))
     a.incw(x0)
     a.addvl(sp, sp, -2)
