@@ -27,7 +27,7 @@ import cffi
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from minijit import arrays, blocking, kernels, optimizer, packing, parallel, reference
+from minijit import arrays, blocking, kernels, optimizer, packing, parallel, peeling, reference
 from minijit.arrays import Offsets
 from minijit.errors import SetupError, error_t
 from minijit.ir import TensorConfig, dim_t, exec_t, ptype_t
@@ -138,6 +138,9 @@ class TensorOperation:
         # first touch, the last the last touch)
         self._chunked: tuple[queue.SimpleQueue | None, int, tuple[int, int, int]] | None = None
         self._chunk_ops: list[TensorOperation] = []
+        # peeled execution (`minijit.peeling`): the head and tail operations, each with the element
+        # offsets of its origins in in0, in1, out (the caller's roles), run in order
+        self.parts: list[tuple[TensorOperation, tuple[int, int, int]]] = []
         self.chunks = 1
         self.chunk_dim: int | None = None  # the chunked dim (an index into the config's dims)
         self._chunking = True  # False for the chunk operations themselves
@@ -177,23 +180,58 @@ class TensorOperation:
         self.pack_plan, self._pack_op, self._packed = None, None, None
         self.panel_plans, self._panel_packs, self._quick = {}, [], None
         self._chunked, self._chunk_ops, self.chunks, self.chunk_dim = None, [], 1, None
+        self.parts = []
         lists = (dim_types, exec_types, dim_sizes, strides_in0, strides_in1, strides_out)
         config = TensorConfig.from_lists(dtype, prim_first, prim_main, prim_last, *lists)
         if optimize is None:
             optimize = not config.has_prims
+        if not optimize:
+            self.blocking = None
+            return self.setup_config(config)
+        return self._setup_optimized(config, thread_target, max_kernel_size, min_kernel_size)
+
+    def _setup_optimized(
+        self, config: TensorConfig, thread_target: int | None, max_kernel_size: int | None, min_kernel_size: int
+    ) -> error_t:
+        """`minijit.optimize` ``config`` (the cache model's prim sizes for a GEMM), then set it up;
+        a dim that leaves a prim over the kernels' limit and has no divisor that fits is peeled
+        (`minijit.peeling`): head and tail are set up (and run) as operations of their own."""
+        threads = thread_target or self.num_threads
         self.blocking = None
-        if optimize:
-            threads = thread_target or self.num_threads
-            if max_kernel_size is None and config.prim_main in GEMM_PTYPES:
-                self.blocking = self._blocking(optimizer.swap_operands(config), threads)  # the kernel's roles
-            config = optimizer.optimize(
-                config,
-                thread_target=threads,
-                max_kernel_size=optimizer.DEFAULT_MAX_KERNEL_SIZE if max_kernel_size is None else max_kernel_size,
-                min_kernel_size=min_kernel_size,
-                max_sizes=None if self.blocking is None else self.blocking.sizes(),
-            )
-        return self.setup_config(config)
+        if max_kernel_size is None and config.prim_main in GEMM_PTYPES:
+            self.blocking = self._blocking(optimizer.swap_operands(config), threads)  # the kernel's roles
+        limit = kernels.max_prim_size(self.target)
+        clip = (lambda size: size) if limit is None else (lambda size: min(size, limit))  # noqa: E731
+        sizes = None if self.blocking is None else {t: clip(v) for t, v in self.blocking.sizes().items()}
+        optimized = optimizer.optimize(
+            config,
+            thread_target=threads,
+            max_kernel_size=clip(optimizer.DEFAULT_MAX_KERNEL_SIZE if max_kernel_size is None else max_kernel_size),
+            min_kernel_size=min_kernel_size,
+            max_sizes=sizes,
+        )
+        split = peeling.peel(config) if peeling.oversized(optimized, limit) else None
+        if split is None:
+            return self.setup_config(optimized)
+        parts = []
+        for part in split:
+            op = TensorOperation(self.target, num_threads=self.num_threads, sve_vl=self.sve_vl, pack=self.pack)
+            op._setup_optimized(part.config, thread_target, max_kernel_size, min_kernel_size)
+            parts.append((op, part.offsets))
+        head = parts[0][0]
+        self.config, self.primitives, self.nest, self._loopnest = config, head.primitives, head.nest, head._loopnest
+        self.blocking, self.pack_plan, self.panel_plans = head.blocking, head.pack_plan, head.panel_plans
+        self._set_checks(config)
+        self.parts = parts
+        return error_t.success
+
+    def _set_checks(self, config: TensorConfig) -> None:
+        """What `execute` checks the arrays against: ``config``'s reach per tensor (elements), its
+        dtype, which inputs it reads, and the quick path's arguments."""
+        self._ranges = {t: config.offset_range(t) for t in TENSORS}
+        self._np_dtype = np.dtype(config.dtype.numpy)
+        self._uses = (config.uses_in0, config.uses_in1)
+        self._quick = _quick_check(config, self._ranges, self._np_dtype)
 
     def _blocking(self, config: TensorConfig, threads: int) -> blocking.Blocking:
         """The cache model's prim sizes for a GEMM-like config (M, N, K = products of their dims)."""
@@ -219,6 +257,7 @@ class TensorOperation:
         config.validate_executable()
         self._chunked, self._chunk_ops, self.chunks, self.chunk_dim = None, [], 1, None
         self._quick = None  # set again with the new configuration
+        self.parts = []
         gemv = _one_column(config, self.target)  # A is read once: no copy of it pays
         chunks = None if gemv else self._a_chunks(config)
         if chunks is not None:
@@ -258,10 +297,7 @@ class TensorOperation:
             for plan, ops in (p for p in (a_panels, b_panels) if p)
         ]
         self._iterations = nest.iterations
-        self._ranges = {t: config.offset_range(t) for t in TENSORS}
-        self._np_dtype = np.dtype(config.dtype.numpy)
-        self._uses = (config.uses_in0, config.uses_in1)
-        self._quick = _quick_check(config, self._ranges, self._np_dtype)
+        self._set_checks(config)
         # tiny operations run on the calling thread: a pool round trip costs ~10-20 us
         small = _too_small_to_split(config)
         self._threads = 1 if small or self._iterations == 1 else self.num_threads
@@ -392,10 +428,7 @@ class TensorOperation:
         self.a_copy, self.n_outer = first.a_copy, first.n_outer
         self._chunked, self._chunk_ops, self.chunks, self.chunk_dim = (idle, count, steps), ops, count, dim
         self._iterations = count
-        self._ranges = {t: config.offset_range(t) for t in TENSORS}
-        self._np_dtype = np.dtype(config.dtype.numpy)
-        self._uses = (config.uses_in0, config.uses_in1)
-        self._quick = _quick_check(config, self._ranges, self._np_dtype)
+        self._set_checks(config)
         self._threads = threads
         return error_t.success
 
@@ -730,6 +763,19 @@ class TensorOperation:
             in0, in1, out, a0, a1, ao = self._checked(in0, in1, out, offsets)
         else:
             in0, in1, (a0, a1, ao) = x0, x1, addrs
+        self._dispatch(in0, in1, out, a0, a1, ao)
+
+    def _dispatch(self, in0, in1, out, a0: int, a1: int, ao: int) -> None:
+        """Run on checked arrays and addresses (in the config's roles): the parts of a peeled
+        operation in order, the chunks, or the packing copies and then the loop nest."""
+        if self.parts:  # the caller's config: never swapped; each part in its own roles
+            item = self._np_dtype.itemsize
+            for op, (o0, o1, oo) in self.parts:
+                args = (in0, in1, out, a0 + o0 * item, a1 + o1 * item, ao + oo * item)
+                if op.config.inputs_swapped:
+                    args = (in1, in0, out, args[4], args[3], args[5])
+                op._dispatch(*args)
+            return
         if self._chunked is not None:  # native only: the operands' reach was checked above
             with self._lock:
                 self._run_chunks(a0, a1, ao)
@@ -765,6 +811,11 @@ class TensorOperation:
         for name, v in (("addr_in0", addr_in0), ("addr_in1", addr_in1), ("addr_out", addr_out)):
             if not isinstance(v, int) or v < 0:
                 raise TypeError(f"{name} must be a non-negative int address, got {v!r}")
+        if self.parts:  # each part in its own roles
+            item = self._np_dtype.itemsize
+            for op, (o0, o1, oo) in self.parts:
+                op.execute_ptr(addr_in0 + o0 * item, addr_in1 + o1 * item, addr_out + oo * item)
+            return
         if self.config.inputs_swapped:
             addr_in0, addr_in1 = addr_in1, addr_in0
         if self._chunked is not None or self._pack_op is not None or self._panel_packs:
@@ -809,6 +860,14 @@ class TensorOperation:
         if self.config is None:
             raise RuntimeError("listing before a successful setup")
         parts = ["\n".join(f"// {line}" for line in [self.target, *str(self.config).splitlines()])]
+        if self.parts:
+            for i, (op, offsets) in enumerate(self.parts):
+                name = ("head", "tail")[i] if len(self.parts) == 2 else f"part {i}"
+                parts.append(
+                    f"// peeled (minijit.peeling): the {name}, from elements {offsets} of in0, in1, out, set up on"
+                    f" its own:\n{_tagged(op.listing(), f'// {name}: ')}"
+                )
+            return "\n".join(parts)
         if self.blocking is not None:
             parts.append(f"// blocking (minijit.blocking): {self.blocking.reason}")
             parts.append(f"// compiled (minijit.blocking.call_footprint): {self._call_footprint()}")

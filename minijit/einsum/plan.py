@@ -180,8 +180,9 @@ class _Builder:
     def _reads_transposed_a(self, a_ids, b_ids, out_ids, ks, slot_a: int, slot_b: int) -> bool:
         """True when A has a summed index innermost (transposed) and the GEMM node reads it well as
         it is: it packs A anyway (its packing copy absorbs the transpose, so a permute node first
-        would copy A twice), or it runs a GEMV kernel (x86-64, one column: it streams a transposed
-        A row by row, and a permute would copy the whole A to save nothing)."""
+        would copy A twice), or it runs a GEMV kernel (one column, x86-64 ``gemv_``, AArch64
+        ``neon_gemv_`` / ``sve_gemv_``: it streams a transposed A row by row, and a permute would
+        copy the whole A to save nothing)."""
         if not ks or a_ids[-1] not in ks:
             return False
         try:
@@ -189,7 +190,7 @@ class _Builder:
         except SetupError:
             return False
         main = getattr(op, "primitives", {}).get("main")
-        return "in0" in getattr(op, "packed_operands", ()) or getattr(main, "name", "").startswith("gemv_")
+        return "in0" in getattr(op, "packed_operands", ()) or "gemv_" in getattr(main, "name", "")
 
     def _multiply(self, sa: int, a_ids, sb: int, b_ids, out_ids, out_slot: int | None) -> int | None:
         """``out = a * b`` (no summed index) with the result's unit-stride index, which both operands

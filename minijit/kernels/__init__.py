@@ -35,6 +35,18 @@ def check_target(target: str) -> str:
     return target
 
 
+def max_prim_size(target: str) -> int | None:
+    """The most indices (elements) a prim dim may have on ``target``: what every one of its
+    kernels takes (x86-64 65536, AArch64 NEON 2^20, which SVE operations may also run; None: no
+    limit). Larger dims must be split, or peeled (`minijit.peeling`)."""
+    target = check_target(target)
+    if target.startswith("x86_64"):
+        from minijit.kernels.x86_64 import binary, brgemm, gemv, unary
+
+        return min(brgemm.MAX_SIZE, gemv.MAX_SIZE, unary.MAX_SIZE, binary.MAX_SIZE)
+    return 1 << 20  # minijit.kernels.aarch64.common.check_positive's limit
+
+
 def brgemm(
     m,
     n,

@@ -35,14 +35,16 @@ def test_transposed_a_that_the_gemm_packs_gets_no_permute_node():
     assert_close(plan(*ops), "bhqd,bhkd->bhqk", ops, np.float32)
 
 
+@pytest.mark.parametrize("target", ["native", "aarch64-neon", "aarch64-sve"])
 @pytest.mark.parametrize("expr,shapes", [("ij,j->i", [(300, 200), (200,)]), ("bij,bj->bi", [(3, 70, 90), (3, 90)])])
-def test_a_gemv_reads_a_row_major_a_in_place(expr, shapes):
+def test_a_gemv_reads_a_row_major_a_in_place(expr, shapes, target):
     # y = A x with A row-major: A's summed index j is innermost (transposed), and no GEMM packs it;
-    # on x86-64 the GEMV kernel streams A's rows as they are, so no permute node copies all of A
-    plan = minijit.EinsumPlan(expr, *shapes, dtype=np.float32)
-    if plan.steps[0].op.target.startswith("x86_64"):
-        assert [s.kind for s in plan.steps] == ["contract"]
-        assert plan.steps[0].op.primitives["main"].name.startswith("gemv_")
+    # the GEMV kernels (x86-64, NEON, SVE) stream A's rows as they are, so no permute node copies A
+    plan = minijit.EinsumPlan(expr, *shapes, dtype=np.float32, target=target)
+    assert [s.kind for s in plan.steps] == ["contract"]
+    op = plan.steps[0].op
+    name = op.primitives["main"].name
+    assert name.startswith("gemv_" if op.target.startswith("x86_64") else f"{op.target.split('-')[1]}_gemv_"), name
     ops = operands(shapes, np.float32, seed=6)
     assert_close(plan(*ops), expr, ops, np.float32)
 
