@@ -9,9 +9,20 @@ emulated elsewhere at SVE vector length ``sve_vl`` bits), ``x86_64-avx512``,
 - `binary`: ``f(in0, in1, out, ld0, ld1, ldo)`` for add/sub/mul/div/min/max
 - `compile_loopnest`: the compiled loop nest of a `LoopNest` plan,
   ``f(in0, in1, out, begin, end)``
+
+`brgemm`, `unary` and `binary` keep the last `CACHE_SIZE` kernels they generated: the same
+arguments (the target resolved) return the same kernel object, which is immutable machine code
+(operations that share it only read it). `cache_clear` empties the cache, `cache_info` counts.
 """
 
 from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
 
 from minijit.runtime import host
 
@@ -24,6 +35,58 @@ def native_target() -> str:
     if h.isa == "x86_64":
         return "x86_64-avx512" if h.avx512f and h.avx512bw and h.avx512vl else "x86_64-avx2"
     return "aarch64-sve" if h.sve else "aarch64-neon"
+
+
+#: the most kernels `brgemm`, `unary` and `binary` keep (least recently used first out)
+CACHE_SIZE = 512
+_cache: OrderedDict[tuple, Any] = OrderedDict()
+_cache_lock = threading.Lock()
+_cache_counts = {"hits": 0, "misses": 0}
+
+
+def _cached(generate: Callable[..., Any]) -> Callable[..., Any]:
+    """``generate`` behind the kernel cache, keyed by its name and every argument (defaults filled
+    in, the target resolved). Errors are not cached."""
+
+    signature = inspect.signature(generate)
+
+    @functools.wraps(generate)
+    def wrapper(*args: Any, target: str, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, target=check_target(target), **kwargs)
+        bound.apply_defaults()
+        key = (generate.__name__, *bound.arguments.items())
+        try:
+            hash(key)
+        except TypeError:  # an unhashable argument: the generator's checks reject it
+            return generate(*bound.args, **bound.kwargs)
+        with _cache_lock:
+            kernel = _cache.get(key)
+            if kernel is not None:
+                _cache.move_to_end(key)
+                _cache_counts["hits"] += 1
+                return kernel
+        kernel = generate(*bound.args, **bound.kwargs)  # outside the lock: it takes milliseconds
+        with _cache_lock:
+            _cache_counts["misses"] += 1
+            _cache[key] = kernel
+            while len(_cache) > CACHE_SIZE:
+                _cache.popitem(last=False)
+        return kernel
+
+    return wrapper
+
+
+def cache_info() -> dict[str, int]:
+    """Hits and misses of the kernel cache since the last `cache_clear`, and its size."""
+    with _cache_lock:
+        return {**_cache_counts, "size": len(_cache)}
+
+
+def cache_clear() -> None:
+    """Drop every cached kernel (kernels in use stay alive with their operations)."""
+    with _cache_lock:
+        _cache.clear()
+        _cache_counts.update(hits=0, misses=0)
 
 
 def check_target(target: str) -> str:
@@ -47,6 +110,7 @@ def max_prim_size(target: str) -> int | None:
     return 1 << 20  # minijit.kernels.aarch64.common.check_positive's limit
 
 
+@_cached
 def brgemm(
     m,
     n,
@@ -94,6 +158,7 @@ def brgemm(
     return g.generate(m, n, k, br_size, trans_a, trans_b, trans_c, dtype, sve_vl=sve_vl)
 
 
+@_cached
 def unary(m, n, *, trans_b=False, dtype="fp32", ptype="copy", target, sve_vl=128, dense_b=False):
     """A unary (zero/copy/relu) kernel for ``target``. ``dense_b``: the caller passes ``ldb == n``
     with ``trans_b`` (B is one contiguous N x M run), or ``ldb == m`` without it (B one contiguous
@@ -111,6 +176,7 @@ def unary(m, n, *, trans_b=False, dtype="fp32", ptype="copy", target, sve_vl=128
     return g.generate(m, n, trans_b, dtype, ptype, sve_vl=sve_vl)
 
 
+@_cached
 def binary(m, n, *, dtype="fp32", ptype="add", target, sve_vl=128):
     """A binary elementwise kernel for ``target``."""
     target = check_target(target)
