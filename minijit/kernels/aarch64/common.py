@@ -26,6 +26,7 @@ __all__ = [
     "DTYPES",
     "DType",
     "Frame",
+    "GEMV_X_SLOTS",
     "binary_signature",
     "brgemm_signature",
     "check_bools",
@@ -34,6 +35,8 @@ __all__ = [
     "dtype_info",
     "epilogue",
     "generator",
+    "gemv_row_passes",
+    "gemv_x_chunks",
     "prologue",
     "unary_signature",
 ]
@@ -262,3 +265,127 @@ def epilogue(a: Assembler, frame: Frame) -> None:
     if frame.size and not frame.writeback:
         a.add(sp, sp, frame.size)
     a.ret()
+
+
+# -- GEMV row form: a strided x copied into its stack buffer in chunks ---------------------
+#: bytes at sp below a chunked x buffer: `gemv_row_passes`' slots (A and x at the chunk, y, x's BR
+#: stride, A and x at the BR step, the BR step counter)
+GEMV_X_SLOTS = 64
+
+
+def gemv_x_chunks(k: int, br: int, es: int, cap: int, piece: int) -> tuple[int, int]:
+    """GEMV row form with a strided x (``br`` BR steps of ``k`` elements of ``es`` bytes) copied
+    into a stack buffer of ``cap`` bytes: the (BR steps, K elements) copied at a time. ``cap`` is
+    rounded down to a multiple of ``piece`` bytes (at least one); all of x when it fits, else whole
+    BR steps per chunk when one step's K does, else one step's K in pieces of that size (so every
+    piece but the last is a whole multiple of ``piece``)."""
+    elements = max(cap // piece, 1) * piece // es
+    if br * k <= elements:
+        return br, k
+    if k <= elements:
+        return elements // k, k
+    return 1, elements
+
+
+def gemv_row_passes(
+    a: Assembler,
+    k: int,
+    br: int,
+    es: int,
+    chunks: tuple[int, int],
+    copy: Callable[[int, int], None] | None,
+    rows: Callable[[int, int], None],
+    cnt: XReg,
+    scratch: tuple[XReg, XReg],
+) -> None:
+    """The GEMV row form over x (``br`` BR steps of ``k`` elements of ``es`` bytes) in ``chunks``
+    (`gemv_x_chunks`' (BR steps, K elements)): ``copy(steps, count)`` (a strided x into the stack
+    buffer; None: x is contiguous), then ``rows(steps, count)`` (every row group adds its dot
+    products into y), once for all of x, or for each chunk with the brgemm arguments as for that
+    chunk alone: A (x0) and x (x1) at the chunk, y (x2) at its start, x's BR stride (x7); LDB (x4,
+    bytes) and BR_A (x6, bytes) are read. Chunks are whole BR steps (a remainder chunk last), or
+    one BR step at a time with its K in pieces (a remainder piece last); their state is kept in
+    the `GEMV_X_SLOTS` bytes at sp (below the buffer), counted with ``cnt`` and updated with the
+    two ``scratch`` registers between chunks."""
+
+    def body(steps: int, count: int) -> None:
+        if copy is not None:
+            copy(steps, count)
+        rows(steps, count)
+
+    bc, kc = chunks
+    if (bc, kc) == (br, k):
+        body(br, k)
+        return
+    a_, x_, y_, _, ldb, _, br_a, br_b = ARGS
+    t0, t1 = scratch
+    s_a, s_x, s_y, s_bsb, s_a_br, s_x_br, s_br = range(0, 56, 8)
+    state = ((a_, s_a), (x_, s_x), (y_, s_y), (br_b, s_bsb))
+    for reg, slot in state:
+        a.str(reg, mem(sp, slot))
+
+    def chunk(steps: int, count: int) -> None:
+        for reg, slot in state:
+            a.ldr(reg, mem(sp, slot))
+        body(steps, count)
+
+    def advance(slot: int, count: int, stride: XReg | None) -> None:
+        """The slot += ``count`` x ``stride`` (a register), or ``count`` bytes."""
+        a.mov(t0, count)
+        a.ldr(t1, mem(sp, slot))
+        if stride is None:
+            a.add(t1, t1, t0)
+        else:
+            a.madd(t1, t0, stride, t1)
+        a.str(t1, mem(sp, slot))
+
+    def loop(count: int, step: Callable[[], None], name: str, slot: int | None = None) -> None:
+        """``step`` ``count`` times, counting ``cnt`` down (kept in ``slot`` across a ``step``
+        that counts with it too)."""
+        if count == 1:
+            step()
+            return
+        a.mov(cnt, count)
+        top = a.label(name)
+        if slot is not None:
+            a.str(cnt, mem(sp, slot))
+        step()
+        if slot is not None:
+            a.ldr(cnt, mem(sp, slot))
+        a.subs(cnt, cnt, 1)
+        a.b_ne(top)
+
+    if kc == k:  # whole BR steps per chunk: A and x on by bc steps
+
+        def steps_chunk() -> None:
+            chunk(bc, k)
+            advance(s_a, bc, br_a)
+            a.ldr(br_b, mem(sp, s_bsb))
+            advance(s_x, bc, br_b)
+
+        loop(br // bc, steps_chunk, "x_chunks")
+        if br % bc:
+            chunk(br % bc, k)
+        return
+
+    def piece() -> None:  # A on by kc elements, x by kc strides
+        chunk(1, kc)
+        advance(s_a, kc * es, None)
+        advance(s_x, kc, ldb)
+
+    def br_step() -> None:  # one BR step's K in pieces, then the next step from this one's start
+        if br > 1:
+            for slot, start in ((s_a, s_a_br), (s_x, s_x_br)):
+                a.ldr(t1, mem(sp, slot))
+                a.str(t1, mem(sp, start))
+        loop(k // kc, piece, "k_pieces")
+        if k % kc:
+            chunk(1, k % kc)
+        if br > 1:
+            a.ldr(br_b, mem(sp, s_bsb))
+            for slot, start, stride in ((s_a, s_a_br, br_a), (s_x, s_x_br, br_b)):
+                a.ldr(t1, mem(sp, start))
+                a.add(t1, t1, stride)
+                a.str(t1, mem(sp, slot))
+
+    loop(br, br_step, "br_steps", s_br)

@@ -386,15 +386,14 @@ _generate = generator(
 
 def generate(*args: Any, **kwargs: Any) -> Any:
     """JIT a BRGEMM kernel; returns the callable from `minijit.runtime.load`. One column (n = 1,
-    no explicit ``block``) runs `neon_gemv`'s kernel where `neon_gemv.takes` the operands."""
+    no explicit ``block``) runs `neon_gemv`'s kernel (any transposes)."""
     bound = _generate.__signature__.bind(*args, **kwargs)
     bound.apply_defaults()
     p = bound.arguments
     _check(p["m"], p["n"], p["k"], p["br_size"], p["trans_a"], p["trans_b"], p["trans_c"], p["dtype"])
     if p["n"] == 1 and p["block"] is None:
-        if neon_gemv.takes(p["k"], p["br_size"], p["trans_a"], p["trans_b"], p["dtype"]):
-            flags = (p["trans_a"], p["trans_b"], p["trans_c"])
-            return neon_gemv.generate(p["m"], p["k"], p["br_size"], *flags, p["dtype"])
+        flags = (p["trans_a"], p["trans_b"], p["trans_c"])
+        return neon_gemv.generate(p["m"], p["k"], p["br_size"], *flags, p["dtype"])
     return _generate(*args, **kwargs)
 
 

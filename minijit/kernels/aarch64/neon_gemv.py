@@ -23,8 +23,10 @@ for all rows. The K remainder is full q registers, then d/s pieces (scalar loads
 lanes, so full-width ``fmla`` adds 0 there). y[m] starts in lane 0 of the row's first
 accumulator; each row's accumulators are then summed (``fadd``, ``faddp``) and stored. The x
 vectors must be contiguous: with ``trans_b`` (a strided x) the kernel first copies x, every BR
-step's K elements, into a stack buffer (at most `X_COPY_MAX_BYTES`; `takes` says which shapes
-fit).
+step's K elements, into a stack buffer (at most `X_COPY_MAX_BYTES`), read by every row group. A
+longer x runs in chunks (`x_chunks`: whole BR steps, or one step's K in pieces of whole K steps, so
+only the last piece has the d/s tail): each chunk is copied, then every row group adds its part
+of the dot products into y (`common.gemv_row_passes` keeps A, x and y at the chunk on the stack).
 
 Strided y (``trans_c``): the row form stores each y[m] at its stride; the column form copies each
 M block of y into a stack buffer (`M_BLOCK_BYTES`), runs its passes there and copies it back.
@@ -39,12 +41,15 @@ from functools import partial
 from asm.aarch64 import Assembler, X, mem, post, sp
 from asm.aarch64.registers import ScalarReg, VecReg, VElem, XReg
 from minijit.kernels.aarch64.common import (
+    GEMV_X_SLOTS,
     DType,
     brgemm_signature,
     check_bools,
     check_positive,
     dtype_info,
     epilogue,
+    gemv_row_passes,
+    gemv_x_chunks,
     generator,
     prologue,
 )
@@ -60,15 +65,15 @@ __all__ = [
     "generate",
     "program",
     "signature",
-    "takes",
+    "x_chunks",
 ]
 
 # -- blocking decisions -----------------------------------------------------------
 MAX_BR_SIZE = 1 << 20
 #: column form: bytes of y per M block (it stays in L1 while every column of A streams past it)
 M_BLOCK_BYTES = 16 * 1024
-#: row form with a strided x (``trans_b``): the largest stack buffer x is copied into (bytes; every
-#: BR step's K elements)
+#: row form with a strided x (``trans_b``): the largest stack buffer x is copied into (bytes); a
+#: longer x (every BR step's K elements) runs in chunks (`x_chunks`)
 X_COPY_MAX_BYTES = 64 * 1024
 #: column form: columns of A per pass over the block (COLS sequential streams, COLS x elements)
 #: and q registers of y per step (ROW_VECTORS chains, each COLS FMAs deep). llvm-mca (LLVM 19),
@@ -87,8 +92,8 @@ DOT_VECTORS = 2
 
 # -- registers ----------------------------------------------------------------------
 A, B, C, LDA, LDB, LDC, BR_A, BR_B = X[0:8]  # arguments (strides -> bytes; LDB / LDC: x / y steps)
-BLK_CNT, BR_CNT, GRP_CNT, CNT = X[8:12]  # loops: M blocks, BR steps, column / row groups, rows / K steps
-A_BR, B_BR, PA, PB, YB, YP = X[12:18]  # A, x at the BR step; A, x at the group; y block, walking y
+BLK_CNT, BR_CNT, GRP_CNT, CNT = X[8:12]  # loops: M blocks (x chunks), BR steps, column / row groups, rows / K steps
+A_BR, B_BR, PA, PB, YB, YP = X[12:18]  # A, x at the BR step; A, x at the group; y block (chunk scratch), walking y
 PTR = tuple(X[19:27])  # column (column form) or row (row form) pointers of A
 TMP, YS = X[27], X[28]  # scratch; the caller's walking y (strided y copies)
 # vector registers: column form
@@ -109,10 +114,12 @@ assert (
 signature = brgemm_signature
 
 
-def takes(k: int, br_size: int, trans_a: bool, trans_b: bool, dtype: str) -> bool:
-    """Whether `generate` takes these operands: all but a row form (``trans_a``) whose strided x
-    (``trans_b``, every BR step's ``k`` elements) is over `X_COPY_MAX_BYTES`."""
-    return not (trans_a and trans_b) or br_size * k * dtype_info(dtype).size <= X_COPY_MAX_BYTES
+def x_chunks(k: int, br: int, es: int) -> tuple[int, int]:
+    """Row form with a strided x: the (BR steps, K elements) of x copied into the stack buffer at
+    a time (``es``-byte elements; `common.gemv_x_chunks` at `X_COPY_MAX_BYTES`): all of x when it
+    fits, else whole BR steps per chunk, else one step's K in pieces of whole K steps (DOT_VECTORS
+    q registers)."""
+    return gemv_x_chunks(k, br, es, X_COPY_MAX_BYTES, 16 * DOT_VECTORS)
 
 
 # -- small emitters --------------------------------------------------------------------
@@ -150,6 +157,14 @@ def _stack(a: Assembler, size: int, alloc: bool) -> None:
         op(sp, sp, size >> 12, "lsl", 12)
     if size & 0xFFF:
         op(sp, sp, size & 0xFFF)
+
+
+def _sp_plus(a: Assembler, rd: XReg, offset: int) -> None:
+    """rd = sp + ``offset`` (a 12-bit immediate)."""
+    if offset:
+        a.add(rd, sp, offset)
+    else:
+        a.mov(rd, sp)
 
 
 def _pair_loads(a: Assembler, regs: tuple[int, ...], base: XReg, span: int) -> list[Callable[[], None]]:
@@ -340,9 +355,10 @@ class _Gemv:
                 for i in range(len(chunk)):
                     a.fmla(t.vec(ROW_ACC[r][i]), t.vec(src[i]), t.vec(XV[i]))
 
-    def row_group(self, a: Assembler, rows: int) -> None:
-        """``rows`` rows of A (every BR step) into ``rows`` elements of y; A and C move on."""
-        t, k = self.t, self.k
+    def row_group(self, a: Assembler, rows: int, br: int, k: int) -> None:
+        """``rows`` rows of A (``br`` BR steps of ``k`` elements) into ``rows`` elements of y; A and
+        C move on."""
+        t = self.t
         a.mov(YP, C)  # y[r] into lane 0 of the row's first accumulator (ldr zeroes the rest)
         for r in range(rows):
             a.ldr(t.scalar(ROW_ACC[r][0]), mem(YP))
@@ -362,11 +378,11 @@ class _Gemv:
             _loop(a, CNT, steps, lambda: self.row_step(a, rows), "k")
             if rest:
                 self.row_tail(a, rows, rest)
-            if self.br > 1:
+            if br > 1:
                 a.add(A_BR, A_BR, BR_A)
                 a.add(B_BR, B_BR, BR_B)
 
-        _loop(a, BR_CNT, self.br, br_step, "br")
+        _loop(a, BR_CNT, br, br_step, "br")
         a.mov(YP, C)  # sum each row's lanes into y[r]
         for r in range(rows):
             acc = ROW_ACC[r]
@@ -387,10 +403,17 @@ class _Gemv:
         a.madd(A, TMP, LDA, A)
         a.madd(C, TMP, LDC, C)
 
-    def x_copy(self, a: Assembler) -> None:
-        """Strided x: every BR step's K elements into the stack buffer; B and BR_B then name it."""
+    def row_groups(self, a: Assembler, br: int, k: int) -> None:
+        """Every row group over ``br`` BR steps of ``k`` elements of K; A and C move on past the rows."""
+        _loop(a, GRP_CNT, self.m // DOT_ROWS, lambda: self.row_group(a, DOT_ROWS, br, k), "row_groups")
+        if self.m % DOT_ROWS:
+            self.row_group(a, self.m % DOT_ROWS, br, k)
+
+    def x_copy(self, a: Assembler, br: int, k: int, at: int) -> None:
+        """Strided x: ``k`` elements of each of ``br`` BR steps into the stack buffer at sp + ``at``;
+        B and BR_B then name it."""
         t = self.t
-        a.mov(YP, sp)
+        _sp_plus(a, YP, at)
         a.mov(B_BR, B)
 
         def one(r: int) -> None:
@@ -401,19 +424,22 @@ class _Gemv:
 
         def br_step() -> None:
             a.mov(PB, B_BR)
-            _loop(a, CNT, self.k // 4, lambda: [one(r) for r in range(4)], "xcopy")  # 4 per iteration
-            for r in range(self.k % 4):
+            _loop(a, CNT, k // 4, lambda: [one(r) for r in range(4)], "xcopy")  # 4 per iteration
+            for r in range(k % 4):
                 one(r)
-            if self.br > 1:
+            if br > 1:
                 a.add(B_BR, B_BR, BR_B)
 
-        _loop(a, BR_CNT, self.br, br_step, "copy_br")
-        a.mov(B, sp)
-        a.mov(BR_B, self.k * t.size)
+        _loop(a, BR_CNT, br, br_step, "copy_br")
+        _sp_plus(a, B, at)
+        a.mov(BR_B, k * t.size)
 
     def rows(self, a: Assembler) -> None:
         t = self.t
-        buf = -(-self.br * self.k * t.size // 16) * 16
+        bc, kc = x_chunks(self.k, self.br, t.size) if self.trans_b else (self.br, self.k)
+        chunked = (bc, kc) != (self.br, self.k)
+        at = GEMV_X_SLOTS if chunked else 0  # the chunk state below the buffer
+        buf = at + -(-bc * kc * t.size // 16) * 16
         a.lsl(LDA, LDA, t.shift)
         if self.trans_c:
             a.lsl(LDC, LDC, t.shift)
@@ -425,10 +451,9 @@ class _Gemv:
         if self.trans_b:
             a.lsl(LDB, LDB, t.shift)
             _stack(a, buf, alloc=True)
-            self.x_copy(a)
-        _loop(a, GRP_CNT, self.m // DOT_ROWS, lambda: self.row_group(a, DOT_ROWS), "row_groups")
-        if self.m % DOT_ROWS:
-            self.row_group(a, self.m % DOT_ROWS)
+
+        copy = partial(self.x_copy, a, at=at) if self.trans_b else None  # a strided x into the buffer
+        gemv_row_passes(a, self.k, self.br, t.size, (bc, kc), copy, partial(self.row_groups, a), BLK_CNT, (TMP, YB))
         if self.trans_b:
             _stack(a, buf, alloc=False)
 
@@ -458,11 +483,6 @@ def program(
     check_positive(MAX_BR_SIZE, br_size=br_size)
     t = dtype_info(dtype)
     check_bools(trans_a=trans_a, trans_b=trans_b, trans_c=trans_c)
-    if not takes(k, br_size, trans_a, trans_b, dtype):
-        raise ValueError(
-            f"k: the row form (trans_a) with a strided x (trans_b) copies x into a stack buffer: {br_size} BR steps"
-            f" x k {k} x {t.size} B is over X_COPY_MAX_BYTES ({X_COPY_MAX_BYTES})"
-        )
     kern = _Gemv(t, m, k, br_size, trans_a, trans_b, trans_c)
     a = kern.emit()
     body = Assembler(name="kloop")

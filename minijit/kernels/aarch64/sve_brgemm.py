@@ -362,12 +362,12 @@ _generate = generator(
 
 def generate(*args: Any, **kwargs: Any) -> Any:
     """A callable BRGEMM kernel (native on AArch64, else emulated at SVE length ``sve_vl`` bits).
-    One column (n = 1) runs `sve_gemv`'s kernel where `sve_gemv.takes` the operands."""
+    One column (n = 1) runs `sve_gemv`'s kernel (any transposes)."""
     bound = _generate.__signature__.bind(*args, **kwargs)
     bound.apply_defaults()
     p = bound.arguments
     _check(p["m"], p["n"], p["k"], p["br_size"], p["trans_a"], p["trans_b"], p["trans_c"], p["dtype"])
-    if p["n"] == 1 and sve_gemv.takes(p["k"], p["br_size"], p["trans_a"], p["trans_b"], p["dtype"]):
+    if p["n"] == 1:
         flags = (p["trans_a"], p["trans_b"], p["trans_c"])
         return sve_gemv.generate(p["m"], p["k"], p["br_size"], *flags, p["dtype"], sve_vl=p["sve_vl"])
     return _generate(*args, **kwargs)

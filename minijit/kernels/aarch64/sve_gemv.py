@@ -26,8 +26,11 @@ with `DOT_VECTORS` vector accumulators, walk K (every BR step) together, loading
 once for all rows; the K remainder runs vector by vector under ``whilelt`` predicates (inactive
 lanes keep their sums). Each row's accumulators are then summed (``fadd``, ``faddv``), added to
 y[m] and stored. The x vectors must be contiguous: with ``trans_b`` (a strided x) the kernel first
-copies x, every BR step's K elements, into a stack buffer (at most `X_COPY_MAX_BYTES`; `takes`
-says which shapes fit).
+copies x, every BR step's K elements, into a stack buffer (at most `X_COPY_MAX_BYTES`), read by
+every row group. A longer x runs in chunks (`x_chunks`: whole BR steps, or one step's K in pieces
+that are whole K steps at every length up to 2048 bits, so only the last piece has a ``whilelt``
+remainder, at any length): each chunk is copied, then every row group adds its part of the dot
+products into y (`common.gemv_row_passes` keeps A, x and y at the chunk on the stack).
 
 Strided y (``trans_c``): the row form stores each y[m] at its stride; the column form copies each
 M block of y into a stack buffer (`M_BLOCK_BYTES`), runs its passes there and copies it back.
@@ -44,16 +47,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from asm.aarch64 import Assembler, P, X, Z, mem, sp
 from asm.aarch64.registers import XReg
 from minijit.kernels.aarch64.common import (
+    GEMV_X_SLOTS,
     DType,
     brgemm_signature,
     check_bools,
     check_positive,
     dtype_info,
     epilogue,
+    gemv_row_passes,
+    gemv_x_chunks,
     generator,
     prologue,
 )
@@ -68,15 +75,17 @@ __all__ = [
     "generate",
     "program",
     "signature",
-    "takes",
+    "x_chunks",
 ]
 
 # -- blocking decisions -----------------------------------------------------------
 #: column form: bytes of y per M block (it stays in L1 while every column of A streams past it)
 M_BLOCK_BYTES = 16 * 1024
-#: row form with a strided x (``trans_b``): the largest stack buffer x is copied into (bytes; every
-#: BR step's K elements)
+#: row form with a strided x (``trans_b``): the largest stack buffer x is copied into (bytes); a
+#: longer x (every BR step's K elements) runs in chunks (`x_chunks`)
 X_COPY_MAX_BYTES = 64 * 1024
+#: bytes of the longest SVE vector (2048 bits): pieces of K are whole K steps at every length
+MAX_VL_BYTES = 256
 #: column form: columns of A per pass over the block (COLS sequential streams, COLS x broadcasts)
 #: and vectors of y per step (ROW_VECTORS chains, each COLS FMAs deep; at most 8, the reach of
 #: ``[xn, #imm, mul vl]``). llvm-mca (LLVM 19), fp32 elements of A per cycle on neoverse-v2 (128-bit
@@ -94,8 +103,8 @@ DOT_VECTORS = 2
 
 # -- registers ----------------------------------------------------------------------
 A, B, C, LDA, LDB, LDC, BR_A, BR_B = X[0:8]  # arguments (strides -> bytes; LDB / LDC: x / y steps)
-BLK_CNT, BR_CNT, GRP_CNT, CNT = X[8:12]  # loops: M blocks, BR steps, column / row groups, rows / K left
-A_BR, B_BR, PA, PB, IDX, YP = X[12:18]  # A, x at the BR step; A, x at the group; copy index, walking y
+BLK_CNT, BR_CNT, GRP_CNT, CNT = X[8:12]  # loops: M blocks (x chunks), BR steps, column / row groups, rows / K left
+A_BR, B_BR, PA, PB, IDX, YP = X[12:18]  # A, x at the BR step; A, x at the group; copy index (chunk scratch), walking y
 PTR = tuple(X[19:27])  # column (column form) or row (row form) pointers of A
 TMP, STEP = X[27], X[28]  # scratch; elements per full step (cntw/cntd x vectors)
 XZR = XReg(31)  # whilelt from 0
@@ -116,10 +125,12 @@ assert DOT_VECTORS <= 8 and len(ROW_TMP) >= 2 and DOT_ROWS <= len(PTR)
 signature = brgemm_signature
 
 
-def takes(k: int, br_size: int, trans_a: bool, trans_b: bool, dtype: str) -> bool:
-    """Whether `generate` takes these operands: all but a row form (``trans_a``) whose strided x
-    (``trans_b``, every BR step's ``k`` elements) is over `X_COPY_MAX_BYTES`."""
-    return not (trans_a and trans_b) or br_size * k * dtype_info(dtype).size <= X_COPY_MAX_BYTES
+def x_chunks(k: int, br: int, es: int) -> tuple[int, int]:
+    """Row form with a strided x: the (BR steps, K elements) of x copied into the stack buffer at
+    a time (``es``-byte elements; `common.gemv_x_chunks` at `X_COPY_MAX_BYTES`): all of x when it
+    fits, else whole BR steps per chunk, else one step's K in pieces of whole K steps (DOT_VECTORS
+    vectors) at the longest vector length (`MAX_VL_BYTES`), so at every length."""
+    return gemv_x_chunks(k, br, es, X_COPY_MAX_BYTES, DOT_VECTORS * MAX_VL_BYTES)
 
 
 # -- small emitters --------------------------------------------------------------------
@@ -140,6 +151,14 @@ def _sp_move(a: Assembler, size: int, alloc: bool) -> None:
     """sp -= size (``alloc``) or += size, through TMP; ``size`` a multiple of 16."""
     a.mov(TMP, size)
     (a.sub if alloc else a.add)(sp, sp, TMP)
+
+
+def _sp_plus(a: Assembler, rd: XReg, offset: int) -> None:
+    """rd = sp + ``offset`` (a 12-bit immediate)."""
+    if offset:
+        a.add(rd, sp, offset)
+    else:
+        a.mov(rd, sp)
 
 
 @dataclass
@@ -348,9 +367,10 @@ class _Gemv:
             t.ld1(a, src, pred.z, mem(PTR[r], vl=v))
             a.fmla(self.z(ROW_ACC[r][v]), pred.m, src, xv)
 
-    def row_group(self, a: Assembler, rows: int) -> None:
-        """``rows`` rows of A (every BR step) into ``rows`` elements of y; A and C move on."""
-        t, k = self.t, self.k
+    def row_group(self, a: Assembler, rows: int, br: int, k: int) -> None:
+        """``rows`` rows of A (``br`` BR steps of ``k`` elements) into ``rows`` elements of y; A and
+        C move on."""
+        t = self.t
         for r in range(rows):
             for v in range(DOT_VECTORS):
                 a.dup(self.z(ROW_ACC[r][v]), 0)
@@ -364,11 +384,11 @@ class _Gemv:
             a.mov(PB, B_BR)
             self.counted(a, k, DOT_VECTORS, lambda: self.row_step(a, rows), "k")
             self.remainder(a, k, DOT_VECTORS, lambda v, pred: self.row_vector(a, rows, v, pred))
-            if self.br > 1:
+            if br > 1:
                 a.add(A_BR, A_BR, BR_A)
                 a.add(B_BR, B_BR, BR_B)
 
-        _repeat(a, BR_CNT, self.br, br_step, "br")
+        _repeat(a, BR_CNT, br, br_step, "br")
         a.mov(YP, C)  # sum each row's lanes into y[r]
         y = ROW_TMP[0]
         for r in range(rows):
@@ -388,25 +408,36 @@ class _Gemv:
         a.madd(A, TMP, LDA, A)
         a.madd(C, TMP, LDC, C)
 
-    def x_copy(self, a: Assembler) -> None:
-        """Strided x: every BR step's K elements into the stack buffer; B and BR_B then name it."""
+    def row_groups(self, a: Assembler, br: int, k: int) -> None:
+        """Every row group over ``br`` BR steps of ``k`` elements of K; A and C move on past the rows."""
+        getattr(a, "cnt" + self.t.suffix)(STEP, "all", DOT_VECTORS)
+        _repeat(a, GRP_CNT, self.m // DOT_ROWS, lambda: self.row_group(a, DOT_ROWS, br, k), "row_groups")
+        if self.m % DOT_ROWS:
+            self.row_group(a, self.m % DOT_ROWS, br, k)
+
+    def x_copy(self, a: Assembler, br: int, k: int, at: int) -> None:
+        """Strided x: ``k`` elements of each of ``br`` BR steps into the stack buffer at sp + ``at``;
+        B and BR_B then name it."""
         a.mov(B_BR, B)
-        a.mov(YP, sp)
+        _sp_plus(a, YP, at)
 
         def br_step() -> None:
-            self.strided_copy(a, B_BR, LDB, YP, self.k, gather=True)
-            if self.br > 1:
+            self.strided_copy(a, B_BR, LDB, YP, k, gather=True)
+            if br > 1:
                 a.add(B_BR, B_BR, BR_B)
-                a.mov(TMP, self.k * self.t.size)
+                a.mov(TMP, k * self.t.size)
                 a.add(YP, YP, TMP)
 
-        _repeat(a, BR_CNT, self.br, br_step, "copy_br")
-        a.mov(B, sp)
-        a.mov(BR_B, self.k * self.t.size)
+        _repeat(a, BR_CNT, br, br_step, "copy_br")
+        _sp_plus(a, B, at)
+        a.mov(BR_B, k * self.t.size)
 
     def rows(self, a: Assembler) -> None:
         t = self.t
-        buf = -(-self.br * self.k * t.size // 16) * 16
+        bc, kc = x_chunks(self.k, self.br, t.size) if self.trans_b else (self.br, self.k)
+        chunked = (bc, kc) != (self.br, self.k)
+        at = GEMV_X_SLOTS if chunked else 0  # the chunk state below the buffer
+        buf = at + -(-bc * kc * t.size // 16) * 16
         a.lsl(LDA, LDA, t.shift)
         if self.trans_c:
             a.lsl(LDC, LDC, t.shift)
@@ -418,11 +449,9 @@ class _Gemv:
         if self.trans_b:
             a.lsl(LDB, LDB, t.shift)
             _sp_move(a, buf, alloc=True)
-            self.x_copy(a)
-        getattr(a, "cnt" + t.suffix)(STEP, "all", DOT_VECTORS)
-        _repeat(a, GRP_CNT, self.m // DOT_ROWS, lambda: self.row_group(a, DOT_ROWS), "row_groups")
-        if self.m % DOT_ROWS:
-            self.row_group(a, self.m % DOT_ROWS)
+
+        copy = partial(self.x_copy, a, at=at) if self.trans_b else None  # a strided x into the buffer
+        gemv_row_passes(a, self.k, self.br, t.size, (bc, kc), copy, partial(self.row_groups, a), BLK_CNT, (TMP, IDX))
         if self.trans_b:
             _sp_move(a, buf, alloc=False)
 
@@ -452,11 +481,6 @@ def program(
     check_positive(None, m=m, k=k, br_size=br_size)  # no caps: sve_brgemm hands it any one column
     t = dtype_info(dtype)
     check_bools(trans_a=trans_a, trans_b=trans_b, trans_c=trans_c)
-    if not takes(k, br_size, trans_a, trans_b, dtype):
-        raise ValueError(
-            f"k: the row form (trans_a) with a strided x (trans_b) copies x into a stack buffer: {br_size} BR steps"
-            f" x k {k} x {t.size} B is over X_COPY_MAX_BYTES ({X_COPY_MAX_BYTES})"
-        )
     kern = _Gemv(t, m, k, br_size, trans_a, trans_b, trans_c)
     a = kern.emit()
     body = Assembler(name="kloop")

@@ -10,10 +10,11 @@ and uses anything outside the operands fails the comparison.
 from __future__ import annotations
 
 import functools
+from unittest import mock
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from asm import llvm
@@ -94,18 +95,50 @@ def test_gemv_past_one_y_block(flags):
 
 
 def test_gemv_largest_x_copy():
-    """Row form with a strided x: the largest x that fits the stack buffer runs; one element more
-    is refused (`neon_gemv.takes`, ValueError naming k), and `neon_brgemm.generate` keeps its own
-    kernel for it."""
+    """Row form with a strided x: the largest x that fits the stack buffer is one copy; one element
+    more runs in chunks of whole BR steps, the GEMV kernel through `neon_brgemm.generate` too."""
     k = neon_gemv.X_COPY_MAX_BYTES // (4 * 2)
-    assert neon_gemv.takes(k, 2, True, True, "fp32") and not neon_gemv.takes(k + 1, 2, True, True, "fp32")
-    assert neon_gemv.takes(k + 1, 2, True, False, "fp32") and neon_gemv.takes(k + 1, 2, False, True, "fp32")
+    assert neon_gemv.x_chunks(k, 2, 4) == (2, k) and neon_gemv.x_chunks(k + 1, 2, 4) == (1, k + 1)
     run(3, k, 2, (True, True, False), "fp32", seed=5)
-    with pytest.raises(ValueError, match="k"):
-        neon_gemv.program(3, k + 1, 2, trans_a=True, trans_b=True)
     kern = neon_brgemm.generate(2, 1, k + 1, 2, True, True)
-    assert kern.name.startswith("neon_brgemm_")
+    assert kern.name == f"neon_gemv_2x{k + 1}_br2_fp32_ta_tb"
     run(2, k + 1, 2, (True, True, False), "fp32", seed=6, kern=kern)
+
+
+def test_gemv_x_in_pieces_of_k():
+    """fp64 K over the buffer: each BR step's K runs in pieces of whole K steps (`x_chunks`), the
+    last one with the d tail; y strided."""
+    cap = neon_gemv.X_COPY_MAX_BYTES // 8
+    k = cap + 4 * 2 + 1
+    assert neon_gemv.x_chunks(k, 2, 8) == (1, cap)
+    run(3, k, 2, (True, True, True), "fp64", seed=8)
+
+
+def chunked_x_cases(caps: list[int], k_max: int):
+    """``given`` for the chunked strided-x row form: m, k (at most ``k_max``), br, ``cap`` (the
+    patched `X_COPY_MAX_BYTES`) from ``caps``, tc (trans_c), dtype and pads."""
+    return given(
+        m=st.integers(1, 11),
+        k=st.integers(1, k_max),
+        br=st.integers(1, 6),
+        cap=st.sampled_from(caps),
+        tc=st.booleans(),
+        dtype=st.sampled_from(["fp32", "fp64"]),
+        pads=pads,
+    )
+
+
+@settings(max_examples=examples(50), deadline=None)
+@chunked_x_cases([32, 96, 128, 200, 256], 60)
+@example(m=9, k=48, br=2, cap=96, tc=False, dtype="fp32", pads=(1, 2, 1, 3))  # K pieces, no remainder
+@example(m=3, k=10, br=7, cap=128, tc=True, dtype="fp32", pads=(0, 1, 0, 2))  # 3 steps per chunk, remainder
+def test_gemv_chunked_x_matches_numpy(m, k, br, cap, tc, dtype, pads):
+    """The chunked strided-x row form at small buffer sizes (`X_COPY_MAX_BYTES` patched to ``cap``
+    bytes): whole BR steps per chunk with a remainder chunk, or K pieces with a remainder piece
+    (or all of x in one copy); y strided or not; nothing outside y written."""
+    with mock.patch.object(neon_gemv, "X_COPY_MAX_BYTES", cap):
+        kern = neon_gemv.generate(m, k, br, True, True, tc, dtype)
+    run(m, k, br, (True, True, tc), dtype, pads, seed=m * 71 + k, kern=kern)
 
 
 @pytest.mark.parametrize("flags", FLAGS)

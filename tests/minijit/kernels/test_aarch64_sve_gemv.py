@@ -11,10 +11,11 @@ and uses anything outside the operands fails the comparison.
 from __future__ import annotations
 
 import functools
+from unittest import mock
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from asm import llvm
@@ -22,6 +23,7 @@ from minijit import kernels
 from minijit.kernels.aarch64 import mca, sve_brgemm, sve_gemv
 from minijit.runtime import load, runs_natively
 from tests.conftest import examples
+from tests.minijit.kernels.test_aarch64_gemv import chunked_x_cases
 from tests.minijit.kernels.test_aarch64_sve import _abi_wrapper
 
 VLS = [128] if runs_natively("aarch64") else [128, 256, 512]
@@ -107,20 +109,39 @@ def test_gemv_past_one_y_block(flags):
 
 
 def test_gemv_largest_x_copy():
-    """Row form with a strided x: the largest x that fits the stack buffer runs; one element more
-    is refused (`sve_gemv.takes`, ValueError naming k), and `sve_brgemm.generate` keeps its own
-    kernel for it."""
+    """Row form with a strided x: the largest x that fits the stack buffer is one copy; one element
+    more runs in chunks of whole BR steps, the GEMV kernel through `sve_brgemm.generate` too."""
     k = sve_gemv.X_COPY_MAX_BYTES // (4 * 2)
-    assert sve_gemv.takes(k, 2, True, True, "fp32") and not sve_gemv.takes(k + 1, 2, True, True, "fp32")
-    assert sve_gemv.takes(k + 1, 2, True, False, "fp32") and sve_gemv.takes(k + 1, 2, False, True, "fp32")
-    kd = sve_gemv.X_COPY_MAX_BYTES // 8
-    assert sve_gemv.takes(kd, 1, True, True, "fp64") and not sve_gemv.takes(kd + 1, 1, True, True, "fp64")
+    assert sve_gemv.x_chunks(k, 2, 4) == (2, k) and sve_gemv.x_chunks(k + 1, 2, 4) == (1, k + 1)
     run(3, k, 2, (True, True, False), "fp32", seed=5)
-    with pytest.raises(ValueError, match="k"):
-        sve_gemv.program(3, k + 1, 2, trans_a=True, trans_b=True)
     kerns = [sve_brgemm.generate(2, 1, k + 1, 2, True, True, sve_vl=vl) for vl in VLS]
-    assert all(kern.name.startswith("sve_brgemm_") for kern in kerns)
+    assert [kern.name for kern in kerns] == [f"sve_gemv_2x{k + 1}_br2_fp32_ta_tb"] * len(VLS)
     run(2, k + 1, 2, (True, True, False), "fp32", seed=6, kerns=kerns)
+
+
+def test_gemv_x_in_pieces_of_k():
+    """fp64 K over the buffer: each BR step's K runs in pieces of whole K steps at every length
+    (`x_chunks`), the last one with the ``whilelt`` remainder; y strided."""
+    cap = sve_gemv.X_COPY_MAX_BYTES // 8
+    k = cap + 2 * 4 + 3
+    assert sve_gemv.x_chunks(k, 2, 8) == (1, cap)
+    run(3, k, 2, (True, True, True), "fp64", seed=8)
+
+
+@settings(max_examples=examples(40), deadline=None)
+@chunked_x_cases([512, 640, 1024, 1536], 300)
+@example(m=9, k=256, br=2, cap=512, tc=True, dtype="fp32", pads=(1, 2, 1, 3))  # K pieces, no remainder
+@example(m=3, k=30, br=5, cap=640, tc=False, dtype="fp64", pads=(0, 1, 0, 2))  # 2 steps per chunk, remainder
+def test_gemv_chunked_x_matches_numpy(m, k, br, cap, tc, dtype, pads):
+    """The chunked strided-x row form at small buffer sizes (`X_COPY_MAX_BYTES` patched to ``cap``
+    bytes), at every vector length: whole BR steps per chunk with a remainder chunk, or K pieces
+    (whole K steps at 2048 bits) with a remainder piece (or all of x in one copy); y strided or
+    not; nothing outside y written."""
+    with mock.patch.object(sve_gemv, "X_COPY_MAX_BYTES", cap):
+        a, _ = sve_gemv.program(m, k, br, True, True, tc, dtype)
+    sig = sve_gemv.signature(dtype)
+    kerns = [load(a.code(), sig, isa="aarch64", name=a.name, listing=a.listing(), sve_vl=vl) for vl in VLS]
+    run(m, k, br, (True, True, tc), dtype, pads, seed=m * 71 + k, kerns=kerns)
 
 
 def _gemv_name(m, k, dtype, flags) -> str:
@@ -146,13 +167,18 @@ def test_brgemm_of_one_column_is_the_gemv(flags):
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp64"])
-@pytest.mark.parametrize("flags", [(False, False, True), (True, True, False)])
-def test_gemv_preserves_callee_saved_registers(flags, dtype):
+@pytest.mark.parametrize(
+    "flags, k, cap",
+    [((False, False, True), 21, None), ((True, True, False), 21, None), ((True, True, True), 150, 512)],
+)
+def test_gemv_preserves_callee_saved_registers(flags, k, cap, dtype):
     """x19..x28, d8..d15 and sp survive both forms (column form with its y buffer on the stack, row
-    form with its x buffer): the wrapper reads its saved registers back through sp."""
+    form with its x buffer, and with x in K pieces: ``cap`` patches `X_COPY_MAX_BYTES`): the
+    wrapper reads its saved registers back through sp."""
     ta, tb, tc = flags
-    m, k, br = 37, 21, 2
-    w = _abi_wrapper(sve_gemv.program(m, k, br, *flags, dtype)[0].code())
+    m, br = 37, 2
+    with mock.patch.object(sve_gemv, "X_COPY_MAX_BYTES", cap or sve_gemv.X_COPY_MAX_BYTES):
+        w = _abi_wrapper(sve_gemv.program(m, k, br, *flags, dtype)[0].code())
     sig = sve_gemv.signature(dtype).replace("void(", "int64_t(")
     t = NP[dtype]
     a, x, y = np.ones(m * k * br, t), np.ones(2 * k * br, t), np.zeros(2 * m, t)
