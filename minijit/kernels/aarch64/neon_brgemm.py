@@ -28,8 +28,7 @@ that is the fast ``trans_b`` path; without, the tile-transposing ``trans_a``
 path. ``block`` then names the block of that swapped kernel.
 
 `generate` (not `program`) hands one column (n = 1, no explicit ``block``) to the GEMV kernel
-`minijit.kernels.aarch64.neon_gemv` (every transpose; all but a row-major A times a strided x too
-long for its stack buffer, see `neon_gemv.takes`).
+`minijit.kernels.aarch64.neon_gemv` (every transpose and stride), emulated at the same ``sve_vl``.
 """
 
 from __future__ import annotations
@@ -393,7 +392,7 @@ def generate(*args: Any, **kwargs: Any) -> Any:
     _check(p["m"], p["n"], p["k"], p["br_size"], p["trans_a"], p["trans_b"], p["trans_c"], p["dtype"])
     if p["n"] == 1 and p["block"] is None:
         flags = (p["trans_a"], p["trans_b"], p["trans_c"])
-        return neon_gemv.generate(p["m"], p["k"], p["br_size"], *flags, p["dtype"])
+        return neon_gemv.generate(p["m"], p["k"], p["br_size"], *flags, p["dtype"], sve_vl=p["sve_vl"])
     return _generate(*args, **kwargs)
 
 

@@ -44,8 +44,7 @@ gather in the K loop makes ``trans_a`` the slow form; `minijit.packing`
 packs a transposed A before it reaches the kernel.
 
 `generate` (not `program`) hands one column (n = 1) to the GEMV kernel
-`minijit.kernels.aarch64.sve_gemv` (every transpose; all but a row-major A
-times a strided x too long for its stack buffer, see `sve_gemv.takes`): one
+`minijit.kernels.aarch64.sve_gemv` (every transpose and stride): one
 column leaves this kernel at most 4 FMA chains, and ``trans_a`` a gather per K step.
 
 ``kloop_body`` gives one unrolled K iteration as text: llvm-mca -mcpu=neoverse-v1

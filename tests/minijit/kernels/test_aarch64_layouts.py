@@ -70,6 +70,16 @@ def gemm(target: str, orders: str, m: int, n: int, k: int, dtype: str, sve_vl: i
 dims = st.integers(1, 70)
 
 
+@pytest.mark.parametrize("vl", VLS)
+@pytest.mark.parametrize("dtype", ["fp32", "fp64"])
+def test_neon_gemv_runs_at_the_operations_vector_length(dtype, vl):
+    """A NEON operation emulated at SVE length ``vl`` (its worker) whose GEMM is one column: the
+    GEMV kernel must be loaded into the same worker as the loop nest that calls it (it was loaded
+    at 128 bits: a call to an unmapped address at 256 and 512)."""
+    for m, n, k, orders in ((1, 1, 1, "CCC"), (37, 1, 19, "CFC"), (1, 23, 9, "CCF")):
+        gemm("aarch64-neon", orders, m, n, k, dtype, vl, pack=False)
+
+
 @pytest.mark.parametrize("target", ["aarch64-neon", "aarch64-sve"])
 @pytest.mark.parametrize("dtype", ["fp32", "fp64"])
 @settings(max_examples=examples(10), deadline=None)
