@@ -151,6 +151,8 @@ class Operand:
     float_bits: int | None = None  # 0f / 0d literals: (bits, width)
     items: list[Operand] = field(default_factory=list)
     pred: str | None = None  # shfl "d|p"
+    # imm: read-only bit arrays per (type, thread count), built on first use (see _Cta.raw)
+    bits: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
 
 @dataclass
@@ -162,6 +164,11 @@ class Instr:
     ops: list[Operand]
     guard: str | None = None
     negate: bool = False
+    guard_op: Operand | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.guard is not None:
+            self.guard_op = Operand("reg", name=self.guard)
 
 
 @dataclass
@@ -326,47 +333,80 @@ def _width(t: str) -> int:
     return 1 if t == "pred" else T.bits(t)
 
 
-def _from_bits(raw: np.ndarray, t: str) -> np.ndarray:
-    """Typed values of raw register bits (uint64)."""
+def _from_bits_fn(t: str):
+    """The conversion of raw register bits (uint64) to typed values of type ``t``."""
     k, w = T.kind(t), _width(t)
     if t == "pred":
-        return (raw & _U64(1)).astype(bool)
-    if t == "f32" or t == "tf32":
-        return (raw & _U64(_MASK[32])).astype(np.uint32).view(np.float32)
+        return lambda raw: (raw & _U64(1)).astype(bool)
+    if t == "f32" or t == "tf32":  # uint64 -> uint32 keeps the low 32 bits
+        return lambda raw: raw.astype(np.uint32).view(np.float32)
     if t == "f64":
-        return raw.view(np.float64)
+        return lambda raw: raw.view(np.float64)
     if t == "f16":
-        return (raw & _U64(0xFFFF)).astype(np.uint16).view(np.float16)
+        return lambda raw: raw.astype(np.uint16).view(np.float16)
     if t == "bf16":
-        return _mma.bf16_bits_to_f32((raw & _U64(0xFFFF)).astype(np.uint16))
+        return lambda raw: _mma.bf16_bits_to_f32(raw.astype(np.uint16))
     if w == 64:
-        return raw.view(np.int64) if k == "s" else raw
-    v = (raw & _U64(_MASK[w])).astype(np.int64)
-    if k == "s":
-        v = np.where(v >= (1 << (w - 1)), v - (1 << w), v)
-    return v
+        return (lambda raw: raw.view(np.int64)) if k == "s" else (lambda raw: raw)
+    narrow = np.dtype(f"uint{w}")
+    if k == "s":  # sign-extend: the low w bits as a signed w-bit integer
+        signed = np.dtype(f"int{w}")
+        return lambda raw: raw.astype(narrow).view(signed).astype(np.int64)
+    return lambda raw: raw.astype(narrow).astype(np.int64)
+
+
+def _to_bits_fn(t: str):
+    """The conversion of typed values (an array) of type ``t`` to raw bits (uint64)."""
+    w = _width(t)
+    if t == "pred":
+        return lambda v: v.astype(_U64)
+    if t in ("f32", "tf32"):
+        return lambda v: np.asarray(v, np.float32).view(np.uint32).astype(_U64)
+    if t == "f64":
+        return lambda v: np.asarray(v, np.float64).view(_U64)
+    if t == "f16":
+
+        def f16(v):
+            with np.errstate(over="ignore"):  # out of range rounds to inf, as cvt.rn.f16.f32 does
+                return np.asarray(v, np.float16).view(np.uint16).astype(_U64)
+
+        return f16
+    if t == "bf16":
+        return lambda v: _mma.f32_to_bf16_bits(v).astype(_U64)
+    mask = _U64(_MASK[w])
+    if w == 64:  # no bits to clear
+        return lambda v: v if v.dtype == _U64 else v.astype(np.int64).view(_U64)
+    return lambda v: (v if v.dtype == _U64 else v.astype(np.int64).view(_U64)) & mask
+
+
+_FROM_BITS = {t: _from_bits_fn(t) for t in T.TYPES if t != "b128"}
+_TO_BITS = {t: _to_bits_fn(t) for t in T.TYPES if t != "b128"}
+
+
+def _from_bits(raw: np.ndarray, t: str) -> np.ndarray:
+    """Typed values of raw register bits (uint64)."""
+    return _FROM_BITS[t](raw)
 
 
 def _to_bits(v, t: str, n: int) -> np.ndarray:
     """Raw bits (uint64, length n) of typed values ``v``."""
-    w = _width(t)
-    v = np.asarray(v)
-    if t == "pred":
-        out = v.astype(_U64)
-    elif t in ("f32", "tf32"):
-        out = np.asarray(v, np.float32).view(np.uint32).astype(_U64)
-    elif t == "f64":
-        out = np.asarray(v, np.float64).view(_U64)
-    elif t == "f16":
-        with np.errstate(over="ignore"):  # out of range rounds to inf, as cvt.rn.f16.f32 does
-            out = np.asarray(v, np.float16).view(np.uint16).astype(_U64)
-    elif t == "bf16":
-        out = _mma.f32_to_bf16_bits(v).astype(_U64)
-    elif v.dtype == _U64:
-        out = v & _U64(_MASK[w])
+    out = _TO_BITS[t](np.asarray(v))
+    return out if out.shape == (n,) else np.broadcast_to(out, (n,))
+
+
+def _imm_bits(o: Operand, t: str, n: int) -> np.ndarray:
+    """Raw bits (uint64, length n, read-only) of an immediate operand read as type ``t``."""
+    if o.float_bits == 32 and t == "f64":
+        v = np.float64(np.uint32(o.value).view(np.float32))
+        out = np.full(n, np.float64(v).view(_U64), _U64)
+    elif o.float_bits is not None:
+        out = np.full(n, o.value, _U64)
+    elif T.is_float(t) and t != "tf32":
+        out = _to_bits(np.full(n, float(o.value)), t, n).copy()
     else:
-        out = v.astype(np.int64).view(_U64) & _U64(_MASK[w])
-    return np.broadcast_to(out, (n,))
+        out = np.full(n, o.value & _MASK[64], _U64)
+    out.flags.writeable = False
+    return out
 
 
 # --------------------------------------------------------------------------- one CTA
@@ -413,11 +453,17 @@ class _Cta:
             self.sregs[f"%ntid.{ax}"] = np.full(n, block[i], np.int64)
             self.sregs[f"%ctaid.{ax}"] = np.full(n, ctaid[i], np.int64)
             self.sregs[f"%nctaid.{ax}"] = np.full(n, nctaid[i], np.int64)
+        self.sregs_u64 = {name: v.astype(_U64) for name, v in self.sregs.items()}
+        for v in self.sregs_u64.values():
+            v.flags.writeable = False
         self.lane, self.warp = lin % 32, lin // 32
         self.nwarps = -(-n // 32)
         self._pad = self.nwarps * 32 - n  # threads to add so that warps reshape as rows of 32
+        self.ones = np.ones(n, bool)  # the mask of every thread; `exe is self.ones` is a fast path
+        self.ones.flags.writeable = False
         self.regs: dict[str, np.ndarray] = {}
         self.defined: dict[str, np.ndarray] = {}
+        self.full_def: set[str] = set()  # registers defined in every thread (their reads need no check)
         self.shared = dict(k.shared)
         self.shared_end = k.shared_end
         for name, align in k.extern.items():  # dynamic shared memory: aligned as declared, no more
@@ -468,6 +514,8 @@ class _Cta:
         if o.kind == "reg":
             if self.inflight and o.name in self.inflight and (self.inflight[o.name][exe] > 0).any():
                 self.fail(ins, f"reads {o.name}, an accumulator of a wgmma not yet waited for (wgmma.wait_group)", exe)
+            if o.name in self.full_def:
+                return self.regs[o.name]
             r = self.regs.get(o.name)
             d = self.defined.get(o.name)
             if r is None or not d[exe].all():
@@ -475,16 +523,12 @@ class _Cta:
                 self.fail(ins, f"reads {o.name} before it is written", bad)
             return r
         if o.kind == "imm":
-            if o.float_bits == 32 and t == "f64":
-                v = np.float64(np.uint32(o.value).view(np.float32))
-                return np.full(self.n, np.float64(v).view(_U64), _U64)
-            if o.float_bits is not None:
-                return np.full(self.n, o.value, _U64)
-            if T.is_float(t) and t != "tf32":
-                return _to_bits(np.full(self.n, float(o.value)), t, self.n).copy()
-            return np.full(self.n, o.value & _MASK[64], _U64)
+            v = o.bits.get((t, self.n))
+            if v is None:
+                v = o.bits[(t, self.n)] = _imm_bits(o, t, self.n)
+            return v
         if o.kind == "sreg":
-            return self.sregs[o.name].astype(_U64)
+            return self.sregs_u64[o.name]
         if o.kind == "sym":
             if o.name in self.shared:
                 return np.full(self.n, self.shared[o.name][0], _U64)
@@ -497,7 +541,7 @@ class _Cta:
         raise AssertionError  # unreachable
 
     def get(self, ins: Instr, o: Operand, t: str, exe: np.ndarray) -> np.ndarray:
-        return _from_bits(self.raw(ins, o, t, exe), t)
+        return _FROM_BITS[t](self.raw(ins, o, t, exe))
 
     def put(self, name: str, value, t: str, exe: np.ndarray) -> None:
         """Write typed ``value`` (a float for float types: use :meth:`put_raw` for bit patterns)."""
@@ -510,13 +554,24 @@ class _Cta:
                 self.fail(self.cur_ins, f"writes {name}, an accumulator of a wgmma not yet waited for", exe)
             g = self.gen_write.get(name)
             self.gen_write[name] = np.where(exe, self.step, -1 if g is None else g)
+        if exe is self.ones:  # every thread writes: the bits themselves (registers are never changed in place)
+            if bits.strides != (8,):
+                bits = bits.copy()
+            bits.flags.writeable = False
+            self.regs[name] = bits
+            self.defined[name] = self.ones
+            self.full_def.add(name)
+            return
         old = self.regs.get(name)
         if old is None:
             self.regs[name] = np.where(exe, bits, _U64(0))
             self.defined[name] = exe.copy()
         else:
             self.regs[name] = np.where(exe, bits, old)
-            self.defined[name] = self.defined[name] | exe
+            if name not in self.full_def:
+                self.defined[name] = self.defined[name] | exe
+                if np.count_nonzero(self.defined[name]) == self.n:
+                    self.full_def.add(name)
 
     # -- shared memory -----------------------------------------------------------------------
     def _smem_index(self, ins, addrs: np.ndarray, width: int, threads: np.ndarray) -> np.ndarray:
@@ -591,6 +646,7 @@ class _Cta:
     # -- run ---------------------------------------------------------------------------------
     def run(self) -> None:
         code = self.k.code
+        ncode = len(code)
         n = self.n
         pc = np.zeros(n, np.int64)
         alive = np.ones(n, bool)
@@ -598,55 +654,91 @@ class _Cta:
         wait_id = np.full(n, -1, np.int64)
         wait_cnt = np.full(n, -1, np.int64)  # thread count of a named barrier, -1: the whole CTA
         steps = 0
+        # The threads to run, `act`, are the runnable ones at the lowest pc `p`. They stay the same
+        # while p < nxt (the lowest pc of the other runnable threads) and no thread exits, waits or
+        # parks: then the loop only advances p, and their entries in `pc` are stale (p holds them).
+        act = None
+        p = nxt = nact = warps = 0
         while True:
-            runnable = alive & ~waiting & (self.mb_wait < 0)
-            if not runnable.any():
-                if self.tma:  # the copy engine delivers while every thread waits
-                    _deliver_tma(self)
+            if act is None or p >= nxt:
+                if act is not None:
+                    pc[act] = p
+                    act = None
+                runnable = alive & ~waiting & (self.mb_wait < 0)
+                if not runnable.any():
+                    if self.tma:  # the copy engine delivers while every thread waits
+                        _deliver_tma(self)
+                        continue
+                    if not alive.any():
+                        if self.tma or any(self.wg_groups.values()) or any(self.wg_open.values()):
+                            self.fail(code[-1], "the CTA exits with bulk copies or wgmma operations in flight")
+                        return
+                    ins = code[int(pc[alive][0])]
+                    if (alive & (self.mb_wait >= 0)).any():
+                        self.fail(ins, "deadlock: " + _mbar_report(self, alive))
+                    ids = np.unique(wait_id[alive])
+                    if ids.size != 1 or (wait_cnt[alive] != -1).any():
+                        self.fail(ins, f"threads wait at different or incomplete barriers {ids.tolist()}: deadlock")
+                    waiting[:] = False
+                    pc[alive] += 1
+                    self.epoch += 1
+                    self.stats.barriers += 1
                     continue
-                if not alive.any():
-                    if self.tma or any(self.wg_groups.values()) or any(self.wg_open.values()):
-                        self.fail(code[-1], "the CTA exits with bulk copies or wgmma operations in flight")
-                    return
-                ins = code[int(pc[alive][0])]
-                if (alive & (self.mb_wait >= 0)).any():
-                    self.fail(ins, "deadlock: " + _mbar_report(self, alive))
-                ids = np.unique(wait_id[alive])
-                if ids.size != 1 or (wait_cnt[alive] != -1).any():
-                    self.fail(ins, f"threads wait at different or incomplete barriers {ids.tolist()}: deadlock")
-                waiting[:] = False
-                pc[alive] += 1
-                self.epoch += 1
-                self.stats.barriers += 1
-                continue
-            p = int(pc[runnable].min())
-            if p >= len(code):
-                self.fail(code[-1], "ran past the end of the kernel without ret/exit", runnable & (pc == p))
-            act = runnable & (pc == p)
+                p = int(pc[runnable].min())
+                if p >= ncode:
+                    self.fail(code[-1], "ran past the end of the kernel without ret/exit", runnable & (pc == p))
+                act = runnable & (pc == p)
+                rest = runnable & ~act
+                nxt = min(int(pc[rest].min()), ncode) if np.count_nonzero(rest) else ncode
+                nact = np.count_nonzero(act)
+                if nact == n:
+                    act = self.ones
+                warps = self.warps_in(act)
             ins = code[p]
             self.cur_ins = ins
             steps += 1
             self.step = steps
-            self.stats.warp_instructions += self.warps_in(act)
+            self.stats.warp_instructions += warps
             if steps > self.max_steps:
                 self.fail(ins, f"no end after {self.max_steps} instructions (an endless loop?)")
-            exe = act
+            exe, nexe = act, nact
             if ins.guard is not None:
-                g = self.get(ins, Operand("reg", name=ins.guard), "pred", act)
+                g = self.get(ins, ins.guard_op, "pred", act)
                 exe = act & (~g if ins.negate else g)
+                nexe = np.count_nonzero(exe)
+                if nexe == nact:
+                    exe = act  # the guard holds in every thread of act
             op = ins.op
+            if nexe == 0:  # nothing executes: every thread of act steps on
+                p += 1
+                continue
             if op == "bra":
-                pc[exe] = self.k.labels[ins.ops[0].name]
-                pc[act & ~exe] += 1
+                if exe is act:
+                    p = self.k.labels[ins.ops[0].name]
+                else:
+                    pc[exe] = self.k.labels[ins.ops[0].name]
+                    pc[act & ~exe] = p + 1
+                    act = None
+                continue
+            if op in ("ret", "exit", "bar") or (op == "mbarrier" and ins.mods[0] == "try_wait"):
+                pc[act] = p  # these change which threads can run: the set is computed again
+                act, cur = None, act
+            else:
+                handler = _HANDLERS.get(op)
+                if handler is None:
+                    self.fail(ins, f"instruction {op} is not supported by the simulator")
+                handler(self, ins, exe)
+                p += 1
+                if op == "mbarrier":  # a completed phase releases parked threads
+                    pc[act] = p
+                    act = None
                 continue
             if op in ("ret", "exit"):
                 alive[exe] = False
-                pc[act & ~exe] += 1
+                pc[cur & ~exe] += 1
                 continue
             if op == "bar":
-                pc[act & ~exe] += 1
-                if not exe.any():
-                    continue
+                pc[cur & ~exe] += 1
                 bids = self.get(ins, ins.ops[0], "u32", exe)
                 counts = self.get(ins, ins.ops[1], "u32", exe) if len(ins.ops) > 1 else np.full(n, n)
                 for bid in np.unique(bids[exe]).tolist():
@@ -675,19 +767,14 @@ class _Cta:
                         pc[arrived] += 1
                         self.stats.barriers += 1
                 continue
-            if op == "mbarrier" and ins.mods[0] == "try_wait":
-                parked = _mbar_try_wait(self, ins, exe) if exe.any() else np.zeros(n, bool)
-                pc[act & ~parked] += 1  # parked threads run try_wait again when the phase completes
-                continue
-            if exe.any():
-                handler = _HANDLERS.get(op)
-                if handler is None:
-                    self.fail(ins, f"instruction {op} is not supported by the simulator")
-                handler(self, ins, exe)
-            pc[act] += 1
+            # mbarrier.try_wait
+            parked = _mbar_try_wait(self, ins, exe)
+            pc[cur & ~parked] += 1  # parked threads run try_wait again when the phase completes
 
     def warps_in(self, threads: np.ndarray) -> int:
         """Number of warps with at least one thread in the boolean mask ``threads``."""
+        if threads is self.ones:
+            return self.nwarps
         if self._pad:
             threads = np.concatenate([threads, np.zeros(self._pad, bool)])
         return int(np.count_nonzero(threads.reshape(self.nwarps, 32).any(axis=1)))
