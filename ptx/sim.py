@@ -58,6 +58,14 @@ class SimError(Exception):
     """A kernel did something undefined (or the simulator does not support it)."""
 
 
+@cache
+def _arange(n: int) -> np.ndarray:
+    """np.arange(n) (int64), read-only: shared by every caller."""
+    a = np.arange(n, dtype=np.int64)
+    a.flags.writeable = False
+    return a
+
+
 # --------------------------------------------------------------------------- global memory
 
 
@@ -68,6 +76,7 @@ class Memory:
         self._bases: list[int] = []
         self._bufs: list[np.ndarray] = []
         self._next = GLOBAL_BASE
+        self._table: tuple = (None, -1, None, None)  # (_bases, its length, bases, ends as arrays)
 
     def alloc(self, nbytes: int, align: int = 256) -> int:
         """A zeroed allocation of ``nbytes`` bytes; returns its device address."""
@@ -104,18 +113,26 @@ class Memory:
         buf, off = self._buffer(addr, dt.itemsize * count)
         return buf[off : off + dt.itemsize * count].copy().view(dt)
 
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """Start and end addresses of the allocations (arrays, rebuilt after an allocation)."""
+        lst, size, bases, ends = self._table
+        if lst is not self._bases or size != len(self._bases):
+            bases = np.asarray(self._bases, _U64)
+            ends = bases + np.asarray([b.size for b in self._bufs], _U64)
+            self._table = (self._bases, len(self._bases), bases, ends)
+        return bases, ends
+
     def locate(self, addrs: np.ndarray, width: int, what: str) -> tuple[np.ndarray, np.ndarray]:
         """(allocation index, offset) of each address; SimError unless [a, a+width) is mapped."""
         a = addrs.astype(_U64)
         if len(self._bases) == 0:
             raise SimError(f"{what} at {int(a[0]):#x}: no global memory is allocated")
-        bases = np.asarray(self._bases, _U64)
+        bases, ends = self._arrays()
         i = np.searchsorted(bases, a, side="right") - 1
         ok = i >= 0
         ic = np.maximum(i, 0)
-        ends = bases + np.asarray([b.size for b in self._bufs], _U64)
         ok &= a + _U64(width) <= ends[ic]
-        if not ok.all():
+        if np.count_nonzero(ok) != ok.size:
             bad = int(a[~ok][0])
             raise SimError(f"{what} of {width} bytes at {bad:#x} is outside every allocation")
         return ic, (a - bases[ic]).astype(np.int64)
@@ -123,8 +140,10 @@ class Memory:
     def gather(self, addrs: np.ndarray, width: int, what: str) -> np.ndarray:
         """Bytes (n, width) at each address."""
         idx, off = self.locate(addrs, width, what)
+        cols = _arange(width)
+        if idx.size and not np.count_nonzero(idx != idx[0]):  # all in one allocation
+            return self._bufs[idx[0]][off[:, None] + cols]
         out = np.empty((addrs.size, width), np.uint8)
-        cols = np.arange(width)
         for j in np.unique(idx):
             sel = idx == j
             out[sel] = self._bufs[j][off[sel, None] + cols]
@@ -134,7 +153,10 @@ class Memory:
         """Store bytes ``data`` (n, width) at each address (later threads win on overlap)."""
         width = data.shape[1]
         idx, off = self.locate(addrs, width, what)
-        cols = np.arange(width)
+        cols = _arange(width)
+        if idx.size and not np.count_nonzero(idx != idx[0]):  # all in one allocation
+            self._bufs[idx[0]][off[:, None] + cols] = data
+            return
         for j in np.unique(idx):
             sel = idx == j
             self._bufs[j][off[sel, None] + cols] = data[sel]
@@ -193,7 +215,19 @@ _LABEL = re.compile(r"^([$\w]+):$")
 _GUARD = re.compile(r"^@(!?)(%\w+)\s+(.*)$")
 
 
+_ADDRESS = re.compile(r"^([%$\w.]+)\s*([+-]\s*\d+)?$")
+_F32_LIT = re.compile(r"^0[fF][0-9a-fA-F]{8}$")
+_F64_LIT = re.compile(r"^0[dD][0-9a-fA-F]{16}$")
+_INT_LIT = re.compile(r"^-?(0[xX][0-9a-fA-F]+|\d+)[uU]?$")
+_NAME = re.compile(r"^[$A-Za-z_][$\w]*$")
+
+
 def _split(s: str) -> list[str]:
+    if "[" not in s and "{" not in s:  # nothing nested: every comma splits
+        out = [x.strip() for x in s.split(",")]
+        if not out[-1]:
+            out.pop()
+        return out
     out, depth, cur = [], 0, []
     for ch in s:
         if ch in "[{":
@@ -219,7 +253,7 @@ def _operand(tok: str, labels_ok: bool) -> Operand:
         return Operand("tmap", name=base.strip(), items=[_operand(base, False), _operand(vec, False)])
     if tok.startswith("["):
         inner = tok[1:-1].strip()
-        m = re.match(r"^([%$\w.]+)\s*([+-]\s*\d+)?$", inner)
+        m = _ADDRESS.match(inner)
         if not m:
             raise SimError(f"cannot parse address {tok!r}")
         off = int(m.group(2).replace(" ", "")) if m.group(2) else 0
@@ -234,13 +268,13 @@ def _operand(tok: str, labels_ok: bool) -> Operand:
         return o
     if tok.startswith("%"):
         return Operand("sreg" if _SPECIAL.match(tok) else "reg", name=tok)
-    if re.match(r"^0[fF][0-9a-fA-F]{8}$", tok):
+    if _F32_LIT.match(tok):
         return Operand("imm", value=int(tok[2:], 16), float_bits=32)
-    if re.match(r"^0[dD][0-9a-fA-F]{16}$", tok):
+    if _F64_LIT.match(tok):
         return Operand("imm", value=int(tok[2:], 16), float_bits=64)
-    if re.match(r"^-?(0[xX][0-9a-fA-F]+|\d+)[uU]?$", tok):
+    if _INT_LIT.match(tok):
         return Operand("imm", value=int(tok.rstrip("uU"), 0))
-    if re.match(r"^[$A-Za-z_][$\w]*$", tok):
+    if _NAME.match(tok):
         return Operand("label" if labels_ok else "sym", name=tok)
     raise SimError(f"cannot parse operand {tok!r}")
 
@@ -394,6 +428,21 @@ def _to_bits(v, t: str, n: int) -> np.ndarray:
     return out if out.shape == (n,) else np.broadcast_to(out, (n,))
 
 
+def _misaligned(a: np.ndarray, width: int) -> np.ndarray:
+    """Nonzero where address ``a`` is not a multiple of ``width``."""
+    return a & (width - 1) if width & (width - 1) == 0 else a % width
+
+
+def _sel(c: _Cta, a: np.ndarray, exe: np.ndarray) -> np.ndarray:
+    """a[exe] (``a`` itself when every thread executes: do not change it in place)."""
+    return a if exe is c.ones else a[exe]
+
+
+def _tids(c: _Cta, exe: np.ndarray) -> np.ndarray:
+    """np.flatnonzero(exe)."""
+    return c.tids if exe is c.ones else np.flatnonzero(exe)
+
+
 def _imm_bits(o: Operand, t: str, n: int) -> np.ndarray:
     """Raw bits (uint64, length n, read-only) of an immediate operand read as type ``t``."""
     if o.float_bits == 32 and t == "f64":
@@ -461,6 +510,8 @@ class _Cta:
         self._pad = self.nwarps * 32 - n  # threads to add so that warps reshape as rows of 32
         self.ones = np.ones(n, bool)  # the mask of every thread; `exe is self.ones` is a fast path
         self.ones.flags.writeable = False
+        self.tids = _arange(n)  # the indices of every thread (np.flatnonzero(self.ones))
+        self._wv: dict[int, np.ndarray] = {}
         self.regs: dict[str, np.ndarray] = {}
         self.defined: dict[str, np.ndarray] = {}
         self.full_def: set[str] = set()  # registers defined in every thread (their reads need no check)
@@ -577,16 +628,31 @@ class _Cta:
     def _smem_index(self, ins, addrs: np.ndarray, width: int, threads: np.ndarray) -> np.ndarray:
         a = addrs.astype(np.int64)
         bad = (a < SHARED_BASE) | (a + width > self.shared_end)
-        if bad.any():
+        if np.count_nonzero(bad):
             self.fail(
                 ins,
                 f"shared access of {width} bytes at {int(a[bad][0])} is outside the .shared arrays "
                 f"[{SHARED_BASE}, {self.shared_end})",
                 self._mask(threads[bad]),
             )
-        if (a % width).any():
-            self.fail(ins, f"misaligned shared access of {width} bytes at {int(a[(a % width) != 0][0])}")
-        return a[:, None] + np.arange(width)
+        mis = _misaligned(a, width)
+        if np.count_nonzero(mis):
+            self.fail(ins, f"misaligned shared access of {width} bytes at {int(a[mis != 0][0])}")
+        return a[:, None] + _arange(width)
+
+    def _warps_of(self, threads: np.ndarray, width: int) -> np.ndarray:
+        """The warp of each byte (``width`` per thread) that ``threads`` access."""
+        if threads is self.tids:  # every thread: cached
+            wv = self._wv.get(width)
+            if wv is None:
+                wv = self._wv[width] = np.repeat(self.warp, width)
+                wv.flags.writeable = False
+            return wv
+        return np.repeat(self.warp[threads], width)
+
+    def in_flight(self) -> bool:
+        """Are cp.async or bulk tensor copies in flight (else no shared byte is pending)?"""
+        return bool(self.copies) or bool(self.tma)
 
     def _mask(self, tids: np.ndarray) -> np.ndarray:
         m = np.zeros(self.n, bool)
@@ -596,13 +662,13 @@ class _Cta:
     def smem_read(self, ins, addrs, width, threads) -> np.ndarray:
         """Bytes (n, width) of shared memory; checks pending async copies and races."""
         idx = self._smem_index(ins, addrs, width, threads)
-        flat, wv = idx.reshape(-1), np.repeat(self.warp[threads], width)
-        if (self.pending[flat] > 0).any():
+        flat, wv = idx.reshape(-1), self._warps_of(threads, width)
+        if self.in_flight() and np.count_nonzero(self.pending[flat] > 0):
             self.fail(
                 ins, "reads shared memory that a cp.async has not completed (missing wait_group?)", self._mask(threads)
             )
         race = (self.w_epoch[flat] == self.epoch) & (self.w_warp[flat] != wv)
-        if race.any():
+        if np.count_nonzero(race):
             j = int(np.flatnonzero(race)[0])
             self.fail(
                 ins,
@@ -620,7 +686,7 @@ class _Cta:
         same = self.epoch
         raw_ = (self.w_epoch[flat] == same) & (self.w_warp[flat] != wv)
         war = (self.r_epoch[flat] == same) & (self.r_warp[flat] != wv)
-        if (raw_ | war).any():
+        if np.count_nonzero(raw_ | war):
             j = int(np.flatnonzero(raw_ | war)[0])
             other = self.w_warp[flat[j]] if raw_[j] else self.r_warp[flat[j]]
             kind = "wrote" if raw_[j] else "read"
@@ -632,14 +698,14 @@ class _Cta:
     def smem_write(self, ins, addrs, data: np.ndarray, threads) -> None:
         width = data.shape[1]
         idx = self._smem_index(ins, addrs, width, threads)
-        flat, wv = idx.reshape(-1), np.repeat(self.warp[threads], width)
-        if (self.pending[flat] > 0).any():
+        flat, wv = idx.reshape(-1), self._warps_of(threads, width)
+        if self.in_flight() and np.count_nonzero(self.pending[flat] > 0):
             self.fail(ins, "writes shared memory that a cp.async has not completed", self._mask(threads))
         self._check_write(ins, flat, wv)
         self.proxy_dirty[flat] = True
         self.w_warp[flat] = wv
         self.w_epoch[flat] = self.epoch
-        if (self.w_warp[flat] != wv).any():
+        if np.count_nonzero(self.w_warp[flat] != wv):
             self.fail(ins, "race: two warps write the same shared byte in one instruction")
         self.smem[idx] = data
 
@@ -782,10 +848,13 @@ class _Cta:
     # -- warp-collective checks --------------------------------------------------------------
     def whole_warps(self, ins: Instr, exe: np.ndarray) -> np.ndarray:
         """Warp indices executing ``ins``; every thread of those warps must execute it."""
-        warps = np.unique(self.warp[exe])
-        part = np.isin(self.warp, warps) & ~exe
-        if part.any():
-            self.fail(ins, ".sync.aligned instruction executed by part of a warp", part)
+        if exe is self.ones:  # the whole CTA: every warp, none in part
+            warps = np.arange(self.nwarps)
+        else:
+            warps = np.unique(self.warp[exe])
+            part = np.isin(self.warp, warps) & ~exe
+            if part.any():
+                self.fail(ins, ".sync.aligned instruction executed by part of a warp", part)
         if self.n % 32:
             self.fail(ins, "warp-collective instruction in a CTA that is not a whole number of warps")
         return warps
@@ -845,17 +914,17 @@ def _addr(c: _Cta, ins: Instr, o: Operand, exe) -> np.ndarray:
 
 def _resolve(c: _Cta, ins: Instr, space: str, addrs: np.ndarray, exe) -> tuple[str, np.ndarray]:
     if space == "generic":
-        a = addrs.view(_U64)[exe]
-        sh = (a >= _U64(GENERIC_SHARED)) & (a < _U64(GENERIC_SHARED + (1 << 32)))
-        if sh.all():
+        a = _sel(c, addrs.view(_U64), exe)
+        sh = np.count_nonzero((a >= _U64(GENERIC_SHARED)) & (a < _U64(GENERIC_SHARED + (1 << 32))))
+        if sh == a.size:
             return "shared", (a - _U64(GENERIC_SHARED)).astype(np.int64)
-        if sh.any():
+        if sh:
             c.fail(ins, "generic access mixes shared and global addresses in one instruction")
         return "global", a.astype(np.int64)
     if space == "shared":
-        return "shared", addrs[exe] & _MASK[32]
+        return "shared", _sel(c, addrs, exe) & _MASK[32]
     if space == "global":
-        return "global", addrs[exe]
+        return "global", _sel(c, addrs, exe)
     c.fail(ins, f"state space .{space} is not supported by the simulator")
     raise AssertionError
 
@@ -881,24 +950,27 @@ def _ld(c: _Cta, ins: Instr, exe) -> None:
         return
     width = es * len(dsts)
     kind, addrs = _resolve(c, ins, space, _addr(c, ins, a, exe), exe)
-    tids = np.flatnonzero(exe)
+    tids = _tids(c, exe)
     if kind == "shared":
         data = c.smem_read(ins, addrs, width, tids)
     else:
-        if (addrs % width).any():
-            c.fail(ins, f"misaligned global load of {width} bytes at {int(addrs[(addrs % width) != 0][0]):#x}")
+        mis = _misaligned(addrs, width)
+        if np.count_nonzero(mis):
+            c.fail(ins, f"misaligned global load of {width} bytes at {int(addrs[mis != 0][0]):#x}")
         try:
             data = c.mem.gather(addrs, width, "global load")
         except SimError as e:
             c.fail(ins, str(e), exe)
-    vals = np.ascontiguousarray(data).view(f"<u{es}").astype(_U64)
     if T.kind(t) == "s" and es < 8:  # sign-extend loads of signed types
-        v = vals.astype(np.int64)
-        v = np.where(v >= 1 << (8 * es - 1), v - (1 << (8 * es)), v)
-        vals = v.view(_U64)
+        vals = np.ascontiguousarray(data).view(f"<i{es}").astype(np.int64).view(_U64)
+    else:
+        vals = np.ascontiguousarray(data).view(f"<u{es}").astype(_U64)
     for i, r in enumerate(dsts):
-        full = np.zeros(c.n, _U64)
-        full[exe] = vals[:, i]
+        if exe is c.ones:
+            full = np.ascontiguousarray(vals[:, i])
+        else:
+            full = np.zeros(c.n, _U64)
+            full[exe] = vals[:, i]
         c.put(r.name, full, "b64", exe)  # zero/sign-extended already
 
 
@@ -909,15 +981,18 @@ def _st(c: _Cta, ins: Instr, exe) -> None:
     es = _elem_bytes(t)
     width = es * len(srcs)
     kind, addrs = _resolve(c, ins, _space(ins), _addr(c, ins, a, exe), exe)
-    cols = [c.raw(ins, r, t, exe)[exe] & _U64(_MASK[8 * es] if es < 8 else _MASK[64]) for r in srcs]
-    vals = np.stack(cols, axis=1).astype(f"<u{es}") if es < 8 else np.stack(cols, axis=1)
+    cols = [_sel(c, c.raw(ins, r, t, exe), exe) & _U64(_MASK[8 * es] if es < 8 else _MASK[64]) for r in srcs]
+    vals = cols[0][:, None] if len(cols) == 1 else np.stack(cols, axis=1)
+    if es < 8:
+        vals = vals.astype(f"<u{es}")
     data = np.ascontiguousarray(vals).view(np.uint8).reshape(len(addrs), width)
-    tids = np.flatnonzero(exe)
+    tids = _tids(c, exe)
     if kind == "shared":
         c.smem_write(ins, addrs, data, tids)
         return
-    if (addrs % width).any():
-        c.fail(ins, f"misaligned global store of {width} bytes at {int(addrs[(addrs % width) != 0][0]):#x}")
+    mis = _misaligned(addrs, width)
+    if np.count_nonzero(mis):
+        c.fail(ins, f"misaligned global store of {width} bytes at {int(addrs[mis != 0][0]):#x}")
     try:
         c.mem.scatter(addrs, data, "global store")
     except SimError as e:
@@ -946,6 +1021,9 @@ _NAN_F32 = np.uint32(CANONICAL_NAN["f32"]).view(np.float32)
 def _narrow_bits(v: np.ndarray, t: str, n: int) -> np.ndarray:
     """Bits of f32 values ``v`` rounded to f16/bf16, NaN as the canonical NaN."""
     return np.where(np.isnan(np.broadcast_to(v, (n,))), _U64(CANONICAL_NAN[t]), _to_bits(v, t, n))
+
+
+_WRAPPING = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "mad": np.multiply}
 
 
 def _arith(c: _Cta, ins: Instr, exe) -> None:
@@ -985,6 +1063,14 @@ def _arith(c: _Cta, ins: Instr, exe) -> None:
         c.put(d.name, r, t, exe)
         return
     mode = next((m for m in mods if m in ("lo", "hi", "wide")), None)
+    if op in _WRAPPING and mode in (None, "lo") and T.kind(t) != "pred" and ("sat" not in mods or t != "s32"):
+        # wrapping integer arithmetic on the raw bits: the low bits of a sum or product depend
+        # only on the low bits of the operands, whatever their signedness
+        r = _WRAPPING[op](c.raw(ins, ins.ops[1], t, exe), c.raw(ins, ins.ops[2], t, exe))
+        if op == "mad":
+            r = r + c.raw(ins, ins.ops[3], t, exe)
+        c.put_raw(d.name, r & _U64(_MASK[T.bits(t)]), exe)
+        return
     if mode == "wide":
         a, b = (c.get(ins, o, t, exe) for o in ins.ops[1:3])
         dt = ("s" if T.kind(t) == "s" else "u") + str(2 * T.bits(t))
@@ -1050,6 +1136,19 @@ def _shift(c: _Cta, ins: Instr, exe) -> None:
     t = _type(ins)
     d, a, b = ins.ops
     w = T.bits(t)
+    if b.kind == "imm":  # a constant shift: Python ints
+        k = min(b.value & _MASK[32], w)
+        if ins.op == "shl":
+            v = c.raw(ins, a, t, exe)
+            c.put(d.name, np.zeros(c.n, _U64) if k >= w else v << _U64(k), t, exe)
+            return
+        v = c.get(ins, a, t, exe)
+        if T.kind(t) == "s":
+            r = v >> v.dtype.type(min(k, w - 1))
+        else:
+            r = np.zeros(c.n, v.dtype) if k >= w else v >> v.dtype.type(k)
+        c.put(d.name, r, t, exe)
+        return
     n = np.minimum(c.get(ins, b, "u32", exe), w).astype(np.int64)
     if ins.op == "shl":
         v = c.raw(ins, a, t, exe)
@@ -1171,10 +1270,11 @@ def _shfl(c: _Cta, ins: Instr, exe) -> None:
     members = ((mask >> lane) & 1).astype(bool)
     if (exe & ~members).any():
         c.fail(ins, "a thread outside membermask executes shfl.sync", exe & ~members)
-    warps = np.unique(c.warp[exe])
-    inwarp = np.isin(c.warp, warps)
-    if (inwarp & members & ~exe).any():
-        c.fail(ins, "threads named in membermask do not execute this shfl.sync", inwarp & members & ~exe)
+    if exe is not c.ones:  # (with every thread executing, no member can be missing)
+        warps = np.unique(c.warp[exe])
+        inwarp = np.isin(c.warp, warps)
+        if (inwarp & members & ~exe).any():
+            c.fail(ins, "threads named in membermask do not execute this shfl.sync", inwarp & members & ~exe)
     bval = c.get(ins, b, "u32", exe) & 31
     cv = c.get(ins, cc, "u32", exe)
     cval, seg = cv & 31, (cv >> 8) & 31
@@ -1290,9 +1390,12 @@ def _ldmatrix(c: _Cta, ins: Instr, exe) -> None:
     hi = rows[:, :, r, col + 1].astype(_U64)
     regs = lo | (hi << _U64(16))
     for j, reg in enumerate(d.items):
-        full = c.regs.get(reg.name, np.zeros(c.n, _U64)).copy()
-        for wi, w in enumerate(warps):
-            full[w * 32 : w * 32 + 32] = regs[wi, j]
+        if exe is c.ones:  # every warp: the new values are the whole register
+            full = regs[:, j].reshape(-1)
+        else:
+            full = c.regs.get(reg.name, np.zeros(c.n, _U64)).copy()
+            for wi, w in enumerate(warps):
+                full[w * 32 : w * 32 + 32] = regs[wi, j]
         c.put(reg.name, full, "b32", exe)
 
 
@@ -1309,11 +1412,12 @@ def _mma_sync(c: _Cta, ins: Instr, exe) -> None:
         c.fail(ins, "only .row.col mma with f32 accumulators is supported by the simulator")
     inf = _mma.info(shape, dtype)
     dd, aa, bb, cc = ins.ops
-    sel = np.concatenate([w * 32 + np.arange(32) for w in warps])
+    every = exe is c.ones  # every warp: sel is every thread
+    sel = c.tids if every else np.concatenate([w * 32 + np.arange(32) for w in warps])
     nw = len(warps)
 
     def frags(o: Operand, t: str, operand: str) -> np.ndarray:
-        regs = np.stack([c.raw(ins, r, t, exe)[sel] for r in o.items], axis=1)  # (nw*32, nregs)
+        regs = np.stack([c.raw(ins, r, t, exe) if every else c.raw(ins, r, t, exe)[sel] for r in o.items], axis=1)
         if operand == "c":
             return (regs & _U64(_MASK[32])).astype(np.uint32).view(np.float32).reshape(nw, 32, -1)
         u = (regs & _U64(_MASK[32])).astype(np.uint32)
@@ -1331,8 +1435,11 @@ def _mma_sync(c: _Cta, ins: Instr, exe) -> None:
     rows, cols = _layout(shape, dtype, "c")
     dfr = acc[:, rows, cols].astype(np.float32).reshape(nw * 32, -1)  # (nw*32, 4)
     for i, r in enumerate(dd.items):
-        full = c.regs.get(r.name, np.zeros(c.n, _U64)).copy()
-        full[sel] = dfr[:, i].view(np.uint32).astype(_U64)
+        if every:
+            full = dfr[:, i].view(np.uint32).astype(_U64)
+        else:
+            full = c.regs.get(r.name, np.zeros(c.n, _U64)).copy()
+            full[sel] = dfr[:, i].view(np.uint32).astype(_U64)
         c.put_raw(r.name, full, exe)
 
 
