@@ -187,6 +187,7 @@ class Instr:
     guard: str | None = None
     negate: bool = False
     guard_op: Operand | None = field(default=None, init=False, repr=False, compare=False)
+    cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # see _shfl
 
     def __post_init__(self) -> None:
         if self.guard is not None:
@@ -1142,12 +1143,12 @@ def _shift(c: _Cta, ins: Instr, exe) -> None:
             v = c.raw(ins, a, t, exe)
             c.put(d.name, np.zeros(c.n, _U64) if k >= w else v << _U64(k), t, exe)
             return
+        if T.kind(t) != "s":  # logical shift of the raw bits: the low w bits, shifted
+            v = c.raw(ins, a, t, exe)
+            c.put_raw(d.name, np.zeros(c.n, _U64) if k >= w else (v & _U64(_MASK[w])) >> _U64(k), exe)
+            return
         v = c.get(ins, a, t, exe)
-        if T.kind(t) == "s":
-            r = v >> v.dtype.type(min(k, w - 1))
-        else:
-            r = np.zeros(c.n, v.dtype) if k >= w else v >> v.dtype.type(k)
-        c.put(d.name, r, t, exe)
+        c.put(d.name, v >> v.dtype.type(min(k, w - 1)), t, exe)
         return
     n = np.minimum(c.get(ins, b, "u32", exe), w).astype(np.int64)
     if ins.op == "shl":
@@ -1263,6 +1264,22 @@ def _cvt(c: _Cta, ins: Instr, exe) -> None:
 
 
 def _shfl(c: _Cta, ins: Instr, exe) -> None:
+    d, a, b, cc, mm = ins.ops
+    key = ("shfl", c.n)
+    if exe is c.ones and key in ins.cache:  # constant operands, every thread: lanes checked before
+        src_c, pval = ins.cache[key]
+    else:
+        src_c, pval = _shfl_lanes(c, ins, exe)
+        if exe is c.ones and b.kind == cc.kind == mm.kind == "imm":
+            ins.cache[key] = (src_c, pval)
+    val = c.raw(ins, a, "b32", exe)
+    c.put(d.name, val[src_c], "b32", exe)
+    if d.pred:
+        c.put(d.pred, pval, "pred", exe)
+
+
+def _shfl_lanes(c: _Cta, ins: Instr, exe) -> tuple[np.ndarray, np.ndarray]:
+    """shfl.sync's source thread and in-range predicate per thread, after its membership checks."""
     mode = ins.mods[1]
     d, a, b, cc, mm = ins.ops
     mask = c.get(ins, mm, "b32", exe)
@@ -1297,10 +1314,9 @@ def _shfl(c: _Cta, ins: Instr, exe) -> None:
     src_c = np.clip(src, 0, c.n - 1)
     if (exe & ((src >= c.n) | ~exe[src_c])).any():
         c.fail(ins, "shfl.sync reads a lane that does not execute it", exe & ~exe[src_c])
-    val = c.raw(ins, a, "b32", exe)
-    c.put(d.name, val[src_c], "b32", exe)
-    if d.pred:
-        c.put(d.pred, pval, "pred", exe)
+    src_c.flags.writeable = False
+    pval.flags.writeable = False
+    return src_c, pval
 
 
 def _cp_async(c: _Cta, ins: Instr, exe) -> None:
