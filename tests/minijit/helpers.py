@@ -44,3 +44,20 @@ def mapping_perms(address: int) -> str | None:
             if lo <= address < hi:
                 return line.split()[1]
     return None
+
+
+#: the host class the packing and threading rules were measured on (a Zen 3 core: L1d 32 KiB 8-way,
+#: L2 512 KiB 8-way, L3 32 MiB 16-way); tests of those rules pin it, so they decide the same on
+#: every host (a Zen 4 guest has a 1 MiB L2 and AVX-512, and its native decisions differ)
+ZEN3_CACHES = {1: (32 * 1024, 8, 64), 2: (512 * 1024, 8, 64), 3: (32 * 1024 * 1024, 16, 64)}
+#: the x86-64 target of those rules (every x86-64 host these tests run on has AVX2 and FMA)
+RULE_TARGET = "x86_64-avx2"
+
+
+def pin_rule_host(monkeypatch) -> None:
+    """Make `minijit.packing`'s cache queries answer `ZEN3_CACHES` for the rest of the test (the
+    blocking model, packing and threading rules all read them there)."""
+    from minijit import packing
+
+    caches = {level: packing.CacheGeometry(*geo) for level, geo in ZEN3_CACHES.items()}
+    monkeypatch.setattr(packing, "_sysfs_caches", lambda: dict(caches))

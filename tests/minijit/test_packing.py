@@ -23,6 +23,7 @@ from minijit.packing import (
     usable_bytes,
 )
 from minijit.runtime import host
+from tests.minijit.helpers import RULE_TARGET, pin_rule_host
 from tests.minijit.test_gemm_layouts import Guarded
 from tests.minijit.test_tensor_operation import TARGETS, emulated
 
@@ -388,10 +389,11 @@ def test_streamed_a_copy_fills_the_same_panels(monkeypatch, dtype, threads):
     the scattering copy's; with BR steps, a ragged last panel and a K loop in the nest."""
     types, sizes = "kmnk", [3, 250, 130, 96]  # BR 3, M 250 = panels + 10 rows, K 96 (chunks of 48)
     s0, s1, so = [96 * 256, 1, 0, 256], [96, 0, 4096, 1], [0, 1, 256, 0]
+    pin_rule_host(monkeypatch)
     ops = {}
     for llc in (1 << 40, 1):
         monkeypatch.setattr(packing, "last_level_cache_bytes", lambda llc=llc: llc)
-        op = TensorOperation("native", num_threads=threads)
+        op = TensorOperation(RULE_TARGET, num_threads=threads)
         op.setup(dtype, "zero", "brgemm", "none", list(types), ["prim"] * 4, sizes, s0, s1, so)
         ops[llc] = op
     streamed, scattered = ops[1], ops[1 << 40]
@@ -453,16 +455,17 @@ def test_zero_and_relu_touches_fuse_into_the_kernel_when_k_is_whole(outer_k):
 @pytest.mark.skipif(not native_x86(), reason="a_copy is an x86-64 kernel option; this host is not x86-64")
 @pytest.mark.parametrize("order", ["F", "C"])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_kernel_copies_a_when_few_calls_reuse_an_l2_sized_a_block(order, threads):
+def test_kernel_copies_a_when_few_calls_reuse_an_l2_sized_a_block(monkeypatch, order, threads):
     """256^3 (one call per A block, 256 KiB): the kernel packs A itself, no copy pass and no
     buffer; its result matches numpy and the panel-packed operation. The seed's 32^3 prims (32
     calls re-read each A block) and 2048^3 (an A block of 2 MiB) keep the copy pass."""
     import minijit.tensor_operation as to
 
+    pin_rule_host(monkeypatch)
     n = 256
     strides = {"F": ((1, 0, n), (0, n, 1), (1, n, 0)), "C": ((n, 0, 1), (0, 1, n), (n, 1, 0))}[order]
     args = ("fp32", "none", "gemm", "none", "mnk", ("undefined",) * 3, (n, n, n), *strides)
-    op = TensorOperation("native", num_threads=threads)
+    op = TensorOperation(RULE_TARGET, num_threads=threads)
     op.setup(*args)
     assert op.a_copy and "in0" not in op.packed_operands and op.primitives["main"].name.endswith("_ac")
     assert "pack in0 inside the kernel (a_copy)" in op.listing()
@@ -473,7 +476,7 @@ def test_kernel_copies_a_when_few_calls_reuse_an_l2_sized_a_block(order, threads
     op.execute(A, B, C)
     want = C0 + (A.astype(np.float64) @ B if order == "C" else (A.T.astype(np.float64) @ B.T).T)
     np.testing.assert_allclose(C, want, rtol=1e-4, atol=1e-4)
-    panels = TensorOperation("native", num_threads=threads)
+    panels = TensorOperation(RULE_TARGET, num_threads=threads)
     original = to.TensorOperation._kernel_copies_a
     try:
         to.TensorOperation._kernel_copies_a = lambda self, config: False
@@ -485,7 +488,7 @@ def test_kernel_copies_a_when_few_calls_reuse_an_l2_sized_a_block(order, threads
     panels.execute(A, B, C2)
     np.testing.assert_array_equal(C, C2)  # the same FMAs in the same order
     for sizes, dims in (((32, 32, 8, 32, 32, 32), "mnkmnk"), ((2048,) * 3, "mnk")):
-        big = TensorOperation("native", num_threads=threads)
+        big = TensorOperation(RULE_TARGET, num_threads=threads)
         if dims == "mnk":
             big.setup(
                 "fp32",
@@ -555,13 +558,14 @@ def test_small_k_gemms_walk_n_outermost(monkeypatch, order, threads):
 
 
 @pytest.mark.skipif(not native_x86(), reason="B micro-panels are an x86-64 layout; this host is not x86-64")
-def test_row_major_b_panels_are_copied_row_by_row_with_whole_vectors():
+def test_row_major_b_panels_are_copied_row_by_row_with_whole_vectors(monkeypatch):
     """A and B C-order, C F-order at 1024: B (unit-stride N) goes into 6-column panels by a copy
     whose prims are K and the panel's 6 columns, so each call fills one panel's contiguous rows with
     whole-vector stores (`dense_b`; before: 6-element runs into a different panel each, 2.1 ms
     against 0.84 ms on a Zen 3 core); the product matches numpy."""
+    pin_rule_host(monkeypatch)
     n = 1024
-    op = TensorOperation("native", num_threads=2)
+    op = TensorOperation(RULE_TARGET, num_threads=2)
     op.setup("fp32", "zero", "gemm", "none", "mnk", ("undefined",) * 3, (n,) * 3, (n, 0, 1), (0, 1, n), (1, n, 0))
     assert "in1" in op.panel_plans
     copies = [o for tensor, ops, _ in op._panel_packs if tensor == "in1" for o, _, _ in ops]
@@ -596,10 +600,11 @@ def test_chunked_operations_match_numpy(m, n_panels, k4, threads, pad, seed):
     Leading dims are padded by ``pad`` elements; the padding of C is left alone."""
     n, k = 16 * n_panels, 4 * k4
     with pytest.MonkeyPatch.context() as mp:
+        pin_rule_host(mp)
         lda, ldb, ldc = k + pad, n + pad, n + pad
         mp.setattr(packing, "last_level_cache_bytes", lambda: 8 * 1024 * lda * 4)
         strides = ((lda, 0, 1), (0, 1, ldb), (ldc, 1, 0))
-        op = TensorOperation("native", num_threads=threads)
+        op = TensorOperation(RULE_TARGET, num_threads=threads)
         op.setup("fp32", "none", "gemm", "none", "mnk", ("undefined",) * 3, (m, n, k), *strides)
     assert (
         op.chunks > 1 and op._threads == min(threads, op.chunks) and f"// chunked: {op.chunks} chunks" in op.listing()

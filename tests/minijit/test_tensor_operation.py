@@ -23,7 +23,7 @@ from minijit import kernels
 from minijit.errors import SetupError
 from minijit.runtime import host, runs_natively
 from minijit.tensor_operation import TensorOperation
-from tests.minijit.helpers import UFUNCS, seed_layout, trus_args
+from tests.minijit.helpers import UFUNCS, pin_rule_host, seed_layout, trus_args
 
 ON_X86 = host().isa == "x86_64"
 NATIVE = kernels.native_target()
@@ -899,10 +899,12 @@ def test_two_shared_dims_balance_the_threads_and_give_the_same_bits():
         assert np.array_equal(r, results[0])
 
 
-def test_elementwise_ops_split_by_bytes_moved_and_gemms_by_multiply_adds():
+def test_elementwise_ops_split_by_bytes_moved_and_gemms_by_multiply_adds(monkeypatch):
     """A 512^2 fp32 copy (2 MiB read and written) runs on two threads, a 256^2 one (512 KiB) on
     one; a GEMM splits from 2^20 multiply-adds; the packing copies of a 512^3 GEMM follow the
-    copy rule, and both results are right."""
+    copy rule (on the rules' host: with a 1 MiB L2 that GEMM packs nothing), and both results
+    are right."""
+    pin_rule_host(monkeypatch)
 
     def op(n, ptype, dims, threads=2):
         op = TensorOperation(NATIVE, num_threads=threads)
