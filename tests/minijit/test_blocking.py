@@ -6,7 +6,16 @@ import numpy as np
 import pytest
 
 from minijit import TensorOperation
-from minijit.blocking import GEMV_MAX_K, GEMV_RUN_BYTES, PANEL_COLUMN, Blocking, call_footprint, choose, transfer_cycles
+from minijit.blocking import (
+    B_BLOCK_L2_SHARE,
+    GEMV_MAX_K,
+    GEMV_RUN_BYTES,
+    PANEL_COLUMN,
+    Blocking,
+    call_footprint,
+    choose,
+    transfer_cycles,
+)
 from minijit.ir import TensorConfig, dim_t
 from minijit.optimizer import split_dims
 from minijit.packing import CacheGeometry
@@ -25,15 +34,31 @@ def test_deeper_k_blocks_move_fewer_c_bytes_and_wider_blocks_fewer_a_and_b_bytes
     assert base[1] == pytest.approx((4 * mib * 4 + 4 * mib * 4 + 8 * mib * 4) / 16)
 
 
-@pytest.mark.parametrize("item,target", [(4, "x86_64-avx2"), (8, "x86_64-avx2"), (4, "x86_64-avx512")])
+@pytest.mark.parametrize(
+    "item,target", [(4, "x86_64-avx2"), (8, "x86_64-avx2"), (4, "x86_64-avx512"), (8, "x86_64-avx512")]
+)
 def test_choice_fits_the_caches_and_divides_the_sizes(item, target):
+    share = B_BLOCK_L2_SHARE.get(target, 1.0)
     for size in (64, 100, 256, 512, 1000, 2048):
         b = choose((size, size, size), item, target, caches=CACHES)
         column = {"x86_64-avx2": 64, "x86_64-avx512": 256}[target]
         assert size % b.m == 0 and size % b.n == 0 and size % b.k == 0
         assert column * b.k <= CACHES[0].size or b.k <= 16  # the A micro-panel fits L1
-        assert b.k * b.n * item <= CACHES[1].size or b.n <= 16  # the B block fits L2
-        assert "modelled cycles" in b.reason
+        assert b.k * b.n * item <= CACHES[1].size * share or b.n <= 16  # the B block fits its share of L2
+        assert f"of {int(CACHES[1].size * share)} B of L2" in b.reason and "modelled cycles" in b.reason
+
+
+def test_avx512_b_block_takes_its_share_of_l2_only():
+    """A Zen 4 L2 (1 MiB): the AVX-512 B block (prim K 128) stops at a quarter of it, where the
+    whole L2 would take N 1024 (fp64) / 2048 (fp32) and ran 0.87x numpy at 2048^3 fp64; AVX2
+    keeps the whole L2 (K 512)."""
+    zen4 = (CACHES[0], CacheGeometry(1024 * 1024, 8, 64))
+    assert B_BLOCK_L2_SHARE["x86_64-avx512"] == 0.25 and "x86_64-avx2" not in B_BLOCK_L2_SHARE
+    for item, nc in ((8, 256), (4, 512)):
+        b = choose((2048, 2048, 2048), item, "x86_64-avx512", caches=zen4)
+        assert (b.k, b.n) == (128, nc) and b.k * b.n * item == 256 * 1024
+    b = choose((2048, 2048, 2048), 8, "x86_64-avx2", caches=zen4)
+    assert (b.k, b.n) == (512, 256) and b.k * b.n * 8 == 1024 * 1024
 
 
 def test_avx2_fp32_blocks_match_what_was_measured_best():
