@@ -134,9 +134,10 @@ def choose(
                     best = (key, (mc, nc, kc), parts)
     assert best is not None
     (mc, nc, kc), (c1, c2, cc) = best[1], best[2]
+    share = f"{b_cap} B (its share) of " if b_cap < l2.size else ""
     reason = (
         f"prims up to {mc} x {nc} x {kc} (M x N x K): A micro-panel {mr * kc * item} B of L1 {l1.size} B, "
-        f"B block {kc * nc * item} B of {b_cap} B of L2 {l2.size} B; modelled cycles L1 fills {c1:.3g}, "
+        f"B block {kc * nc * item} B of {share}L2 {l2.size} B; modelled cycles L1 fills {c1:.3g}, "
         f"L2 fills {c2:.3g}, calls {cc:.3g}"
     )
     return Blocking(mc, nc, kc, reason)
