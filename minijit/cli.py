@@ -213,7 +213,7 @@ def _bench_dispatch(args: argparse.Namespace) -> int:
     _progress(f"dispatch: backends {', '.join(dispatch.available_backends())}, {threads} threads", args.quiet)
     rows = dispatch.measure(threads=threads, calls=calls, gemm_calls=gemm_calls)
     hw = report.hardware()
-    print(f"# minijit bench --dispatch: {hw['cpu'] or hw['isa']}, {hw['cores']} cores (medians of {calls} tiny calls)")
+    print(f"# minijit bench --dispatch: {report.describe_cpu(hw)}, {hw['cores']} cores (medians of {calls} tiny calls)")
     print(dispatch.report(rows))
     return 0
 
@@ -304,7 +304,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     if args.json_out:
         print(json.dumps(info, indent=2))
         return 0
-    print(f"CPU:      {hw['cpu'] or '?'} ({hw['isa']}, {hw['os']}), {hw['cores']} cores")
+    print(f"CPU:      {report.describe_cpu(hw)} ({hw['isa']}, {hw['os']}), {hw['cores']} cores")
     print(f"features: {' '.join(hw['flags']) or '-'}")
     print(f"threads:  {info['default_threads']} (MINIJIT_NUM_THREADS / OMP_NUM_THREADS / CPU count)")
     print(f"native:   {hw['native_target']}")

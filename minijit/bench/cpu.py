@@ -486,7 +486,7 @@ def bench(
             rows.append(bench_one(spec, th, target, reps, blas, rounds))
             progress(_summary(rows[-1]))
     hw = report.hardware()
-    header = [f"# minijit bench: {hw['cpu'] or hw['isa']}, {hw['cores']} cores, {target}, reps {reps} (median)"]
+    header = [f"# minijit bench: {report.describe_cpu(hw)}, {hw['cores']} cores, {target}, reps {reps} (median)"]
     if rounds is not None:
         header[0] += f", {rounds} rounds"
     if blas.how == "unavailable":

@@ -114,14 +114,19 @@ def torch_module():
 
 
 def hardware() -> dict[str, Any]:
-    """CPU name, core count, ISA, OS, feature flags and the native target."""
+    """CPU name, family/model (`minijit.runtime.features.cpu_id`), data caches in bytes (L1d, L2,
+    L3 as the blocking model reads them), core count, ISA, OS, feature flags and the native target."""
+    from minijit import packing
     from minijit.kernels import native_target
-    from minijit.runtime.features import cpu_name, host, num_cpus
+    from minijit.runtime.features import cpu_id, cpu_name, host, num_cpus
 
     h = host()
     flags = [f for f in ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "neon", "sve", "bf16") if getattr(h, f)]
+    l1, l2 = packing.cache_geometries()
     info: dict[str, Any] = {
         "cpu": cpu_name(),
+        "cpu_id": cpu_id(),
+        "caches": {"L1d": l1.size, "L2": l2.size, "L3": packing.last_level_cache_bytes()},
         "cores": num_cpus(),
         "isa": h.isa,
         "os": h.os,
@@ -131,6 +136,15 @@ def hardware() -> dict[str, Any]:
     if h.sve:
         info["sve_vl_bits"] = h.sve_vl_bits
     return info
+
+
+def describe_cpu(hw: dict[str, Any]) -> str:
+    """``hardware()``'s CPU in one line: name, family/model and caches ("AMD EPYC (family 25 model
+    17 stepping 1; L1d 32 KiB, L2 1024 KiB, L3 32768 KiB)")."""
+    caches = ", ".join(f"{level} {size // 1024} KiB" for level, size in hw.get("caches", {}).items())
+    detail = "; ".join(x for x in (hw.get("cpu_id", ""), caches) if x)
+    name = hw.get("cpu") or hw.get("isa", "?")
+    return f"{name} ({detail})" if detail else name
 
 
 def versions() -> dict[str, Any]:

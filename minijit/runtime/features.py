@@ -166,6 +166,36 @@ def cpu_name() -> str:
     return platform.processor() or ""
 
 
+@functools.cache
+def cpu_id() -> str:
+    """The CPU's family and model numbers, which tell apart cores that share a name (a KVM guest
+    calls Zen 3 and Zen 4 both "AMD EPYC"): "family 25 model 17 stepping 1" on x86-64 ("cpu
+    family", "model", "stepping" of /proc/cpuinfo), "implementer 0x41 part 0xd4f" on AArch64
+    Linux; "" when unknown."""
+    keys = {
+        "cpu family": "family",
+        "model": "model",
+        "stepping": "stepping",
+        "CPU implementer": "implementer",
+        "CPU part": "part",
+    }
+    found: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if not line.strip():
+                    if found:
+                        break  # the first processor's block only
+                    continue
+                key, sep, value = line.partition(":")
+                name = keys.get(key.strip())
+                if sep and name and name not in found:
+                    found[name] = value.strip()
+    except OSError:
+        return ""
+    return " ".join(f"{name} {found[name]}" for name in keys.values() if name in found)
+
+
 def num_cpus() -> int:
     """CPUs this process may run on (sched affinity where available), at least 1."""
     if hasattr(os, "sched_getaffinity"):

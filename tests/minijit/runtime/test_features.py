@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import platform
+import sys
 
 import pytest
 
-from minijit.runtime.features import HostInfo, cpu_name, host, normalize_isa, num_cpus
+from minijit.runtime.features import HostInfo, cpu_id, cpu_name, host, normalize_isa, num_cpus
 
 on_x86_linux = pytest.mark.skipif(
     platform.machine().lower() not in ("x86_64", "amd64") or not os.path.exists("/proc/cpuinfo"),
@@ -54,6 +55,30 @@ def test_cpu_name_and_count() -> None:
     assert isinstance(n, int) and n >= 1
     if hasattr(os, "sched_getaffinity"):
         assert n == len(os.sched_getaffinity(0))
+
+
+def test_cpu_id_names_the_first_processors_family_and_model(monkeypatch) -> None:
+    """x86-64 family/model/stepping or AArch64 implementer/part of the first processor's block of
+    /proc/cpuinfo; "" without it."""
+    import builtins
+    import io
+
+    real_open = builtins.open
+
+    def fake(text):
+        return lambda path, *a, **k: io.StringIO(text) if path == "/proc/cpuinfo" else real_open(path, *a, **k)
+
+    x86 = "processor\t: 0\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD EPYC\nstepping\t: 1\n\n"
+    x86 += "processor\t: 1\ncpu family\t: 6\nmodel\t\t: 143\nstepping\t: 8\n"
+    arm = "processor\t: 0\nCPU implementer\t: 0x41\nCPU architecture: 8\nCPU part\t: 0xd4f\n"
+    for text, want in ((x86, "family 25 model 17 stepping 1"), (arm, "implementer 0x41 part 0xd4f"), ("", "")):
+        cpu_id.cache_clear()
+        monkeypatch.setattr(builtins, "open", fake(text))
+        assert cpu_id() == want
+    monkeypatch.undo()
+    cpu_id.cache_clear()
+    if host().isa == "x86_64" and sys.platform.startswith("linux"):
+        assert cpu_id().startswith("family ") and " model " in cpu_id()
 
 
 @pytest.mark.parametrize(
