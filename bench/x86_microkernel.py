@@ -90,6 +90,16 @@ def main() -> None:
     flops = 2.0 * m * n * k * br
     kern_gflops = best_rate(lambda: kern(a, b, c, m, k, m, 0, 0), flops, args.seconds)
 
+    # what a packed GEMM runs: A and B in micro-panels (4 M panels x 8 N panels, in L2), as
+    # `TensorOperation` packs them (`minijit.packing`): one sequential stream each
+    rows, width = brgemm.panel_rows(t.isa, t.dtype), brgemm.panel_width(t.isa)
+    pm, pn = 4 * rows, 8 * width
+    packed = brgemm.generate(
+        pm, pn, k, br, trans_b=True, dtype=t.dtype, isa=t.isa, a_panel=rows * k, b_panel=width * k, br_outer=False
+    )
+    pa, pb, pc = rng.standard_normal(pm * k).astype(dt), rng.standard_normal(k * pn).astype(dt), np.zeros(pm * pn, dt)
+    packed_gflops = best_rate(lambda: packed(pa, pb, pc, rows, width, pm, 0, 0), 2.0 * pm * pn * k * br, args.seconds)
+
     am, bm = a.reshape(k, m).T.copy(), b.reshape(n, k).T.copy()
     reps = 64
     np_gflops = best_rate(lambda: [am @ bm for _ in range(reps)], 2.0 * m * n * k * reps, args.seconds)
@@ -99,6 +109,10 @@ def main() -> None:
     print(
         f"BRGEMM {m}x{n}x{k} br={br} ({t.isa} {t.dtype}): {kern_gflops:8.1f} GFLOPS"
         f" = {100 * kern_gflops / peak_gflops:5.1f} % of peak"
+    )
+    print(
+        f"BRGEMM {pm}x{pn}x{k} br={br}, A and B packed: {packed_gflops:8.1f} GFLOPS"
+        f" = {100 * packed_gflops / peak_gflops:5.1f} % of peak"
     )
     print(f"numpy matmul {m}x{k} @ {k}x{n}:           {np_gflops:8.1f} GFLOPS (peer, per call)")
 
