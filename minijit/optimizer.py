@@ -118,6 +118,27 @@ def find_best_split(
     return 1, size
 
 
+#: rows of the widest register-block vector (AVX-512 fp32 lanes): a GEMM kernel computes an M
+#: block in whole vectors (the last one masked), so rows past a multiple of this are lanes wasted
+ROW_GRANULE = 16
+
+
+def split_rows(size: int, max_size: int, min_size: int = 1) -> tuple[int, int]:
+    """``(outer, inner)`` for an M dim under a cache-model maximum (`split_dims`' ``max_sizes``):
+    among the divisors ``inner <= max_size`` of ``size`` (``inner >= min_size`` where one is), the
+    one with the fewest rows once every block is padded to `ROW_GRANULE` (the lanes the kernels
+    compute), then the largest. Where ``size`` has a multiple of 16 that fits, that is the seed's
+    choice too (`find_best_split`); elsewhere the seed's rule could take a block of 8 rows (104 =
+    13 x 8 where 2 x 52 computes 128 rows instead of 208), or 3 blocks for 2 threads (102 = 3 x 34).
+    Returns ``(1, size)`` when no divisor fits."""
+    fits = [d for d in range(2, min(size, max_size) + 1) if size % d == 0]  # inner 1 is no split
+    wide = [d for d in fits if d >= min_size] or fits
+    if not wide:
+        return 1, size
+    inner = min(wide, key=lambda d: (size // d * -(-d // ROW_GRANULE) * ROW_GRANULE, -d))
+    return size // inner, inner
+
+
 def _first_prim(dims: Sequence[Dimension]) -> int:
     return next((i for i, d in enumerate(dims) if d.exec is exec_t.prim), len(dims))
 
@@ -140,6 +161,7 @@ def split_dims(
     ``max_sizes``: per dim type maxima (e.g. a `minijit.blocking.Blocking` from the cache model)
     that replace ``max_kernel_size`` for those types; their outer parts may be smaller than
     ``min_kernel_size`` (a K loop of 2 blocks is fine), only the inner part keeps the minimum.
+    An M dim under such a maximum splits by `split_rows` (fewest padded rows).
     """
     if max_kernel_size < 1:
         raise ValueError(f"max_kernel_size must be >= 1, got {max_kernel_size}")
@@ -153,7 +175,9 @@ def split_dims(
         d = dims[i]
         limit = max_sizes.get(d.type, max_kernel_size)
         if d.size > limit:
-            if d.type in max_sizes:
+            if d.type is dim_t.m and d.type in max_sizes:
+                outer, inner = split_rows(d.size, limit, min_kernel_size)
+            elif d.type in max_sizes:
                 outer, inner = find_best_split(d.size, limit, 1, d.type)
                 if inner < min_kernel_size:
                     outer, inner = find_best_split(d.size, limit, min_kernel_size, d.type)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from minijit import optimizer
 from minijit.ir import Dimension, TensorConfig, dim_t, exec_t, ptype_t
@@ -17,6 +19,7 @@ from minijit.optimizer import (
     optimize,
     reorder_dims,
     split_dims,
+    split_rows,
     swap_operands,
     thread_load,
 )
@@ -95,6 +98,36 @@ def test_find_best_split_invariants(size, type_):
     outer, inner = find_best_split(size, 64, 4, type_)
     assert outer * inner == size
     assert outer == 1 or (inner <= 64 and outer >= 4 and inner >= 4)
+
+
+def padded_rows(outer: int, inner: int) -> int:
+    return outer * -(-inner // optimizer.ROW_GRANULE) * optimizer.ROW_GRANULE
+
+
+def test_split_rows_takes_the_fewest_padded_rows():
+    """Where a multiple of 16 fits, the seed's choice; elsewhere fewer padded rows than the seed's
+    block of 8 or 3 blocks for 2 threads; a prime is not split; the minimum holds where it can."""
+    assert split_rows(1600, 1024) == find_best_split(1600, 1024, 1) == (2, 800)
+    assert split_rows(2048, 1024) == (2, 1024) and split_rows(4096, 1024) == (4, 1024)
+    assert find_best_split(104, 52, 1) == (13, 8) and split_rows(104, 52) == (2, 52)  # 208 -> 128 rows
+    assert find_best_split(102, 51, 1) == (3, 34) and split_rows(102, 51) == (2, 51)
+    assert find_best_split(108, 54, 1) == (3, 36) and split_rows(108, 54) == (2, 54)
+    assert split_rows(1031, 1024) == (1, 1031)
+    assert split_rows(2 * 1031, 1024) == (1031, 2) == find_best_split(2 * 1031, 1024, 1)  # the only one that fits
+    assert split_rows(96, 48, 32) == (2, 48) and split_rows(96, 40, 32) == (3, 32)
+    assert split_rows(96, 40, 64) == (3, 32)  # no divisor reaches the minimum: the best that fits
+
+
+@given(size=st.integers(2, 5000), limit=st.integers(1, 1100))
+def test_split_rows_never_pads_more_than_the_seed_rule(size, limit):
+    outer, inner = split_rows(size, limit)
+    assert outer * inner == size
+    assert outer == 1 or inner <= limit
+    seed = find_best_split(size, limit, 1, "m")
+    if seed[0] > 1:
+        assert outer > 1 and padded_rows(outer, inner) <= padded_rows(*seed)
+    if outer == 1:
+        assert size <= limit or not any(size % d == 0 for d in range(2, min(size, limit) + 1))
 
 
 # --------------------------------------------------------------------------------------------

@@ -899,6 +899,37 @@ def test_two_shared_dims_balance_the_threads_and_give_the_same_bits():
         assert np.array_equal(r, results[0])
 
 
+@pytest.mark.parametrize("n", [64, 96, 100])
+def test_operations_too_small_to_split_are_shaped_for_one_thread(n):
+    """A GEMM under `PARALLEL_MIN_ELEMENTS` multiply-adds runs on the calling thread whatever
+    ``num_threads`` says, so it is set up as for one thread: the same optimized config and kernels
+    (before, 96^3 fp32 on 2 threads ran two 48-row halves and a packing pass on one thread: 0.70x
+    the one-thread operation on a Zen 4 core); and it computes the same bits."""
+    import minijit.tensor_operation as to
+
+    assert n**3 < to.PARALLEL_MIN_ELEMENTS
+    args = ("fp32", "none", "gemm", "none", "mnk", ("undefined",) * 3, (n,) * 3, (1, 0, n), (0, n, 1), (1, n, 0))
+    ops = []
+    for threads in (1, 2, 3):
+        op = TensorOperation(NATIVE, num_threads=threads)
+        op.setup(*args)
+        ops.append(op)
+    one = ops[0]
+    for op in ops[1:]:
+        assert op._threads == 1 and not op.config.shared_dims
+        assert op.config == one.config and op.listing().split("at 0x")[0] == one.listing().split("at 0x")[0]
+    rng = np.random.default_rng(n)
+    A, B, C0 = rand(rng, n * n), rand(rng, n * n), rand(rng, n * n)
+    results = []
+    for op in ops:
+        C = C0.copy()
+        op.execute(A, B, C)
+        results.append(C)
+    want = C0.reshape(n, n).T + A.reshape(n, n).T.astype(np.float64) @ B.reshape(n, n).T
+    np.testing.assert_allclose(results[0].reshape(n, n).T, want, rtol=1e-4, atol=1e-4)
+    assert all(np.array_equal(r, results[0]) for r in results[1:])
+
+
 def test_elementwise_ops_split_by_bytes_moved_and_gemms_by_multiply_adds(monkeypatch):
     """A 512^2 fp32 copy (2 MiB read and written) runs on two threads, a 256^2 one (512 KiB) on
     one; a GEMM splits from 2^20 multiply-adds; the packing copies of a 512^3 GEMM follow the
