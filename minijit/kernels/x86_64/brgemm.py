@@ -84,6 +84,10 @@ MAX_SIZE = 1 << 16
 A_COPY_MAX_BYTES = 256 * 1024
 #: the general purpose register that walks the copied A buffer while the first N block fills it
 SCR = r15
+#: the widest block of a kernel that copies A (``a_copy``): 3 B column groups of 5 (r12-r14), as
+#: `SCR` is the fourth group's pointer; the AVX-512 one-vector remainder block (20 columns)
+#: narrows to 15, so an M of 64k + 16 rows (80, 144 fp32) can copy A in the kernel too
+A_COPY_MAX_NB = 15
 # BR loop outside the blocks when the A panels of one call (m*k*br elements) exceed this many bytes:
 # a block then streams A over all of BR*K from L2/L3 once per N block; per BR step the A_br/B_br
 # blocks stay in L2 and the C round trip costs one load+store per k rows.
@@ -109,9 +113,12 @@ PB = (r12, r13, r14, r15)  # B column-group pointers (5 columns each) or the B r
 A_NEXT = r15  # the next A panel's prefetch pointer (free unless B has 4 column groups, or a_copy)
 
 
-def blocking(m: int, isa: str, dtype: str = "fp32", *, uniform_nb: bool = False) -> list[tuple[int, int, int, int]]:
+def blocking(
+    m: int, isa: str, dtype: str = "fp32", *, uniform_nb: bool = False, a_copy: bool = False
+) -> list[tuple[int, int, int, int]]:
     """The M blocks: ``(count, mv, nb, lanes in the last vector)`` for full blocks then the remainder
-    (``uniform_nb``: the remainder block keeps the full block's ``nb``, as packed B panels need)."""
+    (``uniform_nb``: the remainder block keeps the full block's ``nb``, as packed B panels need;
+    ``a_copy``: at most `A_COPY_MAX_NB` columns, so a B column-group pointer never takes `SCR`)."""
     t = Target.of(dtype, isa)
     mv_full = max(NB[isa])
     mb = mv_full * t.vl
@@ -122,6 +129,8 @@ def blocking(m: int, isa: str, dtype: str = "fp32", *, uniform_nb: bool = False)
     if rem:
         mv = -(-rem // t.vl)
         out.append((1, mv, NB[isa][mv_full if uniform_nb else mv], rem - (mv - 1) * t.vl))
+    if a_copy:
+        out = [(count, mv, min(nb, A_COPY_MAX_NB), last) for count, mv, nb, last in out]
     return out
 
 
@@ -171,7 +180,7 @@ def a_copy_bytes(k: int, br_size: int, isa: str, dtype: str = "fp32") -> int:
 def a_copy_fits(m: int, n: int, k: int, br_size: int, isa: str, dtype: str = "fp32", trans_b: bool = False) -> bool:
     """Whether ``generate(..., a_copy=True)`` can take this shape: the buffer is at most
     `A_COPY_MAX_BYTES` and `SCR` is not one of the B column-group pointers (five columns each)."""
-    groups = 1 if trans_b else max(-(-nb // 5) for *_, nb, _ in blocking(m, isa, dtype, uniform_nb=False))
+    groups = 1 if trans_b else max(-(-nb // 5) for *_, nb, _ in blocking(m, isa, dtype, a_copy=True))
     return a_copy_bytes(k, br_size, isa, dtype) <= A_COPY_MAX_BYTES and PB.index(SCR) >= groups
 
 
@@ -286,7 +295,7 @@ def _emit_vector(
 ) -> None:
     es, vb = t.es, t.vbytes
     br_total, br = br, (1 if br_outer else br)  # `br`: BR steps inside one block
-    blocks = blocking(m, t.isa, t.dtype, uniform_nb=b_panel is not None or n_outer)
+    blocks = blocking(m, t.isa, t.dtype, uniform_nb=b_panel is not None or n_outer, a_copy=a_copy)
     k_loops, k_rem = divmod(k, UNROLL)
     k_adv = k_loops * UNROLL  # rows the pointers advance per BR step (the remainder uses offsets)
     masked = t.isa == "avx2" and any(last < t.vl for *_, last in blocks)

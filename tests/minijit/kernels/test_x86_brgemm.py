@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from asm import llvm
@@ -367,8 +367,9 @@ def test_copied_a(isa, dtype, m, n, k, br, b_panels, touches, seed):
     touches. The result matches numpy, nothing outside C changes, and A is only read."""
     if not available(isa):
         pytest.skip(f"host lacks {isa}")
-    # AVX-512 1-vector remainder blocks of 20 columns without B panels use every B pointer register
-    assume(brgemm.a_copy_fits(m, n, k, br, isa, dtype, trans_b=b_panels))
+    # every drawn shape fits (AVX-512 1-vector remainder blocks narrow to 15 columns, 65..70 and
+    # 1..16 rows of fp32 included); the buffer bound is tested below
+    assert brgemm.a_copy_fits(m, n, k, br, isa, dtype, trans_b=b_panels)
     zero_c, relu_c = touches
     A, B, C, C0, acc, lda, ldc, dt = block_operands(seed, dtype, m, n, k, br, zero_c)
     A0 = A.copy()
@@ -423,8 +424,14 @@ def test_copied_a_rejects_what_it_cannot_take():
     with pytest.raises(ValueError, match="262144"):  # one float too many for the buffer
         brgemm.generate(16, 6, 4097, 1, dtype="fp32", isa="avx2", a_copy=True)
     assert not brgemm.a_copy_fits(16, 6, 4097, 1, "avx2")
-    # AVX-512 with 1-vector blocks of 20 columns uses all four B pointers, r15 included
-    assert not brgemm.a_copy_fits(16, 40, 8, 1, "avx512") and brgemm.a_copy_fits(16, 40, 8, 1, "avx512", trans_b=True)
+    # AVX-512's 1-vector blocks of 20 columns would take all four B pointers, r15 (SCR) included:
+    # a kernel that copies A narrows them to 15 (three pointers)
+    assert brgemm.blocking(16, "avx512")[-1][2] == 20 and brgemm.blocking(80, "avx512")[-1][2] == 20
+    assert brgemm.blocking(16, "avx512", a_copy=True) == [(1, 1, brgemm.A_COPY_MAX_NB, 16)]
+    assert brgemm.blocking(80, "avx512", a_copy=True) == [(1, 4, 6, 16), (1, 1, 15, 16)]
+    assert brgemm.a_copy_fits(16, 40, 8, 1, "avx512") and brgemm.a_copy_fits(16, 40, 8, 1, "avx512", trans_b=True)
+    kern = brgemm.generate(80, 40, 8, 1, dtype="fp32", isa="avx512", a_copy=True)
+    assert kern.name.endswith("_ac")  # computed against numpy by test_copied_a (m 1..70)
     with pytest.raises(ValueError, match="a_copy"):
         brgemm.generate(16, 6, 4, 1, dtype="fp32", isa="avx2", a_copy="yes")
 
@@ -437,9 +444,7 @@ def test_copied_a_kernels_reassemble(isa):
     for m, n, k, br, dtype in ((64, 12, 16, 1, "fp32"), (70, 13, 9, 3, "fp32"), (33, 7, 5, 2, "fp64")):
         width = brgemm.panel_width(isa)
         for b_panel in (None, br * k * width):
-            if not brgemm.a_copy_fits(m, n, k, br, isa, dtype, trans_b=b_panel is not None):
-                assert isa == "avx512" and b_panel is None  # 1-vector remainder blocks of 20 columns
-                continue
+            assert brgemm.a_copy_fits(m, n, k, br, isa, dtype, trans_b=b_panel is not None)
             for zero_c in (False, True):
                 kern = brgemm.generate(
                     m, n, k, br, trans_b=b_panel is not None, dtype=dtype, isa=isa,
