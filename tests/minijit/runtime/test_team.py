@@ -127,6 +127,84 @@ def test_spin_follows_oversubscription(team3, marker) -> None:
     assert team_mod.Team(1, spin=7).spin == 7
 
 
+# ----------------------------------------------------------------------------- CPU binding
+def test_pin_cpus_gives_each_worker_its_own_cpu_after_the_lowest() -> None:
+    assert team_mod.pin_cpus(1, {0, 1}) == (1,)
+    assert team_mod.pin_cpus(3, {0, 1, 2, 3, 4}) == (1, 2, 3)
+    assert team_mod.pin_cpus(2, {8, 3, 5}) == (5, 8)  # a taskset mask: its CPUs in order
+    assert team_mod.pin_cpus(2, {0, 1}) == ()  # fewer CPUs than threads: nobody is bound
+    assert team_mod.pin_cpus(0, {0, 1}) == ()
+    assert team_mod.pin_cpus(1, {0, team_mod.CPU_SET_BITS}) == ()  # past what a cpu_set_t holds
+
+
+def test_pin_default_reads_the_environment(monkeypatch) -> None:
+    for value, want in (("", True), ("1", True), ("0", False), (" 0 ", False)):
+        monkeypatch.setenv("MINIJIT_TEAM_PIN", value)
+        assert team_mod.pin_default() is want
+    monkeypatch.setenv("MINIJIT_TEAM_PIN", "yes")
+    with pytest.raises(ValueError, match="MINIJIT_TEAM_PIN must be 0 or 1"):
+        team_mod.pin_default()
+
+
+def thread_cpu_lists() -> list[str]:
+    """Every thread's Cpus_allowed_list of this process."""
+    import os
+
+    out = []
+    for tid in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{tid}/status") as f:
+            out += [line.split(":", 1)[1].strip() for line in f if line.startswith("Cpus_allowed_list")]
+    return out
+
+
+@needs_team
+@pytest.mark.skipif(len(__import__("os").sched_getaffinity(0)) < 2, reason="binding needs 2 CPUs")
+def test_workers_are_bound_and_the_caller_steps_aside(monkeypatch, marker) -> None:
+    """A 1-worker team binds its worker to the second allowed CPU (a thread whose allowed list is
+    that CPU alone); ``pin=False`` binds nothing. A caller found on that CPU is moved off it for
+    the job (its affinity without the CPU) and given its affinity back after; a caller elsewhere,
+    or a one-thread job, is left alone; the marks are the same."""
+    import os
+
+    with pytest.raises(ValueError, match="pin must be"):
+        team_mod.Team(1, pin=1)
+    cpu = sorted(os.sched_getaffinity(0))[1]
+    on = {"cpu": cpu}
+    libc = team_mod._pthreads()
+
+    class Libc:  # the real libc, but the caller "runs on" on["cpu"]
+        def sched_getcpu(self) -> int:
+            return on["cpu"]
+
+        def __getattr__(self, name):
+            return getattr(libc, name)
+
+    fake = Libc()
+    monkeypatch.setattr(team_mod, "_pthreads", lambda: fake)
+    team = team_mod.Team(1, pin=True)
+    floating = team_mod.Team(1, pin=False)
+    try:
+        assert team.pinned == (cpu,) and floating.pinned == ()
+        assert thread_cpu_lists().count(str(cpu)) >= 1
+        calls = []
+        real = os.sched_setaffinity
+        monkeypatch.setattr(os, "sched_setaffinity", lambda pid, mask: calls.append(set(mask)) or real(pid, mask))
+        mask = os.sched_getaffinity(0)
+        for threads, where, moved in ((2, cpu, True), (1, cpu, False), (2, -1, False)):
+            calls.clear()
+            on["cpu"] = where
+            np.testing.assert_array_equal(run_marker(team.run, marker.address, 6, threads), expected_marks(6, threads))
+            assert calls == ([mask - {cpu}, mask] if moved else [])
+            assert os.sched_getaffinity(0) == mask
+        calls.clear()
+        on["cpu"] = cpu
+        run_marker(floating.run, marker.address, 6, 2)
+        assert calls == []
+    finally:
+        team.close()
+        floating.close()
+
+
 # ----------------------------------------------------------------------------- team.run
 @needs_team
 def test_every_iteration_once_in_its_piece(team3, marker) -> None:
