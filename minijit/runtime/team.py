@@ -53,9 +53,9 @@ would have to sleep through). A thread reports the pieces it ran once, when none
 claim, with ``lock xadd pending``; a worker that brings it to zero wakes the master if
 ``master_sleeping`` is set; the master reports its own, then waits the same way on ``pending``
 (spin, then futex). A worker that wakes late finds nothing to claim and reports nothing.
-``quit`` (with a new ``gen``) tells a worker to exit (`close`). CPUs: each worker is bound to
-one of the allowed CPUs after the lowest (`pin_cpus`; ``pin=False`` or ``MINIJIT_TEAM_PIN=0``
-leaves them floating), and `run` moves a caller found on the CPU of a worker its job wakes off
+``quit`` (with a new ``gen``) tells a worker to exit (`close`). CPUs: in a team with one thread
+per allowed CPU each worker is bound to one of the CPUs after the lowest (`pin_cpus`; smaller
+teams, ``pin=False`` and ``MINIJIT_TEAM_PIN=0`` leave them floating), and `run` moves a caller found on the CPU of a worker its job wakes off
 that CPU for the job (`Team._step_aside`). Spinning: `DEFAULT_SPIN`
 ``pause`` iterations, `OVERSUBSCRIBED_SPIN` for calls with more threads than CPUs. Workers run
 with every signal blocked.
@@ -181,9 +181,12 @@ def pin_default() -> bool:
 
 def pin_cpus(workers: int, allowed: set[int] | frozenset[int]) -> tuple[int, ...]:
     """The CPU each of ``workers`` workers is bound to: the allowed CPUs after the lowest, one
-    each (the calling thread floats and the scheduler moves it off a worker's CPU); none when
-    there are fewer than ``workers + 1`` CPUs (a worker per CPU is then impossible) or one lies
-    past `CPU_SET_BITS`.
+    each (the calling thread floats; `Team.run` moves it off a worker's CPU for a job), when the
+    team fills the allowed CPUs exactly (``workers + 1`` of them, the default thread count).
+    Otherwise none: with fewer CPUs a worker per CPU is impossible, and with more, processes
+    that each run a smaller team (say 4 processes of 4 threads on 16 CPUs) would all bind
+    theirs to the same first CPUs, where floating workers spread; also none when a CPU lies past
+    `CPU_SET_BITS`.
 
     Why: a worker that slept in its futex wait is woken where the scheduler's wake-affine rule puts
     it, often on the caller's CPU; in a VM whose idle vCPU is halted nothing pulls one of the two
@@ -191,9 +194,9 @@ def pin_cpus(workers: int, allowed: set[int] | frozenset[int]) -> tuple[int, ...
     blocks of 8 calls, Zen 4 guest (2 vCPUs): 1.35 ms per call, then from the 6th-8th block on 2.8-
     3.2 ms (slower than one thread, 2.6 ms); bound, 1.33-1.59 ms in every block."""
     cpus = sorted(allowed)
-    if workers < 1 or len(cpus) < workers + 1 or cpus[-1] >= CPU_SET_BITS:
+    if workers < 1 or len(cpus) != workers + 1 or cpus[-1] >= CPU_SET_BITS:
         return ()
-    return tuple(cpus[1 : workers + 1])
+    return tuple(cpus[1:])
 
 
 def _pthreads() -> Any:

@@ -129,8 +129,11 @@ def test_spin_follows_oversubscription(team3, marker) -> None:
 
 # ----------------------------------------------------------------------------- CPU binding
 def test_pin_cpus_gives_each_worker_its_own_cpu_after_the_lowest() -> None:
+    """Only a team that fills the allowed CPUs is bound: a smaller one floats (several processes
+    with small teams would otherwise share the first CPUs), a larger one cannot be."""
     assert team_mod.pin_cpus(1, {0, 1}) == (1,)
-    assert team_mod.pin_cpus(3, {0, 1, 2, 3, 4}) == (1, 2, 3)
+    assert team_mod.pin_cpus(4, {0, 1, 2, 3, 4}) == (1, 2, 3, 4)
+    assert team_mod.pin_cpus(3, {0, 1, 2, 3, 4}) == ()  # 4 threads on 5 CPUs: floating
     assert team_mod.pin_cpus(2, {8, 3, 5}) == (5, 8)  # a taskset mask: its CPUs in order
     assert team_mod.pin_cpus(2, {0, 1}) == ()  # fewer CPUs than threads: nobody is bound
     assert team_mod.pin_cpus(0, {0, 1}) == ()
@@ -160,15 +163,17 @@ def thread_cpu_lists() -> list[str]:
 @needs_team
 @pytest.mark.skipif(len(__import__("os").sched_getaffinity(0)) < 2, reason="binding needs 2 CPUs")
 def test_workers_are_bound_and_the_caller_steps_aside(monkeypatch, marker) -> None:
-    """A 1-worker team binds its worker to the second allowed CPU (a thread whose allowed list is
-    that CPU alone); ``pin=False`` binds nothing. A caller found on that CPU is moved off it for
-    the job (its affinity without the CPU) and given its affinity back after; a caller elsewhere,
-    or a one-thread job, is left alone; the marks are the same."""
+    """A team of one thread per allowed CPU binds worker i to the allowed CPU i + 1 (threads whose
+    allowed list is that CPU alone); ``pin=False`` binds nothing. A caller found on worker 0's CPU
+    is moved off it for a job that wakes worker 0 (its affinity without the CPU) and given its
+    affinity back after; a caller elsewhere, or a one-thread job, is left alone; the marks are
+    the same."""
     import os
 
     with pytest.raises(ValueError, match="pin must be"):
         team_mod.Team(1, pin=1)
-    cpu = sorted(os.sched_getaffinity(0))[1]
+    allowed = sorted(os.sched_getaffinity(0))
+    workers, cpu = len(allowed) - 1, allowed[1]
     on = {"cpu": cpu}
     libc = team_mod._pthreads()
 
@@ -181,11 +186,12 @@ def test_workers_are_bound_and_the_caller_steps_aside(monkeypatch, marker) -> No
 
     fake = Libc()
     monkeypatch.setattr(team_mod, "_pthreads", lambda: fake)
-    team = team_mod.Team(1, pin=True)
-    floating = team_mod.Team(1, pin=False)
+    team = team_mod.Team(workers, pin=True)
+    floating = team_mod.Team(workers, pin=False)
     try:
-        assert team.pinned == (cpu,) and floating.pinned == ()
-        assert thread_cpu_lists().count(str(cpu)) >= 1
+        assert team.pinned == tuple(allowed[1:]) and floating.pinned == ()
+        lists = thread_cpu_lists()
+        assert all(lists.count(str(c)) >= 1 for c in allowed[1:])
         calls = []
         real = os.sched_setaffinity
         monkeypatch.setattr(os, "sched_setaffinity", lambda pid, mask: calls.append(set(mask)) or real(pid, mask))
@@ -194,6 +200,7 @@ def test_workers_are_bound_and_the_caller_steps_aside(monkeypatch, marker) -> No
             calls.clear()
             on["cpu"] = where
             np.testing.assert_array_equal(run_marker(team.run, marker.address, 6, threads), expected_marks(6, threads))
+            # a 2-thread job wakes worker 0 only: the caller leaves that CPU (the others stay allowed)
             assert calls == ([mask - {cpu}, mask] if moved else [])
             assert os.sched_getaffinity(0) == mask
         calls.clear()
