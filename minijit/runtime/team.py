@@ -55,10 +55,10 @@ claim, with ``lock xadd pending``; a worker that brings it to zero wakes the mas
 (spin, then futex). A worker that wakes late finds nothing to claim and reports nothing.
 ``quit`` (with a new ``gen``) tells a worker to exit (`close`). CPUs: in a team with one thread
 per allowed CPU each worker is bound to one of the CPUs after the lowest (`pin_cpus`; smaller
-teams, ``pin=False`` and ``MINIJIT_TEAM_PIN=0`` leave them floating), and `run` moves a caller found on the CPU of a worker its job wakes off
-that CPU for the job (`Team._step_aside`). Spinning: `DEFAULT_SPIN`
-``pause`` iterations, `OVERSUBSCRIBED_SPIN` for calls with more threads than CPUs. Workers run
-with every signal blocked.
+teams, ``pin=False`` and ``MINIJIT_TEAM_PIN=0`` leave them floating), and `run` moves a caller
+found on the CPU of a worker its job wakes off that CPU for the job (`Team._step_aside`).
+Spinning: `DEFAULT_SPIN` ``pause`` iterations, `OVERSUBSCRIBED_SPIN` for calls with more
+threads than CPUs. Workers run with every signal blocked.
 
 Concurrency: one job at a time per team; concurrent callers are serialized by a
 lock (each call's chunks are only as many as the team has threads anyway).
