@@ -207,6 +207,13 @@ def test_workers_are_bound_and_the_caller_steps_aside(monkeypatch, marker) -> No
         on["cpu"] = cpu
         run_marker(floating.run, marker.address, 6, 2)
         assert calls == []
+
+        def refuse(pid, mask):
+            raise PermissionError(1, "Operation not permitted")
+
+        monkeypatch.setattr(os, "sched_setaffinity", refuse)  # a sandbox: the job runs where it is
+        np.testing.assert_array_equal(run_marker(team.run, marker.address, 6, 2), expected_marks(6, 2))
+        assert os.sched_getaffinity(0) == mask
     finally:
         team.close()
         floating.close()
