@@ -192,7 +192,9 @@ def pin_cpus(workers: int, allowed: set[int] | frozenset[int]) -> tuple[int, ...
     it, often on the caller's CPU; in a VM whose idle vCPU is halted nothing pulls one of the two
     away for many calls, and both share one CPU. 520^3 fp32 on 2 threads with 0.1 s pauses between
     blocks of 8 calls, Zen 4 guest (2 vCPUs): 1.35 ms per call, then from the 6th-8th block on 2.8-
-    3.2 ms (slower than one thread, 2.6 ms); bound, 1.33-1.59 ms in every block."""
+    3.2 ms (slower than one thread, 2.6 ms); of 20 blocks, three processes each, at one-thread
+    speed or slower: floating 12 / 12 / 18, workers bound 4 / 2 / 11, bound and the caller
+    stepping aside (`Team._step_aside`) 0 / 0 / 0 (1.32-1.46 ms a call)."""
     cpus = sorted(allowed)
     if workers < 1 or len(cpus) != workers + 1 or cpus[-1] >= CPU_SET_BITS:
         return ()
@@ -703,16 +705,24 @@ class Team:
                 self._tids.append(int(tid[0]))
         finally:
             lib.pthread_sigmask(_SIG_SETMASK, old, _ffi.NULL)
-        self._getcpu = lib.sched_getcpu  # the CPU the calling thread runs on (`_step_aside`)
-        cpus = pin_cpus(self.workers, os.sched_getaffinity(0)) if self._pin else ()
-        bound = []
-        for thread, cpu in zip(self._tids, cpus, strict=False):
+        self._getcpu = lib.sched_getcpu  # the CPU the calling thread runs on (`run`)
+        allowed = os.sched_getaffinity(0)
+        cpus = pin_cpus(self.workers, allowed) if self._pin else ()
+
+        def bind(thread: int, chosen: set[int] | frozenset[int]) -> bool:
             mask = _ffi.new("cpu_set_t *")
-            mask.bits[cpu // 64] = 1 << (cpu % 64)
-            if lib.pthread_setaffinity_np(thread, _ffi.sizeof("cpu_set_t"), mask) != 0:
-                break  # a restricted host (a container's cgroup): the workers float, as before
-            bound.append(cpu)
-        self.pinned = tuple(bound) if len(bound) == len(cpus) else ()
+            for cpu in chosen:
+                mask.bits[cpu // 64] |= 1 << (cpu % 64)
+            return lib.pthread_setaffinity_np(thread, _ffi.sizeof("cpu_set_t"), mask) == 0
+
+        bound = 0
+        while bound < len(cpus) and bind(self._tids[bound], {cpus[bound]}):
+            bound += 1
+        if bound < len(cpus):  # a restricted host (a container's cgroup): every worker floats
+            for thread in self._tids[:bound]:
+                bind(thread, allowed)
+            cpus = ()
+        self.pinned = tuple(cpus)
 
     @property
     def closed(self) -> bool:
@@ -744,7 +754,7 @@ class Team:
                 over = min(threads, self.workers + 1) > self._cpus
                 self._spin_word[0] = OVERSUBSCRIBED_SPIN if over else DEFAULT_SPIN
                 self._spin_threads = threads
-            away = self._step_aside(threads, n) if self.pinned and self._getcpu() in self.pinned else None
+            away = self._step_aside(self._getcpu(), threads, n) if self.pinned else None
             try:
                 self._run(self._base, fn, in0, in1, out, n, threads)
             finally:
@@ -752,15 +762,17 @@ class Team:
                     os.sched_setaffinity(0, away)
         return True
 
-    def _step_aside(self, threads: int, n: int) -> set[int] | None:
-        """When the calling thread runs on the CPU of a worker this job wakes, move it off that
-        CPU for the job (its affinity without the workers' CPUs) and return the affinity to
+    def _step_aside(self, cpu: int, threads: int, n: int) -> set[int] | None:
+        """When the calling thread runs on ``cpu``, the CPU of a worker this job wakes, move it off
+        that CPU for the job (its affinity without the workers' CPUs) and return the affinity to
         restore; else None. Two threads on one CPU would each run at half speed until the
         scheduler separates them, which in a VM with halted idle vCPUs takes many calls (see
-        `pin_cpus`: 520^3 fp32 with pauses, 2-20 of 20 blocks at one-thread speed or slower
-        with only the workers bound, none with the caller kept off their CPUs)."""
+        `pin_cpus`: 520^3 fp32 with pauses, 2-11 of 20 blocks at one-thread speed or slower with
+        only the workers bound, none with the caller kept off their CPUs)."""
+        if cpu not in self.pinned:
+            return None
         used = self.pinned[: max(0, min(threads, self.workers + 1, n) - 1)]
-        if not used or self._getcpu() not in used:
+        if cpu not in used:
             return None
         mask = os.sched_getaffinity(0)
         rest = mask.difference(used)

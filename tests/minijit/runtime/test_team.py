@@ -219,6 +219,40 @@ def test_workers_are_bound_and_the_caller_steps_aside(monkeypatch, marker) -> No
         floating.close()
 
 
+@needs_team
+@pytest.mark.skipif(len(__import__("os").sched_getaffinity(0)) < 2, reason="binding needs 2 CPUs")
+def test_a_refused_binding_leaves_every_worker_floating(monkeypatch, marker) -> None:
+    """The second worker's binding fails (a container's cgroup): the first is given the whole
+    allowed set back, ``pinned`` is empty, and the team still computes every piece."""
+    import os
+
+    allowed = os.sched_getaffinity(0)
+    cpu = sorted(allowed)[1]
+    libc = team_mod._pthreads()
+    calls = []
+
+    class Libc:
+        def pthread_setaffinity_np(self, thread, size, mask):
+            chosen = {c for c in range(team_mod.CPU_SET_BITS) if mask.bits[c // 64] >> (c % 64) & 1}
+            calls.append((thread, chosen))
+            return 22 if len(calls) == 2 else libc.pthread_setaffinity_np(thread, size, mask)
+
+        def __getattr__(self, name):
+            return getattr(libc, name)
+
+    fake = Libc()
+    monkeypatch.setattr(team_mod, "_pthreads", lambda: fake)
+    monkeypatch.setattr(team_mod, "pin_cpus", lambda workers, cpus: (cpu, cpu))
+    team = team_mod.Team(2, pin=True)
+    try:
+        first, second = team._tids
+        assert calls == [(first, {cpu}), (second, {cpu}), (first, set(allowed))]
+        assert team.pinned == ()
+        np.testing.assert_array_equal(run_marker(team.run, marker.address, 9, 3), expected_marks(9, 3))
+    finally:
+        team.close()
+
+
 # ----------------------------------------------------------------------------- team.run
 @needs_team
 def test_every_iteration_once_in_its_piece(team3, marker) -> None:
