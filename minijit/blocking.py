@@ -20,7 +20,10 @@ L2 512 KiB) fp32 2048^3 (AVX2) ran at 75 GFLOPS with 256^3 prims and at 80 with 
 exception: their K stops at 128, and a B block of all of L2 only widens N (see `B_BLOCK_L2_SHARE`).
 `choose` returns the maxima that `minijit.optimizer.split_dims` then uses per dim type; the
 optimizer may then fold the K blocks into BR steps of one kernel call (C then crosses memory once,
-and one call reads BR times the modelled B block). `call_footprint` states what one call of the
+and one call reads BR times the modelled B block, once per register block of M: from the
+last-level cache). The BR steps per call are capped so that the calls of every thread keep their
+B within `LLC_B_SHARE` of the last-level cache (`minijit.optimizer.limit_batch`); beyond it each
+register block of M re-reads B from memory. `call_footprint` states what one call of the
 compiled kernel reads, next to the cache sizes, so a listing shows both the model's choice and
 what was compiled.
 """
@@ -32,7 +35,7 @@ from dataclasses import dataclass
 
 from minijit.ir import dim_t
 from minijit.optimizer import thread_load
-from minijit.packing import CacheGeometry, cache_geometries
+from minijit.packing import CacheGeometry, cache_geometries, last_level_cache_bytes
 
 #: fill bandwidth in bytes per cycle: L2 -> L1, and L3 -> L2 (per core; Zen 3/4/5 and recent Intel
 #: cores sustain roughly these); a kernel call's fixed cost in cycles (loop nest, pointer setup,
@@ -49,6 +52,13 @@ PANEL_COLUMN = {"x86_64-avx512": 256, "x86_64-avx2": 64, "aarch64-neon": 64, "aa
 #: 0.75x / 1.07x / 1.07x, 2048^3 F-order 0.91x / 1.03x / 1.04x. AVX2 blocks reach K 512 with
 #: the whole L2 (Zen 3: 80 GFLOPS against 75 at K 256; Zen 4 within 3 % either way): unchanged
 B_BLOCK_L2_SHARE = {"x86_64-avx512": 0.25}
+#: the share of the last-level cache that the B of one kernel call (every BR step's B block) may
+#: take, summed over the threads (`choose` caps the BR steps per call by it). Each register block
+#: of M re-reads the call's B; past the cache it comes from memory (AVX2 fp64, 8-row blocks: half
+#: a byte per flop). Measured on a Zen 4 guest (L3 32 MiB, 2 threads), 4096^3 F-order against
+#: numpy, all 8 K blocks of 512 in one call (8 MiB of B) / at most 4 / at most 2, median of 5:
+#: AVX2 fp64 0.84x / 0.96x / 0.95x, AVX2 fp32 1.00x / 1.05x / 1.07x
+LLC_B_SHARE = 0.25
 #: the largest prim M the model proposes (a larger M only saves kernel calls)
 MAX_MC = 1024
 #: prim sizes below this are not proposed (per dim), unless the dim itself is smaller
@@ -63,21 +73,25 @@ GEMV_MAX_K = 512
 
 @dataclass(frozen=True)
 class Blocking:
-    """Largest prim sizes (elements) per dim type, and the model's figures for the choice."""
+    """Largest prim sizes (elements) per dim type, the most BR steps one kernel call may take
+    (``br``; None: no cap), and the model's figures for the choice."""
 
     m: int
     n: int
     k: int
     reason: str
+    br: int | None = None
 
     def sizes(self) -> dict[dim_t, int]:
         """The maxima as `minijit.optimizer.split_dims` takes them."""
         return {dim_t.m: self.m, dim_t.n: self.n, dim_t.k: self.k}
 
     def __post_init__(self) -> None:
-        for name in ("m", "n", "k"):
+        for name in ("m", "n", "k", "br"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
+            if name == "br" and value is None:
+                continue
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"Blocking.{name} must be a positive int, got {value!r}")
 
 
@@ -108,13 +122,16 @@ def choose(
     threads: int = 1,
     caches: tuple[CacheGeometry, CacheGeometry] | None = None,
     column_bytes: int | None = None,
+    llc_bytes: int | None = None,
 ) -> Blocking:
     """The prim sizes for a GEMM of ``shape`` = (M, N, K) elements on ``target`` (see the module
     docstring); with ``threads`` > 1, blocks that leave at least that many (M, N) blocks are
     preferred, so the loops can be shared, and each candidate's cycles are scaled by the
     `minijit.optimizer.thread_load` of its (M, N) blocks (5 blocks on 2 threads cost 1.2x).
     ``column_bytes``: bytes of one column of the register block of A (default `PANEL_COLUMN` of
-    the target; SVE: 4 vectors of its length)."""
+    the target; SVE: 4 vectors of its length). The BR steps per call (``br``) are capped where
+    the K blocks of one call on each of ``threads`` threads would take more than `LLC_B_SHARE`
+    of the last-level cache (``llc_bytes``, default the host's)."""
     if shape[1] == 1 and target.startswith("x86_64"):
         return _gemv(shape, item, threads)
     l1, l2 = caches or cache_geometries()
@@ -140,7 +157,16 @@ def choose(
         f"B block {kc * nc * item} B of {share}L2 {l2.size} B; modelled cycles L1 fills {c1:.3g}, "
         f"L2 fills {c2:.3g}, calls {cc:.3g}"
     )
-    return Blocking(mc, nc, kc, reason)
+    br = None
+    llc = last_level_cache_bytes() if llc_bytes is None else llc_bytes
+    per_call = int(llc * LLC_B_SHARE) // (kc * nc * item * threads)  # BR steps whose B fits the share
+    if k // kc > max(1, per_call):
+        br = max(1, per_call)
+        reason += (
+            f"; at most {br} BR steps of {kc} per call: one call's B on each of {threads} thread(s)"
+            f" within {int(llc * LLC_B_SHARE)} B of the last-level cache ({llc} B)"
+        )
+    return Blocking(mc, nc, kc, reason, br)
 
 
 def _gemv(shape: tuple[int, int, int], item: int, threads: int) -> Blocking:

@@ -30,6 +30,7 @@ __all__ = [
     "split_dims",
     "identify_primitives",
     "reorder_dims",
+    "limit_batch",
     "create_shared_loops",
     "thread_load",
     "optimize",
@@ -388,6 +389,28 @@ def reorder_dims(config: TensorConfig) -> TensorConfig:
     return config.with_dims(out)
 
 
+def limit_batch(config: TensorConfig, max_br: int | None) -> TensorConfig:
+    """Split a BR prim dim of more than ``max_br`` steps (None: no limit) into a seq K loop right
+    outside the prims and a BR dim of its largest divisor up to ``max_br`` (a prime BR of 7 under a
+    cap of 4 becomes 7 calls of one step). Each call then re-reads fewer K rows of B per register
+    block of M (`minijit.blocking.LLC_B_SHARE`); C crosses the cache once per call instead of once.
+    """
+    if max_br is None:
+        return config.with_dims(config.dims)
+    if not isinstance(max_br, int) or isinstance(max_br, bool) or max_br < 1:
+        raise ValueError(f"max_br must be a positive int or None, got {max_br!r}")
+    br = config.prim.br if config.has_prims and config.prim_main in GEMM_PTYPES else None
+    if br is None or config.dims[br].size <= max_br:
+        return config.with_dims(config.dims)
+    d = config.dims[br]
+    inner = max(x for x in range(1, max_br + 1) if d.size % x == 0)
+    outer = Dimension(dim_t.k, exec_t.seq, d.size // inner, *(s * inner for s in d.strides))
+    dims = list(config.dims)
+    dims[br] = d.with_(size=inner)
+    dims.insert(_first_prim(dims), outer)
+    return config.with_dims(dims)
+
+
 def _smallest_divisor_at_least(size: int, need: int) -> int:
     for d in range(max(need, 1), size + 1):
         if size % d == 0:
@@ -533,10 +556,12 @@ def optimize(
     max_kernel_size: int = DEFAULT_MAX_KERNEL_SIZE,
     min_kernel_size: int = DEFAULT_MIN_KERNEL_SIZE,
     max_sizes: Mapping[dim_t, int] | None = None,
+    max_br: int | None = None,
 ) -> TensorConfig:
     """Run :func:`swap_operands`, then the passes in the seed's order: :func:`fuse_dims` (with
     ``min_kernel_size``), :func:`split_dims` (``max_sizes``: per dim type maxima, e.g. from
-    `minijit.blocking`), :func:`identify_primitives`, :func:`reorder_dims`,
+    `minijit.blocking`), :func:`identify_primitives`, :func:`reorder_dims`, then
+    :func:`limit_batch` (``max_br``: the most BR steps per call, e.g. `Blocking.br`), and
     :func:`create_shared_loops`. The result has prim dims and no undefined exec types.
 
     GEMM/BRGEMM configs fuse by the seed's rule (only dims below ``min_kernel_size``); elementwise
@@ -548,4 +573,5 @@ def optimize(
     config = split_dims(config, max_kernel_size, min_kernel_size, max_sizes)
     config = identify_primitives(config)
     config = reorder_dims(config)
+    config = limit_batch(config, max_br)
     return create_shared_loops(config, thread_target)

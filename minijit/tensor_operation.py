@@ -214,6 +214,7 @@ class TensorOperation:
             max_kernel_size=clip(optimizer.DEFAULT_MAX_KERNEL_SIZE if max_kernel_size is None else max_kernel_size),
             min_kernel_size=min_kernel_size,
             max_sizes=sizes,
+            max_br=None if self.blocking is None else self.blocking.br,
         )
         split = peeling.peel(config) if peeling.oversized(optimized, limit) else None
         if split is None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from minijit import TensorOperation
+from minijit import TensorOperation, kernels
 from minijit.blocking import (
     B_BLOCK_L2_SHARE,
     GEMV_MAX_K,
     GEMV_RUN_BYTES,
+    LLC_B_SHARE,
     PANEL_COLUMN,
     Blocking,
     call_footprint,
@@ -19,6 +20,7 @@ from minijit.blocking import (
 from minijit.ir import TensorConfig, dim_t
 from minijit.optimizer import split_dims
 from minijit.packing import CacheGeometry
+from minijit.runtime import host
 
 CACHES = (CacheGeometry(32 * 1024, 8, 64), CacheGeometry(512 * 1024, 8, 64))
 
@@ -60,6 +62,47 @@ def test_avx512_b_block_takes_its_share_of_l2_only():
         assert (b.k, b.n) == (128, nc) and b.k * b.n * item == 256 * 1024
     b = choose((2048, 2048, 2048), 8, "x86_64-avx2", caches=zen4)
     assert (b.k, b.n) == (512, 256) and b.k * b.n * 8 == 1024 * 1024
+
+
+ZEN4 = (CACHES[0], CacheGeometry(1024 * 1024, 8, 64))
+MIB = 1 << 20
+
+
+def test_br_steps_per_call_keep_every_threads_b_within_its_share_of_the_llc():
+    """4096^3 fp64 AVX2 on a Zen 4 host (L2 1 MiB, L3 32 MiB): K blocks of 512 x N 256 (1 MiB);
+    all 8 in one call are 8 MiB of B per call, 16 MiB on 2 threads, past a quarter of L3 (the
+    2-thread run fell to 0.84x numpy): at most 4 BR steps. One thread, or 2048^3 (4 blocks), fit."""
+    assert LLC_B_SHARE == 0.25
+    two = choose((4096, 4096, 4096), 8, "x86_64-avx2", threads=2, caches=ZEN4, llc_bytes=32 * MIB)
+    assert (two.k, two.n, two.br) == (512, 256, 4)
+    assert "at most 4 BR steps of 512 per call" in two.reason and f"within {8 * MIB} B" in two.reason
+    assert choose((4096, 4096, 4096), 8, "x86_64-avx2", threads=1, caches=ZEN4, llc_bytes=32 * MIB).br is None
+    assert choose((2048, 2048, 2048), 8, "x86_64-avx2", threads=2, caches=ZEN4, llc_bytes=32 * MIB).br is None
+    # a small last-level cache: one K block per call
+    assert choose((4096, 4096, 4096), 8, "x86_64-avx2", threads=2, caches=ZEN4, llc_bytes=4 * MIB).br == 1
+
+
+@pytest.mark.parametrize("target", ["x86_64-avx2", "x86_64-avx512"])
+@pytest.mark.parametrize("item", [4, 8])
+@pytest.mark.parametrize("threads", [1, 2, 16])
+def test_br_cap_holds_for_every_shape(target, item, threads):
+    for shape in ((4096, 4096, 4096), (512, 1024, 8192), (1000, 100, 30000), (64, 64, 64), (2048, 48, 2048)):
+        for llc in (2 * MIB, 32 * MIB):
+            b = choose(shape, item, target, threads=threads, caches=ZEN4, llc_bytes=llc)
+            blocks = shape[2] // b.k
+            block = b.k * b.n * item * threads  # one K block's B on every thread
+            if b.br is None:
+                assert blocks == 1 or blocks * block <= llc * LLC_B_SHARE
+            else:
+                assert 1 <= b.br < blocks and (b.br == 1 or b.br * block <= llc * LLC_B_SHARE)
+                assert (b.br + 1) * block > llc * LLC_B_SHARE
+
+
+def test_blocking_checks_its_fields():
+    assert Blocking(1, 2, 3, "r").br is None and Blocking(1, 2, 3, "r", 4).br == 4
+    for bad in (0, -2, 1.5, True):
+        with pytest.raises(ValueError, match="Blocking.br"):
+            Blocking(1, 2, 3, "r", bad)
 
 
 def test_avx2_fp32_blocks_match_what_was_measured_best():
@@ -172,3 +215,36 @@ def test_listing_shows_the_model_and_the_compiled_call():
     rows = min(column // 4, prims[dim_t.m])  # the register block's rows of A
     assert f"{prims[dim_t.m]} x {prims[dim_t.n]} x {depth}" in line
     assert f"A micro-panel {rows * depth * 4} B" in line and f"B block {depth * prims[dim_t.n] * 4} B" in line
+
+
+BR_TARGETS = tuple(dict.fromkeys((kernels.native_target(), "aarch64-neon", "aarch64-sve")))
+if host().isa == "x86_64" and host().avx2:
+    BR_TARGETS += ("x86_64-avx2",)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("target", sorted(set(BR_TARGETS)))
+def test_a_capped_br_runs_its_k_loop_outside_the_call_with_the_fused_touches(target, threads, monkeypatch):
+    """A last-level cache so small that one K block per call is all it holds: the K blocks run as a
+    seq K loop around the call, and zero (first touch) and relu (last touch) still apply once, to
+    the whole sum (C starts as NaN: a K block that zeroed or relu'd partial sums would show)."""
+    import minijit.blocking as blocking_module
+
+    monkeypatch.setattr(blocking_module, "last_level_cache_bytes", lambda: 64 * 1024)
+    m, n, k = 40, 24, 2048
+    args = ("fp32", "zero", "gemm", "relu", "mnk", ("undefined",) * 3, (m, n, k), (1, 0, m), (0, 1, n), (1, m, 0))
+    op = TensorOperation(target, num_threads=threads)
+    op.setup(*args)
+    cfg = op.config if not op.parts else op.parts[0][0].config
+    assert op.blocking is not None and op.blocking.br is not None and "BR steps of" in op.blocking.reason
+    first = next(i for i, d in enumerate(cfg.dims) if d.exec.value == "prim")
+    assert cfg.dims[first - 1].type is dim_t.k and cfg.dims[first - 1].exec.value == "seq"
+    assert cfg.prim.br is None or cfg.dims[cfg.prim.br].size <= op.blocking.br
+    rng = np.random.default_rng(threads)
+    A = np.asfortranarray(rng.uniform(-1, 1, (m, k)).astype(np.float32))  # M x K column-major
+    B = rng.uniform(-1, 1, (k, n)).astype(np.float32)  # K x N row-major
+    C = np.full((n, m), np.nan, np.float32)  # M x N column-major, as its transpose
+    op.execute(A.T, B, C)
+    want = np.maximum(A.astype(np.float64) @ B, 0)
+    np.testing.assert_allclose(C.T, want, rtol=1e-4, atol=1e-4)
+    assert (C == 0).any() and (C > 0).any()

@@ -16,6 +16,7 @@ from minijit.optimizer import (
     find_largest_multiple_of_divisor,
     fuse_dims,
     identify_primitives,
+    limit_batch,
     optimize,
     reorder_dims,
     split_dims,
@@ -251,6 +252,51 @@ def test_identify_seed_gemm_promotes_to_brgemm():
     ]
     assert p.prim.br == 2 and p.prim.k == 5
     assert p.dims[5].stride_in1 == 1 and p.dims[3].stride_in0 == 1
+
+
+@pytest.mark.parametrize("br,cap,inner", [(8, 4, 4), (8, 3, 2), (7, 4, 1), (12, 5, 4), (8, 8, 8), (8, 9, 8), (8, 1, 1)])
+def test_limit_batch_splits_the_br_dim_into_a_k_loop_outside_the_prims(br, cap, inner):
+    """A BR dim over ``max_br`` keeps its largest divisor up to the cap; the rest becomes a seq K
+    loop right outside the prims, with the BR stride times that divisor."""
+    c = identify_primitives(TensorConfig.from_lists("fp32", "zero", "gemm", "relu", *_seed_lists(br)))
+    assert c.prim.br is not None and c.dims[c.prim.br].size == br
+    out = limit_batch(c, cap)
+    assert_valid_result(c, out)
+    assert out.prim_first is c.prim_first and out.prim_last is c.prim_last and out.prim_main is c.prim_main
+    assert out.dims[out.prim.br].size == inner
+    if inner == br:
+        assert out.dims == c.dims
+        return
+    first = next(i for i, d in enumerate(out.dims) if d.exec is exec_t.prim)
+    k = out.dims[first - 1]
+    assert (k.type, k.exec, k.size) == (dim_t.k, exec_t.seq, br // inner)
+    assert k.strides == tuple(s * inner for s in c.dims[c.prim.br].strides)
+    assert out.dims[: first - 1] == c.dims[: first - 1] and out.dims[first + 1 :] == c.dims[first:]
+
+
+def _seed_lists(k0: int) -> tuple:
+    """The seed layout with a K0 (the BR dim after identify_primitives) of ``k0``."""
+    s = (32, 32, k0, 32, 32, 32)
+    return (
+        "mnkmnk",
+        ("seq",) * 6,
+        s,
+        (32 * 32 * k0, 0, 1024, 1, 0, 32),
+        (0, 32 * 32 * k0, 1024, 0, 32, 1),
+        (32768, 1024, 0, 1, 32, 0),
+    )
+
+
+def test_limit_batch_leaves_other_configs_and_checks_its_cap():
+    gemm = identify_primitives(matmul(64))
+    assert gemm.prim.br is None and limit_batch(gemm, 1).dims == gemm.dims
+    c = identify_primitives(seed_seq("gemm"))
+    assert limit_batch(c, None).dims == c.dims and limit_batch(c, None) is not c
+    for bad in (0, -1, 2.0, True, "4"):
+        with pytest.raises(ValueError, match="max_br"):
+            limit_batch(c, bad)
+    opt = optimize(seed_seq("gemm"), max_br=2)
+    assert opt.dims[opt.prim.br].size == 2 and footprint(opt) == footprint(seed_seq("gemm"))
 
 
 def test_identify_keeps_existing_prims_and_demotes_brgemm():
