@@ -57,7 +57,7 @@ B_BLOCK_L2_SHARE = {"x86_64-avx512": 0.25}
 #: of M re-reads the call's B; past the cache it comes from memory (AVX2 fp64, 8-row blocks: half
 #: a byte per flop). Measured on a Zen 4 guest (L3 32 MiB, 2 threads), 4096^3 F-order against
 #: numpy, all 8 K blocks of 512 in one call (8 MiB of B) / at most 4 / at most 2, median of 5:
-#: AVX2 fp64 0.84x / 0.96x / 0.95x, AVX2 fp32 1.00x / 1.05x / 1.07x
+#: AVX2 fp64 0.85x / 0.96x / 0.96x, AVX2 fp32 1.01x / 1.06x / 1.07x
 LLC_B_SHARE = 0.25
 #: the largest prim M the model proposes (a larger M only saves kernel calls)
 MAX_MC = 1024
@@ -132,6 +132,8 @@ def choose(
     the target; SVE: 4 vectors of its length). The BR steps per call (``br``) are capped where
     the K blocks of one call on each of ``threads`` threads would take more than `LLC_B_SHARE`
     of the last-level cache (``llc_bytes``, default the host's)."""
+    if llc_bytes is not None and (not isinstance(llc_bytes, int) or isinstance(llc_bytes, bool) or llc_bytes < 1):
+        raise ValueError(f"llc_bytes must be a positive int or None, got {llc_bytes!r}")
     if shape[1] == 1 and target.startswith("x86_64"):
         return _gemv(shape, item, threads)
     l1, l2 = caches or cache_geometries()
@@ -159,12 +161,13 @@ def choose(
     )
     br = None
     llc = last_level_cache_bytes() if llc_bytes is None else llc_bytes
-    per_call = int(llc * LLC_B_SHARE) // (kc * nc * item * threads)  # BR steps whose B fits the share
+    budget = int(llc * LLC_B_SHARE)  # bytes the B of one call on every thread may take together
+    per_call = budget // (kc * nc * item * threads)  # BR steps whose B fits the budget
     if k // kc > max(1, per_call):
         br = max(1, per_call)
         reason += (
             f"; at most {br} BR steps of {kc} per call: one call's B on each of {threads} thread(s)"
-            f" within {int(llc * LLC_B_SHARE)} B of the last-level cache ({llc} B)"
+            f" within {budget} B of the last-level cache ({llc} B)"
         )
     return Blocking(mc, nc, kc, reason, br)
 

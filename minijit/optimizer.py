@@ -393,7 +393,8 @@ def limit_batch(config: TensorConfig, max_br: int | None) -> TensorConfig:
     """Split a BR prim dim of more than ``max_br`` steps (None: no limit) into a seq K loop right
     outside the prims and a BR dim of its largest divisor up to ``max_br`` (a prime BR of 7 under a
     cap of 4 becomes 7 calls of one step). Each call then re-reads fewer K rows of B per register
-    block of M (`minijit.blocking.LLC_B_SHARE`); C crosses the cache once per call instead of once.
+    block of M (`minijit.blocking.LLC_B_SHARE`); C is read and written once per call, so once per
+    K loop iteration instead of once in all.
     """
     if max_br is None:
         return config.with_dims(config.dims)

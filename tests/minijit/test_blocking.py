@@ -98,6 +98,12 @@ def test_br_cap_holds_for_every_shape(target, item, threads):
                 assert (b.br + 1) * block > llc * LLC_B_SHARE
 
 
+def test_choose_rejects_a_bad_llc_size():
+    for bad in (0, -1, 1.5, True, "32M"):
+        with pytest.raises(ValueError, match="llc_bytes"):
+            choose((4096, 4096, 4096), 8, "x86_64-avx2", caches=ZEN4, llc_bytes=bad)
+
+
 def test_blocking_checks_its_fields():
     assert Blocking(1, 2, 3, "r").br is None and Blocking(1, 2, 3, "r", 4).br == 4
     for bad in (0, -2, 1.5, True):
