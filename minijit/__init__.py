@@ -9,11 +9,31 @@
 Emitters live in the sibling packages `asm` (AArch64, x86-64) and `ptx`.
 """
 
+from minijit import cache as _cache
 from minijit.einsum import EinsumPlan, contract_path, einsum
 from minijit.errors import SetupError, error_t
 from minijit.ir import Dimension, TensorConfig, dim_t, dtype_t, exec_t, ptype_t
 from minijit.optimizer import optimize
 from minijit.tensor_operation import TensorOperation
+
+
+def _cache_owners() -> None:
+    """Import the modules whose caches are created at import (so every cache is listed)."""
+    import minijit.cuda.operation  # noqa: F401, PLC0415 - its kernel cache
+
+
+def cache_info() -> dict[str, dict[str, int]]:
+    """Every bounded cache of minijit by name (``einsum.plans``, ``einsum.operations``,
+    ``kernels``, ``cuda.kernels``): hits, misses, size and maxsize (`minijit.cache.LRUCache`)."""
+    _cache_owners()
+    return _cache.cache_info()
+
+
+def cache_clear() -> None:
+    """Empty every cache of minijit (plans, operations and kernels in use stay alive)."""
+    _cache_owners()
+    _cache.cache_clear()
+
 
 __all__ = [
     "Dimension",
@@ -21,6 +41,8 @@ __all__ = [
     "SetupError",
     "TensorConfig",
     "TensorOperation",
+    "cache_clear",
+    "cache_info",
     "contract_path",
     "dim_t",
     "dtype_t",

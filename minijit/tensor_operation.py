@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import queue
-import threading
 from typing import Any
 
 import cffi
@@ -29,6 +28,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from minijit import arrays, blocking, kernels, optimizer, packing, parallel, peeling, reference
 from minijit.arrays import Offsets
+from minijit.cache import ScratchPool
 from minijit.errors import SetupError, error_t
 from minijit.ir import TensorConfig, dim_t, exec_t, ptype_t
 from minijit.kernels.loopnest import Call, Loop, LoopNest
@@ -88,6 +88,10 @@ class TensorOperation:
     the kernel walks its N blocks outermost), ``chunks`` and ``chunk_dim`` (x86-64: the operation runs
     in that many chunks of that dim, a K dim or the outer M loop, each chunk's A packed and computed
     before the next), ``listing()``.
+
+    A set-up operation is not changed by ``execute``: the packed buffers a call writes come from
+    the operation's pool, one set per call running at once, so one operation may run from many
+    threads (multi-threaded calls share the one native team, which takes them in turn).
     """
 
     def __new__(cls, target: str = "native", **kwargs: Any):
@@ -131,7 +135,9 @@ class TensorOperation:
         self._private_out = False
         self.panel_plans: dict[str, packing.PanelPlan] = {}
         self._panel_packs: list[tuple[str, list[tuple[TensorOperation, int, int]], np.ndarray]] = []
-        self._lock = threading.Lock()
+        # the packed buffers belong to a call (DESIGN.md 12): each call takes a set (packed A or
+        # None, {tensor: micro-panel buffer}) from this pool; the buffers above are its first set
+        self._scratch: ScratchPool | None = None
         # chunked execution: (idle single-thread operations on one M chunk, or None for K chunks,
         # chunk count, the byte steps of in0, in1, out between chunks); None: the whole operation
         # runs at once. K chunks run in order, chunk i on ``_chunk_ops[i]`` (the first carries the
@@ -178,7 +184,7 @@ class TensorOperation:
         """
         self.config, self.primitives, self.nest, self._loopnest = None, {}, None, None
         self.pack_plan, self._pack_op, self._packed = None, None, None
-        self.panel_plans, self._panel_packs, self._quick = {}, [], None
+        self.panel_plans, self._panel_packs, self._quick, self._scratch = {}, [], None, None
         self._chunked, self._chunk_ops, self.chunks, self.chunk_dim = None, [], 1, None
         self.parts = []
         lists = (dim_types, exec_types, dim_sizes, strides_in0, strides_in1, strides_out)
@@ -262,7 +268,7 @@ class TensorOperation:
         caller's configuration; ``pack_plan`` says what was packed and why."""
         config.validate_executable()
         self._chunked, self._chunk_ops, self.chunks, self.chunk_dim = None, [], 1, None
-        self._quick = None  # set again with the new configuration
+        self._quick, self._scratch = None, None  # set again with the new configuration
         self.parts = []
         gemv = _one_column(config, self.target)  # A is read once: no copy of it pays
         chunks = None if gemv else self._a_chunks(config)
@@ -302,6 +308,10 @@ class TensorOperation:
             (plan.tensor, ops, packing.aligned_empty(plan.elements, config.dtype.numpy))
             for plan, ops in (p for p in (a_panels, b_panels) if p)
         ]
+        self._scratch = None
+        if self._packed is not None or self._panel_packs:
+            first = (self._packed, {t: buf for t, _, buf in self._panel_packs})
+            self._scratch = ScratchPool(self._new_scratch, items=(first,))
         self._iterations = nest.iterations
         self._set_checks(config)
         # tiny operations run on the calling thread: a pool round trip costs ~10-20 us
@@ -555,11 +565,18 @@ class TensorOperation:
         isa = self.target.split("-")[1]
         return a_copy_fits(size(roles.m), size(roles.n), size(roles.k), size(roles.br), isa, config.dtype.name)
 
-    def _pack_panels(self, a0: int, a1: int) -> tuple[int, int]:
-        """Copy A (at address ``a0``) and/or B (``a1``) into their micro-panel buffers; returns the
-        addresses the kernels read."""
+    def _new_scratch(self) -> tuple[np.ndarray | None, dict[str, np.ndarray]]:
+        """One call's packed buffers: A's (`pack_plan`) or None, and the micro-panel buffers."""
+        dtype = self._np_dtype
+        packed = None if self.pack_plan is None else packing.aligned_empty(self.pack_plan.elements, dtype)
+        return packed, {t: packing.aligned_empty(buf.size, dtype) for t, _, buf in self._panel_packs}
+
+    def _pack_panels(self, a0: int, a1: int, bufs: dict[str, np.ndarray]) -> tuple[int, int]:
+        """Copy A (at address ``a0``) and/or B (``a1``) into this call's micro-panel buffers
+        ``bufs``; returns the addresses the kernels read."""
         addr = {"in0": a0, "in1": a1}
-        for tensor, ops, buf in self._panel_packs:
+        for tensor, ops, _ in self._panel_packs:
+            buf = bufs[tensor]
             item, base = buf.itemsize, buf.ctypes.data
             for op, src, dst in ops:
                 op.execute_ptr(addr[tensor] + src * item, 0, base + dst * item)
@@ -783,20 +800,22 @@ class TensorOperation:
                 op._dispatch(*args)
             return
         if self._chunked is not None:  # native only: the operands' reach was checked above
-            with self._lock:
-                self._run_chunks(a0, a1, ao)
+            self._run_chunks(a0, a1, ao)
             return
-        if self._pack_op is not None or self._panel_packs:
-            with self._lock:  # one packed buffer per operation
-                if self._panel_packs:  # native only: the operands' reach was checked above
-                    a0, a1 = self._pack_panels(a0, a1)
-                    bufs = {t: buf for t, _, buf in self._panel_packs}
+        if self._scratch is not None:
+            scratch = self._scratch.acquire()  # this call's packed buffers
+            try:
+                packed, bufs = scratch
+                if bufs:  # native only: the operands' reach was checked above
+                    a0, a1 = self._pack_panels(a0, a1, bufs)
                     in0, in1 = bufs.get("in0", in0), bufs.get("in1", in1)
-                if self._pack_op is not None:
+                if packed is not None:
                     origin = (a0 - in0.ctypes.data) // in0.itemsize
-                    self._pack_op.execute(in0, None, self._packed, offsets=(origin, 0, 0))
-                    in0, a0 = self._packed, self._packed.ctypes.data
+                    self._pack_op.execute(in0, None, packed, offsets=(origin, 0, 0))
+                    in0, a0 = packed, packed.ctypes.data
                 self._execute_checked(in0, in1, out, a0, a1, ao)
+            finally:
+                self._scratch.release(scratch)
             return
         self._execute_checked(in0, in1, out, a0, a1, ao)
 
@@ -824,24 +843,31 @@ class TensorOperation:
             return
         if self.config.inputs_swapped:
             addr_in0, addr_in1 = addr_in1, addr_in0
-        if self._chunked is not None or self._pack_op is not None or self._panel_packs:
-            with self._lock:
-                if self._chunked is not None:
-                    self._run_chunks(addr_in0, addr_in1, addr_out)
-                else:
-                    self._pack_and_run(addr_in0, addr_in1, addr_out)
+        if self._chunked is not None:
+            self._run_chunks(addr_in0, addr_in1, addr_out)
+            return
+        if self._scratch is not None:
+            self._pack_and_run(addr_in0, addr_in1, addr_out)
             return
         self._run(addr_in0, addr_in1, addr_out)
 
     def _pack_and_run(self, a0: int, a1: int, ao: int) -> None:
-        """Pack what the operation packs, then run the kernels (native; addresses in the config's
-        roles; the caller holds the lock or owns the operation)."""
-        if self._panel_packs:
-            a0, a1 = self._pack_panels(a0, a1)
-        if self._pack_op is not None:
-            self._pack_op.execute_ptr(a0, 0, self._packed.ctypes.data)
-            a0 = self._packed.ctypes.data
-        self._run(a0, a1, ao)
+        """Pack what the operation packs into this call's buffers, then run the kernels (native;
+        addresses in the config's roles)."""
+        if self._scratch is None:
+            self._run(a0, a1, ao)
+            return
+        scratch = self._scratch.acquire()
+        try:
+            packed, bufs = scratch
+            if bufs:
+                a0, a1 = self._pack_panels(a0, a1, bufs)
+            if packed is not None:
+                self._pack_op.execute_ptr(a0, 0, packed.ctypes.data)
+                a0 = packed.ctypes.data
+            self._run(a0, a1, ao)
+        finally:
+            self._scratch.release(scratch)
 
     def _run(self, a0: int, a1: int, ao: int) -> None:
         """The compiled loop nest over all iterations: on this thread, or split over the native

@@ -35,6 +35,7 @@ launches, never for timing.
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 
@@ -77,15 +78,18 @@ class Memory:
         self._bufs: list[np.ndarray] = []
         self._next = GLOBAL_BASE
         self._table: tuple = (None, -1, None, None)  # (_bases, its length, bases, ends as arrays)
+        self._lock = threading.Lock()  # allocations from several host threads (as cuMemAlloc allows)
 
     def alloc(self, nbytes: int, align: int = 256) -> int:
         """A zeroed allocation of ``nbytes`` bytes; returns its device address."""
         if nbytes < 0:
             raise ValueError(f"nbytes must be >= 0, got {nbytes}")
-        base = -(-self._next // align) * align
-        self._bases.append(base)
-        self._bufs.append(np.zeros(max(nbytes, 1), np.uint8))
-        self._next = base + max(nbytes, 1) + _GAP
+        buf = np.zeros(max(nbytes, 1), np.uint8)
+        with self._lock:
+            base = -(-self._next // align) * align
+            self._bufs.append(buf)  # before its base: a reader that finds the base finds the buffer
+            self._bases.append(base)
+            self._next = base + max(nbytes, 1) + _GAP
         return base
 
     def upload(self, host: np.ndarray) -> int:
@@ -118,8 +122,8 @@ class Memory:
         lst, size, bases, ends = self._table
         if lst is not self._bases or size != len(self._bases):
             bases = np.asarray(self._bases, _U64)
-            ends = bases + np.asarray([b.size for b in self._bufs], _U64)
-            self._table = (self._bases, len(self._bases), bases, ends)
+            ends = bases + np.asarray([b.size for b in self._bufs[: len(bases)]], _U64)
+            self._table = (self._bases, len(bases), bases, ends)
         return bases, ends
 
     def locate(self, addrs: np.ndarray, width: int, what: str) -> tuple[np.ndarray, np.ndarray]:

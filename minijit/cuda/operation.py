@@ -59,6 +59,7 @@ launch ``execute`` makes, for tensors at given device addresses (e.g. in a simul
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any
 
 import numpy as np
@@ -66,6 +67,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from minijit import arrays, optimizer
 from minijit.arrays import Offsets
+from minijit.cache import LRUCache
 from minijit.cuda import elementwise, gemm, gemm_sm90
 from minijit.errors import SetupError, error_t
 from minijit.ir import BINARY_PTYPES, GEMM_PTYPES, UNARY_PTYPES, TensorConfig, dim_t, exec_t, ptype_t
@@ -88,8 +90,10 @@ _IN_TYPES = {
 MAX_BATCH = 65535  # gridDim.z
 #: prepared launches kept per operation (keyed by the operands' device addresses)
 LAUNCH_CACHE = 16
-
-_kernels: dict = {}
+#: generated kernels and modules loaded per device and driver that every operation shares (least
+#: recently used out first; operations keep the kernels their prepared launches use alive)
+KERNEL_CACHE_SIZE = 256
+_kernels = LRUCache(lambda: KERNEL_CACHE_SIZE, name="cuda.kernels")
 
 
 Array = np.ndarray | None  # an input; None where the operation does not use it
@@ -165,7 +169,7 @@ class CudaTensorOperation:
         self.driver = resolve(driver)
         self.device_ordinal = device
         self._vec_cache: dict = {}
-        self._launches: dict = {}  # (device, addresses) -> prepared launch(es), see _launcher
+        self._launches = LRUCache(LAUNCH_CACHE)  # (device, addresses) -> prepared launch(es), see _launcher
         self._ranges: dict = {}
         self.config: TensorConfig | None = None
         self.dtype: str | None = None
@@ -303,7 +307,7 @@ class CudaTensorOperation:
         """Forget what belonged to the previous setup: device tables, prepared launches; cache the
         element ranges each tensor's strides reach (``execute`` checks every array against them)."""
         self._dev_tables = None
-        self._launches = {}
+        self._launches = LRUCache(LAUNCH_CACHE)
         self._ranges = {t: self.config.offset_range(t) for t in ("in0", "in1", "out")}
 
     def kernel_spec(self, ptr_a: int = 0, ptr_b: int = 0) -> gemm.GemmSpec | elementwise.KernelSpec:
@@ -466,12 +470,13 @@ class CudaTensorOperation:
         the device when batched); call it to launch."""
         driver = self.driver
         spec = self.sm90_spec()
-        key = ("fn90", spec, dev.ordinal, driver.__name__)
-        if key not in _kernels:
+
+        def load():
             gk = gemm_sm90.generate(spec)
             mod = driver.load_ptx(gk.text, "sm_90a")
-            _kernels[key] = (mod, mod.function(gk.name, signature=gk.signature), gk)
-        _, fn, gk = _kernels[key]
+            return mod, mod.function(gk.name, signature=gk.signature), gk
+
+        _, fn, gk = _kernels.get_or_create(("fn90", spec, dev.ordinal, driver.__name__), load)
         S = self.spec
         args = (self.dtype, self.m, self.n, self.k, S.a_major, S.b_major, self.lda, self.ldb)
         p = gemm_sm90.plan(*args, self.batch_table, self.red_table)
@@ -567,10 +572,7 @@ class CudaTensorOperation:
             fn = _loaded(self.kernel_spec(pa, pb), dev, self.driver)
             _, grid, block, args = self.launch_args(pa, pb, pc, tables=self._dev_tables)
             launch = fn.prepare(grid, block, args=args)
-        if len(self._launches) >= LAUNCH_CACHE:
-            self._launches.pop(next(iter(self._launches)))  # the oldest entry
-        self._launches[key] = launch
-        return launch
+        return self._launches.put(key, launch)
 
     def _launch_splitk(self, dev, pa: int, pb: int, pc: int):
         """The prepared split-K launch (partials kernel into the workspace, then the reduction
@@ -591,10 +593,7 @@ class CudaTensorOperation:
         key = ("splitk", dev.ordinal, pa, pb, pc)
         launch = self._launches.get(key)
         if launch is None:
-            launch = self._prepare_splitk(dev, pa, pb, pc, tp)
-            if len(self._launches) >= LAUNCH_CACHE:
-                self._launches.pop(next(iter(self._launches)))  # the oldest entry
-            self._launches[key] = launch
+            launch = self._launches.put(key, self._prepare_splitk(dev, pa, pb, pc, tp))
         return launch or None
 
     def _prepare_splitk(self, dev, pa: int, pb: int, pc: int, tp):
@@ -616,17 +615,22 @@ class CudaTensorOperation:
         args = (pa, pb, ws[2], bt, rt, m, n, self.k, len(self.red_table), self.lda, self.ldb, m * 4)
         main = _loaded(spec, dev, driver).prepare(gk.grid(m, n, batch), gk.block, args=args)
         rspec = tp.reduce_spec(self.spec.first, self.spec.last)
-        rkey = ("fn", rspec, dev.ordinal, driver.__name__)
-        if rkey not in _kernels:
+
+        def load():
             rk = splitk.generate(rspec)
             mod = driver.load_ptx(rk.text, dev.arch)
-            _kernels[rkey] = (mod, mod.function(rk.name, signature=rk.signature), rk)
-        _, rfn, rk = _kernels[rkey]
+            return mod, mod.function(rk.name, signature=rk.signature), rk
+
+        _, rfn, rk = _kernels.get_or_create(("fn", rspec, dev.ordinal, driver.__name__), load)
         red = rfn.prepare(rk.grid(m, n, batch), rk.block, args=(ws[2], pc, bt, m, n, self.ldc))
+        pair = threading.Lock()
 
         def launch(stream=None) -> None:
-            main(stream)
-            red(stream)
+            # the workspace is the operation's: the two launches of one call enter the stream
+            # together, so another thread's partials never land between them (stream order)
+            with pair:
+                main(stream)
+                red(stream)
 
         return launch
 
@@ -725,17 +729,14 @@ def _offsets(dims, tensors) -> np.ndarray:
 
 def _generated(spec):
     """The generated kernel of a `gemm.GemmSpec` or an `elementwise.KernelSpec` (cached)."""
-    key = ("gen", spec)
-    if key not in _kernels:
-        gen = elementwise.generate if isinstance(spec, elementwise.KernelSpec) else gemm.generate
-        _kernels[key] = gen(spec)
-    return _kernels[key]
+    gen = elementwise.generate if isinstance(spec, elementwise.KernelSpec) else gemm.generate
+    return _kernels.get_or_create(("gen", spec), lambda: gen(spec))
 
 
 def _loaded(spec, dev, driver):
-    key = ("fn", spec, dev.ordinal, driver.__name__)
-    if key not in _kernels:
+    def load():
         gk = _generated(spec)
         mod = driver.load_ptx(gk.text, dev.arch)
-        _kernels[key] = (mod, mod.function(gk.name, signature=gk.signature))
-    return _kernels[key][1]
+        return mod, mod.function(gk.name, signature=gk.signature)
+
+    return _kernels.get_or_create(("fn", spec, dev.ordinal, driver.__name__), load)[1]

@@ -19,8 +19,10 @@ index at unit stride and B with a summed index at unit stride (`minijit.cuda.ope
 tries both operand roles in place; when neither sets up, the operands are copied into
 ``[batch, k, m]`` / ``[batch, n, k]`` order first. Every tensor is C-order in its own index order.
 
-Memory. Intermediates are device buffers allocated once per plan (at the first call); numpy inputs
-are uploaded once per call; the result is ``out``, else a float32 device array like the operands
+Memory. Intermediates are device buffers that belong to a call: each call takes a set from the
+plan's pool (allocated by the first call that uses it; calls running at once from several threads
+use sets of their own), so one plan may run from many threads; numpy inputs are uploaded once per
+call; the result is ``out``, else a float32 device array like the operands
 when one is a torch tensor (else cupy array), else a numpy array.
 """
 
@@ -32,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from minijit.cache import ScratchPool
 from minijit.einsum import path as _path
 from minijit.einsum.parse import parse_subscripts
 from minijit.errors import SetupError
@@ -138,8 +141,10 @@ class CudaEinsumPlan:
         self.nodes: list[_Node] = []
         self.path: list[tuple[int, int]] = []
         self._optimize = optimize
-        self._buffers: dict[int, _DeviceArray] = {}
-        self._ones_dev: dict[int, Any] = {}
+        # a call's device intermediates (slot -> buffer, -2: the device copy of a host result),
+        # allocated by the first call that uses the set; the plan itself holds none (DESIGN.md 12)
+        self._scratch = ScratchPool(dict)
+        self._ones_dev: dict[int, Any] = {}  # read-only ones vectors, shared by every call
         if not self._empty:
             self._build()
 
@@ -442,41 +447,47 @@ class CudaEinsumPlan:
             result = np.empty(self.out_shape, np.float32)
         else:
             result = _device_empty(operands, self.out_shape)
-        target = result
-        if isinstance(result, np.ndarray):  # written on the device, copied back at the end
-            dev_out = self._buffers.get(-2)
-            if dev_out is None:
-                dev_out = self._buffers[-2] = _DeviceArray(drv.DeviceBuffer(max(4, n_bytes)), self.out_shape,
-                                                           "float32")  # fmt: skip
-            target = dev_out
-        slots: dict[int, Any] = dict(enumerate(leaves))
-        slots[self._out_slot] = target
-        for node in self.nodes:
-            for s in (*node.slots[:2], node.slots[2]):
-                if s is not None and s not in slots and s != -1:
-                    slots[s] = self._intermediate(s, drv)
-            s0, s1, so = node.slots
-            a = self._ones(node, drv) if s0 == -1 else slots[s0]
-            b = None if s1 is None else self._ones(node, drv) if s1 == -1 else slots[s1]
-            node.op.execute(a, b, slots[so], sync=False)
-        if sync or target is not result or any(isinstance(x, np.ndarray) for x in operands):
-            drv.synchronize()  # (uploads of host operands are freed on return)
-        if target is not result:
-            flat = result.reshape(-1) if result.flags.c_contiguous else None
-            host = flat if flat is not None else np.empty(self.out_shape, np.float32)
-            if host.size:
-                target.buf.copy_to(host.reshape(-1))
-            if flat is None:
-                result[...] = host
+        # this call's intermediates: every node runs on the default stream, so a set given back
+        # before its kernels ran (sync=False) is reused only by launches queued behind them
+        scratch = self._scratch.acquire()
+        try:
+            target = result
+            if isinstance(result, np.ndarray):  # written on the device, copied back at the end
+                dev_out = scratch.get(-2)
+                if dev_out is None:
+                    dev_out = scratch[-2] = _DeviceArray(drv.DeviceBuffer(max(4, n_bytes)), self.out_shape,
+                                                         "float32")  # fmt: skip
+                target = dev_out
+            slots: dict[int, Any] = dict(enumerate(leaves))
+            slots[self._out_slot] = target
+            for node in self.nodes:
+                for s in (*node.slots[:2], node.slots[2]):
+                    if s is not None and s not in slots and s != -1:
+                        slots[s] = self._intermediate(s, drv, scratch)
+                s0, s1, so = node.slots
+                a = self._ones(node, drv) if s0 == -1 else slots[s0]
+                b = None if s1 is None else self._ones(node, drv) if s1 == -1 else slots[s1]
+                node.op.execute(a, b, slots[so], sync=False)
+            if sync or target is not result or any(isinstance(x, np.ndarray) for x in operands):
+                drv.synchronize()  # (uploads of host operands are freed on return)
+            if target is not result:
+                flat = result.reshape(-1) if result.flags.c_contiguous else None
+                host = flat if flat is not None else np.empty(self.out_shape, np.float32)
+                if host.size:
+                    target.buf.copy_to(host.reshape(-1))
+                if flat is None:
+                    result[...] = host
+        finally:
+            self._scratch.release(scratch)
         return result
 
     __call__ = execute
 
-    def _intermediate(self, slot: int, drv) -> _DeviceArray:
-        arr = self._buffers.get(slot)
+    def _intermediate(self, slot: int, drv, scratch: dict) -> _DeviceArray:
+        arr = scratch.get(slot)
         if arr is None:
             shape = tuple(self.sizes[c] for c in self._slot_ids[slot])
-            arr = self._buffers[slot] = _DeviceArray(drv.DeviceBuffer(max(4, 4 * math.prod(shape))), shape, "float32")
+            arr = scratch[slot] = _DeviceArray(drv.DeviceBuffer(max(4, 4 * math.prod(shape))), shape, "float32")
         return arr
 
     def _ones(self, node: _Node, drv) -> Any:

@@ -24,13 +24,13 @@ through permute nodes.
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from minijit.arrays import address as _address
+from minijit.cache import LRUCache, ScratchPool
 from minijit.einsum import path as _path
 from minijit.einsum.parse import _LETTERS, TreeNode, parse_subscripts, parse_tree, tree_subscripts
 from minijit.errors import SetupError
@@ -39,7 +39,10 @@ from minijit.tensor_operation import PARALLEL_MIN_ELEMENTS
 __all__ = ["EinsumPlan", "contract_path", "einsum"]
 
 _DTYPES = {np.dtype(np.float32): "fp32", np.dtype(np.float64): "fp64"}
-_OPS: dict[tuple, Any] = {}
+#: set-up TensorOperations shared by every plan with that configuration (`cached_op`): at most
+#: this many, least recently used out first (plans keep the operations they use alive)
+OPS_CACHE_SIZE = 1024
+_OPS = LRUCache(lambda: OPS_CACHE_SIZE, name="einsum.operations")
 #: contraction and multiply nodes below this many flops run on one thread; a plan's ``num_threads``
 #: is the most any node uses. It matches `minijit.tensor_operation.PARALLEL_MIN_ELEMENTS` (2^20
 #: multiply-adds), under which an operation runs on the calling thread anyway. Measured on the
@@ -48,7 +51,6 @@ _OPS: dict[tuple, Any] = {}
 #: `tucker` 1.47x, `matrix-chain` 1.53x, `tensor-train` 1.02x. (Before the team, with the Python
 #: pool's hand-offs, the threshold was 2^25: a 128^3 GEMM took 89 us on one thread, 225 us on two.)
 SMALL_GEMM_FLOPS = 2 * PARALLEL_MIN_ELEMENTS
-_OPS_LOCK = threading.Lock()
 
 
 def _check_target(target: str) -> str:
@@ -69,13 +71,13 @@ def cached_op(target: str, num_threads: int | None, *args: Any):
     from minijit.tensor_operation import TensorOperation
 
     key = (target, num_threads, *(tuple(a) if isinstance(a, list) else a for a in args))
-    op = _OPS.get(key)
-    if op is None:
+
+    def create() -> TensorOperation:
         op = TensorOperation(target=target, num_threads=num_threads)
         op.setup(*args)
-        with _OPS_LOCK:
-            op = _OPS.setdefault(key, op)
-    return op
+        return op
+
+    return _OPS.get_or_create(key, create)
 
 
 def _strides(ids: tuple[str, ...], sizes: dict[str, int]) -> dict[str, int]:
@@ -361,8 +363,9 @@ class EinsumPlan:
     subscripts, searches a contraction path (``optimize``: True = optimal up to 8 operands else
     greedy, "greedy", "optimal", False = left to right, or an explicit numpy-style path list),
     lays out the intermediates, sets up one `TensorOperation` per node (shared through a cache
-    keyed by configuration) and allocates the intermediates once. ``print(plan)`` shows the tree.
-    A plan owns its intermediates: run one plan from one thread at a time.
+    keyed by configuration) and allocates one set of intermediates. ``print(plan)`` shows the tree.
+    A plan is immutable once built: each call takes a set of intermediates from the plan's pool
+    (or makes one while other calls hold them all), so one plan may run from many threads at once.
 
     ``num_threads`` is the most threads a node uses (nodes under `SMALL_GEMM_FLOPS` run on one).
     ``strides``: per operand None (C-contiguous; other layouts are copied at each call) or the
@@ -457,22 +460,35 @@ class EinsumPlan:
                 needed.update(x for x in st.slots[:2] if x is not None and x >= 0)
         b.steps = live[::-1]
         self.steps = b.steps
-        self._buffers = [None if ids is None or i not in needed
-                         else np.empty(math.prod(b.sizes[c] for c in ids), self.dtype)
-                         for i, ids in enumerate(b.shapes)]  # fmt: skip
+        #: elements of each intermediate slot (None: an input, the output, or a dead slot)
+        self._buffer_sizes: list[int | None] = [
+            None if ids is None or i not in needed else math.prod(b.sizes[c] for c in ids)
+            for i, ids in enumerate(b.shapes)
+        ]
         self._calls = [(s.op, s.slots, s.ones) for s in self.steps]
-        # native fast path: every buffer the plan owns has a fixed address; execute() checks the
-        # user's arrays (shape, dtype, C order) once, so the nodes run through execute_ptr
+        # native fast path: execute() checks the user's arrays (shape, dtype, C order) once, so the
+        # nodes run through execute_ptr on addresses: slots (inputs, output, the call's
+        # intermediates), then the ones tensors (read only, shared by every call)
         self._native = all(s.op.native for s in self.steps)
-        addrs = [0 if x is None else x.ctypes.data for x in self._buffers]
+        ones: list[int] = []
         ptr_calls = []
+        n_slots = len(self._buffer_sizes)
         for st in self.steps:
             s0, s1, so = st.slots
             if -1 in (s0, s1):
-                addrs.append(st.ones.ctypes.data)
-                s0, s1 = (len(addrs) - 1 if x == -1 else x for x in (s0, s1))
+                ones.append(st.ones.ctypes.data)
+                s0, s1 = (n_slots + len(ones) - 1 if x == -1 else x for x in (s0, s1))
             ptr_calls.append((st.op.execute_ptr, s0, s0 if s1 is None else s1, so))
-        self._addrs, self._ptr_calls = addrs, ptr_calls
+        self._ones_addrs, self._ptr_calls = ones, ptr_calls
+        # the intermediates belong to a call: each call takes a set from the pool (DESIGN.md 12)
+        self._scratch = ScratchPool(self._new_scratch, items=(self._new_scratch(),))
+
+    def _new_scratch(self) -> tuple[list[np.ndarray | None], list[int]]:
+        """One call's intermediates: the arrays per slot (None where the slot is not one) and the
+        address list the native path fills in (intermediates and ones set; inputs/output per call)."""
+        bufs = [None if n is None else np.empty(n, self.dtype) for n in self._buffer_sizes]
+        addrs = [0 if x is None else x.ctypes.data for x in bufs] + self._ones_addrs
+        return bufs, addrs
 
     def _build(self, optimize) -> None:
         b = self._start()
@@ -602,7 +618,6 @@ class EinsumPlan:
         """Run the plan on ``operands`` (shapes and dtype as planned); returns ``out`` or a new array."""
         if len(operands) != len(self.shapes):
             raise ValueError(f"einsum plan: expected {len(self.shapes)} operands, got {len(operands)}")
-        bufs = self._buffers
         arrays = []
         views: dict[int, tuple[np.ndarray, int]] = {}  # operand -> (its base, flat; element offset)
         for i, (x, shape) in enumerate(zip(operands, self.shapes, strict=True)):
@@ -637,25 +652,34 @@ class EinsumPlan:
         if self._empty:
             result[...] = 0
         elif self._native:
-            addrs = list(self._addrs)
-            for i, x in enumerate(arrays):
-                addrs[i] = _address(x)  # numpy's data pointer, at half the cost of x.ctypes.data
-            addrs[self._out_slot] = _address(result)
-            for run, s0, s1, so in self._ptr_calls:
-                run(addrs[s0], addrs[s1], addrs[so])
+            pool = self._scratch
+            scratch = pool.acquire()  # this call's intermediates, its own address list
+            try:
+                addrs = scratch[1]
+                for i, x in enumerate(arrays):
+                    addrs[i] = _address(x)  # numpy's data pointer, at half the cost of x.ctypes.data
+                addrs[self._out_slot] = _address(result)
+                for run, s0, s1, so in self._ptr_calls:
+                    run(addrs[s0], addrs[s1], addrs[so])
+            finally:
+                pool.release(scratch)
         else:
-            local = list(bufs)
-            local[: len(arrays)] = arrays
-            local[self._out_slot] = result
-            origin = [0] * len(local)
-            for i, (base, offset) in views.items():  # a view: its base array and first element
-                local[i], origin[i] = base, offset
-            for op, (s0, s1, so), ones in self._calls:
-                in0 = ones if s0 == -1 else local[s0]
-                in1 = ones if s1 == -1 else (in0 if s1 is None else local[s1])
-                o0 = 0 if s0 == -1 else origin[s0]
-                o1 = 0 if s1 in (-1, None) else origin[s1]
-                op.execute(in0, in1, local[so], offsets=(o0, o1, origin[so]) if o0 or o1 else None)
+            scratch = self._scratch.acquire()
+            try:
+                local = list(scratch[0])
+                local[: len(arrays)] = arrays
+                local[self._out_slot] = result
+                origin = [0] * len(local)
+                for i, (base, offset) in views.items():  # a view: its base array and first element
+                    local[i], origin[i] = base, offset
+                for op, (s0, s1, so), ones in self._calls:
+                    in0 = ones if s0 == -1 else local[s0]
+                    in1 = ones if s1 == -1 else (in0 if s1 is None else local[s1])
+                    o0 = 0 if s0 == -1 else origin[s0]
+                    o1 = 0 if s1 in (-1, None) else origin[s1]
+                    op.execute(in0, in1, local[so], offsets=(o0, o1, origin[so]) if o0 or o1 else None)
+            finally:
+                self._scratch.release(scratch)
         if out is not None and not direct:
             np.copyto(out, result, casting="same_kind")
             return out
@@ -665,9 +689,16 @@ class EinsumPlan:
 
     # -- printing ------------------------------------------------------------------------------
     @property
+    def intermediate_shapes(self) -> list[int | None]:
+        """Elements of each slot's intermediate (None: an input, the output or no intermediate)."""
+        return list(self._buffer_sizes)
+
+    @property
     def intermediate_bytes(self) -> int:
-        """Bytes of the buffers the plan owns (intermediates and ones tensors)."""
-        own = sum(x.nbytes for x in self._buffers if x is not None)
+        """Bytes one call's intermediates take, plus the plan's ones tensors (read only, shared).
+        A call takes a set of intermediates from the plan's pool (one set is made at build; calls
+        running at once make more, `minijit.cache.SCRATCH_POOL_SIZE` of them are kept)."""
+        own = sum(n for n in self._buffer_sizes if n is not None) * self.dtype.itemsize
         return own + sum(s.ones.nbytes for s in self.steps if s.ones is not None)
 
     @property
@@ -679,7 +710,7 @@ class EinsumPlan:
         lines = [
             f"EinsumPlan {self.subscripts} shapes {self.shapes} {self.dtype} target {self.target}",
             f"path {self.path}; {len(self.steps)} nodes; {self.flops} flops;"
-            f" intermediates {sum(x.size for x in self._buffers if x is not None)} elements",
+            f" intermediates {sum(n for n in self._buffer_sizes if n is not None)} elements",
         ]
         n_in = len(self.shapes)
 
@@ -854,16 +885,18 @@ def einsum(subscripts: str, *operands, out=None, optimize: Any = True, target: s
         target,
         optimize if not isinstance(optimize, list) else tuple(optimize),
     )
-    plan = _PLANS.get(key)
-    if plan is None:
-        plan = EinsumPlan(
+    plan = _PLANS.get_or_create(
+        key,
+        lambda: EinsumPlan(
             subscripts, *[x.shape for x in arrays], dtype=dt, target=target, optimize=optimize, strides=strides
-        )
-        if plan.intermediate_bytes <= PLAN_CACHE_MAX_BYTES:  # a plan keeps its intermediates
-            if len(_PLANS) >= PLAN_CACHE_SIZE:
-                _PLANS.pop(next(iter(_PLANS)))  # oldest first
-            _PLANS[key] = plan
+        ),
+        admit=_small_enough,  # a plan keeps a set of intermediates
+    )
     return plan.execute(*arrays, out=out)
+
+
+def _small_enough(plan: EinsumPlan) -> bool:
+    return plan.intermediate_bytes <= PLAN_CACHE_MAX_BYTES
 
 
 def _einsum_cuda(subscripts, operands, out, optimize, dtype, driver):
@@ -882,16 +915,15 @@ def _einsum_cuda(subscripts, operands, out, optimize, dtype, driver):
         "cuda", subscripts, tuple(shape for shape, _ in infos), dt, driver,
         optimize if not isinstance(optimize, list) else tuple(optimize),
     )  # fmt: skip
-    plan = _PLANS.get(key)
-    if plan is None:
-        plan = CudaEinsumPlan(subscripts, *[shape for shape, _ in infos], dtype=dt, optimize=optimize, driver=driver)
-        if len(_PLANS) >= PLAN_CACHE_SIZE:
-            _PLANS.pop(next(iter(_PLANS)))
-        _PLANS[key] = plan
+    shapes = [shape for shape, _ in infos]
+    plan = _PLANS.get_or_create(
+        key, lambda: CudaEinsumPlan(subscripts, *shapes, dtype=dt, optimize=optimize, driver=driver)
+    )
     return plan.execute(*operands, out=out)
 
 
-_PLANS: dict[tuple, Any] = {}
-#: einsum() keeps up to this many plans, each only when its intermediates take at most PLAN_CACHE_MAX_BYTES
+#: einsum() keeps up to this many plans (least recently used out first), CPU plans only when one
+#: call's intermediates take at most PLAN_CACHE_MAX_BYTES
 PLAN_CACHE_SIZE = 128
 PLAN_CACHE_MAX_BYTES = 64 << 20
+_PLANS = LRUCache(lambda: PLAN_CACHE_SIZE, name="einsum.plans")

@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import functools
 import inspect
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from minijit.cache import LRUCache
 from minijit.runtime import host
 
 TARGETS = ("aarch64-neon", "aarch64-sve", "x86_64-avx512", "x86_64-avx2")
@@ -39,9 +38,7 @@ def native_target() -> str:
 
 #: the most kernels `brgemm`, `unary` and `binary` keep (least recently used first out)
 CACHE_SIZE = 512
-_cache: OrderedDict[tuple, Any] = OrderedDict()
-_cache_lock = threading.Lock()
-_cache_counts = {"hits": 0, "misses": 0}
+_cache = LRUCache(lambda: CACHE_SIZE, name="kernels")  # also in `minijit.cache_info`
 
 
 def _cached(generate: Callable[..., Any]) -> Callable[..., Any]:
@@ -59,34 +56,22 @@ def _cached(generate: Callable[..., Any]) -> Callable[..., Any]:
             hash(key)
         except TypeError:  # an unhashable argument: the generator's checks reject it
             return generate(*bound.args, **bound.kwargs)
-        with _cache_lock:
-            kernel = _cache.get(key)
-            if kernel is not None:
-                _cache.move_to_end(key)
-                _cache_counts["hits"] += 1
-                return kernel
-        kernel = generate(*bound.args, **bound.kwargs)  # outside the lock: it takes milliseconds
-        with _cache_lock:
-            _cache_counts["misses"] += 1
-            _cache[key] = kernel
-            while len(_cache) > CACHE_SIZE:
-                _cache.popitem(last=False)
-        return kernel
+        # generated outside the cache's lock: it takes milliseconds
+        return _cache.get_or_create(key, lambda: generate(*bound.args, **bound.kwargs))
 
     return wrapper
 
 
 def cache_info() -> dict[str, int]:
-    """Hits and misses of the kernel cache since the last `cache_clear`, and its size."""
-    with _cache_lock:
-        return {**_cache_counts, "size": len(_cache)}
+    """Hits and misses of the kernel cache since the last `cache_clear`, and its size (the
+    ``"kernels"`` entry of `minijit.cache_info`, without its maxsize)."""
+    info = _cache.info()
+    return {"hits": info["hits"], "misses": info["misses"], "size": info["size"]}
 
 
 def cache_clear() -> None:
     """Drop every cached kernel (kernels in use stay alive with their operations)."""
-    with _cache_lock:
-        _cache.clear()
-        _cache_counts.update(hits=0, misses=0)
+    _cache.clear()
 
 
 def check_target(target: str) -> str:

@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from minijit.cache import ScratchPool
 from minijit.sparse import cpu
 from minijit.sparse.csr import Csr, as_csr, check_dense, check_out
 from minijit.sparse.device import device_matrix, host_csr, is_device_array
@@ -341,7 +342,6 @@ class SpMM:
         sig_red = tuple(p.type for p in module.kernels[1].params)
         self._f_main = self._module.function("tca_spmm", signature=sig_main)
         self._f_reduce = self._module.function("tca_reduce", signature=sig_red)
-        m, k = self.csr.shape
 
         def up(a: np.ndarray):
             return driver.to_device(a if a.size else np.zeros(1, a.dtype))
@@ -356,9 +356,7 @@ class SpMM:
             up(plan.partial_slot_for_each_warp),
         ]
         self._d_reduce = [up(plan.reduce_rows), up(plan.reduce_slot_begin), up(plan.reduce_slot_count)]
-        self._d_b = driver.DeviceBuffer(max(1, k * self.n * self._prec.bytes))
-        self._d_c = driver.DeviceBuffer(max(1, m * self.n * 4))
-        self._d_p = driver.DeviceBuffer(max(1, plan.num_partials * self.n * 4))
+        self._scratch_setup(plan.num_partials)
 
     def _window_setup(self, dev) -> None:
         """Modules and device arrays of the row-window strategy (`minijit.sparse.window_plan`)."""
@@ -370,7 +368,6 @@ class SpMM:
         self._module = driver.load_ptx(self.ptx_text, dev.arch)
         self._f_main = self._module.function("window_spmm", signature=tuple(p.type for p in module.kernels[0].params))
         self._f_reduce = self._module.function("tca_reduce", signature=tuple(p.type for p in module.kernels[1].params))
-        m, k = self.csr.shape
 
         def up(a: np.ndarray):
             return driver.to_device(a if a.size else np.zeros(1, a.dtype))
@@ -380,9 +377,26 @@ class SpMM:
         self._d_window = [up(np.ascontiguousarray(wp.block_cols.reshape(-1)))] + [up(x) for x in items]
         self._d_reduce = [up(wp.reduce_rows), up(wp.reduce_slot_begin), up(wp.reduce_slot_count)]
         self._d_rows = [up(wp.rows)] if wp.reordered else []  # window row -> C row
-        self._d_b = driver.DeviceBuffer(max(1, k * self.n * self._prec.bytes))
-        self._d_c = driver.DeviceBuffer(max(1, m * self.n * 4))
-        self._d_p = driver.DeviceBuffer(max(1, wp.num_partials * self.n * 4))
+        self._scratch_setup(wp.num_partials)
+
+    def _scratch_setup(self, partials: int) -> None:
+        """What a call writes on the device: B (a host B uploaded), C (a host C's device copy) and
+        the partial sums. They belong to a call (DESIGN.md 12): `execute` takes a set from a pool
+        (one per call running at once); `upload_b` and `launch` without addresses use the
+        operation's own set (for timing from one thread), allocated at their first use."""
+        m, k = self.csr.shape
+        self._scratch_bytes = (max(1, k * self.n * self._prec.bytes), max(1, m * self.n * 4),
+                               max(1, partials * self.n * 4))  # fmt: skip
+        self._scratch = ScratchPool(self._new_scratch)
+        self._own_set: tuple | None = None
+
+    def _new_scratch(self) -> tuple:
+        return tuple(self._driver.DeviceBuffer(n) for n in self._scratch_bytes)
+
+    def _own(self) -> tuple:
+        if self._own_set is None:
+            self._own_set = self._new_scratch()
+        return self._own_set
 
     def _tile_values(self, data: np.ndarray) -> np.ndarray:
         """The row-window tiles of ``data`` as the kernel reads them (fp16, bf16 bits, or fp32
@@ -398,15 +412,18 @@ class SpMM:
         return f"seed 003: {self.plan.summary()}"
 
     def upload_b(self, b: np.ndarray) -> None:
-        """Copy B (row-major, as the kernel's input type: fp16, bf16 bits or fp32) to the device."""
-        self._d_b.copy_from(self._prec.device_array(b))
+        """Copy B (row-major, as the kernel's input type: fp16, bf16 bits or fp32) to the
+        operation's own device B (for `launch`; one thread)."""
+        self._own()[0].copy_from(self._prec.device_array(b))
 
-    def launch(self, b_ptr: int | None = None, c_ptr: int | None = None) -> None:
+    def launch(self, b_ptr: int | None = None, c_ptr: int | None = None, *, scratch: tuple | None = None) -> None:
         """Run the kernels (asynchronous; for timing) on the uploaded B, or on device B and C at
-        these addresses (checked by the caller)."""
+        these addresses (checked by the caller). ``scratch``: the (B, C, partials) device
+        buffers to use (default: the operation's own set, for timing from one thread)."""
         plan = self.plan if self.strategy == "tca" else self._wplan
-        d_b = self._d_b if b_ptr is None else b_ptr
-        d_c = self._d_c if c_ptr is None else c_ptr
+        own_b, own_c, d_p = self._own() if scratch is None else scratch
+        d_b = own_b if b_ptr is None else b_ptr
+        d_c = own_c if c_ptr is None else c_ptr
         if self.strategy == "window":
             from minijit.sparse.window_kernel import WARPS
 
@@ -415,7 +432,7 @@ class SpMM:
                 self._f_main.launch(
                     grid=(-(-plan.num_items // WARPS),),
                     block=(32 * WARPS,),
-                    args=(self._d_tiles, cols, d_b, d_c, self._d_p, *items, plan.num_items, plan.m, *self._d_rows),
+                    args=(self._d_tiles, cols, d_b, d_c, d_p, *items, plan.num_items, plan.m, *self._d_rows),
                 )
         elif plan.num_blocks:
             self._f_main.launch(
@@ -427,7 +444,7 @@ class SpMM:
                     self._d_data,
                     d_b,
                     d_c,
-                    self._d_p,
+                    d_p,
                     *self._d_plan,
                 ),
             )
@@ -435,14 +452,19 @@ class SpMM:
             self._f_reduce.launch(
                 grid=(plan.reduce_rows.shape[0], -(-self.n // 256)),
                 block=(256,),
-                args=(d_c, self._d_p, *self._d_reduce),
+                args=(d_c, d_p, *self._d_reduce),
             )
 
     def _cuda_execute(self, b: np.ndarray, c: np.ndarray) -> None:
-        self.upload_b(b)
-        self.launch()
-        self._driver.synchronize()
-        self._d_c.copy_to(c)
+        scratch = self._scratch.acquire()  # this call's B, C and partials on the device
+        try:
+            d_b, d_c, _ = scratch
+            d_b.copy_from(self._prec.device_array(b))
+            self.launch(scratch=scratch)
+            self._driver.synchronize()
+            d_c.copy_to(c)
+        finally:
+            self._scratch.release(scratch)
 
     def _cuda_execute_device(self, b: Any, c: Any) -> Any:
         """execute() with a device B and/or C (a numpy side is copied as before)."""
@@ -461,12 +483,16 @@ class SpMM:
             c_ptr = device_matrix(c, "C", (m, self.n), "float32", writable=True)
         if m == 0:
             return c
-        if host_b:
-            self.upload_b(b)
-        self.launch(b_ptr, c_ptr)
-        self._driver.synchronize()
-        if host_c:
-            self._d_c.copy_to(c)
+        scratch = self._scratch.acquire()
+        try:
+            if host_b:
+                scratch[0].copy_from(self._prec.device_array(b))
+            self.launch(b_ptr, c_ptr, scratch=scratch)
+            self._driver.synchronize()
+            if host_c:
+                scratch[1].copy_to(c)
+        finally:
+            self._scratch.release(scratch)
         return c
 
 
