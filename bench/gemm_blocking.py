@@ -104,7 +104,7 @@ def main() -> None:
     for name, times in blocks.items():
         rates = [flops / s / 1e9 for s in times]
         ratios = [b / s for s, b in zip(times, blocks["numpy"], strict=True)]
-        call = "" if name == "numpy" else ops[name]._call_footprint() + (" (n_outer)" if ops[name].n_outer else "")
+        call = "" if name == "numpy" else ops[name].call_footprint() + (" (n_outer)" if ops[name].n_outer else "")
         print(
             f"| {name} | {call} | {flops / statistics.median(times) / 1e9:.1f} | {min(rates):.1f}-{max(rates):.1f} "
             f"| {' '.join(f'{r:.2f}' for r in ratios)} | {statistics.median(ratios):.3f}x |"

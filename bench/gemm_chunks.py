@@ -63,10 +63,7 @@ def main() -> None:
         for name, call in calls.items():
             time.sleep(PAUSE_S)
             blocks[name].append(timeit(call, reps, warmup=1, min_warm_s=0))
-    kinds = {
-        name: f"{op.chunks} ({'K' if op.chunk_dim is not None and op._chunked[0] is None else 'M'})"
-        for name, op in ops.items()
-    }
+    kinds = {name: f"{op.chunks} ({op.chunk_kind or 'whole'})" for name, op in ops.items()}
     print(f"{args.shape} {args.order}-order, {args.threads} thread(s), chunks: {kinds}")
     for name, t in blocks.items():
         ratio = statistics.median(w / x for w, x in zip(blocks["whole"], t, strict=True))

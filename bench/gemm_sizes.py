@@ -65,7 +65,7 @@ def measure(n: int, args: argparse.Namespace, blas: BlasThreads) -> str:
     cells = [f"{rate[('minijit', c)]:.1f} / {rate[('numpy', c)]:.1f}" for c in counts]
     ratios = [f"{best[('numpy', c)] / best[('minijit', c)]:.2f}x" for c in counts]
     speedup = best[("minijit", 1)] / best[("minijit", args.threads)]
-    used = ops[args.threads]._threads
+    used = ops[args.threads].threads_used
     return f"| {n} | {cells[0]} | {ratios[0]} | {cells[1]} | {ratios[1]} | {speedup:.2f}x | {used} |"
 
 

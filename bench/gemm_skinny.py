@@ -70,7 +70,7 @@ def measure(shape: str, threads: int, order: str, rounds: int) -> str:
 
     gflops = " | ".join(f"{flops / statistics.median(t) / 1e9:.1f}" for t in blocks.values())
     chunks = ops["auto"].chunks
-    kind = "" if chunks == 1 else " K" if ops["auto"]._chunked[0] is None else " M"
+    kind = "" if chunks == 1 else f" {ops['auto'].chunk_kind}"
     return (
         f"| {shape} | {order} | {threads} | {chunks}{kind} | {gflops} | {ratio('auto', 'caller-blocking'):.3f} |"
         f" {ratio('auto', 'numpy'):.3f} | {ratio('caller-blocking', 'numpy'):.3f} |"

@@ -70,7 +70,7 @@ def measure(n: int, order: str, threads: int, rounds: int, reps: int, blas: Blas
         "static": operation(setup, threads, 1),
         "1 thread": operation(setup, 1, optimizer.PIECES_PER_THREAD),
     }
-    shared = {k: op._iterations for k, op in ops.items()}  # noqa: SLF001
+    shared = {k: op.iterations for k, op in ops.items()}
     flops = 2.0 * n**3
     calls = {k: (lambda op=op: op.execute(a, b, c)) for k, op in ops.items()}
     out: dict[str, list[float]] = {k: [] for k in (*ops, "numpy")}

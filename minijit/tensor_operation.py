@@ -956,6 +956,30 @@ class TensorOperation:
         state = "not set up" if self.config is None else f"{len(self.config.dims)} dims"
         return f"<TensorOperation {self.target} threads={self.num_threads} {state}>"
 
+    # -- read-only views of the set-up plan (benchmarks and tools read these) -------------------
+    @property
+    def iterations(self) -> int:
+        """Iterations the loop nest shares among threads (a chunked operation: its chunk count); 0 before setup."""
+        return self._iterations
+
+    @property
+    def threads_used(self) -> int:
+        """Threads one ``execute`` runs on: 1 for operations too small to split, else at most ``num_threads``."""
+        return self._threads
+
+    @property
+    def chunk_kind(self) -> str | None:
+        """The chunks the operation runs in: "M" (of the outermost loop), "K" (of a K dim) or None (whole)."""
+        if self._chunked is None:
+            return None
+        return "K" if self._chunked[0] is None else "M"
+
+    def call_footprint(self) -> str:
+        """What one compiled kernel call reads (`minijit.blocking.call_footprint`); needs a GEMM blocking."""
+        if self.config is None or self.blocking is None:
+            raise RuntimeError("call_footprint needs an operation set up with a GEMM blocking")
+        return self._call_footprint()
+
 
 def _quick_check(config: TensorConfig, ranges: dict, dtype: np.dtype) -> tuple | None:
     """The arguments of `minijit.arrays.quick_addresses` after the arrays for an operation that

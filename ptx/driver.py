@@ -191,6 +191,11 @@ def synchronize() -> None:
     _call("cuCtxSynchronize")
 
 
+def version() -> int:
+    """The CUDA version the driver supports, as 1000 * major + 10 * minor (``cuDriverGetVersion``)."""
+    return int(_call("cuDriverGetVersion"))
+
+
 # --------------------------------------------------------------------------- memory
 
 

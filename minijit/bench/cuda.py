@@ -336,7 +336,7 @@ def _driver_version() -> str:
     try:
         from ptx import driver
 
-        v = int(driver._call("cuDriverGetVersion"))
+        v = driver.version()
         parts.append(f"CUDA {v // 1000}.{v % 1000 // 10}")
     except Exception:
         pass
