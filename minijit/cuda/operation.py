@@ -29,12 +29,12 @@ tile is read with ``ldmatrix.trans`` for fp16/bf16, scalar fragment loads for tf
 with no unit stride on either of its prim dims raises ``SetupError(wrong_stride)`` naming the dim.
 
 Arrays: torch tensors (any dtype above, incl. bfloat16), objects with ``__cuda_array_interface__``
-(cupy; fp16/fp32), objects with ``__dlpack__`` (through ``torch.from_dlpack`` when torch is
-installed), and numpy arrays. numpy arrays are **copied** to the device before the launch (the
-whole memory span they cover) and ``out`` is copied back after it; bf16 host data is passed as
-uint16 bit patterns (or an ml_dtypes bfloat16 array). Before anything is launched every array is
-checked like on the CPU path: dtype, writeability of ``out``, and every element the strides reach
-(`TensorConfig.offset_range`) inside the array's memory.
+(cupy; fp16/fp32), objects with ``__dlpack__`` on a CUDA device (read from their capsule by
+`minijit.runtime.device_arrays`; fp16/fp32), and numpy arrays. numpy arrays are **copied** to the
+device before the launch (the whole memory span they cover) and ``out`` is copied back after it;
+bf16 host data is passed as uint16 bit patterns (or an ml_dtypes bfloat16 array). Before anything
+is launched every array is checked like on the CPU path: dtype, writeability of ``out``, and every
+element the strides reach (`TensorConfig.offset_range`) inside the array's memory.
 
 Elementwise main primitives (:mod:`minijit.cuda.elementwise`): ``zero``, ``copy`` (alias
 ``identity``), ``relu``, ``add``, ``sub``, ``mul``, ``div``, ``min``, ``max``, with the CPU path's
@@ -71,6 +71,7 @@ from minijit.cache import LRUCache
 from minijit.cuda import elementwise, gemm, gemm_sm90
 from minijit.errors import SetupError, error_t
 from minijit.ir import BINARY_PTYPES, GEMM_PTYPES, UNARY_PTYPES, TensorConfig, dim_t, exec_t, ptype_t
+from minijit.runtime import device_arrays
 
 #: setup dtype -> kernel input type
 DTYPES = {"fp32": "tf32", "tf32": "tf32", "fp16": "f16", "f16": "f16", "bf16": "bf16"}
@@ -376,12 +377,9 @@ class CudaTensorOperation:
             # getattr with a default: a failing hasattr costs an exception (this runs per launch)
             cai = None if hasattr(arr, "data_ptr") else getattr(arr, "__cuda_array_interface__", None)
             if cai is None and not hasattr(arr, "data_ptr"):
-                if hasattr(arr, "__dlpack__"):
-                    try:
-                        import torch  # noqa: PLC0415 - optional
-                    except ImportError:
-                        raise TypeError(f"{name}: DLPack objects need torch (torch.from_dlpack)") from None
-                    arr = torch.from_dlpack(arr)
+                if hasattr(arr, "__dlpack__"):  # read from its capsule: a CAI view of the same memory
+                    arr = device_arrays.describe(arr, name).obj
+                    cai = arr.__cuda_array_interface__
                 else:
                     raise TypeError(
                         f"{name} must be a numpy array, a torch/cupy GPU array or expose __cuda_array_interface__"

@@ -64,8 +64,8 @@ def cuda_dtype(dtype) -> str:
 
 def operand_info(i: int, x: Any) -> tuple[tuple[int, ...], str]:
     """``(shape, element type name)`` of operand ``i``: a numpy array (uint16 data is bf16 bits and
-    needs ``dtype="bfloat16"``) or a device array (`minijit.sparse.device.describe`)."""
-    from minijit.sparse.device import describe, is_device_array
+    needs ``dtype="bfloat16"``) or a device array (`minijit.runtime.device_arrays.describe`)."""
+    from minijit.runtime.device_arrays import describe, is_device_array
 
     if is_device_array(x) or (hasattr(x, "data_ptr") and hasattr(x, "stride")):
         v = describe(x, f"operand {i}")
@@ -366,7 +366,7 @@ class CudaEinsumPlan:
         """Operand ``i`` as the nodes read it: checked shape and dtype; numpy data uploaded once
         (``drv`` None: check only)."""
         from minijit.arrays import require_c_contiguous
-        from minijit.sparse.device import describe
+        from minijit.runtime.device_arrays import describe
 
         want = self.dtype_name
         if isinstance(x, np.ndarray) or not hasattr(x, "__cuda_array_interface__") and not hasattr(x, "data_ptr"):
@@ -429,7 +429,7 @@ class CudaEinsumPlan:
                     raise ValueError(f"einsum (cuda): out must be a float32 array of shape {self.out_shape}, got"
                                      f" {out.dtype} {out.shape}")  # fmt: skip
             else:
-                from minijit.sparse.device import describe
+                from minijit.runtime.device_arrays import describe
 
                 v = describe(out, "out")
                 if v.shape != self.out_shape or v.dtype != "float32":

@@ -34,6 +34,7 @@ from minijit.cache import LRUCache, ScratchPool
 from minijit.einsum import path as _path
 from minijit.einsum.parse import _LETTERS, TreeNode, parse_subscripts, parse_tree, tree_subscripts
 from minijit.errors import SetupError
+from minijit.runtime.device_arrays import device_kind, host_array, host_result, is_torch_tensor, like_input
 from minijit.tensor_operation import PARALLEL_MIN_ELEMENTS
 
 __all__ = ["EinsumPlan", "contract_path", "einsum"]
@@ -57,6 +58,12 @@ def _check_target(target: str) -> str:
     if not isinstance(target, str):
         raise TypeError(f"einsum: target must be a str, got {type(target).__name__}")
     return target
+
+
+def _plan_target(target: str) -> str:
+    """A CPU plan's target: "auto" (a plan is built from shapes, before any data) is the native CPU."""
+    target = _check_target(target)
+    return "native" if target == "auto" else target
 
 
 def _dtype(dtype) -> np.dtype:
@@ -364,6 +371,9 @@ class EinsumPlan:
     greedy, "greedy", "optimal", False = left to right, or an explicit numpy-style path list),
     lays out the intermediates, sets up one `TensorOperation` per node (shared through a cache
     keyed by configuration) and allocates one set of intermediates. ``print(plan)`` shows the tree.
+    ``target``: "auto" (default) builds a plan for the native CPU, or a `CudaEinsumPlan` when a
+    ``driver=`` is given; "native", a CPU target name, or "cuda" (a `CudaEinsumPlan`). Host
+    operands of any kind are taken (torch CPU tensors are read in place; torch in, torch out).
     A plan is immutable once built: each call takes a set of intermediates from the plan's pool
     (or makes one while other calls hold them all), so one plan may run from many threads at once.
 
@@ -375,8 +385,9 @@ class EinsumPlan:
     place (all None where the kernels cannot take some view, which is then copied).
     """
 
-    def __new__(cls, subscripts: str = "", *shapes, target: str = "native", **kwargs: Any):
-        if target == "cuda":  # a CudaEinsumPlan (same calls; not an EinsumPlan subclass)
+    def __new__(cls, subscripts: str = "", *shapes, target: str = "auto", **kwargs: Any):
+        if target == "cuda" or (target == "auto" and kwargs.get("driver") is not None):
+            # a CudaEinsumPlan (same calls; not an EinsumPlan subclass)
             from minijit.einsum.cuda import CudaEinsumPlan
 
             return CudaEinsumPlan(subscripts, *shapes, **kwargs)
@@ -387,12 +398,12 @@ class EinsumPlan:
         subscripts: str,
         *shapes,
         dtype="float32",
-        target: str = "native",
+        target: str = "auto",
         optimize: Any = True,
         num_threads: int | None = None,
         strides=None,
     ) -> None:
-        self.target = _check_target(target)
+        self.target = _plan_target(target)
         self.dtype = _dtype(dtype)
         self.num_threads = num_threads
         self.shapes = [tuple(int(s) for s in (sh.shape if hasattr(sh, "shape") else sh)) for sh in shapes]
@@ -419,7 +430,7 @@ class EinsumPlan:
         subs, shapes = tree_subscripts(root, sizes)
         letter = {i: _LETTERS[i] for i in range(len(sizes))}
         self = cls.__new__(cls)
-        self.target = _check_target(target)
+        self.target = _plan_target(target)
         self.dtype = _dtype(dtype)
         self.num_threads = num_threads
         self.shapes = shapes
@@ -615,14 +626,20 @@ class EinsumPlan:
 
     # -- running -------------------------------------------------------------------------------
     def execute(self, *operands, out: np.ndarray | None = None) -> np.ndarray:
-        """Run the plan on ``operands`` (shapes and dtype as planned); returns ``out`` or a new array."""
+        """Run the plan on ``operands`` (host arrays; shapes and dtype as planned); returns ``out``
+        or a new array (a torch tensor when an operand is one, over the same memory)."""
         if len(operands) != len(self.shapes):
             raise ValueError(f"einsum plan: expected {len(self.shapes)} operands, got {len(operands)}")
         arrays = []
         views: dict[int, tuple[np.ndarray, int]] = {}  # operand -> (its base, flat; element offset)
+        like = caller_out = None  # a torch operand (the result's type) / the caller's out
+        if out is not None and not isinstance(out, np.ndarray):
+            caller_out, out = out, host_array(out, "einsum plan: out")  # a torch CPU tensor's memory
         for i, (x, shape) in enumerate(zip(operands, self.shapes, strict=True)):
             if not isinstance(x, np.ndarray):
-                x = np.asarray(x)
+                if like is None and is_torch_tensor(x):
+                    like = x
+                x = host_array(x, f"einsum plan: operand {i}")  # device arrays: build target="cuda"
             if x.shape != shape:
                 raise ValueError(f"einsum plan: operand {i} has shape {x.shape}, the plan was built for {shape}")
             if x.dtype != self.dtype:
@@ -682,8 +699,10 @@ class EinsumPlan:
                 self._scratch.release(scratch)
         if out is not None and not direct:
             np.copyto(out, result, casting="same_kind")
-            return out
-        return result
+            result = out
+        if caller_out is not None:
+            return caller_out
+        return result if like is None else host_result(result, like)
 
     __call__ = execute  # plan(*operands, out=None): no extra Python frame per call
 
@@ -835,22 +854,37 @@ def contract_path(subscripts: str, *shapes, optimize: Any = True, itemsize: int 
     return path, "\n".join(lines)
 
 
-def einsum(subscripts: str, *operands, out=None, optimize: Any = True, target: str = "native", dtype=None, driver=None):
+def einsum(subscripts: str, *operands, out=None, optimize: Any = True, target: str = "auto", dtype=None, driver=None):
     """numpy-compatible einsum on minijit's kernels (float32/float64).
 
     The result dtype is ``dtype`` or numpy's result type of the operands (float32 or float64; other
     dtypes raise TypeError). Unsupported: ``...`` and repeated indices within one operand
     (ValueError naming them). Plans are cached by subscripts, shapes, strides, dtype, target and
-    optimize. ``target="cuda"``: float32 (as tf32), float16 or bfloat16 inputs (numpy arrays, or
-    torch/cupy/``__cuda_array_interface__`` device arrays), a float32 result (`minijit.einsum.cuda`);
+    optimize (`minijit.cache_info`).
+
+    The device follows the data (``target="auto"``, the default): host arrays (numpy, torch CPU
+    tensors, host DLPack producers, lists) run on the native CPU; CUDA device arrays (torch CUDA
+    tensors, cupy, ``__cuda_array_interface__``, DLPack on a CUDA device) run on the GPU, as
+    ``target="cuda"``. Operands on both raise TypeError naming them. The result follows the input:
+    numpy in, numpy out; a torch tensor in, a torch tensor out on its device (on the CPU over the
+    result's memory, no copy; torch CPU operands are read in place where numpy can view them).
+    An explicit ``target`` ("native", a CPU target name, or "cuda") wins.
+
+    ``target="cuda"``: float32 (as tf32), float16 or bfloat16 inputs (numpy arrays, or
+    torch/cupy/``__cuda_array_interface__``/DLPack device arrays), a float32 result (torch in:
+    a torch tensor on its device; cupy in: cupy; bare device arrays: numpy) (`minijit.einsum.cuda`);
     ``driver``: `ptx.simdriver` runs it in the PTX simulator.
     """
-    _check_target(target)
+    target = _device_target(_check_target(target), operands, out)
     if target == "cuda":
         return _einsum_cuda(subscripts, operands, out, optimize, dtype, driver)
     if driver is not None:
-        raise TypeError("einsum: driver= applies to target='cuda' only")
-    arrays = [np.asarray(x) for x in operands]
+        raise TypeError("einsum: driver= applies to target='cuda' only (or to CUDA device arrays)")
+    like = None if out is not None else like_input(operands)  # a torch operand: a torch result
+    arrays = [host_array(x, f"einsum: operand {i}") for i, x in enumerate(operands)]
+    caller_out = out
+    if out is not None and not isinstance(out, np.ndarray):
+        out = host_array(out, "einsum: out")  # a torch CPU tensor: its memory, written in place
     for i, x in enumerate(arrays):
         if x.dtype not in _DTYPES:
             raise TypeError(f"einsum: operand {i} has dtype {x.dtype}; only float32 and float64 are supported")
@@ -892,7 +926,26 @@ def einsum(subscripts: str, *operands, out=None, optimize: Any = True, target: s
         ),
         admit=_small_enough,  # a plan keeps a set of intermediates
     )
-    return plan.execute(*arrays, out=out)
+    result = plan.execute(*arrays, out=out)
+    return caller_out if caller_out is not None else host_result(result, like)
+
+
+def _device_target(target: str, operands, out) -> str:
+    """``target``, or for "auto" the device the arrays are on: "cuda" when they are CUDA device
+    arrays, "native" when they are host arrays; TypeError naming the operands when both occur."""
+    if target != "auto":
+        return target
+    gpu, host = [], []
+    for name, x in [*((f"operand {i}", x) for i, x in enumerate(operands)), ("out", out)]:
+        if x is None and name == "out":
+            continue
+        (gpu if device_kind(x, f"einsum: {name}") == "cuda" else host).append(name)
+    if gpu and host:
+        raise TypeError(
+            f"einsum: {', '.join(gpu)} on a CUDA device and {', '.join(host)} in host memory: put them on one"
+            " device, or pass target='cuda' (host arrays are uploaded) or target='native'"
+        )
+    return "cuda" if gpu else "native"
 
 
 def _small_enough(plan: EinsumPlan) -> bool:

@@ -45,9 +45,10 @@ from typing import Any
 import numpy as np
 
 from minijit.cache import ScratchPool
+from minijit.runtime.device_arrays import device_matrix, is_device_array
 from minijit.sparse import cpu
 from minijit.sparse.csr import Csr, as_csr, check_dense, check_out
-from minijit.sparse.device import device_matrix, host_csr, is_device_array
+from minijit.sparse.device import host_csr
 from minijit.sparse.plan import SEG_CHUNKS, Plan, make_plan
 from minijit.sparse.precision import precision
 
