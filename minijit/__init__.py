@@ -10,7 +10,7 @@ Emitters live in the sibling packages `asm` (AArch64, x86-64) and `ptx`.
 """
 
 from minijit import cache as _cache
-from minijit.einsum import EinsumPlan, contract_path, einsum
+from minijit.einsum import EinsumPlan, contract_path, einsum, tensordot, transpose
 from minijit.errors import SetupError, error_t
 from minijit.ir import Dimension, TensorConfig, dim_t, dtype_t, exec_t, ptype_t
 from minijit.optimizer import optimize
@@ -51,5 +51,7 @@ __all__ = [
     "exec_t",
     "optimize",
     "ptype_t",
+    "tensordot",
+    "transpose",
 ]
 __version__ = "0.1.0"
