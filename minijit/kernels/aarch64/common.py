@@ -1,10 +1,10 @@
 """Helpers shared by the AArch64 NEON and SVE generators.
 
 Data type table (NEON and SVE views of fp32/fp64), argument registers,
-parameter checks, the kernels' C signatures, the AAPCS64 frame (`prologue`
-saves the callee-saved registers a kernel uses: x19-x28, and the low 64 bits
-d8-d15 of v8-v15; `epilogue` restores them and returns), and `generator`, which
-makes the ``generate`` that loads a kernel with `minijit.runtime.load`.
+parameter checks, the kernels' C signatures, `KernelKind` (a kind's ``program`` and
+``generate``, which loads a kernel with `minijit.runtime.load`), small emitters (loops, stack and
+immediate arithmetic), and the AAPCS64 frame (`prologue` saves the callee-saved registers a kernel
+uses: x19-x28, and the low 64 bits d8-d15 of v8-v15; `epilogue` restores them and returns).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -34,7 +34,15 @@ __all__ = [
     "check_positive",
     "dtype_info",
     "epilogue",
+    "KernelKind",
     "generator",
+    "add_imm",
+    "kernel_name",
+    "load_kernel",
+    "loop",
+    "sp_adjust",
+    "sp_plus",
+    "swap_operands",
     "gemv_row_passes",
     "gemv_x_chunks",
     "prologue",
@@ -156,6 +164,91 @@ def binary_signature(dtype: str = "fp32") -> str:
     """The C signature of a binary kernel of ``dtype``."""
     t = dtype_info(dtype).ctype
     return f"void(const {t}* in0, const {t}* in1, {t}* out, int64_t ld0, int64_t ld1, int64_t ldo)"
+
+
+def load_kernel(a: Assembler, signature: str, name: str, sve_vl: int = 128) -> Any:
+    """The callable kernel of ``a`` (`minijit.runtime.load`): native on an AArch64 host, else
+    emulated at SVE length ``sve_vl`` bits; named ``name``, with the C ``signature``."""
+    from minijit.runtime import load
+
+    return load(a.code(), signature, isa="aarch64", name=name, listing=a.listing(), sve_vl=sve_vl)
+
+
+def kernel_name(kind: str, shape: str, dtype: str, **flags: bool) -> str:
+    """``<kind>_<shape>_<dtype>`` and ``_ta`` / ``_tb`` / ... for each set transpose flag."""
+    return f"{kind}_{shape}_{dtype}" + "".join(f"_{f[0]}{f[-1]}" for f, on in flags.items() if on)
+
+
+class KernelKind:
+    """The public face of one kernel kind on one ISA (`gemv.Neon`, `brgemm.Sve`, ...): ``program``
+    emits the kernel (an `Assembler`, or one and a listing), `generate` loads it, named by
+    ``name`` (``program``'s arguments), with the C ``signature(dtype)``."""
+
+    ISA: ClassVar[str]
+    program: ClassVar[Callable[..., Any]]
+    name: ClassVar[Callable[..., str]]
+    signature: ClassVar[Callable[[str], str]]
+
+    @classmethod
+    def generate(cls, *args: Any, sve_vl: int = 128, **kwargs: Any) -> Any:
+        """JIT the kernel of ``program(*args, **kwargs)``: native on an AArch64 host, else emulated
+        at SVE length ``sve_vl`` bits (`minijit.runtime.load`). Bad arguments raise ValueError."""
+        bound = inspect.signature(cls.program).bind(*args, **kwargs)
+        bound.apply_defaults()
+        a = cls.program(*bound.args, **bound.kwargs)
+        if isinstance(a, tuple):
+            a = a[0]
+        return load_kernel(a, cls.signature(bound.arguments["dtype"]), cls.name(**bound.arguments), sve_vl)
+
+
+# -- small emitters ------------------------------------------------------------------------
+def loop(a: Assembler, cnt: XReg, count: int, body: Callable[[], None], name: str) -> None:
+    """``body`` ``count`` times: nothing for 0, inline for 1, else a loop counting ``cnt`` down."""
+    if count == 1:
+        body()
+    elif count > 1:
+        a.mov(cnt, count)
+        top = a.label(name)
+        body()
+        a.subs(cnt, cnt, 1)
+        a.b_ne(top)
+
+
+def sp_plus(a: Assembler, rd: XReg, offset: int) -> None:
+    """rd = sp + ``offset`` (a 12-bit immediate)."""
+    if offset:
+        a.add(rd, sp, offset)
+    else:
+        a.mov(rd, sp)
+
+
+def sp_adjust(a: Assembler, size: int, alloc: bool) -> None:
+    """sp -= size (``alloc``) or += size, in immediates; ``size`` a multiple of 16 below 16 MiB."""
+    op = a.sub if alloc else a.add
+    if size >> 12:
+        op(sp, sp, size >> 12, "lsl", 12)
+    if size & 0xFFF:
+        op(sp, sp, size & 0xFFF)
+
+
+def add_imm(a: Assembler, rd: XReg, value: int, tmp: XReg) -> None:
+    """rd += value (>= 0): an immediate (or one shifted by 12), else through ``tmp``."""
+    if value < 4096:
+        a.add(rd, rd, value)
+    elif value % 4096 == 0 and value >> 12 < 4096:
+        a.add(rd, rd, value >> 12, "lsl", 12)
+    else:
+        a.mov(tmp, value)
+        a.add(rd, rd, tmp)
+
+
+def swap_operands(a: Assembler, tmp: XReg) -> None:
+    """Cᵀ = Bᵀ·Aᵀ: swap the BRGEMM arguments a / b, lda / ldb and the BR strides (through ``tmp``)."""
+    a_, b_, _, lda, ldb, _, br_a, br_b = ARGS
+    for x, y in ((a_, b_), (lda, ldb), (br_a, br_b)):
+        a.mov(tmp, x)
+        a.mov(x, y)
+        a.mov(y, tmp)
 
 
 def generator(

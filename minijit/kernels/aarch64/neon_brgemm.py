@@ -40,7 +40,6 @@ from typing import Any
 
 from asm.aarch64 import Assembler, X, mem, post
 from asm.aarch64.registers import VecReg, VElem
-from minijit.kernels.aarch64 import neon_gemv
 from minijit.kernels.aarch64.common import (
     DType,
     brgemm_signature,
@@ -51,6 +50,7 @@ from minijit.kernels.aarch64.common import (
     generator,
     prologue,
 )
+from minijit.kernels.aarch64.gemv import Neon as neon_gemv
 from minijit.kernels.aarch64.pieces import Piece, ldst_pieces, piece_reg, split
 
 __all__ = ["BLOCK", "Piece", "generate", "ldst_pieces", "program", "signature", "split"]

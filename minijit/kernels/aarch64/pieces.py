@@ -1,17 +1,18 @@
 """Register pieces of the NEON kernels: a run of rows (or columns) cut into full q vectors, then
 d and s pieces (2 and 1 elements), so that no load or store reaches past the operand, and their
-loads and stores (neighbours of one width as ldp/stp). Shared by `neon_brgemm`, `neon_gemv` and
-`neon_unary`."""
+loads and stores (neighbours of one width as ldp/stp); `ldp_stream`, q-register pairs of a stream
+loaded ahead of their FMAs; `strided_copy`, elements between a strided and a contiguous run.
+Shared by the NEON BRGEMM, GEMV and unary kernels."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from asm.aarch64 import Assembler, mem
+from asm.aarch64 import Assembler, mem, post
 from asm.aarch64.registers import ScalarReg, XReg
-from minijit.kernels.aarch64.common import DType
+from minijit.kernels.aarch64.common import DType, loop
 
-__all__ = ["Piece", "ldst_pieces", "piece_reg", "split"]
+__all__ = ["Piece", "ldp_stream", "ldst_pieces", "piece_reg", "q", "split", "strided_copy"]
 
 
 @dataclass(frozen=True)
@@ -64,3 +65,49 @@ def ldst_pieces(a: Assembler, t: DType, store: bool, regs: list[int], pieces: li
             continue
         (a.str if store else a.ldr)(r, mem(base, p.off * t.size))
         i += 1
+
+
+def q(idx: int) -> ScalarReg:
+    """The 128-bit scalar view ``q<idx>`` (ldp/stp of whole vectors)."""
+    return ScalarReg(idx, "q")
+
+
+def ldp_stream(a: Assembler, t: DType, units: list[tuple], pool: tuple[int, ...], span: int) -> None:
+    """Loads and their FMAs, software pipelined. A unit ``(pointer, u, accs, muls)`` is one ldp of
+    the q slots u, u + 1 of a ``span``-byte step at ``pointer`` (a pointer's unit 0 post-increments
+    it by ``span``) and the FMAs ``accs[h] += slot h x muls[h]``. Loads run ``len(pool) // 2 - 1``
+    units ahead of their FMAs, unit i in pair i of ``pool`` (round robin)."""
+    slots = len(pool) // 2
+    ahead = slots - 1
+    for i in range(len(units) + ahead):
+        if i < len(units):  # the load of unit i
+            ptr, u, _, _ = units[i]
+            r0, r1 = pool[2 * (i % slots)], pool[2 * (i % slots) + 1]
+            a.ldp(q(r0), q(r1), post(ptr, span) if u == 0 else mem(ptr, 16 * u - span))
+        j = i - ahead
+        if j >= 0:  # the FMAs of unit i - ahead
+            _, _, accs, muls = units[j]
+            for h in range(2):
+                a.fmla(t.vec(accs[h]), t.vec(pool[2 * (j % slots) + h]), muls[h])
+
+
+def strided_copy(
+    a: Assembler, t: DType, strided: XReg, stride: XReg, contig: XReg, count: int, gather: bool, cnt: XReg, name: str
+) -> None:
+    """``count`` elements between ``strided`` (``stride`` bytes apart) and ``contig``: into
+    ``contig`` (``gather``) or back, one scalar at a time, 4 per iteration of a loop labelled
+    ``name`` (counting ``cnt``). Both pointers end past their runs; uses v0..v3."""
+
+    def one(r: int) -> None:
+        reg = t.scalar(r)
+        if gather:
+            a.ldr(reg, mem(strided))
+            a.str(reg, post(contig, t.size))
+        else:
+            a.ldr(reg, post(contig, t.size))
+            a.str(reg, mem(strided))
+        a.add(strided, strided, stride)
+
+    loop(a, cnt, count // 4, lambda: [one(r) for r in range(4)], name)
+    for r in range(count % 4):
+        one(r)

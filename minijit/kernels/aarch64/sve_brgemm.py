@@ -58,7 +58,6 @@ from typing import Any
 
 from asm.aarch64 import Assembler, P, X, mem
 from asm.aarch64.registers import ZVec
-from minijit.kernels.aarch64 import sve_gemv
 from minijit.kernels.aarch64.common import (
     DType,
     brgemm_signature,
@@ -69,6 +68,7 @@ from minijit.kernels.aarch64.common import (
     generator,
     prologue,
 )
+from minijit.kernels.aarch64.gemv import Sve as sve_gemv
 
 __all__ = ["BLOCKING", "UNROLL_K", "generate", "kloop_body", "max_vectors", "orientation", "program", "signature"]
 

@@ -1,0 +1,115 @@
+"""SVE idioms of the vector-length agnostic kernels: counted loops of whole steps, ``whilelt``
+remainders, strided copies through vector offsets and software-pipelined load/FMA streams.
+
+The element counts are run-time values (``cntw``/``cntd`` elements a vector), so a loop counts
+elements down and the remainder is predicated: nothing outside the operands is read or written
+at any vector length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from asm.aarch64 import Assembler, P, Z, mem
+from asm.aarch64.registers import XReg
+from minijit.kernels.aarch64.common import DType
+
+__all__ = ["TAIL_P", "counted", "remainder", "stream", "strided_copy"]
+
+XZR = XReg(31)  # whilelt from 0
+TAIL_P = tuple(P[1:8])  # remainder predicates (rotating; loads and stores take p0..p7)
+
+
+def counted(
+    a: Assembler, t: DType, cnt: XReg, step: XReg, count: int, vectors: int, body: Callable[[], None], name: str
+) -> None:
+    """``cnt`` = ``count`` elements; ``body`` (a step of ``vectors`` vectors, ``step`` elements)
+    while whole steps fit (a loop labelled ``name``, emitted when one fits at 128 bits), then
+    ``cnt`` = the elements left."""
+    a.mov(cnt, count)
+    if count < vectors * t.lanes:
+        return
+    rest = a.new_label(name + "_rest")
+    a.subs(cnt, cnt, step)
+    a.b_lt(rest)
+    top = a.label(name)
+    body()
+    a.subs(cnt, cnt, step)
+    a.b_ge(top)
+    a.bind(rest)
+    a.add(cnt, cnt, step)
+
+
+def remainder(a: Assembler, t: DType, cnt: XReg, count: int, vectors: int, body: Callable[[int, Any], None]) -> None:
+    """The ``cnt`` elements left (fewer than ``vectors`` vectors of at most ``count``):
+    ``body(v, pred)`` for vector v under ``whilelt`` (``cnt`` counts down by the vector length),
+    ending at the first empty one."""
+    done = a.new_label("rem_done")
+    used = min(vectors, -(-count // t.lanes))  # at 128 bits ``count`` fills at most this many
+    for v in range(used):
+        pred = TAIL_P[v % len(TAIL_P)]
+        a.whilelt(getattr(pred, t.es), XZR, cnt)
+        a.b_none(done)
+        body(v, pred)
+        if v + 1 < used:
+            getattr(a, "dec" + t.suffix)(cnt)
+    a.bind(done)
+
+
+def strided_copy(
+    a: Assembler,
+    t: DType,
+    strided: XReg,
+    stride: XReg,
+    buf: XReg,
+    count: int,
+    gather: bool,
+    scratch: tuple[XReg, XReg, XReg, XReg],
+) -> None:
+    """``count`` elements between ``strided`` (``stride`` bytes apart) and the contiguous ``buf``:
+    into ``buf`` (``gather``) or back. 64-bit lanes (ld1w/st1w widen fp32 to them), a vector offset
+    of lane x stride (any int64 stride), ``cntd`` elements a step; uses z0, z1, p1 and the four
+    ``scratch`` registers (walking pointer, its step, element index, count)."""
+    ptr, span, idx, total = scratch
+    data, offs, pred = Z[0].d, Z[1].d, P[1]
+    a.index(offs, 0, stride)
+    a.cntd(span)
+    a.mul(span, span, stride)  # bytes per step of the strided run
+    a.mov(ptr, strided)
+    a.mov(idx, 0)
+    a.mov(total, count)
+    done = a.new_label("copy_done")
+    top = a.label("copy")
+    a.whilelt(pred.d, idx, total)
+    a.b_none(done)
+    near = mem(buf, idx, "lsl", t.shift)
+    if gather:
+        t.ld1(a, data, pred.z, mem(ptr, offs))
+        t.st1(a, data, pred, near)
+    else:
+        t.ld1(a, data, pred.z, near)
+        t.st1(a, data, pred, mem(ptr, offs))
+    a.add(ptr, ptr, span)
+    a.incd(idx)
+    a.b(top)
+    a.bind(done)
+
+
+def stream(a: Assembler, t: DType, units: list[tuple], pool: tuple[int, ...], advance: int) -> None:
+    """Loads and their FMAs, software pipelined. A unit ``(pointer, v, acc, mul)`` is the load of
+    vector v at ``pointer`` and ``z<acc> += it x z<mul>``; a pointer moves on by ``advance`` vectors
+    after its last load. Loads run ``len(pool) - 1`` units ahead of their FMAs, unit i in
+    ``z<pool[i % len(pool)]>``."""
+    ahead = len(pool) - 1
+    last = {u[0].idx: i for i, u in enumerate(units)}
+    for i in range(len(units) + ahead):
+        if i < len(units):
+            ptr, v = units[i][:2]
+            t.ld1(a, t.z(pool[i % len(pool)]), P[0].z, mem(ptr, vl=v))
+            if last[ptr.idx] == i:
+                a.addvl(ptr, ptr, advance)
+        j = i - ahead
+        if j >= 0:
+            _, _, acc, mul = units[j]
+            a.fmla(t.z(acc), P[0].m, t.z(pool[j % len(pool)]), t.z(mul))
