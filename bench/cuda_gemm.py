@@ -2,7 +2,7 @@
 
     python bench/cuda_gemm.py [--iters 20] [--size 8192]
 
-A thin wrapper of ``minijit bench --target cuda --write`` (the cases and the measurement are in
+A thin wrapper of ``minijit bench cuda --write`` (the cases and the measurement are in
 `minijit.bench.cuda`): fp16, bf16 and fp32-as-tf32 GEMMs of M = N = K = size against
 ``torch.matmul`` and the three seed 004 configurations scaled up against ``torch.einsum``. Prints
 the table and writes ``bench/results/cuda_<date>.md`` (device, driver, torch and ptxas versions,
@@ -25,7 +25,7 @@ def main() -> int:
     args = ap.parse_args()
     from minijit import cli
 
-    return cli.main(["bench", "--target", "cuda", "--size", str(args.size), "--iters", str(args.iters), "--write"])
+    return cli.main(["bench", "cuda", "--size", str(args.size), "--iters", str(args.iters), "--write"])
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
     python bench/spmm.py [--n 128 256 512] [--repeats 5] [--threads T] [--no-write]
 
-A thin wrapper of ``minijit bench --spmm --write`` (matrices, measurement and checks are in
+A thin wrapper of ``minijit bench spmm --write`` (matrices, measurement and checks are in
 `minijit.bench.spmm`): synthetic DLMC-like and SuiteSparse-like matrices; with a CUDA device
 (``ptx.driver.available()``) TCA-SpMM against cuSPARSE with speedups and their geometric mean,
 otherwise a line that the GPU rows are pending; always the JIT'd native kernel (fp32) against
@@ -28,7 +28,7 @@ def main() -> int:
     args = ap.parse_args()
     from minijit import cli
 
-    argv = ["bench", "--spmm", "--spmm-n", ",".join(map(str, args.n)), "--reps", str(args.repeats)]
+    argv = ["bench", "spmm", "--n", ",".join(map(str, args.n)), "--reps", str(args.repeats)]
     argv += ["--threads", str(args.threads)] if args.threads is not None else []
     argv += [] if args.no_write else ["--write"]
     return cli.main(argv)

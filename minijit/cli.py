@@ -1,16 +1,20 @@
 """The ``minijit`` command line: ``bench``, ``disasm`` and ``info``.
 
-    minijit bench                       # default suite (~40 s on 2 cores): GFLOPS next to numpy
+    minijit bench                       # = bench cpu: default suite (~40 s on 2 cores), GFLOPS next to numpy
     minijit bench --quick               # small suite (~7 s on 2 cores)
-    minijit bench --config brgemm --threads 1,2 --reps 20 --json out.json --plot out.png
+    minijit bench cpu --config brgemm --threads 1,2 --reps 20 --json out.json --plot out.png
     minijit bench --config-file ops.json   # user-defined tensor operations (JSON, or YAML with PyYAML)
-    minijit bench --target cuda         # GPU: tensor-core GEMM / seed configs vs torch (--size, --iters, --write)
-    minijit bench --spmm                # SpMM: TCA-SpMM vs cuSPARSE on a GPU, CPU kernel vs scipy (--quick, --write)
+    minijit bench cuda                  # GPU: tensor-core GEMM / seed configs vs torch (--size, --iters, --write)
+    minijit bench spmm                  # SpMM: TCA-SpMM vs cuSPARSE on a GPU, CPU kernel vs scipy (--quick, --write)
+    minijit bench einsum                # einsum plans vs np.einsum (--target cuda: vs torch.einsum on a GPU)
+    minijit bench dispatch              # thread dispatch cost per execute, native team vs thread pool
     minijit disasm --config brgemm      # the generated kernels and loop nest as assembly
     minijit info                        # host features, targets, tools
 
 This module parses the arguments, calls the suites in `minijit.bench` (`configs`, `cpu`,
-`cuda`, `spmm`; `report` for tables, JSON and ``bench/results``) and prints. Errors in the
+`cuda`, `spmm`, `einsum`, `dispatch`; `report` for tables, JSON and ``bench/results``) and prints.
+The old ``bench`` flags ``--spmm``, ``--einsum``, ``--dispatch`` and ``--target cuda`` still run
+their suites for one release, with a deprecation note naming the subcommand (`bench_argv`). Errors in the
 arguments or a config file print one line and exit 2; a wrong benchmark result exits 1.
 """
 
@@ -27,7 +31,7 @@ from collections.abc import Sequence
 
 from minijit.bench import UserError, configs, report
 
-__all__ = ["build_parser", "main"]
+__all__ = ["bench_argv", "build_parser", "main"]
 
 TOOLS = ("llvm-mc", "llvm-mc-19", "llvm-mca", "llvm-mca-19", "qemu-aarch64", "ptxas")
 DURATIONS = {"default": "~40 s on 2 cores", "quick": "~7 s on 2 cores"}
@@ -75,111 +79,62 @@ def _emit(args: argparse.Namespace, rep: report.Report) -> int:
 # ---------------------------------------------------------------------------------------------
 # bench
 # ---------------------------------------------------------------------------------------------
-def _bench_mode(args: argparse.Namespace) -> str:
-    """The bench mode: cpu, cuda (``--target cuda``) or spmm (``--spmm``); UserError for options it does not take."""
-    mode = "einsum" if args.einsum else "spmm" if args.spmm else "cuda" if args.target == "cuda" else "cpu"
-    if mode == "einsum" and args.target == "cuda" and not args.spmm:
-        mode = "einsum-cuda"
-    elif mode == "einsum" and (args.spmm or args.target != "native"):
-        raise UserError("--einsum runs on the native CPU target or on --target cuda; drop --spmm / --target")
-    if mode == "spmm" and args.target != "native":
-        raise UserError(
-            f"--spmm chooses its devices itself (the GPU when one answers, and the CPU); drop --target {args.target}"
-        )
-    if mode != "cpu":
-        flags = {"cuda": "--target cuda", "spmm": "--spmm", "einsum": "--einsum"}
-        flag = flags.get(mode, "--einsum --target cuda")
-        opts = {
-            "--config": args.config,
-            "--config-file": args.config_file,
-            "--plot": args.plot,
-            "--rounds": args.rounds,
-        }
-        if mode != "einsum":
-            opts["--dtype"] = args.dtype
-        if mode in ("cuda", "einsum-cuda"):
-            opts["--threads"] = args.threads
-        given = [o for o, v in opts.items() if v is not None]
-        if given:
-            raise UserError(f"{flag} runs its own cases; it does not take {', '.join(given)}")
-    if args.size is not None and mode != "cuda":
-        raise UserError("--size (the GEMM size) applies only to --target cuda")
-    if args.spmm_n is not None and mode != "spmm":
-        raise UserError("--spmm-n applies only to --spmm")
-    if args.write and mode == "cpu":
-        raise UserError("--write applies to --target cuda and --spmm (and --einsum); the CPU suite writes --json PATH")
-    return mode
+#: the suites of ``minijit bench``, one subcommand each; no subcommand means ``cpu``
+BENCH_SUITES = ("cpu", "cuda", "spmm", "einsum", "dispatch")
+#: timed repetitions when --reps is not given: (--quick, default)
+DEFAULT_REPS = {"cpu": (5, 10), "cuda": (10, 20), "spmm": (3, 5), "einsum": (3, 5), "einsum-cuda": (10, 20)}
+#: the old mode flags of ``minijit bench`` (deprecated, one release) and the subcommands they name
+OLD_MODE_FLAGS = {"--spmm": "spmm", "--einsum": "einsum", "--dispatch": "dispatch"}
 
 
-def _default_reps(args: argparse.Namespace) -> int:
-    if args.einsum and args.target == "cuda":
-        return 10 if args.quick else 20
-    if args.einsum:
-        return 3 if args.quick else 5
-    if args.spmm:
-        return 3 if args.quick else 5
-    if args.target == "cuda":
-        return 10 if args.quick else 20
-    return 5 if args.quick else 10
+def _old_flags_parser() -> argparse.ArgumentParser:
+    """The old mode flags (``--target cuda`` for the cuda suite, ``--spmm-n`` for spmm's ``--n``)."""
+    p = _Parser(prog="minijit bench", add_help=False, allow_abbrev=False)
+    modes = p.add_mutually_exclusive_group()
+    for flag, suite in OLD_MODE_FLAGS.items():
+        modes.add_argument(flag, dest="suite", action="store_const", const=suite)
+    p.add_argument("--target")
+    p.add_argument("--spmm-n")
+    return p
 
 
-def _bench_cuda(args: argparse.Namespace, command: str) -> report.Report:
-    from minijit.bench import cuda
+def bench_argv(argv: list[str]) -> tuple[list[str], str | None]:
+    """``argv`` (``["bench", ...]``) with the suite named, and a deprecation note or None.
 
-    size = args.size if args.size is not None else cuda.QUICK_SIZE if args.quick else cuda.SIZE
-    if not cuda.MIN_SIZE <= size <= cuda.MAX_SIZE:
-        raise UserError(f"--size must be in {cuda.MIN_SIZE}..{cuda.MAX_SIZE}, got {size}")
-    why = cuda.missing()
-    if why:
-        raise UserError(f"--target cuda: {why}")
-    return cuda.bench(size, args.reps, command, lambda msg: _progress(msg, args.quiet))
-
-
-def _spmm_ns(args: argparse.Namespace) -> list[int]:
-    from minijit.sparse.cpu import MAX_N
-
-    if args.spmm_n is None:
-        return [64, 128] if args.quick else [128, 256, 512]
-    out = []
-    for part in args.spmm_n.split(","):
-        try:
-            n = int(part)
-        except ValueError:
-            raise UserError(f"--spmm-n takes comma-separated integers, got {part.strip()!r}") from None
-        if not 1 <= n <= MAX_N:
-            raise UserError(f"--spmm-n values must be in 1..{MAX_N}, got {n}")
-        out.append(n)
-    return list(dict.fromkeys(out))
+    No subcommand means ``cpu``. The old flags name the new spelling: ``--spmm``, ``--einsum``,
+    ``--dispatch`` and ``--target cuda`` become the subcommands spmm, einsum, dispatch and cuda
+    (``--einsum --target cuda``: einsum with ``--target cuda``), ``--spmm-n`` spmm's ``--n``.
+    """
+    rest = list(argv[1:])
+    if rest and rest[0] in (*BENCH_SUITES, "-h", "--help"):
+        return list(argv), None
+    old, others = _old_flags_parser().parse_known_args(rest)
+    if old.suite is None and old.target != "cuda":
+        return ["bench", "cpu", *rest], None
+    suite = old.suite or "cuda"
+    new = [suite, *others]
+    if old.target is not None and not (suite == "cuda" and old.target == "cuda"):
+        new += ["--target", old.target]
+    if old.spmm_n is not None:
+        new += ["--n" if suite == "spmm" else "--spmm-n", old.spmm_n]
+    new_argv = ["bench", *new]
+    return new_argv, f"minijit {shlex.join(argv)} is deprecated: use minijit {shlex.join(new_argv)}"
 
 
-def _bench_spmm(args: argparse.Namespace, command: str) -> report.Report:
-    from minijit import parallel
-    from minijit.bench import spmm
-
-    ns = _spmm_ns(args)
-    threads = _one_thread_count(args.threads, "--spmm") or parallel.default_threads()
-    return spmm.bench(ns, args.reps, threads, args.quick, command, lambda msg: _progress(msg, args.quiet))
+def _progress_of(args: argparse.Namespace) -> report.Progress:
+    return lambda msg: _progress(msg, args.quiet)
 
 
-def _bench_einsum(args: argparse.Namespace, command: str) -> report.Report:
-    from minijit import parallel
-    from minijit.bench import einsum
-
-    threads = _one_thread_count(args.threads, "--einsum") or parallel.default_threads()
-    dtype = args.dtype or "fp32"
-    return einsum.bench(args.reps, threads, args.quick, command, dtype, lambda msg: _progress(msg, args.quiet))
+def _reps(args: argparse.Namespace, suite: str) -> int:
+    quick, default = DEFAULT_REPS[suite]
+    return args.reps if args.reps is not None else quick if args.quick else default
 
 
-def _bench_einsum_cuda(args: argparse.Namespace, command: str) -> report.Report:
-    from minijit.bench import cuda, einsum_cuda
-
-    why = cuda.missing()
-    if why:
-        raise UserError(f"--einsum --target cuda: {why}")
-    return einsum_cuda.bench(args.quick, args.reps, command, lambda msg: _progress(msg, args.quiet))
+def _command(args: argparse.Namespace) -> str:
+    return "minijit " + shlex.join(args.argv)
 
 
-def _bench_cpu(args: argparse.Namespace, command: str) -> report.Report:
+def _bench_cpu(args: argparse.Namespace) -> int:
     from minijit.bench import cpu
 
     if args.plot:
@@ -187,54 +142,86 @@ def _bench_cpu(args: argparse.Namespace, command: str) -> report.Report:
             import matplotlib  # noqa: F401
         except ImportError:
             raise UserError("--plot needs matplotlib: pip install matplotlib (or 'minijit[plot]')") from None
+    if args.target == "cuda":
+        raise UserError("bench cpu runs on the CPU; the GPU GEMM rows are minijit bench cuda")
     target = cpu.check_native(args.target)
-    specs = configs.select(
-        args.config, args.config_file, configs.QUICK_SUITE if args.quick else configs.DEFAULT_SUITE, args.dtype
-    )
+    suite = configs.QUICK_SUITE if args.quick else configs.DEFAULT_SUITE
+    specs = configs.select(args.config, args.config_file, suite, args.dtype)
     threads = _parse_threads(args.threads)
-    return cpu.bench(specs, threads, target, args.reps, command, lambda msg: _progress(msg, args.quiet), args.rounds)
-
-
-def _bench_dispatch(args: argparse.Namespace) -> int:
-    """``--dispatch``: the per-execute thread dispatch cost, native team against the thread pool."""
-    from minijit import parallel
-    from minijit.bench import dispatch
-
-    given = {
-        "--einsum": args.einsum, "--spmm": args.spmm, "--target": args.target != "native", "--config": args.config,
-        "--config-file": args.config_file, "--json": args.json, "--write": args.write, "--plot": args.plot,
-        "--size": args.size, "--spmm-n": args.spmm_n, "--dtype": args.dtype, "--rounds": args.rounds is not None,
-    }  # fmt: skip
-    taken = [flag for flag, value in given.items() if value]
-    if taken:
-        raise UserError(f"--dispatch runs its own cases; it does not take {', '.join(taken)}")
-    threads = _one_thread_count(args.threads, "--dispatch") or max(2, parallel.default_threads())
-    calls, gemm_calls = (2000, 20) if args.quick else (20000, 100)
-    _progress(f"dispatch: backends {', '.join(dispatch.available_backends())}, {threads} threads", args.quiet)
-    rows = dispatch.measure(threads=threads, calls=calls, gemm_calls=gemm_calls)
-    hw = report.hardware()
-    print(f"# minijit bench --dispatch: {report.describe_cpu(hw)}, {hw['cores']} cores (medians of {calls} tiny calls)")
-    print(dispatch.report(rows))
-    return 0
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    if args.dispatch:
-        return _bench_dispatch(args)
-    mode = _bench_mode(args)
-    if args.reps < 1:
-        raise UserError(f"--reps must be >= 1, got {args.reps}")
-    if args.rounds is not None and args.rounds < 1:
-        raise UserError(f"--rounds must be >= 1, got {args.rounds}")
-    command = "minijit " + shlex.join(args.argv)
-    run = {"cuda": _bench_cuda, "spmm": _bench_spmm, "cpu": _bench_cpu, "einsum": _bench_einsum,
-           "einsum-cuda": _bench_einsum_cuda}[mode]  # fmt: skip
-    rep = run(args, command)
+    reps = _reps(args, "cpu")
+    rep = cpu.bench(specs, threads, target, reps, _command(args), _progress_of(args), args.rounds)
     rc = _emit(args, rep)
     if args.plot:
         report.plot(rep.result["results"], args.plot)
         _progress(f"wrote {args.plot}", args.quiet)
     return rc
+
+
+def _bench_cuda(args: argparse.Namespace) -> int:
+    from minijit.bench import cuda
+
+    size = args.size if args.size is not None else cuda.QUICK_SIZE if args.quick else cuda.SIZE
+    if not cuda.MIN_SIZE <= size <= cuda.MAX_SIZE:
+        raise UserError(f"--size must be in {cuda.MIN_SIZE}..{cuda.MAX_SIZE}, got {size}")
+    why = cuda.missing()
+    if why:
+        raise UserError(f"bench cuda: {why}")
+    return _emit(args, cuda.bench(size, _reps(args, "cuda"), _command(args), _progress_of(args)))
+
+
+def _spmm_ns(args: argparse.Namespace) -> list[int]:
+    from minijit.sparse.cpu import MAX_N
+
+    if args.n is None:
+        return [64, 128] if args.quick else [128, 256, 512]
+    out = []
+    for part in args.n.split(","):
+        try:
+            n = int(part)
+        except ValueError:
+            raise UserError(f"--n takes comma-separated integers, got {part.strip()!r}") from None
+        if not 1 <= n <= MAX_N:
+            raise UserError(f"--n values must be in 1..{MAX_N}, got {n}")
+        out.append(n)
+    return list(dict.fromkeys(out))
+
+
+def _bench_spmm(args: argparse.Namespace) -> int:
+    from minijit import parallel
+    from minijit.bench import spmm
+
+    ns = _spmm_ns(args)
+    threads = _one_thread_count(args.threads, "bench spmm") or parallel.default_threads()
+    reps = _reps(args, "spmm")
+    return _emit(args, spmm.bench(ns, reps, threads, args.quick, _command(args), _progress_of(args)))
+
+
+def _bench_einsum(args: argparse.Namespace) -> int:
+    from minijit import parallel
+    from minijit.bench import cuda, einsum, einsum_cuda
+
+    if args.target == "cuda":
+        given = [flag for flag, value in (("--dtype", args.dtype), ("--threads", args.threads)) if value is not None]
+        if given:
+            raise UserError(
+                f"bench einsum --target cuda runs fp16 and tf32 on the GPU; it does not take {', '.join(given)}"
+            )
+        why = cuda.missing()
+        if why:
+            raise UserError(f"bench einsum --target cuda: {why}")
+        rep = einsum_cuda.bench(args.quick, _reps(args, "einsum-cuda"), _command(args), _progress_of(args))
+        return _emit(args, rep)
+    threads = _one_thread_count(args.threads, "bench einsum") or parallel.default_threads()
+    reps, dtype = _reps(args, "einsum"), args.dtype or "fp32"
+    return _emit(args, einsum.bench(reps, threads, args.quick, _command(args), dtype, _progress_of(args)))
+
+
+def _bench_dispatch(args: argparse.Namespace) -> int:
+    from minijit import parallel
+    from minijit.bench import dispatch
+
+    threads = _one_thread_count(args.threads, "bench dispatch") or max(2, parallel.default_threads())
+    return _emit(args, dispatch.bench(threads, args.quick, _command(args), _progress_of(args)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -291,12 +278,15 @@ def _importable(name: str) -> bool:
 
 def cmd_info(args: argparse.Namespace) -> int:
     from minijit import parallel
+    from minijit.cuda import families
 
     hw = report.hardware()
+    gpu = families.status()
     info = {
         "hardware": hw,
         "default_threads": parallel.default_threads(),
         "targets": _targets(),
+        "gpu_families": [f.as_dict() for f in gpu],
         "tools": {tool: shutil.which(tool) for tool in TOOLS},
         "versions": report.versions(),
         "optional": {m: _importable(m) for m in ("torch", "matplotlib", "yaml", "threadpoolctl", "scipy")},
@@ -311,6 +301,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     print("targets:")
     for t, s in info["targets"].items():
         print(f"  {t:<15} {s}")
+    print(f"gpu kernel families{f' on {gpu[0].device}' if gpu and gpu[0].device else ''}:")
+    for f in gpu:
+        print(f"  {f.family.name:<23} {f.state:<6} {f.why + '; ' if f.why else ''}needs {f.needs}")
     print("tools:")
     for tool, p in info["tools"].items():
         print(f"  {tool:<15} {p or 'not found'}")
@@ -341,9 +334,84 @@ def _add_common_args(p: argparse.ArgumentParser, threads_help: str) -> None:
     p.add_argument(
         "--target",
         default="native",
-        help="native (default), x86_64-avx512, x86_64-avx2, aarch64-...; bench: cuda (GPU GEMM rows vs torch)",
+        help="native (default), x86_64-avx512, x86_64-avx2, aarch64-neon, aarch64-sve",
     )
     p.add_argument("--threads", action="append", metavar="N", help=threads_help)
+
+
+def _positive(text: str) -> int:
+    """An argparse type: a positive integer."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
+    return n
+
+
+def _suite(suites, name: str, func, summary: str, details: str = "") -> argparse.ArgumentParser:
+    p = suites.add_parser(name, help=summary, description=summary + details)
+    p.set_defaults(func=func, suite_parser=p, write=False, plot=None)
+    return p
+
+
+def _add_run_args(p: argparse.ArgumentParser, quick: str, reps: str | None, write: bool) -> None:
+    """The options every suite shares: --reps (where it counts repetitions), --quick, --json, --write, -q."""
+    if reps is not None:
+        p.add_argument("--reps", "--iters", dest="reps", type=_positive, metavar="N", help=reps)
+    p.add_argument("--quick", action="store_true", help=quick)
+    p.add_argument("--json", metavar="PATH", help="write the results (with hardware, date, command, versions)")
+    if write:
+        p.add_argument("--write", action="store_true", help="also write a Markdown file to bench/results/")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+
+
+def _add_bench_parsers(bench: argparse.ArgumentParser) -> None:
+    """The suites of ``minijit bench``, each with the options it takes."""
+    suites = bench.add_subparsers(dest="suite", metavar="{" + ",".join(BENCH_SUITES) + "}", parser_class=_Parser)
+    suites.required = True
+    one_thread = "threads: one positive integer or 'all' (default all)"
+
+    p = _suite(suites, "cpu", _bench_cpu, "tensor operations on the CPU: GFLOPS next to numpy (and torch), same run")
+    _add_common_args(p, "thread counts: positive integers or 'all' (repeatable or comma-separated; default all,1)")
+    p.add_argument(
+        "--rounds",
+        type=_positive,
+        metavar="N",
+        help="rounds alternating minijit and its peers, each side's best round kept (default 3, one for calls"
+        " over 0.2 s); more rounds give both sides more chances at a quiet spell on a noisy host",
+    )
+    p.add_argument("--plot", metavar="PATH", help="bar chart PNG (needs matplotlib)")
+    _add_run_args(p, f"a small suite ({DURATIONS['quick']}; default {DURATIONS['default']})",
+                  "timed calls per measurement (median; default 10, --quick 5)", write=False)  # fmt: skip
+
+    p = _suite(suites, "cuda", _bench_cuda, "GPU GEMM: fp16/bf16/tf32 GEMMs and the seed configs vs torch")
+    p.add_argument("--size", type=int, metavar="N", help="M = N = K of the GEMM (default 8192, --quick 4096)")
+    _add_run_args(p, "size 4096", "CUDA-event-timed iterations, mean (default 20, --quick 10)", write=True)
+
+    p = _suite(suites, "spmm", _bench_spmm, "SpMM: TCA-SpMM vs cuSPARSE on a GPU (when one answers), CPU vs scipy")
+    p.add_argument("--n", metavar="N,N,...", help="dense column counts N (default 128,256,512; --quick 64,128)")
+    p.add_argument("--threads", action="append", metavar="N", help=one_thread)
+    _add_run_args(p, "small matrices, a few seconds on 2 cores", "best of N calls (default 5, --quick 3)", write=True)
+
+    p = _suite(
+        suites,
+        "einsum",
+        _bench_einsum,
+        "einsum plans vs np.einsum (CPU) or torch.einsum (--target cuda)",
+        ": minijit.EinsumPlan vs np.einsum(optimize=True) on real and random expressions; --target cuda:"
+        " CudaEinsumPlan vs torch.einsum on GPU-sized real expressions (fp16, tf32)",
+    )
+    p.add_argument("--target", choices=("native", "cuda"), default="native", help="native (default) or cuda")
+    p.add_argument("--dtype", choices=("fp32", "fp64"), help="element type on the CPU (default fp32)")
+    p.add_argument("--threads", action="append", metavar="N", help=one_thread + "; CPU only")
+    _add_run_args(p, "fewer and smaller cases", "timed calls (CPU: median, default 5, --quick 3;"
+                  " cuda: mean, default 20, --quick 10)", write=True)  # fmt: skip
+
+    p = _suite(suites, "dispatch", _bench_dispatch, "thread dispatch cost per execute: native team vs thread pool")
+    p.add_argument("--threads", action="append", metavar="N", help="threads of the no-op rows (default all, >= 2)")
+    _add_run_args(p, "2000 tiny calls per row, not 20000 (~2 s)", None, write=False)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -354,56 +422,11 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser(
         "bench",
         help="GFLOPS of tensor operations next to numpy (and torch) in the same run",
-        description=f"GFLOPS (GB/s for copy-only rows) next to numpy and torch, measured in the same run."
-        f" The default suite takes {DURATIONS['default']}, --quick {DURATIONS['quick']}.",
+        description="Benchmark suites, each measured next to its peers in the same run. Without a suite:"
+        f" cpu (the default suite takes {DURATIONS['default']}, --quick {DURATIONS['quick']}). The old flags"
+        " --spmm, --einsum, --dispatch and --target cuda still work for one release, with a deprecation note.",
     )
-    _add_common_args(b, "thread counts: positive integers or 'all' (repeatable or comma-separated; default all,1)")
-    b.add_argument(
-        "--reps",
-        "--iters",
-        dest="reps",
-        type=int,
-        default=None,
-        help="timed repetitions per measurement (CPU: median, default 10; cuda: mean of CUDA-event-timed"
-        " iterations, default 20; --spmm: best of, default 5)",
-    )
-    b.add_argument(
-        "--rounds",
-        type=int,
-        default=None,
-        help="CPU rows: rounds alternating minijit and its peers, each side's best round kept (default 3, one for"
-        " calls over 0.2 s); more rounds give both sides more chances at a quiet spell on a noisy host",
-    )
-    b.add_argument(
-        "--quick",
-        action="store_true",
-        help=f"a small suite ({DURATIONS['quick']}); cuda: size 4096; --spmm: small matrices",
-    )
-    b.add_argument("--size", type=int, default=None, help="--target cuda: M = N = K of the GEMM (default 8192)")
-    b.add_argument(
-        "--spmm",
-        action="store_true",
-        help="SpMM rows: TCA-SpMM vs cuSPARSE on a GPU (when one answers), the CPU kernel vs scipy",
-    )
-    b.add_argument("--spmm-n", metavar="N,N,...", help="--spmm: dense column counts N (default 128,256,512)")
-    b.add_argument(
-        "--einsum",
-        action="store_true",
-        help="einsum rows: minijit.EinsumPlan vs np.einsum(optimize=True) on real and random expressions;"
-        " with --target cuda: CudaEinsumPlan vs torch.einsum on GPU-sized real expressions",
-    )
-    b.add_argument(
-        "--dispatch",
-        action="store_true",
-        help="thread dispatch cost per execute: a no-op loop nest and 256/512 GEMMs, native team vs thread pool",
-    )
-    b.add_argument(
-        "--write", action="store_true", help="cuda / --spmm / --einsum: also write a Markdown file to bench/results/"
-    )
-    b.add_argument("--json", metavar="PATH", help="write the results (with hardware, date, command, versions)")
-    b.add_argument("--plot", metavar="PATH", help="bar chart PNG (needs matplotlib)")
-    b.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
-    b.set_defaults(func=cmd_bench)
+    _add_bench_parsers(b)
 
     d = sub.add_parser("disasm", help="set up a configuration and print its kernels and loop nest")
     _add_common_args(d, "thread target of the optimizer: a positive integer or 'all' (default all)")
@@ -419,10 +442,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
-        args.argv = argv
-        if args.command == "bench" and args.reps is None:
-            args.reps = _default_reps(args)
+        given, note = argv, None
+        if argv[:1] == ["bench"]:
+            argv, note = bench_argv(argv)
+            if note:
+                print(note, file=sys.stderr, flush=True)
+        args, extras = parser.parse_known_args(argv)
+        if extras:  # the suite's own usage line, not minijit's
+            getattr(args, "suite_parser", parser).error(f"unrecognized arguments: {' '.join(extras)}")
+        args.argv = argv if note else given
         return int(args.func(args) or 0)
     except UserError as e:
         print(f"minijit: error: {e}", file=sys.stderr)

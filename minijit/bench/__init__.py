@@ -2,8 +2,8 @@
 
 - `minijit.bench.configs`: `OpSpec`, the built-in configurations and suites, user config files;
 - `minijit.bench.cpu`: operands, numpy reference, timing and the CPU suite (GFLOPS next to numpy);
-- `minijit.bench.cuda`: tensor-core GEMM/BRGEMM rows against torch on a GPU (``--target cuda``);
-- `minijit.bench.spmm`: TCA-SpMM vs cuSPARSE and the CPU SpMM kernel vs scipy (``--spmm``);
+- `minijit.bench.cuda`: tensor-core GEMM/BRGEMM rows against torch on a GPU (``minijit bench cuda``);
+- `minijit.bench.spmm`: TCA-SpMM vs cuSPARSE and the CPU SpMM kernel vs scipy (``minijit bench spmm``);
 - `minijit.bench.report`: tables, hardware and version facts, JSON and ``bench/results`` files, plots.
 
 Each suite returns a `minijit.bench.report.Report`; `minijit.cli` parses the arguments, calls

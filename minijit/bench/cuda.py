@@ -1,4 +1,4 @@
-"""GPU rows for ``minijit bench --target cuda``: tensor-core GEMM/BRGEMM kernels vs torch (cuBLAS).
+"""GPU rows for ``minijit bench cuda``: tensor-core GEMM/BRGEMM kernels vs torch (cuBLAS).
 
 Cases, each for fp16, bf16 and fp32 inputs (fp32 runs as tf32; torch gets
 ``torch.backends.cuda.matmul.allow_tf32 = True``); output C is fp32 for minijit and the input
@@ -368,7 +368,7 @@ def bench(size: int, iters: int, command: str, progress: Progress = report.quiet
     us = (overhead["minijit_us"], overhead["torch_us"])
     progress(f"    launch overhead: minijit {us[0]:.1f} us per execute, torch.matmul {us[1]:.1f} us")
     env = environment()
-    header = [f"# minijit bench --target cuda: {env['device']}, driver {env['driver']}, size {size}, iters {iters}"]
+    header = [f"# minijit bench cuda: {env['device']}, driver {env['driver']}, size {size}, iters {iters}"]
     meta = report.meta(command)
     settings = {"size": size, "iters": iters, "warmup": WARMUP, "measurement": TIMING}
     result = {**meta, "device": env, "versions": report.versions(), "settings": settings}

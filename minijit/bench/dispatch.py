@@ -7,8 +7,9 @@ square fp32 GEMM on C-order arrays set up with exec types ``undefined`` (the opt
 choice). Each runs every backend this host has ("native" team, "python" pool) in
 alternating blocks, so drift hits both alike. `execute_overhead()` times ``execute`` of an
 8-element add on one thread: the argument checks and the call, what every ``execute`` costs
-before any thread is woken. `measure()` runs the set, `report()` formats the rows. Every figure
-is a median of many calls; GEMM and add results are checked against numpy.
+before any thread is woken. `measure()` runs the set, `report()` formats the rows, `bench()` is
+``minijit bench dispatch``. Every figure is a median of many calls; GEMM and add results are
+checked against numpy.
 
     from minijit.bench import dispatch
     print(dispatch.report(dispatch.measure()))
@@ -18,11 +19,12 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from minijit import parallel
+from minijit.bench import report as reports
 from minijit.bench.cpu import SETTLE_S
 from minijit.runtime import Kernel, host
 from minijit.tensor_operation import TensorOperation
@@ -30,6 +32,7 @@ from minijit.tensor_operation import TensorOperation
 __all__ = [
     "DispatchRow",
     "available_backends",
+    "bench",
     "noop_dispatch",
     "execute_overhead",
     "gemm_time",
@@ -187,3 +190,25 @@ def report(rows: list[DispatchRow]) -> str:
             f" {r.p90 * 1e6:>9.2f} {r.calls:>6}"
         )
     return "\n".join(lines)
+
+
+#: (tiny calls, GEMM calls) per measurement: ``--quick`` and the default
+CALLS = {True: (2000, 20), False: (20000, 100)}
+
+
+def bench(threads: int, quick: bool, command: str, progress: reports.Progress = reports.quiet) -> reports.Report:
+    """``minijit bench dispatch``: `measure` at ``threads`` threads (`CALLS` per row) as a report."""
+    calls, gemm_calls = CALLS[quick]
+    progress(f"dispatch: backends {', '.join(available_backends())}, {threads} threads")
+    rows = measure(threads=threads, calls=calls, gemm_calls=gemm_calls)
+    hw = reports.hardware()
+    cpu = f"{reports.describe_cpu(hw)}, {hw['cores']} cores"
+    header = [f"# minijit bench dispatch: {cpu} (medians of {calls} tiny calls)"]
+    result = {
+        **reports.meta(command),
+        "hardware": hw,
+        "versions": reports.versions(),
+        "settings": {"threads": threads, "calls": calls, "gemm_calls": gemm_calls},
+        "results": [asdict(r) for r in rows],
+    }
+    return reports.Report(header, [report(rows)], result, ok=True)

@@ -1,4 +1,4 @@
-"""Einsum rows for ``minijit bench --einsum``: `minijit.EinsumPlan` next to ``np.einsum(optimize=True)``.
+"""Einsum rows for ``minijit bench einsum``: `minijit.EinsumPlan` next to ``np.einsum(optimize=True)``.
 
 Real expressions (attention scores, batched matmul, Tucker, tensor train, a chemistry-style
 4-index transform, a matrix chain, the lab's einsum tree at reduced and at full size) and random
@@ -401,7 +401,7 @@ def bench(
         "expressions:",
         *(f"- {r['config']}: `{r['subscripts']}` shapes {r['shapes']} ({r['description']})" for r in rows),
     ]
-    header = [f"# minijit bench --einsum: {hw['cpu'] or hw['isa']}, {hw['cores']} cores, {dtype}, threads {threads}"]
+    header = [f"# minijit bench einsum: {hw['cpu'] or hw['isa']}, {hw['cores']} cores, {dtype}, threads {threads}"]
     load_end = _load()
     busy = max(load_start or 0.0, load_end or 0.0) > BUSY_LOAD
     if busy:
@@ -435,4 +435,4 @@ def bench(
         f"wall time: {result['wall_s']} s",
         f"1-min load average at start / end: {load_start} / {load_end}" + (" (busy host)" if busy else ""),
     ]
-    return report.Report(header, lines, result, ok, f"einsum_{date}.md", "minijit bench --einsum", facts)
+    return report.Report(header, lines, result, ok, f"einsum_{date}.md", "minijit bench einsum", facts)

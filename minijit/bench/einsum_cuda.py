@@ -1,4 +1,4 @@
-"""GPU rows for ``minijit bench --einsum --target cuda``: `CudaEinsumPlan` next to ``torch.einsum``.
+"""GPU rows for ``minijit bench einsum --target cuda``: `CudaEinsumPlan` next to ``torch.einsum``.
 
 The real expressions of the CPU einsum suite (`minijit.bench.einsum.cases`) at sizes that fill a GPU
 (`cases`), in fp16 and fp32 inputs (fp32 runs as tf32 in minijit; torch gets
@@ -161,7 +161,7 @@ def bench(quick: bool, iters: int, command: str, progress: report.Progress = rep
     rows = measure(quick, iters, progress)
     env = environment()
     gm = geomeans(rows)
-    header = [f"# minijit bench --einsum --target cuda: {env['device']}, driver {env['driver']}, iters {iters}"]
+    header = [f"# minijit bench einsum --target cuda: {env['device']}, driver {env['driver']}, iters {iters}"]
     meta = report.meta(command)
     result = {**meta, "device": env, "versions": report.versions(),
               "settings": {"quick": quick, "iters": iters, "measurement": TIMING},

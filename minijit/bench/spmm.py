@@ -1,4 +1,4 @@
-"""SpMM benchmark rows for ``minijit bench --spmm``: TCA-SpMM vs cuSPARSE on a GPU, the CPU kernel vs scipy.
+"""SpMM benchmark rows for ``minijit bench spmm``: TCA-SpMM vs cuSPARSE on a GPU, the CPU kernel vs scipy.
 
 Matrices are synthetic, shaped like the DLMC (deep-learning pruned weights: uniform random
 sparsity 70-98 %) and SuiteSparse (power-law, banded, web-graph row-length distributions) sets;
@@ -551,7 +551,7 @@ def bench(
     try:
         import scipy  # type: ignore[import-untyped]
     except ImportError:
-        raise UserError("--spmm needs scipy (the CPU peer and the check): pip install scipy") from None
+        raise UserError("bench spmm needs scipy (the CPU peer and the check): pip install scipy") from None
     from ptx import driver
 
     started = time.perf_counter()
@@ -570,7 +570,7 @@ def bench(
     hw = report.hardware()
     how = f"best of {reps} after a warm-up; GFLOPS = 2 nnz N / time"
     header = [
-        f"# minijit bench --spmm: {hw['cpu'] or hw['isa']}, threads {threads} (minijit, and scipy over row blocks),"
+        f"# minijit bench spmm: {hw['cpu'] or hw['isa']}, threads {threads} (minijit, and scipy over row blocks),"
         f" N {','.join(map(str, ns))}, {'quick ' if quick else ''}matrices, {how}"
     ]
     meta = report.meta(command)

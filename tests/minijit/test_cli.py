@@ -1,4 +1,5 @@
-"""The `minijit` command line: bench (JSON output, user configs), disasm, info, errors (exit 2)."""
+"""The `minijit` command line: bench (its suites as subcommands, the old flags' deprecation, JSON output,
+user configs), disasm, info, errors (exit 2)."""
 
 from __future__ import annotations
 
@@ -138,11 +139,9 @@ def test_bench_yaml_config_and_fp64(tmp_path, capsys):
     "argv, message",
     [
         (["bench", "--config", "nope"], "unknown config 'nope'"),
-        (["bench", "--reps", "0", "--config", "gemm"], "--reps must be >= 1"),
-        (["bench", "--rounds", "0", "--config", "gemm"], "--rounds must be >= 1"),
-        (["bench", "--spmm", "--rounds", "2"], "does not take --rounds"),
-        (["bench", "--dispatch", "--rounds", "2"], "does not take --rounds"),
-        (["bench", "--dispatch", "--rounds", "0"], "does not take --rounds"),
+        (["bench", "--reps", "0", "--config", "gemm"], "argument --reps/--iters: must be >= 1, got 0"),
+        (["bench", "--rounds", "0", "--config", "gemm"], "argument --rounds: must be >= 1, got 0"),
+        (["bench", "cpu", "--reps", "x"], "argument --reps/--iters: expected a positive integer, got 'x'"),
         (["bench", "--threads", "x", "--config", "gemm"], "--threads: expected positive integers (or 'all'), got 'x'"),
         (["bench", "--dtype", "fp16"], "invalid choice"),
         (["bench", "--target", "riscv"], "target must be"),
@@ -170,7 +169,8 @@ THREADS_RULE = "--threads: expected positive integers (or 'all'), got "
         (["bench", "--config", "gemm", "--threads", "-1"], "-1"),
         (["bench", "--config", "gemm", "--threads", "1,,2"], ""),
         (["bench", "--config", "gemm", "--threads", "1", "--threads", "2.5"], "2.5"),
-        (["bench", "--spmm", "--threads", "0"], "0"),
+        (["bench", "spmm", "--threads", "0"], "0"),
+        (["bench", "dispatch", "--threads", "x"], "x"),
         (["disasm", "--config", "gemm", "--threads", "0"], "0"),
         (["disasm", "--config", "gemm", "--threads", "abc"], "abc"),
     ],
@@ -392,7 +392,7 @@ def test_python_dash_m(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# bench --spmm and bench --target cuda
+# bench spmm and bench cuda
 # ---------------------------------------------------------------------------------------------
 native_spmm = pytest.mark.skipif(
     not (host().isa == "aarch64" or (host().isa == "x86_64" and host().avx2)),
@@ -414,7 +414,7 @@ def test_bench_spmm_quick_cpu_rows(no_gpu, tmp_path, capsys, monkeypatch):
     pytest.importorskip("scipy")
     monkeypatch.setattr(report, "results_dir", lambda: tmp_path / "results")
     out_json = tmp_path / "spmm.json"
-    argv = ["bench", "--spmm", "--quick", "--reps", "1", "--json", str(out_json), "--write"]
+    argv = ["bench", "spmm", "--quick", "--reps", "1", "--json", str(out_json), "--write"]
     rc, out, err = run(argv, capsys)
     assert rc == 0, err
     lines = out.splitlines()
@@ -440,7 +440,7 @@ def test_bench_spmm_quick_cpu_rows(no_gpu, tmp_path, capsys, monkeypatch):
     assert gm_line == f"geometric-mean speedup over scipy: {gm:.2f}x"
     (md,) = (tmp_path / "results").glob("spmm_cpu_*.md")
     text = md.read_text()
-    assert "`minijit bench --spmm --quick" in text and rows[0] in text and gm_line in text
+    assert "`minijit bench spmm --quick" in text and rows[0] in text and gm_line in text
 
 
 def _spmm_nothing(self, b, c):
@@ -460,7 +460,7 @@ def test_bench_spmm_wrong_result_exits_1(broken, no_gpu, capsys, monkeypatch):
     from minijit.sparse import SpMM
 
     monkeypatch.setattr(SpMM, "execute", broken)
-    rc, out, err = run(["bench", "--spmm", "--quick", "--reps", "1", "--spmm-n", "16"], capsys)
+    rc, out, err = run(["bench", "spmm", "--quick", "--reps", "1", "--n", "16"], capsys)
     assert rc == 1
     rows = [ln for ln in out.splitlines() if SPMM_ROW.match(ln)]
     assert len(rows) == 8 and all(" | ERR " in ln for ln in rows)
@@ -470,9 +470,9 @@ def test_bench_spmm_wrong_result_exits_1(broken, no_gpu, capsys, monkeypatch):
 @pytest.mark.parametrize(
     "patches, message",
     [
-        ({}, "--target cuda: no usable CUDA GPU: ptx.driver.available() is False"),
-        ({"available": True, "ptxas": None}, "--target cuda: ptxas not found"),
-        ({"available": True, "ptxas": "/bin/true", "torch": None}, "--target cuda: torch is not installed"),
+        ({}, "bench cuda: no usable CUDA GPU: ptx.driver.available() is False"),
+        ({"available": True, "ptxas": None}, "bench cuda: ptxas not found"),
+        ({"available": True, "ptxas": "/bin/true", "torch": None}, "bench cuda: torch is not installed"),
     ],
 )
 def test_bench_cuda_without_gpu_exits_2_naming_what_is_missing(patches, message, capsys, monkeypatch):
@@ -484,7 +484,7 @@ def test_bench_cuda_without_gpu_exits_2_naming_what_is_missing(patches, message,
         monkeypatch.setattr(ptx, "find_ptxas", lambda: patches["ptxas"])
     if "torch" in patches:
         monkeypatch.setitem(sys.modules, "torch", None)  # import fails
-    rc, out, err = run(["bench", "--target", "cuda"], capsys)
+    rc, out, err = run(["bench", "cuda"], capsys)
     assert rc == 2
     assert out == ""
     (line,) = err.strip().splitlines()
@@ -529,7 +529,7 @@ def test_bench_cuda_cases_at_full_size_set_up_without_gpu():
 def test_bench_cuda_rows_on_gpu(dev, tmp_path, capsys):
     pytest.importorskip("torch")
     out_json = tmp_path / "cuda.json"
-    rc, out, err = run(["bench", "--target", "cuda", "--size", "512", "--iters", "2", "--json", str(out_json)], capsys)
+    rc, out, err = run(["bench", "cuda", "--size", "512", "--iters", "2", "--json", str(out_json)], capsys)
     assert rc == 0, err
     assert "| minijit/peer | max rel err |" in out
     data = json.loads(out_json.read_text())
@@ -551,22 +551,13 @@ def test_bench_cuda_rows_on_gpu(dev, tmp_path, capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["bench", "--spmm", "--target", "cuda"], "--spmm chooses its devices itself"),
-        (["bench", "--target", "cuda", "--size", "0"], "--size must be in 16..16384, got 0"),
-        (["bench", "--target", "cuda", "--size", "100000"], "--size must be in 16..16384, got 100000"),
-        (["bench", "--target", "cuda", "--iters", "0"], "--reps must be >= 1"),
-        (
-            ["bench", "--target", "cuda", "--config", "gemm"],
-            "--target cuda runs its own cases; it does not take --config",
-        ),
-        (["bench", "--target", "cuda", "--threads", "1"], "it does not take --threads"),
-        (["bench", "--spmm", "--dtype", "fp64"], "--spmm runs its own cases; it does not take --dtype"),
-        (["bench", "--size", "512", "--config", "gemm"], "--size (the GEMM size) applies only to --target cuda"),
-        (["bench", "--spmm-n", "64"], "--spmm-n applies only to --spmm"),
-        (["bench", "--spmm", "--spmm-n", "0"], "--spmm-n values must be in 1..65536, got 0"),
-        (["bench", "--spmm", "--spmm-n", "64,x"], "--spmm-n takes comma-separated integers, got 'x'"),
-        (["bench", "--spmm", "--threads", "1,2"], "--spmm takes one --threads value, got 1,2"),
-        (["bench", "--write", "--config", "gemm"], "--write applies to --target cuda and --spmm"),
+        (["bench", "cuda", "--size", "0"], "--size must be in 16..16384, got 0"),
+        (["bench", "cuda", "--size", "100000"], "--size must be in 16..16384, got 100000"),
+        (["bench", "spmm", "--n", "0"], "--n values must be in 1..65536, got 0"),
+        (["bench", "spmm", "--n", "64,x"], "--n takes comma-separated integers, got 'x'"),
+        (["bench", "spmm", "--threads", "1,2"], "bench spmm takes one --threads value, got 1,2"),
+        (["bench", "dispatch", "--threads", "2,3"], "bench dispatch takes one --threads value, got 2,3"),
+        (["bench", "cpu", "--target", "cuda"], "bench cpu runs on the CPU; the GPU GEMM rows are minijit bench cuda"),
     ],
 )
 def test_bench_gpu_and_spmm_argument_errors_exit_2_with_one_line(argv, message, capsys):
@@ -581,13 +572,14 @@ def test_bench_gpu_and_spmm_argument_errors_exit_2_with_one_line(argv, message, 
     "script, args, message",
     [
         ("cuda_gemm.py", ["--size", "0"], "--size must be in 16..16384, got 0"),
-        ("spmm.py", ["--repeats", "0", "--no-write"], "--reps must be >= 1, got 0"),
+        ("spmm.py", ["--repeats", "0", "--no-write"], "argument --reps/--iters: must be >= 1, got 0"),
     ],
 )
 def test_bench_scripts_wrap_the_cli(script, args, message):
     path = Path(__file__).resolve().parents[2] / "bench" / script
     proc = subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and proc.stderr.strip() == f"minijit: error: {message}", proc.stderr
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == f"minijit: error: {message}", proc.stderr
+    assert "deprecated" not in proc.stderr  # the wrappers use the subcommands
 
 
 def test_row_major_gemm_row_checks_against_matmul(capsys):
@@ -599,7 +591,7 @@ def test_row_major_gemm_row_checks_against_matmul(capsys):
     assert row.endswith("| ok |") and "(matmul)" in row
 
 
-def test_bench_dispatch_prints_both_backends_and_rejects_other_modes(capsys, monkeypatch):
+def test_bench_dispatch_prints_both_backends_and_rejects_other_modes(capsys, monkeypatch, tmp_path):
     from minijit.bench import dispatch
 
     seen, real = {}, dispatch.measure
@@ -609,14 +601,189 @@ def test_bench_dispatch_prints_both_backends_and_rejects_other_modes(capsys, mon
         return real(threads=threads, gemm_sizes=(64,), gemm_threads=(1,), calls=50, gemm_calls=3)
 
     monkeypatch.setattr(dispatch, "measure", small_measure)
-    rc, out, _ = run(["bench", "--dispatch", "--quick", "--threads", "2", "-q"], capsys)
+    out_json = tmp_path / "dispatch.json"
+    rc, out, _ = run(["bench", "dispatch", "--quick", "--threads", "2", "-q", "--json", str(out_json)], capsys)
     assert rc == 0 and seen == {"threads": 2, "calls": 2000}
-    assert "minijit bench --dispatch" in out and "no-op loop nest" in out and "gemm-64 C-order" in out
+    assert "minijit bench dispatch" in out and "no-op loop nest" in out and "gemm-64 C-order" in out
     assert "execute() 8-elem add" in out and " caller " in out
     for backend in dispatch.available_backends():
         assert f" {backend} " in out
-    rc, _, err = run(["bench", "--dispatch", "--einsum"], capsys)
-    assert rc == 2 and "--dispatch runs its own cases" in err and "--einsum" in err
+    data = json.loads(out_json.read_text())
+    assert data["command"] == "minijit bench dispatch --quick --threads 2 -q --json " + str(out_json)
+    assert data["settings"] == {"threads": 2, "calls": 2000, "gemm_calls": 20}
+    for r in data["results"]:  # every printed row, in the JSON too
+        assert f"{r['case']:<20} {r['threads']:>7} {r['backend']:<8} {r['seconds'] * 1e6:>10.2f}" in out
+    rc, _, err = run(["bench", "dispatch", "--einsum"], capsys)
+    assert rc == 2 and "unrecognized arguments: --einsum" in err
+
+
+# ---------------------------------------------------------------------------------------------
+# bench subcommands, and the old mode flags (deprecated for one release)
+# ---------------------------------------------------------------------------------------------
+SUITE_OPTIONS = {  # each suite's options; every other suite's own options it does not take
+    "cpu": {"--config", "--config-file", "--dtype", "--target", "--threads", "--rounds", "--plot", "--reps", "--quick",
+            "--json", "--quiet"},
+    "cuda": {"--size", "--reps", "--quick", "--json", "--write", "--quiet"},
+    "spmm": {"--n", "--threads", "--reps", "--quick", "--json", "--write", "--quiet"},
+    "einsum": {"--target", "--dtype", "--threads", "--reps", "--quick", "--json", "--write", "--quiet"},
+    "dispatch": {"--threads", "--quick", "--json", "--quiet"},
+}  # fmt: skip
+ALL_OPTIONS = set().union(*SUITE_OPTIONS.values())
+
+
+@pytest.mark.parametrize("suite", sorted(SUITE_OPTIONS))
+def test_bench_suite_help_lists_its_options_only(suite, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["bench", suite, "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: minijit bench {suite} ")
+    listed = set(re.findall(r"^\s+(--[a-z-]+)", out, re.M)) | set(re.findall(r", (--[a-z-]+)", out))
+    assert listed - {"--help", "--iters"} == SUITE_OPTIONS[suite]
+
+
+def test_bench_help_lists_the_suites(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["bench", "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "{cpu,cuda,spmm,einsum,dispatch}" in out
+    for suite in cli.BENCH_SUITES:
+        assert re.search(rf"^\s+{suite}\s+\S", out, re.M), suite
+
+
+@pytest.fixture
+def suites_run(monkeypatch):
+    """Each suite's handler replaced by a recorder: (suite, the parsed options) per call."""
+    calls = []
+    for suite in cli.BENCH_SUITES:
+        monkeypatch.setattr(cli, f"_bench_{suite}", lambda args: calls.append(args) or 0)
+    return calls
+
+
+def _options(args) -> dict:
+    return {k: v for k, v in vars(args).items() if k not in ("argv", "func", "suite_parser")}
+
+
+OLD_SPELLINGS = [
+    (["--spmm"], ["spmm"]),
+    (["--spmm", "--quick", "--spmm-n", "16,32", "--threads", "1", "-q"],
+     ["spmm", "--quick", "--threads", "1", "-q", "--n", "16,32"]),
+    (["--quick", "--spmm-n=64", "--spmm", "--write"], ["spmm", "--quick", "--write", "--n", "64"]),
+    (["--einsum"], ["einsum"]),
+    (["--einsum", "--quick", "--dtype", "fp64", "--threads", "1"],
+     ["einsum", "--quick", "--dtype", "fp64", "--threads", "1"]),
+    (["--einsum", "--target", "cuda", "--write"], ["einsum", "--write", "--target", "cuda"]),
+    (["--target", "cuda", "--einsum"], ["einsum", "--target", "cuda"]),
+    (["--dispatch", "--quick"], ["dispatch", "--quick"]),
+    (["--target", "cuda"], ["cuda"]),
+    (["--target=cuda", "--size", "512", "--iters", "2", "--write"],
+     ["cuda", "--size", "512", "--iters", "2", "--write"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("old, new", OLD_SPELLINGS)
+def test_old_bench_flags_run_the_suite_with_a_deprecation_note(old, new, suites_run, capsys):
+    rc, out, err = run(["bench", *old], capsys)
+    assert rc == 0 and out == ""
+    assert err.splitlines() == [f"minijit bench {' '.join(old)} is deprecated: use minijit bench {' '.join(new)}"]
+    rc, _, err = run(["bench", *new], capsys)
+    assert rc == 0 and err == ""
+    (by_old, by_new) = suites_run
+    assert by_old.suite == by_new.suite == new[0]
+    assert _options(by_old) == _options(by_new)
+    assert by_old.argv == by_new.argv == ["bench", *new]  # results record the new spelling
+
+
+@pytest.mark.parametrize(
+    "argv, suite",
+    [([], "cpu"), (["--quick"], "cpu"), (["--config", "gemm", "--target", "native"], "cpu"), (["cpu"], "cpu")],
+)
+def test_bench_without_a_suite_is_cpu_and_not_deprecated(argv, suite, suites_run, capsys):
+    rc, _, err = run(["bench", *argv], capsys)
+    assert rc == 0 and err == ""
+    (args,) = suites_run
+    assert args.suite == suite and args.argv == ["bench", *argv]  # the command as given
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--spmm", "--einsum"], "argument --einsum: not allowed with argument --spmm"),
+        (["--dispatch", "--einsum"], "argument --einsum: not allowed with argument --dispatch"),
+        (["--einsum", "--spmm", "--dispatch"], "argument --spmm: not allowed with argument --einsum"),
+        (["spmm", "einsum"], "unrecognized arguments: einsum"),
+        (["spmm", "--rounds", "2"], "unrecognized arguments: --rounds 2"),
+        (["spmm", "--target", "cuda"], "unrecognized arguments: --target cuda"),
+        (["spmm", "--dtype", "fp64"], "unrecognized arguments: --dtype fp64"),
+        (["spmm", "--spmm-n", "64"], "unrecognized arguments: --spmm-n 64"),
+        (["cuda", "--config", "gemm"], "unrecognized arguments: --config gemm"),
+        (["cuda", "--threads", "1"], "unrecognized arguments: --threads 1"),
+        (["cpu", "--write"], "unrecognized arguments: --write"),
+        (["--write", "--config", "gemm"], "unrecognized arguments: --write"),
+        (["--size", "512"], "unrecognized arguments: --size 512"),
+        (["--spmm-n", "64"], "unrecognized arguments: --spmm-n 64"),
+        (["dispatch", "--rounds", "2"], "unrecognized arguments: --rounds 2"),
+        (["dispatch", "--reps", "2"], "unrecognized arguments: --reps 2"),
+        (["einsum", "--config", "gemm"], "unrecognized arguments: --config gemm"),
+        (
+            ["einsum", "--target", "aarch64-neon"],
+            "argument --target: invalid choice: 'aarch64-neon' (choose from 'native', 'cuda')",
+        ),
+        (["gpu"], "unrecognized arguments: gpu"),
+    ],
+)
+def test_bench_options_of_another_suite_are_argparse_errors(argv, message, suites_run, capsys):
+    rc, out, err = run(["bench", *argv], capsys)
+    assert rc == 2 and out == "" and suites_run == []
+    assert err.splitlines()[-1] == f"minijit: error: {message}"
+    assert "usage: minijit bench" in err  # the usage of the parser that refused it
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--spmm", "--rounds", "2"], "unrecognized arguments: --rounds 2"),
+        (["--spmm", "--target", "cuda"], "unrecognized arguments: --target cuda"),
+        (["--dispatch", "--config", "gemm"], "unrecognized arguments: --config gemm"),
+    ],
+)
+def test_old_flags_with_options_their_suite_lacks_say_both(argv, message, suites_run, capsys):
+    rc, _, err = run(["bench", *argv], capsys)
+    lines = err.splitlines()
+    assert rc == 2 and suites_run == []
+    assert lines[0].startswith(f"minijit bench {' '.join(argv)} is deprecated: use minijit bench ")
+    assert lines[-1] == f"minijit: error: {message}"
+
+
+@native_x86
+def test_bench_cpu_subcommand_runs_a_tiny_config(config_file, tmp_path, capsys):
+    out_json = tmp_path / "r.json"
+    argv = ["bench", "cpu", "--config-file", str(config_file), "--config", "tiny-gemm", "--threads", "1"]
+    rc, out, err = run([*argv, "--reps", "1", "--rounds", "1", "-q", "--json", str(out_json)], capsys)
+    assert rc == 0 and err == ""
+    assert "| tiny-gemm | fp32 | 1 |" in out and out.rstrip().endswith("| ok |")
+    data = json.loads(out_json.read_text())
+    assert data["command"].startswith("minijit bench cpu --config-file ")
+    assert [(r["config"], r["threads"], r["check"]["ok"]) for r in data["results"]] == [("tiny-gemm", 1, True)]
+
+
+def test_bench_einsum_subcommand_runs_a_tiny_case(monkeypatch, tmp_path, capsys):
+    from minijit.bench import einsum as bench_einsum
+
+    tiny = {"name": "tiny-mm", "subscripts": "ij,jk->ik", "shapes": [(12, 8), (8, 6)], "description": "t",
+            "kind": "real"}  # fmt: skip
+    monkeypatch.setattr(bench_einsum, "cases", lambda quick=False: [dict(tiny)])
+    monkeypatch.setattr(bench_einsum, "random_cases", lambda count=4: [])
+    monkeypatch.setattr(bench_einsum, "generated_cases", lambda n=2: ([], []))
+    out_json = tmp_path / "e.json"
+    rc, out, err = run(["bench", "einsum", "--quick", "--dtype", "fp64", "--threads", "1", "--reps", "1", "-q",
+                        "--json", str(out_json)], capsys)  # fmt: skip
+    assert rc == 0 and err == ""
+    assert "# minijit bench einsum: " in out and "| tiny-mm | fp64 | 1 |" in out
+    data = json.loads(out_json.read_text())
+    (row,) = data["results"]
+    assert row["check"]["ok"] and data["command"].startswith("minijit bench einsum --quick --dtype fp64")
 
 
 def test_bench_cuda_per_call_us_counts_calls_between_syncs():

@@ -1,4 +1,4 @@
-"""``minijit bench --einsum``: the cases are valid, rows check against numpy, the CLI wiring."""
+"""``minijit bench einsum``: the cases are valid, rows check against numpy, the CLI wiring."""
 
 from __future__ import annotations
 
@@ -102,27 +102,25 @@ def test_cli_einsum_runs_rows(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(bench_einsum, "random_cases", lambda count=4: [dict(c) for c in TINY_RANDOM])
     monkeypatch.setattr(bench_einsum, "generated_cases", lambda n=2: ([], ["einsum_benchmark is not installed: x"]))
     monkeypatch.setattr(bench_einsum.report, "results_dir", lambda: tmp_path)
-    rc = cli.main(["bench", "--einsum", "--reps", "1", "--threads", "1", "-q", "--write"])
+    rc = cli.main(["bench", "einsum", "--reps", "1", "--threads", "1", "-q", "--write"])
     out = capsys.readouterr().out
     assert rc == 0
     assert "| tiny-chain | fp32 | 1 |" in out and "| tiny-tree |" in out and "| random-0 |" in out
     assert "geomean minijit/numpy.einsum: real " in out and "(lowest tiny-" in out and ", random " in out
     assert "einsum_benchmark is not installed: x" in out
     written = list(tmp_path.glob("einsum_*.md"))
-    assert len(written) == 1 and "command: `minijit bench --einsum" in written[0].read_text()
+    assert len(written) == 1 and "command: `minijit bench einsum --reps 1" in written[0].read_text()
 
 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["bench", "--einsum", "--config", "gemm"], "--einsum runs its own cases"),
-        (["bench", "--einsum", "--spmm"], "--einsum runs on the native CPU target"),
-        (["bench", "--einsum", "--threads", "1,2"], "--einsum takes one --threads value"),
-        (["bench", "--einsum", "--target", "cuda", "--threads", "2"], "--einsum --target cuda runs its own cases"),
-        (
-            ["bench", "--einsum", "--target", "aarch64-neon"],
-            "--einsum runs on the native CPU target or on --target cuda",
-        ),
+        (["bench", "einsum", "--config", "gemm"], "unrecognized arguments: --config gemm"),
+        (["bench", "--einsum", "--spmm"], "argument --spmm: not allowed with argument --einsum"),
+        (["bench", "einsum", "--threads", "1,2"], "bench einsum takes one --threads value"),
+        (["bench", "einsum", "--target", "cuda", "--threads", "2"], "it does not take --threads"),
+        (["bench", "einsum", "--target", "cuda", "--dtype", "fp32"], "it does not take --dtype"),
+        (["bench", "einsum", "--target", "aarch64-neon"], "invalid choice: 'aarch64-neon'"),
     ],
 )
 def test_cli_einsum_bad_arguments(argv, message, capsys):
@@ -159,8 +157,8 @@ def test_cli_einsum_cuda_needs_a_gpu_and_reports_rows(monkeypatch, capsys, tmp_p
     from minijit.bench import cuda, einsum_cuda
 
     monkeypatch.setattr(cuda, "missing", lambda: "no usable CUDA GPU: test")
-    assert cli.main(["bench", "--einsum", "--target", "cuda"]) == 2
-    assert "--einsum --target cuda: no usable CUDA GPU: test" in capsys.readouterr().err
+    assert cli.main(["bench", "einsum", "--target", "cuda"]) == 2
+    assert "minijit: error: bench einsum --target cuda: no usable CUDA GPU: test" in capsys.readouterr().err
     # with a device: the rows measure() returns, as a table with the geomean per dtype
     rows = [
         {"case": "matmul", "dtype": dt, "nodes": 1, "time_s": t, "tflops": 0.2 / t, "max_rel_err": 1e-4,
@@ -172,7 +170,7 @@ def test_cli_einsum_cuda_needs_a_gpu_and_reports_rows(monkeypatch, capsys, tmp_p
     monkeypatch.setattr(einsum_cuda, "measure", lambda quick, iters, progress: rows)
     monkeypatch.setattr(einsum_cuda, "environment", lambda: {"device": "GPU-X", "driver": "1.0"})
     monkeypatch.setattr(einsum_cuda.report, "results_dir", lambda: tmp_path)
-    assert cli.main(["bench", "--einsum", "--target", "cuda", "-q", "--write"]) == 0
+    assert cli.main(["bench", "einsum", "--target", "cuda", "-q", "--write"]) == 0
     out = capsys.readouterr().out
     assert "| matmul | fp16 | 1 | 1.000 | 200.0 | 100.0 | 2.00x | 0.0001 |" in out
     assert "geomean minijit/torch.einsum: fp16 2.00x, fp32 2.00x" in out
