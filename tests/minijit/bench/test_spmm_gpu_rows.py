@@ -1,4 +1,4 @@
-"""The GPU rows of minijit bench --spmm (fp16 and tf32 column groups), run in the PTX simulator
+"""The GPU rows of minijit bench spmm (fp16 and tf32 column groups), run in the PTX simulator
 with a stand-in timer and peer: the kernels' results are checked for real, the times are fixed."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The CPU peer of minijit bench --spmm."""
+"""The CPU peer of minijit bench spmm."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The plan section of minijit bench --spmm: mma counts of the strategies' plans before and after
+"""The plan section of minijit bench spmm: mma counts of the strategies' plans before and after
 row reordering and with swapped 8-row windows, and the strategy chosen, computed on the CPU (no GPU)."""
 
 from __future__ import annotations
