@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
-__all__ = ["Expression", "TreeNode", "parse_subscripts", "parse_tree", "tree_subscripts"]
+__all__ = ["Expression", "TreeNode", "expand_subscripts", "parse_subscripts", "parse_tree", "tree_subscripts"]
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -36,45 +37,109 @@ def _shape(shape) -> tuple[int, ...]:
     return out
 
 
-def parse_subscripts(subscripts: str, *shapes) -> Expression:
-    """Parse numpy-style ``subscripts`` for operands of the given shapes (arrays or tuples).
+#: letters that stand for the dims under ``...``: those the expression does not use, in this order
+_FRESH = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
-    Supports explicit (``"ij,jk->ik"``) and implicit (``"ij,jk"``: indices appearing once, in
-    alphabetical order) outputs and broadcasting of size-1 dims. Raises ValueError for ``...``
-    (ellipsis), repeated indices within one operand (diagonals), repeated output indices, output
-    indices missing from the inputs, a wrong number of operands or indices, and size mismatches;
-    each message names the operand or index.
+
+def _check_part(part: str, where: str, subscripts: str) -> None:
+    """ValueError unless ``part`` (one operand's or the output's subscripts) holds only letters and
+    at most one ``...``."""
+    for c in part:
+        if c not in _LETTERS and c != ".":
+            raise ValueError(
+                f"einsum: invalid character {c!r} in subscripts {subscripts!r} ({where}; only a-z, A-Z and '...')"
+            )
+    if "." in part and (part.count(".") != 3 or "..." not in part):
+        raise ValueError(
+            f"einsum: subscripts {subscripts!r} contain a '.' that is not part of one ellipsis ('...') in {where}"
+        )
+
+
+@lru_cache(maxsize=1024)
+def expand_subscripts(subscripts: str, ndims: tuple[int, ...]) -> tuple[tuple[str, ...], str]:
+    """numpy's einsum grammar for operands of ``ndims`` dims: the index string of every operand and
+    the output, explicit, with each ``...`` replaced by letters the expression does not use.
+
+    As numpy: spaces are ignored; an operand's ``...`` stands for its dims that no letter names,
+    aligned to the right (operands may have different numbers of them, or none); the output's
+    ``...`` stands for the most any operand has. The implicit output (no ``->``) is the ``...``
+    dims, then the letters that occur exactly once in all the inputs (a letter repeated within one
+    operand counts as repeated), in ASCII order (upper case first). An explicit output must name
+    ``...`` when an operand has dims under it. Letters may repeat within an operand (diagonals;
+    `parse_subscripts` refuses them, `minijit.einsum` takes them). ValueError, naming the operand,
+    for invalid characters or ellipses, a wrong number of operands or dims, and output letters that
+    repeat or occur in no input.
     """
-    if not isinstance(subscripts, str):
-        raise TypeError(f"subscripts must be a str, got {type(subscripts).__name__}")
     s = subscripts.replace(" ", "")
-    if "." in s:
-        raise ValueError(f"einsum: ellipsis ('...') is not supported (in {subscripts!r})")
     if s.count("->") > 1:
         raise ValueError(f"einsum: subscripts {subscripts!r} contain more than one '->'")
     explicit = "->" in s
-    lhs, rhs = s.split("->") if explicit else (s, None)
+    lhs, rhs = s.split("->") if explicit else (s, "")
+    if "-" in lhs + rhs or ">" in lhs + rhs:
+        raise ValueError(f"einsum: subscripts {subscripts!r} contain a '-' or '>' that is not part of '->'")
     inputs = lhs.split(",")
-    for part in [*inputs, rhs or ""]:
-        bad = [c for c in part if c not in _LETTERS]
-        if bad:
-            raise ValueError(f"einsum: invalid character {bad[0]!r} in subscripts {subscripts!r} (only a-z, A-Z)")
-    if len(inputs) != len(shapes):
-        raise ValueError(f"einsum: subscripts {subscripts!r} name {len(inputs)} operands, got {len(shapes)}")
-    sizes: dict[str, int] = {}
-    squeezed: list[str] = []
-    shapes_t = [_shape(sh) for sh in shapes]
-    for i, (sub, shape) in enumerate(zip(inputs, shapes_t, strict=True)):
-        if len(sub) != len(shape):
+    for i, sub in enumerate(inputs):
+        _check_part(sub, f"operand {i}", subscripts)
+    _check_part(rhs, "the output", subscripts)
+    if len(inputs) != len(ndims):
+        raise ValueError(f"einsum: subscripts {subscripts!r} name {len(inputs)} operands, got {len(ndims)}")
+    under: list[int] = []  # dims under each operand's '...'
+    for i, (sub, nd) in enumerate(zip(inputs, ndims, strict=True)):
+        named = len(sub) - 3 if "..." in sub else len(sub)
+        if named > nd or (named < nd and "..." not in sub):
             raise ValueError(
-                f"einsum: operand {i} has {len(shape)} dims (shape {shape}) but subscripts {sub!r} name {len(sub)}"
+                f"einsum: operand {i} has {nd} dims but subscripts {sub!r} name {named}"
+                + (" (and no '...' for the others)" if named < nd else "")
             )
+        under.append(nd - named if "..." in sub else 0)
+    longest = max(under, default=0)
+    used = set(s)
+    fresh = "".join(c for c in _FRESH if c not in used)[:longest]
+    if len(fresh) < longest:
+        raise ValueError(
+            f"einsum: '...' in {subscripts!r} stands for {longest} dims, but only {len(fresh)} letters are unused"
+        )
+    inputs = [sub.replace("...", fresh[longest - k :] if k else "") for sub, k in zip(inputs, under, strict=True)]
+    if explicit:
+        if "..." not in rhs and longest:
+            raise ValueError(
+                f"einsum: operands have {longest} dims under '...' but the output {rhs!r} has no '...' for them"
+                f" (in {subscripts!r})"
+            )
+        out = rhs.replace("...", fresh)
+        for c in out:
+            if out.count(c) > 1:
+                raise ValueError(f"einsum: output subscripts {rhs!r} repeat index {c!r}")
+            if not any(c in sub for sub in inputs):
+                raise ValueError(f"einsum: output index {c!r} does not appear in any operand")
+    else:
+        joined = "".join(inputs)
+        out = fresh + "".join(sorted(c for c in set(joined) if joined.count(c) == 1 and c not in fresh))
+    return tuple(inputs), out
+
+
+def parse_subscripts(subscripts: str, *shapes) -> Expression:
+    """Parse numpy-style ``subscripts`` for operands of the given shapes (arrays or tuples).
+
+    numpy's grammar (`expand_subscripts`): explicit (``"ij,jk->ik"``) and implicit (``"ij,jk"``)
+    outputs, ``...`` (its dims get letters of their own in the result) and broadcasting of size-1
+    dims. Raises ValueError for repeated indices within one operand (diagonals: `minijit.einsum`
+    and `minijit.contract_path` take them, a plan built from shapes does not), for everything
+    `expand_subscripts` refuses and for size mismatches; each message names the operand or index.
+    """
+    if not isinstance(subscripts, str):
+        raise TypeError(f"subscripts must be a str, got {type(subscripts).__name__}")
+    shapes_t = [_shape(sh) for sh in shapes]
+    inputs, out = expand_subscripts(subscripts, tuple(len(sh) for sh in shapes_t))
+    for i, sub in enumerate(inputs):
         for c in sub:
             if sub.count(c) > 1:
                 raise ValueError(
-                    f"einsum: operand {i} ({sub!r}) repeats index {c!r}: diagonals (repeated indices"
-                    " within one operand) are not supported"
+                    f"einsum: operand {i} ({sub!r}) repeats index {c!r} (a diagonal): a plan built from shapes"
+                    " takes no repeated index within one operand; minijit.einsum takes them (it reads the"
+                    " diagonal as a view)"
                 )
+    sizes: dict[str, int] = {}
     for i, (sub, shape) in enumerate(zip(inputs, shapes_t, strict=True)):
         for c, n in zip(sub, shape, strict=True):
             if n == 1:
@@ -85,20 +150,6 @@ def parse_subscripts(subscripts: str, *shapes) -> Expression:
                 raise ValueError(
                     f"einsum: operand {i} ({sub!r}) has size {n} for index {c!r}, another operand has {sizes[c]}"
                 )
-    if explicit:
-        out = rhs
-        for c in out:
-            if out.count(c) > 1:
-                raise ValueError(f"einsum: output subscripts {out!r} repeat index {c!r}")
-            if c not in sizes:
-                raise ValueError(f"einsum: output index {c!r} does not appear in any operand")
-    else:
-        counts: dict[str, int] = {}
-        for sub in inputs:
-            for c in sub:
-                counts[c] = counts.get(c, 0) + 1
-        out = "".join(sorted((c for c, k in counts.items() if k == 1), key=_LETTERS.index))
-    del squeezed
     return Expression(tuple(inputs), out, sizes)
 
 

@@ -31,6 +31,7 @@ import numpy as np
 
 from minijit.arrays import address as _address
 from minijit.cache import LRUCache, ScratchPool
+from minijit.einsum import grammar as _grammar
 from minijit.einsum import path as _path
 from minijit.einsum.parse import _LETTERS, TreeNode, parse_subscripts, parse_tree, tree_subscripts
 from minijit.errors import SetupError
@@ -821,7 +822,11 @@ def _checked_view(i: int, x: np.ndarray, strides: tuple[int, ...]) -> tuple[np.n
 
 
 def contract_path(subscripts: str, *shapes, optimize: Any = True, itemsize: int = 4):
-    """``(path, info)`` like ``np.einsum_path``: the numpy-style path and a text with its cost."""
+    """``(path, info)`` like ``np.einsum_path``: the numpy-style path and a text with its cost.
+
+    ``shapes``: shapes or arrays; numpy's grammar and ``optimize`` forms as `einsum` (a repeated
+    index within an operand counts as its diagonal; an explicit path comes back pairwise)."""
+    subscripts, shapes, optimize = _grammar.canonicalize(subscripts, shapes, optimize, shapes_only=True)
     expr = parse_subscripts(subscripts, *shapes)
     sizes = expr.sizes
     ins = [frozenset(c for c in sub if sizes[c] != 1) for sub in expr.inputs]
@@ -834,6 +839,8 @@ def contract_path(subscripts: str, *shapes, optimize: Any = True, itemsize: int 
     n = len(ins)
     if n == 1:
         path = []
+    elif isinstance(optimize, list):  # an explicit path (canonicalize made it pairwise)
+        path = optimize
     elif optimize == "greedy" or (optimize is True and n > _path.OPTIMAL_LIMIT):
         path = _path.greedy_path(ins, out, sizes, itemsize)
     elif optimize in (True, "optimal"):
@@ -858,9 +865,11 @@ def einsum(subscripts: str, *operands, out=None, optimize: Any = True, target: s
     """numpy-compatible einsum on minijit's kernels (float32/float64).
 
     The result dtype is ``dtype`` or numpy's result type of the operands (float32 or float64; other
-    dtypes raise TypeError). Unsupported: ``...`` and repeated indices within one operand
-    (ValueError naming them). Plans are cached by subscripts, shapes, strides, dtype, target and
-    optimize (`minijit.cache_info`).
+    dtypes raise TypeError). numpy's whole grammar (`minijit.einsum.grammar`): ``...`` with
+    broadcasting, repeated indices within one operand (read as a diagonal view), implicit outputs,
+    the sublist form, and ``optimize`` as numpy takes it (a bool, "greedy", "optimal", or an
+    explicit path as ``np.einsum_path`` gives it); ValueError where numpy refuses the subscripts.
+    Plans are cached by subscripts, shapes, strides, dtype, target and optimize (`minijit.cache_info`).
 
     The device follows the data (``target="auto"``, the default): host arrays (numpy, torch CPU
     tensors, host DLPack producers, lists) run on the native CPU; CUDA device arrays (torch CUDA
@@ -875,6 +884,7 @@ def einsum(subscripts: str, *operands, out=None, optimize: Any = True, target: s
     a torch tensor on its device; cupy in: cupy; bare device arrays: numpy) (`minijit.einsum.cuda`);
     ``driver``: `ptx.simdriver` runs it in the PTX simulator.
     """
+    subscripts, operands, optimize = _grammar.canonicalize(subscripts, operands, optimize)
     target = _device_target(_check_target(target), operands, out)
     if target == "cuda":
         return _einsum_cuda(subscripts, operands, out, optimize, dtype, driver)
