@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -754,6 +755,32 @@ def test_old_flags_with_options_their_suite_lacks_say_both(argv, message, suites
     assert rc == 2 and suites_run == []
     assert lines[0].startswith(f"minijit bench {' '.join(argv)} is deprecated: use minijit bench ")
     assert lines[-1] == f"minijit: error: {message}"
+
+
+def _documented_bench_commands() -> list[tuple[str, list[str]]]:
+    """The ``minijit bench`` lines of the sh blocks of README.md and bench/README.md (not the ones
+    with ``[optional]`` placeholders), as argument lists."""
+    root = Path(__file__).resolve().parents[2]
+    out = []
+    for name in ("README.md", "bench/README.md"):
+        for block in re.findall(r"^```sh\n(.*?)^```", (root / name).read_text(), re.S | re.M):
+            for line in block.splitlines():
+                cmd = line.split("#", 1)[0].strip()
+                m = re.match(r"(?:python -m )?minijit (bench\b.*)", cmd)
+                if m and "[" not in cmd:
+                    out.append((name, shlex.split(m.group(1))))
+    return out
+
+
+def test_documented_bench_commands_parse_without_deprecation(suites_run, capsys):
+    commands = _documented_bench_commands()
+    assert {argv[1] for _, argv in commands if len(argv) > 1 and argv[1] in cli.BENCH_SUITES} >= {
+        "cpu", "cuda", "spmm", "einsum", "dispatch"
+    }  # fmt: skip
+    for name, argv in commands:
+        rc, _, err = run(argv, capsys)
+        assert rc == 0 and err == "", (name, argv, err)
+    assert len(suites_run) == len(commands)
 
 
 @native_x86
