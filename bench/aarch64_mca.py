@@ -16,9 +16,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from minijit import optimizer, packing  # noqa: E402
-from minijit.kernels.aarch64 import mca, neon_brgemm, sve_brgemm  # noqa: E402
-from minijit.kernels.aarch64.gemv import Neon as neon_gemv  # noqa: E402
-from minijit.kernels.aarch64.gemv import Sve as sve_gemv  # noqa: E402
+from minijit.kernels.aarch64 import mca  # noqa: E402
+from minijit.kernels.aarch64.brgemm import NeonBrgemm as neon_brgemm  # noqa: E402
+from minijit.kernels.aarch64.brgemm import SveBrgemm as sve_brgemm  # noqa: E402
+from minijit.kernels.aarch64.gemv import NeonGemv as neon_gemv  # noqa: E402
+from minijit.kernels.aarch64.gemv import SveGemv as sve_gemv  # noqa: E402
 from minijit.tensor_operation import TensorOperation  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / f"aarch64_mca_{mca.today()}.md"

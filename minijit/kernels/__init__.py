@@ -136,10 +136,9 @@ def brgemm(
     if any(v not in (None, False) for v in extras.values()):
         names = ", ".join(name for name, v in extras.items() if v not in (None, False))
         raise ValueError(f"{names}: x86-64 kernel options, not ones of {target}")
-    if target == "aarch64-neon":
-        from minijit.kernels.aarch64 import neon_brgemm as g
-    else:
-        from minijit.kernels.aarch64 import sve_brgemm as g
+    from minijit.kernels.aarch64.brgemm import NeonBrgemm, SveBrgemm
+
+    g = NeonBrgemm if target == "aarch64-neon" else SveBrgemm
     return g.generate(m, n, k, br_size, trans_a, trans_b, trans_c, dtype, sve_vl=sve_vl)
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "GEMV_X_SLOTS",
     "binary_signature",
     "brgemm_signature",
+    "check_args",
     "check_bools",
     "check_choice",
     "check_positive",
@@ -144,6 +145,15 @@ def check_bools(**flags: object) -> None:
             raise ValueError(f"{name} must be a bool, got {flag!r}")
 
 
+def check_args(limit: int | None, dtype: str, flags: dict[str, object], **sizes: object) -> DType:
+    """A kernel's arguments: the ``sizes`` (`check_positive` up to ``limit``), ``dtype``, then the
+    bool ``flags``; returns the `DType` (ValueError naming the first bad argument)."""
+    check_positive(limit, **sizes)
+    t = dtype_info(dtype)
+    check_bools(**flags)
+    return t
+
+
 # -- C signatures ------------------------------------------------------------------------
 def brgemm_signature(dtype: str = "fp32") -> str:
     """The C signature of a BRGEMM kernel of ``dtype``."""
@@ -180,7 +190,7 @@ def kernel_name(kind: str, shape: str, dtype: str, **flags: bool) -> str:
 
 
 class KernelKind:
-    """The public face of one kernel kind on one ISA (`gemv.Neon`, `brgemm.Sve`, ...): ``program``
+    """The public face of one kernel kind on one ISA (`gemv.NeonGemv`, `brgemm.SveBrgemm`, ...): ``program``
     emits the kernel (an `Assembler`, or one and a listing), `generate` loads it, named by
     ``name`` (``program``'s arguments), with the C ``signature(dtype)``."""
 

@@ -1,6 +1,6 @@
 """AArch64 GEMV, NEON and SVE: the BRGEMM of one column, ``c += sum_br A_br b_br``.
 
-`Neon` and `Sve` give ``program(m, k, br_size, trans_a, trans_b, trans_c, dtype)`` and
+`NeonGemv` and `SveGemv` give ``program(m, k, br_size, trans_a, trans_b, trans_c, dtype)`` and
 ``generate(..., sve_vl)``, a kernel with the BRGEMM signature for N = 1 (`common.brgemm_signature`):
 A M x K (``a[m + k*lda]``; ``a[k + m*lda]`` with ``trans_a``), x = ``b[k]`` (``b[k*ldb]`` with
 ``trans_b``), y = ``c[m]`` (``c[m*ldc]`` with ``trans_c``), ``A_br = a + br*br_stride_a`` (``b``
@@ -34,9 +34,7 @@ from minijit.kernels.aarch64.common import (
     KernelKind,
     add_imm,
     brgemm_signature,
-    check_bools,
-    check_positive,
-    dtype_info,
+    check_args,
     epilogue,
     gemv_row_passes,
     gemv_x_chunks,
@@ -51,7 +49,7 @@ from minijit.kernels.aarch64.pieces import strided_copy as neon_copy
 from minijit.kernels.aarch64.predicated import counted, remainder, stream
 from minijit.kernels.aarch64.predicated import strided_copy as sve_copy
 
-__all__ = ["Gemv", "Neon", "Sve"]
+__all__ = ["Gemv", "NeonGemv", "SveGemv"]
 
 # -- registers ----------------------------------------------------------------------
 A, B, C, LDA, LDB, LDC, BR_A, BR_B = X[0:8]  # arguments (strides -> bytes; LDB / LDC: x / y steps)
@@ -122,9 +120,9 @@ class Gemv(KernelKind):
         """The kernel's `Assembler` and the listing of its innermost loop body: one step of the
         rows loop (column form: ROW_VECTORS vectors of y x COLS columns) or of the K loop (row
         form: DOT_ROWS rows x DOT_VECTORS vectors). Bad arguments raise ValueError."""
-        check_positive(cls.MAX_SIZE, m=m, k=k, br_size=br_size)
-        t = dtype_info(dtype)
-        check_bools(trans_a=trans_a, trans_b=trans_b, trans_c=trans_c)
+        t = check_args(
+            cls.MAX_SIZE, dtype, {"trans_a": trans_a, "trans_b": trans_b, "trans_c": trans_c}, m=m, k=k, br_size=br_size
+        )
         kern = cls(t, m, k, br_size, trans_a, trans_b, trans_c)
         a = kern.emit()
         body = Assembler(name="kloop")
@@ -287,7 +285,7 @@ class Gemv(KernelKind):
 
 
 # -- NEON -------------------------------------------------------------------------------
-class Neon(Gemv):
+class NeonGemv(Gemv):
     """NEON: q registers loaded in pairs (ldp/stp), remainders as q/d/s pieces.
 
     Column form, llvm-mca (LLVM 19), fp32 elements of A per cycle on neoverse-v2 / -v1 / apple-m4
@@ -453,7 +451,7 @@ class Neon(Gemv):
 
 
 # -- SVE --------------------------------------------------------------------------------
-class Sve(Gemv):
+class SveGemv(Gemv):
     """SVE: one vector per load (no ldp), ``addvl`` steps, ``whilelt`` remainders.
 
     Column form, llvm-mca (LLVM 19), fp32 elements of A per cycle on neoverse-v2 (128-bit) /

@@ -1,6 +1,6 @@
 """Static estimate of AArch64 microkernels with llvm-mca: cycles per K-loop iteration vs the FMA bound.
 
-The body is the generator's innermost K-loop iteration (`neon_brgemm.program`)
+The body is the generator's innermost K-loop iteration (`brgemm.NeonBrgemm.program`)
 plus its loop counter and backward branch. The FMA-bound minimum is read from
 llvm-mca's own "Resource pressure by instruction" table: the busiest resource
 unit counting only the ``fmla`` rows, i.e. FMAs / (FMA pipes of the model)
@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 
 from asm import llvm
-from minijit.kernels.aarch64 import neon_brgemm
+from minijit.kernels.aarch64.brgemm import NeonBrgemm, SveBrgemm
 from minijit.kernels.aarch64.common import dtype_info
 
 __all__ = [
@@ -227,11 +227,9 @@ def _body(kind: str, isa: str, m: int, n: int, k: int, br_size: int, dtype: str,
     if kind != "brgemm":
         raise ValueError(f"kind must be 'brgemm', got {kind!r}")
     if isa == "neon":
-        _, body = neon_brgemm.program(m, n, k, br_size, dtype=dtype, block=block)
+        _, body = NeonBrgemm.program(m, n, k, br_size, dtype=dtype, block=block)
     elif isa == "sve":
-        from minijit.kernels.aarch64 import sve_brgemm  # written separately; its K-loop body
-
-        body = sve_brgemm.kloop_body(dtype)
+        body = SveBrgemm.kloop_body(dtype)
     else:
         raise ValueError(f"isa must be 'neon' or 'sve', got {isa!r}")
     return f"{body}\n    subs x11, x11, #1\n    b.ne #-4"  # loop counter and backward branch
@@ -251,7 +249,7 @@ def estimate(
 ) -> Estimate:
     """llvm-mca's cycles per K-loop iteration of the generated kernel on ``mcpu``."""
     body = _body(kind, isa, m, n, k, br_size, dtype, block)
-    blk = block or neon_brgemm.BLOCK[dtype]
+    blk = block or NeonBrgemm.BLOCK[dtype]
     shape = f"{m}x{n}x{k} br={br_size} {dtype} block {blk[0]}x{blk[1]}" if isa == "neon" else f"{dtype} (SVE)"
     return estimate_loop(body, isa, shape, mcpu, kind, iterations)
 

@@ -1,7 +1,8 @@
 """Register pieces of the NEON kernels: a run of rows (or columns) cut into full q vectors, then
 d and s pieces (2 and 1 elements), so that no load or store reaches past the operand, and their
 loads and stores (neighbours of one width as ldp/stp); `ldp_stream`, q-register pairs of a stream
-loaded ahead of their FMAs; `strided_copy`, elements between a strided and a contiguous run.
+loaded ahead of their FMAs; `strided_copy`, elements between a strided and a contiguous run;
+`transpose`, a 4 x 4 (2 x 2) tile in registers.
 Shared by the NEON BRGEMM, GEMV and unary kernels."""
 
 from __future__ import annotations
@@ -9,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from asm.aarch64 import Assembler, mem, post
-from asm.aarch64.registers import ScalarReg, XReg
+from asm.aarch64.registers import ScalarReg, VecReg, VElem, XReg
 from minijit.kernels.aarch64.common import DType, loop
 
-__all__ = ["Piece", "ldp_stream", "ldst_pieces", "piece_reg", "q", "split", "strided_copy"]
+__all__ = ["Piece", "fma_elem", "ldp_stream", "ldst_pieces", "piece_reg", "q", "split", "strided_copy", "transpose"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,14 @@ def split(count: int, lanes: int, max_pieces: int) -> list[list[Piece]]:
 
 
 _LETTER = {16: "q", 8: "d", 4: "s"}
+
+
+def fma_elem(a: Assembler, t: DType, acc: int, src: int, width: int, elem: VElem) -> None:
+    """v<acc> += v<src> * ``elem`` on the ``width`` lanes of a piece (the scalar form for one)."""
+    if width == 1:
+        a.fmla(t.scalar(acc), t.scalar(src), elem)
+    else:
+        a.fmla(t.vec(acc, width), t.vec(src, width), elem)
 
 
 def piece_reg(t: DType, idx: int, width: int) -> ScalarReg:
@@ -111,3 +120,25 @@ def strided_copy(
     loop(a, cnt, count // 4, lambda: [one(r) for r in range(4)], name)
     for r in range(count % 4):
         one(r)
+
+
+def transpose(a: Assembler, t: DType, regs: list[int], tmp: int) -> list[int]:
+    """Transpose the lanes x lanes tile in v<regs> (row i in register i) with trn1/trn2 on the
+    elements, then (4 x 4) on .d pairs, through v<tmp>..; returns the registers of its columns."""
+    v = [VecReg(r, t.es, t.lanes) for r in regs]
+    w = [VecReg(tmp + i, t.es, t.lanes) for i in range(t.lanes)]
+    if t.lanes == 2:
+        a.trn1(w[0], v[0], v[1])
+        a.trn2(w[1], v[0], v[1])
+        return [w[0].idx, w[1].idx]
+    a.trn1(w[0], v[0], v[1])  # [00 10 02 12]
+    a.trn2(w[1], v[0], v[1])  # [01 11 03 13]
+    a.trn1(w[2], v[2], v[3])  # [20 30 22 32]
+    a.trn2(w[3], v[2], v[3])  # [21 31 23 33]
+    d = [VecReg(x.idx, "d", 2) for x in w]
+    out = [VecReg(r, "d", 2) for r in regs]
+    a.trn1(out[0], d[0], d[2])  # [00 10 20 30]
+    a.trn1(out[1], d[1], d[3])
+    a.trn2(out[2], d[0], d[2])
+    a.trn2(out[3], d[1], d[3])
+    return list(regs)

@@ -27,8 +27,8 @@ from typing import Any
 
 from asm.aarch64 import Assembler, P, Z, mem, x0, x1, x2, x3, x8, x9, x10, x11, x12, x13, x14, x15
 from asm.aarch64.registers import XReg
+from minijit.kernels.aarch64.brgemm import SveBrgemm
 from minijit.kernels.aarch64.common import DType, check_choice, check_positive, dtype_info, generator, unary_signature
-from minijit.kernels.aarch64.sve_brgemm import max_vectors
 
 __all__ = ["PTYPES", "column_sweep", "generate", "program", "signature"]
 
@@ -62,7 +62,7 @@ def column_sweep(
     by the stride. ``step(nv)`` loads, transforms and stores the ``nv`` vectors
     at the walkers.
     """
-    nv = max_vectors(rows, t)
+    nv = SveBrgemm.max_vectors(rows, t)
     preds = [getattr(P[v + 1], t.es) for v in range(nv)]
     a.mov(M_REG, rows)
     a.mov(COUNT, cols)

@@ -18,8 +18,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from asm import llvm
-from minijit.kernels.aarch64 import mca, neon_brgemm
-from minijit.kernels.aarch64.gemv import Neon as neon_gemv
+from minijit.kernels.aarch64 import mca
+from minijit.kernels.aarch64.brgemm import NeonBrgemm as neon_brgemm
+from minijit.kernels.aarch64.gemv import NeonGemv as neon_gemv
 from tests.conftest import examples
 
 NP = {"fp32": np.float32, "fp64": np.float64}

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from asm import llvm
-from minijit.kernels.aarch64 import mca, neon_brgemm, neon_unary, sve_unary
+from minijit.kernels.aarch64 import mca, neon_unary, sve_unary
+from minijit.kernels.aarch64.brgemm import NeonBrgemm as neon_brgemm
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp64"])

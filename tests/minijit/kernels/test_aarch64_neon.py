@@ -11,8 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from asm import llvm
-from minijit.kernels.aarch64 import neon_binary, neon_brgemm, neon_unary
-from minijit.kernels.aarch64.neon_brgemm import Piece, split
+from minijit.kernels.aarch64 import neon_binary, neon_unary
+from minijit.kernels.aarch64.brgemm import NeonBrgemm as neon_brgemm
+from minijit.kernels.aarch64.pieces import Piece, split
 from tests.conftest import examples
 from tests.minijit.helpers import UFUNCS
 

@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 
 from asm import llvm
 from minijit import kernels
-from minijit.kernels.aarch64 import mca, sve_brgemm
-from minijit.kernels.aarch64.gemv import Sve as sve_gemv
+from minijit.kernels.aarch64 import mca
+from minijit.kernels.aarch64.brgemm import SveBrgemm as sve_brgemm
+from minijit.kernels.aarch64.gemv import SveGemv as sve_gemv
 from minijit.runtime import load, runs_natively
 from tests.conftest import examples
 from tests.minijit.kernels.test_aarch64_gemv import chunked_x_cases

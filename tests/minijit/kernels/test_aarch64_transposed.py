@@ -15,7 +15,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from asm import llvm
-from minijit.kernels.aarch64 import neon_brgemm, sve_brgemm
+from minijit.kernels.aarch64.brgemm import NeonBrgemm as neon_brgemm
+from minijit.kernels.aarch64.brgemm import SveBrgemm as sve_brgemm
 from minijit.runtime import load, runs_natively
 from tests.conftest import examples
 
