@@ -18,6 +18,7 @@ itself: it needs no ptxas.
 from __future__ import annotations
 
 import re
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -153,6 +154,22 @@ def _release(version_text: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
+def _ptxas(path: str | None) -> tuple[str | None, tuple[int, int] | None]:
+    """(why ptxas cannot assemble, or None; its CUDA release) for the ptxas at ``path``."""
+    from ptx import toolchain
+
+    if path is None:
+        return NO_PTXAS, None
+    try:
+        text = toolchain.ptxas_version(path)
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"ptxas {path} does not run ({type(e).__name__})", None
+    release = _release(text)
+    if release is None:
+        return f"ptxas {path} gave no 'release X.Y' in its --version text", None
+    return None, release
+
+
 def _needed_release(version: tuple[int, int]) -> tuple[int, int]:
     known = [v for v in PTX_TO_CUDA if v <= version]
     return PTX_TO_CUDA[max(known)] if known else (9, 0)
@@ -220,8 +237,8 @@ class FamilyStatus:
 
 def status(driver: Any = None) -> list[FamilyStatus]:
     """Every family in `FAMILIES` on ``driver``'s device (default `ptx.driver`)."""
+    import ptx
     from ptx import driver as real
-    from ptx import toolchain
 
     drv = driver or real
     problem = driver_problem(drv)
@@ -231,11 +248,7 @@ def status(driver: Any = None) -> list[FamilyStatus]:
         arch = dev.arch
         device = f"{dev.name} ({arch})"
         if drv is real:
-            ptxas = toolchain.find_ptxas()
-            if ptxas is None:
-                problem = NO_PTXAS
-            else:
-                release = _release(toolchain.ptxas_version(ptxas)) or (0, 0)
+            problem, release = _ptxas(ptx.find_ptxas())
     out = []
     for fam in FAMILIES:
         targets, ok, reasons = {}, [], {}

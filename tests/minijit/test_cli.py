@@ -317,6 +317,56 @@ def test_info_lists_cuda_target(capsys, monkeypatch):
     assert json.loads(out)["targets"]["cuda"] == "unavailable: no GPU (cuInit: CUDA_ERROR_NO_DEVICE)"
 
 
+def _families(out: str) -> dict[str, str]:
+    """The ``gpu kernel families`` lines of ``minijit info``: family -> the rest of its line."""
+    lines = out.split("gpu kernel families", 1)[1].split("tools:", 1)[0].splitlines()[1:]
+    return {ln[2:25].strip(): ln[25:].strip() for ln in lines}
+
+
+def test_info_lists_gpu_families(capsys, monkeypatch):
+    """Each family with whether it runs on the device and, if not, why (`minijit.cuda.families`)."""
+    from minijit.cuda import families
+    from ptx import toolchain
+
+    _fake_driver(monkeypatch, available=True, ptxas="/opt/cuda/bin/ptxas")
+    monkeypatch.setattr(toolchain, "ptxas_version", lambda path=None: "Cuda compilation tools, release 12.4, V12.4")
+    rc, out, _ = run(["info"], capsys)
+    assert rc == 0 and "gpu kernel families on Fake GPU (sm_90):" in out
+    fams = _families(out)
+    assert list(fams) == [f.name for f in families.FAMILIES]
+    assert all(line.startswith("yes    needs ") for line in fams.values()), fams
+    assert fams["sm90a GEMM (wgmma/TMA)"] == "yes    needs fp16, bf16, fp32: sm_90a (PTX 8.0)"
+    _fake_driver(monkeypatch, available=False, ptxas="/opt/cuda/bin/ptxas", init_error=RuntimeError("no libcuda"))
+    rc, out, _ = run(["info"], capsys)
+    assert "gpu kernel families:" in out
+    why = "no     no NVIDIA driver (libcuda not loadable: RuntimeError); needs "
+    assert all(line.startswith(why) for line in _families(out).values())
+    rc, out, _ = run(["info", "--json"], capsys)
+    (mma, *_) = json.loads(out)["gpu_families"]
+    assert mma["family"] == "mma.sync GEMM" and mma["runs"] == "no" and mma["why_not"].startswith("no NVIDIA driver")
+
+
+def test_info_families_through_a_stub_driver(tmp_path):
+    """``python -m minijit info`` with the real cuda-bindings and ``tests/ptx/fake_libcuda.c``
+    (a 9.0 device named Fake H200): every family runs there."""
+    import shutil
+
+    pytest.importorskip("cuda.bindings.driver")
+    from ptx import toolchain
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None or toolchain.find_ptxas() is None:
+        pytest.skip("needs a C compiler for the stub libcuda and ptxas")
+    root = Path(__file__).resolve().parents[2]
+    lib = tmp_path / "libcuda.so.1"
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(root / "tests" / "ptx" / "fake_libcuda.c")], check=True)
+    env = {**__import__("os").environ, "LD_LIBRARY_PATH": str(tmp_path), "PYTHONPATH": str(root)}
+    r = subprocess.run([sys.executable, "-m", "minijit", "info"], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "gpu kernel families on Fake H200 (sm_90):" in r.stdout
+    assert {line.split()[0] for line in _families(r.stdout).values()} == {"yes"}, r.stdout
+
+
 @pytest.mark.parametrize(
     "content, message",
     [
