@@ -306,16 +306,49 @@ def test_device_arrays(dev):
     assert_bits(out[:n].reshape(T, U, R, S), np.maximum(a.transpose(0, 2, 1, 3), np.float32(0)))
 
 
+def _views_follow_the_array_rule(op, x, y0, out0, y, out) -> None:
+    """``op`` set up with the strides of the views ``y`` (``y0`` broadcast, stride 0) and ``out``
+    (``out0`` permuted): the broadcast view is not one dense block, so it is refused naming in1
+    (and so is a permuted out passed with it); the tensors the views were taken from, with the
+    views described by the strides, are read and written in place."""
+    with pytest.raises(ValueError, match=r"in1 is not C-contiguous .*np\.ascontiguousarray\(in1\)"):
+        op.execute(x, y, out0)
+    with pytest.raises(ValueError, match=r"in1 is not C-contiguous"):
+        op.execute(x, y, out)
+    op.execute(x, y0, out0)
+
+
+def test_array_rule_for_broadcast_and_permuted_views(cuda_backend):
+    """numpy arrays (copied to the device): the views of test_torch_tensors, in the simulator too."""
+    shape = (8, 300, 65) if not cuda_backend.simulated else (3, 20, 9)
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal(shape).astype(np.float32)
+    y0 = rng.standard_normal((shape[0], 1, shape[2])).astype(np.float32)
+    out0 = np.full((shape[1], shape[0], shape[2]), np.nan, np.float32)
+    y, out = np.broadcast_to(y0, shape), out0.transpose(1, 0, 2)
+    el = x.itemsize
+    op = CudaTensorOperation(driver=cuda_backend.driver)
+    op.setup("fp32", "none", "min", "none", "ccc", ("seq", "prim", "prim"), shape,
+             tuple(t // el for t in x.strides), tuple(t // el for t in y.strides),
+             tuple(t // el for t in out.strides))  # fmt: skip
+    _views_follow_the_array_rule(op, x, y0, out0, y, out)
+    assert_bits(out, np.minimum(x, y))
+
+
 @pytest.mark.gpu
 def test_torch_tensors(dev):
+    """torch CUDA tensors follow the array rule (`minijit.arrays`): the expanded (stride-0) view
+    is refused naming in1; the tensors the views come from, with the views in setup's strides, work."""
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("torch without CUDA")
     x = torch.randn((8, 300, 65), device="cuda")
-    y = torch.randn((8, 1, 65), device="cuda").expand(8, 300, 65)  # stride 0 over dim 1
-    out = torch.empty((300, 8, 65), device="cuda").permute(1, 0, 2)  # a permuted out
+    y0 = torch.randn((8, 1, 65), device="cuda")
+    y = y0.expand(8, 300, 65)  # stride 0 over dim 1
+    out0 = torch.full((300, 8, 65), float("nan"), device="cuda")
+    out = out0.permute(1, 0, 2)  # a dense permutation of out0
     op = CudaTensorOperation()
     op.setup("fp32", "none", "min", "none", "ccc", ("seq", "prim", "prim"), tuple(x.shape), x.stride(), y.stride(),
              out.stride())  # fmt: skip
-    op.execute(x, y, out)
+    _views_follow_the_array_rule(op, x, y0, out0, y, out)
     torch.testing.assert_close(out, torch.minimum(x, y), rtol=0, atol=0)
