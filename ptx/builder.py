@@ -29,6 +29,8 @@ from .errors import PtxTypeError, PtxVersionError
 from .types import Req
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
+#: cvta with the .param state space (the generic address of a kernel parameter): PTX ISA 7.7, sm_70
+CVTA_PARAM = Req((7, 7), 70, "cvta.param")
 
 _PREFIX = {
     "pred": "p",
@@ -575,22 +577,28 @@ class Kernel:
         self._emit(f"st{sp}{mods}{vec}.{t} {a}, {s}", pred, [T.B128] if t == "b128" else [])
 
     def cvta(self, dst, src, space: str = "global", to: bool = True, pred=None) -> None:
-        """``cvta.to.space.u64 d, a`` (generic -> space) or ``cvta.space.u64 d, a``."""
+        """``cvta.to.space.u64 d, a`` (generic -> space) or ``cvta.space.u64 d, a`` (space ->
+        generic; ``a`` a register or a .shared variable or kernel parameter). ``.param`` needs
+        PTX 7.7 and sm_70 (a 64-bit destination: kernel parameters have generic addresses only)."""
         ins = "cvta"
         if space not in ("global", "shared", "local", "const", "param"):
             _fail(ins, f"state space {space!r}")
         if not isinstance(dst, Reg):
             _fail(ins, f"destination must be a register, got {dst!r}")
         t = "u64" if T.bits(dst.type) == 64 else "u32"
+        if space == "param" and t != "u64":
+            _fail(ins, f"cvta .param needs a 64-bit destination, got {dst.name} of type .{dst.type}")
         d = self._dst(ins, dst, t)
-        if isinstance(src, Shared):
+        if isinstance(src, Shared | Param):
             if to:
                 _fail(ins, "cvta.to takes a register holding an address, not a variable")
             self._own(ins, "a", src)
+            if (space == "param") != isinstance(src, Param):
+                _fail(ins, f"variable {src.name} is not in the .{space} state space")
             s = src.name
         else:
             s = self._src(ins, "a", src, t, imm=False)
-        self._emit(f"cvta{'.to' if to else ''}.{space}.{t} {d}, {s}", pred)
+        self._emit(f"cvta{'.to' if to else ''}.{space}.{t} {d}, {s}", pred, [CVTA_PARAM] if space == "param" else [])
 
     # ------------------------------------------------------------------ arithmetic
 
@@ -1067,11 +1075,21 @@ class Kernel:
         return p
 
     def param_address(self, dst, param: Param) -> None:
-        """``mov.u64 d, param``: the address of a (tensor-map) parameter, for ``cp.async.bulk.tensor``."""
+        """The *generic* address of a (tensor-map) parameter, for ``cp.async.bulk.tensor``:
+        ``mov.u64 d, param; cvta.param.u64 d, d``.
+
+        ``mov`` alone gives the parameter's address in the .param state space (PTX ISA, mov: "the
+        non-generic address of the variable"), which the tensor copy does not take: its tensorMap
+        operand is a generic address (PTX ISA, cp.async.bulk.tensor). On an H200 the bare ``mov``
+        faulted with CUDA_ERROR_MISALIGNED_ADDRESS (the SASS used the parameter's offset as the
+        address); ``cvta.param`` adds the parameter base. Needs PTX 7.7 and sm_70."""
         self._own("mov", "a", param)
         if not isinstance(param, Param):
             _fail("mov", f"operand a must be a Param, got {param!r}")
-        self._emit(f"mov.u64 {self._dst('mov', dst, 'u64')}, {param.name}")
+        d = self._dst("mov", dst, "u64")
+        self._require(CVTA_PARAM)
+        self._emit(f"mov.u64 {d}, {param.name}")
+        self._emit(f"cvta.param.u64 {d}, {d}")
 
     def extern_shared(self, name: str, align: int = 16) -> Shared:
         """Dynamic shared memory: module-level ``.extern .shared .align A .b8 name[]`` (size set at launch)."""
@@ -1135,7 +1153,8 @@ class Kernel:
     def cp_async_bulk_tensor(self, dst, tmap, coords, bar, pred=None) -> None:
         """``cp.async.bulk.tensor.Nd.shared::cluster.global.tile.mbarrier::complete_tx::bytes
         [dst], [tmap, {c0, ..}], [bar]``: one TMA box load; ``tmap`` is a .u64 register holding the
-        tensor map's address (:meth:`param_address`), ``coords`` .s32 registers/ints, innermost first."""
+        tensor map's generic address (:meth:`param_address`), ``coords`` .s32 registers/ints,
+        innermost first."""
         ins = "cp.async.bulk.tensor"
         coords = _as_list(coords)
         if not 1 <= len(coords) <= 5:

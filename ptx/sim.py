@@ -13,6 +13,11 @@ functional result of structured code. Nothing undefined passes silently; a :clas
 names the kernel, the PTX line and the threads when a kernel
 
 - reads or writes global memory outside every allocation, or misaligned;
+- uses an address in a state space the instruction does not take, or aligned less than the PTX ISA
+  requires (the rule table :data:`ptx.sim_rules.RULES`, e.g. the .param-space address ``mov`` gives
+  as ``cp.async.bulk.tensor``'s tensorMap, which wants a generic one): every address the simulator
+  computes carries its state space (param, shared::cta, shared::cluster, global, generic), and the
+  error names the rule;
 - touches shared memory outside its arrays, reads bytes a ``cp.async`` has not completed
   (no ``cp.async.wait_group`` yet), or races: a byte written by one warp and read or written by
   another with no ``bar.sync`` between them (detected per barrier epoch, whatever the order);
@@ -24,8 +29,10 @@ names the kernel, the PTX line and the threads when a kernel
 
 Numerics: integer ops wrap like the hardware; f32/f64 arithmetic is IEEE round-to-nearest
 (``fma`` is computed in float64 and rounded once more, which can differ in the last bit in rare
-cases); ``mma.sync`` multiplies the quantized inputs exactly and accumulates in float64 (the
-tensor core's internal order and precision are not modelled); cvt.rna.tf32, f16/bf16 packing
+cases); ``mma.sync`` and ``wgmma`` multiply the quantized inputs exactly and accumulate in float64
+(the tensor core's internal order and precision are not modelled; ``wgmma`` reads tf32 operands
+from raw fp32 in shared memory by truncating them to 10 mantissa bits, as an H200 does);
+cvt.rna.tf32 (NaN: the H200's 0x7fc00000 with the sign kept), f16/bf16 packing
 and the f32 <-> f16/bf16 conversions are bit-exact. Supported: the instructions
 :mod:`ptx.builder` emits, except ``.b128`` registers and non-.rn float arithmetic rounding.
 The simulator is slow (tens of microseconds per warp instruction): it is for tests of small
@@ -42,6 +49,7 @@ from functools import cache, lru_cache
 import numpy as np
 
 from . import mma as _mma
+from . import sim_rules as R
 from . import types as T
 
 __all__ = ["SimError", "Memory", "Program", "LaunchStats", "launch"]
@@ -49,7 +57,7 @@ __all__ = ["SimError", "Memory", "Program", "LaunchStats", "launch"]
 SHARED_BASE = 1024  #: shared-window address of the first .shared array (0..1023 is invalid)
 GENERIC_SHARED = 1 << 48  #: generic address of shared-window address 0 (cvta.shared)
 GLOBAL_BASE = 1 << 40  #: first global allocation
-PARAM_BASE = 1 << 47  #: generic address of the first array (tensor-map) kernel parameter
+PARAM_BASE = 1 << 47  #: generic address of the kernel parameters (cvta.param of .param-space address 0)
 _GAP = 4096  #: unallocated bytes between global allocations (out-of-bounds accesses fault)
 _MASK = {1: 1, 8: 0xFF, 16: 0xFFFF, 32: 0xFFFFFFFF, 64: 0xFFFFFFFFFFFFFFFF}
 _U64 = np.uint64
@@ -191,11 +199,14 @@ class Instr:
     guard: str | None = None
     negate: bool = False
     guard_op: Operand | None = field(default=None, init=False, repr=False, compare=False)
+    names_space: bool = field(default=False, init=False, repr=False, compare=False)
     cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # see _shfl
 
     def __post_init__(self) -> None:
         if self.guard is not None:
             self.guard_op = Operand("reg", name=self.guard)
+        # does it name a symbol or convert a state space (give a register a state space to track)?
+        self.names_space = self.op == "cvta" or any(o.kind == "sym" for o in self.ops)
 
 
 @dataclass
@@ -209,11 +220,13 @@ class KernelCode:
     reqntid: tuple[int, ...] | None
     param_bytes: dict[str, int] = field(default_factory=dict)  # array parameters (tensor maps): name -> bytes
     extern: dict[str, int] = field(default_factory=dict)  # dynamic (.extern) shared arrays: name -> align
+    param_offset: dict[str, int] = field(default_factory=dict)  # .param-space address of each parameter
+    param_end: int = 0  # bytes of the .param space (the window of its generic addresses)
 
 
 _SPECIAL = re.compile(r"^%(tid|ntid|ctaid|nctaid)\.[xyz]$|^%(laneid|warpid)$")
 _ENTRY = re.compile(r"\.entry\s+(\w+)\s*\(")
-_PARAM = re.compile(r"\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+(\w+)(?:\[(\d+)\])?")
+_PARAM = re.compile(r"\.param\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+(\w+)(?:\[(\d+)\])?")
 _EXTERN = re.compile(r"^\.extern\s+\.shared\s+\.align\s+(\d+)\s+\.\w+\s+(\w+)\[\]\s*;")
 _SHARED = re.compile(r"\.shared\s+\.align\s+(\d+)\s+\.(\w+)\s+(\w+)\[(\d+)\]")
 _LABEL = re.compile(r"^([$\w]+):$")
@@ -306,8 +319,16 @@ class Program:
             head.append(lines[i])
             i += 1
         found = _PARAM.findall("\n".join(head))
-        params = [(t, n) for t, n, _ in found]
-        param_bytes = {n: int(c) * T.bits(t) // 8 for t, n, c in found if c}
+        params = [(t, n) for _, t, n, _ in found]
+        param_bytes = {n: int(c) * T.bits(t) // 8 for _, t, n, c in found if c}
+        # the .param space as the ABI lays it out: in order, each parameter at its alignment
+        param_offset, pend = {}, 0
+        for al, t, n, c in found:
+            size = max(1, T.bits(t) // 8) * (int(c) if c else 1)
+            align = int(al) if al else max(1, T.bits(t) // 8)
+            pend = -(-pend // align) * align
+            param_offset[n] = pend
+            pend += size
         reqntid = None
         m = re.search(r"\.reqntid\s+([\d,\s]+)", "\n".join(head))
         if m:
@@ -342,7 +363,17 @@ class Program:
                 if o.kind == "label" and o.name not in labels:
                     raise SimError(f"{name}: line {ins.line}: label {o.name} is not defined")
         self.kernels[name] = KernelCode(
-            name, [(t, n) for t, n in params], shared, end, code, labels, reqntid, param_bytes, dict(self.extern)
+            name,
+            [(t, n) for t, n in params],
+            shared,
+            end,
+            code,
+            labels,
+            reqntid,
+            param_bytes,
+            dict(self.extern),
+            param_offset,
+            pend,
         )
         return i
 
@@ -519,6 +550,7 @@ class _Cta:
         self._wv: dict[int, np.ndarray] = {}
         self.regs: dict[str, np.ndarray] = {}
         self.defined: dict[str, np.ndarray] = {}
+        self.space: dict[str, np.ndarray] = {}  # registers holding addresses: state-space codes per thread (sim_rules)
         self.full_def: set[str] = set()  # registers defined in every thread (their reads need no check)
         self.shared = dict(k.shared)
         self.shared_end = k.shared_end
@@ -588,10 +620,8 @@ class _Cta:
         if o.kind == "sym":
             if o.name in self.shared:
                 return np.full(self.n, self.shared[o.name][0], _U64)
-            if o.name in self.k.param_bytes:
-                return np.full(self.n, self.params[o.name][1], _U64)
-            if o.name in self.params:
-                self.fail(ins, f"the address of parameter {o.name} is not supported")
+            if o.name in self.k.param_offset:  # its address in the .param state space (not generic)
+                return np.full(self.n, self.k.param_offset[o.name], _U64)
             self.fail(ins, f"unknown symbol {o.name}")
         self.fail(ins, f"operand kind {o.kind} cannot be read as a value")
         raise AssertionError  # unreachable
@@ -630,7 +660,7 @@ class _Cta:
                     self.full_def.add(name)
 
     # -- shared memory -----------------------------------------------------------------------
-    def _smem_index(self, ins, addrs: np.ndarray, width: int, threads: np.ndarray) -> np.ndarray:
+    def _smem_index(self, ins, addrs: np.ndarray, width: int, threads: np.ndarray, rule="access-align") -> np.ndarray:
         a = addrs.astype(np.int64)
         bad = (a < SHARED_BASE) | (a + width > self.shared_end)
         if np.count_nonzero(bad):
@@ -642,7 +672,11 @@ class _Cta:
             )
         mis = _misaligned(a, width)
         if np.count_nonzero(mis):
-            self.fail(ins, f"misaligned shared access of {width} bytes at {int(a[mis != 0][0])}")
+            self.fail(
+                ins,
+                R.message(rule, f"misaligned shared access of {width} bytes at {int(a[mis != 0][0])}"),
+                self._mask(threads[mis != 0]),
+            )
         return a[:, None] + _arange(width)
 
     def _warps_of(self, threads: np.ndarray, width: int) -> np.ndarray:
@@ -664,9 +698,10 @@ class _Cta:
         m[tids] = True
         return m
 
-    def smem_read(self, ins, addrs, width, threads) -> np.ndarray:
-        """Bytes (n, width) of shared memory; checks pending async copies and races."""
-        idx = self._smem_index(ins, addrs, width, threads)
+    def smem_read(self, ins, addrs, width, threads, rule="access-align") -> np.ndarray:
+        """Bytes (n, width) of shared memory; checks pending async copies and races (``rule``:
+        the alignment rule the access follows)."""
+        idx = self._smem_index(ins, addrs, width, threads, rule)
         flat, wv = idx.reshape(-1), self._warps_of(threads, width)
         if self.in_flight() and np.count_nonzero(self.pending[flat] > 0):
             self.fail(
@@ -798,7 +833,10 @@ class _Cta:
                 handler = _HANDLERS.get(op)
                 if handler is None:
                     self.fail(ins, f"instruction {op} is not supported by the simulator")
+                upd = R.source_spaces(self, ins) if self.space or ins.names_space else None
                 handler(self, ins, exe)
+                if upd is not None:  # the state spaces of the addresses it wrote
+                    R.set_spaces(self, *upd, exe)
                 p += 1
                 if op == "mbarrier":  # a completed phase releases parked threads
                     pc[act] = p
@@ -893,8 +931,9 @@ def _mov(c: _Cta, ins: Instr, exe) -> None:
 
 
 def _space(ins: Instr) -> str:
-    for s in ("param", "global", "shared", "local", "const"):
-        if s in ins.mods:
+    for m in ins.mods:
+        s = m.split("::")[0]
+        if s in ("param", "global", "shared", "local", "const"):
             return s
     return "generic"
 
@@ -917,17 +956,48 @@ def _addr(c: _Cta, ins: Instr, o: Operand, exe) -> np.ndarray:
     return (raw + _U64(o.value & _MASK[64])).astype(np.int64)
 
 
-def _resolve(c: _Cta, ins: Instr, space: str, addrs: np.ndarray, exe) -> tuple[str, np.ndarray]:
+#: the state spaces (sim_rules codes) an address operand of each instruction state space may hold;
+#: an untracked integer is accepted where its value lies in the space's window
+_TAKES = {"generic": (R.GENERIC,), "shared": (R.SHARED_CTA,), "global": (R.GLOBAL,)}
+
+
+def _in_window(a: np.ndarray, base: int, size: int) -> np.ndarray:
+    """Which (uint64) addresses lie in [base, base + size)."""
+    return (a >= _U64(base)) & (a < _U64(base + size))
+
+
+def _resolve(
+    c: _Cta, ins: Instr, space: str, addrs: np.ndarray, exe, o: Operand | None = None
+) -> tuple[str, np.ndarray]:
+    """("shared" or "global", the executing threads' addresses) of an address in instruction
+    state space ``space``; checks the state space of operand ``o`` (rule state-space) and that
+    each address lies in the space's window (shared: a 32-bit shared-window address)."""
+    if o is not None and space in _TAKES:
+        R.check_space(c, ins, o, _TAKES[space], exe, "address")
     if space == "generic":
         a = _sel(c, addrs.view(_U64), exe)
-        sh = np.count_nonzero((a >= _U64(GENERIC_SHARED)) & (a < _U64(GENERIC_SHARED + (1 << 32))))
+        sh = np.count_nonzero(_in_window(a, GENERIC_SHARED, 1 << 32))
         if sh == a.size:
             return "shared", (a - _U64(GENERIC_SHARED)).astype(np.int64)
         if sh:
             c.fail(ins, "generic access mixes shared and global addresses in one instruction")
+        if np.count_nonzero(_in_window(a, PARAM_BASE, 1 << 32)):
+            c.fail(ins, "generic loads and stores of kernel parameters are not supported by the simulator")
         return "global", a.astype(np.int64)
     if space == "shared":
-        return "shared", _sel(c, addrs, exe) & _MASK[32]
+        a = _sel(c, addrs, exe)
+        wide = (a.view(_U64) >> _U64(32)) != 0
+        if np.count_nonzero(wide):
+            bad = int(a[wide][0]) & _MASK[64]
+            c.fail(
+                ins,
+                R.message(
+                    "state-space",
+                    f".shared address {bad:#x} is not a shared-window address (a generic address? cvta.to.shared "
+                    "converts one)",
+                ),
+            )
+        return "shared", a
     if space == "global":
         return "global", _sel(c, addrs, exe)
     c.fail(ins, f"state space .{space} is not supported by the simulator")
@@ -954,14 +1024,17 @@ def _ld(c: _Cta, ins: Instr, exe) -> None:
         c.put(d.name, np.full(c.n, bits, _U64), ptype if ptype != "pred" else "b32", exe)
         return
     width = es * len(dsts)
-    kind, addrs = _resolve(c, ins, space, _addr(c, ins, a, exe), exe)
+    kind, addrs = _resolve(c, ins, space, _addr(c, ins, a, exe), exe, a)
     tids = _tids(c, exe)
     if kind == "shared":
         data = c.smem_read(ins, addrs, width, tids)
     else:
         mis = _misaligned(addrs, width)
         if np.count_nonzero(mis):
-            c.fail(ins, f"misaligned global load of {width} bytes at {int(addrs[mis != 0][0]):#x}")
+            c.fail(
+                ins,
+                R.message("access-align", f"misaligned global load of {width} bytes at {int(addrs[mis != 0][0]):#x}"),
+            )
         try:
             data = c.mem.gather(addrs, width, "global load")
         except SimError as e:
@@ -985,7 +1058,7 @@ def _st(c: _Cta, ins: Instr, exe) -> None:
     srcs = s.items if s.kind == "vec" else [s]
     es = _elem_bytes(t)
     width = es * len(srcs)
-    kind, addrs = _resolve(c, ins, _space(ins), _addr(c, ins, a, exe), exe)
+    kind, addrs = _resolve(c, ins, _space(ins), _addr(c, ins, a, exe), exe, a)
     cols = [_sel(c, c.raw(ins, r, t, exe), exe) & _U64(_MASK[8 * es] if es < 8 else _MASK[64]) for r in srcs]
     vals = cols[0][:, None] if len(cols) == 1 else np.stack(cols, axis=1)
     if es < 8:
@@ -997,29 +1070,60 @@ def _st(c: _Cta, ins: Instr, exe) -> None:
         return
     mis = _misaligned(addrs, width)
     if np.count_nonzero(mis):
-        c.fail(ins, f"misaligned global store of {width} bytes at {int(addrs[mis != 0][0]):#x}")
+        c.fail(
+            ins, R.message("access-align", f"misaligned global store of {width} bytes at {int(addrs[mis != 0][0]):#x}")
+        )
     try:
         c.mem.scatter(addrs, data, "global store")
     except SimError as e:
         c.fail(ins, str(e), exe)
 
 
+#: state spaces (sim_rules codes) whose addresses cvta.<space> converts to generic ones
+_CVTA_FROM = {"shared": (R.SHARED_CTA, R.SHARED_CLUSTER), "param": (R.PARAM,), "global": (R.GLOBAL,)}
+
+
 def _cvta(c: _Cta, ins: Instr, exe) -> None:
+    """cvta.<space> (space -> generic) and cvta.to.<space> (generic -> space) for .shared,
+    .param (kernel parameters: generic = PARAM_BASE + .param address) and .global (identity);
+    the source must be an address of the space it converts from (rule state-space)."""
     d, s = ins.ops
     t = _type(ins)
-    space = ins.mods[-2]
-    v = c.raw(ins, s, t, exe)
-    if space == "shared":
-        v = v - _U64(GENERIC_SHARED) if ins.mods[0] == "to" else v + _U64(GENERIC_SHARED)
-    elif space != "global":
+    to = ins.mods[0] == "to"
+    full = ins.mods[1 if to else 0]
+    space = full.split("::")[0]
+    if space not in _CVTA_FROM:
         c.fail(ins, f"cvta for .{space} is not supported by the simulator")
+    if t != "u64":
+        c.fail(ins, "cvta with 32-bit addresses is not supported by the simulator (.address_size 64)")
+    R.check_space(c, ins, s, (R.GENERIC,) if to else _CVTA_FROM[space], exe, "source")
+    v = c.raw(ins, s, t, exe)
+    windows = {"shared": (GENERIC_SHARED, 1 << 32), "param": (PARAM_BASE, max(c.k.param_end, 1))}
+    if to:
+        a = _sel(c, v, exe)
+        if space in windows:
+            out = ~_in_window(a, *windows[space])
+        else:  # global: anything outside the other windows
+            out = _in_window(a, GENERIC_SHARED, 1 << 32) | _in_window(a, PARAM_BASE, 1 << 32)
+        if np.count_nonzero(out):
+            c.fail(
+                ins,
+                R.message(
+                    "state-space",
+                    f"generic address {int(a[out][0]):#x} does not fall within the address window of .{full}",
+                ),
+            )
+    if space in windows:
+        v = v - _U64(windows[space][0]) if to else v + _U64(windows[space][0])
     c.put(d.name, v, t, exe)
 
 
 #: NaN results of f32 arithmetic and of narrowing cvt, as the hardware writes them (H100, CUDA 13:
 #: add/mul/div.rn.f32 give 0x7fffffff, cvt.rn.f16.f32 and cvt.rn.bf16.f32 give 0x7fff), not
 #: numpy's payload-preserving NaN. min/max, copies and sign operations keep their input bits.
-CANONICAL_NAN = {"f32": 0x7FFFFFFF, "f16": 0x7FFF, "bf16": 0x7FFF}
+#: cvt.rna.tf32.f32 keeps the sign and clears the payload (H200, CUDA 13: 0x7fc00123 ->
+#: 0x7fc00000, 0xffc00000 -> 0xffc00000; NaNs with payload bits above bit 12 were not recorded).
+CANONICAL_NAN = {"f32": 0x7FFFFFFF, "f16": 0x7FFF, "bf16": 0x7FFF, "tf32": 0x7FC00000}
 _NAN_F32 = np.uint32(CANONICAL_NAN["f32"]).view(np.float32)
 
 
@@ -1231,7 +1335,9 @@ def _cvt(c: _Cta, ins: Instr, exe) -> None:
     if dt == "tf32":
         u = np.asarray(v, np.float32).view(np.uint32)
         special = (u & np.uint32(0x7F800000)) == np.uint32(0x7F800000)
-        r = np.where(special, u, _mma.round_tf32(v).view(np.uint32))
+        nan = (u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+        canon = (u & np.uint32(0x80000000)) | np.uint32(CANONICAL_NAN["tf32"])
+        r = np.where(nan, canon, np.where(special, u, _mma.round_tf32(v).view(np.uint32)))
         c.put(d.name, r.astype(_U64), "b32", exe)
         return
     if T.is_float(dt) and T.is_float(at):
@@ -1339,14 +1445,16 @@ def _cp_async(c: _Cta, ins: Instr, exe) -> None:
         return
     dst, src, size = ins.ops[0], ins.ops[1], ins.ops[2].value
     tids = np.flatnonzero(exe)
-    sh = _addr(c, ins, dst, exe)[exe] & _MASK[32]
+    R.check_space(c, ins, dst, (R.SHARED_CTA,), exe, "dst", "cp-async-size")
+    R.check_space(c, ins, src, (R.GLOBAL,), exe, "src", "cp-async-size")
+    _, sh = _resolve(c, ins, "shared", _addr(c, ins, dst, exe), exe)
     gl = _addr(c, ins, src, exe)[exe]
     ssz = c.get(ins, ins.ops[3], "u32", exe)[exe] if len(ins.ops) > 3 else np.full(tids.size, size, np.int64)
     if (ssz > size).any():
         c.fail(ins, f"src-size larger than cp-size {size}")
     if (gl % size).any():
-        c.fail(ins, f"cp.async global source misaligned for {size} bytes", exe)
-    idx = c._smem_index(ins, sh, size, tids)
+        c.fail(ins, R.message("cp-async-size", f"cp.async global source misaligned for {size} bytes"), exe)
+    idx = c._smem_index(ins, sh, size, tids, "cp-async-size")
     flat, wv = idx.reshape(-1), np.repeat(c.warp[tids], size)
     c._check_write(ins, flat, wv, what="starts an async copy into")
     np.add.at(c.pending, flat, 1)
@@ -1398,10 +1506,11 @@ def _ldmatrix(c: _Cta, ins: Instr, exe) -> None:
     nmat = int(next(m for m in ins.mods if m.startswith("x"))[1:])
     trans = "trans" in ins.mods
     d, a = ins.ops
-    addrs = _addr(c, ins, a, exe) & _MASK[32]
     # lanes 8j..8j+7 of each warp give the 16-byte rows of matrix j
     giver = np.concatenate([w * 32 + np.arange(8 * nmat) for w in warps])
-    rows = c.smem_read(ins, addrs[giver], 16, giver).view("<u2").reshape(len(warps), nmat, 8, 8)
+    R.check_space(c, ins, a, (R.SHARED_CTA,), c._mask(giver), "row address", "ldmatrix-row")
+    _, addrs = _resolve(c, ins, "shared", _addr(c, ins, a, exe)[giver], c.ones)  # (c.ones: take them all)
+    rows = c.smem_read(ins, addrs, 16, giver, "ldmatrix-row").view("<u2").reshape(len(warps), nmat, 8, 8)
     if trans:
         rows = rows.transpose(0, 1, 3, 2)
     lane = np.arange(32)
@@ -1480,13 +1589,24 @@ def _mma_sync(c: _Cta, ins: Instr, exe) -> None:
 
 
 def _mbar_at(c: _Cta, ins: Instr, exe, o: Operand) -> np.ndarray:
-    kind, addrs = _resolve(
-        c, ins, "shared" if any(m.startswith("shared") for m in ins.mods) else "generic", _addr(c, ins, o, exe), exe
-    )
+    """Shared addresses of the executing threads' mbarrier objects (operand ``o``), checked
+    against rule mbarrier-object: in shared::cta, 8-byte aligned, inside the shared arrays."""
+    space = "shared" if any(m.startswith("shared") for m in ins.mods) else "generic"
+    R.check_space(c, ins, o, _TAKES[space], exe, "mbarrier operand", "mbarrier-object")
+    kind, addrs = _resolve(c, ins, space, _addr(c, ins, o, exe), exe)
     if kind != "shared":
-        c.fail(ins, "mbarrier address is not in shared memory", exe)
-    if (addrs % 8).any() or ((addrs < SHARED_BASE) | (addrs + 8 > c.shared_end)).any():
-        c.fail(ins, "mbarrier object must be 8-byte aligned inside the shared arrays", exe)
+        c.fail(ins, R.message("mbarrier-object", "mbarrier address is not in shared memory"), exe)
+    mis = addrs % 8 != 0
+    if mis.any():
+        c.fail(
+            ins,
+            R.message(
+                "mbarrier-object", f"mbarrier object at shared address {int(addrs[mis][0])} is not 8-byte aligned"
+            ),
+            exe,
+        )
+    if ((addrs < SHARED_BASE) | (addrs + 8 > c.shared_end)).any():
+        c.fail(ins, R.message("mbarrier-object", "mbarrier object outside the shared arrays"), exe)
     return addrs
 
 
@@ -1608,14 +1728,25 @@ def _tma_issue(c: _Cta, ins: Instr, exe) -> None:
         c.fail(ins, "multicast (clusters) is not supported by the simulator")
     dst_o, src_o, bar_o = ins.ops[:3]
     tids = np.flatnonzero(exe)
-    dst = _addr(c, ins, dst_o, exe)[exe] & _MASK[32]
+    R.check_space(c, ins, src_o.items[0], (R.GENERIC,), exe, "tensorMap operand", "tensormap-generic")
+    R.check_space(c, ins, dst_o, (R.SHARED_CTA, R.SHARED_CLUSTER), exe, "dstMem", "tma-dst-align")
+    _, dst = _resolve(c, ins, "shared", _addr(c, ins, dst_o, exe), exe)
     bars = _mbar_at(c, ins, exe, bar_o)
     tm_addr = c.raw(ins, src_o.items[0], "u64", exe)[exe]
     coords = np.stack([c.get(ins, o, "s32", exe)[exe] for o in src_o.items[1].items], axis=1)
     for j, t in enumerate(tids.tolist()):
-        entry = c.pspace.get(int(tm_addr[j]))
+        a = int(tm_addr[j])
+        entry = c.pspace.get(a)
         if entry is None:
-            c.fail(ins, f"tensorMap operand {int(tm_addr[j]):#x} is not the address of a tensor-map parameter")
+            if PARAM_BASE <= a < PARAM_BASE + c.k.param_end:
+                what = "points into the kernel parameters, not at a tensor-map parameter"
+            elif a >= GLOBAL_BASE and a < PARAM_BASE:
+                c.fail(ins, "tensor maps in global memory are not supported by the simulator (pass one as a parameter)")
+            else:
+                what = "is not a generic address (a .param-space address from mov? cvta.param converts it)"
+            c.fail(ins, R.message("tensormap-generic", f"tensorMap operand {a:#x} {what}"), c._mask(np.array([t])))
+        if a % R.RULES["tensormap-generic"].align_bytes:
+            c.fail(ins, R.message("tensormap-generic", f"tensorMap operand {a:#x} is not 64-byte aligned"))
         try:
             tm = TensorMapTiled.unpack(entry[1])
         except TensorMapError as e:
@@ -1629,9 +1760,15 @@ def _tma_issue(c: _Cta, ins: Instr, exe) -> None:
         if span and row != span:
             c.fail(ins, f"a {span}-byte swizzle with {row}-byte box rows is not supported by the simulator")
         d = int(dst[j])
-        align = max(128, 8 * span)
-        if d % align:
-            c.fail(ins, f"shared destination {d} is not {align}-byte aligned (swizzle {span} B)")
+        if d % R.RULES["tma-dst-align"].align_bytes:
+            c.fail(ins, R.message("tma-dst-align", f"shared destination {d} is not 128-byte aligned"))
+        if span and d % (8 * span):
+            c.fail(
+                ins,
+                R.message(
+                    "tma-dst-swizzle", f"shared destination {d} is not {8 * span}-byte aligned (swizzle {span} B)"
+                ),
+            )
         _mbar(c, ins, int(bars[j]))
         nbytes = tm.box_bytes
         idx = np.arange(d, d + nbytes)
@@ -1770,11 +1907,23 @@ def _wgmma(c: _Cta, ins: Instr, exe) -> None:
             if gw is not None and (gw[sel] > c.fence_step[sel]).any():
                 c.fail(ins, f"accumulator {nm} was written after the last wgmma.fence (missing wgmma.fence)", mask)
         descs = []
-        for o in (ad, bd):
+        for o, mn_major in ((ad, trans_a), (bd, trans_b)):
             v = c.raw(ins, o, "b64", mask)[sel]
             if (v != v[0]).any():
                 c.fail(ins, f"descriptor {o.name} differs between the threads of warpgroup {g}")
             descs.append(int(v[0]))
+            start, _, _, span, _ = W.decode_descriptor(descs[-1])
+            # rule wgmma-desc-row: one row of the canonical layout stays in one row of the swizzle atom
+            if span and (start % span if mn_major else start % span + 32 > span):
+                c.fail(
+                    ins,
+                    R.message(
+                        "wgmma-desc-row",
+                        f"descriptor {o.name} ({'MN' if mn_major else 'K'}-major, {span}-byte swizzle) starts at "
+                        f"shared address {start}, {start % span} bytes into a swizzle row",
+                    ),
+                    mask,
+                )
         try:
             a_addr = W.operand_addresses(descs[0], 64, kk, es, bool(trans_a))
             b_addr = W.operand_addresses(descs[1], nn, kk, es, bool(trans_b))
@@ -1784,7 +1933,13 @@ def _wgmma(c: _Cta, ins: Instr, exe) -> None:
         def fetch(addrs, what):
             flat = (addrs[..., None] + np.arange(es)).reshape(-1)
             if ((flat < SHARED_BASE) | (flat >= c.shared_end)).any():
-                c.fail(ins, f"{what} descriptor reaches outside the shared arrays [{SHARED_BASE}, {c.shared_end})")
+                c.fail(
+                    ins,
+                    R.message(
+                        "wgmma-desc-start",
+                        f"{what} descriptor reaches outside the shared arrays [{SHARED_BASE}, {c.shared_end})",
+                    ),
+                )
             if (c.pending[flat] > 0).any():
                 c.fail(ins, f"{what} reads shared memory a copy has not completed (missing mbarrier wait?)")
             if c.proxy_dirty[flat].any():
@@ -1795,8 +1950,8 @@ def _wgmma(c: _Cta, ins: Instr, exe) -> None:
                 v = u.view(np.float16).astype(np.float64)
             elif at == "bf16":
                 v = _mma.bf16_bits_to_f32(u).astype(np.float64)
-            else:
-                v = _mma.round_tf32(u.view(np.float32)).astype(np.float64)
+            else:  # raw fp32 in shared memory: the tensor core reads the upper 19 bits (truncates)
+                v = _mma.quantize("tf32", u.view(np.float32)).astype(np.float64)
             return v, flat
 
         A, fa = fetch(a_addr, "A")
@@ -1911,7 +2066,7 @@ def launch(
                 raise SimError(
                     f"parameter {name} is {nb} bytes (a tensor map): pass bytes of that length, got {v!r:.60}"
                 )
-            a = PARAM_BASE + 256 * len(pspace)
+            a = PARAM_BASE + k.param_offset[name]  # its generic address (cvta.param)
             pspace[a] = (name, bytes(v))
             params[name] = ("u64", a)
             continue

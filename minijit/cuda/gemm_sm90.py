@@ -82,7 +82,6 @@ from .gemm import FIRST_TOUCH, LAST_TOUCH, GeneratedKernel, store_touched
 
 ESIZE = {"f16": 2, "bf16": 2, "tf32": 4}
 TMAP_DTYPE = {"f16": "float16", "bf16": "bfloat16", "tf32": "float32"}
-MUTATIONS = ("", "no_wgmma_fence", "wrong_swizzle", "expect_tx_plus16", "wrong_trans", "early_release")
 BK = 64  #: K elements per stage of 16-bit inputs: one 128-byte swizzle row (tf32: 32)
 SWIZZLE = 128
 ROW = 128  #: bytes of one shared tile row (the swizzle span)
@@ -105,8 +104,7 @@ class Sm90Spec:
     from the batch table, so "c" is in it) and "a"/"b" (a batch dim in their tensor maps), one of
     :data:`BATCH_OPS`; ``reduce``: the operands whose tensor maps carry a reduction dim (summed
     over ``R``), one of :data:`REDUCE_OPS` ("" for no ``R`` parameter); ``persistent``: CTAs loop
-    over the output tiles (grid from :meth:`Sm90Kernel.grid`, a ``Z`` parameter); ``mutate``: a deliberate
-    bug for tests (one of :data:`MUTATIONS`, "" for the real kernel).
+    over the output tiles (grid from :meth:`Sm90Kernel.grid`, a ``Z`` parameter).
     """
 
     dtype: str = "f16"
@@ -120,7 +118,6 @@ class Sm90Spec:
     batch: str = ""
     reduce: str = ""
     persistent: bool = False
-    mutate: str = ""
 
     def __post_init__(self) -> None:
         def bad(msg: str):
@@ -144,12 +141,8 @@ class Sm90Spec:
             bad(f"batch {self.batch!r}: one of {BATCH_OPS}")
         if self.reduce not in REDUCE_OPS:
             bad(f"reduce {self.reduce!r}: one of {REDUCE_OPS}")
-        if self.mutate not in MUTATIONS:
-            bad(f"mutate in {MUTATIONS}")
         if not isinstance(self.persistent, bool):
             bad("persistent must be a bool")
-        if self.mutate == "wrong_trans" and self.dtype == "tf32":
-            bad("mutate 'wrong_trans' needs a 16-bit dtype (tf32 wgmma has no transpose immediates)")
         if self.smem_bytes > 227 * 1024:
             bad(f"{self.smem_bytes} bytes of shared memory (max 232448)")
 
@@ -201,7 +194,6 @@ class Sm90Spec:
         tail = "" if self.orientation == "mk" else f"_a{self.a_major}b{self.b_major}"
         tail += (f"_z{self.batch}" if self.batch else "") + (f"_r{self.reduce}" if self.reduce else "")
         tail += "_p" if self.persistent else ""
-        tail += f"_{self.mutate}" if self.mutate else ""
         return f"gemm90_{self.dtype}_{self.bm}x{self.bn}x{self.bk}_s{self.stages}_{self.first}_{self.last}{tail}"
 
 
@@ -297,16 +289,12 @@ def generate(spec: Sm90Spec) -> Sm90Kernel:
     ks_per_stage = S.bk // kw
     box_bytes = S.bk * ROW  # one MN-major box: 64 mn x bk rows of 128 bytes (LBO between boxes)
     kmajor_step, mnmajor_step = kw * S.es, kw * ROW  # descriptor advance per wgmma K step (bytes)
-    tx_bytes = S.stage_bytes + (16 if S.mutate == "expect_tx_plus16" else 0)
-    span = 64 if S.mutate == "wrong_swizzle" else SWIZZLE
     # wgmma operands: X = B^T (wgmma A), Y = A (wgmma B); transpose immediate 1 = MN-major
     x_trans, y_trans = int(S.b_major == "n"), int(S.a_major == "m")
-    x_bits = make_descriptor(0, box_bytes if x_trans else 16, 1024, span)
-    y_bits = make_descriptor(0, box_bytes if y_trans else 16, 1024, span)
+    x_bits = make_descriptor(0, box_bytes if x_trans else 16, 1024, SWIZZLE)
+    y_bits = make_descriptor(0, box_bytes if y_trans else 16, 1024, SWIZZLE)
     x_step = mnmajor_step if x_trans else kmajor_step
     y_step = mnmajor_step if y_trans else kmajor_step
-    if S.mutate == "wrong_trans":
-        y_trans ^= 1
 
     p_ta, p_tb = k.tensormap_param("tmap_a"), k.tensormap_param("tmap_b")
     p_c = k.param("u64", "C")
@@ -459,7 +447,7 @@ def generate(spec: Sm90Spec) -> Sm90Kernel:
     k.place(pwait)
     k.mbarrier_try_wait_parity(ok, eb, epar)
     k.bra(pwait, pred=~ok)
-    k.mbarrier_arrive_expect_tx(fb, tx_bytes)
+    k.mbarrier_arrive_expect_tx(fb, S.stage_bytes)
     k.shl(kc, kin, S.bk.bit_length() - 1)
     for op, k_major, smem, tmap, row0, rows in (
         ("b", S.b_major == "k", sb, tmb, n0, S.bn),
@@ -520,8 +508,7 @@ def generate(spec: Sm90Spec) -> Sm90Kernel:
         k.cvt(t64, a_)
         k.shr(t64, t64, 4)
         k.or_(d, t64, bits)
-    if S.mutate != "no_wgmma_fence":
-        k.wgmma_fence()
+    k.wgmma_fence()
     for s in range(ks_per_stage):
         ddx, ddy = (dx, dy) if s == 0 else (k.reg("b64"), k.reg("b64"))
         if s:
@@ -531,13 +518,10 @@ def generate(spec: Sm90Spec) -> Sm90Kernel:
     k.wgmma_commit()
     # one group stays in flight: once the previous stage's group has retired, that stage is free
     k.wgmma_wait(1)
-    if S.mutate == "early_release":  # (bug: frees the stage the group just issued still reads)
-        k.mbarrier_arrive(eb, pred=lead)
-    else:
-        not_first = k.reg("pred")
-        k.setp("ne", not_first, kt, 0)
-        k.and_(not_first, not_first, lead)
-        k.mbarrier_arrive(prev_eb, pred=not_first)
+    not_first = k.reg("pred")
+    k.setp("ne", not_first, kt, 0)
+    k.and_(not_first, not_first, lead)
+    k.mbarrier_arrive(prev_eb, pred=not_first)
     k.mov(prev_eb, eb)
     advance()
     k.setp("lt", ok, kt, ntiles)
@@ -545,11 +529,10 @@ def generate(spec: Sm90Spec) -> Sm90Kernel:
     k.place(cend)
     # the last group: wait for it before the epilogue reads the accumulators, then free its stage
     k.wgmma_wait(0)
-    if S.mutate != "early_release":
-        last = k.reg("pred")
-        k.setp("gt", last, kt, 0)
-        k.and_(last, last, lead)
-        k.mbarrier_arrive(prev_eb, pred=last)
+    last = k.reg("pred")
+    k.setp("gt", last, kt, 0)
+    k.and_(last, last, lead)
+    k.mbarrier_arrive(prev_eb, pred=last)
 
     # ---- epilogue: register i of lane l -> n = n0 + 64g + 16w + l/4 + 8((i%4)/2), m = m0 + 8(i/4) + 2(l%4) + i%2
     lane, w = k.reg("u32"), k.reg("u32")
@@ -719,7 +702,6 @@ __all__ = [
     "BATCH_OPS",
     "BK",
     "ESIZE",
-    "MUTATIONS",
     "REDUCE_OPS",
     "Sm90Kernel",
     "Sm90Plan",

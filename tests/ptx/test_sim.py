@@ -170,14 +170,16 @@ def _f32(seed: int) -> np.ndarray:
 
 
 def _tf32_ref(x: np.ndarray) -> np.ndarray:
-    """cvt.rna.tf32.f32 by comparing both tf32 neighbours; ties away from zero; inf/NaN kept."""
+    """cvt.rna.tf32.f32 by comparing both tf32 neighbours; ties away from zero; inf kept; a NaN
+    becomes 0x7fc00000 with its sign (as an H200 returns it: 0x7fc00123 -> 0x7fc00000)."""
     u = x.view(np.uint32)
     lo = u & np.uint32(0xFFFFE000)
     hi = lo + np.uint32(0x2000)
     dl = np.abs(lo.view(np.float32).astype(np.float64) - x)
     dh = np.abs(hi.view(np.float32).astype(np.float64) - x)
     r = np.where(dh <= dl, hi, lo)
-    return np.where(np.isfinite(x), r, u).view(np.float32)
+    nan = (u & np.uint32(0x80000000)) | np.uint32(0x7FC00000)
+    return np.where(np.isnan(x), nan, np.where(np.isfinite(x), r, u)).view(np.float32)
 
 
 def _bf16_ref(x: np.ndarray) -> np.ndarray:

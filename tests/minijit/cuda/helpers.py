@@ -1,13 +1,87 @@
-"""The batched-reduce GEMM problems shared by the simulated (numpy model) and the GPU tests."""
+"""The batched-reduce GEMM problems shared by the simulated (numpy model) and the GPU tests, and
+the reference + error bound that GEMM results on a GPU are held to.
+
+Reference: the operands as the tensor cores read them (:func:`tensor_core_operand`: f16/bf16 as
+stored; fp32 for tf32 either rounded by ``cvt.rna.tf32.f32`` in the kernel, as the mma.sync family
+does, or truncated to 10 mantissa bits, as an sm_90a ``wgmma`` reads raw fp32 from shared memory),
+multiplied exactly and summed in float64. What remains between a GPU and that reference is the fp32
+accumulation: :func:`accumulation_bound`.
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from minijit.cuda import gemm
 from minijit.cuda.gemm import GemmSpec
+from ptx import mma
+
+#: unit roundoff of fp32 (round to nearest): the accumulation precision of every tensor-core path
+U32 = 2.0**-24
+#: probability, under the rounding-error model of :func:`accumulation_bound`, that a correct launch
+#: has any element outside the bound
+FALSE_ALARM = 1e-6
+#: how a GEMM family's tensor cores see fp32 (tf32) operands: "rna" (cvt.rna.tf32.f32 in the
+#: kernel: mma.sync) or "truncate" (sm_90a wgmma reads raw fp32 from shared memory and ignores
+#: the low 13 mantissa bits: recorded on an H200, issue 34, where two launches matched the
+#: truncating reference to 1e-4 and the rounding one only to 6e-2)
+TF32_ROUNDING = {"mma.sync": "rna", "sm90a": "truncate"}
+
+
+def tensor_core_operand(dtype: str, x: np.ndarray, tf32: str = "rna") -> np.ndarray:
+    """``x`` (fp32 values, or f16/bf16 values already representable) as the tensor core reads
+    it, in float64: f16/bf16 rounded to nearest even, tf32 by ``tf32`` ("rna" or "truncate")."""
+    if dtype != "tf32":
+        return mma.quantize(dtype, x).astype(np.float64)
+    if tf32 == "rna":
+        return mma.round_tf32(x).astype(np.float64)
+    if tf32 == "truncate":
+        return mma.quantize("tf32", x).astype(np.float64)
+    raise ValueError(f"tf32 rounding {tf32!r}: 'rna' or 'truncate'")
+
+
+def expected_gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, first: str = "zero", last: str = "none"):
+    """(want, scale) of ``last(first(c) + a @ b)`` for operands ``a`` (M x K) and ``b`` (K x N)
+    as the tensor core reads them: ``want`` in float64, ``scale`` = ``|first(c)| + |a| @ |b|``,
+    which bounds every partial sum of any summation order."""
+    old = np.zeros(c.shape) if first == "zero" else c.astype(np.float64)
+    if first == "relu":
+        old = np.maximum(old, 0.0)
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    out = old + a @ b
+    return (np.maximum(out, 0.0) if last == "relu" else out), np.abs(old) + np.abs(a) @ np.abs(b)
+
+
+def accumulation_bound(scale: np.ndarray, terms: int, checked: int) -> np.ndarray:
+    """Bound on ``|got - want|`` per element for sums of ``terms`` exact products (and C) that a
+    GPU accumulates in fp32 in an order of its own, when ``checked`` elements are compared.
+
+    Model: each of the ``terms`` additions rounds its partial sum S_i with a relative error
+    uniform in [-u, u] (u = 2^-24), independent; ``|S_i| <= scale``. The error is then about
+    normal with sigma <= u * sqrt(terms / 3) * scale. The bound is ``z`` sigma with ``z`` =
+    sqrt(2 ln(2 ``checked`` / FALSE_ALARM)), so that the largest of ``checked`` correct errors
+    crosses it with probability under FALSE_ALARM: the multiplier grows with the element count (a
+    fixed 4 sigma, crossed once in about 16 000 elements, is not a bound for 150 000). A ReLU
+    last touch only shrinks differences. Plus one fp32 ulp of the result for the final store."""
+    z = math.sqrt(2.0 * math.log(2.0 * max(checked, 1) / FALSE_ALARM))
+    return z * U32 * math.sqrt(max(terms, 1) / 3.0) * scale + 2.0 * U32 * scale
+
+
+def assert_gemm_close(got: np.ndarray, want: np.ndarray, scale: np.ndarray, terms: int, checked: int, err_msg=""):
+    """``got`` against :func:`expected_gemm`'s ``want`` within :func:`accumulation_bound`."""
+    bound = accumulation_bound(scale, terms, checked)
+    err = np.abs(np.asarray(got, np.float64) - want)
+    bad = ~(err <= bound)  # NaN fails
+    if bad.any():
+        i = np.unravel_index(int(np.argmax(np.where(bad, err / np.maximum(bound, 1e-300), -1.0))), err.shape)
+        raise AssertionError(
+            f"{err_msg}: {int(bad.sum())} of {err.size} elements outside the fp32 accumulation bound "
+            f"({terms} terms, {checked} elements checked); worst at {tuple(int(x) for x in i)}: got {got[i]!r}, "
+            f"want {want[i]!r}, |diff| {err[i]:.3g} > bound {bound[i]:.3g}"
+        )
 
 
 @dataclass
@@ -47,11 +121,24 @@ def gemm_problem(spec: GemmSpec, m, n, k, r, z, seed=0, pad=(0, 0, 0)) -> tuple[
 
 
 def check_result(spec: GemmSpec, p: Problem, out: np.ndarray, rtol: float, atol: float) -> None:
-    """``out`` (shaped like C) against ``gemm.reference`` per batch; C's padding rows untouched."""
+    """``out`` (shaped like C) against ``gemm.reference`` per batch; C's padding rows untouched.
+    tf32 (mma.sync: operands rounded by cvt.rna in the kernel) is held to :func:`expected_gemm`
+    within :func:`accumulation_bound` instead of ``rtol``/``atol``."""
     m, k, r = p.m, p.k, p.r
     for zz in range(p.z):
         a = np.concatenate([p.A[zz, rr, :, :m].T for rr in range(r)], axis=1)
         b = np.concatenate([p.B[zz, rr, :, :k].T for rr in range(r)], axis=0)
-        ref = gemm.reference(spec.dtype, a, b, p.C[zz, :, :m].T, spec.first, spec.last)
-        np.testing.assert_allclose(out[zz, :, :m].T, ref, rtol=rtol, atol=atol)
+        if spec.dtype == "tf32":
+            q = TF32_ROUNDING["mma.sync"]
+            want, scale = expected_gemm(
+                tensor_core_operand("tf32", a, q),
+                tensor_core_operand("tf32", b, q),
+                p.C[zz, :, :m].T,
+                spec.first,
+                spec.last,
+            )
+            assert_gemm_close(out[zz, :, :m].T, want, scale, k * r + 1, p.z * m * p.n, f"z={zz}")
+        else:
+            ref = gemm.reference(spec.dtype, a, b, p.C[zz, :, :m].T, spec.first, spec.last)
+            np.testing.assert_allclose(out[zz, :, :m].T, ref, rtol=rtol, atol=atol)
         np.testing.assert_array_equal(out[zz, :, m:], p.C[zz, :, m:])  # padding untouched

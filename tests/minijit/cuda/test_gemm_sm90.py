@@ -11,6 +11,14 @@ from minijit.cuda.gemm import reference
 from ptx import sim, toolchain
 from ptx.mma import f32_to_bf16_bits
 from ptx.tensormap import encode_tiled
+from tests.minijit.cuda.helpers import (
+    TF32_ROUNDING,
+    accumulation_bound,
+    assert_gemm_close,
+    expected_gemm,
+    tensor_core_operand,
+)
+from tests.minijit.cuda.mutations import mutate
 
 SMALL = G.Sm90Spec("f16", bm=64, bn=64, stages=2)  # 256 threads: one producer, one consumer warpgroup
 
@@ -71,12 +79,19 @@ class Problem:
             x = b[z if zb > 1 else 0, r if rb > 1 else 0]
             return x[:, :k].T if S.b_major == "k" else x[:k, :n]
 
-        self.want = []
+        self.want, self.scale = [], []
         for z in range(batch):
             aa = np.concatenate([A(z, r) for r in range(reduce)], axis=1)  # sum_r A_r B_r
             bb = np.concatenate([B(z, r) for r in range(reduce)], axis=0)
             cz = self.c_plane(self.c, z)[:, :m].T
-            self.want.append(reference(S.dtype, aa, bb, cz, S.first, S.last).T)
+            if S.dtype == "tf32":  # operands as wgmma reads raw fp32: truncated (recorded on an H200)
+                q = TF32_ROUNDING["sm90a"]
+                qa, qb = tensor_core_operand("tf32", aa, q), tensor_core_operand("tf32", bb, q)
+                want, scale = expected_gemm(qa, qb, cz, S.first, S.last)
+                self.want.append(want.T)
+                self.scale.append(scale.T)
+            else:
+                self.want.append(reference(S.dtype, aa, bb, cz, S.first, S.last).T)
 
     def c_plane(self, c: np.ndarray, z: int) -> np.ndarray:
         """(n, ldc) view of batch z's C plane in a flat C buffer."""
@@ -99,12 +114,16 @@ class Problem:
     def check(self, got: np.ndarray) -> None:
         """Compare a flat C buffer after the launch: every plane, and the padding untouched."""
         ksum = self.k * self.reduce
-        # f16/bf16 inputs are exact, only the fp32 summation order differs; a GPU's tf32 tensor core
-        # may truncate where the reference rounds (2^-11 relative per product: 4 sigma over ksum)
-        tol = 2e-3 * (np.sqrt(ksum) if self.spec.dtype == "tf32" else max(1.0, np.sqrt(ksum / 64)))
+        # f16/bf16 inputs are exact, only the fp32 summation order differs; tf32: the truncated
+        # operands of the reference, within the fp32 accumulation bound over all checked elements
+        tol = 2e-3 * max(1.0, np.sqrt(ksum / 64))
         for z in range(self.batch):
             plane, old = self.c_plane(got, z), self.c_plane(self.c, z)
-            np.testing.assert_allclose(plane[:, : self.m], self.want[z], rtol=2e-3, atol=tol, err_msg=f"z={z}")
+            if self.spec.dtype == "tf32":
+                checked = self.batch * self.n * self.m
+                assert_gemm_close(plane[:, : self.m], self.want[z], self.scale[z], ksum + 1, checked, f"z={z}")
+            else:
+                np.testing.assert_allclose(plane[:, : self.m], self.want[z], rtol=2e-3, atol=tol, err_msg=f"z={z}")
             np.testing.assert_array_equal(plane[:, self.m :], old[:, self.m :])  # padding between columns
         written = np.zeros(self.c.size, bool)
         for z in range(self.batch):
@@ -114,18 +133,29 @@ class Problem:
 
 
 def _run(
-    spec: G.Sm90Spec, m: int, n: int, k: int, seed: int = 0, ctas=None, batch: int = 1, reduce: int = 1, grid=None
+    spec: G.Sm90Spec,
+    m: int,
+    n: int,
+    k: int,
+    seed: int = 0,
+    ctas=None,
+    batch: int = 1,
+    reduce: int = 1,
+    grid=None,
+    mutation: str = "",
 ):
     """Launch in ptx.sim; returns (Problem, C buffer after the launch). ``grid``: CTAs of a
-    persistent kernel (default: one per tile)."""
+    persistent kernel (default: one per tile); ``mutation``: a name from
+    :data:`tests.minijit.cuda.mutations.MUTATIONS` applied to the kernel's PTX."""
     pr = Problem(spec, m, n, k, batch, reduce, seed)
     gk = G.generate(spec)
+    text = mutate(mutation, gk.text) if mutation else gk.text
     mem = sim.Memory()
     pa, pb, pc, pt = mem.upload(pr.ha), mem.upload(pr.hb), mem.upload(pr.c), mem.upload(pr.table)
     ta, tb = pr.maps(pa, pb)
     args = pr.args(encode_tiled(**ta), encode_tiled(**tb), pc, pt)
     dims = gk.grid(m, n, batch, ctas=grid) if spec.persistent else gk.grid(m, n, batch)
-    sim.launch(gk.text, gk.name, dims, gk.block, args, mem, shared_bytes=gk.shared_bytes, ctas=ctas)
+    sim.launch(text, gk.name, dims, gk.block, args, mem, shared_bytes=gk.shared_bytes, ctas=ctas)
     return pr, mem.read(pc, np.float32, pr.c.size)
 
 
@@ -227,8 +257,90 @@ def test_sim_default_spec_one_cta():
     pr.check(got)
 
 
+#: The two tf32 launches of issue 34 on an H200 (test_launch_through_driver_api, seed 3): spec,
+#: (M, N, K), batch, reduce, the CTA holding the element that crossed the old 4-sigma bound, and
+#: values of batch plane 0 the failing test printed, {(n, m): value} (the first of each launch
+#: is the flagged element; m < 0 counts from M).
+H200_TF32 = {
+    "load_akbk": (
+        G.Sm90Spec("tf32", a_major="k", first="load"), (513, 300, 777), 1, 1, (0, 1, 0),
+        {(154, 237): -1.5801877975463867, (0, 0): -20.108881, (0, 1): 10.522806, (0, 2): -32.07979,
+         (0, -3): 21.128159, (0, -2): 18.645939, (0, -1): 3.063654, (1, 0): -7.187627, (1, 1): 30.549063,
+         (1, 2): 51.39348, (1, -3): -18.587675, (1, -2): -13.429574},
+    ),
+    "zac_ra": (
+        G.Sm90Spec("tf32", a_major="k", batch="ac", reduce="a"), (300, 129, 200), 4, 3, (0, 0, 0),
+        {(102, 95): 0.6471707820892334, (0, 0): 8.738156, (0, 1): 48.24115, (0, 2): -9.929513,
+         (0, -3): -30.029388, (0, -2): 13.623365, (0, -1): 15.771855, (1, 0): -7.988028, (1, 1): -1.137456,
+         (1, 2): -19.837393, (1, -3): 3.611108, (1, -2): 0.377871},
+    ),
+}  # fmt: skip
+
+
+def _h200_case(name: str):
+    spec, (m, n, k), batch, reduce, cta, seen = H200_TF32[name]
+    pr = Problem(spec, m, n, k, batch=batch, reduce=reduce, seed=3)
+    pos = [(i, j % m) for i, j in seen]
+    return pr, cta, pos, np.array(list(seen.values()))
+
+
+@pytest.mark.parametrize("name", sorted(H200_TF32))
+def test_h200_tf32_values_are_the_truncating_reference(name):
+    """The recorded chip values lie within the fp32 accumulation bound of the reference whose
+    operands are truncated to tf32; the flagged one lies outside it for the rounding reference
+    (so the two launches were right and the old reference was not)."""
+    pr, _, pos, chip = _h200_case(name)
+    ksum, checked = pr.k * pr.reduce + 1, pr.batch * pr.n * pr.m
+    want = np.array([pr.want[0][p] for p in pos])
+    bound = np.array([accumulation_bound(pr.scale[0][p], ksum, checked) for p in pos])
+    assert (np.abs(chip - want) <= bound).all(), (chip - want, bound)
+    # the same operands rounded to nearest (cvt.rna, the old reference): the flagged element is out
+    old = _rna_reference(pr)[pos[0]]
+    assert abs(chip[0] - old) > bound[0] * 5
+
+
+def _rna_reference(pr: Problem) -> np.ndarray:
+    """Batch plane 0 of ``pr`` with the operands rounded by cvt.rna.tf32 (not what wgmma reads)."""
+    za = pr.ha.reshape(-1, pr.reduce if "a" in pr.spec.reduce else 1, pr.m, pr.lda_e)
+    zb = pr.hb.reshape(-1, pr.reduce if "b" in pr.spec.reduce else 1, pr.n, pr.ldb_e)
+    aa = np.concatenate([za[0, r if za.shape[1] > 1 else 0][:, : pr.k] for r in range(pr.reduce)], axis=1)
+    bb = np.concatenate([zb[0, r if zb.shape[1] > 1 else 0][:, : pr.k].T for r in range(pr.reduce)], axis=0)
+    cz = pr.c_plane(pr.c, 0)[:, : pr.m].T
+    want, _ = expected_gemm(
+        tensor_core_operand("tf32", aa, "rna"), tensor_core_operand("tf32", bb, "rna"), cz, pr.spec.first
+    )
+    return want.T
+
+
+@pytest.mark.parametrize("name", sorted(H200_TF32))
+def test_h200_tf32_launches_in_the_simulator(name):
+    """The CTA of each issue-34 tf32 launch that holds the flagged element, in ptx.sim: its tile
+    within the truncating reference's bound, and equal to the chip's values there within it."""
+    pr, cta, pos, chip = _h200_case(name)
+    spec = pr.spec
+    gk = G.generate(spec)
+    mem = sim.Memory()
+    pa, pb, pc, pt = mem.upload(pr.ha), mem.upload(pr.hb), mem.upload(pr.c), mem.upload(pr.table)
+    ta, tb = pr.maps(pa, pb)
+    args = pr.args(encode_tiled(**ta), encode_tiled(**tb), pc, pt)
+    dims = gk.grid(pr.m, pr.n, pr.batch)
+    sim.launch(gk.text, gk.name, dims, gk.block, args, mem, shared_bytes=gk.shared_bytes, ctas=[cta])
+    got = pr.c_plane(mem.read(pc, np.float32, pr.c.size), cta[2])
+    ksum, checked = pr.k * pr.reduce + 1, pr.batch * pr.n * pr.m
+    m0, n0 = cta[0] * spec.bm, cta[1] * spec.bn
+    tile = (slice(n0, min(n0 + spec.bn, pr.n)), slice(m0, min(m0 + spec.bm, pr.m)))
+    assert_gemm_close(got[tile], pr.want[cta[2]][tile], pr.scale[cta[2]][tile], ksum, checked, "the CTA's tile")
+    inside = [
+        i for i, (n, m) in enumerate(pos) if tile[0].start <= n < tile[0].stop and tile[1].start <= m < tile[1].stop
+    ]
+    assert 0 in inside  # the flagged element
+    sim_v = np.array([got[pos[i]] for i in inside], np.float64)
+    bound = np.array([accumulation_bound(pr.scale[0][pos[i]], ksum, checked) for i in inside])
+    assert (np.abs(sim_v - chip[inside]) <= bound).all(), (sim_v - chip[inside], bound)
+
+
 @pytest.mark.parametrize(
-    "mutate,msg",
+    "mutation,msg",
     [
         ("no_wgmma_fence", "missing wgmma.fence"),
         ("expect_tx_plus16", "deadlock"),
@@ -237,21 +349,22 @@ def test_sim_default_spec_one_cta():
         ("early_release", "a tensor copy overwrites shared memory that a wgmma still reads"),
     ],
 )
-def test_mutated_kernels_fail(mutate, msg):
-    spec = G.Sm90Spec("f16", bm=64, bn=64, stages=2, mutate=mutate)
+def test_mutated_kernels_fail(mutation, msg):
+    """Deliberate bugs (PTX rewrites, tests/minijit/cuda/mutations.py) that the simulator catches."""
+    spec = G.Sm90Spec("f16", bm=64, bn=64, stages=2)
     if msg is not None:
         with pytest.raises(sim.SimError, match=msg):
-            _run(spec, 64, 64, 512)  # 8 K tiles through 2 stages: the producer waits on the consumers
+            _run(spec, 64, 64, 512, mutation=mutation)  # 8 K tiles through 2 stages: the producer waits
         return
-    _assert_wrong(spec, 192)
+    _assert_wrong(spec, 192, mutation)
 
 
-def _assert_wrong(spec: G.Sm90Spec, k: int) -> None:
-    """A mutated 64 x 64 x ``k`` kernel either reads outside shared memory or computes a wrong C."""
+def _assert_wrong(spec: G.Sm90Spec, k: int, mutation: str) -> None:
+    """A mutated 64 x 64 x ``k`` kernel is refused by a descriptor rule or computes a wrong C."""
     try:
-        pr, got = _run(spec, 64, 64, k)
+        pr, got = _run(spec, 64, 64, k, mutation=mutation)
     except sim.SimError as e:
-        assert "descriptor reaches outside" in str(e)
+        assert "rule wgmma-desc-start" in str(e) or "rule wgmma-desc-row" in str(e), str(e)
         return
     assert np.abs(pr.c_plane(got, 0)[:, :64] - pr.want[0]).max() > 0.1
 
@@ -259,14 +372,16 @@ def _assert_wrong(spec: G.Sm90Spec, k: int) -> None:
 @pytest.mark.parametrize("a_major,b_major", [("m", "k"), ("k", "n")])
 def test_wrong_transpose_immediate_is_caught(a_major, b_major):
     """imm-trans-b flipped: wgmma reads A's tile in the other (K- vs MN-major) canonical layout."""
-    spec = G.Sm90Spec("f16", bm=64, bn=64, stages=2, a_major=a_major, b_major=b_major, mutate="wrong_trans")
-    good = G.generate(G.Sm90Spec("f16", bm=64, bn=64, stages=2, a_major=a_major, b_major=b_major))
-    trans_b = {line.rstrip(";").split(",")[-1].strip() for line in good.text.splitlines() if "mma_async" in line}
+    spec = G.Sm90Spec("f16", bm=64, bn=64, stages=2, a_major=a_major, b_major=b_major)
+    good = G.generate(spec).text
+    trans_b = {line.rstrip(";").split(",")[-1].strip() for line in good.splitlines() if "mma_async" in line}
     bad = {
-        line.rstrip(";").split(",")[-1].strip() for line in G.generate(spec).text.splitlines() if "mma_async" in line
+        line.rstrip(";").split(",")[-1].strip()
+        for line in mutate("wrong_trans", good).splitlines()
+        if "mma_async" in line
     }
     assert trans_b == {"1" if a_major == "m" else "0"} and bad == {"0" if a_major == "m" else "1"}
-    _assert_wrong(spec, 128)
+    _assert_wrong(spec, 128, "wrong_trans")
 
 
 def test_spec_validation():
@@ -284,8 +399,6 @@ def test_spec_validation():
         G.Sm90Spec(batch="ab")  # C always comes from the table
     with pytest.raises(ValueError, match="reduce"):
         G.Sm90Spec(reduce="c")
-    with pytest.raises(ValueError, match="wrong_trans"):
-        G.Sm90Spec("tf32", a_major="k", mutate="wrong_trans")
 
 
 def test_tensor_maps_orientation_and_extra_dims():
@@ -508,6 +621,13 @@ def test_operation_execute_in_simulator(family, dtype, a_major, b_major, batch, 
     for z in range(nb):
         aa = np.concatenate(list(af[z]), axis=1)
         bb = np.concatenate(list(bf[z]), axis=0)
+        if kt == "tf32":  # each family's operand rounding (sm90a truncates, mma.sync rounds)
+            q = TF32_ROUNDING[family]
+            want, scale = expected_gemm(
+                tensor_core_operand(kt, aa, q), tensor_core_operand(kt, bb, q), np.zeros((m, n))
+            )
+            assert_gemm_close(c[z], want.T, scale.T, k * nr + 1, c.size, f"z={z}")
+            continue
         want = reference(kt, aa, bb, np.zeros((m, n))).T
         np.testing.assert_allclose(c[z], want, rtol=2e-3, atol=2e-3 * nr, err_msg=f"z={z}")
 
