@@ -120,6 +120,14 @@ def test_recording_writes_what_the_check_reads(tmp_path):
         assert not _check(rec.entries[name]), name
 
 
+def test_recording_needs_a_gpu(tmp_path, capsys, monkeypatch):
+    from ptx import driver
+
+    monkeypatch.setattr(driver, "available", lambda: False)
+    assert R.main(["--out", str(tmp_path)]) == 2
+    assert "hwrecord: no GPU to record: " in capsys.readouterr().err and not list(tmp_path.iterdir())
+
+
 def test_record_files_are_checked(tmp_path):
     bad = tmp_path / "x.npz"
     np.savez(bad, a=np.zeros(2))
