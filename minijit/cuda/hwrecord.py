@@ -338,8 +338,9 @@ def run_info(driver: Any, command: str) -> dict[str, Any]:
 def record(driver: Any, out_dir: str | Path, command: str = "", ops=None, launches=None) -> tuple[Path, list[str]]:
     """Run the op corpus and the launches (or the names ``ops``/``launches``) on ``driver``'s
     device and merge them into ``out_dir/<arch>.npz`` (same-named entries replaced, others
-    kept). Launches of families that do not run on the device are left out, each with a line
-    saying why (returned with the path)."""
+    kept; the file is rewritten after each launch, the sm90a family last). Launches of families
+    that do not run on the device, and launches that fail, are left out, each with a line saying
+    why (returned with the path)."""
     from minijit.cuda import families
 
     run = run_info(driver, command)
@@ -352,17 +353,25 @@ def record(driver: Any, out_dir: str | Path, command: str = "", ops=None, launch
     info = {"source": f"recorded on {run['device']} ({arch}) at {run['date']}", "run": len(rec.runs) - 1}
     for e in H.record_ops(driver, info, ops, arch):
         rec.add(e)
+    H.save(path, rec)  # the ops are kept even if a launch below kills the context
     runs = {s.family.name: s for s in families.status(driver)}
     skipped = []
-    for name in launches if launches is not None else LAUNCHES:
+    names = list(launches if launches is not None else LAUNCHES)
+    names.sort(key=lambda n: LAUNCHES[n].family.startswith("sm90a"))  # the newest family last
+    for name in names:
         case = LAUNCHES[name]
         st = runs[case.family]
         if case.variant not in st.runs:
             skipped.append(f"{name}: not run: {st.why}")
             continue
         arrays, params = case.make()
-        rec.add(launch_entry(case, arrays, params, case.execute(driver, arrays, params), info))
-    H.save(path, rec)
+        try:
+            out = case.execute(driver, arrays, params)
+        except Exception as e:  # a fault: record the rest, name the failure
+            skipped.append(f"{name}: failed: {type(e).__name__}: {e}")
+            continue
+        rec.add(launch_entry(case, arrays, params, out, info))
+        H.save(path, rec)
     return path, skipped
 
 
@@ -384,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"hwrecord: wrote {path}: {len(rec.entries)} entries ({json.dumps(rec.runs[-1])})")
     for line in skipped:
         print(f"hwrecord: {line}")
-    return 0
+    return 1 if any(": failed: " in line for line in skipped) else 0
 
 
 if __name__ == "__main__":  # pragma: no cover
