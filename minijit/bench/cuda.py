@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 
 from minijit.bench import report
+from minijit.cuda import families
+from minijit.cuda.families import NO_PTXAS
 
 __all__ = [
     "DTYPES",
@@ -126,32 +128,9 @@ def cases(size: int, dims: tuple[int, ...] | None = None) -> list[Case]:
     return out
 
 
-NO_PTXAS = "ptxas not found (set MINIJIT_PTXAS or CUDA_HOME, or pip install nvidia-cuda-nvcc)"
-
-
 def driver_problem() -> str | None:
     """Why ``ptx.driver.available()`` is False (no bindings, no driver, no GPU), or None when it is True."""
-    import importlib.util
-
-    from ptx import CudaError, driver
-
-    if driver.available():
-        return None
-    try:
-        bindings = importlib.util.find_spec("cuda.bindings") or importlib.util.find_spec("cuda.cuda")
-    except (ImportError, ValueError):
-        bindings = None
-    if bindings is None:
-        return "no CUDA driver bindings (cuda-bindings not installed: pip install -e '.[gpu]')"
-    try:
-        driver.init()
-    except CudaError as e:
-        if e.name == "CUDA_ERROR_NO_DEVICE":
-            return "no GPU (cuInit: CUDA_ERROR_NO_DEVICE)"
-        return f"no usable NVIDIA driver ({e})"
-    except Exception as e:  # cuda-bindings raises when it cannot load libcuda
-        return f"no NVIDIA driver (libcuda not loadable: {type(e).__name__})"
-    return "no GPU (the NVIDIA driver reports no CUDA device)"
+    return families.driver_problem()
 
 
 def target_status() -> tuple[bool, str]:
