@@ -136,9 +136,10 @@ def brgemm(
     if any(v not in (None, False) for v in extras.values()):
         names = ", ".join(name for name, v in extras.items() if v not in (None, False))
         raise ValueError(f"{names}: x86-64 kernel options, not ones of {target}")
-    from minijit.kernels.aarch64.brgemm import NeonBrgemm, SveBrgemm
-
-    g = NeonBrgemm if target == "aarch64-neon" else SveBrgemm
+    if target == "aarch64-neon":
+        from minijit.kernels.aarch64.brgemm import NeonBrgemm as g
+    else:
+        from minijit.kernels.aarch64.brgemm import SveBrgemm as g
     return g.generate(m, n, k, br_size, trans_a, trans_b, trans_c, dtype, sve_vl=sve_vl)
 
 
@@ -150,9 +151,9 @@ def unary(m, n, *, trans_b=False, dtype="fp32", ptype="copy", target, sve_vl=128
     kernels need no hint: they read ``ldb``)."""
     target = check_target(target)
     if target == "aarch64-neon":
-        from minijit.kernels.aarch64 import neon_unary as g
+        from minijit.kernels.aarch64.unary import NeonUnary as g
     elif target == "aarch64-sve":
-        from minijit.kernels.aarch64 import sve_unary as g
+        from minijit.kernels.aarch64.unary import SveUnary as g
     else:
         from minijit.kernels.x86_64 import unary as x
 
@@ -165,9 +166,9 @@ def binary(m, n, *, dtype="fp32", ptype="add", target, sve_vl=128):
     """A binary elementwise kernel for ``target``."""
     target = check_target(target)
     if target == "aarch64-neon":
-        from minijit.kernels.aarch64 import neon_binary as g
+        from minijit.kernels.aarch64.binary import NeonBinary as g
     elif target == "aarch64-sve":
-        from minijit.kernels.aarch64 import sve_binary as g
+        from minijit.kernels.aarch64.binary import SveBinary as g
     else:
         from minijit.kernels.x86_64 import binary as x
 

@@ -59,6 +59,7 @@ from minijit.kernels.aarch64.common import (
 )
 from minijit.kernels.aarch64.gemv import Gemv, NeonGemv, SveGemv
 from minijit.kernels.aarch64.pieces import Piece, fma_elem, ldst_pieces, piece_reg, split, transpose
+from minijit.kernels.aarch64.predicated import max_vectors
 
 __all__ = ["Brgemm", "NeonBrgemm", "SveBrgemm"]
 
@@ -356,7 +357,6 @@ class SveBrgemm(Brgemm):
     GEMV = SveGemv
     BLOCKING: ClassVar[dict[int, int]] = {4: 6, 3: 8, 2: 8, 1: 8}  # vectors of M -> columns of N
     UNROLL_K = 4  # K steps per loop iteration
-    MIN_VL_BITS = 128  # narrowest SVE vector: bounds the variants a given m can need
 
     def __init__(
         self,
@@ -375,7 +375,7 @@ class SveBrgemm(Brgemm):
             raise ValueError(f"form must have at most one transposition, got {form}")
         self.swap = swap
         self.b_regs = 3 if self.ta else 4  # rotating broadcast registers (z31 holds lane*lda)
-        self.mvs = range(self.max_vectors(m, t), 0, -1)  # variants, widest first
+        self.mvs = range(max_vectors(m, t), 0, -1)  # variants, widest first
         self.nbs = {mv: min(self.BLOCKING[mv], n) for mv in self.mvs}
 
     @classmethod
@@ -423,12 +423,6 @@ class SveBrgemm(Brgemm):
 
         flags = (trans_a, trans_b, trans_c)
         return (True, swapped) if cost(swapped) < cost(flags) else (False, flags)
-
-    @classmethod
-    def max_vectors(cls, m: int, t: DType) -> int:
-        """Vectors of M a block can need: at 128 bits ``m`` fills at most ceil(m / lanes) (capped at 4)."""
-        lanes = cls.MIN_VL_BITS // (8 * t.size)
-        return min(4, -(-m // lanes))
 
     def acc(self, mv: int, v: int, j: int) -> ZVec:
         return self.t.z(j * mv + v)

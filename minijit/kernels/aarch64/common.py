@@ -36,7 +36,6 @@ __all__ = [
     "dtype_info",
     "epilogue",
     "KernelKind",
-    "generator",
     "add_imm",
     "kernel_name",
     "load_kernel",
@@ -212,11 +211,12 @@ class KernelKind:
 
 
 # -- small emitters ------------------------------------------------------------------------
-def loop(a: Assembler, cnt: XReg, count: int, body: Callable[[], None], name: str) -> None:
-    """``body`` ``count`` times: nothing for 0, inline for 1, else a loop counting ``cnt`` down."""
-    if count == 1:
+def loop(a: Assembler, cnt: XReg, count: int, body: Callable[[], None], name: str, inline_one: bool = True) -> None:
+    """``body`` ``count`` times: nothing for 0, inline for 1 (with ``inline_one``), else a loop
+    counting ``cnt`` down."""
+    if count == 1 and inline_one:
         body()
-    elif count > 1:
+    elif count >= 1:
         a.mov(cnt, count)
         top = a.label(name)
         body()
@@ -259,51 +259,6 @@ def swap_operands(a: Assembler, tmp: XReg) -> None:
         a.mov(tmp, x)
         a.mov(x, y)
         a.mov(y, tmp)
-
-
-def generator(
-    program: Callable[..., Any],
-    signature: Callable[[str], str],
-    doc: str,
-    name: Callable[..., str] | None = None,
-    sve_vl_before: str | None = None,
-) -> Callable[..., Any]:
-    """A ``generate`` function for ``program``: JIT its kernel with `minijit.runtime.load`.
-
-    ``generate`` takes the parameters of ``program``, with ``sve_vl: int = 128``
-    added before the parameter ``sve_vl_before`` (else last), and returns the
-    callable kernel: native on an AArch64 host, else emulated at SVE length
-    ``sve_vl`` bits. ``program`` returns an `Assembler` (or a tuple starting
-    with one) and has a ``dtype`` parameter, which picks the C ``signature``.
-    The kernel is named ``name(**arguments)`` (all of ``program``'s, defaults
-    filled in), or after the Assembler.
-    """
-    sig = inspect.signature(program)
-    params = list(sig.parameters.values())
-    at = [p.name for p in params].index(sve_vl_before) if sve_vl_before else len(params)
-    params.insert(
-        at, inspect.Parameter("sve_vl", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=128, annotation="int")
-    )
-    gen_sig = sig.replace(parameters=params, return_annotation=inspect.Signature.empty)
-
-    def generate(*args: Any, **kwargs: Any) -> Any:
-        from minijit.runtime import load
-
-        bound = gen_sig.bind(*args, **kwargs)
-        bound.apply_defaults()
-        arguments = dict(bound.arguments)
-        sve_vl = arguments.pop("sve_vl")
-        a = program(**arguments)
-        if isinstance(a, tuple):
-            a = a[0]
-        kernel_name = name(**arguments) if name else a.name
-        c_sig = signature(arguments["dtype"])
-        return load(a.code(), c_sig, isa="aarch64", name=kernel_name, listing=a.listing(), sve_vl=sve_vl)
-
-    generate.__signature__ = gen_sig  # type: ignore[attr-defined]
-    generate.__doc__ = doc
-    generate.__module__ = program.__module__
-    return generate
 
 
 @dataclass(frozen=True)

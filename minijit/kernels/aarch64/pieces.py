@@ -2,18 +2,31 @@
 d and s pieces (2 and 1 elements), so that no load or store reaches past the operand, and their
 loads and stores (neighbours of one width as ldp/stp); `ldp_stream`, q-register pairs of a stream
 loaded ahead of their FMAs; `strided_copy`, elements between a strided and a contiguous run;
-`transpose`, a 4 x 4 (2 x 2) tile in registers.
-Shared by the NEON BRGEMM, GEMV and unary kernels."""
+`transpose`, a 4 x 4 (2 x 2) tile in registers; `column_sweep`, an element-wise op down every
+column (the unary and binary kernels)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from asm.aarch64 import Assembler, mem, post
+from asm.aarch64 import Assembler, mem, post, x8, x9, x11, x12, x13
 from asm.aarch64.registers import ScalarReg, VecReg, VElem, XReg
 from minijit.kernels.aarch64.common import DType, loop
 
-__all__ = ["Piece", "fma_elem", "ldp_stream", "ldst_pieces", "piece_reg", "q", "split", "strided_copy", "transpose"]
+__all__ = [
+    "Op",
+    "Piece",
+    "column_sweep",
+    "fma_elem",
+    "ldp_stream",
+    "ldst_pieces",
+    "piece_reg",
+    "q",
+    "split",
+    "strided_copy",
+    "transpose",
+]
 
 
 @dataclass(frozen=True)
@@ -142,3 +155,51 @@ def transpose(a: Assembler, t: DType, regs: list[int], tmp: int) -> list[int]:
     a.trn2(out[2], d[0], d[2])
     a.trn2(out[3], d[1], d[3])
     return list(regs)
+
+
+#: op(a, t, registers of every source, width) -> the registers to store (in place in a source, or not)
+Op = Callable[[Assembler, DType, list[list[int]], int], list[int]]
+SWEEP_VECS = 4  # q registers per step of `column_sweep`
+COL_CNT, ROW_CNT = x8, x9  # `column_sweep`'s loop counters
+WALK = (x11, x12, x13)  # `column_sweep`'s walking pointers of the sources and the destination
+
+
+def column_sweep(
+    a: Assembler,
+    t: DType,
+    rows: int,
+    cols: int,
+    srcs: Sequence[tuple[XReg, XReg]],
+    dst: tuple[XReg, XReg],
+    op: Op,
+) -> None:
+    """out[:, j] = op(srcs[:, j]) for every column; ``srcs``/``dst`` are (pointer, byte stride)
+    registers. Per column a loop of 4 q registers of rows (post-indexed ldp/stp), then the rest
+    as q/d/s pieces; sources in v0.. (4 registers each)."""
+    full, rest = divmod(rows, SWEEP_VECS * t.lanes)
+    blocks = split(rest, t.lanes, SWEEP_VECS) if rest else []  # at most SWEEP_VECS pieces at a time
+    ins = [[SWEEP_VECS * s + i for i in range(SWEEP_VECS)] for s in range(len(srcs))]
+    out = WALK[len(srcs)]
+
+    def step() -> None:  # 4 q registers of rows
+        for s in range(len(srcs)):
+            for i in range(0, SWEEP_VECS, 2):
+                a.ldp(q(ins[s][i]), q(ins[s][i + 1]), post(WALK[s], 32))
+        res = op(a, t, ins, t.lanes)
+        for i in range(0, SWEEP_VECS, 2):
+            a.stp(q(res[i]), q(res[i + 1]), post(out, 32))
+
+    a.mov(COL_CNT, cols)
+    top = a.label("col")
+    for (base, _), w in zip([*srcs, dst], WALK, strict=False):
+        a.mov(w, base)
+    loop(a, ROW_CNT, full, step, "rows")
+    for pieces in blocks:  # the rest of the column: q/d/s pieces
+        for s in range(len(srcs)):
+            ldst_pieces(a, t, False, ins[s][: len(pieces)], pieces, WALK[s])
+        outs = [op(a, t, [[ins[s][i]] for s in range(len(srcs))], p.width)[0] for i, p in enumerate(pieces)]
+        ldst_pieces(a, t, True, outs, pieces, out)
+    for base, ld in [*srcs, dst]:  # next column
+        a.add(base, base, ld)
+    a.subs(COL_CNT, COL_CNT, 1)
+    a.b_ne(top)

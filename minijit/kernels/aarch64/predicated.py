@@ -1,5 +1,6 @@
 """SVE idioms of the vector-length agnostic kernels: counted loops of whole steps, ``whilelt``
-remainders, strided copies through vector offsets and software-pipelined load/FMA streams.
+remainders, strided copies through vector offsets, software-pipelined load/FMA streams, and
+`column_sweep`, an element-wise op down every column (the unary and binary kernels).
 
 The element counts are run-time values (``cntw``/``cntd`` elements a vector), so a loop counts
 elements down and the remainder is predicated: nothing outside the operands is read or written
@@ -8,17 +9,24 @@ at any vector length.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from asm.aarch64 import Assembler, P, Z, mem
+from asm.aarch64 import Assembler, P, Z, mem, x8, x9, x10, x11
 from asm.aarch64.registers import XReg
 from minijit.kernels.aarch64.common import DType
 
-__all__ = ["TAIL_P", "counted", "remainder", "stream", "strided_copy"]
+__all__ = ["MIN_VL_BITS", "TAIL_P", "column_sweep", "counted", "max_vectors", "remainder", "stream", "strided_copy"]
 
 XZR = XReg(31)  # whilelt from 0
 TAIL_P = tuple(P[1:8])  # remainder predicates (rotating; loads and stores take p0..p7)
+MIN_VL_BITS = 128  # the narrowest SVE vector: bounds the vectors a given count can need
+
+
+def max_vectors(m: int, t: DType) -> int:
+    """Vectors of ``m`` elements a step can need: at 128 bits at most ceil(m / lanes), capped at 4."""
+    lanes = MIN_VL_BITS // (8 * t.size)
+    return min(4, -(-m // lanes))
 
 
 def counted(
@@ -113,3 +121,48 @@ def stream(a: Assembler, t: DType, units: list[tuple], pool: tuple[int, ...], ad
         if j >= 0:
             _, _, acc, mul = units[j]
             a.fmla(t.z(acc), P[0].m, t.z(pool[j % len(pool)]), t.z(mul))
+
+
+I, M_REG, COUNT, TMP = x8, x9, x10, x11  # `column_sweep`: row offset (elements), rows, columns left, scratch
+
+
+def column_sweep(
+    a: Assembler,
+    t: DType,
+    rows: int,
+    cols: int,
+    columns: Sequence[tuple[XReg, XReg, XReg]],
+    step: Callable[[int], None],
+) -> None:
+    """Column by column, up to 4 predicated vectors (p1..p4) of ``rows`` per step.
+
+    ``columns``: (column pointer, byte stride, walker) per matrix; each step sets the walker to
+    the column pointer + I elements, each column moves the pointer by the stride. ``step(nv)``
+    loads, transforms and stores the ``nv`` vectors at the walkers.
+    """
+    nv = max_vectors(rows, t)
+    preds = [getattr(P[v + 1], t.es) for v in range(nv)]
+    a.mov(M_REG, rows)
+    a.mov(COUNT, cols)
+    col = a.label("col")
+    a.mov(I, 0)
+    row = a.label("row")
+    end = a.new_label("col_end")
+    # predicates of the nv vectors at I; none active: column done
+    a.whilelt(preds[0], I, M_REG)
+    a.b_none(end)
+    for v in range(1, nv):
+        if v == 1:
+            a.mov(TMP, I)
+        t.inc(a, TMP)
+        a.whilelt(preds[v], TMP, M_REG)
+    for base, _, walker in columns:
+        a.add(walker, base, I, "lsl", t.shift)
+    step(nv)
+    t.inc(a, I, nv)
+    a.b(row)
+    a.bind(end)
+    for base, stride, _ in columns:  # next column
+        a.add(base, base, stride)
+    a.subs(COUNT, COUNT, 1)
+    a.b_ne(col)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from asm import llvm
-from minijit.kernels.aarch64 import mca, neon_unary, sve_unary
+from minijit.kernels.aarch64 import mca
 from minijit.kernels.aarch64.brgemm import NeonBrgemm as neon_brgemm
+from minijit.kernels.aarch64.unary import NeonUnary as neon_unary
+from minijit.kernels.aarch64.unary import SveUnary as sve_unary
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp64"])

@@ -11,9 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from asm import llvm
-from minijit.kernels.aarch64 import neon_binary, neon_unary
+from minijit.kernels.aarch64.binary import NeonBinary as neon_binary
 from minijit.kernels.aarch64.brgemm import NeonBrgemm as neon_brgemm
 from minijit.kernels.aarch64.pieces import Piece, split
+from minijit.kernels.aarch64.unary import NeonUnary as neon_unary
 from tests.conftest import examples
 from tests.minijit.helpers import UFUNCS
 

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from asm import llvm
 from asm.aarch64 import Assembler, V, X, Z, mem, post, pre, sp, x0, x9, x10, x11, x29, x30
-from minijit.kernels.aarch64 import sve_binary, sve_unary
+from minijit.kernels.aarch64.binary import SveBinary as sve_binary
 from minijit.kernels.aarch64.brgemm import SveBrgemm as sve_brgemm
+from minijit.kernels.aarch64.unary import SveUnary as sve_unary
 from minijit.runtime import load, runs_natively
 from tests.minijit.helpers import UFUNCS
 
