@@ -190,6 +190,18 @@ def test_corpus_covers_every_float_form_the_kernels_emit():
     assert not missing, f"kernels emit float forms the corpus lacks: {missing}"
 
 
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_corpus_kernels_assemble(arch):
+    """Every corpus kernel is accepted by ptxas for the GPUs that record it, without spills."""
+    from ptx import toolchain
+
+    if toolchain.find_ptxas() is None:
+        pytest.skip("ptxas not found")
+    for case in H.OPS.values():
+        m, k = case.module()
+        assert toolchain.compile(m.text(), arch=arch)[k.name].spills == 0, case.name
+
+
 @pytest.mark.parametrize("name", sorted(H.OPS))
 def test_corpus_inputs_cover_the_special_values(name):
     case = H.OPS[name]
