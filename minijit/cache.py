@@ -32,7 +32,8 @@ class LRUCache:
     ``maxsize``: an int, or a callable returning one (read at each insertion, so a module constant
     can be patched). ``name``: register the cache for `cache_info` / `cache_clear` (a second cache
     under the same name replaces the first there). ``hits`` count lookups that found a value,
-    ``misses`` values built and inserted by `get_or_create` or `put`.
+    ``misses`` values built and inserted by `get_or_create` or `put` (counts, not synchronized with
+    the lookups: threads racing on `get` may lose an increment).
     """
 
     def __init__(self, maxsize: int | Callable[[], int], name: str | None = None) -> None:
@@ -66,14 +67,18 @@ class LRUCache:
             return list(self._data.values())
 
     def get(self, key: Hashable, default: Any = None) -> Any:
-        """The value under ``key`` (now the most recently used), else ``default``."""
-        with self._lock:
-            value = self._data.get(key, _MISSING)
-            if value is _MISSING:
-                return default
+        """The value under ``key`` (now the most recently used), else ``default``. Takes no lock
+        (the hot path of a cached call): the lookup and the reordering are single operations on
+        the mapping; a key evicted between the two is simply not reordered."""
+        value = self._data.get(key, _MISSING)
+        if value is _MISSING:
+            return default
+        try:
             self._data.move_to_end(key)
-            self._hits += 1
-            return value
+        except KeyError:
+            pass
+        self._hits += 1  # (a count: threads racing here may lose an increment)
+        return value
 
     def put(self, key: Hashable, value: Any) -> Any:
         """Insert ``value`` unless ``key`` is there already; returns the value the cache holds."""

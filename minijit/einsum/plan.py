@@ -885,16 +885,27 @@ def einsum(subscripts: str, *operands, out=None, optimize: Any = True, target: s
     ``driver``: `ptx.simdriver` runs it in the PTX simulator.
     """
     subscripts, operands, optimize = _grammar.canonicalize(subscripts, operands, optimize)
-    target = _device_target(_check_target(target), operands, out)
+    numpy_only = out is None or type(out) is np.ndarray  # the common case: no device or type to look up
+    for x in operands:
+        if type(x) is not np.ndarray:
+            numpy_only = False
+            break
+    if target == "auto" and numpy_only:
+        target = "native"
+    else:
+        target = _device_target(_check_target(target), operands, out)
     if target == "cuda":
         return _einsum_cuda(subscripts, operands, out, optimize, dtype, driver)
     if driver is not None:
         raise TypeError("einsum: driver= applies to target='cuda' only (or to CUDA device arrays)")
-    like = None if out is not None else like_input(operands)  # a torch operand: a torch result
-    arrays = [host_array(x, f"einsum: operand {i}") for i, x in enumerate(operands)]
     caller_out = out
-    if out is not None and not isinstance(out, np.ndarray):
-        out = host_array(out, "einsum: out")  # a torch CPU tensor: its memory, written in place
+    if numpy_only:
+        like, arrays = None, list(operands)
+    else:
+        like = None if out is not None else like_input(operands)  # a torch operand: a torch result
+        arrays = [host_array(x, f"einsum: operand {i}") for i, x in enumerate(operands)]
+        if out is not None and not isinstance(out, np.ndarray):
+            out = host_array(out, "einsum: out")  # a torch CPU tensor: its memory, written in place
     for i, x in enumerate(arrays):
         if x.dtype not in _DTYPES:
             raise TypeError(f"einsum: operand {i} has dtype {x.dtype}; only float32 and float64 are supported")
@@ -929,13 +940,15 @@ def einsum(subscripts: str, *operands, out=None, optimize: Any = True, target: s
         target,
         optimize if not isinstance(optimize, list) else tuple(optimize),
     )
-    plan = _PLANS.get_or_create(
-        key,
-        lambda: EinsumPlan(
-            subscripts, *[x.shape for x in arrays], dtype=dt, target=target, optimize=optimize, strides=strides
-        ),
-        admit=_small_enough,  # a plan keeps a set of intermediates
-    )
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS.get_or_create(
+            key,
+            lambda: EinsumPlan(
+                subscripts, *[x.shape for x in arrays], dtype=dt, target=target, optimize=optimize, strides=strides
+            ),
+            admit=_small_enough,  # a plan keeps a set of intermediates
+        )
     result = plan.execute(*arrays, out=out)
     return caller_out if caller_out is not None else host_result(result, like)
 
@@ -946,9 +959,8 @@ def _device_target(target: str, operands, out) -> str:
     if target != "auto":
         return target
     gpu, host = [], []
-    for name, x in [*((f"operand {i}", x) for i, x in enumerate(operands)), ("out", out)]:
-        if x is None and name == "out":
-            continue
+    named = [(f"operand {i}", x) for i, x in enumerate(operands)] + ([("out", out)] if out is not None else [])
+    for name, x in named:
         (gpu if device_kind(x, f"einsum: {name}") == "cuda" else host).append(name)
     if gpu and host:
         raise TypeError(
