@@ -18,7 +18,7 @@ from minijit.kernels.x86_64.brgemm_plan import (
     n_tail,
     next_panel_prefetch,
 )
-from minijit.kernels.x86_64.common import LOG2, Frame, Partial, Target, counted_loop, emit_mask_table
+from minijit.kernels.x86_64.common import LOG2, Frame, Partial, Target, counted_loop, emit_mask_table, relu
 
 __all__ = ["Block", "VectorKernel"]
 
@@ -406,8 +406,7 @@ class Block:
         getattr(a, t.v("vxor"))(zero, zero, zero)
         for j in range(self.nb):
             for i in range(self.mv):
-                getattr(a, t.v("vmax"))(self.acc[i][j], zero, self.acc[i][j])
-                getattr(a, t.v("vadd"))(self.acc[i][j], self.acc[i][j], zero)
+                relu(a, t, self.acc[i][j], zero)
 
     def c_out(self) -> None:
         """The accumulators -> the C block."""

@@ -241,6 +241,51 @@ def counted_loop(a: Assembler, counter: Gpr | Mem, count: int, body, name: str) 
     a.jnz(top)
 
 
+def strided_copy(
+    a: Assembler,
+    t: Target,
+    count: int,
+    strided: Gpr,
+    contig: Gpr,
+    step: Gpr,
+    step3: Gpr,
+    counter: Gpr | Mem,
+    tmp: Vec,
+    gather: bool,
+) -> None:
+    """Copy ``count`` elements between a strided run (pointer ``strided``, ``step`` / ``step3``:
+    registers holding its stride and 3 strides in bytes) and a contiguous one (``contig``):
+    strided -> contiguous with ``gather``, else back. Both pointers end past their runs."""
+    mov = getattr(a, t.s("vmov"))
+    offsets = (None, (step, 1), (step, 2), (step3, 1))
+
+    def one(j: int, disp: int) -> None:
+        off = offsets[j]
+        far = t.smem(strided if off is None else strided + off[0] * off[1])
+        near = t.smem(contig + disp)
+        mov(tmp, far if gather else near)
+        mov(near if gather else far, tmp)
+
+    def four() -> None:
+        for j in range(4):
+            one(j, j * t.es)
+        a.lea(strided, ptr(strided + step * 4))
+        a.add(contig, 4 * t.es)
+
+    counted_loop(a, counter, count // 4, four, "copy")
+    for _ in range(count % 4):
+        one(0, 0)
+        a.add(strided, step)
+        a.add(contig, t.es)
+
+
+def relu(a: Assembler, t: Target, x: Vec, zero: Vec, scalar: bool = False) -> None:
+    """x = max(0, x) + 0 (-0 -> +0, NaN kept), as the unary relu kernel."""
+    name = t.s if scalar else t.v
+    getattr(a, name("vmax"))(x, zero, x)
+    getattr(a, name("vadd"))(x, x, zero)
+
+
 def element_loops(
     a: Assembler,
     m: tuple[Gpr | Mem, int, str],

@@ -32,6 +32,7 @@ from minijit.kernels.x86_64.common import (
     counted_loop,
     element_loops,
     emit_column,
+    relu,
 )
 from minijit.runtime.kernel import Kernel
 
@@ -86,9 +87,7 @@ def generate(
 def _op(a: Assembler, t: Target, ptype: str, x, zero, scalar: bool = False) -> None:
     """``x = op(x)`` in place (copy: nothing; relu: vmax(0, x) + 0)."""
     if ptype == "relu":
-        f = t.s if scalar else t.v
-        getattr(a, f("vmax"))(x, zero, x)
-        getattr(a, f("vadd"))(x, x, zero)
+        relu(a, t, x, zero, scalar)
 
 
 def _emit_plain(a: Assembler, t: Target, m: int, n: int, ptype: str, dense_b: bool = False) -> None:
