@@ -336,3 +336,58 @@ def test_div_forms_and_errors(k):
         k.div(i, i, i)
     with pytest.raises(PtxTypeError, match="not an integer, .f32 or .f64"):
         k.div(b, b, b)
+
+
+# --------------------------------------------------------------------------- kernel-parameter addresses
+
+
+def test_param_address_is_the_generic_address():
+    """A tensor map's address for cp.async.bulk.tensor: mov gives the .param-space address, cvta.param
+    the generic one (issue 34: the bare mov faulted on an H200); cvta.param needs PTX 7.7 / sm_70."""
+    m = Module()
+    k = m.kernel("t")
+    tm, d = k.tensormap_param("tmap"), k.reg("u64")
+    k.param_address(d, tm)
+    assert k.body == [f"mov.u64 {d.name}, tmap;", f"cvta.param.u64 {d.name}, {d.name};"]
+    m = Module()
+    k = m.kernel("t")
+    g = k.reg("u64")
+    k.cvta(g, k.param("u64", "x"), space="param", to=False)  # the variable form
+    assert k.body == [f"cvta.param.u64 {g.name}, x;"] and (m.version, m.target) == ("7.7", "sm_70")
+    with pytest.raises(PtxVersionError, match=r"\.version 7\.6 is too low for cvta\.param"):
+        k6 = Module(version="7.6").kernel("t")
+        k6.cvta(k6.reg("u64"), k6.param("u64", "x"), space="param", to=False)
+
+
+@pytest.mark.parametrize(
+    "build,msg",
+    [
+        (lambda k: k.cvta(k.reg("u32"), k.reg("u32"), space="param", to=False), r"needs a 64-bit destination"),
+        (lambda k: k.cvta(k.reg("u64"), k.param("u64", "x"), space="shared", to=False), r"not in the \.shared"),
+        (lambda k: k.cvta(k.reg("u64"), k.shared("s", "b32", 4), space="param", to=False), r"not in the \.param"),
+        (lambda k: k.cvta(k.reg("u64"), k.param("u64", "x"), space="param"), r"cvta\.to takes a register"),
+    ],
+)
+def test_cvta_param_errors(k, build, msg):
+    with pytest.raises(PtxTypeError, match=msg):
+        build(k)
+    assert k.body == []
+
+
+def test_cvta_param_forms_assemble():
+    from ptx import toolchain
+
+    if toolchain.find_ptxas() is None:
+        pytest.skip("ptxas not found")
+    m = Module()
+    k = m.kernel("t")
+    p = k.param("u64", "x")
+    g, back, o = k.regs("u64", 3)
+    k.cvta(g, p, space="param", to=False)
+    k.param_address(back, p)
+    k.cvta(back, g, space="param")
+    k.ld_param(o, p)
+    k.st("global", addr(o), back)
+    k.ret()
+    for arch in ("sm_80", "sm_90"):
+        assert toolchain.compile(m.text(), arch=arch)["t"].spills == 0

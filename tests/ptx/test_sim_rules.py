@@ -302,3 +302,14 @@ def test_cvta_param_round_trip_and_window():
     with pytest.raises(sim.SimError, match=r"does not fall within the address window of \.param"):
         sim.launch(text, "q", 1, 1, (out,), mem)
     assert int(mem.read(out, np.uint64, 1)[0]) == 0
+
+
+def test_untracked_param_offset_is_refused_by_value():
+    """A .param address that arithmetic lost track of is still no generic address (by its value)."""
+    text = re.sub(r"cvta\.param\.u64 (%rd\d+), (%rd\d+);", r"xor.b64 \1, \2, 0;", _tma_kernel(True))
+    assert "xor.b64" in text
+    mem = sim.Memory()
+    x = mem.upload(np.zeros((16, 64), np.float16))
+    tm = encode_tiled("float16", 2, x, (64, 16), (128,), (64, 16), (1, 1), swizzle=3)
+    with pytest.raises(sim.SimError, match=r"0x40 is not a generic address.*\[rule tensormap-generic:"):
+        sim.launch(text, "t", 1, 32, (0, tm), mem, shared_bytes=2048 + 64)

@@ -494,6 +494,67 @@ def test_sass_has_hgmma_and_no_local_memory(spec):
     assert ranks <= {op.split()[0] for op in ops}, ranks
     assert any(op.startswith("SYNCS.PHASECHK") for op in ops)
     assert not [op for op in ops if op.split()[0].split(".")[0] in ("LDL", "STL")]
+    assert _tensor_map_operands(ops) == [], sass
+
+
+def _sass_operands(op: str) -> tuple[str, list[str]]:
+    """(opcode, operands) of one SASS instruction text (guard and ';' dropped)."""
+    body = op.split(";")[0].strip()
+    if body.startswith("@"):
+        body = body.split(None, 1)[1]
+    head, _, rest = body.partition(" ")
+    return head, [x.strip() for x in rest.split(",")] if rest else []
+
+
+def _last_def(ops: list[str], i: int, reg: str) -> int | None:
+    """Index of the last instruction before ``i`` that writes uniform register ``reg`` (a 64-bit
+    ULDC.64 / UMOV.64 destination URn also writes URn+1)."""
+    n = int(reg[2:])
+    for j in range(i - 1, -1, -1):
+        head, args = _sass_operands(ops[j])
+        if not args or not args[0].startswith("UR") or not args[0][2:].isdigit():
+            continue
+        d = int(args[0][2:])
+        if d == n or (head.endswith(".64") and d + 1 == n):
+            return j
+    return None
+
+
+def _tensor_map_operands(ops: list[str]) -> list[str]:
+    """The UTMALDG instructions whose tensor-map operand register is *not* computed from a
+    constant-bank load (the kernel-parameter base, ULDC c[0x0][...]): e.g. a bare ``UMOV UR8,
+    0xb0``, the parameter's offset that faulted on the H200 (issue 34). Empty when all are."""
+    bad = []
+    for i, op in enumerate(ops):
+        if not op.startswith("UTMALDG"):
+            continue
+        reg = op.split("[")[2].split("]")[0]
+        j = _last_def(ops, i, reg)
+        ok = False
+        if j is not None:
+            head, args = _sass_operands(ops[j])
+            if head.startswith("ULDC") and "c[0x0]" in args[1]:
+                ok = True  # the parameter base itself
+            for src in (a for a in args[1:] if a.startswith("UR") and a[2:].isdigit()):
+                k = _last_def(ops, j, src)
+                if k is not None and ops[k].startswith("ULDC") and "c[0x0]" in ops[k]:
+                    ok = True  # base + the parameter's offset
+        if not ok:
+            bad.append(f"{op} <- {ops[j] if j is not None else 'no definition'}")
+    return bad
+
+
+def test_sass_check_catches_the_bare_parameter_offset():
+    """The SASS check above refuses the kernel of issue 34 (no cvta.param: UMOV UR8, 0xb0)."""
+    _ptxas()
+    if toolchain.find_cuobjdump() is None:
+        pytest.skip("cuobjdump not found (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)")
+    gk = G.generate(SMALL)
+    for text, n_bad in ((gk.text, 0), (mutate("no_cvta_param", gk.text), 2)):
+        sass = toolchain.sass(toolchain.compile(text, arch="sm_90a"))
+        ops = [line.split("*/")[1].strip() for line in sass.splitlines() if line.count("*/") >= 2]
+        bad = _tensor_map_operands(ops)
+        assert len(bad) == n_bad and all("UMOV" in b for b in bad), bad
 
 
 LAUNCHES = [
