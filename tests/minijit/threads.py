@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import sys
 import threading
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 
 @contextmanager
 def fast_switching(interval: float = 1e-5) -> Iterator[None]:
-    """Let the interpreter switch threads every ``interval`` seconds (default 5 ms): calls that
-    share state then interleave within a few calls instead of a few hundred."""
+    """Let the interpreter switch threads every ``interval`` seconds (its own default is 5 ms):
+    calls that share state then interleave within a few calls instead of a few hundred."""
     old = sys.getswitchinterval()
     sys.setswitchinterval(interval)
     try:
@@ -32,8 +33,6 @@ def run_threads(work: Callable[[int], list[str]], threads: int) -> list[str]:
             barrier.wait()
             found = work(t)
         except Exception as e:  # noqa: BLE001 - reported to the test
-            import traceback
-
             found = [f"thread {t} raised {type(e).__name__}: {e}\n{traceback.format_exc()}"]
         with lock:
             failures.extend(found)
