@@ -68,8 +68,8 @@ def _pool(threads: int) -> ThreadPoolExecutor:
     global _POOL, _POOL_SIZE
     with _LOCK:
         if _POOL is None or _POOL_SIZE < threads:
-            if _POOL is not None:
-                _POOL.shutdown(wait=True)
+            # the old pool is dropped, not shut down: another thread may still be submitting to it
+            # (its workers exit once it is collected, after its queued work)
             _POOL = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="minijit")
             _POOL_SIZE = threads
         return _POOL
