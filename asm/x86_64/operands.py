@@ -7,7 +7,7 @@ Each check takes the mnemonic and the operand's name so that an
 from __future__ import annotations
 
 from asm.errors import EncodingError, check_range
-from asm.x86_64.memory import SIZE_NAMES, Addr, Mem
+from asm.x86_64.memory import SIZE_NAMES, Mem
 from asm.x86_64.registers import Gpr, KReg, Masked, Vec
 
 VNAMES = {128: "xmm", 256: "ymm", 512: "zmm"}
@@ -90,8 +90,3 @@ def unmask(mnemonic: str, operand: str, x: object, *, zero_ok: bool = True) -> t
     if x.zero and not zero_ok:
         raise fail(mnemonic, f"{operand} mask", "merging {k1}..{k7} (no {z} here)", x)
     return x.op, k.idx, int(x.zero)
-
-
-def rm_of(x: Gpr | Vec | KReg | Mem) -> int | Addr:
-    """The r/m operand for the ModR/M builder: a register number or an address."""
-    return x.addr if isinstance(x, Mem) else x.idx
