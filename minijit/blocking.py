@@ -12,12 +12,13 @@ count, applied per level):
 
 Each level's bytes are weighted by the inverse of its fill bandwidth, and every kernel call costs
 a fixed overhead; the cheapest candidate whose A micro-panel fits L1 and whose B block fits L2
-(its target's `B_BLOCK_L2_SHARE` of L2) wins. With A and B in micro-panels
+(its target's ``b_block_l2_share`` of L2) wins. With A and B in micro-panels
 (`minijit.packing.plan_panels`) both are sequential streams that the prefetchers keep ahead of the
 FMAs, so the capacities bound the blocks, not halves of them: on a 2-core Zen 3 host (L1d 32 KiB,
 L2 512 KiB) fp32 2048^3 (AVX2) ran at 75 GFLOPS with 256^3 prims and at 80 with K blocks of 512
 (the C passes halve), whatever M and N blocks (512..2048, 256..1024). AVX-512 blocks are the
-exception: their K stops at 128, and a B block of all of L2 only widens N (see `B_BLOCK_L2_SHARE`).
+exception: their K stops at 128, and a B block of all of L2 only widens N
+(`minijit.targets.X86Target.b_block_l2_share`).
 `choose` returns the maxima that `minijit.optimizer.split_dims` then uses per dim type; the
 optimizer may then fold the K blocks into BR steps of one kernel call (C then crosses memory once,
 and one call reads BR times the modelled B block, once per register block of M: from the
@@ -33,25 +34,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from minijit import targets
 from minijit.ir import dim_t
 from minijit.optimizer import thread_load
-from minijit.packing import CacheGeometry, cache_geometries, last_level_cache_bytes
+from minijit.runtime import features
+from minijit.runtime.features import CacheGeometry
+from minijit.targets import Target
 
 #: fill bandwidth in bytes per cycle: L2 -> L1, and L3 -> L2 (per core; Zen 3/4/5 and recent Intel
 #: cores sustain roughly these); a kernel call's fixed cost in cycles (loop nest, pointer setup,
 #: first C block load)
 L1_FILL, L2_FILL, CALL_CYCLES = 32.0, 16.0, 400.0
-#: bytes of one column of the register block of A per target (fp64 blocks have half the rows)
-PANEL_COLUMN = {"x86_64-avx512": 256, "x86_64-avx2": 64, "aarch64-neon": 64, "aarch64-sve": 64}
-#: the share of L2 the B block may take, per target (default: all of it). AVX-512 register blocks
-#: have 256-byte A columns, so the L1 bound caps their prim K at 128 and a larger B block only
-#: widens N: each M block's sweep then also walks ``mr`` rows x prim N of C through L2 next to B
-#: (256 KiB for fp64 at N 1024). Measured on a Zen 4 guest (L2 1 MiB), single-thread 2048^3
-#: against numpy, B block at all / half / a quarter of L2: fp64 F-order 0.87x / 0.96x / 1.02x,
-#: C-order 0.87x / 0.96x / 0.98x, fp32 1.03x / 1.03x / 1.06x; 2 threads fp64 1024^3 C-order
-#: 0.75x / 1.07x / 1.07x, 2048^3 F-order 0.91x / 1.03x / 1.04x. AVX2 blocks reach K 512 with
-#: the whole L2 (Zen 3: 80 GFLOPS against 75 at K 256; Zen 4 within 3 % either way): unchanged
-B_BLOCK_L2_SHARE = {"x86_64-avx512": 0.25}
 #: the share of the last-level cache that the B of one kernel call (every BR step's B block) may
 #: take, summed over the threads (`choose` caps the BR steps per call by it). Each register block
 #: of M re-reads the call's B; past the cache it comes from memory (AVX2 fp64, 8-row blocks: half
@@ -117,7 +110,7 @@ def _candidates(size: int, cap: int) -> list[int]:
 def choose(
     shape: tuple[int, int, int],
     item: int,
-    target: str,
+    target: str | Target,
     *,
     threads: int = 1,
     caches: tuple[CacheGeometry, CacheGeometry] | None = None,
@@ -128,18 +121,20 @@ def choose(
     docstring); with ``threads`` > 1, blocks that leave at least that many (M, N) blocks are
     preferred, so the loops can be shared, and each candidate's cycles are scaled by the
     `minijit.optimizer.thread_load` of its (M, N) blocks (5 blocks on 2 threads cost 1.2x).
-    ``column_bytes``: bytes of one column of the register block of A (default `PANEL_COLUMN` of
-    the target; SVE: 4 vectors of its length). The BR steps per call (``br``) are capped where
-    the K blocks of one call on each of ``threads`` threads would take more than `LLC_B_SHARE`
-    of the last-level cache (``llc_bytes``, default the host's)."""
+    ``target``: a CPU target name or `minijit.targets` object. ``column_bytes``: bytes of one
+    column of the register block of A (default the target's ``panel_column_bytes``). The BR
+    steps per call (``br``) are capped where the K blocks of one call on each of ``threads``
+    threads would take more than `LLC_B_SHARE` of the last-level cache (``llc_bytes``, default
+    the host's)."""
     if llc_bytes is not None and (not isinstance(llc_bytes, int) or isinstance(llc_bytes, bool) or llc_bytes < 1):
         raise ValueError(f"llc_bytes must be a positive int or None, got {llc_bytes!r}")
-    if shape[1] == 1 and target.startswith("x86_64"):
+    t = targets.get_cpu(target)
+    if shape[1] == 1 and t.has_gemv:
         return _gemv(shape, item, threads)
-    l1, l2 = caches or cache_geometries()
-    column = column_bytes or PANEL_COLUMN.get(target, 64)
+    l1, l2 = caches or features.cache_geometries()
+    column = column_bytes or t.panel_column_bytes
     mr = max(1, column // item)
-    b_cap = int(l2.size * B_BLOCK_L2_SHARE.get(target, 1.0))  # bytes the B block may take
+    b_cap = int(l2.size * t.b_block_l2_share)  # bytes the B block may take
     m, n, k = shape
     best: tuple[tuple[bool, float], tuple[int, int, int], tuple[float, float, float]] | None = None
     for kc in _candidates(k, max(MIN_BLOCK, l1.size // column)):
@@ -160,7 +155,7 @@ def choose(
         f"L2 fills {c2:.3g}, calls {cc:.3g}"
     )
     br = None
-    llc = last_level_cache_bytes() if llc_bytes is None else llc_bytes
+    llc = features.last_level_cache_bytes() if llc_bytes is None else llc_bytes
     budget = int(llc * LLC_B_SHARE)  # bytes the B of one call on every thread may take together
     per_call = budget // (kc * nc * item * threads)  # BR steps whose B fits the budget
     if k // kc > max(1, per_call):
@@ -206,7 +201,7 @@ def call_footprint(
     for name, value in (("m", m), ("n", n), ("k", k), ("br", br), ("item", item), ("mr", mr)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"call_footprint: {name} must be a positive int, got {value!r}")
-    caches = caches or cache_geometries()
+    caches = caches or features.cache_geometries()
     depth = br * k
     panel, b_block, c_block = min(mr, m) * depth * item, depth * n * item, m * n * item
     steps = f" ({br} BR steps of {k})" if br > 1 else ""

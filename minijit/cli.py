@@ -249,22 +249,19 @@ def cmd_disasm(args: argparse.Namespace) -> int:
 
 def _targets() -> dict[str, str]:
     """Every target with how it runs here: native, emulated, or unavailable and why."""
+    from minijit import targets as cpu_targets
     from minijit.bench import cuda
-    from minijit.kernels import TARGETS
-    from minijit.runtime import host, runs_natively
 
-    h = host()
     qemu = shutil.which("qemu-aarch64")
     targets = {}
-    for t in TARGETS:
-        isa = t.split("-")[0]
-        if runs_natively(isa):
-            ok = not (t == "x86_64-avx512" and not h.avx512) and not (t == "aarch64-sve" and not h.sve)
-            targets[t] = "native" if ok else "not supported by this CPU"
-        elif isa == "aarch64":
-            targets[t] = "emulated (qemu-aarch64)" if qemu else "unavailable (no qemu-aarch64)"
+    for name in cpu_targets.CPU_TARGETS:
+        t = cpu_targets.get_cpu(name)
+        if t.native:
+            targets[name] = "native" if t.supported else "not supported by this CPU"
+        elif t.emulable:
+            targets[name] = "emulated (qemu-aarch64)" if qemu else "unavailable (no qemu-aarch64)"
         else:
-            targets[t] = "unavailable on this host"
+            targets[name] = "unavailable on this host"
     ok, why = cuda.target_status()
     targets["cuda"] = f"available: {why}" if ok else f"unavailable: {why}"
     return targets

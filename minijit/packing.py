@@ -29,78 +29,43 @@ every set. The copy moves |A| twice (read and write), against prim-N-fold re-rea
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
-from functools import cache
 
 import numpy as np
 
+from minijit import limits
 from minijit.ir import GEMM_PTYPES, Dimension, TensorConfig, dim_t, exec_t, ptype_t
+from minijit.runtime import features
+
+# the host's caches, importable from here too; this module calls them through `features` at each
+# call, so a test that patches `minijit.runtime.features` reaches every user
+from minijit.runtime.features import (
+    DEFAULT_CACHES,
+    DEFAULT_LLC_BYTES,
+    CacheGeometry,
+    cache_geometries,
+    last_level_cache_bytes,
+)
+
+__all__ = [
+    "DEFAULT_CACHES",
+    "DEFAULT_LLC_BYTES",
+    "CacheGeometry",
+    "PackPlan",
+    "PanelPlan",
+    "aligned_empty",
+    "cache_geometries",
+    "last_level_cache_bytes",
+    "padded_column",
+    "plan_packing",
+    "plan_panels",
+    "usable_bytes",
+]
 
 #: bytes of one register block column of A the kernels keep in flight (AVX-512: 4 vectors of 64 B)
 PANEL_COLUMN_BYTES = 256
 #: a panel is re-read once per N block: below this prim N there is too little reuse to pack
 MIN_REUSE_N = 16
-
-
-@dataclass(frozen=True)
-class CacheGeometry:
-    """Data cache geometry (bytes): total size, associativity, line size."""
-
-    size: int = 32 * 1024
-    ways: int = 8
-    line: int = 64
-
-    @property
-    def sets(self) -> int:
-        return max(1, self.size // (self.ways * self.line))
-
-
-#: used where sysfs does not tell: L1 32 KiB 8-way, L2 1 MiB 16-way, 64-byte lines
-DEFAULT_CACHES = (CacheGeometry(32 * 1024, 8, 64), CacheGeometry(1024 * 1024, 16, 64))
-
-
-@cache
-def _sysfs_caches() -> dict[int, CacheGeometry]:
-    """cpu0's data/unified caches by level (Linux sysfs); empty where sysfs does not tell."""
-    base = "/sys/devices/system/cpu/cpu0/cache"
-    found: dict[int, CacheGeometry] = {}
-    try:
-        for entry in sorted(os.listdir(base)):
-            path = os.path.join(base, entry)
-            if not entry.startswith("index"):
-                continue
-
-            def read(name: str, path: str = path) -> str:
-                with open(os.path.join(path, name)) as f:
-                    return f.read().strip()
-
-            level = int(read("level"))
-            if level in (1, 2, 3) and read("type") in ("Data", "Unified"):
-                size = read("size").upper()
-                scale = 1024 if size.endswith("K") else 1024 * 1024 if size.endswith("M") else 1
-                ways, line = int(read("ways_of_associativity")), int(read("coherency_line_size"))
-                found[level] = CacheGeometry(int(size.rstrip("KM")) * scale, ways, line)
-    except (OSError, ValueError):
-        pass
-    return found
-
-
-def cache_geometries() -> tuple[CacheGeometry, CacheGeometry]:
-    """The host's L1 data and L2 caches (Linux sysfs of cpu0), else `DEFAULT_CACHES`."""
-    found = _sysfs_caches()
-    return found.get(1, DEFAULT_CACHES[0]), found.get(2, DEFAULT_CACHES[1])
-
-
-#: used where sysfs names no L3
-DEFAULT_LLC_BYTES = 8 * 1024 * 1024
-
-
-def last_level_cache_bytes() -> int:
-    """The host's last-level cache in bytes: the highest level cpu0's sysfs lists (L3 on the hosts
-    measured), else `DEFAULT_LLC_BYTES`."""
-    found = _sysfs_caches()
-    return found[max(found)].size if found else DEFAULT_LLC_BYTES
 
 
 @dataclass(frozen=True)
@@ -118,10 +83,14 @@ class PackPlan:
         return f"pack in0 into a buffer of {self.elements} elements, copied once per execute: {self.reason}"
 
 
-def aligned_empty(elements: int, dtype: np.dtype, align: int = 64) -> np.ndarray:
+def aligned_empty(
+    elements: int, dtype: np.dtype, align: int = 64, *, what: str = "packing buffer", dim: int | None = None
+) -> np.ndarray:
     """An uninitialized 1-D array of ``elements`` whose first element is ``align``-byte aligned (a
-    packed panel column then starts a cache line: misaligned, each column touches one more line)."""
+    packed panel column then starts a cache line: misaligned, each column touches one more line).
+    SetupError(too_large) naming ``what`` (and ``dim``) when it exceeds ``minijit.limits.MAX_BYTES``."""
     dtype = np.dtype(dtype)
+    limits.check_alloc(elements * dtype.itemsize + align, what, dim)
     raw = np.empty(elements * dtype.itemsize + align, np.uint8)
     start = -raw.ctypes.data % align
     return raw[start : start + elements * dtype.itemsize].view(dtype)
@@ -151,7 +120,7 @@ def plan_packing(config: TensorConfig, caches: tuple[CacheGeometry, ...] | None 
     (see the module docstring for the model); ``caches``: L1 and L2 (default: the host's)."""
     if config.prim_main not in GEMM_PTYPES or not config.has_prims:
         return None
-    caches = caches or cache_geometries()
+    caches = caches or features.cache_geometries()
     dims, p = config.dims, config.prim
     if p.m is None or p.k is None or p.n is None or dims[p.n].size < MIN_REUSE_N:
         return None
@@ -253,6 +222,29 @@ def stream_rows(k: int) -> int | None:
     return next((r for r in range(min(k, STREAM_MAX_ROWS), STREAM_MIN_ROWS - 1, -1) if k % r == 0), None)
 
 
+def _b_panel_reason(config: TensorConfig, l2: CacheGeometry, llc_bytes: int | None) -> str | None:
+    """Why B's micro-panels pay (`plan_panels`), or None where they do not: the B block (every
+    BR step's prim K x prim N) can use less of ``l2`` than it needs, and a column-major B takes
+    half of the last-level cache (``llc_bytes``, default the host's) or more."""
+    dims, p, item = config.dims, config.prim, config.dtype.itemsize
+    k, pd = dims[p.k], dims[p.n]
+    br_size = dims[p.br].size if p.br is not None else 1
+    run_dim, other = (k, pd) if k.stride_in1 == 1 else (pd, k)
+    block = br_size * k.size * pd.size * item  # what one M block reads (every BR step's B)
+    room = reachable_bytes(run_dim.size * item, other.stride_in1 * item, l2)
+    if room >= min(block, l2.size):
+        return None
+    runs = f"{run_dim.size * item} B runs {other.stride_in1 * item} B apart"
+    reason = f"B block of {block} B ({runs}) can use {room} B of L2"
+    if k.stride_in1 == 1:  # column-major B: only when the last-level cache cannot hold it well
+        lo, hi = config.offset_range("in1")
+        b_bytes, llc = (hi - lo + 1) * item, features.last_level_cache_bytes() if llc_bytes is None else llc_bytes
+        if b_bytes < llc // 2:
+            return None  # the kernel re-reads the block from the last-level cache, no copy
+        reason += f", and B ({b_bytes} B) takes half the last-level cache ({llc} B) or more"
+    return reason + "; packed it is one stream"
+
+
 def plan_panels(
     config: TensorConfig,
     width: int,
@@ -287,7 +279,7 @@ def plan_panels(
         raise ValueError(f"tensor must be 'in0' or 'in1', got {tensor!r}")
     if config.prim_main not in GEMM_PTYPES or not config.has_prims or width < 1:
         return None
-    caches = caches or cache_geometries()
+    caches = caches or features.cache_geometries()
     dims, p = config.dims, config.prim
     if p.m is None or p.k is None or p.n is None:
         return None
@@ -308,21 +300,9 @@ def plan_panels(
     if t == 0:
         reason = f"each {width}-row block of A becomes one {width * k.size * item} B stream ({reuse} columns reuse it)"
     else:
-        run_dim, other = (k, pd) if k.strides[t] == 1 else (pd, k)
-        block = br_size * k.size * pd.size * item  # what one M block reads (every BR step's B)
-        l2 = caches[-1]
-        room = reachable_bytes(run_dim.size * item, other.strides[t] * item, l2)
-        if room >= min(block, l2.size):
+        reason = _b_panel_reason(config, caches[-1], llc_bytes)
+        if reason is None:
             return None
-        runs = f"{run_dim.size * item} B runs {other.strides[t] * item} B apart"
-        reason = f"B block of {block} B ({runs}) can use {room} B of L2"
-        if k.strides[t] == 1:  # column-major B: only when the last-level cache cannot hold it well
-            lo, hi = config.offset_range("in1")
-            b_bytes, llc = (hi - lo + 1) * item, last_level_cache_bytes() if llc_bytes is None else llc_bytes
-            if b_bytes < llc // 2:
-                return None  # the kernel re-reads the block from the last-level cache, no copy
-            reason += f", and B ({b_bytes} B) takes half the last-level cache ({llc} B) or more"
-        reason += "; packed it is one stream"
     # buffer order, outermost first: the operand's loop dims in loop order, panels, BR, K, width
     loops = [i for i, d in enumerate(dims) if d.exec is not exec_t.prim and d.strides[t] != 0 and d.size > 1]
     panels, rem = divmod(pd.size, width)
@@ -346,7 +326,7 @@ def plan_panels(
     # `chunk` rows of one panel (a contiguous run) instead of scattering a column over every panel
     chunk = None
     if t == 0 and pd.strides[t] == 1:
-        llc = last_level_cache_bytes() if llc_bytes is None else llc_bytes
+        llc = features.last_level_cache_bytes() if llc_bytes is None else llc_bytes
         if 2 * size * item > llc // 2:  # A (about the buffer's size) and the buffer
             chunk = stream_rows(k.size)
 

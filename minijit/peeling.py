@@ -1,7 +1,7 @@
 """Peeling: a dim too large for one kernel call, set up as two operations along it.
 
 `minijit.optimizer.split_dims` splits a dim only by its divisors, so a dim larger than the
-kernels take (`minijit.kernels.max_prim_size`: 65536 elements on x86-64) that has no fitting
+kernels take (the target's `max_prim_size`: 65536 elements on x86-64) that has no fitting
 divisor (an odd 100003, a prime) would reach a kernel whole, and setup would fail. `peel` cuts
 such a dim into a head of whole `PEEL_BLOCK` s, which the optimizer then splits by its divisors,
 and a tail of the rest (fewer than `PEEL_BLOCK` indices). Each part is a config of its own: the

@@ -26,13 +26,13 @@ import cffi
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from minijit import arrays, blocking, kernels, optimizer, packing, parallel, peeling, reference
+from minijit import arrays, blocking, kernels, optimizer, packing, parallel, peeling, reference, targets
 from minijit.arrays import Offsets
 from minijit.cache import ScratchPool
 from minijit.errors import SetupError, error_t
 from minijit.ir import TensorConfig, dim_t, exec_t, ptype_t
 from minijit.kernels.loopnest import Call, Loop, LoopNest
-from minijit.runtime import runs_natively
+from minijit.runtime import features
 
 GEMM_PTYPES = (ptype_t.gemm, ptype_t.brgemm)
 UNARY_PTYPES = (ptype_t.zero, ptype_t.copy, ptype_t.relu)
@@ -107,12 +107,13 @@ class TensorOperation:
     def __init__(
         self, target: str = "native", *, num_threads: int | None = None, sve_vl: int = 128, pack: bool = True
     ) -> None:
-        self.target = kernels.check_target(target)
+        self.target_info = targets.get_cpu(target, sve_vl=sve_vl)
+        self.target = self.target_info.name  # the name; ``target_info`` is the `minijit.targets` object
         if num_threads is not None and (not isinstance(num_threads, int) or num_threads < 1):
             raise ValueError(f"num_threads must be a positive int, got {num_threads!r}")
         self.num_threads = num_threads or parallel.default_threads()
         self.sve_vl = sve_vl
-        self.native = runs_natively(self.target.split("-")[0])
+        self.native = self.target_info.native
         self.config: TensorConfig | None = None
         self.primitives: dict[str, Any] = {}
         self.nest: LoopNest | None = None
@@ -211,7 +212,7 @@ class TensorOperation:
         self.blocking = None
         if max_kernel_size is None and config.prim_main in GEMM_PTYPES:
             self.blocking = self._blocking(optimizer.swap_operands(config), threads)  # the kernel's roles
-        limit = kernels.max_prim_size(self.target)
+        limit = self.target_info.max_prim_size
         clip = (lambda size: size) if limit is None else (lambda size: min(size, limit))  # noqa: E731
         sizes = None if self.blocking is None else {t: clip(v) for t, v in self.blocking.sizes().items()}
         optimized = optimizer.optimize(
@@ -249,15 +250,12 @@ class TensorOperation:
         """The cache model's prim sizes for a GEMM-like config (M, N, K = products of their dims)."""
         shape = tuple(math.prod(d.size for d in config.dims if d.type is t) for t in (dim_t.m, dim_t.n, dim_t.k))
         return blocking.choose(
-            shape, config.dtype.itemsize, self.target, threads=threads, column_bytes=self._panel_column()
+            shape, config.dtype.itemsize, self.target_info, threads=threads, column_bytes=self._panel_column()
         )
 
     def _panel_column(self) -> int:
-        """Bytes of one column of the register block of A on this target (SVE: 4 vectors of its
-        length; else `minijit.blocking.PANEL_COLUMN`)."""
-        if self.target == "aarch64-sve":
-            return 4 * self.sve_vl // 8
-        return blocking.PANEL_COLUMN.get(self.target, 64)
+        """Bytes of one column of the register block of A on this target."""
+        return self.target_info.panel_column_bytes
 
     def setup_config(self, config: TensorConfig) -> error_t:
         """Set up from a validated `TensorConfig` (e.g. the result of `minijit.optimize`).
@@ -270,7 +268,7 @@ class TensorOperation:
         self._chunked, self._chunk_ops, self.chunks, self.chunk_dim = None, [], 1, None
         self._quick, self._scratch = None, None  # set again with the new configuration
         self.parts = []
-        gemv = _one_column(config, self.target)  # A is read once: no copy of it pays
+        gemv = _one_column(config, self.target_info)  # A is read once: no copy of it pays
         chunks = None if gemv else self._a_chunks(config)
         if chunks is not None:
             return self._setup_chunks(config, *chunks)  # the caller's config, then the merged one
@@ -296,7 +294,7 @@ class TensorOperation:
             for d in compiled.loop_dims
         )
         nest = LoopNest(loops, calls["main"], calls.get("first"), calls.get("last"))
-        self._loopnest = kernels.compile_loopnest(nest, target=self.target, sve_vl=self.sve_vl)
+        self._loopnest = kernels.compile_loopnest(nest, target=self.target_info)
         if self.native:  # addresses are checked by execute(); the call itself takes plain integers
             self._raw = _FFI.cast(RAW_SIGNATURE, self._loopnest.address)
         self.config, self.primitives, self.nest = config, primitives, nest
@@ -339,14 +337,12 @@ class TensorOperation:
         1.10x, 1.04x."""
         if not (self._chunking and not self._chunk_part and self.pack and self.native):
             return None
-        if not self.target.startswith("x86_64") or config.prim_main not in GEMM_PTYPES:
+        if not self.target_info.chunks_a or config.prim_main not in GEMM_PTYPES:
             return None
         if config.prim.m is None or config.prim.n is None:
             return None
-        from minijit.kernels.x86_64.brgemm import panel_rows
-
-        rows = panel_rows(self.target.split("-")[1], config.dtype.name)
-        llc = packing.last_level_cache_bytes()
+        rows = self.target_info.panel_rows(config.dtype.name)
+        llc = features.last_level_cache_bytes()
         a_bytes, b_bytes = (_reach_bytes(config, t) for t in ("in0", "in1"))
         if a_bytes <= llc // 2 or b_bytes > llc // CHUNK_LLC_SHARE:
             return None
@@ -493,19 +489,17 @@ class TensorOperation:
         """The micro-panel packing of ``tensor`` (x86-64 targets run natively) and its copy
         operations with their (source, buffer) element offsets; None when packing is off or
         does not pay (`minijit.packing.plan_panels`)."""
-        if not self.pack or not self.native or not self.target.startswith("x86_64"):
+        if not self.pack or not self.native or not self.target_info.packs_panels:
             return None
-        from minijit.kernels.x86_64.brgemm import panel_rows, panel_width
-
-        isa = self.target.split("-")[1]
-        width = panel_rows(isa, config.dtype.name) if tensor == "in0" else panel_width(isa)
+        t = self.target_info
+        width = t.panel_rows(config.dtype.name) if tensor == "in0" else t.panel_width()
         reuse = CHUNK_PANEL_REUSE_N if self._chunk_part and tensor == "in0" else None
         plan = packing.plan_panels(config, width, tensor=tensor, min_reuse=reuse)
         if plan is None:
             return None
         ops = []
         for copy, src, dst in plan.copies:
-            op = TensorOperation(self.target, num_threads=self.num_threads, pack=False)
+            op = TensorOperation(self.target, num_threads=self.num_threads, sve_vl=self.sve_vl, pack=False)
             op._private_out = True
             try:
                 op.setup_config(optimizer.optimize(copy, thread_target=self.num_threads))
@@ -537,7 +531,7 @@ class TensorOperation:
         item = config.dtype.itemsize
         block = size(roles.m) * size(roles.k) * size(roles.br) * item
         return (
-            size(roles.m) * item >= N_OUTER_MIN_RUN and block <= packing.last_level_cache_bytes() // N_OUTER_LLC_SHARE
+            size(roles.m) * item >= N_OUTER_MIN_RUN and block <= features.last_level_cache_bytes() // N_OUTER_LLC_SHARE
         )
 
     def _kernel_copies_a(self, config: TensorConfig) -> bool:
@@ -550,9 +544,7 @@ class TensorOperation:
         copy made once serves every call that re-reads A. Measured on a Zen 3 core, fp32, 1 thread:
         256^3 85-88 -> 90-95 GFLOPS, 256 x 1024 x 256 (2 calls per A block) +4 %, 128 x 2048 x 256
         (4) +5 %; the seed's 32^3 prims (32 calls) -2..-5 %, 512^3 (A block 1 MiB) -4 %, 2048^3 -13 %."""
-        from minijit.kernels.x86_64.brgemm import a_copy_fits
-
-        if self._chunk_part:  # a chunk's A comes from memory: one copy pass into panels
+        if self._chunk_part or not self.target_info.copies_a:  # a chunk's A comes from memory: one copy pass
             return False
         roles, dims = config.prim, config.dims
         size = lambda role: 1 if role is None else dims[role].size  # noqa: E731
@@ -560,10 +552,10 @@ class TensorOperation:
             return False
         block = size(roles.m) * size(roles.k) * size(roles.br) * config.dtype.itemsize
         reuse = math.prod(d.size for d in config.loop_dims if d.stride_in0 == 0)
-        if block > packing.cache_geometries()[1].size // 2 or reuse > A_COPY_MAX_REUSE:
+        if block > features.cache_geometries()[1].size // 2 or reuse > A_COPY_MAX_REUSE:
             return False
-        isa = self.target.split("-")[1]
-        return a_copy_fits(size(roles.m), size(roles.n), size(roles.k), size(roles.br), isa, config.dtype.name)
+        sizes = (size(roles.m), size(roles.n), size(roles.k), size(roles.br))
+        return self.target_info.a_copy_fits(*sizes, config.dtype.name)
 
     def _new_scratch(self) -> tuple[np.ndarray | None, dict[str, np.ndarray]]:
         """One call's packed buffers: A's (`pack_plan`) or None, and the micro-panel buffers."""
@@ -594,7 +586,7 @@ class TensorOperation:
         """Generate first/main/last kernels and the calls the loop nest makes to them (``a_panel``,
         ``b_panel``: in0 / in1 are packed in x86-64 micro-panels that many elements apart)."""
         dims, roles, main = cfg.dims, cfg.prim, cfg.prim_main
-        common = {"dtype": cfg.dtype.name, "target": self.target, "sve_vl": self.sve_vl}
+        common = {"dtype": cfg.dtype.name, "target": self.target_info}
         prims: dict[str, Any] = {}
         calls: dict[str, Call] = {}
         fused: dict[str, str] = {}  # touches the main kernel applies itself: first zero, last relu
@@ -634,7 +626,7 @@ class TensorOperation:
             # x86-64: a first touch zero / last touch relu runs inside the kernel when every K is in
             # the prim (each call then writes its C block once, final) and the kernel is the vector
             # BRGEMM or the GEMV; C crosses memory once
-            if self.target.startswith("x86_64") and not any(d.type is dim_t.k for d in cfg.loop_dims):
+            if self.target_info.fuses_touches and not any(d.type is dim_t.k for d in cfg.loop_dims):
                 vector = size(n) == 1 or not (trans_a or trans_c)  # the GEMV kernel, or the vector BRGEMM
             else:
                 vector = False
@@ -990,12 +982,12 @@ def _quick_check(config: TensorConfig, ranges: dict, dtype: np.dtype) -> tuple |
     return (dtype, *((ranges[t][1] + 1) * dtype.itemsize for t in TENSORS))
 
 
-def _one_column(config: TensorConfig, target: str) -> bool:
-    """Whether ``config`` is an x86-64 GEMV: a GEMM/BRGEMM whose N dims all have size 1, any
-    layout (x or y strided, A either way), run by `minijit.kernels.x86_64.gemv`. The GEMV kernel
-    reads each element of A once, in sequential streams, so no copy of an operand pays: no panels,
-    padding or chunks."""
-    if not target.startswith("x86_64") or config.prim_main not in GEMM_PTYPES:
+def _one_column(config: TensorConfig, target: targets.CpuTarget) -> bool:
+    """Whether ``config`` is a GEMV on a target with a GEMV kernel (x86-64): a GEMM/BRGEMM whose N
+    dims all have size 1, any layout (x or y strided, A either way). The GEMV kernel reads each
+    element of A once, in sequential streams, so no copy of an operand pays: no panels, padding or
+    chunks."""
+    if not target.has_gemv or config.prim_main not in GEMM_PTYPES:
         return False
     return math.prod(d.size for d in config.dims if d.type is dim_t.n) == 1
 

@@ -66,18 +66,17 @@ MEASUREMENT = (
 
 def check_native(target: str) -> str:
     """``target`` resolved ("native" -> the host's best); UserError unless this host runs it natively."""
-    from minijit.kernels import check_target
-    from minijit.runtime import host, runs_natively
+    from minijit import targets
 
     try:
-        resolved = check_target(target)
+        resolved = targets.get_cpu(target)
     except ValueError as e:
         raise UserError(str(e)) from None
-    if not runs_natively(resolved.split("-")[0]):
-        raise UserError(f"bench needs a target this host runs natively; {resolved} would be emulated")
-    if resolved == "x86_64-avx512" and not host().avx512:
-        raise UserError("target x86_64-avx512 needs AVX-512 F/BW/VL, which this CPU lacks")
-    return resolved
+    if not resolved.native:
+        raise UserError(f"bench needs a target this host runs natively; {resolved.name} would be emulated")
+    if not resolved.supported:
+        raise UserError(f"target {resolved.name} needs ISA extensions this CPU lacks")
+    return resolved.name
 
 
 def make_op(spec: OpSpec, threads: int, target: str):

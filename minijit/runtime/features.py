@@ -1,11 +1,13 @@
-"""Host CPU feature detection.
+"""Host facts: the CPU's features, its caches and its core count.
 
 `host()` reports the instruction set architecture, the operating system and
 the vector extensions the kernel generators care about. On Linux x86-64 the
 flags come from ``/proc/cpuinfo``; on Linux AArch64 from ``getauxval`` (via
 cffi ABI mode on libc) and ``prctl(PR_SVE_GET_VL)``; on macOS arm64 from
 ``sysctl`` (NEON always, SVE never). Anything that cannot be determined is
-reported as False (or 0).
+reported as False (or 0). `cache_geometries` and `last_level_cache_bytes` read
+cpu0's caches from Linux sysfs (defaults elsewhere); `num_cpus` counts the CPUs
+this process may use.
 """
 
 from __future__ import annotations
@@ -17,7 +19,16 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-__all__ = ["HostInfo", "host", "cpu_name", "num_cpus", "normalize_isa"]
+__all__ = [
+    "CacheGeometry",
+    "HostInfo",
+    "cache_geometries",
+    "cpu_name",
+    "host",
+    "last_level_cache_bytes",
+    "normalize_isa",
+    "num_cpus",
+]
 
 # Linux auxv keys and AArch64 hwcap bits (arch/arm64/include/uapi/asm/hwcap.h).
 _AT_HWCAP = 16
@@ -208,3 +219,62 @@ def num_cpus() -> int:
         if n:
             return n
     return os.cpu_count() or 1
+
+
+# -- caches ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CacheGeometry:
+    """Data cache geometry (bytes): total size, associativity, line size."""
+
+    size: int = 32 * 1024
+    ways: int = 8
+    line: int = 64
+
+    @property
+    def sets(self) -> int:
+        return max(1, self.size // (self.ways * self.line))
+
+
+#: used where sysfs does not tell: L1 32 KiB 8-way, L2 1 MiB 16-way, 64-byte lines
+DEFAULT_CACHES = (CacheGeometry(32 * 1024, 8, 64), CacheGeometry(1024 * 1024, 16, 64))
+#: used where sysfs names no L3
+DEFAULT_LLC_BYTES = 8 * 1024 * 1024
+
+
+@functools.cache
+def _sysfs_caches() -> dict[int, CacheGeometry]:
+    """cpu0's data/unified caches by level (Linux sysfs); empty where sysfs does not tell."""
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    found: dict[int, CacheGeometry] = {}
+    try:
+        for entry in sorted(os.listdir(base)):
+            path = os.path.join(base, entry)
+            if not entry.startswith("index"):
+                continue
+
+            def read(name: str, path: str = path) -> str:
+                with open(os.path.join(path, name)) as f:
+                    return f.read().strip()
+
+            level = int(read("level"))
+            if level in (1, 2, 3) and read("type") in ("Data", "Unified"):
+                size = read("size").upper()
+                scale = 1024 if size.endswith("K") else 1024 * 1024 if size.endswith("M") else 1
+                ways, line = int(read("ways_of_associativity")), int(read("coherency_line_size"))
+                found[level] = CacheGeometry(int(size.rstrip("KM")) * scale, ways, line)
+    except (OSError, ValueError):
+        pass
+    return found
+
+
+def cache_geometries() -> tuple[CacheGeometry, CacheGeometry]:
+    """The host's L1 data and L2 caches (Linux sysfs of cpu0), else `DEFAULT_CACHES`."""
+    found = _sysfs_caches()
+    return found.get(1, DEFAULT_CACHES[0]), found.get(2, DEFAULT_CACHES[1])
+
+
+def last_level_cache_bytes() -> int:
+    """The host's last-level cache in bytes: the highest level cpu0's sysfs lists (L3 on the hosts
+    measured), else `DEFAULT_LLC_BYTES`."""
+    found = _sysfs_caches()
+    return found[max(found)].size if found else DEFAULT_LLC_BYTES

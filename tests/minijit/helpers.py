@@ -55,9 +55,9 @@ RULE_TARGET = "x86_64-avx2"
 
 
 def pin_rule_host(monkeypatch) -> None:
-    """Make `minijit.packing`'s cache queries answer `ZEN3_CACHES` for the rest of the test (the
-    blocking model, packing and threading rules all read them there)."""
-    from minijit import packing
+    """Make the host's cache queries (`minijit.runtime.features`) answer `ZEN3_CACHES` for the rest
+    of the test (the blocking model, packing and threading rules all read them there)."""
+    from minijit.runtime import features
 
-    caches = {level: packing.CacheGeometry(*geo) for level, geo in ZEN3_CACHES.items()}
-    monkeypatch.setattr(packing, "_sysfs_caches", lambda: dict(caches))
+    caches = {level: features.CacheGeometry(*geo) for level, geo in ZEN3_CACHES.items()}
+    monkeypatch.setattr(features, "_sysfs_caches", lambda: dict(caches))

@@ -5,13 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from minijit import TensorOperation, kernels
+from minijit import TensorOperation, kernels, targets
 from minijit.blocking import (
-    B_BLOCK_L2_SHARE,
     GEMV_MAX_K,
     GEMV_RUN_BYTES,
     LLC_B_SHARE,
-    PANEL_COLUMN,
     Blocking,
     call_footprint,
     choose,
@@ -40,7 +38,7 @@ def test_deeper_k_blocks_move_fewer_c_bytes_and_wider_blocks_fewer_a_and_b_bytes
     "item,target", [(4, "x86_64-avx2"), (8, "x86_64-avx2"), (4, "x86_64-avx512"), (8, "x86_64-avx512")]
 )
 def test_choice_fits_the_caches_and_divides_the_sizes(item, target):
-    share = B_BLOCK_L2_SHARE.get(target, 1.0)
+    share = targets.get(target).b_block_l2_share
     for size in (64, 100, 256, 512, 1000, 2048):
         b = choose((size, size, size), item, target, caches=CACHES)
         column = {"x86_64-avx2": 64, "x86_64-avx512": 256}[target]
@@ -56,7 +54,7 @@ def test_avx512_b_block_takes_its_share_of_l2_only():
     whole L2 would take N 1024 (fp64) / 2048 (fp32) and ran 0.87x numpy at 2048^3 fp64; AVX2
     keeps the whole L2 (K 512)."""
     zen4 = (CACHES[0], CacheGeometry(1024 * 1024, 8, 64))
-    assert B_BLOCK_L2_SHARE["x86_64-avx512"] == 0.25 and "x86_64-avx2" not in B_BLOCK_L2_SHARE
+    assert targets.get("x86_64-avx512").b_block_l2_share == 0.25 and targets.get("x86_64-avx2").b_block_l2_share == 1
     for item, nc in ((8, 256), (4, 512)):
         b = choose((2048, 2048, 2048), item, "x86_64-avx512", caches=zen4)
         assert (b.k, b.n) == (128, nc) and b.k * b.n * item == 256 * 1024
@@ -217,7 +215,8 @@ def test_listing_shows_the_model_and_the_compiled_call():
     br = op.config.dims[op.config.prim.br].size if op.config.prim.br is not None else 1
     line = next(ln for ln in op.listing().splitlines() if ln.startswith("// compiled (minijit.blocking"))
     depth = br * prims[dim_t.k]
-    column = 4 * op.sve_vl // 8 if op.target == "aarch64-sve" else PANEL_COLUMN[op.target]
+    # A's register block: 4 AVX-512 / 1 AVX2 / 4 NEON vectors (16 / 8 / 16 fp32 rows), 4 SVE vectors
+    column = {"x86_64-avx512": 256, "x86_64-avx2": 64, "aarch64-neon": 64}.get(op.target, 4 * op.sve_vl // 8)
     rows = min(column // 4, prims[dim_t.m])  # the register block's rows of A
     assert f"{prims[dim_t.m]} x {prims[dim_t.n]} x {depth}" in line
     assert f"A micro-panel {rows * depth * 4} B" in line and f"B block {depth * prims[dim_t.n] * 4} B" in line
@@ -234,9 +233,9 @@ def test_a_capped_br_runs_its_k_loop_outside_the_call_with_the_fused_touches(tar
     """A last-level cache so small that one K block per call is all it holds: the K blocks run as a
     seq K loop around the call, and zero (first touch) and relu (last touch) still apply once, to
     the whole sum (C starts as NaN: a K block that zeroed or relu'd partial sums would show)."""
-    import minijit.blocking as blocking_module
+    from minijit.runtime import features
 
-    monkeypatch.setattr(blocking_module, "last_level_cache_bytes", lambda: 64 * 1024)
+    monkeypatch.setattr(features, "last_level_cache_bytes", lambda: 64 * 1024)
     m, n, k = 40, 24, 2048
     args = ("fp32", "zero", "gemm", "relu", "mnk", ("undefined",) * 3, (m, n, k), (1, 0, m), (0, 1, n), (1, m, 0))
     op = TensorOperation(target, num_threads=threads)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minijit import TensorOperation, packing, tensor_operation
+from minijit import TensorOperation, tensor_operation
 from minijit.ir import TensorConfig, exec_t
 from minijit.packing import (
     CacheGeometry,
@@ -22,7 +22,7 @@ from minijit.packing import (
     stream_rows,
     usable_bytes,
 )
-from minijit.runtime import host
+from minijit.runtime import features, host
 from tests.minijit.helpers import RULE_TARGET, pin_rule_host
 from tests.minijit.test_gemm_layouts import Guarded
 from tests.minijit.test_tensor_operation import TARGETS, emulated
@@ -261,7 +261,7 @@ PANEL_CASES = {
 @pytest.mark.parametrize("case", sorted(PANEL_CASES))
 @pytest.mark.parametrize("threads", [1, 2])
 def test_panel_packed_operations_match_numpy_and_the_unpacked_ones(monkeypatch, case, threads):
-    monkeypatch.setattr(packing, "last_level_cache_bytes", lambda: 1)  # B over half of it: packed
+    monkeypatch.setattr(features, "last_level_cache_bytes", lambda: 1)  # B over half of it: packed
     dtype, touches, types, sizes, s0, s1, so = PANEL_CASES[case]
     main = "brgemm" if types.count("k") > 1 else "gemm"
     execs = ["prim"] * len(types)
@@ -295,11 +295,11 @@ def test_c_order_numpy_gemm_with_power_of_two_size_packs_both_operands(monkeypat
     smaller than B (both packed) and with a 64 MiB one (B, 4 MiB, re-read from there)."""
     n = 1024
     args = ("fp32", "zero", "gemm", "none", "mnk", ("undefined",) * 3, (n, n, n), (n, 0, 1), (0, 1, n), (n, 1, 0))
-    monkeypatch.setattr(packing, "last_level_cache_bytes", lambda: 64 << 20)
+    monkeypatch.setattr(features, "last_level_cache_bytes", lambda: 64 << 20)
     roomy = TensorOperation("native", num_threads=2)
     roomy.setup(*args)
     assert set(roomy.panel_plans) == {"in0"}
-    monkeypatch.setattr(packing, "last_level_cache_bytes", lambda: 1)
+    monkeypatch.setattr(features, "last_level_cache_bytes", lambda: 1)
     op = TensorOperation("native", num_threads=2)
     op.setup(*args)
     assert set(op.panel_plans) == {"in0", "in1"} and op.pack_plan is None
@@ -392,7 +392,7 @@ def test_streamed_a_copy_fills_the_same_panels(monkeypatch, dtype, threads):
     pin_rule_host(monkeypatch)
     ops = {}
     for llc in (1 << 40, 1):
-        monkeypatch.setattr(packing, "last_level_cache_bytes", lambda llc=llc: llc)
+        monkeypatch.setattr(features, "last_level_cache_bytes", lambda llc=llc: llc)
         op = TensorOperation(RULE_TARGET, num_threads=threads)
         op.setup(dtype, "zero", "brgemm", "none", list(types), ["prim"] * 4, sizes, s0, s1, so)
         ops[llc] = op
@@ -521,7 +521,7 @@ def test_small_k_gemms_walk_n_outermost(monkeypatch, order, threads):
     rows (runs of 512 B), keeps the M-outer order."""
     import minijit.tensor_operation as to
 
-    monkeypatch.setattr(packing, "last_level_cache_bytes", lambda: 32 << 20)
+    monkeypatch.setattr(features, "last_level_cache_bytes", lambda: 32 << 20)
     m, n, k = 1024, 1024, 64
     strides = {"F": ((1, 0, m), (0, k, 1), (1, m, 0)), "C": ((k, 0, 1), (0, 1, n), (n, 1, 0))}[order]
     args = ("fp32", "none", "gemm", "none", "mnk", ("undefined",) * 3, (m, n, k), *strides)
@@ -546,11 +546,11 @@ def test_small_k_gemms_walk_n_outermost(monkeypatch, order, threads):
     m_outer.execute(A.T if order == "F" else A, B.T if order == "F" else B, C2.T if order == "F" else C2)
     np.testing.assert_array_equal(C, C2)
     monkeypatch.undo()
-    monkeypatch.setattr(packing, "last_level_cache_bytes", lambda: 1 << 19)  # share 64 KiB: below any A block here
+    monkeypatch.setattr(features, "last_level_cache_bytes", lambda: 1 << 19)  # share 64 KiB: below any A block here
     small_llc = TensorOperation("native", num_threads=threads)
     small_llc.setup(*args)
     assert not small_llc.n_outer
-    monkeypatch.setattr(packing, "last_level_cache_bytes", lambda: 32 << 20)
+    monkeypatch.setattr(features, "last_level_cache_bytes", lambda: 32 << 20)
     short = TensorOperation("native", num_threads=threads)
     short_args = ((128, 8192, 128), (1, 0, 128), (0, 128, 1), (1, 128, 0))
     short.setup("fp32", "none", "gemm", "none", "mnk", ("undefined",) * 3, *short_args)
@@ -602,7 +602,7 @@ def test_chunked_operations_match_numpy(m, n_panels, k4, threads, pad, seed):
     with pytest.MonkeyPatch.context() as mp:
         pin_rule_host(mp)
         lda, ldb, ldc = k + pad, n + pad, n + pad
-        mp.setattr(packing, "last_level_cache_bytes", lambda: 8 * 1024 * lda * 4)
+        mp.setattr(features, "last_level_cache_bytes", lambda: 8 * 1024 * lda * 4)
         strides = ((lda, 0, 1), (0, 1, ldb), (ldc, 1, 0))
         op = TensorOperation(RULE_TARGET, num_threads=threads)
         op.setup("fp32", "none", "gemm", "none", "mnk", ("undefined",) * 3, (m, n, k), *strides)
@@ -636,7 +636,7 @@ def test_gemms_whose_a_outgrows_the_cache_run_in_chunks(monkeypatch):
     nothing packed, on 1 and 2 threads. Where A is re-read by an outer N loop (2048^3), fits the cache (1024^3), or one
     index of the outer M loop is over the share (256 x 4096 x 4096: 1024 rows x K 4096), the
     whole operation runs at once."""
-    monkeypatch.setattr(packing, "last_level_cache_bytes", lambda: 32 << 20)
+    monkeypatch.setattr(features, "last_level_cache_bytes", lambda: 32 << 20)
 
     def setup(m, n, k, threads, order="C", ldb=None):
         op = TensorOperation("native", num_threads=threads)
@@ -716,7 +716,7 @@ def test_k_chunked_operations_match_numpy(panels, n, kc, kb, br, first, last, th
     types, execs, sizes, strides = zip(*dims, strict=True)
     s0, s1, so = ([s[i] for s in strides] for i in range(3))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(packing, "last_level_cache_bytes", lambda: 2 * lda * k * item - item)
+        mp.setattr(features, "last_level_cache_bytes", lambda: 2 * lda * k * item - item)
         op = TensorOperation("native", num_threads=threads)
         op.setup(dtype, first, "brgemm" if br else "gemm", last, types, execs, sizes, s0, s1, so)
     if pad:

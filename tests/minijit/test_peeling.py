@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import minijit
-from minijit import TensorOperation, kernels, peeling
+from minijit import TensorOperation, kernels, peeling, targets
 from minijit.ir import TensorConfig, ptype_t
 from minijit.runtime import host
 from tests.conftest import examples
@@ -21,6 +21,12 @@ from tests.minijit.test_gemm_layouts import check_gemm
 
 x86 = pytest.mark.skipif(host().isa != "x86_64", reason="guarded native GEMMs (test_gemm_layouts) run on x86-64")
 PRIMES = (257, 401, 521, 769, 1009)
+
+
+def limited(limit: int, target: str = "native"):
+    """The largest prim size of ``target``'s family (`minijit.targets.CpuTarget.max_prim_size`)
+    patched to ``limit`` inside the block."""
+    return mock.patch.object(type(targets.get_cpu(target)), "max_prim_size", limit)
 
 
 def gemm_config(m: int, n: int, k: int, first: str = "zero", last: str = "relu") -> TensorConfig:
@@ -92,7 +98,7 @@ def test_peeled_operation_runs_every_path() -> None:
         else:
             op.execute(A, x, y)
         np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4, err_msg=run)
-    with mock.patch.object(kernels, "max_prim_size", lambda target: 200):  # the Python path: small
+    with limited(200):  # the Python path: small
         small = TensorOperation("native", num_threads=2)
         small.setup(
             "fp32", "zero", "gemm", "none", "mnk", ("undefined",) * 3, (1009, 1, k), (k, 0, 1), (0, 0, 1), (1, 0, 0)
@@ -139,9 +145,9 @@ sizes = st.one_of(st.integers(1, 40), st.sampled_from(PRIMES + (512, 768)))
 def test_peeling_at_a_small_limit_matches_numpy_inside_the_arrays(
     m, n, k, orders, pads, threads, dtype, ends, touches, limit, seed
 ) -> None:
-    """`kernels.max_prim_size` patched to ``limit``: prime sizes over it are peeled (recursively,
+    """The target's ``max_prim_size`` patched to ``limit``: prime sizes over it are peeled (recursively,
     one dim after the other); nothing outside the arrays is touched."""
-    with mock.patch.object(kernels, "max_prim_size", lambda target: limit):
+    with limited(limit):
         check_gemm(m, n, k, orders, pads, threads, dtype, ends, seed, *touches)
 
 
@@ -151,7 +157,7 @@ def test_peeling_emulated(target: str) -> None:
     rng = np.random.default_rng(3)
     m, n, k = 401, 3, 257
     A, B = rng.standard_normal((k, m), np.float32), rng.standard_normal((n, k), np.float32)  # column-major
-    with mock.patch.object(kernels, "max_prim_size", lambda t: 200):
+    with limited(200, target):
         op = TensorOperation(target, num_threads=1)
         op.setup("fp32", "zero", "gemm", "relu", "mnk", ("undefined",) * 3, (m, n, k), (1, 0, m), (0, k, 1), (1, m, 0))
         assert len(op.parts) == 2
@@ -171,7 +177,7 @@ def test_peeling_emulated(target: str) -> None:
 def test_a_failed_setup_drops_the_parts() -> None:
     """A peeled operation set up again with a bad configuration keeps neither parts nor config."""
     op = TensorOperation("native", num_threads=1)
-    with mock.patch.object(kernels, "max_prim_size", lambda t: 200):
+    with limited(200):
         op.setup("fp32", "none", "add", "none", "c", ("undefined",), (1009,), (1,), (1,), (1,))
         assert len(op.parts) == 2
         with pytest.raises(minijit.SetupError):

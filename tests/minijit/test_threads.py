@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import minijit
-from minijit import TensorOperation, packing
+from minijit import TensorOperation
 from minijit.cache import LRUCache, ScratchPool
+from minijit.runtime import features
 from tests.minijit.helpers import ZEN3_CACHES
 from tests.minijit.threads import run_threads
 
@@ -81,9 +82,9 @@ def _reference(args, a: np.ndarray, b: np.ndarray, c0: np.ndarray) -> np.ndarray
 
 @pytest.fixture(scope="module")
 def zen3_caches():
-    caches = {level: packing.CacheGeometry(*geo) for level, geo in ZEN3_CACHES.items()}
+    caches = {level: features.CacheGeometry(*geo) for level, geo in ZEN3_CACHES.items()}
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(packing, "_sysfs_caches", lambda: dict(caches))
+        mp.setattr(features, "_sysfs_caches", lambda: dict(caches))
         yield
 
 
@@ -93,7 +94,7 @@ def test_one_operation_shared_by_threads(zen3_caches, mode):
     args, llc, threads, chosen = MODES[mode]
     with pytest.MonkeyPatch.context() as mp:
         if llc is not None:
-            mp.setattr(packing, "last_level_cache_bytes", lambda: llc)
+            mp.setattr(features, "last_level_cache_bytes", lambda: llc)
         op = TensorOperation("native", num_threads=threads)
         op.setup(*args)
     assert chosen(op), f"{mode}: the operation did not choose this mode"

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 import minijit
-from minijit import TensorOperation, packing
+from minijit import TensorOperation
+from minijit.runtime import features
 from tests.minijit.helpers import ZEN3_CACHES
 
 x86 = pytest.mark.skipif(not minijit.kernels.native_target().startswith("x86_64"), reason="x86-64 chunking rules")
@@ -69,9 +70,9 @@ CHUNKED = {  # setup arguments, last-level cache bytes to plan with, num_threads
 @pytest.mark.parametrize("kind", sorted(CHUNKED))
 def test_chunk_kind_names_the_chunks_the_listing_describes(kind, monkeypatch):
     args, llc, threads = CHUNKED[kind]
-    caches = {level: packing.CacheGeometry(*geo) for level, geo in ZEN3_CACHES.items()}
-    monkeypatch.setattr(packing, "_sysfs_caches", lambda: dict(caches))
-    monkeypatch.setattr(packing, "last_level_cache_bytes", lambda: llc)
+    caches = {level: features.CacheGeometry(*geo) for level, geo in ZEN3_CACHES.items()}
+    monkeypatch.setattr(features, "_sysfs_caches", lambda: dict(caches))
+    monkeypatch.setattr(features, "last_level_cache_bytes", lambda: llc)
     op = TensorOperation("native", num_threads=threads)
     op.setup(*args)
     assert op.chunk_kind == kind and op.chunks > 1 and op.iterations == op.chunks

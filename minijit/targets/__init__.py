@@ -1,0 +1,65 @@
+"""Targets: one object per target family, the only place that reads a target's name.
+
+    t = minijit.targets.get("native")      # X86Target("avx512") or X86Target("avx2") on x86-64 ...
+    t.name, t.native, t.max_prim_size, t.panel_column_bytes
+    k = t.brgemm(64, 48, 32, 1, dtype="fp32")  # uncached; minijit.kernels.brgemm caches
+
+CPU families: `X86Target` (AVX-512, AVX2) and `AArch64Target` (NEON, SVE at a vector length);
+the GPU: `CudaTarget` (mma.sync on sm_80+, wgmma/TMA on sm_90a). The core asks a target for its
+capabilities (maximum prim sizes, micro-panel geometry, kernel-side A copy, fused touches, dtypes),
+its generators and its cost-model parameters; it never parses a target string. Host facts (ISA,
+caches, cores) are in `minijit.runtime.features`.
+"""
+
+from __future__ import annotations
+
+from minijit.targets.aarch64 import AArch64Target
+from minijit.targets.base import CpuTarget, Target
+from minijit.targets.cuda import CudaTarget
+from minijit.targets.x86_64 import X86Target
+
+__all__ = ["AArch64Target", "CPU_TARGETS", "CpuTarget", "CudaTarget", "Target", "X86Target", "get", "get_cpu", "native"]
+
+#: the CPU target names `get` accepts besides "native", each with its family class and ISA
+_CPU = {
+    "aarch64-neon": (AArch64Target, "neon"),
+    "aarch64-sve": (AArch64Target, "sve"),
+    "x86_64-avx512": (X86Target, "avx512"),
+    "x86_64-avx2": (X86Target, "avx2"),
+}
+CPU_TARGETS = tuple(_CPU)
+
+
+def native(sve_vl: int = 128) -> CpuTarget:
+    """The fastest CPU target this host runs natively (``sve_vl``: see `get`)."""
+    from minijit.runtime import host
+
+    h = host()
+    if h.isa == "x86_64":
+        return X86Target("avx512" if h.avx512 else "avx2")
+    return AArch64Target("sve" if h.sve else "neon", sve_vl=sve_vl)
+
+
+def get(target: str | Target = "native", *, sve_vl: int = 128) -> Target:
+    """The target object for a name ("native", one of `CPU_TARGETS`, or "cuda") or the object
+    itself; ValueError naming the choices for anything else. ``sve_vl``: bits of the SVE vector
+    length AArch64 code is emulated at on other hosts (ignored by other families)."""
+    if isinstance(target, Target):
+        return target
+    if target == "native":
+        return native(sve_vl)
+    if target == "cuda":
+        return CudaTarget()
+    if isinstance(target, str) and target in _CPU:
+        cls, isa = _CPU[target]
+        return cls(isa, sve_vl=sve_vl) if cls is AArch64Target else cls(isa)
+    raise ValueError(f"target must be 'native', 'cuda' or one of {', '.join(CPU_TARGETS)}, got {target!r}")
+
+
+def get_cpu(target: str | Target = "native", *, sve_vl: int = 128) -> CpuTarget:
+    """`get` for a CPU target; ValueError naming the CPU choices for "cuda" or anything else."""
+    if isinstance(target, CpuTarget):
+        return target
+    if target == "native" or (isinstance(target, str) and target in _CPU):
+        return get(target, sve_vl=sve_vl)  # type: ignore[return-value]
+    raise ValueError(f"target must be 'native' or one of {', '.join(CPU_TARGETS)}, got {target!r}")

@@ -1,0 +1,73 @@
+"""AArch64: NEON and SVE (emulated in the qemu worker on other hosts, at ``sve_vl`` bits)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from minijit.targets.base import CpuTarget
+
+ISAS = ("neon", "sve")
+SVE_VLS = tuple(range(128, 2049, 128))
+
+
+@dataclass(frozen=True)
+class AArch64Target(CpuTarget):
+    """``isa`` "neon" or "sve"; ``sve_vl``: bits of the SVE vector length the emulation worker
+    runs the code at on a host of another ISA (every kernel of one operation shares it)."""
+
+    sve_vl: int = 128
+
+    family: ClassVar[str] = "aarch64"
+    emulable: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        if self.isa not in ISAS:
+            raise ValueError(f"aarch64 isa must be one of {ISAS}, got {self.isa!r}")
+        if self.sve_vl not in SVE_VLS:
+            raise ValueError(f"sve_vl must be a multiple of 128 in 128..2048 (bits), got {self.sve_vl!r}")
+
+    @property
+    def supported(self) -> bool:
+        from minijit.runtime import host
+
+        return self.isa != "sve" or host().sve
+
+    @property
+    def max_prim_size(self) -> int | None:
+        """The NEON kernels' limit (SVE kernels have none; an SVE operation may run NEON ones)."""
+        from minijit.kernels.aarch64.brgemm import NeonBrgemm
+
+        return NeonBrgemm.MAX_SIZE
+
+    @property
+    def panel_column_bytes(self) -> int:
+        return 4 * self.sve_vl // 8 if self.isa == "sve" else 64
+
+    def _kind(self, module: str, neon: str, sve: str) -> Any:
+        """The generator class of one kernel kind for this ISA."""
+        import importlib
+
+        mod = importlib.import_module(f"minijit.kernels.aarch64.{module}")
+        return getattr(mod, neon if self.isa == "neon" else sve)
+
+    def _brgemm(self, sizes: tuple[int, ...], trans: tuple[bool, ...], dtype: str, options: dict[str, Any]) -> Any:
+        used = sorted(name for name, v in options.items() if v not in (None, False))
+        if used:
+            raise ValueError(f"{', '.join(used)}: x86-64 kernel options, not ones of {self.name}")
+        g = self._kind("brgemm", "NeonBrgemm", "SveBrgemm")
+        return g.generate(*sizes, *trans, dtype, sve_vl=self.sve_vl)
+
+    def _unary(self, m: int, n: int, trans_b: bool, dtype: str, ptype: str, dense_b: bool) -> Any:
+        # ``dense_b`` is an x86-64 store hint; these kernels read ``ldb`` and need none
+        g = self._kind("unary", "NeonUnary", "SveUnary")
+        return g.generate(m, n, trans_b, dtype, ptype, sve_vl=self.sve_vl)
+
+    def _binary(self, m: int, n: int, dtype: str, ptype: str) -> Any:
+        g = self._kind("binary", "NeonBinary", "SveBinary")
+        return g.generate(m, n, dtype, ptype, sve_vl=self.sve_vl)
+
+    def loopnest(self, plan: Any) -> Any:
+        from minijit.kernels.aarch64 import loopnest
+
+        return loopnest.generate(plan, sve_vl=self.sve_vl)

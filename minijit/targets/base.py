@@ -1,0 +1,128 @@
+"""The target protocol: what the core may ask of a target family."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True)
+class Target:
+    """A target family and ISA. ``name`` is the public spelling ("x86_64-avx2", "cuda", ...)."""
+
+    family: ClassVar[str] = ""
+    #: dtypes its tensor operations take (names of `minijit.ir.dtype_t`)
+    dtypes: ClassVar[tuple[str, ...]] = ("fp32", "fp64")
+
+    @property
+    def name(self) -> str:
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class CpuTarget(Target):
+    """A CPU ISA: kernel generators, capabilities, cost-model parameters (sizes in elements unless
+    named ``_bytes``). The generators are uncached; `minijit.kernels` puts its cache in front."""
+
+    isa: str = ""
+
+    #: the ISA family of `minijit.runtime.runs_natively` ("x86_64", "aarch64")
+    family: ClassVar[str] = ""
+    #: whether a host of another ISA runs the code in an emulator (for correctness, not speed)
+    emulable: ClassVar[bool] = False
+    #: capabilities of the x86-64 kernels (False elsewhere): A/B packed in micro-panels, the
+    #: kernel copying A itself, a first-touch zero / last-touch relu fused into the kernel, the
+    #: one-column GEMV kernel (N = 1 reads A once), chunked execution of a large A
+    packs_panels: ClassVar[bool] = False
+    copies_a: ClassVar[bool] = False
+    fuses_touches: ClassVar[bool] = False
+    has_gemv: ClassVar[bool] = False
+    chunks_a: ClassVar[bool] = False
+
+    @property
+    def name(self) -> str:
+        return f"{self.family}-{self.isa}"
+
+    @property
+    def native(self) -> bool:
+        """Whether this host runs the target's code without emulation."""
+        from minijit.runtime import runs_natively
+
+        return runs_natively(self.family)
+
+    @property
+    def supported(self) -> bool:
+        """Whether this host's CPU has the ISA's extensions (meaningful where `native`)."""
+        return True
+
+    @property
+    def max_prim_size(self) -> int | None:
+        """The largest prim dim (elements) every kernel of the target takes; None: no limit."""
+        return None
+
+    @property
+    def panel_column_bytes(self) -> int:
+        """Bytes of one column of the register block of A (fp64 blocks have half the rows)."""
+        raise NotImplementedError
+
+    @property
+    def b_block_l2_share(self) -> float:
+        """The share of L2 the cache model's B block may take (`minijit.blocking`)."""
+        return 1.0
+
+    # -- generators (arguments as in `minijit.kernels`; machine code loaded for this target) ----
+    def brgemm(
+        self,
+        m: int,
+        n: int,
+        k: int,
+        br_size: int = 1,
+        *,
+        trans_a: bool = False,
+        trans_b: bool = False,
+        trans_c: bool = False,
+        dtype: str = "fp32",
+        **options: Any,
+    ) -> Any:
+        """A BRGEMM kernel; ``options`` are the family's own (x86-64: panels, fused touches, ...)."""
+        return self._brgemm((m, n, k, br_size), (trans_a, trans_b, trans_c), dtype, options)
+
+    def unary(
+        self, m: int, n: int, *, trans_b: bool = False, dtype: str = "fp32", ptype: str = "copy", dense_b: bool = False
+    ) -> Any:
+        """A zero/copy/relu kernel (``dense_b``: an x86-64 store hint, see `minijit.kernels.unary`)."""
+        return self._unary(m, n, trans_b, dtype, ptype, dense_b)
+
+    def binary(self, m: int, n: int, *, dtype: str = "fp32", ptype: str = "add") -> Any:
+        """An add/sub/mul/div/min/max kernel."""
+        return self._binary(m, n, dtype, ptype)
+
+    # the family's generators behind the three above
+    def _brgemm(self, sizes: tuple[int, ...], trans: tuple[bool, ...], dtype: str, options: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def _unary(self, m: int, n: int, trans_b: bool, dtype: str, ptype: str, dense_b: bool) -> Any:
+        raise NotImplementedError
+
+    def _binary(self, m: int, n: int, dtype: str, ptype: str) -> Any:
+        raise NotImplementedError
+
+    def loopnest(self, plan: Any) -> Any:
+        """The compiled loop nest of a `minijit.kernels.loopnest.LoopNest`."""
+        raise NotImplementedError
+
+    # -- micro-panels (x86-64 only) ----------------------------------------------------------
+    def panel_rows(self, dtype: str) -> int:
+        """Rows of M in one A micro-panel (the BRGEMM's register block)."""
+        raise NotImplementedError(f"{self.name} packs no micro-panels")
+
+    def panel_width(self) -> int:
+        """Columns of N in one B micro-panel."""
+        raise NotImplementedError(f"{self.name} packs no micro-panels")
+
+    def a_copy_fits(self, m: int, n: int, k: int, br: int, dtype: str) -> bool:
+        """Whether the BRGEMM kernel of these prim sizes can pack its A itself (stack buffer)."""
+        return False

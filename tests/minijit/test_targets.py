@@ -1,0 +1,132 @@
+"""Target objects (`minijit.targets`): names in and out, capabilities against the kernels they
+describe, the kernel generators behind `minijit.kernels` and its cache, the host's caches in
+`minijit.runtime.features` reaching every model, and no target-string parsing outside
+`minijit/targets/`."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import minijit
+from minijit import TensorOperation, blocking, kernels, packing, targets
+from minijit.runtime import features, host
+from minijit.targets import AArch64Target, CpuTarget, CudaTarget, X86Target
+
+
+@pytest.mark.parametrize("name", targets.CPU_TARGETS)
+def test_every_cpu_name_gives_its_family_and_back(name):
+    t = targets.get(name, sve_vl=256)
+    assert isinstance(t, CpuTarget) and t.name == name == str(t)
+    assert targets.get(t) is t and targets.get_cpu(t) is t and kernels.check_target(name) == name
+    assert isinstance(t, AArch64Target if name.startswith("aarch64") else X86Target)
+    if isinstance(t, AArch64Target):
+        assert t.sve_vl == 256 and t.emulable
+    assert t == targets.get(name, sve_vl=256)  # value objects: equal by family, ISA and vector length
+
+
+def test_native_is_the_hosts_best_and_runs_natively():
+    t = targets.get("native")
+    assert t == targets.native() and t.native and t.supported
+    assert t.name == kernels.native_target() == TensorOperation("native").target
+    if host().isa == "x86_64":
+        assert t == X86Target("avx512" if host().avx512 else "avx2")
+
+
+def test_cuda_is_a_target_but_not_a_cpu_one():
+    assert targets.get("cuda") == CudaTarget() and targets.get("cuda").name == "cuda"
+    for bad in ("cuda", CudaTarget(), "riscv", "x86_64", "aarch64-sve2", None, 3):
+        with pytest.raises(ValueError, match="target must be 'native' or one of"):
+            targets.get_cpu(bad)
+    with pytest.raises(ValueError, match="target must be 'native', 'cuda' or one of"):
+        targets.get("x86_64-avx")
+
+
+def test_bad_isa_and_vector_length_are_refused():
+    with pytest.raises(ValueError, match="isa must be one of"):
+        X86Target("sse2")
+    with pytest.raises(ValueError, match="isa must be one of"):
+        AArch64Target("sme")
+    for vl in (0, 100, 2176):
+        with pytest.raises(ValueError, match="sve_vl must be a multiple of 128"):
+            targets.get("aarch64-sve", sve_vl=vl)
+
+
+def test_capabilities_describe_the_kernels():
+    """The limits and geometries the core reads are the kernel modules' own."""
+    from minijit.kernels.aarch64.brgemm import NeonBrgemm
+    from minijit.kernels.x86_64 import binary, brgemm, brgemm_plan, gemv, unary
+
+    for isa in ("avx512", "avx2"):
+        t = X86Target(isa)
+        assert t.max_prim_size == min(m.MAX_SIZE for m in (brgemm, gemv, unary, binary))
+        assert t.panel_rows("fp32") == brgemm_plan.panel_rows(isa, "fp32")
+        assert t.panel_width() == brgemm_plan.panel_width(isa)
+        # one A register-block column: the panel's rows of fp32
+        assert t.panel_column_bytes == 4 * t.panel_rows("fp32")
+        assert t.packs_panels and t.copies_a and t.fuses_touches and t.has_gemv and t.chunks_a
+    assert X86Target("avx512").b_block_l2_share == 0.25 and X86Target("avx2").b_block_l2_share == 1.0
+    for isa in ("neon", "sve"):
+        t = AArch64Target(isa, sve_vl=512)
+        assert t.max_prim_size == NeonBrgemm.MAX_SIZE and t.b_block_l2_share == 1.0
+        assert not (t.packs_panels or t.copies_a or t.fuses_touches or t.has_gemv or t.chunks_a)
+        assert not t.a_copy_fits(16, 4, 8, 1, "fp32")
+        with pytest.raises(NotImplementedError, match="packs no micro-panels"):
+            t.panel_rows("fp32")
+    assert AArch64Target("neon", sve_vl=512).panel_column_bytes == 64
+    assert AArch64Target("sve", sve_vl=512).panel_column_bytes == 256  # 4 vectors of 64 bytes
+
+
+def test_kernels_dispatch_through_the_target_object_into_one_cache():
+    kernels.cache_clear()
+    native = targets.native()
+    a = kernels.brgemm(16, 4, 8, target=native.name)
+    assert kernels.brgemm(16, 4, 8, target=native) is a and kernels.brgemm(16, 4, 8, target="native") is a
+    assert kernels.unary(8, 3, target=native) is kernels.unary(8, 3, target="native")
+    neon = kernels.brgemm(16, 4, 8, target="aarch64-neon", sve_vl=256)
+    assert kernels.brgemm(16, 4, 8, target=AArch64Target("neon", sve_vl=256)) is neon
+    assert kernels.brgemm(16, 4, 8, target="aarch64-neon") is not neon  # another emulation worker
+    assert a.name == native.brgemm(16, 4, 8).name and neon.name.startswith("neon_brgemm_16x4x8")
+    with pytest.raises(ValueError, match="a_panel, zero_c: x86-64 kernel options, not ones of aarch64-sve"):
+        kernels.brgemm(16, 4, 8, target="aarch64-sve", a_panel=64, zero_c=True)
+    with pytest.raises(TypeError, match="unknown option"):
+        X86Target("avx2").brgemm(16, 4, 8, fused=True)
+    kernels.cache_clear()
+
+
+def test_operations_keep_the_name_and_carry_the_object():
+    op = TensorOperation("aarch64-sve", num_threads=1, sve_vl=384)
+    assert op.target == "aarch64-sve" and op.target_info == AArch64Target("sve", sve_vl=384)
+    assert op.native == op.target_info.native
+
+
+def test_the_hosts_caches_are_read_through_features_at_each_call(monkeypatch):
+    """Patching `minijit.runtime.features` reaches packing and the blocking model; packing keeps
+    the names importable."""
+    assert packing.CacheGeometry is features.CacheGeometry and packing.cache_geometries is features.cache_geometries
+    geo = {1: features.CacheGeometry(48 * 1024, 12, 64), 2: features.CacheGeometry(2 << 20, 16, 64)}
+    monkeypatch.setattr(features, "_sysfs_caches", lambda: {**geo, 3: features.CacheGeometry(96 << 20, 16, 64)})
+    assert features.cache_geometries() == (geo[1], geo[2]) and features.last_level_cache_bytes() == 96 << 20
+    assert "L2 2097152 B" in blocking.choose((512, 512, 512), 4, "x86_64-avx2").reason
+    assert "L1 (49152 B)" in blocking.call_footprint(16, 6, 64, 1, 4, 16)
+
+
+#: target-string parsing: what only `minijit/targets/` may do
+FAMILY = "[\"'](x86_64|aarch64)"
+PARSING = re.compile(rf"startswith\({FAMILY}|\.split\([\"']-[\"']\)|[=!]= {FAMILY}-|{FAMILY}[\"'] in ")
+
+
+def test_no_target_string_parsing_outside_targets():
+    root = Path(minijit.__file__).parent
+    hits = []
+    for path in sorted(root.rglob("*.py")):
+        if path.parent.name == "targets":
+            continue
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            if PARSING.search(line.split("#", 1)[0]):
+                hits.append(f"{path.relative_to(root)}:{i}: {line.strip()}")
+    assert hits == []
+    assert PARSING.search('if target.startswith("x86_64"):') and PARSING.search('t.split("-")[0]')
+    assert PARSING.search('target == "aarch64-sve"') and PARSING.search('if "aarch64" in target')
