@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import ptx
 from minijit import SetupError, error_t
-from minijit.cuda import CudaTensorOperation, gemm
+from minijit.cuda import CudaTensorOperation, gemm, gemm_spec
 from minijit.cuda.gemm import GemmSpec, Val
 from ptx import Module, mma, sreg
 from tests.minijit.cuda.helpers import check_result, gemm_problem
@@ -222,7 +222,7 @@ def test_model_split_k(dtype, m, n, k, r, z, split):
 
 def test_model_detects_a_bad_swizzle(monkeypatch):
     """Without the swizzle the ldmatrix reads of A conflict: the bank check has teeth."""
-    monkeypatch.setattr(gemm, "ldmatrix_swizzle", lambda rb: gemm.Swizzle())
+    monkeypatch.setattr(gemm_spec, "ldmatrix_swizzle", lambda rb: gemm.Swizzle())
     stats = _run_model(gemm.default_spec("f16"), 128, 128, 32)
     assert stats.conflicts["ldmatrix_a"] > 1
 
