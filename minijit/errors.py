@@ -29,6 +29,8 @@ class error_t(enum.Enum):  # noqa: N801 - mirrors mini_jit's naming
     wrong_array = "wrong_array"
     #: The strides reach an element outside an array passed to execute.
     out_of_bounds = "out_of_bounds"
+    #: The plan would allocate more than ``minijit.limits.MAX_BYTES`` bytes for itself.
+    too_large = "too_large"
 
 
 class SetupError(ValueError):

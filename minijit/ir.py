@@ -127,7 +127,8 @@ GEMM_PTYPES = frozenset({ptype_t.gemm, ptype_t.brgemm})
 TOUCH_PTYPES = frozenset({ptype_t.none, ptype_t.zero, ptype_t.relu, ptype_t.copy})
 
 _TENSORS = ("in0", "in1", "out")
-#: Largest size, |stride| and element reach of a tensor (keeps byte offsets far inside int64).
+#: Largest size, |stride|, product of sizes and element reach of a tensor: with 8-byte elements
+#: byte offsets stay below 2**59, far inside the 63 bits of a signed 64-bit address difference.
 MAX_EXTENT = 1 << 56
 
 
@@ -358,17 +359,25 @@ class TensorConfig:
                     raise self._fail(
                         error_t.wrong_stride, i, f"|stride_{t}| must be at most 2**{MAX_EXTENT.bit_length() - 1}"
                     )
-        if math.prod(d.size for d in self.dims) > MAX_EXTENT:
-            raise SetupError(
-                error_t.wrong_size, f"the dim sizes multiply to more than 2**{MAX_EXTENT.bit_length() - 1}"
-            )
-        for t in _TENSORS:
-            lo, hi = offset_range(self, t)
-            if hi - lo > MAX_EXTENT:
-                raise SetupError(
-                    error_t.wrong_stride,
-                    f"the strides of {t} reach more than 2**{MAX_EXTENT.bit_length() - 1} elements",
+        bits = MAX_EXTENT.bit_length() - 1
+        total = 1
+        for i, d in enumerate(self.dims):
+            total *= d.size
+            if total > MAX_EXTENT:
+                raise self._fail(
+                    error_t.wrong_size, i, f"the sizes of dims 0..{i} multiply to {total}, more than 2**{bits}"
                 )
+        for t in _TENSORS:
+            lo = hi = 0
+            for i, d in enumerate(self.dims):
+                reach = (d.size - 1) * d.stride(t)
+                lo, hi = (lo + reach, hi) if reach < 0 else (lo, hi + reach)
+                if hi - lo > MAX_EXTENT:
+                    raise self._fail(
+                        error_t.wrong_stride,
+                        i,
+                        f"the strides of {t} (dims 0..{i}) reach {hi - lo} elements, more than 2**{bits}",
+                    )
 
     def _validate_out_overlap(self) -> None:
         """Distinct output index tuples (over the C/M/N dims) must address distinct elements.
