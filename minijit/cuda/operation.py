@@ -72,6 +72,7 @@ from minijit.cuda import elementwise, gemm, gemm_sm90
 from minijit.errors import SetupError, error_t
 from minijit.ir import BINARY_PTYPES, GEMM_PTYPES, UNARY_PTYPES, TensorConfig, dim_t, exec_t, ptype_t
 from minijit.runtime import device_arrays
+from minijit.tensor_operation import TensorOperation
 
 #: setup dtype -> kernel input type
 DTYPES = {"fp32": "tf32", "tf32": "tf32", "fp16": "f16", "f16": "f16", "bf16": "bf16"}
@@ -151,8 +152,14 @@ def _flat_bytes(arr: np.ndarray) -> np.ndarray:
     return arr.reshape(-1).view(np.uint8)
 
 
-class CudaTensorOperation:
-    """A GEMM/BRGEMM (sm_80 or newer) or elementwise tensor operation compiled for an NVIDIA GPU."""
+class CudaTensorOperation(TensorOperation):
+    """A GEMM/BRGEMM (sm_80 or newer) or elementwise tensor operation compiled for an NVIDIA GPU.
+
+    ``TensorOperation(target="cuda", ...)`` builds one; its own ``__init__`` replaces the CPU
+    operation's (none of the CPU plan's attributes exist here)."""
+
+    target = "cuda"
+    native = False
 
     def __init__(self, device: int = 0, driver=None, family: str | None = None) -> None:
         """``driver``: the module launches go through, `ptx.driver` by default; `ptx.simdriver`
@@ -702,6 +709,30 @@ class CudaTensorOperation:
             tp = self.tile_plan
             state += f"; mma.sync plan {tp.bm}x{tp.bn}x{tp.bk} split-K {tp.split_k} ({tp.reason})"
         return f"<CudaTensorOperation {state}>"
+
+    # -- the Operation protocol ------------------------------------------------------------------
+    def listing(self) -> str:
+        """``repr`` and the PTX of the kernel a launch with 16-byte aligned operands runs."""
+        if self.config is None:
+            raise RuntimeError("listing before a successful setup")
+        return f"// {self!r}\n{self.ptx()}"
+
+    def info(self) -> dict[str, Any]:
+        """Target, dtype, dim sizes, kernel name and GEMM family of the set-up operation."""
+        cfg = self.config
+        kernel = None
+        if self.plan is not None:
+            kernel = self.plan.spec.name
+        elif self.spec is not None:
+            kernel = self.spec.name
+        return {
+            "target": "cuda",
+            "dtype": self.dtype,
+            "shapes": None if cfg is None else [d.size for d in cfg.dims],
+            "kernel": kernel,
+            "family": self.family,
+            "flops": self.flops,
+        }
 
 
 def _swapped(config: TensorConfig) -> TensorConfig:

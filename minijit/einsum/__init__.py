@@ -9,10 +9,11 @@ path, info = minijit.contract_path("ij,jk,kl->il", (64, 32), (32, 48), (48, 16))
 C = minijit.tensordot(A, B, axes=([1], [0]))  # numpy's tensordot and transpose (an opt_einsum backend)
 """
 
+from minijit.einsum.api import contract_path, einsum
 from minijit.einsum.cuda import CudaEinsumPlan
 from minijit.einsum.parse import Expression, TreeNode, parse_subscripts, parse_tree
 from minijit.einsum.path import greedy_path, optimal_path, path_cost
-from minijit.einsum.plan import EinsumPlan, contract_path, einsum
+from minijit.einsum.plan import EinsumPlan
 from minijit.einsum.tensordot import tensordot, transpose
 
 __all__ = [

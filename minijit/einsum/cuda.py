@@ -35,8 +35,9 @@ from typing import Any
 import numpy as np
 
 from minijit.cache import ScratchPool
-from minijit.einsum import path as _path
+from minijit.einsum.lowering import lower
 from minijit.einsum.parse import parse_subscripts
+from minijit.einsum.plan import EinsumPlan
 from minijit.errors import SetupError
 
 __all__ = ["CUDA_DTYPES", "CudaEinsumPlan"]
@@ -109,8 +110,9 @@ def _strides(ids, sizes) -> dict[str, int]:
     return out
 
 
-class CudaEinsumPlan:
+class CudaEinsumPlan(EinsumPlan):
     """An einsum compiled for the CUDA target (see the module docstring); call it many times.
+    ``EinsumPlan(..., target="cuda")`` builds one; its own ``__init__`` replaces the CPU plan's.
 
     ``driver``: `ptx.driver` (default, a GPU) or `ptx.simdriver` (the PTX simulator); ``device``:
     the GPU ordinal. Planning needs no GPU; calls do (or the simulator).
@@ -307,11 +309,8 @@ class CudaEinsumPlan:
 
     def _build(self) -> None:
         n = len(self.shapes)
-        counts: dict[str, int] = {}
-        for ids in self._ids:
-            for c in ids:
-                counts[c] = counts.get(c, 0) + 1
         out = set(self._out_ids)
+        low = lower(self.expr, self.shapes, self._optimize, 4)  # checks the path for one operand too
         if n == 1:
             ids = self._ids[0]
             drop = [c for c in ids if c not in out]
@@ -322,39 +321,17 @@ class CudaEinsumPlan:
             else:
                 self._copy(0, self._out_ids, self._out_slot)
             return
-        sets = [frozenset(c for c in x if counts[c] > 1 or c in out) for x in self._ids]
-        opt = self._optimize
-        if isinstance(opt, (list, tuple)):
-            path = [tuple(p) for p in opt if p != "einsum_path"]
-        elif opt is False or opt is None:
-            path = [(0, 1)] * (n - 1)
-        elif opt == "greedy" or (opt is True and n > _path.OPTIMAL_LIMIT):
-            path = _path.greedy_path(sets, frozenset(out), self.sizes, 4)
-        elif opt in (True, "optimal"):
-            path = _path.optimal_path(sets, frozenset(out), self.sizes, 4)
-        else:
-            raise ValueError(f"einsum: optimize must be True/False/'greedy'/'optimal' or a path, got {opt!r}")
-        self.path = path
+        self.path = list(low.path)
         live = list(range(n))  # slots
-        live_sets = list(sets)
-        for step, (i, j) in enumerate(path):
-            i, j = _path.checked_step(i, j, len(live))
-            sb, sa = live.pop(j), live.pop(i)
-            fb, fa = live_sets.pop(j), live_sets.pop(i)
-            need = set(out)
-            for x in live_sets:
-                need |= x
-            keep = set((fa | fb) & need)
+        for step, st in enumerate(low.steps):
+            sb, sa = live.pop(st.right), live.pop(st.left)
             last = not live
             a_ids, b_ids = self._slot_ids[sa], self._slot_ids[sb]
             where = f"{step} ({''.join(a_ids)},{''.join(b_ids)})"
-            res, order = self._contract(sa, sb, keep, self._out_slot if last else None, where)
+            res, order = self._contract(sa, sb, set(st.kept), self._out_slot if last else None, where)
             if last:
                 self._finish_to(res, order)
             live.append(res)
-            live_sets.append(frozenset(keep))
-        if len(live) != 1:
-            raise ValueError(f"einsum: path {path} leaves {len(live)} operands, not one")
 
     # -- running -------------------------------------------------------------------------------
     def _drv(self):
@@ -538,8 +515,22 @@ class CudaEinsumPlan:
             lines.append(f"widened to float32 before the call: operands {widened}")
         return "\n".join(lines)
 
-    def __str__(self) -> str:
-        return self.listing()
+    def info(self) -> dict[str, Any]:
+        """Target, dtype, operand shapes, node kinds and kernels, path, widened operands, flops."""
+        return {
+            "target": "cuda",
+            "dtype": self.dtype_name,
+            "shapes": list(self.shapes),
+            "kernel": [n.op.info()["kernel"] for n in self.nodes],
+            "nodes": [n.kind for n in self.nodes],
+            "path": list(self.path),
+            "widened": [i for i, w in enumerate(self.widen) if w],
+            "flops": self.flops,
+        }
+
+    def __repr__(self) -> str:
+        shapes, n = self.shapes, len(self.nodes)
+        return f"CudaEinsumPlan({self.subscripts!r}, shapes={shapes}, dtype={self.dtype_name}, nodes={n})"
 
 
 def _widen_host(x: np.ndarray, dtype: str) -> np.ndarray:

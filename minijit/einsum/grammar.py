@@ -57,7 +57,7 @@ def canonicalize(
         if shapes_only:
             operands = tuple(_shape(x) for x in operands)
         else:
-            operands = tuple(x if hasattr(x, "shape") and hasattr(x, "diagonal") else np.asarray(x) for x in operands)
+            operands = tuple(_diagonal_source(i, x) for i, x in enumerate(operands))
         inputs, output = expand_subscripts(subscripts, tuple(len(x if shapes_only else x.shape) for x in operands))
         subs = []
         diagonals = []
@@ -69,6 +69,24 @@ def canonicalize(
     if not simple:
         optimize = normalize_optimize(optimize, len(operands))
     return subscripts, operands, optimize
+
+
+def _diagonal_source(i: int, x: Any) -> Any:
+    """Operand ``i`` as something with ``.shape`` and ``.diagonal`` (numpy, torch, cupy as they
+    are; other host arrays through `minijit.runtime.device_arrays.host_array`). TypeError naming
+    it for a CUDA device array without ``.diagonal`` (a bare ``__cuda_array_interface__`` or DLPack
+    object): minijit has no device diagonal for it."""
+    if hasattr(x, "shape") and hasattr(x, "diagonal"):
+        return x
+    from minijit.runtime.device_arrays import device_kind, host_array
+
+    name = f"einsum: operand {i}"
+    if device_kind(x, name) == "cuda":
+        raise TypeError(
+            f"{name} repeats an index (a diagonal) and is a CUDA device array without .diagonal: pass it as a"
+            " torch or cupy array, or take the diagonal first"
+        )
+    return host_array(x, name)
 
 
 def _diagonal(i: int, sub: str, x: Any, shapes_only: bool) -> tuple[str, Any]:

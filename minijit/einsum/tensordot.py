@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from minijit.einsum.api import einsum
 from minijit.einsum.parse import _LETTERS
-from minijit.einsum.plan import einsum
 from minijit.runtime.device_arrays import is_torch_tensor
 
 __all__ = ["tensordot", "transpose"]

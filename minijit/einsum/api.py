@@ -1,0 +1,176 @@
+"""`einsum` and `contract_path`: numpy's interface over cached `EinsumPlan`s (CPU and CUDA)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from minijit.einsum import grammar as _grammar
+from minijit.einsum import path as _path
+from minijit.einsum import plan as _plan
+from minijit.einsum.lowering import lower
+from minijit.einsum.parse import parse_subscripts
+from minijit.einsum.plan import _DTYPES, EinsumPlan, _check_target, _dtype
+from minijit.einsum.views import view_of_base
+from minijit.runtime.device_arrays import device_kind, host_array, host_result, like_input
+
+__all__ = ["contract_path", "einsum"]
+
+
+def contract_path(subscripts: str, *shapes, optimize: Any = True, itemsize: int = 4):
+    """``(path, info)`` like ``np.einsum_path``: the numpy-style path and a text with its cost.
+
+    ``shapes``: shapes or arrays; numpy's grammar and ``optimize`` forms as `einsum` (a repeated
+    index within an operand counts as its diagonal; an explicit path comes back pairwise)."""
+    subscripts, shapes, optimize = _grammar.canonicalize(subscripts, shapes, optimize, shapes_only=True)
+    expr = parse_subscripts(subscripts, *shapes)
+    low = lower(expr, [tuple(getattr(s, "shape", s)) for s in shapes], optimize, itemsize)
+    sizes, ins, out, path = expr.sizes, list(low.sets), frozenset(low.output), list(low.path)
+    info = _path.path_cost(ins, out, sizes, path, itemsize)
+    lines = [
+        f"  Complete contraction:  {expr}",
+        f"  Path: {path}",
+        f"  Cost (flops + {_path.BYTE_WEIGHT}*bytes): {info.cost:.4g}",
+        f"  Flops: {info.flops}",
+    ]
+    for a, bb, o, c, f in info.steps:
+        lines.append(f"  {''.join(sorted(a))},{''.join(sorted(bb))}->{''.join(sorted(o))}  flops {f}  cost {c:.4g}")
+    return path, "\n".join(lines)
+
+
+def einsum(subscripts: str, *operands, out=None, optimize: Any = True, target: str = "auto", dtype=None, driver=None):
+    """numpy-compatible einsum on minijit's kernels (float32/float64).
+
+    The result dtype is ``dtype`` or numpy's result type of the operands (float32 or float64; other
+    dtypes raise TypeError). numpy's whole grammar (`minijit.einsum.grammar`): ``...`` with
+    broadcasting, repeated indices within one operand (read as a diagonal view), implicit outputs,
+    the sublist form, and ``optimize`` as numpy takes it (a bool, "greedy", "optimal", or an
+    explicit path as ``np.einsum_path`` gives it); ValueError where numpy refuses the subscripts.
+    Plans are cached by subscripts, shapes, strides, dtype, target and optimize (`minijit.cache_info`).
+
+    The device follows the data (``target="auto"``, the default): host arrays (numpy, torch CPU
+    tensors, host DLPack producers, lists) run on the native CPU; CUDA device arrays (torch CUDA
+    tensors, cupy, ``__cuda_array_interface__``, DLPack on a CUDA device) run on the GPU, as
+    ``target="cuda"``. Operands on both raise TypeError naming them. The result follows the input:
+    numpy in, numpy out; a torch tensor in, a torch tensor out on its device (on the CPU over the
+    result's memory, no copy; torch CPU operands are read in place where numpy can view them).
+    An explicit ``target`` ("native", a CPU target name, or "cuda") wins.
+
+    ``target="cuda"``: float32 (as tf32), float16 or bfloat16 inputs (numpy arrays, or
+    torch/cupy/``__cuda_array_interface__``/DLPack device arrays), a float32 result (torch in:
+    a torch tensor on its device; cupy in: cupy; bare device arrays: numpy) (`minijit.einsum.cuda`);
+    ``driver``: `ptx.simdriver` runs it in the PTX simulator.
+    """
+    subscripts, operands, optimize = _grammar.canonicalize(subscripts, operands, optimize)
+    numpy_only = out is None or type(out) is np.ndarray  # the common case: no device or type to look up
+    for x in operands:
+        if type(x) is not np.ndarray:
+            numpy_only = False
+            break
+    if target == "auto" and numpy_only:
+        target = "native"
+    else:
+        target = _device_target(_check_target(target), operands, out)
+    if target == "cuda":
+        return _einsum_cuda(subscripts, operands, out, optimize, dtype, driver)
+    if driver is not None:
+        raise TypeError("einsum: driver= applies to target='cuda' only (or to CUDA device arrays)")
+    caller_out = out
+    if numpy_only:
+        like, arrays = None, list(operands)
+    else:
+        like = None if out is not None else like_input(operands)  # a torch operand: a torch result
+        arrays = [host_array(x, f"einsum: operand {i}") for i, x in enumerate(operands)]
+        if out is not None and not isinstance(out, np.ndarray):
+            out = host_array(out, "einsum: out")  # a torch CPU tensor: its memory, written in place
+    for i, x in enumerate(arrays):
+        if x.dtype not in _DTYPES:
+            raise TypeError(f"einsum: operand {i} has dtype {x.dtype}; only float32 and float64 are supported")
+    if dtype is None:
+        dt = np.result_type(*arrays) if arrays else np.dtype(np.float64)
+    else:
+        dt = _dtype(dtype)
+    dt = _dtype(dt)
+    # a strided view is read in place: its indices relabelled outermost (largest |stride|, broadcast
+    # dims first) to innermost, so a transpose or a Fortran-order array is a C-order array, and a
+    # view of a C-contiguous base gets its element strides planned; anything else is copied
+    strides: list[tuple[int, ...] | None] = [None] * len(arrays)
+    if any(not x.flags.c_contiguous for x in arrays):
+        expr = parse_subscripts(subscripts, *arrays)  # errors name the caller's operands
+        subs = list(expr.inputs)
+        for i, x in enumerate(arrays):
+            if x.flags.c_contiguous or x.dtype != dt:
+                continue
+            perm = sorted(range(x.ndim), key=lambda ax, x=x: -abs(x.strides[ax]) if x.strides[ax] else -math.inf)
+            y = x.transpose(perm)
+            if not y.flags.c_contiguous and view_of_base(y) is None:
+                continue  # copied by execute
+            arrays[i], subs[i] = y, "".join(subs[i][ax] for ax in perm)
+            if not y.flags.c_contiguous:
+                strides[i] = tuple(st // y.itemsize for st in y.strides)
+        subscripts = ",".join(subs) + "->" + expr.output
+    key = (
+        subscripts,
+        tuple(x.shape for x in arrays),
+        tuple(strides),
+        dt,
+        target,
+        optimize if not isinstance(optimize, list) else tuple(optimize),
+    )
+    plan = _plan._PLANS.get(key)
+    if plan is None:
+        plan = _plan._PLANS.get_or_create(
+            key,
+            lambda: EinsumPlan(
+                subscripts, *[x.shape for x in arrays], dtype=dt, target=target, optimize=optimize, strides=strides
+            ),
+            admit=_small_enough,  # a plan keeps a set of intermediates
+        )
+    result = plan.execute(*arrays, out=out)
+    return caller_out if caller_out is not None else host_result(result, like)
+
+
+def _device_target(target: str, operands, out) -> str:
+    """``target``, or for "auto" the device the arrays are on: "cuda" when they are CUDA device
+    arrays, "native" when they are host arrays; TypeError naming the operands when both occur."""
+    if target != "auto":
+        return target
+    gpu, host = [], []
+    named = [(f"operand {i}", x) for i, x in enumerate(operands)] + ([("out", out)] if out is not None else [])
+    for name, x in named:
+        (gpu if device_kind(x, f"einsum: {name}") == "cuda" else host).append(name)
+    if gpu and host:
+        raise TypeError(
+            f"einsum: {', '.join(gpu)} on a CUDA device and {', '.join(host)} in host memory: put them on one"
+            " device, or pass target='cuda' (host arrays are uploaded) or target='native'"
+        )
+    return "cuda" if gpu else "native"
+
+
+def _small_enough(plan: EinsumPlan) -> bool:
+    return plan.intermediate_bytes <= _plan.PLAN_CACHE_MAX_BYTES
+
+
+def _einsum_cuda(subscripts, operands, out, optimize, dtype, driver):
+    from minijit.einsum.cuda import CudaEinsumPlan, cuda_dtype, operand_info
+
+    infos = [operand_info(i, x) for i, x in enumerate(operands)]
+    if dtype is None:
+        names = {name for _, name in infos}
+        if len(names) > 1:
+            i = next(i for i, (_, name) in enumerate(infos) if name != infos[0][1])
+            raise TypeError(f"einsum (cuda): operand {i} holds {infos[i][1]}, operand 0 {infos[0][1]}: pass dtype=")
+        dt = cuda_dtype(names.pop() if names else "float32")
+    else:
+        dt = cuda_dtype(dtype)
+    key = (
+        "cuda", subscripts, tuple(shape for shape, _ in infos), dt, driver,
+        optimize if not isinstance(optimize, list) else tuple(optimize),
+    )  # fmt: skip
+    shapes = [shape for shape, _ in infos]
+    plan = _plan._PLANS.get_or_create(
+        key, lambda: CudaEinsumPlan(subscripts, *shapes, dtype=dt, optimize=optimize, driver=driver)
+    )
+    return plan.execute(*operands, out=out)

@@ -1,0 +1,148 @@
+"""`CpuSpMM`: the native target of `minijit.sparse.spmm.SpMM` (JIT'd CPU kernels, `minijit.sparse.cpu`).
+
+Rows are split over minijit's thread pool by cost (nnz + rows). ``dtype="fp16"`` rounds S and B to
+fp16 first (the GPU's input precision) and computes in fp32. Host arrays of any kind are taken for
+B and C: numpy arrays, torch CPU tensors and host DLPack producers (C is written in place through
+its memory, `minijit.runtime.device_arrays.host_array`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from minijit.runtime.device_arrays import device_kind, host_array, is_device_array
+from minijit.sparse import cpu
+from minijit.sparse.plan import SEG_CHUNKS
+from minijit.sparse.spmm import REORDERS, STRATEGIES, SpMM
+
+__all__ = ["CpuSpMM"]
+
+
+def _native_isa(isa: str | None) -> str:
+    from minijit.runtime.features import host
+
+    if isa is not None:
+        if isa not in ("avx512", "avx2", "neon"):
+            raise ValueError(f"isa must be 'avx512', 'avx2' or 'neon', got {isa!r}")
+        return isa
+    h = host()
+    if h.isa == "aarch64":
+        return "neon"
+    if h.isa == "x86_64" and getattr(h, "avx512f", False):
+        return "avx512"
+    if h.isa == "x86_64" and getattr(h, "avx2", False):
+        return "avx2"
+    raise RuntimeError(f"no native SpMM kernel for this host ({h.isa} without AVX2)")
+
+
+class CpuSpMM(SpMM):
+    """C = S @ B on the CPU (``SpMM(..., target="native")``).
+
+    ``threads``: worker count (default: minijit's pool size). ``isa``: kernel override ("avx512",
+    "avx2", "neon"; NEON runs emulated on non-ARM hosts, for testing only). ``strategy`` "auto" or
+    "tca" (the only CPU kernel); the cuda-only options raise ValueError naming them.
+    """
+
+    target = "native"
+
+    def __init__(
+        self,
+        csr: object,
+        n: int,
+        dtype: str | None = None,
+        *,
+        threads: int | None = None,
+        isa: str | None = None,
+        seg_chunks: int = SEG_CHUNKS,
+        driver: Any = None,
+        strategy: str = "auto",
+        reorder: str = "auto",
+        window_rows: int | None = None,
+    ) -> None:
+        if strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+        if strategy == "window":
+            raise ValueError("strategy='window' is a target='cuda' kernel (dtype 'fp16', 'bf16' or 'tf32')")
+        if reorder not in REORDERS:
+            raise ValueError(f"reorder must be one of {REORDERS}, got {reorder!r}")
+        if reorder == "rows":
+            raise ValueError(
+                "reorder='rows' reorders the row-window strategy: target='cuda', strategy 'auto' or 'window'"
+            )
+        if window_rows is not None and (window_rows not in (8, 16) or isinstance(window_rows, bool)):
+            raise ValueError(f"window_rows must be None, 16 or 8, got {window_rows!r}")
+        if window_rows is not None:
+            raise ValueError(
+                "window_rows applies to the row-window strategy: target='cuda', strategy 'auto' or 'window'"
+            )
+        self._init_common(csr, n, self._checked_args(n, dtype), seg_chunks)
+        self.strategy = strategy
+        self.isa = _native_isa(isa)
+        self._kernel = cpu.generate(self.n, self.isa)
+        from minijit.parallel import default_threads
+
+        self.threads = max(1, int(threads) if threads is not None else default_threads())
+        self._splits = self._row_splits(self.threads)
+
+    def __repr__(self) -> str:
+        m, k = self.csr.shape
+        return (
+            f"SpMM({m}x{k}, nnz={self.csr.nnz}, n={self.n}, dtype={self.dtype!r}, target={self.target!r},"
+            f" strategy={self.strategy!r})"
+        )
+
+    def _kernel_name(self) -> str:
+        return f"csr_spmm_{self.isa}_n{self.n}"
+
+    def execute(self, b: Any, c: Any) -> Any:
+        """``c[:] = S @ b``; returns ``c``. Arguments are checked before any kernel runs. Host
+        arrays (numpy, torch CPU tensors, host DLPack producers) are read and written in place;
+        CUDA device arrays raise TypeError (they need ``target="cuda"``)."""
+        out = c
+        if is_device_array(b) or is_device_array(c):
+            for name, x in (("B", b), ("C", c)):
+                if device_kind(x, name) != "host":
+                    raise TypeError(f"{name} is a CUDA device array: device arrays need target='cuda'")
+            b, c = host_array(b, "B"), host_array(c, "C")
+        b, c = self._check(b, c)
+        if self.csr.shape[0]:
+            self._run(b, c)
+        return c if isinstance(out, np.ndarray) else out
+
+    def _row_splits(self, threads: int) -> list[tuple[int, int]]:
+        """Contiguous row ranges of about equal cost (nnz + rows)."""
+        m = self.csr.shape[0]
+        if m == 0:
+            return []
+        cost = self.csr.indptr.astype(np.int64) + np.arange(m + 1)
+        parts = max(1, min(threads, m))
+        cuts = np.searchsorted(cost, np.linspace(0, cost[-1], parts + 1)[1:-1])
+        bounds = [0, *sorted(set(int(x) for x in cuts if 0 < x < m)), m]
+        return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+    def _run(self, b: np.ndarray, c: np.ndarray) -> None:
+        bb = b
+        if self.dtype == "fp16":
+            bb = np.asarray(b, np.float16).astype(np.float32)
+        bb = np.ascontiguousarray(bb, dtype=np.float32)
+        indptr, indices, data = self.csr.indptr, self.csr.indices, self._data32
+        if indices.shape[0] == 0:  # pointers must reference something
+            indices, data = np.zeros(1, np.int32), np.zeros(1, np.float32)
+        kern = self._kernel
+
+        def run(r0: int, r1: int) -> None:
+            kern(indptr[r0:], indices, data, bb, c[r0:], r1 - r0)
+
+        if len(self._splits) <= 1:
+            for r0, r1 in self._splits:
+                run(r0, r1)
+            return
+        from minijit.parallel import _pool
+
+        pool = _pool(len(self._splits) - 1)
+        futures = [pool.submit(run, r0, r1) for r0, r1 in self._splits[1:]]
+        run(*self._splits[0])
+        for f in futures:
+            f.result()
