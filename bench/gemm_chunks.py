@@ -1,12 +1,13 @@
-"""Chunked execution (`TensorOperation._a_chunks`) against packing all of A first, next to numpy's
+"""Chunked execution (`minijit.schedule.a_chunks`) against packing all of A first, next to numpy's
 matmul, on fp32 GEMMs in C or F order, in one process.
 
     OPENBLAS_NUM_THREADS=1 python bench/gemm_chunks.py 64x4096x4096 [--order C] [--threads 1] [--rounds 8]
 
 Four variants in alternating blocks of calls (a `PAUSE_S` pause before each block, so OpenBLAS's
 threads stop spinning): the operation as `setup()` builds it ("chunked" where the rule chunks it),
-the same with K chunks switched off ("m-chunks": the M chunks where they apply), with chunking
-switched off ("whole"), and ``np.matmul``. Reported: GFLOPS of the median
+the same with K chunks switched off ("m-chunks": the M chunks where they apply;
+``Rules(k_chunks=False)``), with chunking switched off ("whole"; ``Rules(chunks=False)``), and
+``np.matmul``. Reported: GFLOPS of the median
 block and the median over rounds of the per-round ratio to "whole". Wall-clock (``perf_counter``).
 """
 
@@ -20,6 +21,7 @@ import numpy as np
 
 from minijit import TensorOperation
 from minijit.bench.cpu import checked_gemm_calls, timeit
+from minijit.schedule import Rules
 
 PAUSE_S = 0.25
 
@@ -27,16 +29,10 @@ PAUSE_S = 0.25
 def operation(m: int, n: int, k: int, order: str, threads: int, variant: str) -> TensorOperation:
     """C = A B with every operand in ``order``, fp32, exec types undefined; ``variant`` "chunked"
     (the rule), "m-chunks" (K chunks switched off) or "whole" (chunking off)."""
-    op = TensorOperation(num_threads=threads)
-    op._chunking = variant != "whole"  # the rule (`TensorOperation._a_chunks`) runs only when this is on
+    rules = {"chunked": Rules(), "m-chunks": Rules(k_chunks=False), "whole": Rules(chunks=False)}[variant]
+    op = TensorOperation(num_threads=threads, rules=rules)
     strides = {"C": ([k, 0, 1], [0, 1, n], [n, 1, 0]), "F": ([1, 0, m], [0, k, 1], [1, m, 0])}[order]
-    rule = TensorOperation._k_chunks
-    if variant == "m-chunks":
-        TensorOperation._k_chunks = lambda self, config, rows, llc: None
-    try:
-        op.setup("fp32", "none", "gemm", "none", "mnk", ["undefined"] * 3, [m, n, k], *strides)
-    finally:
-        TensorOperation._k_chunks = rule
+    op.setup("fp32", "none", "gemm", "none", "mnk", ["undefined"] * 3, [m, n, k], *strides)
     return op
 
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from minijit import TensorOperation
 from minijit.bench.cpu import alternating_blocks, shape_table
+from minijit.schedule import Rules
 
 #: seconds of sleep before each block: OpenBLAS threads spin for ~0.1 s after a call and would
 #: slow the next variant on a 2-core host
@@ -32,16 +33,10 @@ DEFAULT_SHAPES = "4096x4096x64,2048x2048x32,4096x4096x128,2048x2048x256,1024x102
 
 def operation(m: int, n: int, k: int, dtype: str, order: str, threads: int, n_outer: bool) -> TensorOperation:
     """C = A B set up through `setup()` with exec types undefined; ``n_outer`` False forces the
-    M-outer kernel order (the rule is bypassed for this setup only)."""
+    M-outer kernel order (``Rules(n_outer=False)``)."""
     strides = {"C": ([k, 0, 1], [0, 1, n], [n, 1, 0]), "F": ([1, 0, m], [0, k, 1], [1, m, 0])}[order]
-    op = TensorOperation(num_threads=threads)
-    rule = TensorOperation._kernel_n_outer
-    if not n_outer:
-        TensorOperation._kernel_n_outer = lambda self, config: False
-    try:
-        op.setup(dtype, "none", "gemm", "none", ["m", "n", "k"], ["undefined"] * 3, [m, n, k], *strides)
-    finally:
-        TensorOperation._kernel_n_outer = rule
+    op = TensorOperation(num_threads=threads, rules=Rules(n_outer=n_outer))
+    op.setup(dtype, "none", "gemm", "none", ["m", "n", "k"], ["undefined"] * 3, [m, n, k], *strides)
     return op
 
 

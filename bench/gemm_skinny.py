@@ -22,8 +22,7 @@ import time
 
 import numpy as np
 
-import minijit.tensor_operation as tensor_operation
-from minijit import TensorOperation, blocking
+from minijit import TensorOperation, blocking, schedule
 from minijit.bench.cpu import checked_gemm_calls, timeit
 
 PAUSE_S = 0.25
@@ -33,16 +32,16 @@ DEFAULT_SHAPES = "1x4096x4096,8x4096x4096,16x4096x4096,32x4096x4096,64x4096x4096
 def operation(m: int, n: int, k: int, order: str, threads: int, variant: str) -> TensorOperation:
     """C = A B, every operand in ``order``, built as ``variant`` says (see the module docstring)."""
     strides = {"C": ([k, 0, 1], [0, 1, n], [n, 1, 0]), "F": ([1, 0, m], [0, k, 1], [1, m, 0])}[order]
-    choose, reuse = blocking.choose, tensor_operation.CHUNK_PANEL_REUSE_N
+    choose, reuse = blocking.choose, schedule.CHUNK_PANEL_REUSE_N
     if variant in ("reuse64", "caller-blocking"):
-        tensor_operation.CHUNK_PANEL_REUSE_N = 64
+        schedule.CHUNK_PANEL_REUSE_N = 64
     if variant == "caller-blocking" and order == "C":  # the kernel's roles are the caller's, swapped
         blocking.choose = lambda shape, *a, **kw: choose((shape[1], shape[0], shape[2]), *a, **kw)
     try:
         op = TensorOperation(num_threads=threads)
         op.setup("fp32", "none", "gemm", "none", "mnk", ["undefined"] * 3, [m, n, k], *strides)
     finally:
-        blocking.choose, tensor_operation.CHUNK_PANEL_REUSE_N = choose, reuse
+        blocking.choose, schedule.CHUNK_PANEL_REUSE_N = choose, reuse
     return op
 
 

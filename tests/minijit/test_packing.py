@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minijit import TensorOperation, tensor_operation
+from minijit import TensorOperation, schedule
+from minijit import plan as plans
 from minijit.ir import TensorConfig, exec_t
 from minijit.packing import (
     CacheGeometry,
@@ -23,6 +24,7 @@ from minijit.packing import (
     usable_bytes,
 )
 from minijit.runtime import features, host
+from minijit.schedule import Rules
 from tests.minijit.helpers import RULE_TARGET, pin_rule_host
 from tests.minijit.test_gemm_layouts import Guarded
 from tests.minijit.test_tensor_operation import TARGETS, emulated
@@ -459,8 +461,6 @@ def test_kernel_copies_a_when_few_calls_reuse_an_l2_sized_a_block(monkeypatch, o
     """256^3 (one call per A block, 256 KiB): the kernel packs A itself, no copy pass and no
     buffer; its result matches numpy and the panel-packed operation. The seed's 32^3 prims (32
     calls re-read each A block) and 2048^3 (an A block of 2 MiB) keep the copy pass."""
-    import minijit.tensor_operation as to
-
     pin_rule_host(monkeypatch)
     n = 256
     strides = {"F": ((1, 0, n), (0, n, 1), (1, n, 0)), "C": ((n, 0, 1), (0, 1, n), (n, 1, 0))}[order]
@@ -476,13 +476,8 @@ def test_kernel_copies_a_when_few_calls_reuse_an_l2_sized_a_block(monkeypatch, o
     op.execute(A, B, C)
     want = C0 + (A.astype(np.float64) @ B if order == "C" else (A.T.astype(np.float64) @ B.T).T)
     np.testing.assert_allclose(C, want, rtol=1e-4, atol=1e-4)
-    panels = TensorOperation(RULE_TARGET, num_threads=threads)
-    original = to.TensorOperation._kernel_copies_a
-    try:
-        to.TensorOperation._kernel_copies_a = lambda self, config: False
-        panels.setup(*args)
-    finally:
-        to.TensorOperation._kernel_copies_a = original
+    panels = TensorOperation(RULE_TARGET, num_threads=threads, rules=Rules(a_copy=False))
+    panels.setup(*args)
     assert not panels.a_copy and "in0" in panels.packed_operands
     C2 = C0.copy()
     panels.execute(A, B, C2)
@@ -519,8 +514,6 @@ def test_small_k_gemms_walk_n_outermost(monkeypatch, order, threads):
     result equals the M-outer operation's bit for bit (the same FMAs per element, in the same
     order) and matches numpy. An A block over the last-level cache's share, or a prim M of 128
     rows (runs of 512 B), keeps the M-outer order."""
-    import minijit.tensor_operation as to
-
     monkeypatch.setattr(features, "last_level_cache_bytes", lambda: 32 << 20)
     m, n, k = 1024, 1024, 64
     strides = {"F": ((1, 0, m), (0, k, 1), (1, m, 0)), "C": ((k, 0, 1), (0, 1, n), (n, 1, 0))}[order]
@@ -538,8 +531,7 @@ def test_small_k_gemms_walk_n_outermost(monkeypatch, order, threads):
     op.execute(A.T if order == "F" else A, B.T if order == "F" else B, C.T if order == "F" else C)
     want = C0.astype(np.float64) + A.astype(np.float64) @ B.astype(np.float64)
     np.testing.assert_allclose(C, want, rtol=1e-4, atol=1e-4)
-    monkeypatch.setattr(to.TensorOperation, "_kernel_n_outer", lambda self, config: False)
-    m_outer = TensorOperation("native", num_threads=threads)
+    m_outer = TensorOperation("native", num_threads=threads, rules=Rules(n_outer=False))
     m_outer.setup(*args)
     assert not m_outer.n_outer and "_no" not in m_outer.primitives["main"].name
     C2 = C0.copy(order="K")
@@ -568,9 +560,9 @@ def test_row_major_b_panels_are_copied_row_by_row_with_whole_vectors(monkeypatch
     op = TensorOperation(RULE_TARGET, num_threads=2)
     op.setup("fp32", "zero", "gemm", "none", "mnk", ("undefined",) * 3, (n,) * 3, (n, 0, 1), (0, 1, n), (1, n, 0))
     assert "in1" in op.panel_plans
-    copies = [o for tensor, ops, _ in op._panel_packs if tensor == "in1" for o, _, _ in ops]
+    copies = [c.plan for f in plans.head_pack(op.plan).fills if f.tensor == "in1" for c in f.copies]
     full = copies[0]
-    assert full.primitives["main"].name.endswith("_dense")
+    assert plans.head(full).primitives["main"].name.endswith("_dense")
     prims = full.config.prim_dims
     assert sorted((d.stride_in0, d.stride_out) for d in prims) == [(1, 1), (n, 6)]  # 6 columns, K rows
     rng = np.random.default_rng(9)
@@ -594,7 +586,7 @@ def test_chunked_operations_match_numpy(m, n_panels, k4, threads, pad, seed):
     """C-order operands with a last-level cache of 8 prim Ms (1024 rows, `minijit.blocking.MAX_MC`)
     of A (A is the caller's B, N x K: it exceeds half of it; B, the caller's m x K A, fits its 1/8
     share; one index of the outer M loop fits it too; C is over the K chunks' share): a GEMM on 1 or
-    2 threads runs in chunks of its outermost M loop (`TensorOperation._a_chunks`: each chunk's A
+    2 threads runs in chunks of its outermost M loop (`minijit.schedule.a_chunks`: each chunk's A
     packed, then its kernels); through `execute` and `execute_ptr` the results match numpy, the
     listing names the chunks.
     Leading dims are padded by ``pad`` elements; the padding of C is left alone."""
@@ -607,9 +599,11 @@ def test_chunked_operations_match_numpy(m, n_panels, k4, threads, pad, seed):
         op = TensorOperation(RULE_TARGET, num_threads=threads)
         op.setup("fp32", "none", "gemm", "none", "mnk", ("undefined",) * 3, (m, n, k), *strides)
     assert (
-        op.chunks > 1 and op._threads == min(threads, op.chunks) and f"// chunked: {op.chunks} chunks" in op.listing()
+        op.chunks > 1
+        and op.threads_used == min(threads, op.chunks)
+        and f"// chunked: {op.chunks} chunks" in op.listing()
     )
-    assert op._chunked[0] is not None  # M chunks: C (m x n) is over the K chunks' share of the cache
+    assert op.chunk_kind == "M"  # M chunks: C (m x n) is over the K chunks' share of the cache
     rng = np.random.default_rng(seed)
     A = rng.uniform(-1, 1, (m, lda)).astype(np.float32)
     B = rng.uniform(-1, 1, (k, ldb)).astype(np.float32)
@@ -646,26 +640,27 @@ def test_gemms_whose_a_outgrows_the_cache_run_in_chunks(monkeypatch):
 
     for threads in (1, 2):
         op = setup(256, 16384, 1024, threads)  # C (16 MiB) over the K chunks' share: M chunks
-        assert op.chunks == 16 and op._threads == threads and "in0" in op.packed_operands
+        assert op.chunks == 16 and op.threads_used == threads and "in0" in op.packed_operands
         assert "// chunked: 16 chunks of the outermost loop dim (in0, in1, out (4096, 0, 4096) bytes" in op.listing()
     # C 1 MiB or less, A's K rows whole (one contiguous run per chunk): 8 K chunks of one BR step
     # (512 K rows, 8 MiB of A: 1/4 of the cache), in order, each on every thread
     shapes = ((64, 4096, 4096, "C"), (4096, 64, 4096, "F"), (8, 4096, 4096, "C"))
     for (m, n, k, order), threads in itertools.product(shapes, (1, 2)):
         op = setup(m, n, k, threads, order)
-        assert op.chunks == 8 and op._chunked[0] is None and op.chunk_dim == op.config.prim.br, (m, n, k, order)
-        assert len(op._chunk_ops) == 8 and op._threads == threads and "in0" in op.packed_operands
+        assert op.chunks == 8 and op.chunk_kind == "K" and op.chunk_dim == op.config.prim.br, (m, n, k, order)
+        assert len(op.plan.body.bodies) == 8 and op.threads_used == threads and "in0" in op.packed_operands
         assert f"// chunked: 8 chunks of K dim {op.chunk_dim} (in0, in1, out (8388608, 2048, 0) bytes" in op.listing()
-        assert all(not c.a_copy and not c.n_outer and c.chunks == 1 for c in op._chunk_ops)
+        assert all(not plans.head(c).a_copy and not plans.head(c).n_outer for c in op.plan.body.bodies)
+        assert not any(isinstance(c.body, plans.Chunk) for c in op.plan.body.bodies)
     # C-order and F-order operands of one GEMM get one kernel configuration (the cache model sees
     # the kernel's roles)
     assert setup(64, 4096, 4096, 1).config.dims == setup(4096, 64, 4096, 1, "F").config.dims
     # a padded leading dim of the caller's B (A): a K chunk's A has gaps
     op = setup(64, 4096, 4096, 1, ldb=4112)
-    assert op._chunked is None or op._chunked[0] is not None
+    assert op.chunk_kind != "K"
     for threads in (1, 2):
         op = setup(1, 4096, 4096, threads)
-        assert op._chunked is None and not op.packed_operands and op.primitives["main"].name.startswith("gemv_")
+        assert op.chunk_kind is None and not op.packed_operands and op.primitives["main"].name.startswith("gemv_")
     cases = (
         (2048, 2048, 2048, 1, "C"),
         (2048, 2048, 2048, 2, "C"),
@@ -674,7 +669,7 @@ def test_gemms_whose_a_outgrows_the_cache_run_in_chunks(monkeypatch):
     )
     for m, n, k, threads, order in cases:
         op = setup(m, n, k, threads, order)
-        assert op.chunks == 1 and op._chunked is None and "// chunked" not in op.listing(), (m, n, k, threads)
+        assert op.chunks == 1 and op.chunk_kind is None and "// chunked" not in op.listing(), (m, n, k, threads)
 
 
 @pytest.mark.skipif(not native_x86(), reason="panel packing runs on x86-64 hosts")
@@ -695,7 +690,7 @@ def test_gemms_whose_a_outgrows_the_cache_run_in_chunks(monkeypatch):
 def test_k_chunked_operations_match_numpy(panels, n, kc, kb, br, first, last, threads, pad, dtype, seed):
     """Column-major fp32/fp64 A (M x K, leading dim M + ``pad``), B (K x N), C (M x N) with a last-level cache
     just under twice A: a GEMM whose outer K dim (a seq loop, or the BRGEMM's BR dim) has ``kb``
-    steps of ``kc`` runs in K chunks (`TensorOperation._k_chunks`: the largest divisor of ``kb``
+    steps of ``kc`` runs in K chunks (`minijit.schedule.k_chunks`: the largest divisor of ``kb``
     whose A takes at most a quarter of the cache, so at least 3 chunks), in order, the first touch on the first chunk
     and the last touch on the last, on 1 or 2 threads (N split over a shared dim); through
     `execute` and `execute_ptr` the results match numpy and nothing outside C's columns changes.
@@ -720,13 +715,13 @@ def test_k_chunked_operations_match_numpy(panels, n, kc, kb, br, first, last, th
         op = TensorOperation("native", num_threads=threads)
         op.setup(dtype, first, "brgemm" if br else "gemm", last, types, execs, sizes, s0, s1, so)
     if pad:
-        assert op._chunked is None or op._chunked[0] is not None  # no K chunks
+        assert op.chunk_kind != "K"  # no K chunks
     else:
         step = max(c for c in range(1, kb) if kb % c == 0 and 2 * c < kb)  # A over half the cache
-        assert op.chunks == kb // step and op._chunked[0] is None and len(op._chunk_ops) == op.chunks
-        small = m * nn * kc * step < tensor_operation.PARALLEL_MIN_ELEMENTS  # a chunk runs on one thread
-        assert op.config.dims[op.chunk_dim].size == kb and op._threads == (1 if small else threads)
-        touches = [(c.config.prim_first.name, c.config.prim_last.name) for c in op._chunk_ops]
+        assert op.chunks == kb // step and op.chunk_kind == "K" and len(op.plan.body.bodies) == op.chunks
+        small = m * nn * kc * step < schedule.PARALLEL_MIN_ELEMENTS  # a chunk runs on one thread
+        assert op.config.dims[op.chunk_dim].size == kb and op.threads_used == (1 if small else threads)
+        touches = [(c.config.prim_first.name, c.config.prim_last.name) for c in op.plan.body.bodies]
         assert touches[0][0] == first and touches[-1][1] == last
         assert all(t[0] == "none" for t in touches[1:]) and all(t[1] == "none" for t in touches[:-1])
         assert f"// chunked: {op.chunks} chunks of K dim {op.chunk_dim}" in op.listing()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import minijit
-from minijit import TensorOperation, blocking, kernels, packing, targets
+from minijit import TensorOperation, blocking, kernels, packing, schedule, targets
 from minijit.runtime import features, host
 from minijit.targets import AArch64Target, CpuTarget, CudaTarget, X86Target
 
@@ -103,14 +103,21 @@ def test_operations_keep_the_name_and_carry_the_object():
 
 
 def test_the_hosts_caches_are_read_through_features_at_each_call(monkeypatch):
-    """Patching `minijit.runtime.features` reaches packing and the blocking model; packing keeps
-    the names importable."""
+    """Patching `minijit.runtime.features` reaches packing, the blocking model and the mode
+    choices; packing keeps the names importable."""
     assert packing.CacheGeometry is features.CacheGeometry and packing.cache_geometries is features.cache_geometries
     geo = {1: features.CacheGeometry(48 * 1024, 12, 64), 2: features.CacheGeometry(2 << 20, 16, 64)}
     monkeypatch.setattr(features, "_sysfs_caches", lambda: {**geo, 3: features.CacheGeometry(96 << 20, 16, 64)})
     assert features.cache_geometries() == (geo[1], geo[2]) and features.last_level_cache_bytes() == 96 << 20
     assert "L2 2097152 B" in blocking.choose((512, 512, 512), 4, "x86_64-avx2").reason
     assert "L1 (49152 B)" in blocking.call_footprint(16, 6, 64, 1, 4, 16)
+    # a 2 MiB A block of a 1024 x N x 512 n_outer candidate: within 1/8 of 96 MiB, not of 8 MiB
+    cfg = minijit.TensorConfig.from_lists(
+        "fp32", "none", "gemm", "none", "mnk", ("prim",) * 3, (1024, 64, 512), (1, 0, 1024), (0, 512, 1), (1, 1024, 0)
+    )
+    assert schedule.kernel_n_outer(cfg)
+    monkeypatch.setattr(features, "last_level_cache_bytes", lambda: 8 << 20)
+    assert not schedule.kernel_n_outer(cfg)
 
 
 #: target-string parsing: what only `minijit/targets/` may do

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from numpy.lib.stride_tricks import as_strided
 
 from minijit import kernels
+from minijit import plan as plans
 from minijit.errors import SetupError
 from minijit.runtime import host, runs_natively
 from minijit.tensor_operation import TensorOperation
@@ -841,10 +842,10 @@ def test_shared_loops_are_deterministic_seed_config():
 @pytest.fixture
 def parallel_always(monkeypatch):
     """Split even tiny operations over the threads (normally they run on the calling thread)."""
-    import minijit.tensor_operation as to
+    from minijit import schedule
 
-    monkeypatch.setattr(to, "PARALLEL_MIN_ELEMENTS", 0, raising=False)
-    monkeypatch.setattr(to, "PARALLEL_MIN_BYTES", 0, raising=False)
+    monkeypatch.setattr(schedule, "PARALLEL_MIN_ELEMENTS", 0)
+    monkeypatch.setattr(schedule, "PARALLEL_MIN_BYTES", 0)
 
 
 @pytest.mark.usefixtures("parallel_always")
@@ -916,7 +917,7 @@ def test_operations_too_small_to_split_are_shaped_for_one_thread(n):
         ops.append(op)
     one = ops[0]
     for op in ops[1:]:
-        assert op._threads == 1 and not op.config.shared_dims
+        assert op.threads_used == 1 and not op.config.shared_dims
         assert op.config == one.config and op.listing().split("at 0x")[0] == one.listing().split("at 0x")[0]
     rng = np.random.default_rng(n)
     A, B, C0 = rand(rng, n * n), rand(rng, n * n), rand(rng, n * n)
@@ -948,12 +949,12 @@ def test_elementwise_ops_split_by_bytes_moved_and_gemms_by_multiply_adds(monkeyp
         return op
 
     copies = {n: op(n, "copy", 2) for n in (256, 512)}
-    assert copies[256]._threads == 1 and copies[512]._threads == 2
-    assert op(64, "gemm", 3)._threads == 1 and op(128, "gemm", 3)._threads == 2  # 2^18 / 2^21 multiply-adds
+    assert copies[256].threads_used == 1 and copies[512].threads_used == 2
+    assert op(64, "gemm", 3).threads_used == 1 and op(128, "gemm", 3).threads_used == 2  # 2^18 / 2^21 multiply-adds
     if NATIVE.startswith("x86_64"):
         gemm = op(512, "gemm", 3)
-        packs = [p for _, ops, _ in gemm._panel_packs for p, _, _ in ops]
-        assert packs and all(p._threads == 2 for p in packs)
+        packs = [c.plan for f in plans.head_pack(gemm.plan).fills if f.tensor in gemm.panel_plans for c in f.copies]
+        assert packs and all(plans.head(p).threads == 2 for p in packs)
     rng = np.random.default_rng(18)
     A = rand(rng, 512 * 512)
     out = np.full(512 * 512, np.nan, np.float32)
@@ -1137,20 +1138,20 @@ def test_listing_reassembles(target, variant):
     assert ("// blocking" in text) == (op.blocking is not None)
     for tensor in op.panel_plans:
         assert f"// pack {tensor} into micro-panels" in text and f"// pack {tensor} (1/" in text
-    for name, kernel in {**op.primitives, "loopnest": op._loopnest}.items():
+    for name, kernel in {**op.primitives, "loopnest": op.loopnest}.items():
         assert f"---- {name}" in text
         assert kernel.listing in text
     touches = variant == "zero_brgemm_relu"
-    fused = touches and op.target.startswith("x86_64")  # every K in the BRGEMM prim: zero/relu inside it
+    fused = touches and op.target_info.fuses_touches  # every K in the BRGEMM prim: zero/relu inside it
     assert set(op.primitives) == {"main"} | ({"first", "last"} if touches and not fused else set())
     assert ("_z_r" in op.primitives["main"].name) == fused
     assert ("// pack in0 inside the kernel (a_copy)" in text) == op.a_copy == op.primitives["main"].name.endswith("_ac")
     assert ("// kernel order n_outer" in text) == op.n_outer == op.primitives["main"].name.endswith("_no")
     if target.startswith("x86_64"):
-        code = llvm.assemble(op._loopnest.listing, triple="x86_64", mattr="")
+        code = llvm.assemble(op.loopnest.listing, triple="x86_64", mattr="")
     else:
-        code = llvm.assemble(op._loopnest.listing)
-    assert code == op._loopnest.code
+        code = llvm.assemble(op.loopnest.listing)
+    assert code == op.loopnest.code
 
 
 # ---------------------------------------------------------------------------------------------

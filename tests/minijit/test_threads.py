@@ -28,21 +28,21 @@ x86 = pytest.mark.skipif(not minijit.kernels.native_target().startswith("x86_64"
 MODES = {
     "packed": (
         ("fp32", "none", "gemm", "none", "mnk", ["prim"] * 3, [8, 20, 32], [1, 0, 1024], [0, 32, 1], [1, 8, 0]),
-        None, 1, lambda op: op._pack_op is not None,
+        None, 1, lambda op: op.pack_plan is not None,
     ),
     "panels": (
         ("fp32", "none", "gemm", "none", "mnk", ["prim"] * 3, [96, 100, 64], [1, 0, 96], [0, 4096, 1], [1, 96, 0]),
-        1, 1, lambda op: [t for t, _, _ in op._panel_packs] == ["in1"],
+        1, 1, lambda op: sorted(op.panel_plans) == ["in1"],
     ),
     "m-chunks": (
         ("fp32", "zero", "gemm", "none", "mnk", ["undefined"] * 3, [16, 4608, 64], [64, 0, 1], [0, 1, 4608],
          [4608, 1, 0]),
-        8 * 1024 * 64 * 4, 2, lambda op: op._chunked is not None and op._chunked[0] is not None,
+        8 * 1024 * 64 * 4, 2, lambda op: op.chunk_kind == "M",
     ),
     "k-chunks": (
         ("fp32", "none", "gemm", "none", "kmnk", ["seq", "prim", "prim", "prim"], [3, 320, 4, 214],
          [214 * 320, 1, 0, 320], [214, 0, 642, 1], [0, 1, 320, 0]),
-        2 * 320 * 642 * 4 - 4, 1, lambda op: op._chunked is not None and op._chunked[0] is None,
+        2 * 320 * 642 * 4 - 4, 1, lambda op: op.chunk_kind == "K",
     ),
     "peeled": (
         ("fp32", "zero", "gemm", "none", "mnk", ["undefined"] * 3, [100003, 1, 33], [33, 0, 1], [0, 0, 1], [1, 0, 0]),
@@ -50,7 +50,7 @@ MODES = {
     ),
     "plain": (
         ("fp64", "zero", "gemm", "none", "mnk", ["undefined"] * 3, [40, 36, 28], [28, 0, 1], [0, 1, 36], [36, 1, 0]),
-        None, 1, lambda op: not op.packed_operands and op._chunked is None and not op.parts,
+        None, 1, lambda op: not op.packed_operands and op.chunk_kind is None and not op.parts,
     ),
 }  # fmt: skip
 

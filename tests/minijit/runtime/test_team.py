@@ -607,10 +607,10 @@ def shared_gemm(s: int, m: int, n: int, k: int, threads: int) -> TensorOperation
 
 @pytest.fixture
 def parallel_always(monkeypatch):
-    import minijit.tensor_operation as to
+    from minijit import schedule
 
-    monkeypatch.setattr(to, "PARALLEL_MIN_ELEMENTS", 0, raising=False)
-    monkeypatch.setattr(to, "PARALLEL_MIN_BYTES", 0, raising=False)
+    monkeypatch.setattr(schedule, "PARALLEL_MIN_ELEMENTS", 0)
+    monkeypatch.setattr(schedule, "PARALLEL_MIN_BYTES", 0)
 
 
 @pytest.mark.usefixtures("parallel_always")
@@ -625,7 +625,7 @@ def test_threaded_gemm_matches_numpy(backend: str, threads: int, s: int, m: int,
     C = rng.uniform(-1, 1, (s * n, m)).astype(np.float32)
     want = C + B @ A
     op = shared_gemm(s, m, n, k, threads)
-    assert op._threads == (1 if s == 1 else threads)
+    assert op.threads_used == (1 if s == 1 else threads)
     with parallel.forced_backend(backend):
         op.execute(A, B, C)
     np.testing.assert_allclose(C, want, rtol=1e-5, atol=1e-5)
