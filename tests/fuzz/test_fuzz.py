@@ -1,0 +1,78 @@
+"""The fuzz suite (issue 40): every public entry point called the way a hostile user would.
+
+Each batch runs in a child process (`tests.fuzz.runner`), so a crash of native code fails the
+batch with the example that was drawn last instead of taking pytest down. An example ends in the
+numpy result or in ValueError/TypeError (SetupError included) with every output untouched.
+``MINIJIT_FUZZ_SCALE=N`` multiplies the example counts (default 1: about a minute on one core).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from minijit.runtime import features
+
+ROOT = Path(__file__).resolve().parents[2]
+SCALE = int(os.environ.get("MINIJIT_FUZZ_SCALE", "1") or 1)
+#: (entry, examples at scale 1, extra argument): AArch64 and CUDA run in emulation, so few
+BATCHES = [
+    ("cpu", 500, "x86_64-avx2"),
+    ("cpu", 500, "x86_64-avx512"),
+    ("cpu", 12, "aarch64-neon"),
+    ("cpu", 12, "aarch64-sve"),
+    ("cuda", 4, None),
+    ("spmm", 200, "native"),
+    ("spmm", 5, "cuda"),
+    ("einsum", 300, None),
+]
+
+
+def _runnable(entry: str, extra: str | None) -> str | None:
+    """Why this batch cannot run on this host (None: it can)."""
+    host = features.host()
+    if entry == "cpu" and extra and extra.startswith("x86_64"):
+        if host.isa != "x86_64":
+            return f"{extra} needs an x86-64 host"
+        if extra.endswith("avx512") and not host.avx512:
+            return "the host lacks AVX-512"
+        if extra.endswith("avx2") and not host.avx2:
+            return "the host lacks AVX2"
+    return None
+
+
+def run_batch(entry: str, examples: int, extra: str | None, seed: int = 0, timeout: float = 3000) -> dict:
+    """Run one batch in a child; fail with the last drawn example when the child dies."""
+    args = [sys.executable, "-m", "tests.fuzz.runner", entry, str(examples), str(seed)] + ([extra] if extra else [])
+    proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False)
+    lines = proc.stdout.splitlines()
+    summary = next((json.loads(line[8:]) for line in reversed(lines) if line.startswith("SUMMARY ")), None)
+    if summary is None:
+        last = next((line for line in reversed(lines) if line.startswith("EXAMPLE ")), "(none drawn)")
+        pytest.fail(f"fuzz child {args[3:]} died (exit {proc.returncode}) at {last}\nstderr:\n{proc.stderr[-4000:]}")
+    if proc.returncode or summary["failed"]:
+        pytest.fail(f"{summary['failed']} failing examples in {args[3:]}:\n" + "\n".join(summary["failures"]))
+    return summary
+
+
+@pytest.mark.parametrize(("entry", "examples", "extra"), BATCHES, ids=[f"{e}-{x or 'sim'}" for e, _, x in BATCHES])
+def test_fuzz(entry, examples, extra):
+    why = _runnable(entry, extra)
+    if why:
+        pytest.skip(why)
+    summary = run_batch(entry, examples * SCALE, extra)
+    counts = summary["counts"]
+    assert counts["examples"] >= examples * SCALE * 0.9  # hypothesis may draw a few duplicates less
+    assert counts.get("result", 0) > 0  # some examples ran to a compared result
+
+
+def test_crash_in_child_reports_example(tmp_path, monkeypatch):
+    """A child that dies (here: SIGSEGV from a batch) fails the test with the last drawn example."""
+    monkeypatch.setenv("MINIJIT_FUZZ_CRASH", "1")
+    with pytest.raises(pytest.fail.Exception, match=r"died \(exit -11\) at EXAMPLE cpu"):
+        run_batch("cpu", 3, "x86_64-avx2" if features.host().isa == "x86_64" else "aarch64-neon")
