@@ -35,6 +35,7 @@ __all__ = ["PARALLEL_MIN_BYTES", "PARALLEL_MIN_ELEMENTS", "TensorOperation"]
 
 TENSORS = ("in0", "in1", "out")
 Array = np.ndarray | None  # an input; None where the operation does not use it
+_run = plans.run  # the one runner (`minijit.plan.run`), bound once: execute is a hot path
 
 
 class TensorOperation:
@@ -189,7 +190,7 @@ class TensorOperation:
             in0, in1, out, a0, a1, ao = self._checked(in0, in1, out, offsets)
         else:
             in0, in1, (a0, a1, ao) = x0, x1, addrs
-        plans.run(self._body, a0, a1, ao, None if self.native else (in0, in1, out))
+        _run(self._body, a0, a1, ao, None if self.native else (in0, in1, out))
 
     def execute_ptr(self, addr_in0: int, addr_in1: int, addr_out: int) -> None:
         """Unchecked execute on raw addresses (native targets only). The caller guarantees
@@ -201,7 +202,9 @@ class TensorOperation:
         for name, v in (("addr_in0", addr_in0), ("addr_in1", addr_in1), ("addr_out", addr_out)):
             if not isinstance(v, int) or v < 0:
                 raise TypeError(f"{name} must be a non-negative int address, got {v!r}")
-        plans.run_plan(self.plan, addr_in0, addr_in1, addr_out)
+        if self.plan.swapped:  # the config's roles
+            addr_in0, addr_in1 = addr_in1, addr_in0
+        _run(self._body, addr_in0, addr_in1, addr_out)
 
     def execute_iter(self, in0: Array, in1: Array, out: np.ndarray, *, offsets: Offsets = None) -> None:
         """The pure-Python reference path (seed 004's recursion with numpy primitives); same
