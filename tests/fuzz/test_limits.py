@@ -95,3 +95,21 @@ def test_max_bytes_environment(monkeypatch):
 def test_check_alloc_negative():
     with pytest.raises(SetupError, match="negative"):
         limits.check_alloc(-1, "workspace")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="minijit/einsum/builder.py raises AssertionError('einsum: no layout of ... sets up') "
+    "where its node's setup refused the sizes; it should re-raise the SetupError (issue 40, reported)",
+)
+@pytest.mark.parametrize(
+    ("subscripts", "shapes"),
+    [("a,b,c->abc", [(1 << 20,)] * 3), ("ab,bc->ac", [(1 << 33, 1), (1, 1 << 33)])],
+)
+def test_einsum_plan_huge_shapes_refused(subscripts, shapes):
+    """An einsum whose output or node has more than 2**56 elements is refused with SetupError."""
+    import minijit
+
+    with pytest.raises(SetupError):
+        minijit.EinsumPlan(subscripts, *shapes, dtype="float32")
