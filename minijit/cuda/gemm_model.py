@@ -103,123 +103,142 @@ def simulate(
     offsets unused).
     """
     S = spec.validate()
-    bt, rt = tables(batch_table, red_table)
-    a_mem = np.ascontiguousarray(a_mem).view(np.uint8).ravel()
-    b_mem = np.ascontiguousarray(b_mem).view(np.uint8).ravel()
-    c_bytes = c.view(np.uint8).reshape(-1)
-    stats = ModelStats()
-    T = S.threads
-    tids = np.arange(T, dtype=np.int64)
-    kt_count = -(-k // S.bk)
-    total = len(rt) * kt_count
-    fplan = _fragment_plans(S)
-    written = np.zeros(c.size, np.int64)
-    lay_a, lay_b = S.layout_a, S.layout_b
-    for zz in range(len(bt) * S.split_k):
+    run = _ModelRun(S, a_mem, b_mem, c, m, n, k, lda, ldb, ldc, batch_table, red_table, exact_mma)
+    total = len(run.rt) * run.kt_count
+    for zz in range(len(run.bt) * S.split_k):  # tile scheduler: batch entry x split-K part, then CTA tiles
         bz, part = divmod(zz, S.split_k)
         seq0 = split_range(part, total, S.split_k)
         count = split_range(part + 1, total, S.split_k) - seq0
-        c_base = zz * n * ldc if S.split_k > 1 else bt[bz, 2]
+        c_base = zz * n * ldc if S.split_k > 1 else run.bt[bz, 2]
         for bx in range(-(-m // S.bm)):
             for by in range(-(-n // S.bn)):
-                m_cta, n_cta = bx * S.bm, by * S.bn
-                smem = np.zeros(S.smem_bytes, np.uint8)
-                acc = np.zeros((S.warps, S.mt, S.nt, 32, 4), np.float64)
+                run.cta(bx * S.bm, by * S.bn, bz, seq0, count, c_base)
+    run.stats.written = run.written
+    return run.stats
 
-                def load(s, smem=smem, m_cta=m_cta, n_cta=n_cta, bz=bz, seq0=seq0):
-                    r, kt = divmod(seq0 + s, kt_count)
-                    stage = (s % S.stages) * S.stage_bytes
-                    k0 = kt * S.bk
-                    ops = (
-                        (
-                            "a",
-                            lay_a,
-                            S.vec_a,
-                            a_mem,
-                            bt[bz, 0] + rt[r, 0],
-                            lda,
-                            *S.tile_coords("a", m_cta, n_cta, k0, m, n, k),
-                            0,
-                        ),
-                        (
-                            "b",
-                            lay_b,
-                            S.vec_b,
-                            b_mem,
-                            bt[bz, 1] + rt[r, 1],
-                            ldb,
-                            *S.tile_coords("b", m_cta, n_cta, k0, m, n, k),
-                            lay_a.nbytes,
-                        ),
-                    )
-                    for op, lay, vec, mem, base, ld, outer0, inner0, outer_ext, inner_ext, soff in ops:
-                        for j in range(S.copies(op)):
-                            row, col = copy_coords(lay, vec, T, tids, j)
-                            dst = stage + soff + lay.offset(row, col)
-                            outer, inner, nb = copy_src(lay, vec, row, col, outer0, inner0, outer_ext, inner_ext)
-                            src = np.where(nb > 0, base + global_offset(outer, inner, ld, lay.es), base)
-                            assert (dst % vec == 0).all(), "unaligned shared destination"
-                            assert (src[nb > 0] % vec == 0).all(), f"{op}: unaligned global source for {vec}-byte copy"
-                            for w in range(S.warps):
-                                stats.note(f"store_{op}", bank_degree(dst[32 * w : 32 * w + 32], vec))
-                            data = _read(mem, src, nb, vec, f"operand {op}")
-                            smem[dst[:, None] + np.arange(vec)[None, :]] = data
-                            stats.copies += T
 
-                def compute(s, smem=smem, acc=acc):
-                    stage = (s % S.stages) * S.stage_bytes
-                    for w in range(S.warps):
-                        lt = tids[32 * w : 32 * w + 32]
-                        for ks in range(S.bk // S.kstep):
-                            afr, bfr = [], [None] * S.nt
-                            for mt in range(S.mt):
-                                afr.append(_model_frag(S, smem, stage, lt, "a", mt, ks, fplan, stats))
-                            if S.es == 2:
-                                for p in range(S.nt // 2):
-                                    regs = _model_frag(S, smem, stage, lt, "b", p, ks, fplan, stats)
-                                    bfr[2 * p], bfr[2 * p + 1] = regs[:, 0:2], regs[:, 2:4]
-                            else:
-                                for nt in range(S.nt):
-                                    bfr[nt] = _model_frag(S, smem, stage, lt, "b", nt, ks, fplan, stats)
-                            for mt in range(S.mt):
-                                for nt in range(S.nt):
-                                    acc[w, mt, nt] = _model_mma(S, afr[mt], bfr[nt], acc[w, mt, nt], exact_mma)
-                                    stats.mma += 1
+class _ModelRun:
+    """One :func:`simulate` call: the operands, the tables and the statistics; :meth:`cta` runs one
+    CTA's stages (prologue, main loop, epilogue) as the kernel does."""
 
-                for s in range(min(S.stages - 1, count)):
-                    load(s)
-                for s in range(count):
-                    if s + S.stages - 1 < count:
-                        load(s + S.stages - 1)
-                    compute(s)
+    def __init__(self, S: GemmSpec, a_mem, b_mem, c, m, n, k, lda, ldb, ldc, batch_table, red_table, exact_mma):
+        self.S, self.c, self.m, self.n, self.k = S, c, m, n, k
+        self.lda, self.ldb, self.ldc, self.exact_mma = lda, ldb, ldc, exact_mma
+        self.bt, self.rt = tables(batch_table, red_table)
+        self.a_mem = np.ascontiguousarray(a_mem).view(np.uint8).ravel()
+        self.b_mem = np.ascontiguousarray(b_mem).view(np.uint8).ravel()
+        self.c_bytes = c.view(np.uint8).reshape(-1)
+        self.stats = ModelStats()
+        self.tids = np.arange(S.threads, dtype=np.int64)
+        self.kt_count = -(-k // S.bk)
+        self.fplan = _fragment_plans(S)
+        self.written = np.zeros(c.size, np.int64)
 
-                # epilogue
+    def cta(self, m_cta: int, n_cta: int, bz: int, seq0: int, count: int, c_base: int) -> None:
+        """One CTA: stages - 1 tiles in flight, then per tile: load the one stages - 1 ahead, compute."""
+        S = self.S
+        smem = np.zeros(S.smem_bytes, np.uint8)
+        acc = np.zeros((S.warps, S.mt, S.nt, 32, 4), np.float64)
+        for s in range(min(S.stages - 1, count)):
+            self.load(smem, m_cta, n_cta, bz, seq0, s)
+        for s in range(count):
+            if s + S.stages - 1 < count:
+                self.load(smem, m_cta, n_cta, bz, seq0, s + S.stages - 1)
+            self.compute(smem, acc, s)
+        self.epilogue(acc, m_cta, n_cta, c_base)
+
+    def load(self, smem, m_cta, n_cta, bz, seq0, s) -> None:
+        """Producer: the copies of tile ``s`` of the CTA's sequence into its stage, checked."""
+        S, m, n, k, lay_a, lay_b = self.S, self.m, self.n, self.k, self.S.layout_a, self.S.layout_b
+        r, kt = divmod(seq0 + s, self.kt_count)
+        stage = (s % S.stages) * S.stage_bytes
+        k0 = kt * S.bk
+        bt, rt = self.bt, self.rt
+        ops = (
+            (
+                "a",
+                lay_a,
+                S.vec_a,
+                self.a_mem,
+                bt[bz, 0] + rt[r, 0],
+                self.lda,
+                *S.tile_coords("a", m_cta, n_cta, k0, m, n, k),
+                0,
+            ),
+            (
+                "b",
+                lay_b,
+                S.vec_b,
+                self.b_mem,
+                bt[bz, 1] + rt[r, 1],
+                self.ldb,
+                *S.tile_coords("b", m_cta, n_cta, k0, m, n, k),
+                lay_a.nbytes,
+            ),
+        )
+        for op, lay, vec, mem, base, ld, outer0, inner0, outer_ext, inner_ext, soff in ops:
+            for j in range(S.copies(op)):
+                row, col = copy_coords(lay, vec, S.threads, self.tids, j)
+                dst = stage + soff + lay.offset(row, col)
+                outer, inner, nb = copy_src(lay, vec, row, col, outer0, inner0, outer_ext, inner_ext)
+                src = np.where(nb > 0, base + global_offset(outer, inner, ld, lay.es), base)
+                assert (dst % vec == 0).all(), "unaligned shared destination"
+                assert (src[nb > 0] % vec == 0).all(), f"{op}: unaligned global source for {vec}-byte copy"
+                for w in range(S.warps):
+                    self.stats.note(f"store_{op}", bank_degree(dst[32 * w : 32 * w + 32], vec))
+                data = _read(mem, src, nb, vec, f"operand {op}")
+                smem[dst[:, None] + np.arange(vec)[None, :]] = data
+                self.stats.copies += S.threads
+
+    def compute(self, smem, acc, s) -> None:
+        """Consumer: every warp's fragments of stage ``s`` and its mma.sync, into ``acc``."""
+        S, stats, fplan = self.S, self.stats, self.fplan
+        stage = (s % S.stages) * S.stage_bytes
+        for w in range(S.warps):
+            lt = self.tids[32 * w : 32 * w + 32]
+            for ks in range(S.bk // S.kstep):
+                afr, bfr = [], [None] * S.nt
+                for mt in range(S.mt):
+                    afr.append(_model_frag(S, smem, stage, lt, "a", mt, ks, fplan, stats))
+                if S.es == 2:
+                    for p in range(S.nt // 2):
+                        regs = _model_frag(S, smem, stage, lt, "b", p, ks, fplan, stats)
+                        bfr[2 * p], bfr[2 * p + 1] = regs[:, 0:2], regs[:, 2:4]
+                else:
+                    for nt in range(S.nt):
+                        bfr[nt] = _model_frag(S, smem, stage, lt, "b", nt, ks, fplan, stats)
                 for mt in range(S.mt):
                     for nt in range(S.nt):
-                        for i in range(4):
-                            mm, nn = acc_coords(S, tids, mt, nt, i)
-                            gm, gn = m_cta + mm, n_cta + nn
-                            ok = (gm < m) & (gn < n)
-                            off = c_base + gn.astype(np.int64) * ldc + gm * 4
-                            live = off[ok]
-                            if live.size and (live.min() < 0 or live.max() + 4 > c_bytes.size):
-                                raise AssertionError("C store outside the buffer")
-                            assert (live % 4 == 0).all()
-                            idx = live // 4
-                            v = acc[:, mt, nt, :, i].reshape(-1)[ok]
-                            if S.first == "zero":
-                                old = 0.0
-                            else:
-                                old = c[idx].astype(np.float64)
-                                if S.first == "relu":
-                                    old = np.maximum(old, 0.0)
-                            v = v + old
-                            if S.last == "relu":
-                                v = np.maximum(v, 0.0)
-                            c[idx] = v.astype(np.float32)
-                            np.add.at(written, idx, 1)
-    stats.written = written
-    return stats
+                        acc[w, mt, nt] = _model_mma(S, afr[mt], bfr[nt], acc[w, mt, nt], self.exact_mma)
+                        stats.mma += 1
+
+    def epilogue(self, acc, m_cta, n_cta, c_base) -> None:
+        """The touches and the C stores under m < M, n < N (bounds of the C buffer checked)."""
+        S, c = self.S, self.c
+        for mt in range(S.mt):
+            for nt in range(S.nt):
+                for i in range(4):
+                    mm, nn = acc_coords(S, self.tids, mt, nt, i)
+                    gm, gn = m_cta + mm, n_cta + nn
+                    ok = (gm < self.m) & (gn < self.n)
+                    off = c_base + gn.astype(np.int64) * self.ldc + gm * 4
+                    live = off[ok]
+                    if live.size and (live.min() < 0 or live.max() + 4 > self.c_bytes.size):
+                        raise AssertionError("C store outside the buffer")
+                    assert (live % 4 == 0).all()
+                    idx = live // 4
+                    v = acc[:, mt, nt, :, i].reshape(-1)[ok]
+                    if S.first == "zero":
+                        old = 0.0
+                    else:
+                        old = c[idx].astype(np.float64)
+                        if S.first == "relu":
+                            old = np.maximum(old, 0.0)
+                    v = v + old
+                    if S.last == "relu":
+                        v = np.maximum(v, 0.0)
+                    c[idx] = v.astype(np.float32)
+                    np.add.at(self.written, idx, 1)
 
 
 def _model_frag(S: GemmSpec, smem, stage, lane_tids, operand, tile, ks, fplan, stats) -> np.ndarray:
