@@ -341,24 +341,9 @@ class _Cta:
                     act = None
                 runnable = alive & ~waiting & (self.mb_wait < 0)
                 if not runnable.any():
-                    if self.tma:  # the copy engine delivers while every thread waits
-                        _deliver_tma(self)
+                    if self._unblock(pc, alive, waiting, wait_id, wait_cnt):
                         continue
-                    if not alive.any():
-                        if self.tma or any(self.wg_groups.values()) or any(self.wg_open.values()):
-                            self.fail(code[-1], "the CTA exits with bulk copies or wgmma operations in flight")
-                        return
-                    ins = code[int(pc[alive][0])]
-                    if (alive & (self.mb_wait >= 0)).any():
-                        self.fail(ins, "deadlock: " + _mbar_report(self, alive))
-                    ids = np.unique(wait_id[alive])
-                    if ids.size != 1 or (wait_cnt[alive] != -1).any():
-                        self.fail(ins, f"threads wait at different or incomplete barriers {ids.tolist()}: deadlock")
-                    waiting[:] = False
-                    pc[alive] += 1
-                    self.epoch += 1
-                    self.stats.barriers += 1
-                    continue
+                    return
                 p = int(pc[runnable].min())
                 if p >= ncode:
                     self.fail(code[-1], "ran past the end of the kernel without ret/exit", runnable & (pc == p))
@@ -417,37 +402,66 @@ class _Cta:
                 continue
             if op == "bar":
                 pc[cur & ~exe] += 1
-                bids = self.get(ins, ins.ops[0], "u32", exe)
-                counts = self.get(ins, ins.ops[1], "u32", exe) if len(ins.ops) > 1 else np.full(n, n)
-                for bid in np.unique(bids[exe]).tolist():
-                    here = exe & (bids == bid)
-                    cs = np.unique(counts[here])
-                    if cs.size != 1 or cs[0] <= 0 or cs[0] % 32:
-                        self.fail(ins, f"bar.sync {bid}: thread count {cs.tolist()} is not one positive multiple of 32")
-                    count = -1 if int(cs[0]) == n else int(cs[0])
-                    waiting[here] = True
-                    wait_id[here] = bid
-                    wait_cnt[here] = count
-                    if count < 0:
-                        continue  # the whole CTA: released when every live thread waits
-                    # a named barrier of `count` threads: released once they have all arrived
-                    arrived = waiting & (wait_id == bid)
-                    if (wait_cnt[arrived] != count).any():
-                        self.fail(ins, f"barrier {bid} is used with different thread counts", arrived)
-                    k = int(arrived.sum())
-                    if k > count:
-                        self.fail(ins, f"{k} threads arrive at barrier {bid} of {count}", arrived)
-                    if k == count:
-                        if np.unique(self.warp[arrived]).size > 1:
-                            self.fail(ins, "named barriers across several warps are not supported by the simulator")
-                        waiting[arrived] = False
-                        wait_cnt[arrived] = -1
-                        pc[arrived] += 1
-                        self.stats.barriers += 1
+                self._bar_sync(ins, exe, pc, waiting, wait_id, wait_cnt)
                 continue
             # mbarrier.try_wait
             parked = _mbar_try_wait(self, ins, exe)
             pc[cur & ~parked] += 1  # parked threads run try_wait again when the phase completes
+
+    def _unblock(self, pc, alive, waiting, wait_id, wait_cnt) -> bool:
+        """No thread can run: deliver bulk copies, or release the CTA-wide barrier every live thread
+        waits at (True: go on), or finish (False: every thread exited); anything else is a deadlock."""
+        code = self.k.code
+        if self.tma:  # the copy engine delivers while every thread waits
+            _deliver_tma(self)
+            return True
+        if not alive.any():
+            if self.tma or any(self.wg_groups.values()) or any(self.wg_open.values()):
+                self.fail(code[-1], "the CTA exits with bulk copies or wgmma operations in flight")
+            return False
+        ins = code[int(pc[alive][0])]
+        if (alive & (self.mb_wait >= 0)).any():
+            self.fail(ins, "deadlock: " + _mbar_report(self, alive))
+        ids = np.unique(wait_id[alive])
+        if ids.size != 1 or (wait_cnt[alive] != -1).any():
+            self.fail(ins, f"threads wait at different or incomplete barriers {ids.tolist()}: deadlock")
+        waiting[:] = False
+        pc[alive] += 1
+        self.epoch += 1
+        self.stats.barriers += 1
+        return True
+
+    def _bar_sync(self, ins: Instr, exe, pc, waiting, wait_id, wait_cnt) -> None:
+        """bar.sync by the threads ``exe``: they wait; a named barrier of fewer threads than the CTA
+        is released here once its count has arrived (the CTA-wide one in :meth:`_unblock`)."""
+        n = self.n
+        bids = self.get(ins, ins.ops[0], "u32", exe)
+        counts = self.get(ins, ins.ops[1], "u32", exe) if len(ins.ops) > 1 else np.full(n, n)
+        for bid in np.unique(bids[exe]).tolist():
+            here = exe & (bids == bid)
+            cs = np.unique(counts[here])
+            if cs.size != 1 or cs[0] <= 0 or cs[0] % 32:
+                self.fail(ins, f"bar.sync {bid}: thread count {cs.tolist()} is not one positive multiple of 32")
+            count = -1 if int(cs[0]) == n else int(cs[0])
+            waiting[here] = True
+            wait_id[here] = bid
+            wait_cnt[here] = count
+            if count < 0:
+                continue  # the whole CTA: released when every live thread waits
+            # a named barrier of `count` threads: released once they have all arrived
+            arrived = waiting & (wait_id == bid)
+            if (wait_cnt[arrived] != count).any():
+                self.fail(ins, f"barrier {bid} is used with different thread counts", arrived)
+            k = int(arrived.sum())
+            if k > count:
+                self.fail(ins, f"{k} threads arrive at barrier {bid} of {count}", arrived)
+            if k == count:
+                if np.unique(self.warp[arrived]).size > 1:
+                    self.fail(ins, "named barriers across several warps are not supported by the simulator")
+                waiting[arrived] = False
+                wait_cnt[arrived] = -1
+                pc[arrived] += 1
+                self.stats.barriers += 1
 
     def warps_in(self, threads: np.ndarray) -> int:
         """Number of warps with at least one thread in the boolean mask ``threads``."""
