@@ -29,6 +29,7 @@ from minijit.arrays import Offsets
 from minijit.errors import error_t
 from minijit.ir import TensorConfig
 from minijit.kernels.loopnest import LoopNest
+from minijit.operation import Operation
 from minijit.schedule import PARALLEL_MIN_BYTES, PARALLEL_MIN_ELEMENTS, Rules
 
 __all__ = ["PARALLEL_MIN_BYTES", "PARALLEL_MIN_ELEMENTS", "TensorOperation"]
@@ -38,7 +39,7 @@ Array = np.ndarray | None  # an input; None where the operation does not use it
 _run = plans.run  # the one runner (`minijit.plan.run`), bound once: execute is a hot path
 
 
-class TensorOperation:
+class TensorOperation(Operation):
     """A tensor operation compiled for one target.
 
     ``target``: "native" (AVX-512/AVX2 on x86-64, SVE/NEON on AArch64),
@@ -64,15 +65,17 @@ class TensorOperation:
     (multi-threaded calls share the one native team, which takes them in turn).
     """
 
-    def __new__(cls, target: str = "native", **kwargs: Any):
+    @classmethod
+    def _implementation(cls, target: str = "native", *args: Any, **kwargs: Any) -> tuple[type, tuple, dict]:
+        """The class serving ``target`` and its arguments (`minijit.operation.OperationMeta`)."""
         if target == "cuda":
             from minijit.cuda.operation import CudaTensorOperation
 
             unknown = set(kwargs) - {"device", "driver"}
-            if unknown:
-                raise TypeError(f"target 'cuda' takes no {', '.join(sorted(unknown))} argument")
-            return CudaTensorOperation(**kwargs)
-        return super().__new__(cls)
+            if unknown or args:
+                raise TypeError(f"target 'cuda' takes no {', '.join(sorted(unknown)) or 'positional'} argument")
+            return CudaTensorOperation, (), kwargs
+        return cls, (target, *args), kwargs
 
     def __init__(
         self,
@@ -388,6 +391,25 @@ class TensorOperation:
         if self.config is None or self.blocking is None:
             raise RuntimeError("call_footprint needs an operation set up with a GEMM blocking")
         return plans.footprint(self.config, self.target_info)
+
+    # -- the Operation protocol ------------------------------------------------------------------
+    @property
+    def flops(self) -> int:
+        """Floating-point operations of one call (`TensorConfig.flops`); 0 before setup."""
+        return 0 if self.config is None else self.config.flops()
+
+    def info(self) -> dict[str, Any]:
+        """Target, dtype, dim sizes, main kernel and thread count of the set-up operation."""
+        cfg = self.config
+        main = self.primitives.get("main") if cfg is not None else None
+        return {
+            "target": self.target,
+            "dtype": None if cfg is None else cfg.dtype.name,
+            "shapes": None if cfg is None else [d.size for d in cfg.dims],
+            "kernel": getattr(main, "name", None),
+            "threads": self.num_threads,
+            "flops": self.flops,
+        }
 
 
 def _quick_check(config: TensorConfig, ranges: dict, dtype: np.dtype) -> tuple | None:
