@@ -41,14 +41,19 @@ def _fail(what: str, example: Any) -> None:
 
 
 def _expect(example: Any, run: Callable[[], Any], outputs: list, check: Callable[[Any], str | None]) -> None:
-    """Run ``run``; on an expected exception the ``outputs`` (arrays) must be untouched, on success
-    ``check(result)`` must return None (else it names what is wrong)."""
-    before = [np.array(o, copy=True) if isinstance(o, np.ndarray) else None for o in outputs]
+    """Run ``run``; on an expected exception the ``outputs`` (arrays, or functions that read one
+    back from the device) must be untouched, on success ``check(result)`` must return None (else
+    it names what is wrong)."""
+
+    def snap(o: Any) -> np.ndarray | None:
+        return o() if callable(o) else np.array(o, copy=True) if isinstance(o, np.ndarray) else None
+
+    before = [snap(o) for o in outputs]
     try:
         result = run()
     except cases.EXPECTED_ERRORS as e:
         for o, b in zip(outputs, before, strict=True):
-            if b is not None and not np.array_equal(o, b, equal_nan=True):
+            if b is not None and not np.array_equal(snap(o), b, equal_nan=True):
                 _fail(f"refused with {type(e).__name__} ({e}) but an output was touched", example)
                 return
         COUNTS[f"refused:{type(e).__name__}"] += 1
@@ -125,9 +130,9 @@ def _cuda(examples: int, seed: int) -> None:
     @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(
         setup=cases.valid_setup(kinds=("gemm",)),
-        mode=st.sampled_from(["valid", "corrupt", "bad_array"]),
+        mode=st.sampled_from(["valid", "corrupt", "bad_array", "device"]),
         how=st.sampled_from(cases.CORRUPTIONS),
-        bad=st.sampled_from(cases.BAD_ARRAYS),
+        bad=st.sampled_from(cases.BAD_ARRAYS + DEVICE_KINDS),
         which=st.integers(0, 2),
         rseed=st.integers(0, 2**32 - 1),
     )
@@ -137,7 +142,8 @@ def _cuda(examples: int, seed: int) -> None:
         if mode == "corrupt":
             setup = cases.corrupt(setup, how, rnd)
         example = {"target": "cuda-sim", "mode": mode, "setup": setup}
-        if mode == "bad_array":
+        if mode in ("bad_array", "device"):
+            bad = bad if (mode == "device") == (bad in DEVICE_KINDS) else ("ok" if mode == "device" else "short")
             example.update(bad=bad, which=which)
         _show("cuda", example)
         COUNTS["examples"] += 1
@@ -157,10 +163,15 @@ def _cuda(examples: int, seed: int) -> None:
         if any(offsets):
             COUNTS["setup_only"] += 1
             return
-        args = [in0, in1, out]
+        args: list[Any] = [in0, in1, out]
+        want = cases.oracle(setup, in0, in1, out, offsets)
+        if mode == "device":
+            args = [_Cai.of(simdriver, x, "ok" if i != which else bad) for i, x in enumerate(args)]
+            dev_out = args[2]
+            _expect(example, lambda: op.execute(*args), [dev_out.read], lambda _: dev_out.check(want))
+            return
         if mode == "bad_array":
             args = cases.bad_array(bad, which, args, rng)
-        want = cases.oracle(setup, in0, in1, out, offsets)
         given_out = args[2]
 
         def check(_: Any) -> str | None:
@@ -172,6 +183,46 @@ def _cuda(examples: int, seed: int) -> None:
         _expect(example, lambda: op.execute(*args), [given_out], check)
 
     one()
+
+
+#: bad device arrays: a bare __cuda_array_interface__ over a simulator buffer, one field wrong
+#: (a null data pointer is not drawn: the operation launches on it; test_fuzz's strict xfail)
+DEVICE_KINDS = ("ok", "dev_short", "dev_dtype", "dev_readonly", "dev_strided", "dev_2d")
+
+
+class _Cai:
+    """A ``__cuda_array_interface__`` (what cupy / torch CUDA tensors expose) over a simulator
+    buffer holding ``host``; ``kind`` (one of :data:`DEVICE_KINDS`) makes one field wrong."""
+
+    def __init__(self, buf: Any, host: np.ndarray, cai: dict) -> None:
+        self.buf, self.host = buf, host
+        self.__cuda_array_interface__ = cai
+
+    @classmethod
+    def of(cls, driver: Any, host: np.ndarray, kind: str) -> _Cai:
+        buf = driver.to_device(host)
+        n = host.size
+        cai = {"shape": (n,), "typestr": host.dtype.str, "data": (buf.ptr, False), "version": 3, "strides": None}
+        if kind == "dev_short":
+            cai["shape"] = (n - 1,)
+        elif kind == "dev_dtype":
+            cai["typestr"] = "<f8" if host.dtype == np.float32 else "<f4"
+        elif kind == "dev_readonly":
+            cai["data"] = (buf.ptr, True)
+        elif kind == "dev_strided":
+            cai["shape"], cai["strides"] = (max(n // 2, 1),), (2 * host.itemsize,)
+        elif kind == "dev_null":
+            cai["data"] = (0, False)
+        elif kind == "dev_2d":
+            cai["shape"] = (1, n)
+        return cls(buf, host, cai)
+
+    def read(self) -> np.ndarray:
+        return self.buf.to_host(self.host.dtype, self.host.shape)
+
+    def check(self, want: np.ndarray) -> str | None:
+        got = self.read()
+        return None if np.array_equal(got, want) else f"wrong result on the device: got {got!r}, want {want!r}"
 
 
 # -- SpMM --------------------------------------------------------------------------------------

@@ -14,9 +14,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from minijit.cuda import CudaTensorOperation
 from minijit.runtime import features
+from ptx import simdriver
+from ptx.sim_memory import SimError
+from tests.fuzz import cases
+from tests.fuzz.runner import _Cai
 
 ROOT = Path(__file__).resolve().parents[2]
 SCALE = int(os.environ.get("MINIJIT_FUZZ_SCALE", "1") or 1)
@@ -76,3 +82,35 @@ def test_crash_in_child_reports_example(tmp_path, monkeypatch):
     monkeypatch.setenv("MINIJIT_FUZZ_CRASH", "1")
     with pytest.raises(pytest.fail.Exception, match=r"died \(exit -11\) at EXAMPLE cpu"):
         run_batch("cpu", 3, "x86_64-avx2" if features.host().isa == "x86_64" else "aarch64-neon")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=SimError,
+    reason="a __cuda_array_interface__ with a null data pointer (and nonzero size) is not refused: the "
+    "CUDA operation launches on it and the simulator faults (SimError) in the kernel (issue 40, reported)",
+)
+@pytest.mark.parametrize("which", [0, 1, 2])
+def test_cuda_null_device_pointer_refused(which):
+    """A device array whose data pointer is 0 is refused with ValueError naming it, out untouched."""
+    setup = {
+        "dtype": "fp32",
+        "prim_first": "none",
+        "prim_main": "gemm",
+        "prim_last": "none",
+        "dim_types": ["m", "n", "k"],
+        "exec_types": ["undefined"] * 3,
+        "dim_sizes": [3, 2, 4],
+        "strides_in0": [1, 0, 3],
+        "strides_in1": [0, 4, 1],
+        "strides_out": [1, 3, 0],
+    }
+    op = CudaTensorOperation(driver=simdriver)
+    op.setup(*setup.values())
+    in0, in1, out, _ = cases.arrays_for(setup, np.random.default_rng(0))
+    args = [_Cai.of(simdriver, x, "ok") for x in (in0, in1, out)]
+    args[which].__cuda_array_interface__["data"] = (0, False)
+    before = args[2].read()
+    with pytest.raises(ValueError, match=("in0", "in1", "out")[which]):
+        op.execute(*args)
+    assert np.array_equal(args[2].read(), before)
