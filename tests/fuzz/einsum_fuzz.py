@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
+from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 LETTERS = "abcdef"
@@ -32,8 +33,9 @@ def problem(draw: Any) -> tuple[str, list[tuple[int, ...]], dict[str, int]]:
     return ",".join(ops) + "->" + out, [tuple(sizes[c] for c in o) for o in ops], sizes
 
 
-def run(examples: int, counts: Counter, failures: list, show: Callable, expect: Callable) -> None:
-    """Fuzz the three entry points with ``examples`` examples (counted in ``counts``)."""
+def run(examples: int, seed: int, counts: Counter, show: Callable, expect: Callable) -> None:
+    """Fuzz the three entry points with ``examples`` examples drawn from ``seed`` (counted in
+    ``counts``; ``expect`` records the failures)."""
     import minijit
 
     @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
@@ -117,4 +119,4 @@ def run(examples: int, counts: Counter, failures: list, show: Callable, expect: 
 
             expect(example, lambda: minijit.contract_path(subscripts, *[np.shape(o) for o in ops]), [], path_ok)
 
-    one()
+    hypothesis_seed(seed)(one)()

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
+from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from tests.fuzz import cases
@@ -119,7 +120,7 @@ def _cpu(target: str, examples: int, seed: int) -> None:
 
         _expect(example, lambda: op.execute(*args, offsets=offsets), [given_out], check)
 
-    one()
+    hypothesis_seed(seed)(one)()
 
 
 # -- CUDA operation on ptx.simdriver ---------------------------------------------------------------
@@ -182,7 +183,7 @@ def _cuda(examples: int, seed: int) -> None:
 
         _expect(example, lambda: op.execute(*args), [given_out], check)
 
-    one()
+    hypothesis_seed(seed)(one)()
 
 
 #: bad device arrays: a bare __cuda_array_interface__ over a simulator buffer, one field wrong
@@ -301,7 +302,7 @@ def _spmm(target: str, examples: int, seed: int) -> None:
 
         _expect(example, lambda: op.execute(b, c), [c], check)
 
-    one()
+    hypothesis_seed(seed)(one)()
 
 
 def main(argv: list[str]) -> int:
@@ -318,7 +319,7 @@ def main(argv: list[str]) -> int:
     elif entry == "einsum":
         from tests.fuzz import einsum_fuzz
 
-        einsum_fuzz.run(examples, COUNTS, FAILURES, _show, _expect)
+        einsum_fuzz.run(examples, seed, COUNTS, _show, _expect)
     else:
         raise SystemExit(f"unknown entry {entry!r}")
     print("SUMMARY " + json.dumps({"counts": COUNTS, "failures": FAILURES[:20], "failed": len(FAILURES)}), flush=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +27,8 @@ from tests.fuzz.runner import _Cai
 
 ROOT = Path(__file__).resolve().parents[2]
 SCALE = int(os.environ.get("MINIJIT_FUZZ_SCALE", "1") or 1)
+#: the hypothesis seed of every batch (a new one per session unless MINIJIT_FUZZ_SEED is set)
+SEED = int(os.environ.get("MINIJIT_FUZZ_SEED") or random.SystemRandom().randrange(1 << 31))
 #: (entry, examples at scale 1, extra argument): AArch64 and CUDA run in emulation, so few
 BATCHES = [
     ("cpu", 500, "x86_64-avx2"),
@@ -52,7 +55,7 @@ def _runnable(entry: str, extra: str | None) -> str | None:
     return None
 
 
-def run_batch(entry: str, examples: int, extra: str | None, seed: int = 0, timeout: float = 3000) -> dict:
+def run_batch(entry: str, examples: int, extra: str | None, seed: int = SEED, timeout: float = 3000) -> dict:
     """Run one batch in a child; fail with the last drawn example when the child dies."""
     args = [sys.executable, "-m", "tests.fuzz.runner", entry, str(examples), str(seed)] + ([extra] if extra else [])
     proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False)
@@ -60,9 +63,11 @@ def run_batch(entry: str, examples: int, extra: str | None, seed: int = 0, timeo
     summary = next((json.loads(line[8:]) for line in reversed(lines) if line.startswith("SUMMARY ")), None)
     if summary is None:
         last = next((line for line in reversed(lines) if line.startswith("EXAMPLE ")), "(none drawn)")
-        pytest.fail(f"fuzz child {args[3:]} died (exit {proc.returncode}) at {last}\nstderr:\n{proc.stderr[-4000:]}")
+        where = f"fuzz child {args[3:]} (MINIJIT_FUZZ_SEED={seed})"
+        pytest.fail(f"{where} died (exit {proc.returncode}) at {last}\nstderr:\n{proc.stderr[-4000:]}")
     if proc.returncode or summary["failed"]:
-        pytest.fail(f"{summary['failed']} failing examples in {args[3:]}:\n" + "\n".join(summary["failures"]))
+        where = f"{args[3:]} (MINIJIT_FUZZ_SEED={seed})"
+        pytest.fail(f"{summary['failed']} failing examples in {where}:\n" + "\n".join(summary["failures"]))
     return summary
 
 
