@@ -382,41 +382,17 @@ def generate(spec: KernelSpec) -> ElementwiseKernel:
     spec.validate()
     # blocking decisions: BLOCK threads per CTA, EPT elements per thread per pass (loads of all
     # EPT elements are issued before their stores), index registers .u32 or .u64
-    block, ept, rank = spec.block, spec.ept, spec.rank
     it = "u64" if spec.wide else "u32"
     mod = Module()
-    k = mod.kernel(spec.name, reqntid=block)
+    k = mod.kernel(spec.name, reqntid=spec.block)
     ops = PtxInt(k, it)
-    par = {name: k.param(t, name) for name, t in spec.params}
-
-    def load(name: str, t: str):
-        r = k.reg(t)
-        k.ld_param(r, par[name])
-        return r
-
-    def special(s):
-        r = k.reg("u32")
-        k.mov(r, s)
-        if not spec.wide:
-            return r
-        w = k.reg("u64")
-        k.cvt(w, r)
-        return w
-
-    # tensor pointers (global window), element count, divisors, byte strides
-    ptr = {}
-    for t in spec.tensors:
-        ptr[t] = k.reg("u64")
-        k.cvta(ptr[t], load(t, "u64"))
-    total = load("total", it)
-    divs = [(load(f"size{d}", it), load(f"magic{d}", it), load(f"shift{d}", "u32")) for d in range(rank - 1)]
-    strides = {t: [load(f"{t}_stride{d}", "s64" if spec.wide else "s32") for d in range(rank)] for t in spec.tensors}
+    ptr, total, divs, strides = _arguments(k, spec, it)
     # this CTA's first element, the grid's step between passes, each thread's element offsets
     base, step = k.reg(it), k.reg(it)
-    k.mul(base, special(sreg.ctaid.x), spec.tile, mode="lo")
-    k.mul(step, special(sreg.nctaid.x), spec.tile, mode="lo")
-    tid = special(sreg.tid.x)
-    lanes = [tid] + [ops.add(tid, j * block) for j in range(1, ept)]
+    k.mul(base, _special(k, spec, sreg.ctaid.x), spec.tile, mode="lo")
+    k.mul(step, _special(k, spec, sreg.nctaid.x), spec.tile, mode="lo")
+    tid = _special(k, spec, sreg.tid.x)
+    lanes = [tid] + [ops.add(tid, j * spec.block) for j in range(1, spec.ept)]
     last = ops.sub(total, 1)
     zero = None
     if spec.op == "zero":
@@ -428,24 +404,7 @@ def generate(spec: KernelSpec) -> ElementwiseKernel:
     end = k.reg("pred")
     k.setp("ge", end, base, total)
     k.bra(done, pred=end, uni=True)
-    work = []
-    for j in range(ept):
-        # element index, its store predicate, the clamped index every address is formed from
-        e, ok, ec = ops.add(base, lanes[j]), k.reg("pred"), k.reg(it)
-        k.setp("lt", ok, e, total)
-        k.min(ec, e, last)
-        # dim indices, then per tensor the address of the element (64-bit offsets)
-        idx = decompose(ops, ec, divs)
-        where = {}
-        for t in spec.tensors:
-            where[t] = k.reg("u64")
-            k.add(where[t], ptr[t], offsets(ops, idx, strides[t]))
-        # loads of the inputs (in bounds for every thread: no predicate)
-        x = []
-        for t in spec.inputs:
-            x.append(k.reg("f32"))
-            k.ld("global", x[-1], addr(where[t]))
-        work.append((ok, where["out"], x))
+    work = [_element(k, spec, ops, ops.add(base, lanes[j]), total, last, divs, ptr, strides) for j in range(spec.ept)]
     for ok, out, x in work:
         # the op, the ReLU last touch, the predicated store
         v = _compute(k, spec.op, x, zero)
@@ -458,6 +417,57 @@ def generate(spec: KernelSpec) -> ElementwiseKernel:
     k.place(done)
     k.ret()
     return ElementwiseKernel(spec, k.name, mod.text(), k.signature)
+
+
+def _arguments(k, spec: KernelSpec, it: str):
+    """Tensor pointers (global window), element count, divisors (size, magic, shift) and byte strides."""
+    par = {name: k.param(t, name) for name, t in spec.params}
+
+    def load(name: str, t: str):
+        r = k.reg(t)
+        k.ld_param(r, par[name])
+        return r
+
+    ptr = {}
+    for t in spec.tensors:
+        ptr[t] = k.reg("u64")
+        k.cvta(ptr[t], load(t, "u64"))
+    total = load("total", it)
+    divs = [(load(f"size{d}", it), load(f"magic{d}", it), load(f"shift{d}", "u32")) for d in range(spec.rank - 1)]
+    s = "s64" if spec.wide else "s32"
+    strides = {t: [load(f"{t}_stride{d}", s) for d in range(spec.rank)] for t in spec.tensors}
+    return ptr, total, divs, strides
+
+
+def _special(k, spec: KernelSpec, s):
+    """A special register, widened to u64 for 64-bit indices."""
+    r = k.reg("u32")
+    k.mov(r, s)
+    if not spec.wide:
+        return r
+    w = k.reg("u64")
+    k.cvt(w, r)
+    return w
+
+
+def _element(k, spec: KernelSpec, ops, e, total, last, divs, ptr, strides):
+    """One element of a pass: its store predicate, the output address and the loaded inputs."""
+    # element index e, its store predicate, the clamped index every address is formed from
+    ok, ec = k.reg("pred"), k.reg(ops.type)
+    k.setp("lt", ok, e, total)
+    k.min(ec, e, last)
+    # dim indices, then per tensor the address of the element (64-bit offsets)
+    idx = decompose(ops, ec, divs)
+    where = {}
+    for t in spec.tensors:
+        where[t] = k.reg("u64")
+        k.add(where[t], ptr[t], offsets(ops, idx, strides[t]))
+    # loads of the inputs (in bounds for every thread: no predicate)
+    x = []
+    for t in spec.inputs:
+        x.append(k.reg("f32"))
+        k.ld("global", x[-1], addr(where[t]))
+    return ok, where["out"], x
 
 
 # --------------------------------------------------------------------------- numpy reference
