@@ -4,6 +4,9 @@ anything is allocated."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -113,3 +116,31 @@ def test_einsum_plan_huge_shapes_refused(subscripts, shapes):
 
     with pytest.raises(SetupError):
         minijit.EinsumPlan(subscripts, *shapes, dtype="float32")
+
+
+_EINSUM_4TIB = """
+import resource
+resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))  # a lazy 4 TiB allocation must not get through
+import numpy as np, minijit
+from minijit.errors import SetupError
+a = np.broadcast_to(np.ones(1, np.float32), (1 << 20,))
+try:
+    minijit.einsum("a,b->ab", a, a)
+except SetupError as e:
+    print("SetupError", e)
+except MemoryError as e:
+    print("MemoryError", e)
+"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="minijit/einsum/plan.py allocates the result (np.empty(out_shape), 4 TiB here) without "
+    "minijit.limits.check_alloc: numpy's MemoryError escapes (issue 40, reported)",
+)
+def test_einsum_result_over_bound_refused():
+    """An einsum whose result (2**40 float32 from two broadcast vectors) exceeds MAX_BYTES is
+    refused with SetupError, in a child whose address space is capped."""
+    args = [sys.executable, "-c", _EINSUM_4TIB]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.stdout.startswith("SetupError"), proc.stdout + proc.stderr[-2000:]
