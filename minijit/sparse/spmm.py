@@ -111,6 +111,17 @@ class SpMM(Operation):
         self._plan: Plan | None = None
         self._data32 = self._values(self.csr.data)
 
+    def __repr__(self) -> str:
+        m, k = self.csr.shape
+        return (
+            f"SpMM({m}x{k}, nnz={self.csr.nnz}, n={self.n}, dtype={self.dtype!r}, target={self.target!r},"
+            f" strategy={self.strategy!r}{self._repr_extra()})"
+        )
+
+    def _repr_extra(self) -> str:
+        """What this target adds to ``repr``."""
+        return ""
+
     # ------------------------------------------------------------------ the protocol
     def setup(self) -> None:
         """Nothing to do: an SpMM is planned by its constructor (the `Operation` protocol)."""

@@ -86,13 +86,6 @@ class CpuSpMM(SpMM):
         self.threads = max(1, int(threads) if threads is not None else default_threads())
         self._splits = self._row_splits(self.threads)
 
-    def __repr__(self) -> str:
-        m, k = self.csr.shape
-        return (
-            f"SpMM({m}x{k}, nnz={self.csr.nnz}, n={self.n}, dtype={self.dtype!r}, target={self.target!r},"
-            f" strategy={self.strategy!r})"
-        )
-
     def _kernel_name(self) -> str:
         return f"csr_spmm_{self.isa}_n{self.n}"
 

@@ -74,12 +74,8 @@ class CudaSpMM(SpMM):
         self.isa = "ptx"
         self._setup_kernels()
 
-    def __repr__(self) -> str:
-        m, k = self.csr.shape
-        return (
-            f"SpMM({m}x{k}, nnz={self.csr.nnz}, n={self.n}, dtype={self.dtype!r}, target={self.target!r},"
-            f" strategy={self.strategy!r}, reordered={self.reordered}, window_rows={self.window_rows})"
-        )
+    def _repr_extra(self) -> str:
+        return f", reordered={self.reordered}, window_rows={self.window_rows}"
 
     def _kernel_name(self) -> str:
         return "window_spmm" if self.strategy == "window" else "tca_spmm"

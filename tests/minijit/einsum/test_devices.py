@@ -15,21 +15,9 @@ import minijit
 from minijit.einsum.cuda import CudaEinsumPlan
 from minijit.runtime import device_arrays
 from ptx import simdriver
+from tests.minijit.host_arrays import HostDLPack
 
 rng = np.random.default_rng(0)
-
-
-class HostDLPack:
-    """A host array that speaks only DLPack (as jax or a torch CPU tensor does)."""
-
-    def __init__(self, a: np.ndarray) -> None:
-        self.a = a
-
-    def __dlpack__(self, **kwargs):
-        return self.a.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return (1, 0)
 
 
 class Cai:
