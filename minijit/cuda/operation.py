@@ -410,6 +410,8 @@ class CudaTensorOperation(TensorOperation):
                 item = int(cai["typestr"][2:])
                 shape, strides = tuple(cai["shape"]), cai.get("strides")
                 ptr = int(cai["data"][0])
+            if ptr == 0 and math.prod(shape):
+                raise ValueError(f"{name} is a device array with a null data pointer")
             a = _Array(name, ptr, None, item * math.prod(shape), keep=arr)
         arrays.require_c_contiguous(name, shape, strides, item)
         e_lo, e_hi = self._ranges[role]

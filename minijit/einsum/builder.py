@@ -277,7 +277,9 @@ class _Builder:
             if to != out_ids:
                 xo = self.permute(xo, to, out_ids, out_slot)
             return xo
-        raise AssertionError(f"einsum: no layout of {a_ids},{b_ids}->{out_ids} sets up: {err}")
+        if err is not None:  # every layout refused: the node's own reason (sizes, bounds)
+            raise SetupError(err.code, f"einsum node {a_ids},{b_ids}->{out_ids}: {err.message}", dim=err.dim) from err
+        raise AssertionError(f"einsum: no layout of {a_ids},{b_ids}->{out_ids} was tried")
 
 
 def _layout(node, order: tuple[str, ...], ids_of, leaf_order, batch_of, summed_of=None) -> dict[int, tuple[str, ...]]:

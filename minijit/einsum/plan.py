@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from minijit import limits
 from minijit.arrays import address as _address
 from minijit.cache import LRUCache, ScratchPool
 from minijit.einsum.builder import _DTYPES, SMALL_GEMM_FLOPS, _Builder, _layout
@@ -177,6 +178,9 @@ class EinsumPlan(Operation):
             None if ids is None or i not in needed else math.prod(b.sizes[c] for c in ids)
             for i, ids in enumerate(b.shapes)
         ]
+        out_bytes = math.prod(self.out_shape) * self.dtype.itemsize
+        limits.check_alloc(out_bytes, f"einsum result {self.out_shape}")
+        limits.check_alloc(sum(n or 0 for n in self._buffer_sizes) * self.dtype.itemsize, "einsum intermediates")
         self._calls = [(s.op, s.slots, s.ones) for s in self.steps]
         # native fast path: execute() checks the user's arrays (shape, dtype, C order) once, so the
         # nodes run through execute_ptr on addresses: slots (inputs, output, the call's

@@ -23,6 +23,7 @@ Every public entry point of minijit that takes arrays asks this module (DESIGN.m
 from __future__ import annotations
 
 import ctypes
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -262,6 +263,8 @@ def describe(obj: object, name: str) -> DeviceView:
     strides = cai.get("strides")
     ptr, read_only = cai["data"]
     shape = tuple(int(x) for x in cai.get("shape", ()))
+    if not ptr and math.prod(shape):
+        raise ValueError(f"{name} is a device array with a null data pointer")
     return DeviceView(int(ptr), shape, tuple(strides) if strides is not None else None, dtype, bool(read_only), obj)
 
 

@@ -187,8 +187,7 @@ def _cuda(examples: int, seed: int) -> None:
 
 
 #: bad device arrays: a bare __cuda_array_interface__ over a simulator buffer, one field wrong
-#: (a null data pointer is not drawn: the operation launches on it; test_fuzz's strict xfail)
-DEVICE_KINDS = ("ok", "dev_short", "dev_dtype", "dev_readonly", "dev_strided", "dev_2d")
+DEVICE_KINDS = ("ok", "dev_short", "dev_dtype", "dev_readonly", "dev_strided", "dev_null", "dev_2d")
 
 
 class _Cai:

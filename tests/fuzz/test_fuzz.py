@@ -21,7 +21,6 @@ import pytest
 from minijit.cuda import CudaTensorOperation
 from minijit.runtime import features
 from ptx import simdriver
-from ptx.sim_memory import SimError
 from tests.fuzz import cases
 from tests.fuzz.runner import _Cai
 
@@ -89,12 +88,6 @@ def test_crash_in_child_reports_example(tmp_path, monkeypatch):
         run_batch("cpu", 3, "x86_64-avx2" if features.host().isa == "x86_64" else "aarch64-neon")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=SimError,
-    reason="a __cuda_array_interface__ with a null data pointer (and nonzero size) is not refused: the "
-    "CUDA operation launches on it and the simulator faults (SimError) in the kernel (issue 40, reported)",
-)
 @pytest.mark.parametrize("which", [0, 1, 2])
 def test_cuda_null_device_pointer_refused(which):
     """A device array whose data pointer is 0 is refused with ValueError naming it, out untouched."""

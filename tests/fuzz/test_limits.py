@@ -100,12 +100,6 @@ def test_check_alloc_negative():
         limits.check_alloc(-1, "workspace")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="minijit/einsum/builder.py raises AssertionError('einsum: no layout of ... sets up') "
-    "where its node's setup refused the sizes; it should re-raise the SetupError (issue 40, reported)",
-)
 @pytest.mark.parametrize(
     ("subscripts", "shapes"),
     [("a,b,c->abc", [(1 << 20,)] * 3), ("ab,bc->ac", [(1 << 33, 1), (1, 1 << 33)])],
@@ -133,11 +127,6 @@ except MemoryError as e:
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="minijit/einsum/plan.py allocates the result (np.empty(out_shape), 4 TiB here) without "
-    "minijit.limits.check_alloc: numpy's MemoryError escapes (issue 40, reported)",
-)
 def test_einsum_result_over_bound_refused():
     """An einsum whose result (2**40 float32 from two broadcast vectors) exceeds MAX_BYTES is
     refused with SetupError, in a child whose address space is capped."""
