@@ -35,7 +35,6 @@ Environment:
 
 from __future__ import annotations
 
-import ctypes
 import math
 import os
 import select
@@ -51,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from minijit.runtime.emulator_regions import Regions
 from minijit.runtime.harness import (
     CMD_CALL,
     CMD_EXIT,
@@ -513,7 +513,7 @@ class EmulatedKernel:
     def __call__(self, *args: Any) -> Any:
         args = self.signature.check(args, unchecked=self.unchecked)
         with self.worker.lock:
-            regions = _Regions(self.worker)
+            regions = Regions(self.worker)
             try:
                 placed = {}
                 for i, (spec, value) in enumerate(zip(self.signature.args, args, strict=True)):
@@ -543,67 +543,3 @@ def _result(sig: Signature, r0: int, d0: int) -> Any:
     if scalar.signed and value >> (scalar.bits - 1):
         value -= 1 << scalar.bits
     return value
-
-
-class _Regions:
-    """Host arrays mirrored into worker memory for one call.
-
-    Each array's byte range is copied; ranges that overlap are merged into one
-    region so that aliasing arrays alias in the worker too.
-    """
-
-    def __init__(self, w: Worker) -> None:
-        self.w = w
-        self.arrays: list[tuple[int, int, int, bool]] = []  # (data pointer, lo, hi, writable)
-        self.spans: list[list[Any]] = []  # [lo, hi, writable, worker address]
-        self.generation = -1  # of the worker process the spans are mapped in
-
-    def place(self, arr: np.ndarray, writable: bool) -> int:
-        lo, hi = _byte_bounds(arr)
-        self.arrays.append((arr.ctypes.data, lo, hi, writable))
-        return len(self.arrays) - 1
-
-    def upload(self) -> None:
-        merged: list[list[Any]] = []
-        for _, lo, hi, writable in sorted(self.arrays, key=lambda t: t[1]):
-            if merged and lo < merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], hi)
-                merged[-1][2] = merged[-1][2] or writable
-            else:
-                merged.append([lo, hi, writable, 0])
-        self.spans = merged
-        for span in self.spans:
-            span[3] = self.w.mmap(max(span[1] - span[0], 1))
-            self.generation = self.w.generation
-            self.w.write(span[3], ctypes.string_at(span[0], span[1] - span[0]))
-
-    def address_of(self, index: int) -> int:
-        data, lo, hi, _ = self.arrays[index]
-        for s_lo, s_hi, _, addr in self.spans:
-            if s_lo <= lo and hi <= s_hi:
-                return addr + (data - s_lo)
-        raise AssertionError("array was not placed")
-
-    def download(self) -> None:
-        for lo, hi, writable, addr in self.spans:
-            if writable and hi > lo:
-                ctypes.memmove(lo, self.w.read(addr, hi - lo), hi - lo)
-
-    def free(self) -> None:
-        if self.w._proc is None or self.w.generation != self.generation:
-            return  # the process they were mapped in is gone (a fault): nothing to unmap
-        for lo, hi, _, addr in self.spans:
-            if addr:
-                try:
-                    self.w.munmap(addr, max(hi - lo, 1))
-                except (OSError, EmulatorError):
-                    pass
-
-
-def _byte_bounds(arr: np.ndarray) -> tuple[int, int]:
-    try:
-        from numpy.lib.array_utils import byte_bounds
-    except ImportError:  # numpy < 2
-        byte_bounds = np.byte_bounds  # type: ignore[attr-defined]
-    lo, hi = byte_bounds(arr)
-    return lo, hi
