@@ -213,7 +213,9 @@ def _m_chunks(config: TensorConfig, a_bytes: int, llc: int) -> ChunkChoice | Non
     if d.type is not dim_t.m or d.stride_in1 != 0 or d.stride_in0 == 0 or d.size < 2:
         return None
     share, block = llc // CHUNK_LLC_SHARE, a_bytes // d.size  # block: the A of one index of the dim
-    fits = [c for c in range(1, d.size) if d.size % c == 0 and c * block <= share]
+    # c * block <= share bounds the candidates by the cache, not by the dim (a dim of 2**44 indices)
+    top = min(d.size - 1, share // max(block, 1))
+    fits = [c for c in range(1, top + 1) if d.size % c == 0]
     if not fits:  # one index alone is over the share (a prim M of 1024 rows of a 4096-deep A)
         return None
     return ChunkChoice(config, "M", outer, max(fits), d.size // max(fits))
@@ -235,7 +237,13 @@ def k_chunks(config: TensorConfig, rows: int, llc: int) -> tuple[int, int, int] 
         return None
     dim = max(ks, key=lambda i: abs(dims[i].stride_in0))
     d = dims[dim]
-    for size in sorted((c for c in range(1, d.size) if d.size % c == 0), reverse=True):
+    # a chunk of c indices reaches at least (c - 1) * |stride| + 1 elements of A: candidates past the
+    # share cannot fit, so the search is bounded by the cache, not by the dim
+    step = abs(d.stride_in0) * config.dtype.itemsize
+    top = d.size - 1 if step == 0 else min(d.size - 1, llc // K_CHUNK_LLC_SHARE // step + 1)
+    if top > 1 << 24:  # A does not walk this dim: no chunk of it is smaller than another
+        return None
+    for size in sorted((c for c in range(1, top + 1) if d.size % c == 0), reverse=True):
         part = config.with_dims([d.with_(size=size) if i == dim else e for i, e in enumerate(dims)])
         a_bytes = _reach_bytes(part, "in0")
         if a_bytes > llc // K_CHUNK_LLC_SHARE:

@@ -133,3 +133,25 @@ def test_einsum_result_over_bound_refused():
     args = [sys.executable, "-c", _EINSUM_4TIB]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
     assert proc.stdout.startswith("SetupError"), proc.stdout + proc.stderr[-2000:]
+
+
+def test_setup_of_a_huge_valid_dim_returns_quickly():
+    """A valid GEMM with an M of 2**44 indices sets up without walking every index (the chunk
+    search was linear in the dim's size and never returned); execute then refuses short arrays."""
+    import time
+
+    import numpy as np
+
+    from minijit import TensorOperation
+
+    op = TensorOperation(num_threads=1)
+    start = time.perf_counter()
+    op.setup(
+        "fp32", "none", "gemm", "none", ["m", "n", "k"], ["undefined"] * 3,
+        [1 << 44, 64, 64], [64, 0, 1], [0, 64, 1], [1, 1 << 44, 0],
+    )  # fmt: skip
+    assert time.perf_counter() - start < 30
+    a, b, c = (np.zeros(64 * 64, np.float32) for _ in range(3))
+    with pytest.raises(ValueError, match="in0|out"):
+        op.execute(a, b, c)
+    assert not c.any()
