@@ -8,6 +8,7 @@ import threading
 
 import numpy as np
 
+from minijit import limits
 from minijit.cache import LRUCache
 from minijit.cuda import elementwise, gemm, gemm_sm90
 from minijit.errors import SetupError, error_t
@@ -129,6 +130,7 @@ class Launches:
         ws = getattr(self, "_workspace", None)
         if ws is None or ws[0] is not self.spec or ws[1] != dev.ordinal:
             nbytes = splitk.workspace_bytes(tp.split_k, m, n, batch)
+            limits.check_alloc(nbytes, "split-K workspace")
             self._workspace = ws = (self.spec, dev.ordinal, driver.DeviceBuffer(nbytes))
         bt, rt = self._dev_tables
         spec = self.kernel_spec(pa, pb)
@@ -161,7 +163,9 @@ class Launches:
         from minijit.cuda import splitk  # noqa: PLC0415
 
         m, n, batch = self.m, self.n, len(bt)
-        ws = np.zeros(splitk.workspace_bytes(spec.split_k, m, n, batch) // 4, np.float32)
+        nbytes = splitk.workspace_bytes(spec.split_k, m, n, batch)
+        limits.check_alloc(nbytes, "split-K workspace")
+        ws = np.zeros(nbytes // 4, np.float32)
         stats = gemm.simulate(spec, fa, fb, ws, m, n, self.k, self.lda, self.ldb, m * 4, bt, self.red_table)
         c_work = c.copy()
         splitk.simulate(self.tile_plan.reduce_spec(self.spec.first, self.spec.last), ws, c_work, m, n, self.ldc, bt)
