@@ -20,7 +20,9 @@ from hypothesis import strategies as st
 from asm import llvm
 from minijit.kernels.aarch64 import mca
 from minijit.kernels.aarch64.brgemm import NeonBrgemm as neon_brgemm
+from minijit.kernels.aarch64.brgemm import SveBrgemm
 from minijit.kernels.aarch64.gemv import NeonGemv as neon_gemv
+from minijit.kernels.aarch64.gemv import SveGemv
 from tests.conftest import examples
 
 NP = {"fp32": np.float32, "fp64": np.float64}
@@ -171,13 +173,14 @@ def test_brgemm_of_one_column_is_the_gemv(flags):
         ({"m": 1, "k": 1, "trans_c": None}, "trans_c"),
     ],
 )
-def test_gemv_rejects_bad_arguments(kwargs, match):
-    """Bad arguments raise ValueError naming the argument, from `neon_gemv` and from the routing
-    in `neon_brgemm.generate` (before any kernel is chosen)."""
+@pytest.mark.parametrize("gemv, brgemm", [(neon_gemv, neon_brgemm), (SveGemv, SveBrgemm)], ids=["neon", "sve"])
+def test_gemv_rejects_bad_arguments(kwargs, match, gemv, brgemm):
+    """Bad arguments raise ValueError naming the argument, from the GEMV generator and from the
+    routing in the BRGEMM's ``generate`` (before any kernel is chosen), on NEON and SVE."""
     with pytest.raises(ValueError, match=match):
-        neon_gemv.program(**kwargs)
+        gemv.program(**kwargs)
     with pytest.raises(ValueError, match=match):
-        neon_brgemm.generate(n=1, **kwargs)
+        brgemm.generate(n=1, **kwargs)
 
 
 @pytest.mark.parametrize(
@@ -189,16 +192,19 @@ def test_gemv_rejects_bad_arguments(kwargs, match):
         ((21, 30, 2, True, True, True, "fp64"), "k"),
     ],
 )
-def test_listing_reassembles_and_names_its_loop(args, loop):
+@pytest.mark.parametrize("gemv, branch", [(neon_gemv, "b.ne #-4"), (SveGemv, "b.ge #-4")], ids=["neon", "sve"])
+def test_listing_reassembles_and_names_its_loop(args, loop, gemv, branch):
     """The kernel's listing reassembles (llvm-mc) to its bytes; the body `program` returns is the
-    innermost loop of the listing (column form: rows of y; row form: K), less its counter."""
-    a, body = neon_gemv.program(*args)
+    innermost loop of the listing (column form: rows of y; row form: K), less its counter; SVE's
+    full steps run unpredicated (p0)."""
+    a, body = gemv.program(*args)
     assert llvm.assemble(a.listing()) == a.code()
     lines = [s.strip() for s in mca.loop_body(a.listing(), loop).splitlines()]
     assert lines[:-2] == [s.strip() for s in body.splitlines()]
-    assert lines[-2].startswith("subs") and lines[-1] == "b.ne #-4"
+    assert lines[-2].startswith("subs") and lines[-1] == branch
     fmlas = sum(s.startswith("fmla") for s in lines)
     if loop == "rows":
-        assert fmlas == neon_gemv.COLS * neon_gemv.ROW_VECTORS
+        assert fmlas == gemv.COLS * gemv.ROW_VECTORS
     else:
-        assert fmlas == neon_gemv.DOT_ROWS * neon_gemv.DOT_VECTORS
+        assert fmlas == gemv.DOT_ROWS * gemv.DOT_VECTORS
+    assert not any(s.startswith(("whilelt", "cnt")) for s in lines)
