@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from minijit import optimizer, packing  # noqa: E402
+from minijit import optimizer, packing, targets  # noqa: E402
 from minijit.kernels.aarch64 import mca  # noqa: E402
 from minijit.kernels.aarch64.brgemm import NeonBrgemm as neon_brgemm  # noqa: E402
 from minijit.kernels.aarch64.brgemm import SveBrgemm as sve_brgemm  # noqa: E402
@@ -68,7 +68,7 @@ def packed_path() -> tuple[str, list[mca.Estimate], list[mca.CopyEstimate]]:
     ]
     kloops, copies = [], []
     for target in ("aarch64-neon", "aarch64-sve"):
-        isa = target.split("-")[1]
+        isa = targets.get(target).isa
         mcpus = mca.MCPUS if isa == "neon" else SVE_MCPUS
         for dtype in ("fp32", "fp64"):
             for a_order in ("F", "C"):
