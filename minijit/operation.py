@@ -63,3 +63,19 @@ class Operation(metaclass=OperationMeta):
     @abstractmethod
     def info(self) -> dict[str, Any]:
         """A summary as a dict; at least ``target``, ``dtype``, ``shapes`` and ``kernel``."""
+
+
+class Absent:
+    """A member that a subclass does not have: reading it raises AttributeError naming it."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        self.name, self.reason = name, reason
+
+    def __get__(self, obj: object, owner: type | None = None) -> object:
+        raise AttributeError(f"{self.name}: {self.reason}")
+
+
+def absent(cls: type, names: list[str] | tuple[str, ...], reason: str) -> None:
+    """Hide the inherited members ``names`` on ``cls`` (`Absent`: ``hasattr`` is then False)."""
+    for name in names:
+        setattr(cls, name, Absent(name, reason))

@@ -72,6 +72,7 @@ from minijit.cuda.launch import KERNEL_CACHE_SIZE, Launches, _generated, _kernel
 from minijit.cuda.tables import _offsets, _swapped
 from minijit.errors import SetupError, error_t
 from minijit.ir import BINARY_PTYPES, GEMM_PTYPES, UNARY_PTYPES, TensorConfig, dim_t, exec_t, ptype_t
+from minijit.operation import absent
 from minijit.runtime import device_arrays
 from minijit.tensor_operation import TensorOperation
 
@@ -584,3 +585,12 @@ class CudaTensorOperation(Launches, TensorOperation):
             "family": self.family,
             "flops": self.flops,
         }
+
+
+# the CPU plan tree's members and entry points do not apply to a launch: reading one raises
+# AttributeError naming it, so hasattr() is False on a CUDA operation
+CPU_ONLY = (
+    "execute_ptr execute_iter blocking primitives nest loopnest a_copy n_outer pack_plan panel_plans"
+    " packed_operands chunks chunk_dim chunk_kind parts iterations threads_used call_footprint"
+).split()
+absent(CudaTensorOperation, CPU_ONLY, "a member of the CPU TensorOperation; a CudaTensorOperation has none")

@@ -132,3 +132,18 @@ def test_an_operation_must_implement_the_whole_protocol():
 
     with pytest.raises(TypeError, match="abstract"):
         Partial()
+
+
+def test_cuda_operation_hides_the_cpu_plan_members():
+    """A CUDA operation has none of the CPU plan tree's members or raw entry points: reading one
+    raises AttributeError naming it (hasattr is False), and the CPU operation still has them."""
+    from minijit.cuda.operation import CPU_ONLY
+    from ptx import simdriver
+
+    cuda = CudaTensorOperation(driver=simdriver)
+    cpu = minijit.TensorOperation()
+    for name in CPU_ONLY:
+        assert not hasattr(cuda, name), name
+        with pytest.raises(AttributeError, match=name):
+            getattr(cuda, name)
+        assert hasattr(type(cpu), name), name
