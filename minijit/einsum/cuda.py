@@ -39,6 +39,7 @@ from minijit.einsum.lowering import lower
 from minijit.einsum.parse import parse_subscripts
 from minijit.einsum.plan import EinsumPlan
 from minijit.errors import SetupError
+from minijit.operation import absent
 
 __all__ = ["CUDA_DTYPES", "CudaEinsumPlan"]
 
@@ -559,3 +560,11 @@ def _device_empty(operands, shape):
     import cupy  # type: ignore[import-not-found]
 
     return cupy.empty(shape, dtype=cupy.float32)
+
+
+# the CPU plan's constructor from a tree and its host intermediates do not apply on the device
+absent(
+    CudaEinsumPlan,
+    ("from_tree", "intermediate_shapes", "intermediate_bytes"),
+    "a member of the CPU EinsumPlan; a CudaEinsumPlan has none",
+)

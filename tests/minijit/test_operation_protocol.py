@@ -147,3 +147,13 @@ def test_cuda_operation_hides_the_cpu_plan_members():
         with pytest.raises(AttributeError, match=name):
             getattr(cuda, name)
         assert hasattr(type(cpu), name), name
+
+
+def test_cuda_einsum_plan_hides_the_cpu_plan_members():
+    """The CPU EinsumPlan's tree constructor and host intermediates are not members of the CUDA
+    plan (AttributeError naming them); the CPU plan keeps them."""
+    for name in ("from_tree", "intermediate_shapes", "intermediate_bytes"):
+        assert not hasattr(CudaEinsumPlan, name), name
+        with pytest.raises(AttributeError, match=name):
+            getattr(CudaEinsumPlan, name)
+        assert hasattr(minijit.EinsumPlan, name), name
