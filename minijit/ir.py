@@ -1,4 +1,4 @@
-"""Intermediate representation of a tensor operation (seed 004, §5.1 and §5.5).
+"""Intermediate representation of a tensor operation (docs/seeds/004_mini_jit_backend.txt sections 5.1 and 5.5).
 
 A tensor operation is a list of :class:`Dimension` objects, outermost first. Each dimension has a
 type (c/m/n/k), an execution type (shared/seq/prim/undefined), a size and one stride per tensor

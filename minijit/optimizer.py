@@ -1,4 +1,4 @@
-"""Optimizer passes over :class:`~minijit.ir.TensorConfig` (seed 004, §5.5).
+"""Optimizer passes over :class:`~minijit.ir.TensorConfig` (docs/seeds/004_mini_jit_backend.txt section 5.5).
 
 Every pass is a pure function ``TensorConfig -> TensorConfig``: it never mutates its input and
 always returns a new, validated config (equal to the input when nothing applies).
@@ -72,7 +72,7 @@ def swap_operands(config: TensorConfig) -> TensorConfig:
 
 
 # ---------------------------------------------------------------------------------------------
-# dimension splitting (§5.5.2)
+# dimension splitting (docs/seeds/004_mini_jit_backend.txt section 5.5.2)
 # ---------------------------------------------------------------------------------------------
 def find_largest_multiple_of_divisor(
     divisor: int, size: int, max_size: int, min_size: int = 1
@@ -205,7 +205,7 @@ def split_dims(
 
 
 # ---------------------------------------------------------------------------------------------
-# dimension fusion (§5.5.4)
+# dimension fusion (docs/seeds/004_mini_jit_backend.txt section 5.5.4)
 # ---------------------------------------------------------------------------------------------
 def _fusable(inner: Dimension, outer: Dimension) -> bool:
     if inner.type is not outer.type or exec_t.prim in (inner.exec, outer.exec):
@@ -246,7 +246,7 @@ def fuse_dims(config: TensorConfig, min_kernel_size: int | None = None) -> Tenso
 
 
 # ---------------------------------------------------------------------------------------------
-# primitive identification (§5.5.1)
+# primitive identification (docs/seeds/004_mini_jit_backend.txt section 5.5.1)
 # ---------------------------------------------------------------------------------------------
 def _rank(stride: int) -> tuple[int, float]:
     """Sort key preferring unit stride, then the smallest nonzero magnitude (0 = absent: last)."""
@@ -282,7 +282,8 @@ def _dummy(t: dim_t) -> Dimension:
 
 
 def identify_primitives(config: TensorConfig) -> TensorConfig:
-    """Choose the prim dims (seed §5.5.1) when the config has none; undefined dims become seq.
+    """Choose the prim dims when the config has none; undefined dims become seq
+    (docs/seeds/004_mini_jit_backend.txt section 5.5.1).
 
     * GEMM/BRGEMM: prim M = the M dim with unit stride in in0 and out (in a one-column C, N of size
       1, an M dim strided in out when none has unit stride: a strided y); prim N = the N dim with
@@ -371,7 +372,7 @@ def identify_primitives(config: TensorConfig) -> TensorConfig:
 
 
 # ---------------------------------------------------------------------------------------------
-# loop order and shared loops (§5.5.3)
+# loop order and shared loops (docs/seeds/004_mini_jit_backend.txt section 5.5.3)
 # ---------------------------------------------------------------------------------------------
 def reorder_dims(config: TensorConfig) -> TensorConfig:
     """Order the seq dims by decreasing total stride ``|s_in0| + |s_in1| + |s_out|`` (stable), so

@@ -1,4 +1,5 @@
-"""Pure-Python/numpy reference executor for a :class:`~minijit.ir.TensorConfig` (seed 004, §5.2).
+"""Pure-Python/numpy reference executor for a :class:`~minijit.ir.TensorConfig`
+(docs/seeds/004_mini_jit_backend.txt section 5.2).
 
 This is the oracle for the JIT backends and the debugging path; it is slow by design.
 

@@ -6,7 +6,7 @@
     op.update_values(data)                 # new values, same pattern and plan
 
 Modules: `csr` (validation), `device` (device arrays and CSR on the device),
-`precision` (fp16, bf16, tf32 inputs), `plan` (seed 003 §4.2 warp/block
+`precision` (fp16, bf16, tf32 inputs), `plan` (docs/seeds/003_tca_spmm.txt section 4.2 warp/block
 preprocessing), `layout` (index formulas shared by the emitter and the model),
 `model` (numpy model of the tensor-core kernels), `tca` (PTX emitter),
 `window_plan` / `window_kernel` (the second strategy: row windows split by

@@ -5,7 +5,7 @@ ints / numpy integer arrays (the model, vectorised over warps and lanes);
 ``tca.PtxOps`` emits the same operations as PTX instructions on ``.u32``
 registers. So the kernel and the model cannot disagree on a mapping.
 
-Matricization (seed 003 §4.1-4.2) for a warp whose row has ``q = 1 << lq``
+Matricization (docs/seeds/003_tca_spmm.txt section 4.1-4.2) for a warp whose row has ``q = 1 << lq``
 chunks of 8 non-zeros per MMA (lq = 0..3 for <=8, <=16, <=32, >32 nnz):
 
 * B operand (8x8, the compressed sparse row, column-wise):

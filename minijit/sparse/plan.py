@@ -1,4 +1,5 @@
-"""TCA-SpMM preprocessing (seed 003 §4.2): warps, blocks and partial sums per sparsity pattern.
+"""TCA-SpMM preprocessing: warps, blocks and partial sums per sparsity pattern
+(docs/seeds/003_tca_spmm.txt section 4.2).
 
 Rows with 1-64 non-zeros get 1, 2, 4 or 8 warps (<=8, 9-16, 17-32, 33-64
 nnz) and share 8-warp blocks (``multirow_per_block``); they are packed in

@@ -6,7 +6,8 @@ import numpy as np
 
 
 def seed_layout(m0: int, n0: int, k0: int, m1: int, n1: int, k1: int):
-    """The seed's §5.3 (M, N, K, M, N, K) layout at these sizes (32, 32, 8, 32, 32, 32 in the seed):
+    """The (M, N, K, M, N, K) layout of docs/seeds/004_mini_jit_backend.txt section 5.3 at these
+    sizes (32, 32, 8, 32, 32, 32 in the seed):
     A[m0,k0,k1,m1], B[n0,k0,n1,k1], C[m0,n0,n1,m1], dense row-major.
     Returns (dim types, sizes, in0 strides, in1 strides, out strides)."""
     sizes = (m0, n0, k0, m1, n1, k1)
@@ -17,7 +18,8 @@ def seed_layout(m0: int, n0: int, k0: int, m1: int, n1: int, k1: int):
 
 
 def trus_args(ptype: str, T: int, R: int, U: int, S: int) -> tuple:
-    """Setup arguments of the seed's §5.6.2 unary permutation trus -> turs (fp32, no touches)."""
+    """Setup arguments of the unary permutation trus -> turs (fp32, no touches) of
+    docs/seeds/004_mini_jit_backend.txt section 5.6.2."""
     return (
         "fp32",
         "none",

@@ -20,7 +20,7 @@ from minijit.ir import (
 )
 from tests.minijit.helpers import trus_args
 
-# the seed's §5.3 benchmark configuration (BRGEMM variant)
+# docs/seeds/004_mini_jit_backend.txt section 5.3: benchmark configuration (BRGEMM variant)
 SEED = dict(
     dim_types=("m", "n", "k", "m", "n", "k"),
     exec_types=("seq", "seq", "prim", "prim", "prim", "prim"),
@@ -144,7 +144,7 @@ def test_config_without_prims_is_valid_but_not_executable():
 
 
 def test_unary_and_binary_configs():
-    # the seed's §5.6.2 permutation trus -> turs with T, R, U, S = 3, 4, 7, 5
+    # docs/seeds/004_mini_jit_backend.txt section 5.6.2: permutation trus -> turs with T, R, U, S = 3, 4, 7, 5
     T, R, U, S = 3, 4, 7, 5
     c = TensorConfig.from_lists(*trus_args("identity", T, R, U, S))
     assert c.prim_main is ptype_t.copy and c.prim == PrimDims(m=3, n=2)

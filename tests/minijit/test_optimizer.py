@@ -1,4 +1,4 @@
-"""Tests of minijit.optimizer with the seed's (004, §5.5) numbers."""
+"""Tests of minijit.optimizer with the seed's (docs/seeds/004_mini_jit_backend.txt, section 5.5) numbers."""
 
 from __future__ import annotations
 
@@ -324,7 +324,8 @@ def test_identify_missing_dims_become_size_one():
 
 
 def test_identify_unary_permutation():
-    # seed §5.6.2: trus -> turs, all seq; prim M = s (unit stride in in0 and out), N = u
+    # docs/seeds/004_mini_jit_backend.txt section 5.6.2: trus -> turs, all seq;
+    # prim M = s (unit stride in in0 and out), N = u
     T, R, U, S = 3, 4, 7, 5
     c = cfg(
         "copy",

@@ -46,7 +46,7 @@ def tol(dtype) -> dict:
 
 
 # --------------------------------------------------------------------------------------------
-# seed §5.3 configurations
+# docs/seeds/004_mini_jit_backend.txt section 5.3 configurations
 # --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("variant", sorted(SEED_VARIANTS))
 def test_seed_configurations(variant):
@@ -69,7 +69,7 @@ def test_seed_configurations(variant):
 
 
 # --------------------------------------------------------------------------------------------
-# seed §5.6.2: the permutation trus -> turs
+# docs/seeds/004_mini_jit_backend.txt section 5.6.2: the permutation trus -> turs
 # --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("T", "R", "U", "S"), list(itertools.product((3, 4, 7), repeat=4)))
 def test_unary_permutation(T, R, U, S):

@@ -57,7 +57,7 @@ def elem_strides(view: np.ndarray) -> list[int]:
 
 
 # ---------------------------------------------------------------------------------------------
-# seed 004 §5.3 configurations
+# docs/seeds/004_mini_jit_backend.txt section 5.3 configurations
 # ---------------------------------------------------------------------------------------------
 SEED_VARIANTS = {
     "gemm": ("none", "gemm", "none", 3),
@@ -129,7 +129,7 @@ def test_seed_configuration_sve_vector_lengths(sve_vl):
 
 
 # ---------------------------------------------------------------------------------------------
-# seed 004 §5.6.2: unary permutation trus -> turs
+# docs/seeds/004_mini_jit_backend.txt section 5.6.2: unary permutation trus -> turs
 # ---------------------------------------------------------------------------------------------
 TRUS = list(itertools.product((3, 4, 7), repeat=4))
 

@@ -81,7 +81,8 @@ def unary_expected(ptype: str, a: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize("ptype", ["identity", "copy", "relu", "zero"])
 def test_trus_to_turs(cuda_backend, ptype):
-    """Seed 004 §5.6.2: out[t, u, r, s] = op(in0[t, r, u, s]) for T, R, U, S in {3, 4, 7}."""
+    """out[t, u, r, s] = op(in0[t, r, u, s]) for T, R, U, S in {3, 4, 7}
+    (docs/seeds/004_mini_jit_backend.txt section 5.6.2)."""
     rng = np.random.default_rng(5)
     for T, R, U, S in TRUS:
         a = sample(rng, (T, R, U, S))
