@@ -14,9 +14,8 @@ Each level's bytes are weighted by the inverse of its fill bandwidth, and every 
 a fixed overhead; the cheapest candidate whose A micro-panel fits L1 and whose B block fits L2
 (its target's ``b_block_l2_share`` of L2) wins. With A and B in micro-panels
 (`minijit.packing.plan_panels`) both are sequential streams that the prefetchers keep ahead of the
-FMAs, so the capacities bound the blocks, not halves of them: on a 2-core Zen 3 host (L1d 32 KiB,
-L2 512 KiB) fp32 2048^3 (AVX2) ran at 75 GFLOPS with 256^3 prims and at 80 with K blocks of 512
-(the C passes halve), whatever M and N blocks (512..2048, 256..1024). AVX-512 blocks are the
+FMAs, so the capacities bound the blocks, not halves of them (the measurements behind this
+module's constants: bench/results/model_constants_measurements.md). AVX-512 blocks are the
 exception: their K stops at 128, and a B block of all of L2 only widens N
 (`minijit.targets.X86Target.b_block_l2_share`).
 `choose` returns the maxima that `minijit.optimizer.split_dims` then uses per dim type; the
@@ -48,18 +47,14 @@ L1_FILL, L2_FILL, CALL_CYCLES = 32.0, 16.0, 400.0
 #: the share of the last-level cache that the B of one kernel call (every BR step's B block) may
 #: take, summed over the threads (`choose` caps the BR steps per call by it). Each register block
 #: of M re-reads the call's B; past the cache it comes from memory (AVX2 fp64, 8-row blocks: half
-#: a byte per flop). Measured on a Zen 4 guest (L3 32 MiB, 2 threads), 4096^3 F-order against
-#: numpy, all 8 K blocks of 512 in one call (8 MiB of B) / at most 4 / at most 2, median of 5:
-#: AVX2 fp64 0.85x / 0.96x / 0.96x, AVX2 fp32 1.01x / 1.06x / 1.07x
+#: a byte per flop)
 LLC_B_SHARE = 0.25
 #: the largest prim M the model proposes (a larger M only saves kernel calls)
 MAX_MC = 1024
 #: prim sizes below this are not proposed (per dim), unless the dim itself is smaller
 MIN_BLOCK = 16
 #: x86-64 GEMV (N = 1, `minijit.kernels.x86_64.gemv`): the largest prim M in bytes of one column
-#: (each column of a call's A is one sequential run; y's block stays in L1) and the largest prim K.
-#: Measured on a Zen 3 core, fp32 1 x 4096 x 4096 C-order (A column-major to the kernel): prim M
-#: 4096 rows 9.4 GFLOPS (numpy 9.4), 1024 rows 6.3; prim K 512 or 4096 alike (the 4-column kernel)
+#: (each column of a call's A is one sequential run; y's block stays in L1) and the largest prim K
 GEMV_RUN_BYTES = 16 * 1024
 GEMV_MAX_K = 512
 

@@ -261,8 +261,7 @@ def plan_panels(
     least `PANEL_REUSE_M` rows of M in all; for a column-major B (unit stride in K) only when B
     takes half of the last-level cache (``llc_bytes``) or more. Below that the prefetchers stream
     the block's columns from the last-level cache as fast as the kernel needs them, and the copy
-    pass costs more than it saves (Zen 3 core, 1 thread, F-order B not packed: 1024^3 fp32 +2 %,
-    1536^3 fp32 +2 %, 512^3 / 1024^3 fp64 +1..5 %; 2048^3 fp32 -2 %, 1536^3 fp64 -4 %).
+    pass costs more than it saves (bench/results/model_constants_measurements.md).
     A ("in0"): each register block's A is one contiguous stream (a few pages, no TLB misses, no
     set conflicts) instead of K columns of the caller's stride; it pays when every A element is
     used by at least `PANEL_REUSE_N` columns of N in all (``min_reuse`` where given: a chunked
@@ -272,8 +271,7 @@ def plan_panels(
     panel, one cache line each, when A and its buffer fit half of the last-level cache
     (``llc_bytes``, default: the host's). Beyond that the scattered lines go to memory in as
     many streams as there are panels, so the copy is streamed instead: the outer loop walks K in
-    chunks of `stream_rows` rows, and each call fills those rows of one panel, one contiguous run
-    (2048^3 fp32 on a Zen 3 core: A copy 4.9 -> 3.1 ms).
+    chunks of `stream_rows` rows, and each call fills those rows of one panel, one contiguous run.
     """
     if tensor not in ("in0", "in1"):
         raise ValueError(f"tensor must be 'in0' or 'in1', got {tensor!r}")

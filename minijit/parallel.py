@@ -3,8 +3,8 @@ a Python thread pool for Python callables.
 
 `run_loopnest(fn, in0, in1, out, n, threads)` runs a native loop nest ``fn(in0, in1, out,
 begin, end)`` over ``[0, n)``. On Linux x86-64 it dispatches on the process's native team
-(`minijit.runtime.team`: JIT-generated worker threads that spin, then sleep in a futex;
-~4 us per dispatch on Zen 3), which starts from the static split and lets an idle thread take
+(`minijit.runtime.team`: JIT-generated worker threads that spin, then sleep in a futex),
+which starts from the static split and lets an idle thread take
 the pieces of a slowed one's range; elsewhere, or with ``MINIJIT_TEAM=python``
 (read at the first dispatch), it runs the same pieces on the pool below (`run_pieces`).
 Concurrent callers share the one team and are serialized by its lock. After ``os.fork``
@@ -107,8 +107,7 @@ def run_pieces(fn: Callable[[int, int], object], n: int, threads: int) -> None:
     under one lock, between calls; ``fn`` must release the GIL (a cffi call does) for pieces to
     run in parallel. Ranges of one piece each (n <= threads) run as `run_range` does, without
     claims: a caller that takes a late worker's only piece keeps the GIL while the worker wakes,
-    and the extra hand-off cost more than it saved (no-op dispatch on 2 threads, Zen 3: 22-24 us
-    static, 31-33 us with claims). Returns when every thread is done; the first exception raised
+    and the extra hand-off cost more than it saved. Returns when every thread is done; the first exception raised
     by ``fn`` is raised then (the other threads' pieces run on)."""
     ranges = _team_mod.range_pieces(n, threads)
     if len(ranges) <= 1 or len(ranges[0]) == 1:  # one piece per range: the static split

@@ -29,31 +29,18 @@ PARALLEL_MIN_ELEMENTS = 1 << 20
 #: elementwise operations (copies, packing passes) moving fewer bytes (read + written) than this
 #: run on the calling thread only
 PARALLEL_MIN_BYTES = 1 << 20
-# measured: a 1 MiB fp32 copy (2 MiB moved) took 44 us on one Zen 3 core and 34 us on two, with the
-# team's dispatch included; 96^3 fp32 set up for 2 threads ran as two 48-row halves on one thread
-# with a packing pass (25.8 us, Zen 4) against 18.2 us set up for one
+# (the measurements behind these constants: bench/results/model_constants_measurements.md)
 #: the kernel packs A itself (``a_copy``) only when at most this many kernel calls read each A block
 A_COPY_MAX_REUSE = 4
-# measured (Zen 3 core, fp32, 1 thread), a_copy against a panel copy pass: 256^3 85-88 -> 90-95
-# GFLOPS, 256 x 1024 x 256 (2 calls per A block) +4 %, 128 x 2048 x 256 (4) +5 %; the seed's 32^3
-# prims (32 calls) -2..-5 %, 512^3 (A block 1 MiB) -4 %, 2048^3 -13 %
 #: ``n_outer`` kernels: the least bytes of C a call walks down each column (prim M x item), and
 #: the share of the last-level cache the call's A block may take
 N_OUTER_MIN_RUN, N_OUTER_LLC_SHARE = 2048, 8
-# measured (Zen 3 core, fp32 C-order, 1 thread), n_outer against M-outer: 4096^2 x 64 1.53x, 2048^2
-# x 32 1.76x, 4096^2 x 128 1.26x, 2048^2 x 256 1.08x, 1024^3 (A block 4 MiB) 1.06x; 2048^3 (8 MiB)
-# 0.96x and 4096^3 (16 MiB) 0.69x (excluded by the share); 8192 x 128 x 128 (runs of 512 B) 0.93x
-# (excluded by the run); in a chunk, 8/32/64/128 x 4096 x 4096 M-outer 1.03-1.14x n_outer
 #: chunked execution: the largest share of the last-level cache one chunk's A may take, and the
 #: most the whole B may take (it is re-read by every chunk)
 CHUNK_LLC_SHARE = 8
 #: K chunks: the largest share of the last-level cache one chunk's A may take, and the most C may
 #: take (every chunk reads and writes all of C)
 K_CHUNK_LLC_SHARE, K_CHUNK_OUT_SHARE = 4, 16
-# measured (Zen 3 core, fp32, bench/gemm_chunks.py), K chunks against packing all of A: 1 thread 64
-# x 4096 x 4096 C-order 1.10-1.24x, 128 x 4096 x 4096 0.98-1.01x, F-order 4096 x 64 x 4096 1.11x;
-# 2 threads 1.18x, 0.95x, 1.05x. M chunks (before the cache model saw the kernel's roles): 1 thread
-# 64 x 4096 x 4096 1.01-1.30x, 32 x 4096 x 4096 (padded A) 1.26x, 128 x 4096 x 4096 1.08x
 #: a chunk's A is packed into micro-panels from this many columns of N that reuse it (it is copied
 #: from memory in any case; `minijit.packing.PANEL_REUSE_N` elsewhere)
 CHUNK_PANEL_REUSE_N = 1

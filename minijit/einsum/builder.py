@@ -39,11 +39,8 @@ __all__ = ["SMALL_GEMM_FLOPS", "Step"]
 _DTYPES = {np.dtype(np.float32): "fp32", np.dtype(np.float64): "fp64"}
 #: contraction and multiply nodes below this many flops run on one thread; a plan's ``num_threads``
 #: is the most any node uses. It matches `minijit.tensor_operation.PARALLEL_MIN_ELEMENTS` (2^20
-#: multiply-adds), under which an operation runs on the calling thread anyway. Measured on the
-#: 2-core Zen 3 host with the native thread team, 2 threads against 1 (same process, alternating):
-#: 128^3 GEMM 1.06x, 192^3 1.73x, GEMV 1024^2 1.37x, 2048^2 2.26x, 512^2 0.98x; the bench rows
-#: `tucker` 1.47x, `matrix-chain` 1.53x, `tensor-train` 1.02x. (Before the team, with the Python
-#: pool's hand-offs, the threshold was 2^25: a 128^3 GEMM took 89 us on one thread, 225 us on two.)
+#: multiply-adds), under which an operation runs on the calling thread anyway
+#: (bench/results/model_constants_measurements.md)
 SMALL_GEMM_FLOPS = 2 * PARALLEL_MIN_ELEMENTS
 
 

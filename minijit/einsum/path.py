@@ -3,7 +3,7 @@
 The cost of one pairwise contraction follows seed 001's IO model in its simplest form: the time
 of a node is its flops plus ``BYTE_WEIGHT`` flop-equivalents per byte moved between memory and
 the core (both operands read once, the result written once). ``BYTE_WEIGHT`` is the ratio of a
-core's FMA throughput to its share of memory bandwidth (about 50 GFLOPS against 10 GB/s here).
+core's FMA throughput to its share of memory bandwidth (flops per byte).
 A path is a list of position pairs in numpy's convention: each step removes two operands from the
 list and appends their result at the end.
 """

@@ -91,8 +91,8 @@ __all__ = ["DEFAULT_SPIN", "MAX_PIECES", "Team", "generate", "pieces", "range_pi
 #: stays inside int64)
 MAX_ITERATIONS = 1 << 62
 
-#: ``pause`` iterations a waiting thread spins before it sleeps in the kernel (~0.25 ms on Zen 3:
-#: longer than a futex wake-up takes on a VM, so back-to-back calls stay on the fast path) ...
+#: ``pause`` iterations a waiting thread spins before it sleeps in the kernel (longer than a futex
+#: wake-up takes on a VM, so back-to-back calls stay on the fast path) ...
 DEFAULT_SPIN = 1 << 13
 #: ... and when a job has more threads than this process has CPUs (spinning would steal them).
 OVERSUBSCRIBED_SPIN = 1 << 5
@@ -147,11 +147,8 @@ def pin_cpus(workers: int, allowed: set[int] | frozenset[int]) -> tuple[int, ...
 
     Why: a worker that slept in its futex wait is woken where the scheduler's wake-affine rule puts
     it, often on the caller's CPU; in a VM whose idle vCPU is halted nothing pulls one of the two
-    away for many calls, and both share one CPU. 520^3 fp32 on 2 threads with 0.1 s pauses between
-    blocks of 8 calls, Zen 4 guest (2 vCPUs): 1.35 ms per call, then from the 6th-8th block on 2.8-
-    3.2 ms (slower than one thread, 2.6 ms); of 20 blocks, three processes each, at one-thread
-    speed or slower: floating 12 / 12 / 18, workers bound 4 / 2 / 11, bound and the caller
-    stepping aside (`Team._step_aside`) 0 / 0 / 0 (1.32-1.46 ms a call)."""
+    away for many calls, and both share one CPU; binding and the caller stepping aside
+    (`Team._step_aside`) keep calls at two-thread speed (bench/results/model_constants_measurements.md)."""
     cpus = sorted(allowed)
     if workers < 1 or len(cpus) != workers + 1 or cpus[-1] >= CPU_SET_BITS:
         return ()

@@ -48,9 +48,8 @@ class X86Target(CpuTarget):
     def b_block_l2_share(self) -> float:
         # AVX-512 register blocks have 256-byte A columns, so the L1 bound caps their prim K at 128
         # and a larger B block only widens N: each M block's sweep then also walks its rows x prim N
-        # of C through L2 next to B. Measured on a Zen 4 guest (L2 1 MiB), 1 thread, 2048^3 against
-        # numpy, B block at all / a quarter of L2: fp64 0.87x / 1.02x, fp32 1.03x / 1.06x. AVX2
-        # blocks reach K 512 with the whole L2 (Zen 3: 80 GFLOPS against 75 at K 256).
+        # of C through L2 next to B; AVX2 blocks reach K 512 with the whole L2
+        # (bench/results/model_constants_measurements.md)
         return 0.25 if self.isa == "avx512" else 1.0
 
     def _brgemm(self, sizes: tuple[int, ...], trans: tuple[bool, ...], dtype: str, options: dict[str, Any]) -> Any:

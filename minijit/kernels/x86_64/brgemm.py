@@ -34,7 +34,7 @@ Packed A (``a_panel``): A comes in micro-panels of the full block's rows (``lda`
 M block ``i`` at ``a + i*a_panel``: each block's A is one contiguous stream (few pages). In the
 M-outer order each N block also prefetches (`A_NEXT_HINT`, a hint that never faults) its share of
 the next M block's panel during its first K iterations (`next_panel_prefetch`), so the next block's
-first N block finds its A in L2 instead of waiting on L3 or memory (Zen 3, 2048^3 fp32: +3.5 %).
+first N block finds its A in L2 instead of waiting on L3 or memory.
 
 N outermost (``n_outer``): the N blocks (full, then the tails) form the outer loop and each walks
 every M block (the BLIS order), so C is read and written down its columns in sequential streams
@@ -107,8 +107,7 @@ def generate(
     ``br_outer``: run the BR loop outside the M/N block loops (C blocks are loaded and stored
     once per BR step) instead of inside each block; ``None`` picks it when the A panels of one
     call exceed `BR_OUTER_BYTES` and each BR step has at least `BR_OUTER_MIN_K` rows of K, unless
-    A is packed (``a_panel``: each block's A is one stream over every BR step; measured on a Zen
-    host, 2048^3 fp32 in 256^3 x BR 8 calls: 74 GFLOPS with the BR loop outside, 85 inside).
+    A is packed (``a_panel``: each block's A is one stream over every BR step).
     ``b_panel``: B is packed in micro-panels of `panel_width` columns, ``b_panel`` elements apart
     (needs ``trans_b`` and ``ldb`` = panel width at the call; see the module docstring).
     ``a_panel``: A is packed in micro-panels of `panel_rows` rows, ``a_panel`` elements apart

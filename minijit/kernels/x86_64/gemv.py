@@ -65,10 +65,8 @@ X_COPY_MAX_BYTES = 256 * 1024
 #: column form: bytes of y per M block (it stays in L1 while every column of A streams past it)
 M_BLOCK_BYTES = 16 * 1024
 #: column form: columns of A per pass over the block (sequential streams; x broadcasts held) and
-#: vectors of y per step. Measured on a Zen 3 core, fp32, the kernel alone (A column-major in L3 or
-#: memory): 8 x 4 against 4 x 8 1024^2 0.97x, 2048^2 1.26x, 4096 x 1024 1.34x, 4096^2 0.99x (the y
-#: round trips halve; 4 chains of FMAs are enough for data that comes from L3 or memory); 8 x 6
-#: between them; a prefetch 512 B ahead in each column changed nothing
+#: vectors of y per step (8 columns halve y's round trips; 4 chains of FMAs are enough for data
+#: that comes from L3 or memory: bench/results/model_constants_measurements.md)
 COLS = 8
 ROW_VECTORS = 4
 #: row form: rows per group, and vector accumulators per row (DOT_ROWS x DOT_VECTORS chains)
