@@ -1,0 +1,9 @@
+"""Sparse tensor contractions auto-scheduled the SparseAuto way (seed 002).
+
+The planner (``nest``, ``graph``, ``schedules``, ``complexity``, ``prune``, ``smt``, ``plan``)
+is pure Python; code generation and execution live beside it.
+"""
+
+from minijit.sparseauto.nest import COMPRESSED, DENSE, Access, Compute, Loop, Nest, Node, Operand, Temp
+
+__all__ = ["COMPRESSED", "DENSE", "Access", "Compute", "Loop", "Nest", "Node", "Operand", "Temp"]
