@@ -1,0 +1,388 @@
+"""`SparseTensor`: a sparse tensor with per-level formats (TACO/CSF style).
+
+A tensor of ``ndim`` modes is stored as ``ndim`` levels in the storage order ``mode_order``
+(level ``k`` holds the coordinates of mode ``mode_order[k]``). Each level is
+
+* ``"dense"``: every coordinate ``0..n-1`` of its mode under every parent position; position
+  ``p`` of the level is ``parent * n + c``;
+* ``"compressed"``: ``pos`` (int32, one entry per parent position plus one, non-decreasing,
+  ``pos[0] == 0``) and ``crd`` (int32, the coordinates, strictly increasing within each fibre
+  ``crd[pos[q]:pos[q + 1]]``); position ``p`` of the level is the index into ``crd``.
+
+``vals`` (float32 or float64) holds one value per position of the last level. CSR is
+``("dense", "compressed")`` with ``mode_order (0, 1)``, CSC the same with ``(1, 0)``, DCSR/CSF
+all ``"compressed"``.
+
+Duplicate coordinates given to `SparseTensor.from_coo` (and to the scipy/pydata conversions) are
+**summed**, as scipy and pydata do. Indices, positions and the number of positions of every
+level must fit int32 (the generated code loads 32-bit indices). Every check runs at construction,
+so a `SparseTensor` is valid by the time any code reads it; malformed input raises ValueError or
+TypeError naming the array, level or mode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["DTYPES", "FORMATS", "INDEX_MAX", "Level", "SparseTensor", "as_sparse", "is_sparse"]
+
+FORMATS = ("dense", "compressed")
+DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+INDEX_MAX = 2**31 - 1  # coordinates, positions and level sizes must fit int32
+
+
+@dataclass(frozen=True)
+class Level:
+    """One storage level: its format, mode size, and ``pos``/``crd`` (compressed levels only)."""
+
+    format: str
+    size: int
+    pos: np.ndarray | None = None
+    crd: np.ndarray | None = None
+
+
+def _check_dtype(dtype: object, what: str) -> np.dtype:
+    try:
+        dt = np.dtype(dtype)  # type: ignore[arg-type]
+    except TypeError as e:
+        raise TypeError(f"{what}: not a dtype: {dtype!r}") from e
+    if dt not in DTYPES:
+        raise TypeError(f"{what} must be float32 or float64, got {dt} (convert with .astype(np.float64))")
+    return dt
+
+
+def _check_shape(shape: object) -> tuple[int, ...]:
+    if not isinstance(shape, Sequence) or isinstance(shape, str) or len(shape) == 0:
+        raise ValueError(f"shape must be a non-empty tuple of ints, got {shape!r}")
+    out = []
+    for m, n in enumerate(shape):
+        if isinstance(n, bool) or not isinstance(n, int | np.integer):
+            raise TypeError(f"shape[{m}] must be an int, got {n!r}")
+        if not 0 <= int(n) <= INDEX_MAX:
+            raise ValueError(f"shape[{m}] = {int(n)} not in 0..{INDEX_MAX}")
+        out.append(int(n))
+    return tuple(out)
+
+
+def _check_levels(levels: object, ndim: int) -> tuple[str, ...]:
+    if isinstance(levels, str) or not isinstance(levels, Sequence) or len(levels) != ndim:
+        raise ValueError(f"levels must be a sequence of {ndim} formats from {FORMATS}, got {levels!r}")
+    for k, f in enumerate(levels):
+        if f not in FORMATS:
+            raise ValueError(f"levels[{k}] must be one of {FORMATS}, got {f!r}")
+    return tuple(levels)  # type: ignore[arg-type]
+
+
+def _check_mode_order(mode_order: object, ndim: int) -> tuple[int, ...]:
+    if mode_order is None:
+        return tuple(range(ndim))
+    if not isinstance(mode_order, Sequence) or sorted(int(m) for m in mode_order) != list(range(ndim)):
+        raise ValueError(f"mode_order must be a permutation of 0..{ndim - 1}, got {mode_order!r}")
+    return tuple(int(m) for m in mode_order)
+
+
+def _index_array(name: str, x: object) -> np.ndarray:
+    arr = np.asarray(x)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
+    if arr.dtype.kind not in "iu" and not (arr.size == 0 and arr.dtype.kind == "f"):
+        raise TypeError(f"{name} must be an integer array, got {arr.dtype}")
+    return arr.astype(np.int64)
+
+
+class SparseTensor:
+    """A validated sparse tensor (see the module docstring for the storage).
+
+    Attributes: ``shape`` (in mode order), ``dtype``, ``levels`` (formats in storage order),
+    ``mode_order``, ``storage`` (the `Level` objects), ``vals``, ``nnz`` (stored values).
+    """
+
+    def __init__(
+        self,
+        shape: Sequence[int],
+        storage: Sequence[Level],
+        vals: np.ndarray,
+        mode_order: Sequence[int] | None = None,
+    ) -> None:
+        self.shape = _check_shape(shape)
+        nd = len(self.shape)
+        self.mode_order = _check_mode_order(mode_order, nd)
+        if len(storage) != nd:
+            raise ValueError(f"storage has {len(storage)} levels for a {nd}-mode tensor")
+        levels = []
+        parents = 1  # positions of the level above
+        for k, lv in enumerate(storage):
+            if not isinstance(lv, Level) or lv.format not in FORMATS:
+                raise TypeError(f"storage[{k}] must be a Level with format in {FORMATS}, got {lv!r}")
+            size = self.shape[self.mode_order[k]]
+            if lv.size != size:
+                raise ValueError(f"level {k} (mode {self.mode_order[k]}) has size {lv.size}, the shape says {size}")
+            if lv.format == "dense":
+                levels.append(Level("dense", size))
+                parents *= size
+            else:
+                pos, crd = self._check_compressed(k, lv, parents, size)
+                levels.append(Level("compressed", size, pos, crd))
+                parents = int(crd.shape[0])
+            if parents > INDEX_MAX:
+                raise ValueError(f"level {k} has {parents} positions, more than {INDEX_MAX} (int32 positions)")
+        if not isinstance(vals, np.ndarray):
+            raise TypeError(f"vals must be a numpy array, got {type(vals).__name__}")
+        _check_dtype(vals.dtype, "vals")
+        if vals.ndim != 1 or vals.shape[0] != parents:
+            raise ValueError(f"vals has shape {vals.shape}, the last level has {parents} positions")
+        self.storage = tuple(levels)
+        self.vals = np.ascontiguousarray(vals)
+        self.vals.flags.writeable = False
+
+    @staticmethod
+    def _check_compressed(k: int, lv: Level, parents: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+        if lv.pos is None or lv.crd is None:
+            raise ValueError(f"level {k} is compressed but lacks pos or crd")
+        pos = _index_array(f"level {k} pos", lv.pos)
+        crd = _index_array(f"level {k} crd", lv.crd)
+        if pos.shape[0] != parents + 1:
+            raise ValueError(f"level {k} pos has length {pos.shape[0]}, expected parent positions + 1 = {parents + 1}")
+        if pos[0] != 0:
+            raise ValueError(f"level {k} pos[0] must be 0, got {pos[0]}")
+        step = np.diff(pos)
+        if (step < 0).any():
+            q = int(np.argmax(step < 0))
+            raise ValueError(f"level {k} pos is not monotone: pos[{q + 1}] = {pos[q + 1]} < pos[{q}] = {pos[q]}")
+        if pos[-1] != crd.shape[0]:
+            raise ValueError(f"level {k}: pos[-1] = {pos[-1]} but crd has {crd.shape[0]} entries")
+        if crd.size:
+            bad = (crd < 0) | (crd >= size)
+            if bad.any():
+                j = int(np.argmax(bad))
+                raise ValueError(f"level {k} crd[{j}] = {crd[j]} is out of range for size {size}")
+            fibre = np.repeat(np.arange(parents), step)
+            down = (np.diff(crd) <= 0) & (fibre[1:] == fibre[:-1])
+            if down.any():
+                j = int(np.argmax(down))
+                raise ValueError(
+                    f"level {k} crd is not strictly increasing within a fibre: crd[{j}] = {crd[j]}, "
+                    f"crd[{j + 1}] = {crd[j + 1]} (sorted, no duplicates)"
+                )
+        pos32, crd32 = pos.astype(np.int32), crd.astype(np.int32)
+        pos32.flags.writeable = False
+        crd32.flags.writeable = False
+        return pos32, crd32
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.vals.dtype
+
+    @property
+    def levels(self) -> tuple[str, ...]:
+        """Level formats in storage order."""
+        return tuple(lv.format for lv in self.storage)
+
+    @property
+    def nnz(self) -> int:
+        """Stored values (explicit zeros of dense levels included)."""
+        return int(self.vals.shape[0])
+
+    def __repr__(self) -> str:
+        return (
+            f"SparseTensor(shape={self.shape}, dtype={self.dtype}, levels={self.levels}, "
+            f"mode_order={self.mode_order}, nnz={self.nnz})"
+        )
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_coo(
+        cls,
+        coords: object,
+        values: object,
+        shape: Sequence[int],
+        levels: Sequence[str] | None = None,
+        mode_order: Sequence[int] | None = None,
+        dtype: object = None,
+    ) -> SparseTensor:
+        """Build from coordinates ``coords`` (ndim x nnz integers) and ``values`` (nnz floats).
+
+        ``levels`` default to all ``"compressed"`` (CSF); ``mode_order`` to ``0..ndim-1``;
+        ``dtype`` to the values' (float32 or float64). Duplicate coordinates are summed.
+        """
+        shape = _check_shape(shape)
+        nd = len(shape)
+        levels = _check_levels(("compressed",) * nd if levels is None else levels, nd)
+        order = _check_mode_order(mode_order, nd)
+        c = np.asarray(coords)
+        if c.ndim == 1 and nd == 1:
+            c = c[None, :]
+        if c.ndim != 2 or c.shape[0] != nd:
+            raise ValueError(f"coords must have shape (ndim={nd}, nnz), got {c.shape}")
+        if c.dtype.kind not in "iu" and not (c.size == 0 and c.dtype.kind == "f"):
+            raise TypeError(f"coords must be integers, got {c.dtype}")
+        c = c.astype(np.int64)
+        v = np.asarray(values)
+        dt = _check_dtype(v.dtype if dtype is None else dtype, "values" if dtype is None else "dtype")
+        if v.dtype.kind not in "fiub":
+            raise TypeError(f"values must be numbers, got {v.dtype}")
+        v = v.astype(dt)
+        if v.ndim != 1 or v.shape[0] != c.shape[1]:
+            raise ValueError(f"values has shape {v.shape}, coords has {c.shape[1]} entries")
+        for m in range(nd):
+            bad = (c[m] < 0) | (c[m] >= shape[m])
+            if bad.any():
+                j = int(np.argmax(bad))
+                raise ValueError(f"coords[{m}][{j}] = {c[m, j]} is out of range for mode {m} of size {shape[m]}")
+        cs = c[list(order)]  # storage order
+        perm = np.lexsort(cs[::-1]) if cs.shape[1] else np.zeros(0, np.int64)
+        cs, v = cs[:, perm], v[perm]
+        storage: list[Level] = []
+        parent = np.zeros(cs.shape[1], np.int64)  # position of each entry in the level above
+        parents = 1
+        for k, fmt in enumerate(levels):
+            n = shape[order[k]]
+            if fmt == "dense":
+                parent = parent * n + cs[k]
+                parents *= n
+                storage.append(Level("dense", n))
+            else:
+                new = np.ones(cs.shape[1], bool)
+                if cs.shape[1]:
+                    new[1:] = (parent[1:] != parent[:-1]) | (cs[k, 1:] != cs[k, :-1])
+                first = np.flatnonzero(new)
+                counts = np.bincount(parent[first], minlength=parents) if parents else np.zeros(0, np.int64)
+                pos = np.zeros(parents + 1, np.int64)
+                np.cumsum(counts, out=pos[1:])
+                storage.append(Level("compressed", n, pos, cs[k, first]))
+                parent = np.cumsum(new) - 1
+                parents = int(first.shape[0])
+            if parents > INDEX_MAX:
+                raise ValueError(f"level {k} would have {parents} positions, more than {INDEX_MAX}")
+        vals = np.zeros(parents, dt)
+        np.add.at(vals, parent, v)
+        return cls(shape, storage, vals, order)
+
+    @classmethod
+    def from_dense(
+        cls, array: object, levels: Sequence[str] | None = None, mode_order: Sequence[int] | None = None
+    ) -> SparseTensor:
+        """The non-zeros of a dense numpy array (float32/float64)."""
+        a = np.asarray(array)
+        _check_dtype(a.dtype, "array")
+        return cls.from_coo(np.array(np.nonzero(a)), a[np.nonzero(a)], a.shape, levels, mode_order)
+
+    @classmethod
+    def from_scipy(cls, matrix: object, dtype: object = None) -> SparseTensor:
+        """From a scipy.sparse CSR (-> dense, compressed), CSC (the same in mode order (1, 0)) or COO
+        (-> compressed, compressed) matrix or array. Duplicates are summed; unsorted indices sorted."""
+        fmt = getattr(matrix, "format", None)
+        if fmt not in ("csr", "csc", "coo"):
+            raise TypeError(
+                f"expected a scipy.sparse CSR, CSC or COO matrix, got {type(matrix).__name__}"
+                + (f" (format {fmt!r}; convert with .tocsr())" if fmt else "")
+            )
+        shape = tuple(int(n) for n in matrix.shape)  # type: ignore[attr-defined]
+        if len(shape) != 2:
+            raise ValueError(f"expected a 2-D scipy.sparse matrix, got shape {shape}")
+        data = matrix.data  # type: ignore[attr-defined]
+        dt = _check_dtype(data.dtype if dtype is None else dtype, "matrix data" if dtype is None else "dtype")
+        if fmt == "coo":
+            return cls.from_coo(np.array([matrix.row, matrix.col]), data, shape, dtype=dt)  # type: ignore[attr-defined]
+        m = matrix.copy()  # type: ignore[attr-defined]
+        m.sum_duplicates()  # sorts indices too
+        order = (0, 1) if fmt == "csr" else (1, 0)
+        outer = shape[order[0]]
+        storage = [Level("dense", outer), Level("compressed", shape[order[1]], m.indptr, m.indices)]
+        return cls(shape, storage, np.asarray(m.data, dt), order)
+
+    @classmethod
+    def from_pydata(cls, array: object, dtype: object = None) -> SparseTensor:
+        """From a pydata ``sparse.COO`` (-> all compressed, CSF) or ``sparse.GCXS`` (compressed axes
+        first: the first stored level dense, the others compressed; CSR/CSC for matrices).
+        A non-zero fill value is refused."""
+        kind = type(array).__name__
+        if kind not in ("COO", "GCXS") or not hasattr(array, "fill_value"):
+            raise TypeError(f"expected a pydata sparse.COO or sparse.GCXS array, got {kind}")
+        if array.fill_value != 0:  # type: ignore[attr-defined]
+            raise ValueError(f"the fill value must be 0, got {array.fill_value}")  # type: ignore[attr-defined]
+        shape = tuple(int(n) for n in array.shape)  # type: ignore[attr-defined]
+        if kind == "COO":
+            return cls.from_coo(array.coords, array.data, shape, dtype=dtype)  # type: ignore[attr-defined]
+        comp = tuple(int(a) for a in array.compressed_axes)  # type: ignore[attr-defined]
+        order = comp + tuple(m for m in range(len(shape)) if m not in comp)
+        levels = ("dense",) + ("compressed",) * (len(shape) - 1)
+        coo = array.tocoo()  # type: ignore[attr-defined]
+        return cls.from_coo(coo.coords, coo.data, shape, levels, order, dtype)
+
+    # ------------------------------------------------------------------ export
+
+    def to_coo(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(coords, vals)``: coordinates (ndim x stored values, int64, in mode order) of every
+        stored value, in storage order."""
+        coords_s: list[np.ndarray] = []  # per level: the coordinate of every position
+        parent_of: list[np.ndarray] = []  # per level: the parent position of every position
+        parents = 1
+        for lv in self.storage:
+            if lv.format == "dense":
+                p = np.arange(parents * lv.size, dtype=np.int64)
+                parent_of.append(p // max(lv.size, 1))
+                coords_s.append(p % max(lv.size, 1))
+                parents *= lv.size
+            else:
+                assert lv.pos is not None and lv.crd is not None
+                parent_of.append(np.repeat(np.arange(parents, dtype=np.int64), np.diff(lv.pos)))
+                coords_s.append(lv.crd.astype(np.int64))
+                parents = int(lv.crd.shape[0])
+        out = np.zeros((self.ndim, parents), np.int64)
+        p = np.arange(parents, dtype=np.int64)
+        for k in reversed(range(self.ndim)):
+            out[self.mode_order[k]] = coords_s[k][p]
+            p = parent_of[k][p]
+        return out, self.vals
+
+    def to_dense(self) -> np.ndarray:
+        """The dense numpy array (C order)."""
+        coords, vals = self.to_coo()
+        out = np.zeros(self.shape, self.dtype)
+        if vals.size:
+            out[tuple(coords)] = vals
+        return out
+
+    def astype(self, dtype: object) -> SparseTensor:
+        """The same pattern with values converted to ``dtype`` (float32/float64)."""
+        dt = _check_dtype(dtype, "dtype")
+        return SparseTensor(self.shape, self.storage, self.vals.astype(dt), self.mode_order)
+
+    def with_vals(self, vals: np.ndarray) -> SparseTensor:
+        """The same pattern (shared storage arrays) with other values."""
+        return SparseTensor(self.shape, self.storage, vals, self.mode_order)
+
+
+def is_sparse(x: object) -> bool:
+    """True for a `SparseTensor`, a scipy.sparse matrix/array or a pydata sparse array."""
+    if isinstance(x, SparseTensor):
+        return True
+    mod = type(x).__module__ or ""
+    return mod.startswith("scipy.sparse") or (mod.startswith("sparse") and hasattr(x, "fill_value"))
+
+
+def as_sparse(x: object, name: str = "operand") -> SparseTensor:
+    """Convert a scipy/pydata sparse operand (or pass a `SparseTensor` through); TypeError naming
+    ``name`` otherwise."""
+    if isinstance(x, SparseTensor):
+        return x
+    mod = type(x).__module__ or ""
+    try:
+        if mod.startswith("scipy.sparse"):
+            return SparseTensor.from_scipy(x)
+        if mod.startswith("sparse"):
+            return SparseTensor.from_pydata(x)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"{name}: {e}") from e
+    raise TypeError(f"{name}: expected a SparseTensor, scipy.sparse or pydata sparse array, got {type(x).__name__}")

@@ -1,0 +1,129 @@
+"""SparseTensor: storage built from COO, scipy and pydata round-trips to the dense array; bad input
+raises naming the array, level or mode."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from minijit.sparseauto.tensor import Level, SparseTensor, as_sparse, is_sparse
+from tests.minijit.sparseauto.strategies import shapes, sparse_tensors
+
+sparse = pytest.importorskip("sparse")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_from_coo_round_trip(data):
+    shape = data.draw(shapes)
+    t, dense = data.draw(sparse_tensors(shape, dtype=data.draw(st.sampled_from((np.float32, np.float64)))))
+    assert t.shape == shape and t.dtype == dense.dtype
+    np.testing.assert_array_equal(t.to_dense(), dense)
+    coords, vals = t.to_coo()
+    back = SparseTensor.from_coo(coords, vals, shape, t.levels, t.mode_order)
+    np.testing.assert_array_equal(back.to_dense(), dense)
+    for k, lv in enumerate(t.storage):  # the invariants the generated loops rely on
+        if lv.format == "compressed":
+            assert lv.pos[0] == 0 and (np.diff(lv.pos) >= 0).all() and lv.pos[-1] == lv.crd.shape[0]
+            assert lv.pos.dtype == lv.crd.dtype == np.int32
+        assert lv.size == shape[t.mode_order[k]]
+
+
+def test_levels_and_nnz():
+    d = np.array([[0, 1.0, 0], [0, 0, 0], [2.0, 0, 3.0]])
+    csr = SparseTensor.from_dense(d, ("dense", "compressed"))
+    assert csr.levels == ("dense", "compressed") and csr.nnz == 3
+    assert csr.storage[1].pos.tolist() == [0, 1, 1, 3] and csr.storage[1].crd.tolist() == [1, 0, 2]
+    dcsr = SparseTensor.from_dense(d)
+    assert dcsr.levels == ("compressed", "compressed") and dcsr.storage[0].crd.tolist() == [0, 2]
+    dense_last = SparseTensor.from_dense(d, ("compressed", "dense"))
+    assert dense_last.nnz == 6  # two non-empty rows, stored densely
+    np.testing.assert_array_equal(dense_last.to_dense(), d)
+
+
+def test_duplicates_are_summed():
+    t = SparseTensor.from_coo([[1, 0, 1], [2, 0, 2]], np.array([1.0, 5.0, 2.5]), (2, 3))
+    assert t.nnz == 2
+    np.testing.assert_array_equal(t.to_dense(), [[5.0, 0, 0], [0, 0, 3.5]])
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
+def test_from_scipy(fmt):
+    m = sp.random(7, 5, density=0.3, format=fmt, random_state=1, dtype=np.float32)
+    t = SparseTensor.from_scipy(m)
+    assert t.dtype == np.float32
+    assert t.mode_order == ((1, 0) if fmt == "csc" else (0, 1))
+    np.testing.assert_array_equal(t.to_dense(), m.toarray())
+    assert is_sparse(m) and as_sparse(m).shape == (7, 5)
+
+
+def test_from_scipy_unsorted_with_duplicates():
+    m = sp.csr_matrix((np.array([1.0, 2.0, 4.0]), np.array([2, 0, 2]), np.array([0, 3])), shape=(1, 3))
+    assert not m.has_canonical_format
+    t = SparseTensor.from_scipy(m)
+    assert t.storage[1].crd.tolist() == [0, 2]
+    np.testing.assert_array_equal(t.to_dense(), m.toarray())
+
+
+@pytest.mark.parametrize("axes", [None, (0,), (1,), (0, 2)])
+def test_from_pydata(axes):
+    rng = np.random.default_rng(3)
+    d = np.where(rng.random((4, 3, 5)) < 0.3, rng.standard_normal((4, 3, 5)), 0)
+    x = sparse.COO.from_numpy(d) if axes is None else sparse.GCXS.from_numpy(d, compressed_axes=axes)
+    t = SparseTensor.from_pydata(x)
+    np.testing.assert_array_equal(t.to_dense(), d)
+    assert is_sparse(x) and not is_sparse(d)
+
+
+def _pos_crd(pos, crd):
+    return [Level("dense", 2), Level("compressed", 3, np.array(pos), np.array(crd))]
+
+
+@pytest.mark.parametrize(
+    "make, exc, text",
+    [
+        (lambda: SparseTensor((2, 3), _pos_crd([0, 2, 1], [0, 1]), np.zeros(2)), ValueError, "not monotone"),
+        (lambda: SparseTensor((2, 3), _pos_crd([1, 1, 2], [0, 1]), np.zeros(2)), ValueError, "pos[0] must be 0"),
+        (lambda: SparseTensor((2, 3), _pos_crd([0, 1], [0]), np.zeros(1)), ValueError, "pos has length 2"),
+        (lambda: SparseTensor((2, 3), _pos_crd([0, 1, 3], [0, 1]), np.zeros(2)), ValueError, "crd has 2"),
+        (lambda: SparseTensor((2, 3), _pos_crd([0, 1, 2], [0, 3]), np.zeros(2)), ValueError, "crd[1] = 3"),
+        (lambda: SparseTensor((2, 3), _pos_crd([0, 2, 2], [1, 1]), np.zeros(2)), ValueError, "strictly increasing"),
+        (lambda: SparseTensor((2, 3), _pos_crd([0, 1, 2], [0, 1]), np.zeros(3)), ValueError, "vals has shape"),
+        (lambda: SparseTensor((2, 3), _pos_crd([0, 1, 2], [0, 1]), np.zeros(2, int)), TypeError, "vals must be"),
+        (lambda: SparseTensor((2, 3), _pos_crd([0, 1, 2], [0.5, 1]), np.zeros(2)), TypeError, "crd must be"),
+        (lambda: SparseTensor.from_coo([[0, 2]], np.ones(2), (2,)), ValueError, "coords[0][1] = 2"),
+        (lambda: SparseTensor.from_coo([[0, -1]], np.ones(2), (2,)), ValueError, "out of range"),
+        (lambda: SparseTensor.from_coo([[0, 1]], np.ones(3), (2,)), ValueError, "values has shape"),
+        (lambda: SparseTensor.from_coo([[0, 1]], np.ones(2, np.float16), (2,)), TypeError, "float32 or float64"),
+        (lambda: SparseTensor.from_coo([[0, 1]], np.ones(2), (2,), ["sparse"]), ValueError, "levels[0]"),
+        (lambda: SparseTensor.from_coo([[0, 1]], np.ones(2), (2, 2)), ValueError, "coords must have shape"),
+        (lambda: SparseTensor.from_coo([[0], [1]], np.ones(1), (2, 2), mode_order=(0, 0)), ValueError, "mode_order"),
+        (lambda: SparseTensor.from_coo([[0]], np.ones(1), (-1,)), ValueError, "shape[0]"),
+        (lambda: SparseTensor.from_scipy(sp.random(3, 3, format="lil")), TypeError, "tocsr"),
+        (lambda: SparseTensor.from_pydata(np.zeros(3)), TypeError, "sparse.COO"),
+        (lambda: as_sparse([1, 2], "B"), TypeError, "B: expected"),
+    ],
+)
+def test_bad_input(make, exc, text):
+    with pytest.raises(exc, match=None) as info:
+        make()
+    assert text in str(info.value)
+
+
+def test_nonzero_fill_value_refused():
+    x = sparse.COO.from_numpy(np.ones((2, 2)), fill_value=1.0)
+    with pytest.raises(ValueError, match="fill value"):
+        SparseTensor.from_pydata(x)
+    with pytest.raises(ValueError, match="X: the fill value"):
+        as_sparse(x, "X")
+
+
+def test_storage_is_read_only():
+    t = SparseTensor.from_dense(np.eye(3))
+    with pytest.raises(ValueError):
+        t.vals[0] = 2.0
+    with pytest.raises(ValueError):
+        t.storage[1].crd[0] = 2
