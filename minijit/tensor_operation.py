@@ -131,16 +131,33 @@ class TensorOperation(Operation):
         `SetupError` on any invalid configuration; the operation is then left without a
         configuration.
         """
-        self._install(None)
+        self._reset()
         lists = (dim_types, exec_types, dim_sizes, strides_in0, strides_in1, strides_out)
-        config = TensorConfig.from_lists(dtype, prim_first, prim_main, prim_last, *lists)
+        config = TensorConfig.from_lists(self._config_dtype(dtype, prim_main), prim_first, prim_main, prim_last, *lists)
         if optimize is None:
             optimize = not config.has_prims
+        options = {
+            "thread_target": thread_target,
+            "max_kernel_size": max_kernel_size,
+            "min_kernel_size": min_kernel_size,
+        }
+        return self._setup_lists(config, dtype, optimize, options)
+
+    # the two steps of `setup` a target's operation replaces (`minijit.cuda.operation`)
+    def _reset(self) -> None:
+        """Leave the operation without a configuration (a failed setup keeps it so)."""
+        self._install(None)
+
+    def _config_dtype(self, dtype, prim_main) -> Any:
+        """The dtype `TensorConfig.from_lists` gets for ``setup``'s ``dtype``."""
+        return dtype
+
+    def _setup_lists(self, config: TensorConfig, dtype, optimize: bool, options: dict[str, Any]) -> error_t:
+        """`setup` after parsing: plan ``config`` as given, or optimized with ``options``."""
         if not optimize:
             self._install(plans.configured(config, self._env))
         else:
-            sizes = {"max_kernel_size": max_kernel_size, "min_kernel_size": min_kernel_size}
-            self._install(plans.optimized(config, self._env, thread_target=thread_target, **sizes))
+            self._install(plans.optimized(config, self._env, **options))
         return error_t.success
 
     def setup_config(self, config: TensorConfig) -> error_t:

@@ -182,45 +182,35 @@ class CudaTensorOperation(Launches, TensorOperation):
         self.spec: gemm.GemmSpec | None = None
         self.plan: elementwise.Plan | None = None
 
-    # -- setup ---------------------------------------------------------------------------------
-    def setup(
-        self,
-        dtype,
-        prim_first,
-        prim_main,
-        prim_last,
-        dim_types,
-        exec_types,
-        dim_sizes,
-        strides_in0,
-        strides_in1,
-        strides_out,
-        *,
-        optimize: bool | None = None,
-    ) -> error_t:
-        """Validate and plan the launch; returns ``error_t.success`` or raises `SetupError`.
+    # -- setup: `TensorOperation.setup` parses the lists; these steps are the GPU's -----------------
+    def _reset(self) -> None:
+        self.config = self.spec = self.plan = None
 
-        GEMM/BRGEMM: without prim dims (or with ``optimize=True``) the prim dims are chosen by
+    def _config_dtype(self, dtype, prim_main) -> str:
+        """Check ``dtype`` (GEMM/BRGEMM: f16, bf16 or fp32 as tf32; elementwise: fp32); the
+        config itself is fp32 (the element type the kernel takes is ``setup_config``'s)."""
+        (_ew_dtype if _elementwise(prim_main) else _dtype_name)(dtype)
+        return "fp32"
+
+    def _setup_lists(self, config: TensorConfig, dtype, optimize: bool, options: dict[str, Any]) -> error_t:
+        """GEMM/BRGEMM: without prim dims (or with ``optimize=True``) the prim dims are chosen by
         `minijit.optimizer` (swap_operands, fuse, identify_primitives, reorder; no splitting: the
         GPU tiles the whole prim GEMM itself), so an all-row-major A, B, C (C-order arrays) runs
         as C^T = B^T A^T (``config.inputs_swapped``; ``execute`` takes the caller's order).
-        Elementwise ops ignore exec types and ``optimize``.
-        """
-        self.config = self.spec = self.plan = None
-        if _elementwise(prim_main):
-            _ew_dtype(dtype)
-            lists = (dim_types, exec_types, dim_sizes, strides_in0, strides_in1, strides_out)
-            return self.setup_config(TensorConfig.from_lists("fp32", prim_first, prim_main, prim_last, *lists), dtype)
-        dt = _dtype_name(dtype)
-        lists = (dim_types, exec_types, dim_sizes, strides_in0, strides_in1, strides_out)
-        config = TensorConfig.from_lists("fp32", prim_first, prim_main, prim_last, *lists)
-        if optimize is None:
-            optimize = not config.has_prims
+        Elementwise ops ignore exec types and ``optimize``. The CPU blocking options
+        (``thread_target``, ``max_kernel_size``, ``min_kernel_size``) are refused."""
+        cpu_only = [k for k, v in options.items() if v is not None and k != "min_kernel_size"]
+        if options.get("min_kernel_size", optimizer.DEFAULT_MIN_KERNEL_SIZE) != optimizer.DEFAULT_MIN_KERNEL_SIZE:
+            cpu_only.append("min_kernel_size")
+        if cpu_only:
+            raise TypeError(f"setup(): {', '.join(cpu_only)} apply to CPU targets only, not to target 'cuda'")
+        if _elementwise(config.prim_main):
+            return self.setup_config(config, dtype)
         if optimize:
             # a row-major C swaps the operands (C^T = B^T A^T): what the column-major kernel takes
             config = optimizer.swap_operands(config)
             config = optimizer.reorder_dims(optimizer.identify_primitives(optimizer.fuse_dims(config)))
-        return self.setup_config(config, dt)
+        return self.setup_config(config, _dtype_name(dtype))
 
     def setup_config(self, config: TensorConfig, dtype: str | None = None) -> error_t:
         """Set up from a `TensorConfig` (its dtype_t is ignored; ``dtype``: GEMM/BRGEMM f16, bf16 or

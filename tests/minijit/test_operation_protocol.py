@@ -69,6 +69,20 @@ def test_tensor_operation_cuda_is_a_subclass_in_the_simulator():
         minijit.TensorOperation("cuda", num_threads=2)
 
 
+@pytest.mark.parametrize("option", [{"thread_target": 2}, {"max_kernel_size": 64}, {"min_kernel_size": 1}])
+def test_cuda_setup_refuses_the_cpu_blocking_options(option):
+    """One `setup` signature serves both targets; the CPU-only options are refused by name on CUDA
+    and leave the operation without a configuration."""
+    from ptx import simdriver
+
+    op = minijit.TensorOperation("cuda", driver=simdriver)
+    op.setup(*_gemm_args("fp32", 16, 16, 8))
+    (name,) = option
+    with pytest.raises(TypeError, match=f"{name} apply to CPU targets only"):
+        op.setup(*_gemm_args("fp32", 16, 16, 8), **option)
+    assert op.config is None and op.spec is None
+
+
 def test_einsum_plans_are_einsum_plans_on_both_targets():
     from ptx import simdriver
 
