@@ -398,36 +398,38 @@ class SveMixin:
         word = 0xA4004000 | dtype << 21 | rm << 16 | pg << 10 | rn << 5 | zt.idx
         self.emit(word, text)
 
-    def _sve_ld1(self, mn: str, zt: ZVec, pg: PQual, m: Mem) -> None:
+    def _sve_ldst1(self, mn: str, zt: ZVec, pg: PQual | PReg, m: Mem, load: bool) -> None:
+        """``ld1*``/``st1*``: the addressing mode picks the encoding class (vector offsets: gather
+        or scatter; ``[xn, xm]``: scalar plus scalar; else scalar plus immediate, -8..7 VL)."""
         msz = _MSZ[mn[-1]]
         zt = _zt(mn, zt, ALL_SIZES[msz:])
-        g = pgov(mn, "Pg", pg, "z")
-        dtype = msz << 2 | SIZE_BITS[zt.esize]
+        g = pgov(mn, "Pg", pg, "z" if load else None)
+        field = msz << 2 | SIZE_BITS[zt.esize] if load else msz  # loads encode dtype, stores msz
         text = f"{mn} {{{zt}}}, {pg}, {m}"
         if isinstance(m, Mem) and m.vec_offset:
-            self._sve_gather(mn, zt, g, m, msz, text)
+            (self._sve_gather if load else self._sve_scatter)(mn, zt, g, m, msz, text)
         elif isinstance(m, Mem) and m.reg_offset:
             rn, rm = _mem_rr(mn, m, msz)
-            self._sve_ld_ss(mn, zt, g, rn, rm, dtype, text)
+            (self._sve_ld_ss if load else self._sve_st_ss)(mn, zt, g, rn, rm, field, text)
         else:
             rn, off = _mem_vl(mn, m, -8, 7)
-            self._sve_ld_si(mn, zt, g, rn, off, dtype, text)
+            (self._sve_ld_si if load else self._sve_st_si)(mn, zt, g, rn, off, field, text)
 
     def ld1b(self, zt: ZVec, pg: PQual, m: Mem) -> None:
         """``ld1b {zt.<T>}, pg/z, [xn, #imm, mul vl]`` or ``[xn, xm]``."""
-        self._sve_ld1("ld1b", zt, pg, m)
+        self._sve_ldst1("ld1b", zt, pg, m, load=True)
 
     def ld1h(self, zt: ZVec, pg: PQual, m: Mem) -> None:
         """``ld1h {zt.<T>}, pg/z, [xn, #imm, mul vl]`` or ``[xn, xm, lsl #1]``."""
-        self._sve_ld1("ld1h", zt, pg, m)
+        self._sve_ldst1("ld1h", zt, pg, m, load=True)
 
     def ld1w(self, zt: ZVec, pg: PQual, m: Mem) -> None:
         """``ld1w {zt.s|d}, pg/z, [xn, #imm, mul vl]`` (imm -8..7) or ``[xn, xm, lsl #2]``."""
-        self._sve_ld1("ld1w", zt, pg, m)
+        self._sve_ldst1("ld1w", zt, pg, m, load=True)
 
     def ld1d(self, zt: ZVec, pg: PQual, m: Mem) -> None:
         """``ld1d {zt.d}, pg/z, [xn, #imm, mul vl]`` (imm -8..7) or ``[xn, xm, lsl #3]``."""
-        self._sve_ld1("ld1d", zt, pg, m)
+        self._sve_ldst1("ld1d", zt, pg, m, load=True)
 
     def _sve_st_si(self, mn: str, zt: ZVec, pg: int, rn: int, offset: int, msz: int, text: str) -> None:
         """SVE contiguous store (scalar plus immediate)."""
@@ -439,35 +441,21 @@ class SveMixin:
         word = 0xE4004000 | msz << 23 | SIZE_BITS[zt.esize] << 21 | rm << 16 | pg << 10 | rn << 5
         self.emit(word | zt.idx, text)
 
-    def _sve_st1(self, mn: str, zt: ZVec, pg: PReg, m: Mem) -> None:
-        msz = _MSZ[mn[-1]]
-        zt = _zt(mn, zt, ALL_SIZES[msz:])
-        g = pgov(mn, "Pg", pg, None)
-        text = f"{mn} {{{zt}}}, {pg}, {m}"
-        if isinstance(m, Mem) and m.vec_offset:
-            self._sve_scatter(mn, zt, g, m, msz, text)
-        elif isinstance(m, Mem) and m.reg_offset:
-            rn, rm = _mem_rr(mn, m, msz)
-            self._sve_st_ss(mn, zt, g, rn, rm, msz, text)
-        else:
-            rn, off = _mem_vl(mn, m, -8, 7)
-            self._sve_st_si(mn, zt, g, rn, off, msz, text)
-
     def st1b(self, zt: ZVec, pg: PReg, m: Mem) -> None:
         """``st1b {zt.<T>}, pg, [xn, #imm, mul vl]`` or ``[xn, xm]``."""
-        self._sve_st1("st1b", zt, pg, m)
+        self._sve_ldst1("st1b", zt, pg, m, load=False)
 
     def st1h(self, zt: ZVec, pg: PReg, m: Mem) -> None:
         """``st1h {zt.<T>}, pg, [xn, #imm, mul vl]`` or ``[xn, xm, lsl #1]``."""
-        self._sve_st1("st1h", zt, pg, m)
+        self._sve_ldst1("st1h", zt, pg, m, load=False)
 
     def st1w(self, zt: ZVec, pg: PReg, m: Mem) -> None:
         """``st1w {zt.s|d}, pg, [xn, #imm, mul vl]`` (imm -8..7) or ``[xn, xm, lsl #2]``."""
-        self._sve_st1("st1w", zt, pg, m)
+        self._sve_ldst1("st1w", zt, pg, m, load=False)
 
     def st1d(self, zt: ZVec, pg: PReg, m: Mem) -> None:
         """``st1d {zt.d}, pg, [xn, #imm, mul vl]`` (imm -8..7) or ``[xn, xm, lsl #3]``."""
-        self._sve_st1("st1d", zt, pg, m)
+        self._sve_ldst1("st1d", zt, pg, m, load=False)
 
     def _sve_gather(self, mn: str, zt: ZVec, pg: int, m: Mem, msz: int, text: str) -> None:
         """SVE 32-bit gather load (scalar plus 32-bit unscaled/scaled offsets) for ``.s``;
