@@ -359,6 +359,17 @@ class SparseTensor:
         dt = _check_dtype(dtype, "dtype")
         return SparseTensor(self.shape, self.storage, self.vals.astype(dt), self.mode_order)
 
+    @classmethod
+    def _trusted(
+        cls, shape: tuple[int, ...], storage: tuple[Level, ...], vals: np.ndarray, mode_order: tuple[int, ...]
+    ) -> SparseTensor:
+        """A tensor over storage that is already valid (checked arrays, ``vals`` of the right
+        length and dtype): no O(nnz) checks. For outputs that reuse an operand's pattern."""
+        t = cls.__new__(cls)
+        t.shape, t.storage, t.mode_order = shape, storage, mode_order
+        t.vals = vals
+        return t
+
     def with_vals(self, vals: np.ndarray) -> SparseTensor:
         """The same pattern (shared storage arrays) with other values."""
         return SparseTensor(self.shape, self.storage, vals, self.mode_order)

@@ -1,0 +1,594 @@
+"""Compile a sparse loop nest (`minijit.sparseauto.nest.Nest`) to x86-64 machine code (AVX2 + FMA).
+
+The emitted function is
+
+    void nest(const int64_t* args, int64_t begin, int64_t end)
+
+``args`` holds one address per storage array, in the order of `arg_slots` (per sparse operand:
+``pos``/``crd`` of each compressed level, then ``vals``; per dense operand its data; the output's
+data, or its ``vals`` when it samples a sparse operand's pattern; one buffer per temporary).
+When `Program.split` is set the top loop runs only iterations ``[begin, end)`` of its space
+(coordinates of a dense loop, positions of a compressed walk), so threads can share the nest;
+otherwise ``begin``/``end`` are ignored. Dense operands, the dense output and the temporaries are
+C-ordered over their indices; all values share one dtype (float32 or float64); ``pos``/``crd``
+are int32.
+
+How each node compiles (the stages name the labels of the listing):
+
+* **Loop, dense** (``dense_<i>``): the coordinate counts ``0..extent``.
+* **Loop, one compressed level** (``walk_<T>_<i>``): the positions ``pos[parent]..pos[parent+1]``
+  of that level; the coordinate is ``crd[p]``.
+* **Loop, two compressed levels** (``merge_<i>``): a two-pointer intersection of the coordinates.
+* On entering an iteration, the position of every sparse operand whose *dense* level is the
+  loop's index becomes ``parent * size + coordinate``.
+* **Temp** (``zero_<T>``): the temporary's buffer is zeroed with vector stores.
+* **Compute, scalar** (``out += a*b*...``): addresses from coordinates and strides (dense) or the
+  last level's position (sparse).
+* **Innermost dense loop, vectorized** (``vec_<j>``, ``vtail``): when every access that uses
+  ``j`` is dense with ``j`` last (stride 1) the loop runs over vectors: the factors without
+  ``j`` are multiplied once and broadcast, each statement is an axpy-like update
+  ``out[j] += s * x[j] * ...`` or a dot product ``out += s * sum_j x[j] * ...`` (vector
+  accumulators, summed horizontally after the loop); the last ``extent % lanes`` elements run
+  as one masked vector (``vmaskmov``).
+
+Everything else (loop variables, positions, walk bounds, broadcast scalars) lives in stack slots,
+so the nest may be arbitrarily deep and branched; the innermost loops run in registers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from asm.x86_64 import XMM, YMM, Assembler, Gpr, Vec, dword, ptr, qword
+from asm.x86_64.registers import r8, r9, r10, r11, r12, r13, r14, r15, rax, rbp, rbx, rcx, rdi, rdx, rsi, rsp
+from minijit.kernels.x86_64.common import Frame, Partial, Target, counted_loop, emit_mask_table
+from minijit.sparseauto.nest import COMPRESSED, DENSE, Access, Compute, Loop, Nest, Node, Operand, Temp
+
+__all__ = ["SIGNATURE", "ISAS", "ArgSlot", "Program", "arg_slots", "compile_nest", "sampled_operand"]
+
+SIGNATURE = "void(const int64_t* args, int64_t begin, int64_t end)"
+ISAS = ("avx2",)
+#: registers that hold pointers in the vectorized inner loop
+_PTR_REGS = (rdx, rsi, rdi, rbp, r8, r9, r10, r11, r12, r13, r14, r15)
+_MASK = YMM[15]  # partial-vector mask (AVX2)
+_BCAST = YMM[12:15]  # one broadcast scalar per vectorized statement
+_MAX_VEC_STATEMENTS = len(_BCAST)
+_WORK = 12  # ymm0..11 hold products, loads and accumulators of the vectorized loop
+
+
+@dataclass(frozen=True)
+class ArgSlot:
+    """One entry of the ``args`` block: ``tensor``'s ``part`` ("pos", "crd", "vals", "data",
+    "temp") of storage ``level`` (compressed parts only)."""
+
+    tensor: str
+    part: str
+    level: int | None = None
+
+
+def sampled_operand(nest: Nest) -> Operand | None:
+    """The sparse operand whose pattern a sparse output samples (SDDMM-like), None for a dense
+    output. ValueError when the output is sparse but samples no operand."""
+    out = nest.output
+    if not out.sparse:
+        return None
+    writes = [c for c in nest.computes if c.out.tensor == out.name]
+    for o in nest.operands:
+        if o.indices == out.indices and o.levels == out.levels:
+            if all(any(a.tensor == o.name for a in c.ins) for c in writes):
+                return o
+    raise ValueError(
+        f"the output {out} is sparse but samples no operand: a sparse output must have the indices and "
+        "levels of a sparse operand that is a factor of every statement writing it"
+    )
+
+
+def arg_slots(nest: Nest) -> tuple[ArgSlot, ...]:
+    """The layout of the ``args`` block (see the module docstring)."""
+    slots: list[ArgSlot] = []
+    for o in nest.operands:
+        if o.sparse:
+            for k, fmt in enumerate(o.levels):
+                if fmt == COMPRESSED:
+                    slots += [ArgSlot(o.name, "pos", k), ArgSlot(o.name, "crd", k)]
+            slots.append(ArgSlot(o.name, "vals"))
+        else:
+            slots.append(ArgSlot(o.name, "data"))
+    slots.append(ArgSlot(nest.output.name, "vals" if sampled_operand(nest) else "data"))
+    slots += [ArgSlot(t.name, "temp") for t in nest.temps]
+    return tuple(slots)
+
+
+@dataclass(frozen=True)
+class Program:
+    """A compiled nest: the assembler (code and listing), the ``args`` layout, temporary sizes
+    (elements), and the split of the top loop (None, ``("dense", extent)`` or
+    ``("walk", operand name)``: its level-0 positions)."""
+
+    asm: Assembler
+    slots: tuple[ArgSlot, ...]
+    temp_sizes: dict[str, int]
+    split: tuple[str, object] | None
+    vectorized: tuple[str, ...]
+
+
+def _walk_nodes(nodes: tuple[Node, ...]):
+    for n in nodes:
+        yield n
+        if isinstance(n, Loop):
+            yield from _walk_nodes(n.body)
+
+
+def _size(extents: dict[str, int], indices: tuple[str, ...]) -> int:
+    n = 1
+    for i in indices:
+        n *= extents[i]
+    return n
+
+
+def _strides(extents: dict[str, int], indices: tuple[str, ...]) -> dict[str, int]:
+    """C-order element strides of a dense tensor over ``indices``."""
+    out, s = {}, 1
+    for i in reversed(indices):
+        out[i] = s
+        s *= extents[i]
+    return out
+
+
+class _Emitter:
+    """Walks the nest once and emits its code; one instance per compiled program."""
+
+    def __init__(self, nest: Nest, extents: dict[str, int], dtype: str, isa: str) -> None:
+        self.nest = nest
+        self.ext = extents
+        self.t = Target.of(dtype, "avx2")
+        self.a = Assembler(name=f"sparse_nest_{isa}_{dtype}")
+        self.slots = arg_slots(nest)
+        self.arg = {(s.tensor, s.part, s.level): i for i, s in enumerate(self.slots)}
+        self.sparse = {o.name: o for o in nest.operands if o.sparse}
+        self.sampled = sampled_operand(nest)
+        dense_like = [o for o in nest.operands if not o.sparse] + list(nest.temps)
+        if self.sampled is None:
+            dense_like.append(nest.output)
+        self.strides = {x.name: _strides(extents, x.indices) for x in dense_like}
+        self.temp_sizes = {t.name: _size(extents, t.indices) for t in nest.temps}
+        self.frame = Frame(saved=[rbx, rbp, r12, r13, r14, r15])
+        f = self.frame
+        indices = sorted({i for o in nest.operands for i in o.indices})
+        self.coord = {i: f.slot(f"coord_{i}") for i in indices}
+        self.pos = {
+            (o.name, k): f.slot(f"pos_{o.name}_{k}") for o in self.sparse.values() for k in range(len(o.levels))
+        }
+        loops = [n for n in _walk_nodes(nest.body) if isinstance(n, Loop)]
+        self.ends = [(f.slot(f"end{n}_a"), f.slot(f"end{n}_b")) for n in range(len(loops))]
+        self.loop_id = {id(lp): n for n, lp in enumerate(loops)}
+        for c in range(_MAX_VEC_STATEMENTS):
+            f.slot(f"bcast{c}")
+        self.bcast = [f.slots[f"bcast{c}"] for c in range(_MAX_VEC_STATEMENTS)]  # stack offsets
+        self.begin, self.end = f.slot("begin"), f.slot("end")
+        self.table = None  # AVX2 mask table label, emitted after the code when used
+        self.vectorized: list[str] = []
+        self.split = self._split()
+
+    # ---------------------------------------------------------------- helpers
+
+    def _base(self, reg: Gpr, tensor: str, part: str, level: int | None = None) -> None:
+        """reg = address of ``tensor``'s ``part`` (from the args block)."""
+        self.a.mov(reg, qword(rbx + 8 * self.arg[(tensor, part, level)]))
+
+    def _split(self) -> tuple[str, object] | None:
+        """Can threads split the top loop? Only a lone top loop over an output index, dense or
+        walking one operand's first level, with no temporary declared above it."""
+        body = self.nest.body
+        if len(body) != 1 or not isinstance(body[0], Loop) or body[0].index not in self.nest.output.indices:
+            return None
+        walked = self.nest.walks(body[0])
+        if not walked:
+            return ("dense", self.ext[body[0].index])
+        if len(walked) == 1:
+            return ("walk", walked[0].name)
+        return None
+
+    def _dense_levels(self, loop: Loop) -> list[tuple[Operand, int]]:
+        """Sparse operands read below ``loop`` whose dense level is the loop's index."""
+        read = {a.tensor for c in _walk_nodes(loop.body) if isinstance(c, Compute) for a in c.ins}
+        out = []
+        for o in self.sparse.values():
+            if o.name in read and loop.index in o.indices:
+                k = o.indices.index(loop.index)
+                if o.levels[k] == DENSE:
+                    out.append((o, k))
+        return out
+
+    def _enter_iteration(self, loop: Loop) -> None:
+        """Positions of dense levels at the loop's index: parent * size + coordinate."""
+        a = self.a
+        for o, k in self._dense_levels(loop):
+            if k == 0:
+                a.mov(rax, self.coord[loop.index])
+            else:
+                a.mov(rax, self.pos[(o.name, k - 1)])
+                a.imul(rax, rax, self.ext[loop.index])
+                a.add(rax, self.coord[loop.index])
+            a.mov(self.pos[(o.name, k)], rax)
+
+    def _address(self, acc: Access, reg: Gpr, skip: str | None = None) -> None:
+        """reg = address of the element ``acc`` refers to (``skip``: leave that index out, i.e. at 0)."""
+        a, es = self.a, self.t.es
+        sparse = self.sparse.get(acc.tensor)
+        if acc.tensor == self.nest.output.name:
+            sparse = self.sampled  # a sparse output is stored at the sampled operand's positions
+        if sparse is not None:
+            a.mov(reg, self.pos[(sparse.name, len(sparse.levels) - 1)])
+            self._base(rax, acc.tensor, "vals")
+            a.lea(reg, ptr(rax + reg * es))
+            return
+        part = "temp" if acc.tensor in self.temp_sizes else "data"
+        self._base(reg, acc.tensor, part)
+        for i in acc.indices:
+            if i == skip:
+                continue
+            step = self.strides[acc.tensor][i] * es
+            a.mov(rax, self.coord[i])
+            if step in (1, 2, 4, 8):
+                a.lea(reg, ptr(reg + rax * step))
+            else:
+                a.imul(rax, rax, step)
+                a.add(reg, rax)
+
+    def _vmov_s(self, dst: object, src: object) -> None:
+        getattr(self.a, self.t.s("vmov"))(dst, src)
+
+    # ---------------------------------------------------------------- program
+
+    def program(self) -> Program:
+        a, f = self.a, self.frame
+        f.enter(a)
+        a.mov(rbx, rdi)  # args block
+        a.mov(self.begin, rsi)
+        a.mov(self.end, rdx)
+        self._nodes(self.nest.body, top=True)
+        f.leave(a)
+        if self.table is not None:
+            emit_mask_table(a, self.table)
+        return Program(a, self.slots, dict(self.temp_sizes), self.split, tuple(self.vectorized))
+
+    def _nodes(self, nodes: tuple[Node, ...], top: bool = False) -> None:
+        for node in nodes:
+            if isinstance(node, Temp):
+                self._zero_temp(node)
+            elif isinstance(node, Compute):
+                self._compute(node)
+            elif self._vectorizable(node):
+                self._vector_loop(node)
+            else:
+                self._loop(node, top and self.split is not None)
+
+    # ---------------------------------------------------------------- temporaries
+
+    def _zero_temp(self, temp: Temp) -> None:
+        """zero_<T>: store zero vectors over the temporary's buffer, then the scalar tail."""
+        a, t = self.a, self.t
+        n = self.temp_sizes[temp.name]
+        a.label(f"zero_{temp.name}")
+        self._base(rdi, temp.name, "temp")
+        zero = YMM[0]
+        a.vxorps(zero, zero, zero)
+
+        def store() -> None:
+            getattr(a, t.v("vmovu"))(t.vmem(rdi), zero)
+            a.add(rdi, t.vbytes)
+
+        counted_loop(a, rcx, n // t.vl, store, f"zero_{temp.name}_v")
+        for e in range(n % t.vl):
+            self._vmov_s(t.smem(rdi + e * t.es), XMM[0])
+
+    # ---------------------------------------------------------------- loops
+
+    def _loop(self, loop: Loop, split: bool) -> None:
+        walked = self.nest.walks(loop)
+        if not walked:
+            self._dense_loop(loop, split)
+        elif len(walked) == 1:
+            self._walk_loop(loop, walked[0], split)
+        elif len(walked) == 2:
+            self._merge_loop(loop, walked[0], walked[1])
+        else:
+            names = ", ".join(o.name for o in walked)
+            raise ValueError(
+                f"loop over {loop.index!r} co-iterates {len(walked)} compressed levels ({names}); at most 2"
+            )
+
+    def _dense_loop(self, loop: Loop, split: bool) -> None:
+        """dense_<i>: for i in 0..extent (or begin..end)."""
+        a, c = self.a, self.coord[loop.index]
+        n = self.ext[loop.index]
+        done = a.new_label(f"dense_{loop.index}_done")
+        if split:
+            a.mov(rax, self.begin)
+        else:
+            a.xor(rax.r32, rax.r32)
+        a.mov(c, rax)
+        self._cmp_extent(split, n)
+        a.jge(done)
+        top = a.label(f"dense_{loop.index}")
+        self._enter_iteration(loop)
+        self._nodes(loop.body)
+        a.mov(rax, c)
+        a.inc(rax)
+        a.mov(c, rax)
+        self._cmp_extent(split, n)
+        a.jl(top)
+        a.bind(done)
+
+    def _cmp_extent(self, split: bool, n: int) -> None:
+        """cmp rax with the loop's end (the caller's ``end`` when split, else the extent)."""
+        if split:
+            self.a.cmp(rax, self.end)
+        else:
+            self.a.cmp(rax, n)
+
+    def _fibre(self, o: Operand, k: int, p: Gpr, e: Gpr) -> None:
+        """p, e = the position range of level k's fibre under the parent position."""
+        a = self.a
+        if k == 0:
+            a.xor(rax.r32, rax.r32)
+        else:
+            a.mov(rax, self.pos[(o.name, k - 1)])
+        self._base(rcx, o.name, "pos", k)
+        a.mov(p.r32, dword(rcx + rax * 4))
+        a.mov(e.r32, dword(rcx + rax * 4 + 4))
+
+    def _walk_loop(self, loop: Loop, o: Operand, split: bool) -> None:
+        """walk_<T>_<i>: for p in pos[parent]..pos[parent+1]: i = crd[p]."""
+        a = self.a
+        k = o.indices.index(loop.index)
+        p, end = self.pos[(o.name, k)], self.ends[self.loop_id[id(loop)]][0]
+        done = a.new_label(f"walk_{o.name}_{loop.index}_done")
+        if split:  # the caller's range of level-0 positions
+            a.mov(rdx, self.begin)
+            a.mov(rax, self.end)
+        else:
+            self._fibre(o, k, rdx, rax)
+        a.mov(p, rdx)
+        a.mov(end, rax)
+        a.cmp(rdx, rax)
+        a.jge(done)
+        top = a.label(f"walk_{o.name}_{loop.index}")
+        a.mov(rax, p)
+        self._base(rcx, o.name, "crd", k)
+        a.mov(rax.r32, dword(rcx + rax * 4))
+        a.mov(self.coord[loop.index], rax)
+        self._enter_iteration(loop)
+        self._nodes(loop.body)
+        a.mov(rax, p)
+        a.inc(rax)
+        a.mov(p, rax)
+        a.cmp(rax, end)
+        a.jl(top)
+        a.bind(done)
+
+    def _merge_loop(self, loop: Loop, o1: Operand, o2: Operand) -> None:
+        """merge_<i>: two-pointer intersection of two compressed levels' coordinates."""
+        a = self.a
+        k1, k2 = o1.indices.index(loop.index), o2.indices.index(loop.index)
+        p1, p2 = self.pos[(o1.name, k1)], self.pos[(o2.name, k2)]
+        e1, e2 = self.ends[self.loop_id[id(loop)]]
+        self._fibre(o1, k1, rdx, rsi)
+        a.mov(p1, rdx)
+        a.mov(e1, rsi)
+        self._fibre(o2, k2, rdx, rsi)
+        a.mov(p2, rdx)
+        a.mov(e2, rsi)
+        done = a.new_label(f"merge_{loop.index}_done")
+        adv1, adv2 = (
+            a.new_label(f"merge_{loop.index}_next_{o1.name}"),
+            a.new_label(f"merge_{loop.index}_next_{o2.name}"),
+        )
+        top = a.label(f"merge_{loop.index}")
+        a.mov(rax, p1)
+        a.cmp(rax, e1)
+        a.jge(done)
+        a.mov(rdx, p2)
+        a.cmp(rdx, e2)
+        a.jge(done)
+        self._base(rcx, o1.name, "crd", k1)
+        a.mov(rcx.r32, dword(rcx + rax * 4))
+        self._base(rsi, o2.name, "crd", k2)
+        a.mov(rsi.r32, dword(rsi + rdx * 4))
+        a.cmp(rcx, rsi)
+        a.jl(adv1)
+        a.jg(adv2)
+        a.mov(self.coord[loop.index], rcx)  # both hold the coordinate: the body runs
+        self._enter_iteration(loop)
+        self._nodes(loop.body)
+        a.inc(p2)
+        a.bind(adv1)
+        a.inc(p1)
+        a.jmp(top)
+        a.bind(adv2)
+        a.inc(p2)
+        a.jmp(top)
+        a.bind(done)
+
+    # ---------------------------------------------------------------- scalar statement
+
+    def _compute(self, c: Compute) -> None:
+        """out += prod(ins), one element (scalar loads, multiplies and one add)."""
+        a, t = self.a, self.t
+        acc, x = XMM[0], XMM[1]
+        for n, src in enumerate(c.ins):
+            self._address(src, rdi)
+            if n == 0:
+                self._vmov_s(acc, t.smem(rdi))
+            else:
+                getattr(a, t.s("vmul"))(acc, acc, t.smem(rdi))
+        self._address(c.out, rdi)
+        self._vmov_s(x, t.smem(rdi))
+        getattr(a, t.s("vadd"))(x, x, acc)
+        self._vmov_s(t.smem(rdi), x)
+
+    # ---------------------------------------------------------------- vectorized innermost loop
+
+    def _contiguous(self, acc: Access, j: str) -> bool:
+        """``acc`` is a dense tensor (operand, dense output or temporary) with ``j`` last."""
+        return acc.tensor in self.strides and acc.indices[-1:] == (j,)
+
+    def _vectorizable(self, loop: Loop) -> bool:
+        j = loop.index
+        if self.nest.walks(loop) or not all(isinstance(n, Compute) for n in loop.body):
+            return False
+        stmts: tuple[Compute, ...] = loop.body  # type: ignore[assignment]
+        if len(stmts) > _MAX_VEC_STATEMENTS:
+            return False
+        written = {c.out.tensor for c in stmts}
+        pointers = 0
+        for c in stmts:
+            jf = [x for x in c.ins if j in x.indices]
+            if any(not self._contiguous(x, j) for x in jf):
+                return False
+            if any(x.tensor in written for x in c.ins if j not in x.indices):
+                return False  # a broadcast factor this loop writes: keep the scalar order
+            if j in c.out.indices:
+                if not self._contiguous(c.out, j):
+                    return False
+            elif not jf:
+                return False  # out += s, extent times: rare, stays scalar
+            pointers += len(jf) + (j in c.out.indices)
+        return pointers <= len(_PTR_REGS)
+
+    def _vector_loop(self, loop: Loop) -> None:
+        """vec_<j>: the statements of an innermost dense loop over vectors of j (see module doc)."""
+        a, t, j = self.a, self.t, loop.index
+        n = self.ext[j]
+        self.vectorized.append(j)
+        stmts: tuple[Compute, ...] = loop.body  # type: ignore[assignment]
+        if n == 0:
+            return
+        # prologue: broadcast factors (the product of the factors without j) and base pointers
+        for s, c in enumerate(stmts):
+            self._scalar_product([x for x in c.ins if j not in x.indices], self.bcast[s])
+            getattr(a, "vbroadcastss" if t.es == 4 else "vbroadcastsd")(_BCAST[s], t.smem(rsp + self.bcast[s]))
+        regs = iter(_PTR_REGS)
+        plan = []  # per statement: (out pointer or None, factor pointers, broadcast register)
+        for s, c in enumerate(stmts):
+            jf = []
+            for x in c.ins:
+                if j in x.indices:
+                    r = next(regs)
+                    self._address(x, r, skip=j)
+                    jf.append(r)
+            out = None
+            if j in c.out.indices:
+                out = next(regs)
+                self._address(c.out, out, skip=j)
+            plan.append((out, jf, _BCAST[s]))
+        ptrs = [r for out, jf, _ in plan for r in ([out] if out is not None else []) + jf]
+        per_u = 3 * len(stmts)  # product, load temporary, accumulator
+        unroll = max(1, min(4, _WORK // per_u))
+        work = [[YMM[u * per_u + 3 * s : u * per_u + 3 * s + 3] for s in range(len(stmts))] for u in range(unroll)]
+        dots = [s for s, c in enumerate(stmts) if j not in c.out.indices]
+        for u in range(unroll):
+            for s in dots:
+                acc = work[u][s][2]
+                a.vxorps(acc, acc, acc)
+        part = None
+        if n % t.vl:
+            if self.table is None:
+                self.table = a.new_label("mask")
+            part = Partial(t, n % t.vl, maskreg=_MASK, table=self.table)
+            part.setup(a, rax)
+
+        def load(dst: Vec, r: Gpr, disp: int, p: Partial | None) -> None:
+            if p is None:
+                getattr(a, t.v("vmovu"))(dst, t.vmem(r + disp))
+            else:
+                p.load(a, dst, r + disp)
+
+        def vector(u: int, disp: int, p: Partial | None) -> None:
+            for s, (out, jf, bc) in enumerate(plan):
+                prod, tmp, acc = work[u][s]
+                if jf:
+                    load(prod, jf[0], disp, p)
+                    for r in jf[1:]:
+                        load(tmp, r, disp, p)
+                        getattr(a, t.v("vmul"))(prod, prod, tmp)
+                if out is None:  # dot product: acc += prod
+                    getattr(a, t.v("vadd"))(acc, acc, prod)
+                    continue
+                load(tmp, out, disp, p)
+                if jf:
+                    getattr(a, t.v("vfmadd231"))(tmp, bc, prod)
+                else:
+                    getattr(a, t.v("vadd"))(tmp, tmp, bc)
+                if p is None:
+                    getattr(a, t.v("vmovu"))(t.vmem(out + disp), tmp)
+                else:
+                    p.store(a, out + disp, tmp)
+
+        full = n // t.vl
+        groups, rem = divmod(full, unroll)
+        a.label(f"vec_{j}")
+
+        def group() -> None:
+            for u in range(unroll):
+                vector(u, u * t.vbytes, None)
+            for r in ptrs:
+                a.add(r, unroll * t.vbytes)
+
+        counted_loop(a, rcx, groups, group, f"vec_{j}_loop")
+        for u in range(rem):
+            vector(u, u * t.vbytes, None)
+        if part is not None:
+            a.label("vtail")
+            vector(rem, rem * t.vbytes, part)
+        for s in dots:  # epilogue: out += broadcast * horizontal sum of the accumulators
+            self._reduce_dot(stmts[s], [work[u][s][2] for u in range(unroll)], self.bcast[s])
+
+    def _scalar_product(self, factors: list[Access], slot: int) -> None:
+        """The stack slot at offset ``slot`` = product of ``factors`` (1.0 when there are none)."""
+        a, t = self.a, self.t
+        if not factors:
+            one = 0x3FF0000000000000 if t.es == 8 else 0x3F800000
+            a.mov(rax, one)
+            a.mov(qword(rsp + slot), rax)
+            return
+        x = XMM[0]
+        for n, src in enumerate(factors):
+            self._address(src, rdi)
+            if n == 0:
+                self._vmov_s(x, t.smem(rdi))
+            else:
+                getattr(a, t.s("vmul"))(x, x, t.smem(rdi))
+        self._vmov_s(t.smem(rsp + slot), x)
+
+    def _reduce_dot(self, c: Compute, accs: list[Vec], slot: int) -> None:
+        """out += (scalar at stack offset ``slot``) * the horizontal sum of ``accs``."""
+        a, t = self.a, self.t
+        total = accs[0]
+        for r in accs[1:]:
+            getattr(a, t.v("vadd"))(total, total, r)
+        x, tmp = XMM[YMM.index(total)], XMM[13]
+        a.vextractf128(tmp, total, 1)
+        getattr(a, t.v("vadd"))(x, x, tmp)
+        a.vunpckhpd(tmp, x, x)
+        getattr(a, t.v("vadd"))(x, x, tmp)
+        if t.es == 4:
+            a.vshufps(tmp, x, x, 1)
+            a.vaddss(x, x, tmp)
+        getattr(a, t.s("vmul"))(x, x, t.smem(rsp + slot))
+        self._address(c.out, rdi)
+        getattr(a, t.s("vadd"))(x, x, t.smem(rdi))
+        self._vmov_s(t.smem(rdi), x)
+
+
+def compile_nest(nest: Nest, extents: dict[str, int], dtype: str = "fp64", isa: str = "avx2") -> Program:
+    """Emit the x86-64 code of ``nest`` for the index ``extents`` and value ``dtype``
+    ("fp32"/"fp64"). Raises ValueError for an unsupported nest, dtype or isa."""
+    if isa not in ISAS:
+        raise ValueError(f"isa must be one of {ISAS} (AVX-512 code generation is not implemented), got {isa!r}")
+    nest.validate()
+    for i in {i for o in nest.operands for i in o.indices}:
+        if i not in extents:
+            raise ValueError(f"no extent for index {i!r}")
+    return _Emitter(nest, dict(extents), dtype, isa).program()

@@ -1,0 +1,242 @@
+"""`SparseContraction`: a sparse loop nest compiled to machine code, and its checked execution.
+
+Setup validates the nest against the index extents and dtype, then generates the code once
+(`minijit.sparseauto.codegen`). `execute(*operands)` checks every operand against the nest
+(type, level formats, level sizes, dtype) before the code runs, allocates the output, and
+returns it: a dense numpy array C-ordered over the output's indices, or, when the output samples
+a sparse operand's pattern (SDDMM-like), a `SparseTensor` with that operand's storage.
+
+Operands come in the order of ``nest.operands``: a `SparseTensor` whose storage levels follow
+the operand's indices (its level ``k`` has the extent of ``indices[k]``), or a numpy array whose
+axes are the operand's indices in order (non-contiguous arrays are copied).
+
+Temporaries are allocated once per contraction and thread (a thread-local cache), so a
+contraction may run from several threads at once; the top loop is split over minijit's thread
+pool when the code allows it (`Program.split`), balanced by the stored values below each
+iteration.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from minijit.errors import SetupError, error_t
+from minijit.limits import check_alloc
+from minijit.sparseauto.codegen import SIGNATURE, Program, compile_nest, sampled_operand
+from minijit.sparseauto.nest import Nest, Operand
+from minijit.sparseauto.tensor import INDEX_MAX, SparseTensor
+
+__all__ = ["DTYPES", "SparseContraction"]
+
+DTYPES = {np.dtype(np.float32): "fp32", np.dtype(np.float64): "fp64"}
+#: iterations of the top loop below which one thread runs the whole nest
+_MIN_SPLIT = 64
+
+
+def _check_extents(nest: Nest, extents: object) -> dict[str, int]:
+    if not isinstance(extents, Mapping):
+        raise TypeError(f"extents must be a mapping index -> size, got {type(extents).__name__}")
+    out = {}
+    for i in sorted({i for o in (*nest.operands, nest.output) for i in o.indices}):
+        if i not in extents:
+            raise SetupError(error_t.wrong_size, f"index {i!r} has no extent")
+        n = extents[i]
+        if isinstance(n, bool) or not isinstance(n, int | np.integer) or not 0 <= int(n) <= INDEX_MAX:
+            raise SetupError(error_t.wrong_size, f"extent of index {i!r} must be an int in 0..{INDEX_MAX}, got {n!r}")
+        out[i] = int(n)
+    return out
+
+
+def _leaves(t: SparseTensor) -> np.ndarray:
+    """Stored values below each position of the first level."""
+    cnt = np.ones(t.nnz, np.int64)
+    for lv in reversed(t.storage[1:]):
+        if lv.format == "dense":
+            cnt = cnt.reshape(-1, max(lv.size, 1)).sum(axis=1) if lv.size else np.zeros(cnt.size, np.int64)
+        else:
+            assert lv.pos is not None
+            csum = np.concatenate(([0], np.cumsum(cnt)))
+            cnt = csum[lv.pos[1:]] - csum[lv.pos[:-1]]
+    return cnt
+
+
+class SparseContraction:
+    """A compiled `Nest`: ``SparseContraction(nest, extents, dtype)``; call `execute`.
+
+    ``extents``: index -> size. ``dtype``: float32 or float64 (every operand's). ``threads``:
+    workers for the split top loop (default: minijit's pool size).
+    """
+
+    def __init__(
+        self,
+        nest: Nest,
+        extents: Mapping[str, int],
+        dtype: object = np.float64,
+        *,
+        threads: int | None = None,
+        isa: str = "avx2",
+    ) -> None:
+        if not isinstance(nest, Nest):
+            raise TypeError(f"nest must be a minijit.sparseauto.nest.Nest, got {type(nest).__name__}")
+        try:
+            self.dtype = np.dtype(dtype)  # type: ignore[arg-type]
+        except TypeError as e:
+            raise SetupError(error_t.wrong_dtype, f"dtype: not a dtype: {dtype!r}") from e
+        if self.dtype not in DTYPES:
+            raise SetupError(error_t.wrong_dtype, f"dtype must be float32 or float64, got {self.dtype}")
+        try:
+            nest.validate()
+            self.sampled = sampled_operand(nest)
+        except ValueError as e:
+            raise SetupError(error_t.wrong_dimension, str(e)) from e
+        self.nest = nest
+        self.extents = _check_extents(nest, extents)
+        for t in nest.temps:
+            size = int(np.prod([self.extents[i] for i in t.indices], dtype=np.int64))
+            check_alloc(size * self.dtype.itemsize, f"temporary {t.name}")
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise ValueError(f"threads must be a positive int, got {threads!r}")
+        from minijit.parallel import default_threads
+
+        self.threads = threads if threads is not None else default_threads()
+        try:
+            self.program: Program = compile_nest(nest, self.extents, DTYPES[self.dtype], isa)
+        except ValueError as e:
+            raise SetupError(error_t.wrong_dimension, str(e)) from e
+        from minijit.runtime import load
+
+        prog = self.program.asm
+        self._kernel = load(prog.code(), SIGNATURE, isa="x86_64", name=prog.name, listing=prog.listing())
+        self._local = threading.local()
+
+    # ---------------------------------------------------------------- inspection
+
+    def listing(self) -> str:
+        """The loop nest, then the generated assembly (Intel syntax)."""
+        vec = ", ".join(self.program.vectorized) or "none"
+        head = f"{self.nest}\n# extents {self.extents}, dtype {self.dtype}, vectorized loops: {vec}"
+        if self.program.split:
+            head += f", top loop split over threads ({self.program.split[0]})"
+        return head + "\n" + self._kernel.listing
+
+    def __repr__(self) -> str:
+        return f"<SparseContraction {self.nest.output} dtype={self.dtype} extents={self.extents}>"
+
+    # ---------------------------------------------------------------- checks
+
+    def _check_sparse(self, o: Operand, x: object) -> SparseTensor:
+        if not isinstance(x, SparseTensor):
+            raise TypeError(f"operand {o.name} must be a SparseTensor (levels {o.levels}), got {type(x).__name__}")
+        if x.levels != o.levels:
+            raise ValueError(f"operand {o.name}: levels {x.levels}, the nest needs {o.levels}")
+        for k, lv in enumerate(x.storage):
+            if lv.size != self.extents[o.indices[k]]:
+                raise ValueError(
+                    f"operand {o.name}: level {k} ({o.indices[k]}) has size {lv.size}, "
+                    f"extent is {self.extents[o.indices[k]]}"
+                )
+        if x.dtype != self.dtype:
+            raise TypeError(f"operand {o.name}: dtype {x.dtype}, the contraction is {self.dtype}")
+        return x
+
+    def _check_dense(self, o: Operand, x: object) -> np.ndarray:
+        if not isinstance(x, np.ndarray):
+            raise TypeError(f"operand {o.name} must be a numpy array, got {type(x).__name__}")
+        want = tuple(self.extents[i] for i in o.indices)
+        if x.shape != want:
+            raise ValueError(f"operand {o.name}: shape {x.shape}, expected {want} (indices {o.indices})")
+        if x.dtype != self.dtype:
+            raise TypeError(f"operand {o.name}: dtype {x.dtype}, the contraction is {self.dtype}")
+        return np.ascontiguousarray(x)
+
+    # ---------------------------------------------------------------- execution
+
+    def execute(self, *operands: Any) -> np.ndarray | SparseTensor:
+        """Run the contraction on ``operands`` (in ``nest.operands`` order); returns the output."""
+        ops = self.nest.operands
+        if len(operands) != len(ops):
+            raise TypeError(f"expected {len(ops)} operands ({', '.join(o.name for o in ops)}), got {len(operands)}")
+        arrays: dict[tuple[str, str, int | None], np.ndarray] = {}
+        tensors: dict[str, SparseTensor] = {}
+        for o, x in zip(ops, operands, strict=True):
+            if o.sparse:
+                t = tensors[o.name] = self._check_sparse(o, x)
+                for k, lv in enumerate(t.storage):
+                    if lv.format == "compressed":
+                        arrays[(o.name, "pos", k)] = lv.pos  # type: ignore[assignment]
+                        arrays[(o.name, "crd", k)] = lv.crd  # type: ignore[assignment]
+                arrays[(o.name, "vals", None)] = t.vals
+            else:
+                arrays[(o.name, "data", None)] = self._check_dense(o, x)
+        out_op = self.nest.output
+        if self.sampled is not None:
+            pattern = tensors[self.sampled.name]
+            out = np.zeros(pattern.nnz, self.dtype)
+            arrays[(out_op.name, "vals", None)] = out
+        else:
+            out = np.zeros(tuple(self.extents[i] for i in out_op.indices), self.dtype)
+            arrays[(out_op.name, "data", None)] = out
+        if out.size:
+            self._run(arrays, tensors)
+        if self.sampled is None:
+            return out
+        shape = tuple(self.extents[i] for i in out_op.indices)
+        return SparseTensor._trusted(shape, pattern.storage, out, tuple(range(len(shape))))
+
+    def _args(self, arrays: dict) -> np.ndarray:
+        """The args block for this thread: addresses of the operands' arrays and its temporaries."""
+        temps = getattr(self._local, "temps", None)
+        if temps is None:
+            temps = self._local.temps = {
+                name: np.zeros(max(1, n), self.dtype) for name, n in self.program.temp_sizes.items()
+            }
+        addr = []
+        for s in self.program.slots:
+            x = temps[s.tensor] if s.part == "temp" else arrays[(s.tensor, s.part, s.level)]
+            addr.append(x.ctypes.data)
+        return np.array(addr, np.int64)
+
+    def _ranges(self, tensors: dict[str, SparseTensor]) -> list[tuple[int, int]]:
+        """The top loop's iterations split into up to ``threads`` ranges of about equal work."""
+        split = self.program.split
+        if split is None:
+            return [(0, 0)]
+        kind, what = split
+        top = self.nest.body[0].index  # type: ignore[union-attr]
+        if kind == "dense":
+            n = int(what)  # type: ignore[arg-type]
+            weight = np.ones(n, np.int64)
+            for o in self.nest.operands:  # a sparse operand stored by the top index weighs its rows
+                if o.sparse and o.indices[0] == top and o.levels[0] == "dense":
+                    weight = weight + _leaves(tensors[o.name])
+        else:
+            t = tensors[str(what)]
+            n = int(t.storage[0].crd.shape[0])  # type: ignore[union-attr]
+            weight = 1 + _leaves(t)
+        parts = max(1, min(self.threads, n // _MIN_SPLIT))
+        if parts == 1:
+            return [(0, n)]
+        cost = np.concatenate(([0], np.cumsum(weight)))
+        cuts = np.searchsorted(cost, np.linspace(0, cost[-1], parts + 1)[1:-1])
+        bounds = [0, *sorted({int(c) for c in cuts if 0 < c < n}), n]
+        return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+    def _run(self, arrays: dict, tensors: dict[str, SparseTensor]) -> None:
+        ranges = self._ranges(tensors)
+        kern = self._kernel
+
+        def run(i0: int, i1: int) -> None:
+            args = self._args(arrays)
+            for b, e in ranges[i0:i1]:
+                kern(args, b, e)
+
+        if len(ranges) == 1:
+            run(0, 1)
+            return
+        from minijit.parallel import run_range
+
+        run_range(run, len(ranges), len(ranges))
