@@ -283,6 +283,7 @@ def _step(
         _block_einsum,
         out + contracted,
         *[a for pair in zip(arrays, subs, strict=True) for a in pair],
+        token="minijit-einsum",
         adjust_chunks=dict.fromkeys(contracted, 1),
         dtype=dt,
         meta=np.empty((0,) * ndim, dt),
