@@ -1,0 +1,162 @@
+"""`sparse_einsum`: einsum with sparse operands, scheduled (seed 002) and compiled by the JIT.
+
+    out = sparse_einsum("ijk,jl,kl->il", T, B, C)           # T sparse (scipy/pydata/SparseTensor)
+
+Sparse operands may be `SparseTensor`, scipy.sparse CSR/CSC/COO or pydata ``sparse.COO``/``GCXS``;
+dense operands are numpy arrays. Values are float32 when every operand is float32, else float64
+(operands are converted). The output is a dense numpy array, except when the output indices are
+exactly those of a sparse operand (SDDMM-like: the product samples its pattern): then it is a
+`SparseTensor` with that operand's pattern and formats, in the output's mode order.
+
+``schedule="linear"`` is TACO's default (one loop nest, no temporaries); ``"auto"`` asks the
+planner (`minijit.sparseauto.plan`) for its choice at these sizes. Compiled contractions are
+cached per (subscripts, formats, shapes, dtype, schedule), so a repeated call re-plans and
+re-compiles nothing. Every check runs before any code is generated.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from minijit.sparseauto.execute import SparseContraction
+from minijit.sparseauto.graph import parse_subscripts
+from minijit.sparseauto.nest import Nest, Operand
+from minijit.sparseauto.schedules import default_linear
+from minijit.sparseauto.tensor import SparseTensor, as_sparse, is_sparse
+
+__all__ = ["SCHEDULES", "compile_einsum", "sparse_einsum"]
+
+SCHEDULES = ("auto", "linear")
+_CACHE_SIZE = 64
+_cache: OrderedDict[tuple, tuple[SparseContraction, tuple[int, ...] | None]] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def _names(n: int) -> tuple[tuple[str, ...], str]:
+    """Operand names ``A, B, ...`` (``X0, X1, ...`` past 25) and an output name they do not use."""
+    names = tuple(chr(ord("A") + k) if n <= 25 else f"X{k}" for k in range(n))
+    return names, "Out"
+
+
+def _convert(operands: tuple[Any, ...]) -> tuple[list[SparseTensor | np.ndarray], np.dtype]:
+    """Sparse operands -> SparseTensor, dense -> numpy; one float dtype for all."""
+    out: list[SparseTensor | np.ndarray] = []
+    for k, x in enumerate(operands):
+        if is_sparse(x):
+            out.append(as_sparse(x, f"operand {k}"))
+            continue
+        if not isinstance(x, np.ndarray):
+            raise TypeError(
+                f"operand {k} must be a numpy array or a sparse tensor (SparseTensor, scipy.sparse, pydata "
+                f"sparse), got {type(x).__name__}"
+            )
+        if x.dtype.kind not in "fiub" or x.dtype == np.float16:
+            raise TypeError(f"operand {k}: dtype {x.dtype} is not supported (float32 or float64)")
+        out.append(x)
+    if not any(isinstance(x, SparseTensor) for x in out):
+        raise ValueError("sparse_einsum needs at least one sparse operand (use minijit.einsum for dense ones)")
+    dtype = np.dtype(np.float32) if all(x.dtype == np.float32 for x in out) else np.dtype(np.float64)
+    out = [x.astype(dtype) if x.dtype != dtype else x for x in out]
+    return out, dtype
+
+
+def _operands(
+    terms: tuple[tuple[str, ...], ...], values: list[SparseTensor | np.ndarray]
+) -> tuple[tuple[Operand, ...], dict[str, int]]:
+    """The nest operands (sparse: indices in storage order) and every index's extent."""
+    names, _ = _names(len(values))
+    ops, extents = [], {}
+    for k, (term, x, name) in enumerate(zip(terms, values, names, strict=True)):
+        if len(term) != x.ndim:
+            raise ValueError(f"operand {k} has {x.ndim} modes, subscripts name {len(term)} ({''.join(term)!r})")
+        for m, idx in enumerate(term):
+            n = int(x.shape[m])
+            if extents.setdefault(idx, n) != n:
+                raise ValueError(f"operand {k}: index {idx!r} has size {n}, another operand gives {extents[idx]}")
+        if isinstance(x, SparseTensor):
+            ops.append(Operand(name, tuple(term[m] for m in x.mode_order), x.levels))
+        else:
+            ops.append(Operand.dense(name, term))
+    return tuple(ops), extents
+
+
+def _output(ops: tuple[Operand, ...], out_term: tuple[str, ...]) -> tuple[Operand, tuple[int, ...] | None]:
+    """The output operand: a sparse operand's pattern when the output indices are exactly its
+    indices (SDDMM-like), with the output's mode order; else dense in subscript order."""
+    _, name = _names(len(ops))
+    for o in ops:
+        if o.sparse and sorted(o.indices) == sorted(out_term) and len(out_term) == len(o.indices):
+            return Operand(name, o.indices, o.levels), tuple(out_term.index(i) for i in o.indices)
+    return Operand.dense(name, out_term), None
+
+
+def _nest(ops: tuple[Operand, ...], out: Operand, extents: dict[str, int], schedule: str) -> Nest:
+    if schedule == "linear":
+        return default_linear(ops, out)
+    try:
+        from minijit.sparseauto.plan import sparse_plan
+    except ImportError:  # the planner is not there yet: the linear schedule
+        return default_linear(ops, out)
+    return sparse_plan(ops, out, extents).chosen
+
+
+def _key(subscripts: str, values: list, dtype: np.dtype, schedule: str) -> tuple:
+    parts: list[object] = [subscripts.replace(" ", ""), dtype.str, schedule]
+    for x in values:
+        if isinstance(x, SparseTensor):
+            parts.append(("sparse", x.shape, x.levels, x.mode_order))
+        else:
+            parts.append(("dense", x.shape))
+    return tuple(parts)
+
+
+def compile_einsum(
+    subscripts: str, *operands: Any, schedule: str = "auto", threads: int | None = None
+) -> tuple[SparseContraction, tuple[int, ...] | None]:
+    """The (cached) compiled contraction for these operands' formats, shapes and dtype, and the
+    mode order of a sparse output (None for a dense one)."""
+    values, dtype = _convert(operands)
+    return _compiled(subscripts, values, dtype, schedule, threads)
+
+
+def _compiled(
+    subscripts: str, values: list, dtype: np.dtype, schedule: str, threads: int | None
+) -> tuple[SparseContraction, tuple[int, ...] | None]:
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    key = _key(subscripts, values, dtype, schedule) + (threads,)
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit
+    terms, out_term = parse_subscripts(subscripts, len(values))
+    ops, extents = _operands(terms, values)
+    out, order = _output(ops, out_term)
+    compiled = SparseContraction(_nest(ops, out, extents, schedule), extents, dtype, threads=threads)
+    with _cache_lock:
+        _cache[key] = (compiled, order)
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return compiled, order
+
+
+def sparse_einsum(
+    subscripts: str, *operands: Any, schedule: str = "auto", threads: int | None = None
+) -> np.ndarray | SparseTensor:
+    """Evaluate ``subscripts`` (numpy einsum notation, single-letter indices, no ``...``) on
+    sparse and dense ``operands``; see the module docstring for types, dtypes and the output."""
+    values, dtype = _convert(operands)
+    compiled, order = _compiled(subscripts, values, dtype, schedule, threads)
+    result = compiled.execute(*values)
+    if order is None:
+        return result
+    assert isinstance(result, SparseTensor)
+    shape = [0] * len(order)
+    for k, m in enumerate(order):
+        shape[m] = result.shape[k]
+    return SparseTensor._trusted(tuple(shape), result.storage, result.vals, order)
