@@ -47,7 +47,8 @@ def _convert(operands: tuple[Any, ...]) -> tuple[list[SparseTensor | np.ndarray]
     out: list[SparseTensor | np.ndarray] = []
     for k, x in enumerate(operands):
         if is_sparse(x):
-            out.append(as_sparse(x, f"operand {k}"))
+            t = as_sparse(x, f"operand {k}")
+            out.append(t if "compressed" in t.levels else t.to_dense())  # all-dense levels: a dense operand
             continue
         if not isinstance(x, np.ndarray):
             raise TypeError(
@@ -57,7 +58,7 @@ def _convert(operands: tuple[Any, ...]) -> tuple[list[SparseTensor | np.ndarray]
         if x.dtype.kind not in "fiub" or x.dtype == np.float16:
             raise TypeError(f"operand {k}: dtype {x.dtype} is not supported (float32 or float64)")
         out.append(x)
-    if not any(isinstance(x, SparseTensor) for x in out):
+    if not any(is_sparse(x) for x in operands):
         raise ValueError("sparse_einsum needs at least one sparse operand (use minijit.einsum for dense ones)")
     dtype = np.dtype(np.float32) if all(x.dtype == np.float32 for x in out) else np.dtype(np.float64)
     out = [x.astype(dtype) if x.dtype != dtype else x for x in out]

@@ -1,0 +1,82 @@
+"""sparse_einsum against numpy: drawn expressions (2-3 operands, up to 5 indices, one or two sparse
+operands with drawn levels and mode orders, empty fibres, one non-zero, all zero)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+
+from minijit.sparseauto.api import compile_einsum, sparse_einsum
+from minijit.sparseauto.tensor import SparseTensor
+from tests.minijit.sparseauto.strategies import expressions
+
+pytestmark = pytest.mark.skipif(
+    __import__("minijit.runtime", fromlist=["host"]).host().isa != "x86_64", reason="x86-64 code generation"
+)
+
+
+def _check(subscripts, ops, dense, schedule):
+    got = sparse_einsum(subscripts, *ops, schedule=schedule)
+    want = np.einsum(subscripts, *[d.astype(np.float64) for d in dense])
+    if isinstance(got, SparseTensor):
+        assert got.shape == want.shape
+        got = got.to_dense()
+    tol = 1e-4 if got.dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(expressions())
+def test_linear_schedule_matches_numpy(expr):
+    _check(*expr, "linear")
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(expressions())
+def test_auto_schedule_matches_numpy(expr):
+    _check(*expr, "auto")
+
+
+def test_sampled_output_keeps_pattern_and_mode_order():
+    rng = np.random.default_rng(1)
+    a = sp.random(9, 7, density=0.3, format="csc", random_state=2)
+    b, c = rng.standard_normal((9, 5)), rng.standard_normal((7, 5))
+    out = sparse_einsum("ij,ik,jk->ij", a, b, c)
+    assert isinstance(out, SparseTensor) and out.shape == (9, 7) and out.mode_order == (1, 0)
+    assert out.nnz == a.nnz
+    np.testing.assert_allclose(out.to_dense(), a.toarray() * (b @ c.T), atol=1e-12)
+
+
+def test_compiled_contraction_is_cached():
+    a = sp.random(6, 5, density=0.4, format="csr", random_state=3)
+    b = np.ones((5, 3))
+    first, _ = compile_einsum("ik,kj->ij", a, b)
+    again, _ = compile_einsum("ik,kj->ij", a * 2, b + 1)
+    other, _ = compile_einsum("ik,kj->ij", a, np.ones((5, 4)))
+    assert first is again and other is not first
+
+
+@pytest.mark.parametrize(
+    "subscripts, ops, exc, text",
+    [
+        ("ij,jk->ik", (np.ones((2, 2)), np.ones((2, 2))), ValueError, "at least one sparse"),
+        ("ij,jk->ik", (sp.eye(3, format="csr"), np.ones((2, 2))), ValueError, "index 'j' has size 2"),
+        ("ij,jk->ik", (sp.eye(3, format="csr"), [[1.0]]), TypeError, "operand 1 must be a numpy array"),
+        ("ij,jk->ik", (sp.eye(3, format="csr"), np.ones((3, 3), np.complex128)), TypeError, "complex128"),
+        ("ii,ik->ik", (sp.eye(3, format="csr"), np.ones((3, 3))), ValueError, "diagonals"),
+        ("ij,jk->iz", (sp.eye(3, format="csr"), np.ones((3, 3))), ValueError, "'z'"),
+        ("ijk,jk->i", (sp.eye(3, format="csr"), np.ones((3, 3))), ValueError, "has 2 modes"),
+        ("ij,ji->", (sp.eye(3, format="csr"), sp.eye(3, format="csr")), ValueError, "contradict"),
+    ],
+)
+def test_bad_input(subscripts, ops, exc, text):
+    with pytest.raises(exc) as info:
+        sparse_einsum(subscripts, *ops, schedule="linear")
+    assert text in str(info.value)
+
+
+def test_bad_schedule():
+    with pytest.raises(ValueError, match="schedule must be one of"):
+        sparse_einsum("ij,j->i", sp.eye(2, format="csr"), np.ones(2), schedule="fast")
