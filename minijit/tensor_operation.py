@@ -69,12 +69,10 @@ class TensorOperation(Operation):
     def _implementation(cls, target: str = "native", *args: Any, **kwargs: Any) -> tuple[type, tuple, dict]:
         """The class serving ``target`` and its arguments (`minijit.operation.OperationMeta`)."""
         if target == "cuda":
-            from minijit.cuda.operation import CudaTensorOperation
-
             unknown = set(kwargs) - {"device", "driver"}
             if unknown or args:
                 raise TypeError(f"target 'cuda' takes no {', '.join(sorted(unknown)) or 'positional'} argument")
-            return CudaTensorOperation, (), kwargs
+            return targets.get("cuda").operation_class(cls), (), kwargs
         return cls, (target, *args), kwargs
 
     def __init__(

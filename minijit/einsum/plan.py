@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from minijit import limits
+from minijit import limits, targets
 from minijit.arrays import address as _address
 from minijit.cache import LRUCache, ScratchPool
 from minijit.einsum.builder import _DTYPES, SMALL_GEMM_FLOPS, _Builder, _layout
@@ -90,9 +90,7 @@ class EinsumPlan(Operation):
         """The class serving ``target`` (`minijit.operation.OperationMeta`): `CudaEinsumPlan` for
         "cuda", or for "auto" with a ``driver=``; this class otherwise."""
         if target == "cuda" or (target == "auto" and kwargs.get("driver") is not None):
-            from minijit.einsum.cuda import CudaEinsumPlan
-
-            return CudaEinsumPlan, (subscripts, *shapes), kwargs
+            return targets.get("cuda").operation_class(cls), (subscripts, *shapes), kwargs
         return cls, (subscripts, *shapes), {"target": target, **kwargs}
 
     def __init__(
@@ -442,12 +440,3 @@ class EinsumPlan(Operation):
 PLAN_CACHE_SIZE = 128
 PLAN_CACHE_MAX_BYTES = 64 << 20
 _PLANS = LRUCache(lambda: PLAN_CACHE_SIZE, name="einsum.plans")
-
-
-def __getattr__(name: str) -> Any:
-    """`einsum` and `contract_path` live in `minijit.einsum.api` (which imports this module)."""
-    if name in ("einsum", "contract_path"):
-        from minijit.einsum import api
-
-        return getattr(api, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from minijit import targets
 from minijit.operation import Operation
 from minijit.sparse.csr import Csr, as_csr, check_dense, check_out
 from minijit.sparse.plan import Plan, make_plan
@@ -80,13 +81,7 @@ class SpMM(Operation):
         """The subclass serving ``target`` (`minijit.operation.OperationMeta`)."""
         if target not in TARGETS:
             raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
-        if target == "native":
-            from minijit.sparse.spmm_cpu import CpuSpMM
-
-            return CpuSpMM, (csr, n, dtype), kwargs
-        from minijit.sparse.spmm_cuda import CudaSpMM
-
-        return CudaSpMM, (csr, n, dtype), kwargs
+        return targets.get(target).operation_class(cls), (csr, n, dtype), kwargs
 
     def _checked_args(self, n: int, dtype: str | None) -> str:
         """``dtype`` (None: this target's default) after checking it and ``n``; ValueError otherwise."""

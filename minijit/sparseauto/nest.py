@@ -23,6 +23,10 @@ COMPRESSED = "compressed"
 LEVEL_FORMATS = (DENSE, COMPRESSED)
 
 
+class PatternError(ValueError):
+    """A sparse (sampled) output is written outside the walk of the operand whose pattern it has."""
+
+
 def _check_name(what: str, name: object) -> None:
     if not isinstance(name, str) or not name.isidentifier():
         raise TypeError(f"{what} must be an identifier string, got {name!r}")
@@ -224,7 +228,41 @@ class Nest:
                 raise ValueError(f"Nest: operand {o.name} is never read")
         if state.get(self.output.name) != "written":
             raise ValueError(f"Nest: output {self.output.name} is never written")
+        self.check_pattern()
         return self
+
+    def check_pattern(self) -> None:
+        """Raise :class:`PatternError` when a sparse output is written outside the walk of the
+        input whose pattern it samples (a no-op for a dense output)."""
+        if self.output.sparse:
+            self._check_pattern(self.body, (), self.pattern())
+
+    def pattern(self) -> Operand | None:
+        """The input whose pattern a sparse output samples (same indices and levels), else None.
+
+        Raises ValueError when the output has a compressed level but no input matches it.
+        """
+        if not self.output.sparse:
+            return None
+        for o in self.operands:
+            if o.indices == self.output.indices and o.levels == self.output.levels:
+                return o
+        raise ValueError(
+            f"Nest: output {self.output} has compressed levels but no input has the same indices and levels to sample"
+        )
+
+    def _check_pattern(self, body: tuple[Node, ...], loops: tuple[Loop, ...], pattern: Operand) -> None:
+        for node in body:
+            if isinstance(node, Loop):
+                self._check_pattern(node.body, (*loops, node), pattern)
+            elif isinstance(node, Compute) and node.out.tensor == self.output.name:
+                for loop in loops:
+                    k = pattern.indices.index(loop.index) if loop.index in pattern.indices else -1
+                    if k >= 0 and pattern.levels[k] == COMPRESSED and pattern not in self.walks(loop):
+                        raise PatternError(
+                            f"Nest: sparse output {self.output.name} is written by {node} under a "
+                            f"loop over {loop.index!r} that does not walk {pattern.name}"
+                        )
 
     def _check_body(
         self,

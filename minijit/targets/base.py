@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -13,6 +14,10 @@ class Target:
     family: ClassVar[str] = ""
     #: dtypes its tensor operations take (names of `minijit.ir.dtype_t`)
     dtypes: ClassVar[tuple[str, ...]] = ("fp32", "fp64")
+    #: the registry of operation classes: public class name (`minijit.TensorOperation`,
+    #: `minijit.EinsumPlan`, `minijit.sparse.SpMM`) -> ``"module:Class"`` of the subclass that
+    #: serves this family; a public class not named here serves the family itself
+    operations: ClassVar[dict[str, str]] = {}
 
     @property
     def name(self) -> str:
@@ -21,6 +26,18 @@ class Target:
     def __str__(self) -> str:
         return self.name
 
+    def operation_class(self, public: type) -> type:
+        """The subclass of ``public`` that serves this target (``public`` itself when the registry
+        names none); its module is imported on first use, so no module imports its subclasses."""
+        ref = self.operations.get(public.__name__)
+        if ref is None:
+            return public
+        module, _, name = ref.partition(":")
+        impl = getattr(importlib.import_module(module), name)
+        if not (isinstance(impl, type) and issubclass(impl, public)):
+            raise TypeError(f"{self.name}: operations[{public.__name__!r}] = {ref!r} is not a subclass of it")
+        return impl
+
 
 @dataclass(frozen=True)
 class CpuTarget(Target):
@@ -28,6 +45,7 @@ class CpuTarget(Target):
     named ``_bytes``). The generators are uncached; `minijit.kernels` puts its cache in front."""
 
     isa: str = ""
+    operations: ClassVar[dict[str, str]] = {"SpMM": "minijit.sparse.spmm_cpu:CpuSpMM"}
 
     #: the ISA family of `minijit.runtime.runs_natively` ("x86_64", "aarch64")
     family: ClassVar[str] = ""

@@ -13,6 +13,11 @@ from minijit.targets.base import Target
 class CudaTarget(Target):
     family: ClassVar[str] = "cuda"
     dtypes: ClassVar[tuple[str, ...]] = ("fp16", "bf16", "tf32", "fp32")
+    operations: ClassVar[dict[str, str]] = {
+        "TensorOperation": "minijit.cuda.operation:CudaTensorOperation",
+        "EinsumPlan": "minijit.einsum.cuda:CudaEinsumPlan",
+        "SpMM": "minijit.sparse.spmm_cuda:CudaSpMM",
+    }
 
     @property
     def name(self) -> str:

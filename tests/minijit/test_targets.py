@@ -137,3 +137,26 @@ def test_no_target_string_parsing_outside_targets():
     assert hits == []
     assert PARSING.search('if target.startswith("x86_64"):') and PARSING.search('t.split("-")[0]')
     assert PARSING.search('target == "aarch64-sve"') and PARSING.search('if "aarch64" in target')
+
+
+def test_targets_name_the_operation_class_serving_them():
+    """The registry of operation classes lives on the target objects: the public classes import
+    none of their target subclasses, and a bad entry is refused by name."""
+    from minijit.cuda.operation import CudaTensorOperation
+    from minijit.einsum.cuda import CudaEinsumPlan
+    from minijit.sparse import SpMM
+    from minijit.sparse.spmm_cpu import CpuSpMM
+    from minijit.sparse.spmm_cuda import CudaSpMM
+
+    cuda, cpu = targets.get("cuda"), targets.get("x86_64-avx2")
+    assert cuda.operation_class(minijit.TensorOperation) is CudaTensorOperation
+    assert cuda.operation_class(minijit.EinsumPlan) is CudaEinsumPlan
+    assert cuda.operation_class(SpMM) is CudaSpMM
+    assert cpu.operation_class(SpMM) is CpuSpMM
+    assert cpu.operation_class(minijit.TensorOperation) is minijit.TensorOperation
+
+    class Broken(targets.CudaTarget):
+        operations = {"TensorOperation": "minijit.sparse.spmm_cpu:CpuSpMM"}  # noqa: RUF012 - a test's table
+
+    with pytest.raises(TypeError, match="not a subclass of it"):
+        Broken().operation_class(minijit.TensorOperation)
