@@ -1,0 +1,249 @@
+"""Symbolic time and auxiliary-memory complexity of loop nests (seed 002, §3 and §5.2).
+
+Symbols are dimension sizes (``dim("i")``, printed ``I``) and, per sparse operand and
+compressed level ``c``, the number of stored positions of that level
+(``nnz("B", ("i", "j"))``, printed ``nnz(B_ij)``: the non-empty ``(i, j)`` fibres of ``B``).
+:class:`Monomial` allows negative exponents (a density is ``nnz(B_ij) / (I*J)``);
+:class:`Poly` is a sum of monomials with integer coefficients.
+
+Time is the number of innermost iterations summed over the statements, under the seed's
+uniform-sparsity assumption: a statement whose enclosing loops bind the index set ``S`` and walk
+the levels of sparse operands up to the prefixes ``p_X`` runs ``prod(N_i, i in S) *
+prod(density(X, p_X))`` times. Memory is the total size of the temporaries (a scalar counts 1).
+
+Asymptotic comparison (:class:`Assumptions`) is exact for monomials under the seed's
+assumptions: every size and count is >= 1, and along a sparse operand's levels
+``pos(level k-1) <= pos(level k) <= pos(level k-1) * N_k`` (dense levels store every
+coordinate), e.g. ``nnz(B_i) <= nnz(B_ij) <= nnz(B)`` and ``nnz(B_ij) <= I*J``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+
+from minijit.sparseauto.nest import COMPRESSED, Compute, Loop, Nest, Node, Operand
+
+#: A symbol: ``("dim", index)`` or ``("nnz", operand, prefix)``.
+Symbol = tuple
+
+
+def dim_symbol(index: str) -> Symbol:
+    """The symbol of the extent of ``index``."""
+    return ("dim", index)
+
+
+def nnz_symbol(operand: str, prefix: tuple[str, ...]) -> Symbol:
+    """The symbol of the stored positions of ``operand``'s level ending ``prefix``."""
+    return ("nnz", operand, tuple(prefix))
+
+
+def symbol_name(sym: Symbol) -> str:
+    """``I`` for a one-letter index ``i`` (else ``N_idx``); ``nnz(B_ij)`` for a level count."""
+    if sym[0] == "dim":
+        idx = sym[1]
+        return idx.upper() if len(idx) == 1 and idx.islower() else f"N_{idx}"
+    return f"nnz({sym[1]}_{''.join(sym[2])})"
+
+
+@dataclass(frozen=True)
+class Monomial:
+    """A product of symbols with integer (possibly negative) exponents; sorted, no zeros."""
+
+    powers: tuple[tuple[Symbol, int], ...] = ()
+
+    @staticmethod
+    def of(powers: Mapping[Symbol, int]) -> Monomial:
+        """Build from a mapping symbol -> exponent (zeros dropped)."""
+        return Monomial(tuple(sorted((s, e) for s, e in powers.items() if e != 0)))
+
+    def __mul__(self, other: Monomial) -> Monomial:
+        acc = dict(self.powers)
+        for s, e in other.powers:
+            acc[s] = acc.get(s, 0) + e
+        return Monomial.of(acc)
+
+    def __truediv__(self, other: Monomial) -> Monomial:
+        return self * Monomial(tuple((s, -e) for s, e in other.powers))
+
+    def evaluate(self, env: Mapping[Symbol, float]) -> float:
+        """The value with every symbol taken from ``env`` (KeyError naming a missing one)."""
+        value = 1.0
+        for s, e in self.powers:
+            if s not in env:
+                raise KeyError(f"no value for {symbol_name(s)}")
+            value *= float(env[s]) ** e
+        return value
+
+    def __str__(self) -> str:
+        if not self.powers:
+            return "1"
+        num = [symbol_name(s) + (f"^{e}" if e > 1 else "") for s, e in self.powers if e > 0]
+        den = [symbol_name(s) + (f"^{-e}" if e < -1 else "") for s, e in self.powers if e < 0]
+        text = "*".join(num) if num else "1"
+        if den:
+            text += "/" + (den[0] if len(den) == 1 else "(" + "*".join(den) + ")")
+        return text
+
+
+@dataclass(frozen=True)
+class Poly:
+    """A sum of monomials with positive integer coefficients (the empty sum is 0)."""
+
+    terms: tuple[tuple[Monomial, int], ...] = ()
+
+    @staticmethod
+    def of(terms: Iterable[tuple[Monomial, int]]) -> Poly:
+        """Sum up ``(monomial, coefficient)`` pairs into canonical form."""
+        acc: dict[Monomial, int] = {}
+        for m, c in terms:
+            acc[m] = acc.get(m, 0) + c
+        return Poly(tuple(sorted(((m, c) for m, c in acc.items() if c), key=lambda t: str(t[0]))))
+
+    def __add__(self, other: Poly) -> Poly:
+        return Poly.of(self.terms + other.terms)
+
+    @property
+    def monomials(self) -> tuple[Monomial, ...]:
+        """The distinct monomials."""
+        return tuple(m for m, _ in self.terms)
+
+    def evaluate(self, env: Mapping[Symbol, float]) -> float:
+        """The value with concrete symbol values."""
+        return sum(c * m.evaluate(env) for m, c in self.terms)
+
+    def __str__(self) -> str:
+        if not self.terms:
+            return "0"
+        return " + ".join((f"{c}*" if c != 1 else "") + str(m) for m, c in self.terms)
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    """The seed's assumptions about the symbols of one expression's operands."""
+
+    operands: tuple[Operand, ...]
+
+    def _log_coefficients(self, m: Monomial) -> dict[str, Fraction]:
+        """Minimum over the nnz symbols of log(m) as a linear form in the log dims."""
+        powers = dict(m.powers)
+        coef: dict[str, Fraction] = {}
+        for s, e in powers.items():
+            if s[0] == "dim":
+                coef[s[1]] = coef.get(s[1], Fraction(0)) + e
+        for o in self.operands:
+            comp = [k for k, f in enumerate(o.levels) if f == COMPRESSED]
+            b = {k: powers.get(nnz_symbol(o.name, o.indices[: k + 1]), 0) for k in comp}
+            for u, idx in enumerate(o.indices):
+                # log pos(c) = sum over u <= c of d_u; d_u = log N for a dense level, in [0, log N]
+                # for a compressed one (the minimum takes the end its coefficient prefers).
+                cu = sum(b[c] for c in comp if c >= u)
+                if o.levels[u] != COMPRESSED or cu < 0:
+                    coef[idx] = coef.get(idx, Fraction(0)) + cu
+        return coef
+
+    def monomial_le(self, small: Monomial, big: Monomial) -> bool:
+        """True when ``small <= big`` for every value of the symbols the assumptions allow."""
+        return all(v >= 0 for v in self._log_coefficients(big / small).values())
+
+    def le(self, p: Poly, q: Poly) -> bool:
+        """``p = O(q)``: each monomial of ``p`` is at most one of ``q`` (0 and constants are O(1))."""
+        big = q.monomials or (Monomial(),)
+        return all(any(self.monomial_le(m, b) for b in big) for m in p.monomials)
+
+    def equivalent(self, p: Poly, q: Poly) -> bool:
+        """``p = Theta(q)`` in the sense of :meth:`le` both ways."""
+        return self.le(p, q) and self.le(q, p)
+
+    def asymptotic(self, p: Poly) -> Poly:
+        """``p`` without the monomials another of its monomials bounds, coefficients dropped."""
+        ms = list(dict.fromkeys(p.monomials))
+        keep = []
+        for k, m in enumerate(ms):
+            dominated = any(
+                self.monomial_le(m, other) and (not self.monomial_le(other, m) or j < k)
+                for j, other in enumerate(ms)
+                if j != k
+            )
+            if not dominated:
+                keep.append((m, 1))
+        return Poly.of(keep)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """A schedule's symbolic cost: time and memory polynomials, loop and memory depths."""
+
+    time: Poly
+    memory: Poly
+    loop_depth: int
+    memory_depth: int
+
+    def __str__(self) -> str:
+        return f"time {self.time}, memory {self.memory}, loop depth {self.loop_depth}, memory depth {self.memory_depth}"
+
+
+def _read_below(node: Node) -> set[str]:
+    if isinstance(node, Compute):
+        return {a.tensor for a in node.ins}
+    if isinstance(node, Loop):
+        return set().union(*(_read_below(b) for b in node.body))
+    return set()
+
+
+def _statement_count(nest: Nest, loops: tuple[Loop, ...]) -> Monomial:
+    """Iterations of a statement nested in ``loops`` (uniform sparsity)."""
+    powers: dict[Symbol, int] = {}
+    for loop in loops:
+        powers[dim_symbol(loop.index)] = powers.get(dim_symbol(loop.index), 0) + 1
+    below = [_read_below(loop) for loop in loops]
+    for o in nest.operands:
+        if not o.sparse:
+            continue
+        walked = {loop.index for loop, names in zip(loops, below, strict=True) if o.name in names}
+        depth = 0
+        while depth < len(o.indices) and o.indices[depth] in walked:
+            depth += 1
+        comp = [k for k in range(depth) if o.levels[k] == COMPRESSED]
+        if not comp:
+            continue
+        c = comp[-1]
+        sym = nnz_symbol(o.name, o.indices[: c + 1])
+        powers[sym] = powers.get(sym, 0) + 1
+        for idx in o.indices[: c + 1]:
+            powers[dim_symbol(idx)] = powers.get(dim_symbol(idx), 0) - 1
+    return Monomial.of(powers)
+
+
+def _statements(body: tuple[Node, ...], loops: tuple[Loop, ...]):
+    for node in body:
+        if isinstance(node, Loop):
+            yield from _statements(node.body, (*loops, node))
+        elif isinstance(node, Compute):
+            yield node, loops
+
+
+def time_complexity(nest: Nest) -> Poly:
+    """Innermost iterations of all statements of ``nest`` (a polynomial in the symbols)."""
+    return Poly.of((_statement_count(nest, loops), 1) for _, loops in _statements(nest.body, ()))
+
+
+def memory_complexity(nest: Nest) -> Poly:
+    """Total elements of the temporaries of ``nest`` (a scalar temporary counts 1)."""
+    return Poly.of((Monomial.of({dim_symbol(i): 1 for i in t.indices}), 1) for t in nest.temps)
+
+
+def loop_depth(nest: Nest) -> int:
+    """The deepest statement's number of enclosing loops."""
+    return max(len(loops) for _, loops in _statements(nest.body, ()))
+
+
+def memory_depth(nest: Nest) -> int:
+    """The largest rank of a temporary (0 without temporaries or with scalars only)."""
+    return max((len(t.indices) for t in nest.temps), default=0)
+
+
+def cost(nest: Nest) -> Cost:
+    """The symbolic :class:`Cost` of ``nest``."""
+    return Cost(time_complexity(nest), memory_complexity(nest), loop_depth(nest), memory_depth(nest))

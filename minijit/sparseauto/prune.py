@@ -1,0 +1,211 @@
+"""The seed's pruning pipeline (seed 002, §5.2-5.3), minus the optional SMT stage (``smt.py``).
+
+1. memory depth: drop schedules whose largest temporary has more than ``max_depth`` indices;
+2. depth poset: keep the Pareto frontier of (loop depth, memory depth), group the survivors
+   into buckets of asymptotically equal (time, memory), and keep the buckets no other bucket
+   dominates in both (the symbolic Pareto frontier, exact under the seed's assumptions);
+4. run-time choice: evaluate the polynomials with the concrete sizes and non-zero counts, take
+   the least time among the schedules whose temporaries fit the memory limit (else the least
+   memory), ties broken by memory, then by the seed's cache criterion (§5.3: innermost loops
+   that stride through an access cost that access's trailing extents).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from minijit.sparseauto.complexity import (
+    Assumptions,
+    Cost,
+    Poly,
+    Symbol,
+    cost,
+    dim_symbol,
+    nnz_symbol,
+)
+from minijit.sparseauto.nest import COMPRESSED, Compute, Loop, Nest, Node, Operand
+
+#: Default memory-depth threshold of stage 1 (the seed prunes 3-D temporaries and larger).
+DEFAULT_MAX_MEMORY_DEPTH = 2
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A schedule and its symbolic cost."""
+
+    nest: Nest
+    cost: Cost
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """Schedules with asymptotically equal time and memory (they differ in loop structure)."""
+
+    time: Poly
+    memory: Poly
+    candidates: tuple[Candidate, ...]
+
+
+def candidates(nests: Iterable[Nest]) -> tuple[Candidate, ...]:
+    """Attach the symbolic cost to each nest."""
+    return tuple(Candidate(n, cost(n)) for n in nests)
+
+
+def memory_depth_stage(cands: Iterable[Candidate], max_depth: int = DEFAULT_MAX_MEMORY_DEPTH) -> tuple[Candidate, ...]:
+    """Stage 1: the candidates whose temporaries have at most ``max_depth`` indices."""
+    if not isinstance(max_depth, int) or max_depth < 0:
+        raise ValueError(f"max_memory_depth must be a non-negative integer, got {max_depth!r}")
+    return tuple(c for c in cands if c.cost.memory_depth <= max_depth)
+
+
+def depth_poset_stage(cands: Iterable[Candidate]) -> tuple[Candidate, ...]:
+    """Stage 2a: drop a candidate when another has loop and memory depth no larger, one smaller."""
+    cands = tuple(cands)
+    pairs = {(c.cost.loop_depth, c.cost.memory_depth) for c in cands}
+    keep = {p for p in pairs if not any(q[0] <= p[0] and q[1] <= p[1] and q != p for q in pairs)}
+    return tuple(c for c in cands if (c.cost.loop_depth, c.cost.memory_depth) in keep)
+
+
+def buckets(cands: Iterable[Candidate], assumptions: Assumptions) -> tuple[Bucket, ...]:
+    """Group candidates by their asymptotic (time, memory), in first-seen order."""
+    groups: dict[tuple[Poly, Poly], list[Candidate]] = {}
+    for c in cands:
+        key = (assumptions.asymptotic(c.cost.time), assumptions.asymptotic(c.cost.memory))
+        groups.setdefault(key, []).append(c)
+    return tuple(Bucket(t, m, tuple(cs)) for (t, m), cs in groups.items())
+
+
+def dominates(a: Bucket, b: Bucket, assumptions: Assumptions) -> bool:
+    """True when ``a`` is no worse than ``b`` in time and memory for all symbol values, and
+    strictly better in one of them asymptotically."""
+    le_t = assumptions.le(a.time, b.time)
+    le_m = assumptions.le(a.memory, b.memory)
+    if not (le_t and le_m):
+        return False
+    return not (assumptions.le(b.time, a.time) and assumptions.le(b.memory, a.memory))
+
+
+def frontier_stage(bs: Iterable[Bucket], assumptions: Assumptions) -> tuple[Bucket, ...]:
+    """Stage 2b: the buckets that no other bucket dominates (symbolic Pareto frontier)."""
+    bs = tuple(bs)
+    return tuple(b for b in bs if not any(dominates(o, b, assumptions) for o in bs if o is not b))
+
+
+def estimate_level_counts(operand: Operand, sizes: Mapping[str, int], nnz: int) -> dict[tuple[str, ...], float]:
+    """Stored positions per compressed level of ``operand`` with ``nnz`` values spread uniformly.
+
+    The deepest compressed level holds ``nnz`` divided by the trailing dense extents; a level
+    above it holds the expected number of distinct prefixes, ``M * (1 - exp(-n / M))`` for
+    ``M`` prefix cells.
+    """
+    comp = [k for k, f in enumerate(operand.levels) if f == COMPRESSED]
+    if not comp:
+        return {}
+    last = comp[-1]
+    trailing = math.prod(sizes[i] for i in operand.indices[last + 1 :])
+    n = max(nnz / max(trailing, 1), 0.0)
+    counts = {}
+    for c in comp:
+        cells = math.prod(sizes[i] for i in operand.indices[: c + 1])
+        counts[operand.indices[: c + 1]] = n if c == last else cells * -math.expm1(-n / cells)
+    return counts
+
+
+def environment(
+    operands: Iterable[Operand],
+    sizes: Mapping[str, int],
+    nnz: Mapping[str, object] | None = None,
+) -> dict[Symbol, float]:
+    """Concrete symbol values: ``sizes`` maps index -> extent; ``nnz`` maps a sparse operand's
+    name to its stored values (an int, levels estimated by :func:`estimate_level_counts`) or to
+    a sequence of stored positions per compressed level (outermost first). Raises ValueError
+    naming a missing size or count."""
+    nnz = dict(nnz or {})
+    env: dict[Symbol, float] = {}
+    operands = tuple(operands)
+    for o in operands:
+        for i in o.indices:
+            if i not in sizes:
+                raise ValueError(f"run-time choice: no size for index {i!r} of operand {o.name}")
+            s = sizes[i]
+            if not isinstance(s, int) or isinstance(s, bool) or s < 1:
+                raise ValueError(f"run-time choice: size of index {i!r} must be a positive int, got {s!r}")
+            env[dim_symbol(i)] = float(s)
+    for o in operands:
+        if not o.sparse:
+            continue
+        if o.name not in nnz:
+            raise ValueError(f"run-time choice: no non-zero count for sparse operand {o.name}")
+        given = nnz[o.name]
+        comp = [k for k, f in enumerate(o.levels) if f == COMPRESSED]
+        if isinstance(given, int) and not isinstance(given, bool):
+            if given < 0:
+                raise ValueError(f"run-time choice: nnz of {o.name} must be >= 0, got {given}")
+            counts = estimate_level_counts(o, sizes, given)
+        elif isinstance(given, (tuple, list)) and len(given) == len(comp):
+            counts = {o.indices[: c + 1]: float(v) for c, v in zip(comp, given, strict=True)}
+        else:
+            raise ValueError(
+                f"run-time choice: nnz of {o.name} must be an int or {len(comp)} per-level counts, got {given!r}"
+            )
+        for prefix, v in counts.items():
+            env[nnz_symbol(o.name, prefix)] = max(float(v), 1.0)
+    return env
+
+
+def cache_cost(nest: Nest, sizes: Mapping[str, int]) -> int:
+    """The seed's leaf cache criterion: for each statement, each access whose stored indices
+    contain the innermost loop index but not as the last one costs the product of the extents
+    after it (the stride between consecutive iterations)."""
+    total = 0
+
+    def walk(body: tuple[Node, ...], inner: str | None) -> None:
+        nonlocal total
+        for node in body:
+            if isinstance(node, Loop):
+                walk(node.body, node.index)
+            elif isinstance(node, Compute) and inner is not None:
+                for a in (node.out, *node.ins):
+                    if inner in a.indices and a.indices[-1] != inner:
+                        k = a.indices.index(inner)
+                        total += math.prod(sizes.get(i, 1) for i in a.indices[k + 1 :])
+
+    walk(nest.body, None)
+    return total
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The run-time choice: the candidate, its evaluated time and memory, and why."""
+
+    candidate: Candidate
+    time: float
+    memory: float
+    reason: str
+
+
+def choose(
+    cands: Iterable[Candidate],
+    env: Mapping[Symbol, float],
+    sizes: Mapping[str, int],
+    memory_limit: float | None = None,
+) -> Choice:
+    """Stage 4: least evaluated time among candidates whose temporaries fit ``memory_limit``
+    elements (None: no limit); when none fits, least memory. Ties: memory, cache cost, order."""
+    cands = tuple(cands)
+    if not cands:
+        raise ValueError("run-time choice: no candidate schedule")
+    scored = [
+        (c.cost.time.evaluate(env), c.cost.memory.evaluate(env), cache_cost(c.nest, sizes), k, c)
+        for k, c in enumerate(cands)
+    ]
+    fits = [s for s in scored if memory_limit is None or s[1] <= memory_limit]
+    if fits:
+        best = min(fits, key=lambda s: s[:4])
+        reason = "least time" + ("" if memory_limit is None else f" with temporaries <= {memory_limit:.0f} elements")
+    else:
+        best = min(scored, key=lambda s: (s[1], s[0], s[2], s[3]))
+        reason = f"no schedule's temporaries fit {memory_limit:.0f} elements: least memory"
+    return Choice(best[4], best[0], best[1], reason)
