@@ -1,0 +1,130 @@
+"""SparseContraction: setup and execute check everything before code runs; the split top loop and
+concurrent calls give numpy's result."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from minijit.errors import SetupError
+from minijit.sparseauto.execute import SparseContraction
+from minijit.sparseauto.nest import Operand
+from minijit.sparseauto.schedules import default_linear
+from minijit.sparseauto.tensor import SparseTensor
+
+pytestmark = pytest.mark.skipif(
+    __import__("minijit.runtime", fromlist=["host"]).host().isa != "x86_64", reason="runs x86-64 code"
+)
+CSR = ("dense", "compressed")
+A = Operand("A", ("i", "k"), CSR)
+B = Operand.dense("B", ("k", "j"))
+SPMM = default_linear((A, B), Operand.dense("Out", ("i", "j")))
+EXT = {"i": 300, "k": 40, "j": 6}
+
+
+def _operands(seed=0, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    d = np.where(rng.random((300, 40)) < 0.1, rng.standard_normal((300, 40)), 0).astype(dtype)
+    d[50:120] = 0  # empty rows
+    return SparseTensor.from_dense(d, CSR), rng.standard_normal((40, 6)).astype(dtype)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_split_top_loop_matches_numpy(threads):
+    a, b = _operands()
+    c = SparseContraction(SPMM, EXT, threads=threads)
+    assert len(c._ranges({"A": a})) == threads  # the top loop really is split
+    np.testing.assert_allclose(c.execute(a, b), a.to_dense() @ b, atol=1e-12)
+
+
+def test_split_compressed_walk():
+    rng = np.random.default_rng(3)
+    d = np.where(rng.random((400, 5, 6)) < 0.05, 1.0, 0)
+    t = SparseTensor.from_dense(d)
+    m = rng.standard_normal((6, 4))
+    op = Operand("A", ("i", "j", "k"), ("compressed",) * 3)
+    nest = default_linear((op, Operand.dense("B", ("k", "l"))), Operand.dense("Out", ("i", "j", "l")))
+    c = SparseContraction(nest, {"i": 400, "j": 5, "k": 6, "l": 4}, threads=2)
+    assert c.program.split == ("walk", "A") and len(c._ranges({"A": t})) == 2
+    np.testing.assert_allclose(c.execute(t, m), np.einsum("ijk,kl->ijl", d, m), atol=1e-12)
+
+
+def test_concurrent_calls_share_one_contraction():
+    c = SparseContraction(SPMM, EXT, np.float32, threads=1)
+    inputs = [_operands(s, np.float32) for s in range(4)]
+    results = [None] * 4
+
+    def work(n):
+        results[n] = c.execute(*inputs[n])
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for (a, b), got in zip(inputs, results, strict=True):
+        np.testing.assert_allclose(got, a.to_dense() @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_listing_shows_nest_and_code():
+    text = SparseContraction(SPMM, EXT).listing()
+    assert text.startswith("# Out(i:d,j:d)") and "for k_pos:" in text and "vfmadd231pd" in text
+
+
+def test_empty_output_runs_nothing():
+    c = SparseContraction(SPMM, {"i": 0, "k": 3, "j": 2})
+    out = c.execute(SparseTensor.from_coo(np.zeros((2, 0), int), np.zeros(0), (0, 3), CSR), np.ones((3, 2)))
+    assert out.shape == (0, 2)
+
+
+@pytest.mark.parametrize(
+    "args, exc, text",
+    [
+        (lambda a, b: (a,), TypeError, "expected 2 operands"),
+        (lambda a, b: (b, b), TypeError, "operand A must be a SparseTensor"),
+        (lambda a, b: (a, a), TypeError, "operand B must be a numpy array"),
+        (lambda a, b: (SparseTensor.from_dense(a.to_dense()), b), ValueError, "levels"),
+        (lambda a, b: (a, b[:, :5]), ValueError, "operand B: shape (40, 5)"),
+        (lambda a, b: (a, b.astype(np.float32)), TypeError, "operand B: dtype float32"),
+        (lambda a, b: (a.astype(np.float32), b), TypeError, "operand A: dtype float32"),
+        (lambda a, b: (SparseTensor.from_dense(a.to_dense()[:, :30], CSR), b), ValueError, "level 1 (k) has size 30"),
+    ],
+)
+def test_execute_checks_operands(args, exc, text):
+    a, b = _operands()
+    c = SparseContraction(SPMM, EXT)
+    with pytest.raises(exc) as info:
+        c.execute(*args(a, b))
+    assert text in str(info.value)
+
+
+def test_strided_dense_operand_is_copied():
+    a, b = _operands()
+    wide = np.zeros((40, 12))
+    wide[:, ::2] = b
+    got = SparseContraction(SPMM, EXT).execute(a, wide[:, ::2])
+    np.testing.assert_allclose(got, a.to_dense() @ b, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "kwargs, text",
+    [
+        ({"extents": {"i": 3, "k": 2}}, "index 'j' has no extent"),
+        ({"extents": {"i": 3, "k": -2, "j": 1}}, "extent of index 'k'"),
+        ({"extents": EXT, "dtype": np.int32}, "float32 or float64"),
+        ({"extents": EXT, "dtype": "nonsense"}, "dtype"),
+    ],
+)
+def test_setup_errors(kwargs, text):
+    with pytest.raises(SetupError) as info:
+        SparseContraction(SPMM, **kwargs)
+    assert text in str(info.value)
+
+
+def test_setup_refuses_bad_threads_and_nest():
+    with pytest.raises(ValueError, match="threads"):
+        SparseContraction(SPMM, EXT, threads=0)
+    with pytest.raises(TypeError, match="Nest"):
+        SparseContraction("ik,kj->ij", EXT)  # type: ignore[arg-type]
