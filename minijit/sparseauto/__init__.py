@@ -5,5 +5,18 @@ is pure Python; code generation and execution live beside it.
 """
 
 from minijit.sparseauto.nest import COMPRESSED, DENSE, Access, Compute, Loop, Nest, Node, Operand, Temp
+from minijit.sparseauto.plan import SparsePlan, sparse_plan
 
-__all__ = ["COMPRESSED", "DENSE", "Access", "Compute", "Loop", "Nest", "Node", "Operand", "Temp"]
+__all__ = [
+    "COMPRESSED",
+    "DENSE",
+    "Access",
+    "Compute",
+    "Loop",
+    "Nest",
+    "Node",
+    "Operand",
+    "Temp",
+    "SparsePlan",
+    "sparse_plan",
+]

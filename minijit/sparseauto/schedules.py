@@ -58,7 +58,8 @@ def _loops(order: tuple[str, ...], body: tuple[Node, ...]) -> tuple[Node, ...]:
 
 
 class _Enumerator:
-    def __init__(self, operands: tuple[Operand, ...], output: Operand, limit: int) -> None:
+    def __init__(self, operands: tuple[Operand, ...], output: Operand, limit: int, max_depth: int | None) -> None:
+        self.max_depth = max_depth
         self.inputs = {o.name: o for o in operands}
         self.operands = operands
         self.output = output
@@ -139,6 +140,8 @@ class _Enumerator:
                     continue
                 inner = outer + fused
                 t_indices = tuple(i for i in ordered_t if i not in fused)
+                if self.max_depth is not None and len(t_indices) > self.max_depth:
+                    continue
                 temp = Temp(name, t_indices)
                 sub_implicit = {**implicit, name: inner}
                 t_access = Access(name, t_indices)
@@ -183,7 +186,12 @@ def default_linear(operands: tuple[Operand, ...], output: Operand) -> Nest:
     return Nest(operands, output, _loops(order, (stmt,))).validate()
 
 
-def enumerate_schedules(operands: tuple[Operand, ...], output: Operand, limit: int = DEFAULT_LIMIT) -> ScheduleSpace:
+def enumerate_schedules(
+    operands: tuple[Operand, ...],
+    output: Operand,
+    limit: int = DEFAULT_LIMIT,
+    max_memory_depth: int | None = None,
+) -> ScheduleSpace:
     """Every schedule of ``output = prod(operands)`` reachable by fission and fusion.
 
     Deduplicated (every nest passes :meth:`Nest.validate`; the tests check it); at most
@@ -195,7 +203,9 @@ def enumerate_schedules(operands: tuple[Operand, ...], output: Operand, limit: i
         raise ValueError(f"limit must be a positive integer, got {limit!r}")
     operands = tuple(operands)
     IterationGraph(operands, output)  # raises for contradictory sparse orders
-    enum = _Enumerator(operands, output, limit)
+    if max_memory_depth is not None and (not isinstance(max_memory_depth, int) or max_memory_depth < 0):
+        raise ValueError(f"max_memory_depth must be a non-negative integer, got {max_memory_depth!r}")
+    enum = _Enumerator(operands, output, limit, max_memory_depth)
     out = Access(output.name, output.indices)
     factors = tuple(Access(o.name, o.indices) for o in operands)
     seen: dict[Nest, None] = {}
