@@ -95,14 +95,21 @@ def _output(ops: tuple[Operand, ...], out_term: tuple[str, ...]) -> tuple[Operan
     return Operand.dense(name, out_term), None
 
 
-def _nest(ops: tuple[Operand, ...], out: Operand, extents: dict[str, int], schedule: str) -> Nest:
-    if schedule == "linear":
-        return default_linear(ops, out)
-    try:
-        from minijit.sparseauto.plan import sparse_plan
-    except ImportError:  # the planner is not there yet: the linear schedule
-        return default_linear(ops, out)
-    return sparse_plan(ops, out, extents).chosen
+def _planned(
+    subscripts: str, values: list, ops: tuple[Operand, ...], out: Operand, extents: dict[str, int]
+) -> tuple[Nest, object]:
+    """The planner's choice at these sizes and non-zero counts, and the plan (printable)."""
+    from minijit.sparseauto.plan import sparse_plan
+
+    plan = sparse_plan(subscripts, *values, sizes=extents)
+    nest = plan.chosen if plan.chosen is not None else plan.default_linear
+    # the planner names operands itself: map its nest onto ours (same order, same storage)
+    for mine, theirs in zip(ops, nest.operands, strict=True):
+        if (mine.indices, mine.levels) != (theirs.indices, theirs.levels):
+            raise RuntimeError(f"internal: planner operand {theirs} does not match {mine}")
+    if (nest.output.indices, nest.output.levels) != (out.indices, out.levels):
+        raise RuntimeError(f"internal: planner output {nest.output} does not match {out}")
+    return nest, plan
 
 
 def _key(subscripts: str, values: list, dtype: np.dtype, schedule: str) -> tuple:
@@ -138,7 +145,12 @@ def _compiled(
     terms, out_term = parse_subscripts(subscripts, len(values))
     ops, extents = _operands(terms, values)
     out, order = _output(ops, out_term)
-    compiled = SparseContraction(_nest(ops, out, extents, schedule), extents, dtype, threads=threads)
+    plan = None
+    if schedule == "linear" or 0 in extents.values():  # the planner needs positive sizes
+        nest = default_linear(ops, out)
+    else:
+        nest, plan = _planned(subscripts, values, ops, out, extents)
+    compiled = SparseContraction(nest, extents, dtype, threads=threads, plan=plan)
     with _cache_lock:
         _cache[key] = (compiled, order)
         while len(_cache) > _CACHE_SIZE:

@@ -68,7 +68,8 @@ class SparseContraction:
     """A compiled `Nest`: ``SparseContraction(nest, extents, dtype)``; call `execute`.
 
     ``extents``: index -> size. ``dtype``: float32 or float64 (every operand's). ``threads``:
-    workers for the split top loop (default: minijit's pool size).
+    workers for the split top loop (default: minijit's pool size). ``plan``: the planner's
+    `SparsePlan` that chose the nest, kept for printing (None for a nest given directly).
     """
 
     def __init__(
@@ -79,6 +80,7 @@ class SparseContraction:
         *,
         threads: int | None = None,
         isa: str = "avx2",
+        plan: object = None,
     ) -> None:
         if not isinstance(nest, Nest):
             raise TypeError(f"nest must be a minijit.sparseauto.nest.Nest, got {type(nest).__name__}")
@@ -94,6 +96,7 @@ class SparseContraction:
         except ValueError as e:
             raise SetupError(error_t.wrong_dimension, str(e)) from e
         self.nest = nest
+        self.plan = plan
         self.extents = _check_extents(nest, extents)
         for t in nest.temps:
             size = int(np.prod([self.extents[i] for i in t.indices], dtype=np.int64))
