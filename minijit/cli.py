@@ -7,6 +7,7 @@
     minijit bench cuda                  # GPU: tensor-core GEMM / seed configs vs torch (--size, --iters, --write)
     minijit bench spmm                  # SpMM: TCA-SpMM vs cuSPARSE on a GPU, CPU kernel vs scipy (--quick, --write)
     minijit bench einsum                # einsum plans vs np.einsum (--target cuda: vs torch.einsum on a GPU)
+    minijit bench einsum --dask         # minijit.dask vs dask.array.einsum on a LocalCluster (minijit[dask])
     minijit bench dispatch              # thread dispatch cost per execute, native team vs thread pool
     minijit disasm --config brgemm      # the generated kernels and loop nest as assembly
     minijit info                        # host features, targets, tools
@@ -200,6 +201,13 @@ def _bench_einsum(args: argparse.Namespace) -> int:
     from minijit import parallel
     from minijit.bench import cuda, einsum, einsum_cuda
 
+    if args.dask:
+        if args.target == "cuda" or args.dtype or args.threads:
+            raise UserError("bench einsum --dask runs fp32 on CPU workers (no --target cuda, --dtype, --threads)")
+        from minijit.bench import dask as dask_bench
+
+        reps = args.reps if args.reps is not None else 1 if args.quick else 2
+        return _emit(args, dask_bench.bench(args.quick, reps, _command(args), _progress_of(args)))
     if args.target == "cuda":
         given = [flag for flag, value in (("--dtype", args.dtype), ("--threads", args.threads)) if value is not None]
         if given:
@@ -403,6 +411,7 @@ def _add_bench_parsers(bench: argparse.ArgumentParser) -> None:
     p.add_argument("--target", choices=("native", "cuda"), default="native", help="native (default) or cuda")
     p.add_argument("--dtype", choices=("fp32", "fp64"), help="element type on the CPU (default fp32)")
     p.add_argument("--threads", action="append", metavar="N", help=one_thread + "; CPU only")
+    p.add_argument("--dask", action="store_true", help="minijit.dask vs dask.array.einsum on a 2-process LocalCluster")
     _add_run_args(p, "fewer and smaller cases", "timed calls (CPU: median, default 5, --quick 3;"
                   " cuda: mean, default 20, --quick 10)", write=True)  # fmt: skip
 

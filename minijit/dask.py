@@ -343,7 +343,7 @@ def einsum(
         raise TypeError(f"{where}: dtype must be float32 or float64, got {dt}")
     spec = _check_chunks(chunks, "".join(dict.fromkeys("".join(inputs))), expr.sizes)
     if any(n == 0 for n in expr.sizes.values()):
-        return da.zeros(tuple(expr.sizes[c] for c in output), dtype=dt)
+        return da.zeros(tuple(expr.sizes[c] for c in output), dtype=dt, chunks=-1)
     # size-1 dims broadcast against a larger one are squeezed out of their operand
     subs = []
     for k, (sub, x) in enumerate(zip(inputs, arrays, strict=True)):

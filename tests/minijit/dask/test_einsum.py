@@ -127,6 +127,8 @@ def test_many_blocks_share_plans_across_threads():
 def test_zero_size_index_gives_zeros():
     got = threaded(md.einsum("ij,jk->ik", da.ones((3, 0)), da.ones((0, 2))))
     np.testing.assert_array_equal(got, np.zeros((3, 2)))
+    got = threaded(md.einsum("ij,jk->ik", da.ones((0, 4)), da.ones((4, 2)), chunks=2))
+    assert got.shape == (0, 2)
 
 
 def test_graph_carries_subscripts_and_blocks_no_kernels():
