@@ -34,12 +34,21 @@ from typing import Any
 
 import numpy as np
 
+from minijit.arrays import require_c_contiguous
 from minijit.cache import ScratchPool
 from minijit.einsum.lowering import lower
 from minijit.einsum.parse import parse_subscripts
 from minijit.einsum.plan import EinsumPlan
 from minijit.errors import SetupError
 from minijit.operation import absent
+from minijit.runtime.device_arrays import (
+    CudaArrayView,
+    array_library,
+    buffer_array,
+    describe,
+    device_empty,
+    is_device_array,
+)
 
 __all__ = ["CUDA_DTYPES", "CudaEinsumPlan"]
 
@@ -50,7 +59,6 @@ CUDA_DTYPES = {
     "bfloat16": ("bf16", np.dtype(np.uint16)),
 }
 _TORCH = {"float32": "torch.float32", "float16": "torch.float16", "bfloat16": "torch.bfloat16"}
-_TYPESTR = {"float32": "<f4", "float16": "<f2"}
 
 
 def cuda_dtype(dtype) -> str:
@@ -67,25 +75,11 @@ def cuda_dtype(dtype) -> str:
 def operand_info(i: int, x: Any) -> tuple[tuple[int, ...], str]:
     """``(shape, element type name)`` of operand ``i``: a numpy array (uint16 data is bf16 bits and
     needs ``dtype="bfloat16"``) or a device array (`minijit.runtime.device_arrays.describe`)."""
-    from minijit.runtime.device_arrays import describe, is_device_array
-
     if is_device_array(x) or (hasattr(x, "data_ptr") and hasattr(x, "stride")):
         v = describe(x, f"operand {i}")
         return tuple(v.shape), v.dtype.removeprefix("?")
     x = np.asarray(x)
     return x.shape, x.dtype.name
-
-
-class _DeviceArray:
-    """A C-order fp32/fp16 array in device memory as ``__cuda_array_interface__`` (what the CUDA
-    operation reads); ``buf`` keeps the allocation alive."""
-
-    def __init__(self, buf: Any, shape: tuple[int, ...], dtype: str) -> None:
-        self.buf = buf
-        self.__cuda_array_interface__ = {
-            "shape": tuple(shape), "strides": None, "typestr": _TYPESTR[dtype], "data": (int(buf.ptr), False),
-            "version": 3,
-        }  # fmt: skip
 
 
 @dataclass
@@ -343,9 +337,6 @@ class CudaEinsumPlan(EinsumPlan):
     def _leaf(self, i: int, x: Any, drv, keep: list) -> Any:
         """Operand ``i`` as the nodes read it: checked shape and dtype; numpy data uploaded once
         (``drv`` None: check only)."""
-        from minijit.arrays import require_c_contiguous
-        from minijit.runtime.device_arrays import describe
-
         want = self.dtype_name
         if isinstance(x, np.ndarray) or not hasattr(x, "__cuda_array_interface__") and not hasattr(x, "data_ptr"):
             if not isinstance(x, np.ndarray) and hasattr(x, "__dlpack__"):
@@ -370,7 +361,7 @@ class CudaEinsumPlan(EinsumPlan):
                 return x.view(np.uint16)  # staged by the operation (no CAI type for bf16)
             buf = drv.to_device(x)
             keep.append(buf)
-            return _DeviceArray(buf, x.shape, want)
+            return buffer_array(buf, x.shape, want)
         v = describe(x, f"operand {i}")
         require_c_contiguous(f"operand {i}", v.shape, v.strides, v.itemsize or 1)
         if v.shape != self.shapes[i]:
@@ -400,15 +391,13 @@ class CudaEinsumPlan(EinsumPlan):
         keep: list = []
         for i, x in enumerate(operands):  # every check before anything is uploaded or launched
             self._leaf(i, x, None, keep)
-        host_result = out is None and _device_kind(operands) is None
+        host_result = out is None and array_library(operands) is None
         if out is not None:
             if isinstance(out, np.ndarray):
                 if out.shape != self.out_shape or out.dtype != np.float32:
                     raise ValueError(f"einsum (cuda): out must be a float32 array of shape {self.out_shape}, got"
                                      f" {out.dtype} {out.shape}")  # fmt: skip
             else:
-                from minijit.runtime.device_arrays import describe
-
                 v = describe(out, "out")
                 if v.shape != self.out_shape or v.dtype != "float32":
                     raise ValueError(f"einsum (cuda): out must be float32 of shape {self.out_shape}, got {v.dtype}"
@@ -424,7 +413,7 @@ class CudaEinsumPlan(EinsumPlan):
         elif host_result:
             result = np.empty(self.out_shape, np.float32)
         else:
-            result = _device_empty(operands, self.out_shape)
+            result = device_empty(operands, self.out_shape)
         # this call's intermediates: every node runs on the default stream, so a set given back
         # before its kernels ran (sync=False) is reused only by launches queued behind them
         scratch = self._scratch.acquire()
@@ -433,7 +422,7 @@ class CudaEinsumPlan(EinsumPlan):
             if isinstance(result, np.ndarray):  # written on the device, copied back at the end
                 dev_out = scratch.get(-2)
                 if dev_out is None:
-                    dev_out = scratch[-2] = _DeviceArray(drv.DeviceBuffer(max(4, n_bytes)), self.out_shape,
+                    dev_out = scratch[-2] = buffer_array(drv.DeviceBuffer(max(4, n_bytes)), self.out_shape,
                                                          "float32")  # fmt: skip
                 target = dev_out
             slots: dict[int, Any] = dict(enumerate(leaves))
@@ -452,7 +441,7 @@ class CudaEinsumPlan(EinsumPlan):
                 flat = result.reshape(-1) if result.flags.c_contiguous else None
                 host = flat if flat is not None else np.empty(self.out_shape, np.float32)
                 if host.size:
-                    target.buf.copy_to(host.reshape(-1))
+                    target.owner.copy_to(host.reshape(-1))
                 if flat is None:
                     result[...] = host
         finally:
@@ -461,11 +450,11 @@ class CudaEinsumPlan(EinsumPlan):
 
     __call__ = execute
 
-    def _intermediate(self, slot: int, drv, scratch: dict) -> _DeviceArray:
+    def _intermediate(self, slot: int, drv, scratch: dict) -> CudaArrayView:
         arr = scratch.get(slot)
         if arr is None:
             shape = tuple(self.sizes[c] for c in self._slot_ids[slot])
-            arr = scratch[slot] = _DeviceArray(drv.DeviceBuffer(max(4, 4 * math.prod(shape))), shape, "float32")
+            arr = scratch[slot] = buffer_array(drv.DeviceBuffer(max(4, 4 * math.prod(shape))), shape, "float32")
         return arr
 
     def _ones(self, node: _Node, drv) -> Any:
@@ -474,14 +463,14 @@ class CudaEinsumPlan(EinsumPlan):
         key = id(node)
         arr = self._ones_dev.get(key)
         if arr is None:
-            arr = self._ones_dev[key] = _DeviceArray(drv.to_device(node.ones), node.ones.shape, node.dtype)
+            arr = self._ones_dev[key] = buffer_array(drv.to_device(node.ones), node.ones.shape, node.dtype)
         return arr
 
     def _zero_result(self, out, operands, drv):
-        if out is None and _device_kind(operands) is None:
+        if out is None and array_library(operands) is None:
             return np.zeros(self.out_shape, np.float32)
         if out is None:
-            out = _device_empty(operands, self.out_shape)
+            out = device_empty(operands, self.out_shape)
         if isinstance(out, np.ndarray):
             out[...] = 0
             return out
@@ -539,27 +528,6 @@ def _widen_host(x: np.ndarray, dtype: str) -> np.ndarray:
         bits = x.view(np.uint16).astype(np.uint32) << 16
         return bits.view(np.float32)
     return x.astype(np.float32)
-
-
-def _device_kind(operands) -> str | None:
-    """ "torch" or "cupy" when an operand is such an array (the result is allocated like it), else None."""
-    mods = [type(x).__module__ for x in operands]
-    for kind in ("torch", "cupy"):
-        if any(m.startswith(kind) for m in mods):
-            return kind
-    return None
-
-
-def _device_empty(operands, shape):
-    """A float32 device array of ``shape`` of the operands' kind (torch, else cupy)."""
-    for x in operands:
-        if type(x).__module__.startswith("torch") and hasattr(x, "device"):
-            import torch  # type: ignore[import-not-found]
-
-            return torch.empty(shape, dtype=torch.float32, device=x.device)
-    import cupy  # type: ignore[import-not-found]
-
-    return cupy.empty(shape, dtype=cupy.float32)
 
 
 # the CPU plan's constructor from a tree and its host intermediates do not apply on the device

@@ -106,6 +106,35 @@ class CudaArrayView:
         return f"CudaArrayView({cai['data'][0]:#x}, shape={cai['shape']}, typestr={cai['typestr']!r})"
 
 
+def buffer_array(buf: Any, shape: tuple[int, ...], dtype: str) -> CudaArrayView:
+    """A C-order ``dtype`` array of ``shape`` over driver buffer ``buf`` (`ptx.driver.DeviceBuffer`,
+    whose ``ptr`` is the device address); ``.owner`` is ``buf`` (it keeps the allocation alive)."""
+    return CudaArrayView(int(buf.ptr), tuple(shape), None, dtype, buf)
+
+
+def array_library(operands: tuple | list) -> str | None:
+    """``"torch"`` or ``"cupy"`` when an operand is such an array (a device result is allocated
+    like it, `device_empty`), else None."""
+    mods = [type(x).__module__ for x in operands]
+    for kind in ("torch", "cupy"):
+        if any(m.startswith(kind) for m in mods):
+            return kind
+    return None
+
+
+def device_empty(operands: tuple | list, shape: tuple[int, ...]) -> Any:
+    """A float32 device array of ``shape`` of the operands' library (torch on the first torch
+    operand's device, else cupy on the current device)."""
+    for x in operands:
+        if is_torch_tensor(x) and hasattr(x, "device"):
+            import torch  # type: ignore[import-not-found]  # noqa: PLC0415 - x is a torch tensor
+
+            return torch.empty(shape, dtype=torch.float32, device=x.device)
+    import cupy  # type: ignore[import-not-found]  # noqa: PLC0415 - array_library said cupy
+
+    return cupy.empty(shape, dtype=cupy.float32)
+
+
 def is_torch_tensor(obj: object) -> bool:
     """True for torch tensors (recognized without importing torch)."""
     return type(obj).__module__.startswith("torch") and hasattr(obj, "data_ptr") and hasattr(obj, "stride")

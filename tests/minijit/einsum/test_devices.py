@@ -181,3 +181,22 @@ def test_torch_cuda_tensors_run_on_the_gpu_and_stay_there():
     _check(got.cpu().numpy(), "ij,jk->ik", [a.cpu().numpy(), b.cpu().numpy()], 2e-2)
     with pytest.raises(TypeError, match="operand 1 on a CUDA device and operand 0 in host memory"):
         minijit.einsum("ij,jk->ik", a.cpu(), b)
+
+
+def test_buffer_array_and_array_library():
+    """The device helpers einsum shares with the rest of minijit: a driver buffer as a C-order
+    ``__cuda_array_interface__`` that keeps the buffer alive, and which library allocates a result."""
+    buf = simdriver.DeviceBuffer(24)
+    arr = device_arrays.buffer_array(buf, (2, 3), "float32")
+    cai = arr.__cuda_array_interface__
+    assert cai["shape"] == (2, 3) and cai["strides"] is None and cai["typestr"] == "<f4"
+    assert cai["data"] == (int(buf.ptr), False) and arr.owner is buf
+    view = device_arrays.describe(arr, "x")
+    assert (view.ptr, view.shape, view.dtype) == (int(buf.ptr), (2, 3), "float32")
+
+    class FakeCupy:
+        pass
+
+    FakeCupy.__module__ = "cupy._core.core"
+    assert device_arrays.array_library([np.zeros(1), FakeCupy()]) == "cupy"
+    assert device_arrays.array_library([np.zeros(1), arr]) is None
