@@ -112,3 +112,28 @@ def expression(subscripts: str, *levels: str) -> tuple[tuple[Operand, ...], Oper
             out = Operand("A", o.indices, o.levels)
             break
     return tuple(ops), out
+
+
+def regular_sparse(
+    shape: tuple[int, ...], levels: tuple[str, ...], fans: tuple[int, ...], rng: np.random.Generator
+) -> tuple[np.ndarray, tuple[int, ...]]:
+    """A random tensor (storage order) in which every stored prefix has exactly ``fans[k]``
+    children at each compressed level ``k`` (dense levels store every coordinate).
+
+    Returns the array and the stored positions of each compressed level (outermost first),
+    for which the uniform-sparsity iteration counts are exact.
+    """
+    prefixes = [()]
+    counts = []
+    for k, (n, fmt) in enumerate(zip(shape, levels, strict=True)):
+        nxt = []
+        for p in prefixes:
+            children = range(n) if fmt == DENSE else sorted(rng.choice(n, size=fans[k], replace=False))
+            nxt.extend(p + (int(c),) for c in children)
+        prefixes = nxt
+        if fmt == COMPRESSED:
+            counts.append(len(prefixes))
+    a = np.zeros(shape)
+    for p in prefixes:
+        a[p] = rng.uniform(0.5, 1.5) * rng.choice((-1.0, 1.0))
+    return a, tuple(counts)
