@@ -1,0 +1,314 @@
+"""Sparse einsum benchmark rows for ``minijit bench sparse-einsum`` (issue 38, seed 002's kernels).
+
+Rows: SpMM, SDDMM, the SDDMM-SpMM fusion of GNN attention, TTM, TTMc, MTTKRP and a chain of
+tensor-times-matrix products, float64. Matrices are SuiteSparse-like power-law CSR
+(`minijit.bench.spmm`'s generator); tensors are FROSTT-like: coordinates drawn with power-law
+(Zipf) marginals per mode, so slice and fibre lengths are power-law too, stored as CSF.
+
+Per row, in the same process: `sparse_einsum` with the planner's schedule (``auto``) and with
+TACO's default linear schedule (same code generator), `tensora` (TACO, when it imports),
+pydata ``sparse.einsum`` (one call: it is slow), and scipy for the matrix product. Times are
+medians of ``reps`` calls after a warm-up (``minijit.bench.cpu.timeit``); "plan+compile" is the
+first call's planning and code generation. Every result is checked against a dense float64
+``np.einsum`` on a slice of the output's first index (the heaviest rows).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from minijit.bench import report
+from minijit.bench.cpu import timeit
+from minijit.bench.einsum import geomean
+
+__all__ = ["CASES", "bench", "cases", "powerlaw_tensor"]
+
+#: dense elements the reference slice may have
+_SLICE_ELEMENTS = 4_000_000
+TOL = 1e-9
+#: the rows where fission changes the complexity (the issue's >= 10x target)
+FISSION_ROWS = ("TTMc", "SDDMM-SpMM", "TTM chain")
+CASES = ("SpMM", "SDDMM", "SDDMM-SpMM", "TTM", "TTMc", "MTTKRP", "TTM chain")
+_TACO = {  # tensora assignments and operand formats (output first)
+    "SpMM": ("A(i,j) = S(i,k) * B(k,j)", ("dd", "ds", "dd")),
+    "SDDMM": ("A(i,j) = S(i,j) * B(i,k) * C(j,k)", ("ds", "ds", "dd", "dd")),
+    "SDDMM-SpMM": ("A(i,l) = S(i,j) * B(i,k) * C(j,k) * D(j,l)", ("dd", "ds", "dd", "dd", "dd")),
+    "TTM": ("A(i,j,l) = S(i,j,k) * B(k,l)", ("ddd", "sss", "dd")),
+    "TTMc": ("A(i,l,m) = S(i,j,k) * B(j,l) * C(k,m)", ("ddd", "sss", "dd", "dd")),
+    "MTTKRP": ("A(i,l) = S(i,j,k) * B(j,l) * C(k,l)", ("dd", "sss", "dd", "dd")),
+    "TTM chain": ("A(i,j,m) = S(i,j,k) * B(k,l) * C(l,m)", ("ddd", "sss", "dd", "dd")),
+}
+
+
+def powerlaw_tensor(shape: tuple[int, ...], nnz: int, rng: np.random.Generator, alpha: float = 1.1):
+    """A CSF `SparseTensor` with about ``nnz`` values whose coordinates have Zipf(``alpha``)
+    marginals per mode (ranks shuffled), like FROSTT's power-law slices and fibres."""
+    from minijit.sparseauto.tensor import SparseTensor
+
+    coords = []
+    for n in shape:
+        p = 1.0 / np.arange(1, n + 1) ** alpha
+        coords.append(rng.permutation(n)[rng.choice(n, nnz, p=p / p.sum())])
+    return SparseTensor.from_coo(np.array(coords), rng.standard_normal(nnz), shape)
+
+
+def _matrix(m: int, k: int, rng: np.random.Generator):
+    """A power-law CSR matrix (Pareto 1.3 row lengths) as a `SparseTensor`."""
+    from minijit.bench.spmm import _csr
+    from minijit.sparseauto.tensor import SparseTensor
+
+    lengths = np.minimum(np.floor(rng.pareto(1.3, m) * 4 + 1), k // 4)
+    s = _csr(m, k, lengths, rng).astype(np.float64)
+    return SparseTensor.from_scipy(s)
+
+
+def cases(quick: bool, rng: np.random.Generator) -> list[dict[str, Any]]:
+    """The rows: name, subscripts, operands (sparse first) and a description."""
+    q = 4 if quick else 1
+    out = []
+    m = 20000 // q
+    a = _matrix(m, m, rng)
+    mat = f"{m}x{m} power-law CSR, nnz {a.nnz}"
+    f = 32
+    d = [rng.standard_normal((m, f)) for _ in range(3)]
+    out.append(("SpMM", "ik,kj->ij", [a, d[0]], f"{mat}, N {f}"))
+    out.append(("SDDMM", "ij,ik,jk->ij", [a, d[0], d[1]], f"{mat}, K {f}"))
+    out.append(("SDDMM-SpMM", "ij,ik,jk,jl->il", [a, d[0], d[1], d[2]], f"{mat}, K = L = {f}"))
+    s3 = (600 // q, 500 // q, 400 // q)
+    t = powerlaw_tensor(s3, 200000 // q, rng)
+    ten = f"{s3[0]}x{s3[1]}x{s3[2]} Zipf-1.1 CSF, nnz {t.nnz}"
+    out.append(("TTM", "ijk,kl->ijl", [t, rng.standard_normal((s3[2], 16))], f"{ten}, L 16"))
+    b, c = rng.standard_normal((s3[1], 16)), rng.standard_normal((s3[2], 16))
+    out.append(("TTMc", "ijk,jl,km->ilm", [t, b, c], f"{ten}, L = M = 16"))
+    s3m = (2000 // q, 1500 // q, 1000 // q)
+    tm = powerlaw_tensor(s3m, 200000 // q, rng)
+    b, c = rng.standard_normal((s3m[1], 32)), rng.standard_normal((s3m[2], 32))
+    desc = f"{s3m[0]}x{s3m[1]}x{s3m[2]} Zipf-1.1 CSF, nnz {tm.nnz}, L 32"
+    out.append(("MTTKRP", "ijk,jl,kl->il", [tm, b, c], desc))
+    b, c = rng.standard_normal((s3[2], 16)), rng.standard_normal((16, 16))
+    out.append(("TTM chain", "ijk,kl,lm->ijm", [t, b, c], f"{ten}, L = M = 16"))
+    return [{"name": n, "subscripts": s, "operands": o, "description": d} for n, s, o, d in out]
+
+
+def _dense_slice(x: Any, rows: np.ndarray) -> np.ndarray:
+    """Rows ``rows`` of the first mode of ``x`` (SparseTensor or numpy), dense float64."""
+    from minijit.sparseauto.tensor import SparseTensor
+
+    if not isinstance(x, SparseTensor):
+        return np.asarray(x, np.float64)[rows]
+    coords, vals = x.to_coo()
+    where = {int(r): n for n, r in enumerate(rows)}
+    keep = np.isin(coords[0], rows)
+    out = np.zeros((len(rows), *x.shape[1:]))
+    first = np.array([where[int(r)] for r in coords[0, keep]], np.int64)
+    np.add.at(out, (first, *coords[1:, keep]), vals[keep])
+    return out
+
+
+def _check(case: dict[str, Any], got: Any) -> dict[str, Any]:
+    """Compare ``got`` with a dense float64 einsum on the heaviest rows of the first index."""
+    subs, ops = case["subscripts"], case["operands"]
+    lhs, out = subs.split("->")
+    terms = lhs.split(",")
+    first = out[0]
+    sparse = ops[0]
+    others = int(np.prod([s for s in sparse.shape[1:]]))
+    n = max(1, min(8, _SLICE_ELEMENTS // max(1, others)))
+    coords, _ = sparse.to_coo()
+    rows = np.sort(np.argsort(-np.bincount(coords[0], minlength=sparse.shape[0]))[:n])
+    sliced = [
+        _dense_slice(x, rows) if term[0] == first else np.asarray(x, np.float64)
+        for term, x in zip(terms, ops, strict=True)
+    ]
+    ref = np.einsum(subs, *sliced, optimize=True)
+    mine = _dense_slice(got, rows)
+    return report.check_result(mine, ref, TOL * max(1.0, float(np.abs(ref).max(initial=0))))
+
+
+def _tensora(case: dict[str, Any]) -> tuple[Callable[[], object] | None, str]:
+    """A timed tensora call on the case's operands, or None and why not."""
+    try:
+        import tensora
+    except Exception as e:  # not installed, or its compiler backend fails to load
+        return None, f"tensora unavailable ({type(e).__name__})"
+    assignment, formats = _TACO[case["name"]]
+    names = ["A", "S", "B", "C", "D"][: len(formats)]
+    args = {}
+    for name, fmt, x in zip(names[1:], formats[1:], case["operands"], strict=True):
+        if "s" in fmt:
+            coords, vals = x.to_coo()
+            args[name] = tensora.Tensor.from_aos(
+                [tuple(c) for c in coords.T.tolist()], vals.tolist(), dimensions=x.shape, format=fmt
+            )
+        else:
+            args[name] = tensora.Tensor.from_numpy(x, format=fmt)
+    fn = tensora.tensor_method(assignment, dict(zip(names, formats, strict=True)))
+    return (lambda: fn(**args)), ""
+
+
+def _pydata(case: dict[str, Any]) -> Callable[[], object]:
+    import sparse
+
+    ops = []
+    for x in case["operands"]:
+        if hasattr(x, "to_coo"):
+            coords, vals = x.to_coo()
+            ops.append(sparse.COO(coords, vals, shape=x.shape))
+        else:
+            ops.append(x)
+    return lambda: sparse.einsum(case["subscripts"], *ops)
+
+
+def _scipy(case: dict[str, Any]) -> Callable[[], object] | None:
+    if case["name"] != "SpMM":
+        return None
+    import scipy.sparse as sp
+
+    a, b = case["operands"]
+    coords, vals = a.to_coo()
+    s = sp.csr_matrix((vals, (coords[0], coords[1])), shape=a.shape)
+    return lambda: s @ b
+
+
+def bench_one(case: dict[str, Any], reps: int, threads: int, pydata: bool) -> dict[str, Any]:
+    """One row: chosen and linear schedules, the peers, the check and the ratios."""
+    from minijit.sparseauto.api import compile_einsum, sparse_einsum
+
+    subs, ops = case["subscripts"], case["operands"]
+    row: dict[str, Any] = {k: case[k] for k in ("name", "subscripts", "description")}
+    row["threads"] = threads
+    ok = True
+    for sched in ("auto", "linear"):
+        t0 = time.perf_counter()
+        compiled, _ = compile_einsum(subs, *ops, schedule=sched, threads=threads)
+        row[f"{sched}_setup_s"] = time.perf_counter() - t0
+        got = sparse_einsum(subs, *ops, schedule=sched, threads=threads)
+        check = _check(case, got)
+        ok &= check["ok"]
+        row[f"{sched}_check"] = check
+        row[f"{sched}_s"] = timeit(lambda s=sched: sparse_einsum(subs, *ops, schedule=s, threads=threads), reps)
+        row[f"{sched}_nest"] = str(compiled.nest)
+    fn, why = _tensora(case)
+    row["tensora_s"], row["tensora_note"] = (timeit(fn, reps) if fn else None), why
+    if fn is not None and "s" not in _TACO[case["name"]][1][0]:  # dense outputs: check tensora's too
+        row["tensora_check"] = _check(case, np.asarray(fn().to_numpy()))
+    sc = _scipy(case)
+    row["scipy_s"] = timeit(sc, reps) if sc else None
+    row["pydata_s"] = None
+    if pydata:
+        fn = _pydata(case)
+        t0 = time.perf_counter()
+        fn()
+        row["pydata_s"] = time.perf_counter() - t0
+    row["ok"] = ok
+    return row
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x * 1e3:.2f}"
+
+
+def _ratio(peer: float | None, mine: float) -> str:
+    return "-" if peer is None else f"{peer / mine:.2f}x"
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = [
+        "kernel",
+        "data",
+        "auto ms",
+        "linear ms",
+        "linear/auto",
+        "tensora ms",
+        "tensora/auto",
+        "sparse.einsum ms",
+        "sparse/auto",
+        "scipy ms",
+        "plan+compile ms",
+        "check",
+    ]
+    body = []
+    for r in rows:
+        t = r["auto_s"]
+        body.append(
+            [
+                r["name"],
+                r["description"],
+                _ms(t),
+                _ms(r["linear_s"]),
+                _ratio(r["linear_s"], t),
+                _ms(r["tensora_s"]),
+                _ratio(r["tensora_s"], t),
+                _ms(r["pydata_s"]),
+                _ratio(r["pydata_s"], t),
+                _ms(r["scipy_s"]),
+                f"{r['auto_setup_s'] * 1e3:.0f}",
+                "ok" if r["ok"] else "WRONG",
+            ]
+        )
+    return report.markdown_table(head, body)
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Geomean ratios: linear/auto on the fission rows and the others, tensora/auto, sparse/auto."""
+
+    def g(key: str, names: tuple[str, ...] | None = None, invert: bool = False) -> float | None:
+        xs = [r[key] / r["auto_s"] for r in rows if r.get(key) and (names is None or r["name"] in names)]
+        return geomean(xs)
+
+    others = tuple(r["name"] for r in rows if r["name"] not in FISSION_ROWS)
+    return {
+        "linear/auto (fission rows)": g("linear_s", FISSION_ROWS),
+        "linear/auto (other rows)": g("linear_s", others),
+        "tensora/auto": g("tensora_s"),
+        "sparse.einsum/auto": g("pydata_s"),
+    }
+
+
+def bench(
+    reps: int,
+    threads: int,
+    quick: bool,
+    command: str,
+    progress: report.Progress = report.quiet,
+    pydata: bool = True,
+    only: tuple[str, ...] | None = None,
+) -> report.Report:
+    """Every case at ``threads`` threads: a Markdown table and the geomean ratios."""
+    rng = np.random.default_rng(0)
+    all_cases = [c for c in cases(quick, rng) if only is None or c["name"] in only]
+    rows = []
+    for i, case in enumerate(all_cases):
+        progress(f"[{i + 1}/{len(all_cases)}] {case['name']} {case['subscripts']} ...")
+        rows.append(bench_one(case, reps, threads, pydata))
+        r = rows[-1]
+        progress(f"    auto {_ms(r['auto_s'])} ms, linear {_ms(r['linear_s'])} ms, tensora {_ms(r['tensora_s'])} ms")
+    hw = report.hardware()
+    sums = summary(rows)
+    lines = [table(rows), ""]
+    lines += [f"- geomean {k}: {'-' if v is None else f'{v:.2f}x'}" for k, v in sums.items()]
+    notes = sorted({r["tensora_note"] for r in rows if r["tensora_note"]})
+    lines += [f"- {n}" for n in notes]
+    lines += ["", "Schedules (auto):", ""]
+    for r in rows:
+        lines += [f"{r['name']}:", "```", r["auto_nest"], "```"]
+    facts = [
+        f"CPU: {report.describe_cpu(hw)}, {hw['cores']} cores, ISA {hw['isa']} ({', '.join(hw['flags'])})",
+        f"threads: {threads}; float64; median of {reps} calls; sparse.einsum one call",
+        f"date: {report.meta(command)['date']}",
+        f"command: `{command}`",
+    ]
+    ok = all(r["ok"] for r in rows)
+    return report.Report(
+        header=[f"# sparse einsum: chosen vs linear schedule vs tensora / sparse.einsum / scipy ({threads} threads)"],
+        body=lines,
+        result={"meta": report.meta(command), "hardware": hw, "rows": rows, "summary": sums},
+        ok=ok,
+        md_name="sparse_einsum.md",
+        md_title="minijit bench sparse-einsum",
+        md_facts=facts,
+    )
