@@ -152,6 +152,27 @@ class Assumptions:
         big = q.monomials or (Monomial(),)
         return all(any(self.monomial_le(m, b) for b in big) for m in p.monomials)
 
+    def pointwise_le(self, p: Poly, q: Poly) -> bool:
+        """``p <= q`` for every allowed value, shown by matching each unit term of ``p`` to its
+        own unit term of ``q`` that bounds it (sound, not complete; lower-order terms count)."""
+        ps = [m for m, c in p.terms for _ in range(c)]
+        qs = [m for m, c in q.terms for _ in range(c)]
+        if len(ps) > len(qs):
+            return False
+        owner: list[int | None] = [None] * len(qs)
+
+        def place(k: int, seen: set[int]) -> bool:
+            for j, qm in enumerate(qs):
+                if j in seen or not self.monomial_le(ps[k], qm):
+                    continue
+                seen.add(j)
+                if owner[j] is None or place(owner[j], seen):
+                    owner[j] = k
+                    return True
+            return False
+
+        return all(place(k, set()) for k in range(len(ps)))
+
     def equivalent(self, p: Poly, q: Poly) -> bool:
         """``p = Theta(q)`` in the sense of :meth:`le` both ways."""
         return self.le(p, q) and self.le(q, p)

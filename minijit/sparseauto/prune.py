@@ -68,13 +68,35 @@ def depth_poset_stage(cands: Iterable[Candidate]) -> tuple[Candidate, ...]:
     return tuple(c for c in cands if (c.cost.loop_depth, c.cost.memory_depth) in keep)
 
 
+def pointwise_dominates(a: Candidate, b: Candidate, assumptions: Assumptions) -> bool:
+    """``a``'s time and memory polynomials are <= ``b``'s everywhere, and not both equal."""
+    at, am, bt, bm = a.cost.time, a.cost.memory, b.cost.time, b.cost.memory
+    if not (assumptions.pointwise_le(at, bt) and assumptions.pointwise_le(am, bm)):
+        return False
+    return not (assumptions.pointwise_le(bt, at) and assumptions.pointwise_le(bm, am))
+
+
 def buckets(cands: Iterable[Candidate], assumptions: Assumptions) -> tuple[Bucket, ...]:
-    """Group candidates by their asymptotic (time, memory), in first-seen order."""
+    """Group candidates by their asymptotic (time, memory), in first-seen order, and drop from
+    each bucket the candidates another in it beats term by term (seed §3.1: Figure 2(d) beats
+    2(e), whose extra 1-D temporary does not change the asymptotic memory)."""
     groups: dict[tuple[Poly, Poly], list[Candidate]] = {}
     for c in cands:
         key = (assumptions.asymptotic(c.cost.time), assumptions.asymptotic(c.cost.memory))
         groups.setdefault(key, []).append(c)
-    return tuple(Bucket(t, m, tuple(cs)) for (t, m), cs in groups.items())
+    out = []
+    for (t, m), cs in groups.items():
+        costs = {}
+        for c in cs:
+            costs.setdefault((c.cost.time, c.cost.memory), []).append(c)
+        reps = [v[0] for v in costs.values()]
+        keep = {
+            (r.cost.time, r.cost.memory)
+            for r in reps
+            if not any(pointwise_dominates(o, r, assumptions) for o in reps if o is not r)
+        }
+        out.append(Bucket(t, m, tuple(c for c in cs if (c.cost.time, c.cost.memory) in keep)))
+    return tuple(out)
 
 
 def dominates(a: Bucket, b: Bucket, assumptions: Assumptions) -> bool:

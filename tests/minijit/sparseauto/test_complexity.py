@@ -222,3 +222,40 @@ def test_memory_and_depths():
     c = cost(n)
     assert (c.loop_depth, c.memory_depth) == (4, 2)
     assert "loop depth 4, memory depth 2" in str(c)
+
+
+def _feasible_point(b: Operand, rng: np.random.Generator) -> dict:
+    env = {d(i): float(rng.integers(1, 30)) for i in b.indices}
+    prev = 1.0
+    for k, (i, f) in enumerate(zip(b.indices, b.levels, strict=True)):
+        n = env[d(i)]
+        if f == COMPRESSED:
+            prev = float(rng.integers(int(prev), int(prev * n) + 1))
+            env[nnz_symbol("B", b.indices[: k + 1])] = prev
+        else:
+            prev *= n
+    return env
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    p=st.lists(st.lists(st.integers(-1, 2), min_size=4, max_size=4), min_size=1, max_size=3),
+    q=st.lists(st.lists(st.integers(-1, 2), min_size=4, max_size=4), min_size=1, max_size=3),
+)
+def test_pointwise_order_is_sound(p, q):
+    """When pointwise_le says p <= q, it holds at sampled values the assumptions allow."""
+    b = Operand("B", ("i", "j", "k"), (DENSE, COMPRESSED, COMPRESSED))
+    asm = Assumptions((b,))
+    syms = [d("i"), d("j"), d("k"), NNZ_B]
+
+    def build(rows):
+        return Poly.of((Monomial.of(dict(zip(syms, r, strict=True))), 1) for r in rows)
+
+    pp, qq = build(p), build(q)
+    if asm.pointwise_le(pp, qq):
+        rng = np.random.default_rng(len(p) * 7 + len(q))
+        for _ in range(30):
+            env = _feasible_point(b, rng)
+            env.setdefault(NNZ_BIJ, 1.0)
+            assert pp.evaluate(env) <= qq.evaluate(env) * (1 + 1e-12)
+    assert asm.pointwise_le(pp, pp)

@@ -1,0 +1,164 @@
+"""The pruning stages on the seed's hand-checked schedules, and the run-time choice."""
+
+from __future__ import annotations
+
+import pytest
+
+from minijit.sparseauto.complexity import Assumptions, nnz_symbol
+from minijit.sparseauto.nest import Access, Compute, Loop, Nest, Operand, Temp
+from minijit.sparseauto.prune import (
+    buckets,
+    cache_cost,
+    candidates,
+    choose,
+    depth_poset_stage,
+    dominates,
+    environment,
+    estimate_level_counts,
+    frontier_stage,
+    memory_depth_stage,
+    pointwise_dominates,
+)
+from minijit.sparseauto.schedules import enumerate_schedules
+from tests.minijit.sparseauto.test_complexity import acc, loops, seed_listings, seed_ops
+
+OUT = Operand.dense("A", ("l", "m", "n"))
+
+
+def seed_e() -> Nest:
+    """The seed's Figure 2(e): (d) with a 1-D temporary U<k> instead of the scalar."""
+    prod = Compute(acc("T", "kj"), (acc("B", "ijk"), acc("C", "il")))
+    inner = Compute(acc("U", "k"), (acc("T", "kj"), acc("D", "jm")))
+    outer = Compute(acc("A", "lmn"), (acc("U", "k"), acc("E", "kn")))
+    cons = loops("m", Temp("U", ("k",)), *loops("kj", inner), *loops("nk", outer))
+    return Nest(seed_ops(), OUT, loops("l", Temp("T", ("k", "j")), *loops("ijk", prod), *cons)).validate()
+
+
+def seed_unfused() -> Nest:
+    """(c) without fusing l: the temporary keeps l, memory depth 3."""
+    prod = Compute(acc("T", "kjl"), (acc("B", "ijk"), acc("C", "il")))
+    cons = Compute(acc("A", "lmn"), (acc("T", "kjl"), acc("D", "jm"), acc("E", "kn")))
+    return Nest(seed_ops(), OUT, (Temp("T", ("k", "j", "l")), *loops("lijk", prod), *loops("ljmkn", cons))).validate()
+
+
+def named():
+    n = seed_listings()
+    n["e"] = seed_e()
+    n["unfused"] = seed_unfused()
+    return {k: c for k, c in zip(n, candidates(n.values()), strict=True)}
+
+
+def test_stage1_memory_depth():
+    c = named()
+    kept = memory_depth_stage(c.values(), max_depth=2)
+    assert c["unfused"] not in kept
+    assert {k for k, v in c.items() if v in kept} == {"a", "b", "c", "d", "e"}
+    assert {k for k, v in c.items() if v in memory_depth_stage(c.values(), 1)} == {"a", "b"}
+    with pytest.raises(ValueError, match="max_memory_depth"):
+        memory_depth_stage(c.values(), -1)
+
+
+def test_stage2_depth_poset():
+    """(a) 6/0, (b) 5/1, (c) 5/2, (d) 4/2, (e) 4/2: (c) is the only one another beats in both."""
+    c = named()
+    kept = depth_poset_stage(c[k] for k in "abcde")
+    assert {k for k, v in c.items() if v in kept} == {"a", "b", "d", "e"}
+
+
+def test_frontier_matches_the_seeds_argument():
+    """Seed §3.1: (d) dominates (e) (same time, less memory) and (c) (same memory, less time);
+    (a), (b) and (d) trade time against memory."""
+    c = named()
+    asm = Assumptions(seed_ops())
+    # (d) and (e) share the asymptotic bucket (time equal, memory O(JK)); inside it, (d)'s
+    # JK + 1 beats (e)'s JK + K term by term.
+    assert pointwise_dominates(c["d"], c["e"], asm) and not pointwise_dominates(c["e"], c["d"], asm)
+    (de,) = buckets([c["d"], c["e"]], asm)
+    assert de.candidates == (c["d"],)
+    bs = {k: buckets([c[k]], asm)[0] for k in "abcd"}
+    assert dominates(bs["d"], bs["c"], asm) and not dominates(bs["c"], bs["d"], asm)
+    assert not pointwise_dominates(c["d"], c["c"], asm)  # only asymptotically: J = N = 1 breaks it
+    for x, y in [("a", "b"), ("a", "d"), ("b", "d")]:
+        assert not dominates(bs[x], bs[y], asm) and not dominates(bs[y], bs[x], asm)
+    every = buckets([c[k] for k in "abcde"], asm)
+    front = frontier_stage(every, asm)
+    assert {k for k in "abcde" if any(c[k] in b.candidates for b in front)} == {"a", "b", "d"}
+
+
+def test_frontier_of_the_whole_space_is_a_pareto_frontier():
+    ops = seed_ops()
+    asm = Assumptions(ops)
+    stage1 = memory_depth_stage(candidates(enumerate_schedules(ops, OUT).nests))
+    bs = buckets(depth_poset_stage(stage1), asm)
+    front = frontier_stage(bs, asm)
+    assert 0 < len(front) < len(bs)
+    for b in bs:
+        if b in front:
+            assert not any(dominates(o, b, asm) for o in bs)
+        else:
+            assert any(dominates(o, b, asm) for o in front)
+    # Every bucket groups schedules of asymptotically equal cost.
+    for b in bs:
+        for cand in b.candidates:
+            assert asm.equivalent(cand.cost.time, b.time) and asm.equivalent(cand.cost.memory, b.memory)
+
+
+SIZES = dict(i=1000, j=800, k=600, l=16, m=16, n=16)
+
+
+def test_run_time_choice_least_time_within_memory():
+    c = named()
+    pool = [c[k] for k in "abde"]
+    env = environment(seed_ops(), SIZES, {"B": 100_000})
+    times = {k: c[k].cost.time.evaluate(env) for k in "abde"}
+    mems = {k: c[k].cost.memory.evaluate(env) for k in "abde"}
+    free = choose(pool, env, SIZES)
+    assert free.time == min(times.values())
+    # A limit below the chosen schedule's temporaries moves the choice (the seed's Case 2).
+    limit = mems[next(k for k in "abde" if c[k] is free.candidate)] - 1
+    bounded = choose(pool, env, SIZES, memory_limit=limit)
+    assert bounded.memory <= limit
+    assert bounded.time == min(t for k, t in times.items() if mems[k] <= limit)
+    assert "least time with temporaries" in bounded.reason
+    # Nothing fits: least memory.
+    tiny = choose([c["d"], c["e"]], env, SIZES, memory_limit=0)
+    assert tiny.candidate is c["d"] and "least memory" in tiny.reason
+    with pytest.raises(ValueError, match="no candidate"):
+        choose([], env, SIZES)
+
+
+def test_environment_estimates_and_errors():
+    b = seed_ops()[0]
+    counts = estimate_level_counts(b, SIZES, 100_000)
+    assert counts[("i", "j", "k")] == 100_000
+    assert 0.9 * 100_000 < counts[("i", "j")] < 100_000  # few (i, j) fibres hold two values
+    dense_tail = Operand("B", ("i", "j", "k"), ("dense", "compressed", "dense"))
+    assert estimate_level_counts(dense_tail, SIZES, 60_000)[("i", "j")] == 100
+    env = environment(seed_ops(), SIZES, {"B": (5000, 70_000)})
+    assert env[nnz_symbol("B", ("i", "j"))] == 5000
+    assert environment(seed_ops(), SIZES, {"B": 0})[nnz_symbol("B", ("i", "j", "k"))] == 1.0
+    with pytest.raises(ValueError, match="index 'n' of operand E"):
+        environment(seed_ops(), {k: v for k, v in SIZES.items() if k != "n"}, {"B": 10})
+    with pytest.raises(ValueError, match="sparse operand B"):
+        environment(seed_ops(), SIZES, {})
+    with pytest.raises(ValueError, match="nnz of B"):
+        environment(seed_ops(), SIZES, {"B": (1, 2, 3)})
+    with pytest.raises(ValueError, match="positive int"):
+        environment(seed_ops(), {**SIZES, "i": 0}, {"B": 10})
+
+
+def test_cache_cost_counts_strided_innermost_accesses():
+    b, c = Operand.dense("B", ("i", "k")), Operand.dense("C", ("k", "j"))
+    out = Operand.dense("A", ("i", "j"))
+    stmt = Compute(Access("A", ("i", "j")), (Access("B", ("i", "k")), Access("C", ("k", "j"))))
+
+    def nest(order: str) -> Nest:
+        body: tuple = (stmt,)
+        for idx in reversed(order):
+            body = (Loop(idx, body),)
+        return Nest((b, c), out, body)
+
+    sizes = dict(i=3, j=5, k=7)
+    assert cache_cost(nest("ikj"), sizes) == 0
+    assert cache_cost(nest("ijk"), sizes) == 5  # C(k, j) strides by J
+    assert cache_cost(nest("jki"), sizes) == 5 + 7  # A(i, j) by J, B(i, k) by K
