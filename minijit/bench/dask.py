@@ -11,6 +11,7 @@ large travels to the client; the sums of the two sides are compared. GFLOPS are 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from typing import Any
@@ -78,72 +79,104 @@ def _time(client: Any, reps: int, fn: Any, subs: str, ops: list[Any], **kwargs: 
     return best, sums
 
 
-def bench(quick: bool, reps: int, command: str, progress: report.Progress = report.quiet) -> report.Report:
-    """Every case on a fresh `LocalCluster` of `WORKERS` processes: times, GFLOPS per worker, ratios."""
-    why = _missing()
-    if why:
-        raise UserError(f"bench einsum --dask: {why}")
-    import dask
+def _workers(client: Any) -> tuple[int, int]:
+    """(workers, the smallest worker memory limit in bytes) of the cluster behind ``client``."""
+    info = client.scheduler_info()["workers"].values()
+    return len(info), min(w["memory_limit"] for w in info)
+
+
+def _case(client: Any, case: tuple, quick: bool, reps: int, progress: report.Progress) -> dict[str, Any]:
+    """One expression on the cluster: operands persisted in the model's chunks, then every side timed."""
     import dask.array as da
     import distributed
 
     import minijit.dask as md
 
-    limit, limit_bytes = MEMORY_LIMIT, dask.utils.parse_bytes(MEMORY_LIMIT)
-    config = {f"distributed.worker.memory.{k}": False for k in ("target", "spill", "pause")}
-    config["array.chunk-size"] = CHUNK_SIZE
-    rows: list[dict[str, Any]] = []
+    name, subs, shapes, what = case
+    shapes = _quick_shapes(subs, shapes) if quick else shapes
+    workers, limit = _workers(client)
+    nbytes = sum(math.prod(s) * 4 for s in shapes)
+    progress(f"{name}: {subs} {shapes} ({nbytes / 2**20:.0f} MiB of operands)")
+    blocks = md.block_sizes(subs, *shapes, itemsize=4, threads=sum(client.nthreads().values()))
+    ins = subs.split("->")[0].split(",")
+    ops = [
+        da.random.default_rng(k).random(s, dtype=np.float32, chunks=tuple(blocks[c] for c in sub))
+        for k, (sub, s) in enumerate(zip(ins, shapes, strict=True))
+    ]
+    ops = client.persist(ops)
+    distributed.wait(ops)
+    _time(client, 1, md.einsum, subs, ops, chunks="input")  # every worker JITs its plans
+    t_mj, s_mj = _time(client, reps, md.einsum, subs, ops, chunks="input")
+    progress(f"    minijit.dask {t_mj:.2f} s")
+    t_opt, s_opt = _time(client, reps, da.einsum, subs, ops, optimize=True)
+    progress(f"    dask.array.einsum(optimize=True) {t_opt:.2f} s")
+    t_da, s_da = _time(client, reps, da.einsum, subs, ops)
+    progress(f"    dask.array.einsum {t_da:.2f} s")
+    scale = np.abs(s_da).max() + 1.0
+    err = max(float(np.abs(s_mj - s_da).max()), float(np.abs(s_mj - s_opt).max())) / scale
+    flops = _flops(subs, shapes)
+    return {
+        "config": name,
+        "subscripts": subs,
+        "shapes": [list(s) for s in shapes],
+        "description": what,
+        "operand_mib": round(nbytes / 2**20, 1),
+        "exceeds_limit": nbytes > limit,
+        "blocks": blocks,
+        "flops": flops,
+        "minijit_s": t_mj,
+        "dask_s": t_da,
+        "dask_optimize_s": t_opt,
+        "gflops_per_worker": flops / t_mj / 1e9 / workers,
+        "dask_gflops_per_worker": flops / t_da / 1e9 / workers,
+        "dask_optimize_gflops_per_worker": flops / t_opt / 1e9 / workers,
+        "ratio": t_da / t_mj,
+        "ratio_optimize": t_opt / t_mj,
+        "check": {"ok": err < 1e-4, "max_rel_err_block_sums": err},
+    }
+
+
+def bench(
+    quick: bool,
+    reps: int,
+    command: str,
+    progress: report.Progress = report.quiet,
+    *,
+    cases: list[tuple] | None = None,
+    client: Any = None,
+) -> report.Report:
+    """Every case (default `CASES`) on ``client``'s cluster, else on a fresh `LocalCluster` of
+    `WORKERS` processes (one thread, `MEMORY_LIMIT` each, spilling off): times, GFLOPS per
+    worker, ratios."""
+    why = _missing()
+    if why:
+        raise UserError(f"bench einsum --dask: {why}")
+    import dask
+    import distributed
+
+    cases = CASES if cases is None else cases
     started = time.perf_counter()
-    with (
-        dask.config.set(config),
-        distributed.LocalCluster(
-            n_workers=WORKERS, threads_per_worker=1, processes=True, memory_limit=limit, dashboard_address=None
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
-        for i, (name, subs, shapes, what) in enumerate(CASES):
-            shapes = _quick_shapes(subs, shapes) if quick else shapes
-            nbytes = sum(math.prod(s) * 4 for s in shapes)
-            progress(f"[{i + 1}/{len(CASES)}] {name}: {subs} {shapes} ({nbytes / 2**20:.0f} MiB of operands)")
-            blocks = md.block_sizes(subs, *shapes, itemsize=4, threads=WORKERS)
-            ins = subs.split("->")[0].split(",")
-            ops = [
-                da.random.default_rng(k).random(s, dtype=np.float32, chunks=tuple(blocks[c] for c in sub))
-                for k, (sub, s) in enumerate(zip(ins, shapes, strict=True))
-            ]
-            ops = client.persist(ops)
-            distributed.wait(ops)
-            _time(client, 1, md.einsum, subs, ops, chunks="input")  # every worker JITs its plans
-            t_mj, s_mj = _time(client, reps, md.einsum, subs, ops, chunks="input")
-            progress(f"    minijit.dask {t_mj:.2f} s")
-            t_opt, s_opt = _time(client, reps, da.einsum, subs, ops, optimize=True)
-            progress(f"    dask.array.einsum(optimize=True) {t_opt:.2f} s")
-            t_da, s_da = _time(client, reps, da.einsum, subs, ops)
-            progress(f"    dask.array.einsum {t_da:.2f} s")
-            scale = np.abs(s_da).max() + 1.0
-            err = max(float(np.abs(s_mj - s_da).max()), float(np.abs(s_mj - s_opt).max())) / scale
-            flops = _flops(subs, shapes)
-            rows.append(
-                {
-                    "config": name,
-                    "subscripts": subs,
-                    "shapes": [list(s) for s in shapes],
-                    "description": what,
-                    "operand_mib": round(nbytes / 2**20, 1),
-                    "exceeds_limit": nbytes > limit_bytes,
-                    "blocks": blocks,
-                    "flops": flops,
-                    "minijit_s": t_mj,
-                    "dask_s": t_da,
-                    "dask_optimize_s": t_opt,
-                    "gflops_per_worker": flops / t_mj / 1e9 / WORKERS,
-                    "dask_gflops_per_worker": flops / t_da / 1e9 / WORKERS,
-                    "dask_optimize_gflops_per_worker": flops / t_opt / 1e9 / WORKERS,
-                    "ratio": t_da / t_mj,
-                    "ratio_optimize": t_opt / t_mj,
-                    "check": {"ok": err < 1e-4, "max_rel_err_block_sums": err},
-                }
+    with contextlib.ExitStack() as stack:
+        if client is None:
+            config = {f"distributed.worker.memory.{k}": False for k in ("target", "spill", "pause")}
+            stack.enter_context(dask.config.set({**config, "array.chunk-size": CHUNK_SIZE}))
+            cluster = stack.enter_context(
+                distributed.LocalCluster(
+                    n_workers=WORKERS,
+                    threads_per_worker=1,
+                    processes=True,
+                    memory_limit=MEMORY_LIMIT,
+                    dashboard_address=None,
+                )  # fmt: skip
             )
+            client = stack.enter_context(distributed.Client(cluster))
+        workers, limit_bytes = _workers(client)
+        threads = sum(client.nthreads().values())
+        chunk_size = dask.config.get("array.chunk-size")
+        rows = []
+        for i, case in enumerate(cases):
+            progress(f"[{i + 1}/{len(cases)}] ...")
+            rows.append(_case(client, case, quick, reps, progress))
     geo = math.exp(sum(math.log(r["ratio"]) for r in rows) / len(rows))
     geo_opt = math.exp(sum(math.log(r["ratio_optimize"]) for r in rows) / len(rows))
     head = ["expression", "operands", "MiB", "blocks", "minijit s", "GFLOPS/worker", "dask s", "GFLOPS/worker",
@@ -174,22 +207,22 @@ def bench(quick: bool, reps: int, command: str, progress: report.Progress = repo
         "",
         f"geomean minijit.dask / dask.array.einsum: {geo:.2f}x (lowest {min(r['ratio'] for r in rows):.2f}x);"
         f" / dask.array.einsum(optimize=True): {geo_opt:.2f}x (lowest {min(r['ratio_optimize'] for r in rows):.2f}x)",
-        f"cluster: distributed.LocalCluster, {WORKERS} worker processes x 1 thread, memory_limit {limit} per worker"
-        f" (spilling off), blocks of at most {CHUNK_SIZE}; operands persisted in the chunks of"
-        " minijit.dask.block_sizes, the same arrays for every side; times: best of the runs, each output block"
-        " reduced to its sum on its worker",
+        f"cluster: {workers} worker processes, {threads} threads in all, memory_limit"
+        f" {limit_bytes / 2**20:.0f} MiB per worker, blocks of at most {chunk_size}; operands persisted in the"
+        " chunks of minijit.dask.block_sizes, the same arrays for every side; times: best of the runs, each output"
+        " block reduced to its sum on its worker",
     ]
     hw = report.hardware()
     result = {
         **report.meta(command),
         "hardware": hw,
         "versions": {**report.versions(), "dask": dask.__version__, "distributed": distributed.__version__},
-        "settings": {"reps": reps, "quick": quick, "workers": WORKERS, "memory_limit": limit},
+        "settings": {"reps": reps, "quick": quick, "workers": workers, "threads": threads, "memory_limit": limit_bytes},
         "summary": {"geomean_ratio": geo, "geomean_ratio_optimize": geo_opt},
         "wall_s": round(time.perf_counter() - started, 1),
         "results": rows,
     }
-    header = [f"# minijit bench einsum --dask: {hw['cpu'] or hw['isa']}, {WORKERS} workers x 1 thread, fp32"]
+    header = [f"# minijit bench einsum --dask: {hw['cpu'] or hw['isa']}, {workers} workers, {threads} threads, fp32"]
     facts = [
         f"date: {result['date']}",
         f"command: `{command}`",

@@ -14,20 +14,20 @@ CHUNK_MODES = ("model", "input", "int", "dict")
 
 
 @st.composite
-def chunkings(draw, shape: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
-    """Random chunks for ``shape``: each axis cut into pieces of random sizes."""
+def chunkings(draw, shape: tuple[int, ...], max_cuts: int = 3) -> tuple[tuple[int, ...], ...]:
+    """Random chunks for ``shape``: each axis cut at up to ``max_cuts`` random places."""
     out = []
     for n in shape:
-        cuts = sorted(draw(st.sets(st.integers(1, n - 1), max_size=3))) if n > 1 else []
+        cuts = sorted(draw(st.sets(st.integers(1, n - 1), max_size=max_cuts))) if n > 1 else []
         edges = [0, *cuts, n]
         out.append(tuple(b - a for a, b in zip(edges, edges[1:], strict=False)))
     return tuple(out)
 
 
 @st.composite
-def chunk_spec(draw, subscripts: str):
-    """A ``chunks=`` argument for ``subscripts`` and the dask ``array.chunk-size`` to run under
-    (a small one makes the model split small operands)."""
+def chunk_spec(draw, subscripts: str, min_block: int = 1):
+    """A ``chunks=`` argument for ``subscripts`` (block sizes from ``min_block``) and the dask
+    ``array.chunk-size`` to run under (a small one makes the model split small operands)."""
     mode = draw(st.sampled_from(CHUNK_MODES))
     letters = sorted({c for c in subscripts.split("->")[0] if c.isalpha()})
     size = draw(st.sampled_from(["128MiB", "256B", "2KiB"]))
@@ -36,13 +36,13 @@ def chunk_spec(draw, subscripts: str):
     if mode == "input":
         return "input", size
     if mode == "int":
-        return draw(st.integers(1, 8)), size
+        return draw(st.integers(min_block, 8)), size
     picked = draw(st.lists(st.sampled_from(letters), unique=True, max_size=len(letters))) if letters else []
-    return {c: draw(st.integers(1, 6)) for c in picked}, size
+    return {c: draw(st.integers(min_block, 6)) for c in picked}, size
 
 
-def dask_operands(draw, ops: list[np.ndarray]) -> list[da.Array]:
-    return [da.from_array(x, chunks=draw(chunkings(x.shape))) for x in ops]
+def dask_operands(draw, ops: list[np.ndarray], max_cuts: int = 3) -> list[da.Array]:
+    return [da.from_array(x, chunks=draw(chunkings(x.shape, max_cuts))) for x in ops]
 
 
 def assert_matches(got: np.ndarray, subs: str, ops: list[np.ndarray], dtype) -> None:

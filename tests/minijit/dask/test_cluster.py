@@ -44,8 +44,8 @@ def _worker_pids(client) -> set[int]:
 def test_drawn_expressions_on_two_worker_processes(client, expr, dtype, data):
     subs, shapes = expr
     ops = operands(shapes, dtype, seed=len(subs))
-    dops = dask_operands(data.draw, ops)
-    chunks, _ = data.draw(chunk_spec(subs))
+    dops = dask_operands(data.draw, ops, max_cuts=2)
+    chunks, _ = data.draw(chunk_spec(subs, min_block=3))  # a few hundred tasks at most
     got = client.compute(md.einsum(subs, *dops, chunks=chunks, split_every=2)).result()
     assert_matches(got, subs, ops, dtype)
     theirs = client.compute(da.einsum(subs, *dops)).result()
@@ -85,4 +85,17 @@ def test_a_killed_worker_is_retried_and_the_result_is_right(client, tmp_path):
     assert_matches(got, "ij,jk->ik", [A, B], np.float64)
     with open(marker) as f:
         dead = int(f.read())
+    client.wait_for_workers(2, timeout=60)  # the nanny's new worker (later tests count two)
     assert dead in before and dead not in _worker_pids(client)  # a worker really died; its successor finished
+
+
+def test_bench_rows_on_this_cluster(client):
+    """The ``bench einsum --dask`` rows on a tiny case: the sides agree, the table names the case."""
+    from minijit.bench import dask as dask_bench
+
+    client.wait_for_workers(2, timeout=60)
+    case = ("tiny", "ij,jk->ik", [(64, 48), (48, 40)], "a tiny GEMM")
+    rep = dask_bench.bench(False, 1, "test", cases=[case], client=client)
+    (row,) = rep.result["results"]
+    assert rep.ok and row["check"]["ok"] and row["ratio"] > 0 and row["gflops_per_worker"] > 0
+    assert "tiny `ij,jk->ik`" in rep.body[0] and rep.result["settings"]["workers"] == 2
