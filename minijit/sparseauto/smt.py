@@ -151,15 +151,14 @@ class _Model:
                     if e < 0:
                         den[s] = max(den.get(s, 0), -e)
         d = Monomial.of(den)
+        worse = self.z3.Or(
+            self.poly(a.time, d) > self.poly(b.time, d),
+            self.poly(a.memory, d) > self.poly(b.memory, d),
+        )
         s = self.z3.Solver()
         s.set("timeout", timeout_ms)
-        s.add(*self.base)
-        s.add(
-            self.z3.Or(
-                self.poly(a.time, d) > self.poly(b.time, d),
-                self.poly(a.memory, d) > self.poly(b.memory, d),
-            )
-        )
+        s.add(*self.base)  # after building ``worse``: it may have added symbols and their bounds
+        s.add(worse)
         return s.check() == self.z3.unsat
 
 
