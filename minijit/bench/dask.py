@@ -154,8 +154,10 @@ def bench(
     import dask
     import distributed
 
+    from minijit.bench.einsum import _load
+
     cases = CASES if cases is None else cases
-    started = time.perf_counter()
+    started, load_start = time.perf_counter(), _load()
     with contextlib.ExitStack() as stack:
         if client is None:
             config = {f"distributed.worker.memory.{k}": False for k in ("target", "spill", "pause")}
@@ -230,6 +232,7 @@ def bench(
         f" target {hw['native_target']}",
         f"versions: {', '.join(f'{k} {v}' for k, v in result['versions'].items())}",
         f"wall time: {result['wall_s']} s",
+        f"1-min load average at start / end: {load_start} / {_load()}",
     ]
     ok = all(r["check"]["ok"] for r in rows)
     return report.Report(

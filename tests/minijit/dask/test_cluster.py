@@ -35,7 +35,7 @@ def _worker_pids(client) -> set[int]:
     return set(client.run(os.getpid).values())
 
 
-@settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(6), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     expressions(min_ops=1, max_ops=3, max_indices=4, max_size=9, max_product=2000),
     st.sampled_from([np.float32, np.float64]),
