@@ -1,0 +1,159 @@
+"""sparse_plan: operand descriptions, the printed plan, the frontier executed, the choice."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+import minijit.sparseauto as sa
+from minijit.sparseauto import Operand, SparsePlan, sparse_plan
+from minijit.sparseauto.nest import COMPRESSED, DENSE
+from minijit.sparseauto.prune import environment
+from tests.minijit.sparseauto.interp import einsum_reference, random_arrays, run
+from tests.minijit.sparseauto.test_complexity import seed_ops
+
+SEED_SIZES = dict(i=1000, j=800, k=600, l=16, m=16, n=16)
+
+
+@dataclass
+class FakeSparse:
+    """What sparse_plan reads from a sparse tensor: shape, levels, mode_order, nnz."""
+
+    shape: tuple
+    levels: tuple
+    nnz: int
+    mode_order: tuple | None = None
+
+
+@dataclass
+class Level:
+    crd: list | None
+
+
+@dataclass
+class FakeStored(FakeSparse):
+    storage: tuple = ()
+
+
+def test_plan_of_the_seed_example_prints_and_chooses():
+    plan = sparse_plan("ijk,il,jm,kn->lmn", *seed_ops(), sizes=SEED_SIZES, nnz={"B": 100_000})
+    assert isinstance(plan, SparsePlan) and sa.sparse_plan is sparse_plan
+    text = str(plan)
+    for part in (
+        "stages: 1 memory depth <= 2",
+        "frontier [1] time O(",
+        "default linear schedule (TACO)",
+        "4 run-time choice: time",
+    ):
+        assert part in text
+    assert plan.chosen in plan.frontier()
+    assert set(plan.frontier()) <= set(plan.schedules())
+    # The choice is the least evaluated time of the frontier (all fit the default limit here).
+    env = environment(plan.operands, SEED_SIZES, {"B": 100_000})
+    best = min(c.cost.time.evaluate(env) for c in plan.frontier_candidates())
+    assert plan.choice.time == best
+    linear = plan.default_linear()
+    assert not linear.temps and len(linear.computes) == 1
+    assert plan.choice.time <= sa.plan.cost(linear).time.evaluate(env)
+    assert len(plan.listing(every=True)) >= len(text)
+
+
+def test_numpy_and_duck_typed_operands():
+    b = FakeSparse((30, 20, 10), (DENSE, COMPRESSED, COMPRESSED), nnz=500)
+    c, d = np.zeros((20, 8)), np.zeros((10, 8))
+    plan = sparse_plan("ijk,jl,kl->il", b, c, d)
+    assert [o.name for o in plan.operands] == ["B", "C", "D"]
+    assert plan.operands[0].levels == (DENSE, COMPRESSED, COMPRESSED)
+    assert plan.operands[1] == Operand.dense("C", ("j", "l"))
+    assert plan.output == Operand.dense("A", ("i", "l"))
+    assert plan.sizes == dict(i=30, j=20, k=10, l=8)
+    assert plan.nnz == {"B": 500}
+    assert plan.chosen is not None
+
+
+def test_mode_order_and_exact_level_counts():
+    # Stored column-major (j, then i): a CSC matrix.
+    b = FakeStored((6, 5), (DENSE, COMPRESSED), nnz=7, mode_order=(1, 0), storage=(Level(None), Level([0] * 7)))
+    plan = sparse_plan("ij,jk->ik", b, np.zeros((5, 3)))
+    assert plan.operands[0].indices == ("j", "i")
+    assert plan.nnz == {"B": [7]}
+    assert str(plan.default_linear()).splitlines()[1] == "for j:"
+
+
+def test_sampled_output_takes_the_pattern():
+    b = FakeSparse((6, 5), (DENSE, COMPRESSED), nnz=9)
+    plan = sparse_plan("ij,ik,kj->ij", b, np.zeros((6, 4)), np.zeros((4, 5)))
+    assert plan.output == Operand("A", ("i", "j"), (DENSE, COMPRESSED))
+    for nest in plan.schedules():
+        nest.check_pattern()
+
+
+@pytest.mark.parametrize(
+    "subscripts, levels, sizes",
+    [
+        ("ijk,jl,kl->il", ("ccc", "", ""), dict(i=3, j=4, k=3, l=2)),
+        ("ij,ik,kj->ij", ("dc", "", ""), dict(i=4, j=5, k=3)),
+        ("ijk,jl,km->ilm", ("dcc", "", ""), dict(i=3, j=3, k=3, l=2, m=2)),
+    ],
+)
+def test_every_frontier_schedule_computes_the_einsum(subscripts, levels, sizes):
+    ops = []
+    for k, (term, lv) in enumerate(zip(subscripts.split("->")[0].split(","), levels, strict=True)):
+        fm = tuple(COMPRESSED if ch == "c" else DENSE for ch in lv) if lv else (DENSE,) * len(term)
+        ops.append(Operand("BCD"[k], tuple(term), fm))
+    plan = sparse_plan(subscripts, *ops)
+    assert plan.chosen is None and "no size" in plan.listing()
+    front = plan.frontier()
+    assert front
+    arrays = random_arrays(front[0], sizes, np.random.default_rng(2))
+    want = einsum_reference(front[0], arrays)
+    for nest in (*front, plan.default_linear()):
+        got, _ = run(nest, arrays)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=str(nest))
+
+
+def test_choose_later_without_replanning():
+    plan = sparse_plan("ijk,il,jm,kn->lmn", *seed_ops())
+    assert plan.chosen is None and "no size for i, j, k, l, m, n" in str(plan)
+    space = plan.space
+    choice = plan.choose(SEED_SIZES, {"B": 100_000})
+    assert choice.candidate in plan.frontier_candidates() and plan.space is space
+    low = plan.choose(SEED_SIZES, {"B": 100_000}, memory_limit=0)
+    assert low.memory == min(
+        c.cost.memory.evaluate(environment(plan.operands, SEED_SIZES, {"B": 100_000}))
+        for c in plan.frontier_candidates()
+    )
+    with pytest.raises(ValueError, match="sparse operand B"):
+        plan.choose(SEED_SIZES)
+    partial = sparse_plan("ijk,il,jm,kn->lmn", *seed_ops(), sizes=SEED_SIZES)
+    assert partial.chosen is None and "no non-zero count for B" in str(partial)
+
+
+def test_constraints_reach_the_smt_stage():
+    pytest.importorskip("z3")
+    cons = {"l": (8, 64), "m": (8, 64), "n": (8, 64), "i": (100, 10000), "j": (100, 10000), "k": (100, 10000)}
+    plan = sparse_plan("ijk,il,jm,kn->lmn", *seed_ops(), constraints=cons)
+    assert plan.smt.ran and len(plan.smt.kept) <= len(plan.frontier_buckets)
+    assert "SMT stage:" in str(plan)
+
+
+def test_bad_descriptions_raise_naming_the_operand():
+    b = FakeSparse((30, 20), (DENSE, COMPRESSED), nnz=5)
+    with pytest.raises(ValueError, match="index 'j'"):
+        sparse_plan("ij,jk->ik", b, np.zeros((21, 3)))
+    with pytest.raises(ValueError, match="operand 1 .jk.: shape"):
+        sparse_plan("ij,jk->ik", b, np.zeros((20, 3, 1)))
+    with pytest.raises(ValueError, match="operand 0 .ij.: levels"):
+        sparse_plan("ij,jk->ik", FakeSparse((3, 2), ("dense", "csr"), 1), np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="mode_order"):
+        sparse_plan("ij,jk->ik", FakeSparse((3, 2), (DENSE, DENSE), 1, (0, 0)), np.zeros((2, 3)))
+    with pytest.raises(TypeError, match="operand 1"):
+        sparse_plan("ij,jk->ik", b, [[1.0]])
+    with pytest.raises(ValueError, match="not a permutation"):
+        sparse_plan("ij,jk->ik", Operand.dense("B", ("i", "k")), np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="name 2 operands but 1"):
+        sparse_plan("ij,jk->ik", b)
+    with pytest.raises(ValueError, match="contradict"):
+        sparse_plan("ij,ji->", FakeSparse((3, 3), (DENSE, COMPRESSED), 2), FakeSparse((3, 3), (DENSE, COMPRESSED), 2))
