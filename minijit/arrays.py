@@ -1,15 +1,23 @@
-"""The one rule for arrays handed to ``execute`` (CPU and CUDA tensor operations).
+"""The one rule for arrays handed to ``execute`` (CPU and CUDA tensor operations, SpMM, einsum plans).
 
-A configuration's strides count *elements of a C-contiguous array*, relative to the element at
-``offset`` (default 0, the array's first element). An array that is not C-contiguous (a slice
-with steps such as ``x[::3]``, a transpose such as ``A.T``, a Fortran-order array, a reversed or
-broadcast view) is rejected with a ``ValueError`` naming the argument: its memory holds elements
-the view does not own, or holds them in another order, so reading it through the configured
-strides would misread it. Fix: pass ``np.ascontiguousarray(x)`` (a copy), or pass the array the
-view was taken from and describe the view in ``setup()``'s strides (with ``offsets`` for views
-whose first element is not the buffer's first, e.g. negative strides).
+**Any dense array is accepted.** An array whose elements fill one contiguous block of memory, with
+nothing between them, is taken as that block: C order, F order (``np.asfortranarray``, ``A.T``
+of a C-order array) or any permutation of its axes, with non-negative strides. Sorted by stride,
+each axis's byte stride equals the product of the smaller axes' extents times the item size;
+axes of length 1 may have any stride, and empty arrays are dense. A configuration's strides count
+*elements of that block from its lowest address* (for such an array: its data pointer), relative
+to the element at ``offset`` (default 0). So an F-order ``(M, K)`` array is the same memory as a
+C-order ``(K, M)`` array and is read exactly as that one would be: describe the layout you hold
+in ``setup()``'s strides.
 
-Every element the strides reach, shifted by the offset, must lie inside the array: machine code
+A view with gaps (a slice with steps such as ``x[::3]``, a slice of a larger array such as
+``x[:, :4]``) or with negative strides (``x[::-1]``), and a broadcast view, are refused with a
+``ValueError`` naming the argument: its memory holds elements the view does not own, so reading
+it as a block would misread it. Fix: pass ``np.ascontiguousarray(x)`` (a copy), or pass the array
+the view was taken from and describe the view in ``setup()``'s strides (with ``offsets`` for
+views whose first element is not the buffer's first, e.g. negative strides).
+
+Every element the strides reach, shifted by the offset, must lie inside the block: machine code
 never touches memory an array does not own.
 """
 
@@ -49,15 +57,68 @@ def is_c_contiguous(shape: Sequence[int], strides: Sequence[int] | None, item: i
 
 
 def require_c_contiguous(name: str, shape: Sequence[int], strides: Sequence[int] | None, item: int) -> None:
-    """ValueError naming ``name`` unless the array is C-contiguous (byte ``strides``)."""
+    """ValueError naming ``name`` unless the array is C-contiguous (byte ``strides``): for callers
+    that read an array by its logical shape in C order (a device matrix for a kernel), not as a
+    block through configured strides."""
     if is_c_contiguous(shape, strides, item):
         return
     raise ValueError(
-        f"{name} is not C-contiguous (shape {tuple(shape)}, byte strides {tuple(strides or ())}): the configured "
-        f"strides count elements of a C-contiguous array from its first element, so a strided view, a transpose "
-        f"(A.T) or a Fortran-order array would be misread. Pass np.ascontiguousarray({name}) (a copy), or pass the "
-        f"array the view was taken from and describe the view in setup()'s strides (offsets= for its first element)"
+        f"{name} is not C-contiguous (shape {tuple(shape)}, byte strides {tuple(strides or ())}): this kernel reads "
+        f"it row-major by its shape. Pass a C-order copy (np.ascontiguousarray({name}), tensor.contiguous())"
     )
+
+
+def dense_order(shape: Sequence[int], strides: Sequence[int] | None, item: int) -> tuple[int, ...] | None:
+    """The axes of ``shape`` from the largest byte stride to the smallest when byte ``strides``
+    (None: C order) lay it out as one dense block (the rule of this module: no gaps, non-negative
+    strides; axes of length 1 and empty arrays anything); else None. Transposing an array by
+    this order gives a C-contiguous view of its block."""
+    axes = tuple(range(len(shape)))
+    if strides is None or any(int(n) == 0 for n in shape):
+        return axes
+    ranked = sorted(axes, key=lambda i: (int(shape[i]) > 1, int(strides[i])), reverse=True)
+    want = item
+    for i in reversed(ranked):
+        if int(shape[i]) == 1:
+            continue
+        if int(strides[i]) != want:
+            return None
+        want *= int(shape[i])
+    return tuple(ranked)
+
+
+def is_dense(shape: Sequence[int], strides: Sequence[int] | None, item: int) -> bool:
+    """True when byte ``strides`` (None: C order) lay ``shape`` out as one dense block (C order,
+    F order or any axis permutation; see the module docstring)."""
+    return dense_order(shape, strides, item) is not None
+
+
+def require_dense(name: str, shape: Sequence[int], strides: Sequence[int] | None, item: int) -> None:
+    """ValueError naming ``name`` unless the array is one dense block (byte ``strides``)."""
+    if is_dense(shape, strides, item):
+        return
+    raise ValueError(
+        f"{name} is not one dense block (shape {tuple(shape)}, byte strides {tuple(strides or ())}): it has gaps "
+        f"between its elements (a strided view such as x[::2], or a slice of a larger array) or negative strides, "
+        f"and the configured strides count elements of one dense block (C order, F order or any axis "
+        f"permutation) from its lowest address, so it would be misread. Pass np.ascontiguousarray({name}) (a copy), "
+        f"or pass the array the view was taken from and describe the view in setup()'s strides (offsets= for its "
+        f"first element)"
+    )
+
+
+def dense_view(name: str, arr: np.ndarray) -> np.ndarray:
+    """``arr`` itself when it is C-contiguous, else a C-contiguous view of the dense block it
+    fills (its axes ordered by stride: same memory, same first element, same writeability);
+    ValueError naming ``name`` when ``arr`` is not one dense block."""
+    if arr.flags.c_contiguous:
+        return arr
+    order = dense_order(arr.shape, arr.strides, arr.itemsize)
+    if order is None:
+        require_dense(name, arr.shape, arr.strides, arr.itemsize)
+    view = arr.transpose(order)
+    assert view.flags.c_contiguous, (arr.shape, arr.strides)
+    return view
 
 
 def address(arr) -> int:

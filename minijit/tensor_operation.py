@@ -5,15 +5,16 @@
              strides_in0, strides_in1, strides_out)
     op.execute(A, B, C)
 
-Strides are in elements of C-contiguous arrays, relative to each array's first
-element or to an explicit element offset (`minijit.arrays` states the rule;
+Strides are in elements of each array's dense block (C order, F order or any axis
+permutation), from its lowest address or from an explicit element offset
+(`minijit.arrays` states the rule;
 negative strides need an offset). `setup` validates the configuration (raising
 `SetupError` naming the offending dimension), runs the optimizer when asked or
 when no prim dims are given, and builds a frozen plan tree (`minijit.plan`): the
 first-touch, main and last-touch primitives and the compiled loop nest
 (`minijit.kernels.loopnest`), under the packing copies, chunks or peeled parts the
 mode choices (`minijit.schedule`) pick. `execute` checks the arrays (dtype,
-writeability, C-contiguity, every reachable element inside each array) before any
+writeability, one dense block, every reachable element inside each array) before any
 machine code runs, then runs the plan (`minijit.plan.run`).
 """
 
@@ -192,12 +193,12 @@ class TensorOperation(Operation):
     def execute(self, in0: Array, in1: Array, out: np.ndarray, *, offsets: Offsets = None) -> None:
         """Run the operation on numpy arrays (``in1`` None for unary ops, ``in0`` None for zero).
 
-        Arrays must be C-contiguous (numpy's default layout, any shape): the configured strides
-        count their elements from the first one, or from element ``offsets[i]`` of in0, in1, out
-        (elements; lets negative strides reach back into a buffer). Every element the strides
-        reach must lie inside each array. A strided view, a transpose or a Fortran-order array
-        raises ValueError naming it (`minijit.arrays`), as do bad dtypes (TypeError), before
-        anything runs. ``out`` is updated in place: with first touch ``none`` the main primitive
+        Each array must fill one dense block (C order, F order or any axis permutation, any
+        shape; `minijit.arrays`): the configured strides count elements of that block from its
+        lowest address, or from element ``offsets[i]`` of in0, in1, out (elements; lets negative
+        strides reach back into a buffer). Every element the strides reach must lie inside each
+        block. A view with gaps or negative strides raises ValueError naming it, as do bad dtypes
+        (TypeError), before anything runs. ``out`` is updated in place: with first touch ``none`` the main primitive
         accumulates into it (C += A·B for a GEMM), so initialize it or use first touch ``zero``.
         """
         quick, addrs = self._quick, None  # quick: (dtype, bytes each array must hold) or None
@@ -233,11 +234,12 @@ class TensorOperation(Operation):
         flat0, flat1, flat_out = (arr.reshape(-1) for arr, _ in pairs)
         reference.execute_iter(self.config, flat0, flat1, flat_out, offsets=origins)
 
-    def _check(self, name: str, arr: Any, used: bool, offset: int, label: str) -> int:
+    def _check(self, name: str, arr: Any, used: bool, offset: int, label: str) -> tuple[np.ndarray, int]:
         """TypeError/ValueError naming the caller's argument ``label`` unless ``arr`` is safe to
-        hand to machine code as tensor ``name`` (the rule of `minijit.arrays`); returns the
-        address of element ``offset``. Runs three times per ``execute``: it reads each attribute
-        once and calls nothing for an array that passes."""
+        hand to machine code as tensor ``name`` (the rule of `minijit.arrays`); returns the array
+        as a C-contiguous view of its dense block (``arr`` itself when C-contiguous or unused) and
+        the address of element ``offset`` of that block. Runs three times per ``execute``: it
+        reads each attribute once and calls nothing for a C-contiguous array that passes."""
         if not isinstance(arr, np.ndarray):
             raise TypeError(f"{label} must be a numpy array, got {type(arr).__name__}")
         dtype = arr.dtype
@@ -247,17 +249,18 @@ class TensorOperation(Operation):
         if name == "out" and not flags.writeable:
             raise ValueError("out is read-only")
         if not used:
-            return arrays.address(arr)
-        if not flags.c_contiguous:
-            arrays.require_c_contiguous(label, arr.shape, arr.strides, arr.itemsize)
+            return arr, arrays.address(arr)
+        if not flags.c_contiguous:  # F order or permuted axes: the block it fills, else ValueError
+            arr = arrays.dense_view(label, arr)
         lo, hi = self._ranges[name]
         if offset + lo < 0 or offset + hi >= arr.size:
             arrays.require_reach(label, lo, hi, offset, arr.size)
-        return arrays.address(arr) + offset * dtype.itemsize
+        return arr, arrays.address(arr) + offset * dtype.itemsize
 
     def _checked(self, in0, in1, out, offsets=None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int]:
         """The three arrays in the config's roles (missing inputs replaced, in0/in1 exchanged when
-        the optimizer swapped them) and the checked addresses of their origins."""
+        the optimizer swapped them; each used one as a C-contiguous view of its dense block) and
+        the checked addresses of their origins."""
         cfg = self.config
         if cfg is None:
             raise RuntimeError("execute before a successful setup")
@@ -274,9 +277,9 @@ class TensorOperation(Operation):
             in0, o0 = out, oo
         if in1 is None:
             in1, o1 = in0, o0
-        a0 = self._check("in0", in0, uses_in0, o0, labels[0])
-        a1 = self._check("in1", in1, uses_in1, o1, labels[1])
-        ao = self._check("out", out, True, oo, "out")
+        in0, a0 = self._check("in0", in0, uses_in0, o0, labels[0])
+        in1, a1 = self._check("in1", in1, uses_in1, o1, labels[1])
+        out, ao = self._check("out", out, True, oo, "out")
         return in0, in1, out, a0, a1, ao
 
     # -- inspection ----------------------------------------------------------------------------

@@ -47,13 +47,15 @@ def test_execute_checks_name_the_argument_and_write_nothing():
         ((a.astype(">f4"), b, out), TypeError, "in0 has dtype >f4"),
         ((a, b.astype(np.float64), out), TypeError, "in1 has dtype float64"),
         ((a, b, out[:7]), ValueError, "out: the strides reach elements 0..7"),
-        ((a, b, np.zeros(16, np.float32)[::2]), ValueError, "out is not C-contiguous"),
+        ((a, b, np.zeros(16, np.float32)[::2]), ValueError, "out is not one dense block"),
         ((a, [1.0] * 8, out), TypeError, "in1 must be a numpy array, got list"),
     ):
         with pytest.raises(exc, match=text):
             op.execute(*args)
         assert not out.any()
     op.execute(a.reshape(2, 4), b, out)  # any C-contiguous shape
+    np.testing.assert_array_equal(out, a + 1)
+    op.execute(a.reshape(4, 2).T, b, out.reshape(2, 4).T)  # any dense block: read and written as its memory
     np.testing.assert_array_equal(out, a + 1)
 
 
@@ -103,8 +105,50 @@ def test_execute_takes_the_quick_path_and_the_full_checks_still_raise():
     for args, exc, text in (
         ((a[:3], b, out), ValueError, "in0: the strides reach"),
         ((a, b.astype(">f4"), out), TypeError, "in1 has dtype >f4"),
-        ((a, b, out.T.copy().T), ValueError, "out is not C-contiguous"),
+        ((a, b, np.zeros((4, 6), np.float32)[:, :3]), ValueError, "out is not one dense block"),
     ):
         with pytest.raises(exc, match=text):
             op.execute(*args)
     assert len(calls) == 3
+
+
+#: (array, dense): every layout numpy makes, and whether it fills one dense block
+def _layouts() -> dict[str, tuple[np.ndarray, bool]]:
+    x = np.arange(24, dtype=np.float64).reshape(2, 3, 4)
+    return {
+        "C": (x, True),
+        "F": (np.asfortranarray(x), True),
+        "transpose": (x.T, True),
+        "permuted": (np.ascontiguousarray(x.transpose(2, 0, 1)).transpose(1, 2, 0), True),
+        "length-1 axes, any stride": (np.zeros((4, 1, 3))[:, ::-1].transpose(2, 1, 0), True),
+        "empty with steps": (np.zeros((0, 6))[:, ::2], True),
+        "0-d": (np.array(1.0), True),
+        "steps": (x[:, ::2], False),
+        "slice of a larger array": (x[:, :, :3], False),
+        "F slice of rows": (np.asfortranarray(x)[:1], False),
+        "negative": (x[::-1], False),
+        "broadcast": (np.broadcast_to(x[:1], (2, 3, 4)), False),
+        "equal strides": (np.lib.stride_tricks.as_strided(x, (2, 2), (8, 8)), False),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_layouts()))
+def test_dense_view_is_the_block_an_array_fills(name):
+    """`arrays.dense_view`: a C-contiguous view over the very memory of a dense array (its
+    elements in memory order, first element at the same address), ValueError naming the argument
+    for gaps, negative or repeated strides."""
+    x, dense = _layouts()[name]
+    assert arrays.is_dense(x.shape, x.strides, x.itemsize) is dense
+    if not dense:
+        with pytest.raises(ValueError, match="arg is not one dense block"):
+            arrays.dense_view("arg", x)
+        return
+    v = arrays.dense_view("arg", x)
+    assert v.flags.c_contiguous and v.size == x.size
+    if x.size:
+        lowest = x.ctypes.data + sum(s * (n - 1) for s, n in zip(x.strides, x.shape, strict=True) if s < 0)
+        assert v.ctypes.data == x.ctypes.data == lowest  # the block's lowest address
+        assert np.shares_memory(v, x)
+        np.testing.assert_array_equal(v.reshape(-1), np.ravel(x, order="K"))  # memory order
+        v.reshape(-1)[0] = -1  # a view, not a copy
+        assert x.min() == -1

@@ -1020,8 +1020,8 @@ def test_execute_negative_strides_bounds(target):
         with pytest.raises(ValueError, match="in0"):
             op.execute(bad, None, out, offsets=offsets)
         assert (out == 0).all()
-    # a reversed view is not C-contiguous: rejected, not read as the memory it spans
-    with pytest.raises(ValueError, match="in0 is not C-contiguous"):
+    # a reversed view is not one dense block with non-negative strides: rejected, not read as the memory it spans
+    with pytest.raises(ValueError, match="in0 is not one dense block"):
         op.execute(a.reshape(6, 4)[::-1], None, out)
     assert (out == 0).all()
     op.execute(a, None, out, offsets=(20, 0, 0))  # the buffer, with the origin at its last row
@@ -1034,38 +1034,90 @@ def test_execute_negative_strides_bounds(target):
             op.execute(a, None, out, offsets=bad)
 
 
+#: column-major GEMM 4 x 5 x 6 on C-order arrays At (k x m), Bt (n x k), Ct (n x m)
+VIEW_M, VIEW_N, VIEW_K = 4, 5, 6
+VIEW_GEMM = ("fp32", "none", "gemm", "none", "mnk", ("prim",) * 3, (VIEW_M, VIEW_N, VIEW_K),
+             (1, 0, VIEW_M), (0, VIEW_K, 1), (1, VIEW_M, 0))  # fmt: skip
+
+
+def block(v: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """The dense block ``v`` fills, in memory order, as a C-order array of ``shape`` (a view)."""
+    flat = np.ravel(v, order="K")
+    assert np.shares_memory(flat, v)
+    return flat.reshape(shape)
+
+
 @pytest.mark.parametrize("target", TARGETS)
-def test_views_are_rejected_never_read_as_raw_memory(target):
-    """The issue's cases: a view with steps, a transpose, a Fortran-order array, a strided out:
-    ValueError naming the argument, nothing written (execute and execute_iter)."""
-    # column-major GEMM 4 x 5 x 6 on C-order arrays At (k x m), Bt (n x k), Ct (n x m)
-    m, n, k = 4, 5, 6
-    op = op_for(
-        target, "fp32", "none", "gemm", "none", "mnk", ("prim",) * 3, (m, n, k), (1, 0, m), (0, k, 1), (1, m, 0)
-    )
+def test_views_with_gaps_are_rejected_never_read_as_raw_memory(target):
+    """A view with steps, with negative strides, a slice of a larger array: ValueError naming the
+    argument, nothing written (execute and execute_iter)."""
+    m, n, k = VIEW_M, VIEW_N, VIEW_K
+    op = op_for(target, *VIEW_GEMM)
     rng = np.random.default_rng(3)
     A, B = rand(rng, (k, m)), rand(rng, (n, k))
     big = rand(rng, 3 * m * n)
     cases = {
-        "in0": [np.arange(3 * m * k, dtype=np.float32)[::3], A.T.copy().T, np.asfortranarray(A), A[:, ::-1]],
-        "in1": [np.ascontiguousarray(B.T).T, B[::-1], np.repeat(B, 2, axis=1)[:, ::2]],
-        "out": [big[::3], np.zeros((m, n), np.float32).T, np.zeros((n, 2 * m), np.float32)[:, ::2]],
+        "in0": [np.arange(3 * m * k, dtype=np.float32)[::3], A[:, ::-1], rand(rng, (k, 2 * m))[:, :m], A.T[::-1]],
+        "in1": [B[::-1], np.repeat(B, 2, axis=1)[:, ::2], np.asfortranarray(rand(rng, (2 * n, k)))[:n]],
+        "out": [big[::3], np.zeros((n, 2 * m), np.float32)[:, ::2], np.zeros((n + 1, m), np.float32, order="F")[:n]],
     }
     for name, views in cases.items():
         for v in views:
-            assert not v.flags.c_contiguous and v.flags.writeable
+            assert not v.flags.c_contiguous and not v.flags.f_contiguous and v.flags.writeable
             args = {"in0": A, "in1": B, "out": np.zeros((n, m), np.float32), name: v}
             base = v.base if v.base is not None else v
             before, out_before = base.copy(), args["out"].copy()
             for run in (op.execute, op.execute_iter):
-                with pytest.raises(ValueError, match=f"{name} is not C-contiguous"):
+                with pytest.raises(ValueError, match=f"{name} is not one dense block"):
                     run(args["in0"], args["in1"], args["out"])
                 np.testing.assert_array_equal(base, before)  # not a byte written through a view
                 np.testing.assert_array_equal(args["out"], out_before)
     # the fix the message names computes the view's result
     out = np.zeros((n, m), np.float32)
-    op.execute(np.ascontiguousarray(np.asfortranarray(A)), B, out)
-    np.testing.assert_allclose(out, (A.T.astype(np.float64) @ B.T).T, rtol=1e-5, atol=1e-5)
+    op.execute(np.ascontiguousarray(A[:, ::-1]), B, out)
+    np.testing.assert_allclose(out, (A[:, ::-1].T.astype(np.float64) @ B.T).T, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_dense_blocks_in_any_axis_order_are_read_as_their_memory(target):
+    """F-order and permuted-axes arrays fill one dense block: accepted for in0, in1 and out, and
+    the configured strides count elements of that block from its lowest address (an F-order
+    (m, k) array is the memory of a C-order (k, m) one). ``out`` in F order inside a larger buffer
+    is written and nothing around it; a dense block too small for the strides is refused."""
+    m, n, k = VIEW_M, VIEW_N, VIEW_K
+    op = op_for(target, *VIEW_GEMM)
+    rng = np.random.default_rng(4)
+    A, B = rand(rng, (k, m)), rand(rng, (n, k))
+    guard = np.full(n * m + 2, 7.0, np.float32)
+    variants = [  # (in0, in1, out): each not C-contiguous
+        (np.asfortranarray(A.T), np.asfortranarray(B.T), guard[1:-1].reshape(n, m).T),  # the memory of A, B
+        (
+            A.T.copy().T,
+            np.ascontiguousarray(B.reshape(n, 3, 2).transpose(2, 0, 1)).transpose(1, 2, 0),
+            np.zeros((n, m // 2, 2), np.float32).transpose(2, 0, 1),
+        ),
+    ]
+    for a, b, out in variants:
+        assert not (a.flags.c_contiguous or b.flags.c_contiguous or out.flags.c_contiguous)
+        a_blk, b_blk = block(a, (k, m)).astype(np.float64), block(b, (n, k)).astype(np.float64)
+        want = b_blk @ a_blk  # out (n x m, C order) = (At^T Bt^T)^T
+        for run in (op.execute, op.execute_iter):
+            out[...] = 0
+            run(a, b, out)
+            np.testing.assert_allclose(block(out, (n, m)), want, rtol=1e-5, atol=1e-5)
+    assert guard[0] == 7.0 and guard[-1] == 7.0  # nothing outside out touched
+    np.testing.assert_allclose(guard[1:-1].reshape(n, m), (B.astype(np.float64) @ A), rtol=1e-5, atol=1e-5)
+    # the bound check is unchanged: a dense block one row short is refused before anything runs
+    out = np.zeros((m, n), np.float32, order="F")
+    for name, args in (
+        ("in0", (np.asfortranarray(A.T[:, : k - 1]), B, out)),
+        ("in1", (A, np.asfortranarray(B.T[:, : n - 1]), out)),
+        ("out", (A, B, out[:, : n - 1])),
+    ):
+        for run in (op.execute, op.execute_iter):
+            with pytest.raises(ValueError, match=f"{name}: the strides reach"):
+                run(*args)
+    assert not out.any()
 
 
 @pytest.mark.parametrize("target", TARGETS)
