@@ -100,8 +100,9 @@ Array = np.ndarray | None  # an input; None where the operation does not use it
 
 
 class _Array:
-    """A validated (C-contiguous) argument: device address of its first element, or a host array
-    to copy; the strides count from ``origin`` bytes after the first element. (A slotted class,
+    """A validated argument (one dense block, `minijit.arrays`): device address of the block's
+    first element, or a host array to copy (a C-contiguous view of its block); the strides count
+    from ``origin`` bytes after the first element. (A slotted class,
     not a dataclass: one is built per argument per launch.)"""
 
     __slots__ = ("name", "ptr", "host", "nbytes", "keep", "origin")
@@ -146,7 +147,7 @@ def _elementwise(prim_main) -> bool:
 
 
 def _flat_bytes(arr: np.ndarray) -> np.ndarray:
-    """uint8 view of the memory of C-contiguous ``arr``."""
+    """uint8 view of the memory of C-contiguous ``arr`` (`minijit.arrays.dense_view`)."""
     return arr.reshape(-1).view(np.uint8)
 
 
@@ -364,9 +365,8 @@ class CudaTensorOperation(Launches, TensorOperation):
                 raise TypeError(f"{name} has dtype {arr.dtype}, the operation needs {want()}")
             if name == "out" and not arr.flags.writeable:
                 raise ValueError("out is read-only")
-            item, shape, strides = arr.dtype.itemsize, arr.shape, arr.strides
-            if arr.flags.c_contiguous:
-                strides = None
+            arr = arrays.dense_view(name, arr)  # F order, permuted axes: the block it fills (staged as is)
+            item, shape, strides = arr.dtype.itemsize, arr.shape, None
             a = _Array(name, 0, arr, arr.nbytes)
         else:
             # getattr with a default: a failing hasattr costs an exception (this runs per launch)
@@ -401,7 +401,7 @@ class CudaTensorOperation(Launches, TensorOperation):
             if ptr == 0 and math.prod(shape):
                 raise ValueError(f"{name} is a device array with a null data pointer")
             a = _Array(name, ptr, None, item * math.prod(shape), keep=arr)
-        arrays.require_c_contiguous(name, shape, strides, item)
+        arrays.require_dense(name, shape, strides, item)
         e_lo, e_hi = self._ranges[role]
         arrays.require_reach(name, e_lo, e_hi, offset, a.nbytes // item)
         a.origin = offset * item
@@ -446,9 +446,10 @@ class CudaTensorOperation(Launches, TensorOperation):
 
     # -- execute -------------------------------------------------------------------------------
     def execute(self, in0, in1, out, *, offsets: Offsets = None, sync: bool = True) -> None:
-        """One kernel launch, two for split-K (``in1`` None for unary ops, ``in0`` too for zero). Arrays must be
-        C-contiguous; the strides count elements from the first one, or from element
-        ``offsets[i]`` (the rule of `minijit.arrays`, as on the CPU). ``sync``: wait for the
+        """One kernel launch, two for split-K (``in1`` None for unary ops, ``in0`` too for zero). Each array
+        must fill one dense block (C order, F order or any axis permutation); the strides count
+        elements of that block from its lowest address, or from element ``offsets[i]`` (the rule
+        of `minijit.arrays`, as on the CPU). ``sync``: wait for the
         launch (always, when numpy arrays are involved)."""
         arrays = self._arrays(in0, in1, out, offsets)
         driver = self.driver

@@ -397,9 +397,9 @@ class _FakeDeviceArray:
         }  # fmt: skip
 
 
-def test_operation_rejects_views_never_reads_raw_memory():
-    """The rule of minijit.arrays on the CUDA path: strided views, transposes and Fortran-order
-    arrays (numpy or device) raise ValueError naming the argument; nothing is staged or written."""
+def _column_major_gemm():
+    """A 20 x 30 x 40 GEMM on column-major A (m x k), B (k x n), C (m x n) in the simulator, and
+    the C-order arrays holding that memory: a (k x m), b (n x k), c (n x m)."""
     from ptx import simdriver
 
     op = CudaTensorOperation(driver=simdriver)
@@ -408,24 +408,60 @@ def test_operation_rejects_views_never_reads_raw_memory():
     rng = np.random.default_rng(1)
     a = rng.standard_normal((40, 20)).astype(np.float32)
     b = rng.standard_normal((30, 40)).astype(np.float32)
-    c = np.zeros((30, 20), np.float32)
+    return op, a, b, np.zeros((30, 20), np.float32)
+
+
+def test_operation_rejects_views_with_gaps_never_reads_raw_memory():
+    """The rule of minijit.arrays on the CUDA path: views with gaps or negative strides (numpy or
+    device) raise ValueError naming the argument; nothing is staged or written."""
+    op, a, b, c = _column_major_gemm()
     big = np.zeros(3 * 600, np.float32)
     bad = {
-        "in0": [np.asfortranarray(a), np.repeat(a, 2, axis=1)[:, ::2], a.T.copy().T],
+        "in0": [np.repeat(a, 2, axis=1)[:, ::2], np.asfortranarray(np.repeat(a, 2, axis=0))[::2]],
         "in1": [b[::-1], np.zeros(3 * 1200, np.float32)[::3]],
-        "out": [big[::3], np.zeros((20, 30), np.float32).T, _FakeDeviceArray((30, 20), (4, 120))],
+        "out": [big[::3], np.zeros((20, 31), np.float32).T[:30], _FakeDeviceArray((30, 20), (4, 160))],
     }
     for name, views in bad.items():
         for v in views:
             args = {"in0": a, "in1": b, "out": c, name: v}
             for call in (op.execute, op.simulate):
-                with pytest.raises(ValueError, match=f"{name} is not C-contiguous"):
+                with pytest.raises(ValueError, match=f"{name} is not one dense block"):
                     call(args["in0"], args["in1"], args["out"])
             assert not big.any() and not c.any()
-    # a C-order device array passes the layout check (and fails later only for lack of memory)
-    ok = _FakeDeviceArray((30, 20), None)
-    assert op._check("out", ok).address == 1 << 40
+    # a dense device array passes the layout check, C or F order (and fails later only for lack of memory)
+    for strides in (None, (4, 120), (80, 4)):
+        assert op._check("out", _FakeDeviceArray((30, 20), strides)).address == 1 << 40
     assert op._check("out", _FakeDeviceArray((31, 20), (80, 4)), 20).address == (1 << 40) + 80
+    assert op._check("out", _FakeDeviceArray((20, 31), (4, 80)), 20).address == (1 << 40) + 80
+
+
+def test_operation_reads_dense_blocks_in_any_axis_order():
+    """F-order and permuted arrays are one dense block each: the configured strides count elements
+    of that block from its lowest address (an F-order (m, k) A is the memory of a C-order (k, m)
+    one). In0, in1 and out in F order give numpy's product in the simulator (launch and model);
+    out in a guarded buffer is written and nothing around it; too small a block is refused."""
+    op, a, b, _ = _column_major_gemm()
+    want = b.astype(np.float64) @ a.astype(np.float64)  # C (n x m, C order) = (A B)^T
+    b3 = np.ascontiguousarray(b.reshape(30, 8, 5).transpose(2, 0, 1)).transpose(1, 2, 0)  # permuted axes
+    for call in (op.execute, op.simulate):
+        guard = np.full(600 + 2, 7.0, np.float32)
+        out = guard[1:-1].reshape(30, 20).T  # F order (m, n): the memory of C
+        call(np.asfortranarray(a.T), np.asfortranarray(b.T), out)
+        np.testing.assert_allclose(guard[1:-1].reshape(30, 20), want, rtol=2e-2, atol=2e-2)  # tf32
+        assert guard[0] == 7.0 and guard[-1] == 7.0
+        out = np.zeros((20, 30), np.float32, order="F")
+        call(a, b3, out)  # b3's block is b's values in another order: read as that memory
+        want3 = np.ravel(b3, order="K").reshape(30, 40).astype(np.float64) @ a
+        np.testing.assert_allclose(np.ravel(out, order="K").reshape(30, 20), want3, rtol=2e-2, atol=2e-2)
+    out = np.zeros((20, 30), np.float32, order="F")
+    for name, args in (
+        ("in0", (np.asfortranarray(a.T[:, :39]), b, out)),
+        ("in1", (a, np.asfortranarray(b.T[:, :29]), out)),
+        ("out", (a, b, out[:, :29])),
+    ):
+        with pytest.raises(ValueError, match=f"{name}: the strides reach"):
+            op.execute(*args)
+    assert not out.any()
 
 
 def test_operation_execute_without_gpu_is_a_clear_error():
