@@ -81,9 +81,10 @@ def _emit(args: argparse.Namespace, rep: report.Report) -> int:
 # bench
 # ---------------------------------------------------------------------------------------------
 #: the suites of ``minijit bench``, one subcommand each; no subcommand means ``cpu``
-BENCH_SUITES = ("cpu", "cuda", "spmm", "einsum", "dispatch")
+BENCH_SUITES = ("cpu", "cuda", "spmm", "einsum", "dispatch", "sparse-einsum")
 #: timed repetitions when --reps is not given: (--quick, default)
 DEFAULT_REPS = {"cpu": (5, 10), "cuda": (10, 20), "spmm": (3, 5), "einsum": (3, 5), "einsum-cuda": (10, 20)}
+DEFAULT_REPS["sparse-einsum"] = (3, 5)
 #: the old mode flags of ``minijit bench`` (deprecated, one release) and the subcommands they name
 OLD_MODE_FLAGS = {"--spmm": "spmm", "--einsum": "einsum", "--dispatch": "dispatch"}
 
@@ -230,6 +231,17 @@ def _bench_dispatch(args: argparse.Namespace) -> int:
 
     threads = _one_thread_count(args.threads, "bench dispatch") or max(2, parallel.default_threads())
     return _emit(args, dispatch.bench(threads, args.quick, _command(args), _progress_of(args)))
+
+
+def _bench_sparse_einsum(args: argparse.Namespace) -> int:
+    from minijit import parallel
+    from minijit.bench import sparse_einsum
+
+    threads = _one_thread_count(args.threads, "bench sparse-einsum") or parallel.default_threads()
+    rep = sparse_einsum.bench(
+        _reps(args, "sparse-einsum"), threads, args.quick, _command(args), _progress_of(args), not args.no_pydata
+    )
+    return _emit(args, rep)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -414,6 +426,12 @@ def _add_bench_parsers(bench: argparse.ArgumentParser) -> None:
     p.add_argument("--dask", action="store_true", help="minijit.dask vs dask.array.einsum on a 2-process LocalCluster")
     _add_run_args(p, "fewer and smaller cases", "timed calls (CPU: median, default 5, --quick 3;"
                   " cuda: mean, default 20, --quick 10)", write=True)  # fmt: skip
+
+    summary = "sparse einsum: chosen vs linear schedule, tensora, sparse.einsum, scipy"
+    p = _suite(suites, "sparse-einsum", _bench_sparse_einsum, summary)
+    p.add_argument("--threads", action="append", metavar="N", help=one_thread)
+    p.add_argument("--no-pydata", action="store_true", help="skip pydata sparse.einsum (seconds per row)")
+    _add_run_args(p, "1/4-size data", "timed calls per round (median; default 5, --quick 3)", write=True)
 
     p = _suite(suites, "dispatch", _bench_dispatch, "thread dispatch cost per execute: native team vs thread pool")
     p.add_argument("--threads", action="append", metavar="N", help="threads of the no-op rows (default all, >= 2)")

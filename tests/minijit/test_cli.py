@@ -678,6 +678,7 @@ SUITE_OPTIONS = {  # each suite's options; every other suite's own options it do
     "spmm": {"--n", "--threads", "--reps", "--quick", "--json", "--write", "--quiet"},
     "einsum": {"--target", "--dtype", "--threads", "--reps", "--quick", "--json", "--write", "--quiet"},
     "dispatch": {"--threads", "--quick", "--json", "--quiet"},
+    "sparse-einsum": {"--threads", "--no-pydata", "--reps", "--quick", "--json", "--write", "--quiet"},
 }  # fmt: skip
 ALL_OPTIONS = set().union(*SUITE_OPTIONS.values())
 
@@ -698,7 +699,7 @@ def test_bench_help_lists_the_suites(capsys):
         cli.main(["bench", "--help"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    assert "{cpu,cuda,spmm,einsum,dispatch}" in out
+    assert "{cpu,cuda,spmm,einsum,dispatch,sparse-einsum}" in out
     for suite in cli.BENCH_SUITES:
         assert re.search(rf"^\s+{suite}\s+\S", out, re.M), suite
 
@@ -708,7 +709,7 @@ def suites_run(monkeypatch):
     """Each suite's handler replaced by a recorder: (suite, the parsed options) per call."""
     calls = []
     for suite in cli.BENCH_SUITES:
-        monkeypatch.setattr(cli, f"_bench_{suite}", lambda args: calls.append(args) or 0)
+        monkeypatch.setattr(cli, f"_bench_{suite.replace('-', '_')}", lambda args: calls.append(args) or 0)
     return calls
 
 
