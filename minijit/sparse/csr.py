@@ -17,7 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Csr", "INDEX_MAX", "as_csr", "check_dense", "check_out"]
+from minijit.arrays import is_dense
+
+__all__ = ["Csr", "INDEX_MAX", "as_csr", "check_dense", "check_out", "row_major"]
 
 INDEX_MAX = 2**31 - 1  # indices, rows, columns and nnz must fit int32 (the kernels use 32-bit indices)
 VALUE_DTYPES = (np.float16, np.float32, np.float64)
@@ -135,7 +137,8 @@ def as_csr(x: object) -> Csr:
 
 
 def check_dense(b: object, k: int, n: int, dtypes: tuple = (np.float16, np.float32)) -> np.ndarray:
-    """A dense K x N operand: numpy, 2-D, C- or F-contiguous, dtype in ``dtypes``."""
+    """A dense K x N operand: numpy, 2-D, one dense block (C or F order, `minijit.arrays`), dtype
+    in ``dtypes``."""
     if not isinstance(b, np.ndarray):
         raise TypeError(f"B must be a numpy array, got {type(b).__name__}")
     if b.ndim != 2:
@@ -144,27 +147,34 @@ def check_dense(b: object, k: int, n: int, dtypes: tuple = (np.float16, np.float
         raise ValueError(f"shape mismatch: S is ? x {k} and the plan has N = {n}, so B must be {(k, n)}, got {b.shape}")
     if b.dtype not in dtypes:
         raise TypeError(f"B must have dtype {' or '.join(np.dtype(d).name for d in dtypes)}, got {b.dtype}")
-    if not (b.flags.c_contiguous or b.flags.f_contiguous):
+    if not is_dense(b.shape, b.strides, b.itemsize):
         raise ValueError(
-            f"B must be contiguous (row-major or column-major), got a strided view (byte strides {b.strides}): "
-            "pass np.ascontiguousarray(B)"
+            f"B is not one dense block (row-major or column-major), got a view with gaps or negative strides "
+            f"(byte strides {b.strides}): pass np.ascontiguousarray(B)"
         )
     return b
 
 
 def check_out(c: object, m: int, n: int) -> np.ndarray:
-    """The output: float32, C-contiguous (row-major), writeable, M x N."""
+    """The output: float32, M x N, one dense block (C or F order, `minijit.arrays`), writeable.
+    The kernels write row-major: an F-order C is computed into a scratch (`row_major`) and copied."""
     if not isinstance(c, np.ndarray):
         raise TypeError(f"C must be a numpy array, got {type(c).__name__}")
     if c.shape != (m, n):
         raise ValueError(f"shape mismatch: C must be {(m, n)}, got {c.shape}")
     if c.dtype != np.float32:
         raise TypeError(f"C must be float32, got {c.dtype}")
-    if not c.flags.c_contiguous:
+    if not is_dense(c.shape, c.strides, c.itemsize):
         raise ValueError(
-            f"C must be C-contiguous (row-major), got byte strides {c.strides}: pass np.empty({(m, n)}, np.float32) "
-            "and copy the result into your view"
+            f"C is not one dense block (row-major or column-major), got a view with gaps or negative strides (byte "
+            f"strides {c.strides}): pass np.empty({(m, n)}, np.float32) and copy the result into your view"
         )
     if not c.flags.writeable:
         raise ValueError("C must be writeable")
     return c
+
+
+def row_major(c: np.ndarray) -> np.ndarray:
+    """Where the kernels write ``c`` (checked by `check_out`): ``c`` itself when C-contiguous,
+    else a C-order scratch of its shape, to be copied into ``c`` (``c[...] = scratch``)."""
+    return c if c.flags.c_contiguous else np.empty(c.shape, np.float32)

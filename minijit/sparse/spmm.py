@@ -12,10 +12,12 @@ Operands: ``S`` a ``scipy.sparse`` CSR matrix or ``(indptr, indices, data,
 shape)`` (validated by `minijit.sparse.csr.as_csr`); with ``target="cuda"``
 also a torch ``sparse_csr`` tensor or ``(indptr, indices, data, shape)`` of
 device arrays (`minijit.sparse.device.host_csr`: read back once, validated and
-planned on the host, before any launch); ``B`` K x N, float16 or float32,
-row-major (C-contiguous) or column-major (F-contiguous); ``C`` M x N float32,
-C-contiguous, overwritten. The kernels read B row-major: an F-order B, or one
-whose dtype is not the kernel's, is converted (one copy) per call.
+planned on the host, before any launch); ``B`` K x N, float16 or float32;
+``C`` M x N float32, overwritten. Host B and C may be row-major (C order) or
+column-major (F order): one dense block each (`minijit.arrays`); views with gaps
+are refused. The kernels read B and write C row-major: an F-order B, or one whose
+dtype is not the kernel's, is converted (one copy) per call, and an F-order C is
+computed into a row-major scratch and copied in.
 
 Targets and precision (``dtype`` is chosen at construction, since the kernel is
 specialised for it; it is not inferred from B):

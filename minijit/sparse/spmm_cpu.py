@@ -14,6 +14,7 @@ import numpy as np
 
 from minijit.runtime.device_arrays import device_kind, host_array, is_device_array
 from minijit.sparse import cpu
+from minijit.sparse.csr import row_major
 from minijit.sparse.plan import SEG_CHUNKS
 from minijit.sparse.spmm import REORDERS, STRATEGIES, SpMM
 
@@ -101,7 +102,10 @@ class CpuSpMM(SpMM):
             b, c = host_array(b, "B"), host_array(c, "C")
         b, c = self._check(b, c)
         if self.csr.shape[0]:
-            self._run(b, c)
+            dst = row_major(c)  # an F-order C: computed row-major, then copied in
+            self._run(b, dst)
+            if dst is not c:
+                c[...] = dst
         return c if isinstance(out, np.ndarray) else out
 
     def _row_splits(self, threads: int) -> list[tuple[int, int]]:

@@ -9,7 +9,7 @@ import numpy as np
 
 from minijit.cache import ScratchPool
 from minijit.runtime.device_arrays import device_matrix, is_device_array
-from minijit.sparse.csr import check_dense, check_out
+from minijit.sparse.csr import check_dense, check_out, row_major
 from minijit.sparse.device import host_csr
 from minijit.sparse.plan import SEG_CHUNKS
 from minijit.sparse.precision import precision
@@ -92,12 +92,16 @@ class CudaSpMM(SpMM):
         Also takes device arrays for either argument (torch CUDA tensors, cupy,
         ``__cuda_array_interface__`` or DLPack objects): B of the kernel's type (float16 for
         "fp16", bfloat16 for "bf16", float32 for "tf32") and C float32, C-contiguous, 16-byte
-        aligned. They are read and written in place, with no host copies."""
+        aligned. They are read and written in place, with no host copies. Host arrays may be in C
+        or F order (one dense block each, `minijit.arrays`)."""
         if is_device_array(b) or is_device_array(c):
             return self._execute_device(b, c)
         b, c = self._check(b, c)
         if self.csr.shape[0]:
-            self._execute_host(b, c)
+            dst = row_major(c)  # an F-order C: computed row-major, then copied in
+            self._execute_host(b, dst)
+            if dst is not c:
+                c[...] = dst
         return c
 
     def _setup_kernels(self) -> None:
@@ -308,7 +312,9 @@ class CudaSpMM(SpMM):
             self.launch(b_ptr, c_ptr, scratch=scratch)
             self._driver.synchronize()
             if host_c:
-                scratch[1].copy_to(c)
+                dst = scratch[1].copy_to(row_major(c))
+                if dst is not c:
+                    c[...] = dst
         finally:
             self._scratch.release(scratch)
         return c

@@ -65,14 +65,14 @@ def test_operand_checks_before_kernel():
         op.execute(np.zeros((5, 5), np.float32), c)
     with pytest.raises(TypeError, match="dtype"):
         op.execute(np.zeros((4, 5), np.float64), c)
-    with pytest.raises(ValueError, match="contiguous"):
+    with pytest.raises(ValueError, match="B is not one dense block"):
         op.execute(np.zeros((4, 10), np.float32)[:, ::2], c)
     with pytest.raises(TypeError, match="float32"):
         op.execute(np.zeros((4, 5), np.float32), np.zeros((3, 5), np.float64))
     with pytest.raises(ValueError, match="shape mismatch"):
         op.execute(np.zeros((4, 5), np.float32), np.zeros((3, 6), np.float32))
-    with pytest.raises(ValueError, match="C-contiguous"):
-        op.execute(np.zeros((4, 5), np.float32), np.zeros((3, 5), np.float32, order="F"))
+    with pytest.raises(ValueError, match="C is not one dense block"):
+        op.execute(np.zeros((4, 5), np.float32), np.zeros((3, 10), np.float32)[:, ::2])
     with pytest.raises(ValueError, match="nnz"):
         op.update_values(np.zeros(4, np.float32))
     with pytest.raises(ValueError, match="target"):
@@ -87,9 +87,10 @@ def test_operand_checks_before_kernel():
 
 @pytest.mark.parametrize("target", ["native", "cuda"])
 def test_views_rejected_or_read_as_the_view(target):
-    """SpMM takes B and C as matrices: a row- or column-major B is read as the matrix it is
-    (B.T of a C-order array included); a strided view of B or a C that is not C-contiguous
-    raises ValueError naming it and saying how to fix it; nothing is written."""
+    """SpMM takes B and C as matrices, each one dense block: a row- or column-major B is read as
+    the matrix it is (B.T of a C-order array included), a column-major C is written as the matrix
+    it is and nothing around it; a B or C with gaps or negative strides raises ValueError naming
+    it and saying how to fix it; nothing is written."""
     kw = {}
     if target == "cuda":
         from ptx import simdriver
@@ -100,15 +101,21 @@ def test_views_rejected_or_read_as_the_view(target):
     op = SpMM((ip, ix, d, shape), 5, target=target, **kw)
     rng = np.random.default_rng(5)
     bt = rng.standard_normal((5, 4)).astype(np.float32)
+    want = s @ bt.T
     c = np.zeros((3, 5), np.float32)
-    np.testing.assert_allclose(op.execute(bt.T, c), s @ bt.T, rtol=1e-2, atol=1e-2)  # F-order B: its values
+    np.testing.assert_allclose(op.execute(bt.T, c), want, rtol=1e-2, atol=1e-2)  # F-order B: its values
+    guard = np.full(17, 7.0, np.float32)
+    cf = guard[1:-1].reshape(5, 3).T  # F-order C inside a larger buffer
+    assert op.execute(np.asfortranarray(bt.T), cf) is cf
+    np.testing.assert_allclose(cf, want, rtol=1e-2, atol=1e-2)
+    assert guard[0] == 7.0 and guard[-1] == 7.0
     wide = np.zeros((4, 15), np.float32)
-    for b in (np.repeat(bt.T, 3, axis=1)[:, ::3], bt.T[::-1]):
+    for b in (np.repeat(bt.T, 3, axis=1)[:, ::3], bt.T[::-1], np.zeros((5, 5), np.float32).T[:4]):
         before = c.copy()
-        with pytest.raises(ValueError, match="B must be contiguous.*np.ascontiguousarray"):
+        with pytest.raises(ValueError, match="B is not one dense block.*np.ascontiguousarray"):
             op.execute(b, c)
         np.testing.assert_array_equal(c, before)
-    for out in (wide.reshape(4, 15)[:3, ::3], np.zeros((5, 3), np.float32).T):
-        with pytest.raises(ValueError, match="C must be C-contiguous"):
+    for out in (wide.reshape(4, 15)[:3, ::3], np.zeros((6, 4), np.float32).T[:3, :5], wide[:3, ::-3]):
+        with pytest.raises(ValueError, match="C is not one dense block.*np.empty"):
             op.execute(bt.T, out)
         assert not out.any() and not wide.any()

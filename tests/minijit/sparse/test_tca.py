@@ -139,6 +139,9 @@ def test_cuda_device_arrays_in_and_out(cuda_backend, strategy):
     np.testing.assert_allclose(dc.to_host(np.float32, (m, n)), want, rtol=2e-3, atol=2e-3)
     c_host = np.full((m, n), np.nan, np.float32)  # device B, numpy C
     np.testing.assert_allclose(op.execute(B, c_host), want, rtol=2e-3, atol=2e-3)
+    c_f = np.full((n, m), np.nan, np.float32).T  # device B, F-order numpy C: written as its matrix
+    assert op.execute(B, c_f) is c_f
+    np.testing.assert_allclose(c_f, want, rtol=2e-3, atol=2e-3)
     dc.copy_from(np.full((m, n), np.nan, np.float32))  # numpy B, device C
     op.execute(b, C)
     np.testing.assert_allclose(dc.to_host(np.float32, (m, n)), want, rtol=2e-3, atol=2e-3)
