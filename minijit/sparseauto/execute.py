@@ -200,7 +200,7 @@ class SparseContraction:
         addr = []
         for s in self.program.slots:
             x = temps[s.tensor] if s.part == "temp" else arrays[(s.tensor, s.part, s.level)]
-            addr.append(x.ctypes.data)
+            addr.append(x.__array_interface__["data"][0])
         return np.array(addr, np.int64)
 
     def _ranges(self, tensors: dict[str, SparseTensor]) -> list[tuple[int, int]]:
@@ -212,17 +212,18 @@ class SparseContraction:
         top = self.nest.body[0].index  # type: ignore[union-attr]
         if kind == "dense":
             n = int(what)  # type: ignore[arg-type]
+        else:
+            n = int(tensors[str(what)].storage[0].crd.shape[0])  # type: ignore[union-attr]
+        parts = max(1, min(self.threads, n // _MIN_SPLIT))
+        if parts == 1:
+            return [(0, n)]
+        if kind == "dense":
             weight = np.ones(n, np.int64)
             for o in self.nest.operands:  # a sparse operand stored by the top index weighs its rows
                 if o.sparse and o.indices[0] == top and o.levels[0] == "dense":
                     weight = weight + _leaves(tensors[o.name])
         else:
-            t = tensors[str(what)]
-            n = int(t.storage[0].crd.shape[0])  # type: ignore[union-attr]
-            weight = 1 + _leaves(t)
-        parts = max(1, min(self.threads, n // _MIN_SPLIT))
-        if parts == 1:
-            return [(0, n)]
+            weight = 1 + _leaves(tensors[str(what)])
         cost = np.concatenate(([0], np.cumsum(weight)))
         cuts = np.searchsorted(cost, np.linspace(0, cost[-1], parts + 1)[1:-1])
         bounds = [0, *sorted({int(c) for c in cuts if 0 < c < n}), n]
