@@ -79,9 +79,10 @@ class EinsumPlan(Operation):
 
     ``num_threads`` is the most threads a node uses (nodes under `SMALL_GEMM_FLOPS` run on one).
     ``strides``: per operand None (C-contiguous; other layouts are copied at each call) or the
-    element strides of the strided views the plan will be called with (any sign, 0 for broadcast
-    dims): such an operand is read in place, and each call checks that it has those strides and
-    lies inside a C-contiguous base array. `strides` after construction lists what the plan reads in
+    element strides of the arrays or strided views the plan will be called with (any sign, 0 for
+    broadcast dims; an F-order or axis-permuted array is one such layout): such an operand is read
+    in place, and each call checks that it has those strides and lies inside a base array that is
+    one dense block (`minijit.arrays`). `strides` after construction lists what the plan reads in
     place (all None where the kernels cannot take some view, which is then copied).
     """
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from minijit.arrays import dense_view, is_dense
+
 __all__ = ["checked_view", "view_of_base", "view_strides"]
 
 
@@ -33,15 +35,17 @@ def view_strides(strides, shapes) -> list[tuple[int, ...] | None]:
 
 
 def view_of_base(x: np.ndarray) -> tuple[np.ndarray, int] | None:
-    """``(base, offset)`` when ``x`` is a view into a C-contiguous array whose every element lies
-    inside it, with byte strides that are multiples of the itemsize: ``base`` is that array's memory
-    as a flat array of ``x``'s dtype and ``offset`` the element of it that is ``x``'s first
-    element. None otherwise (then the view must be copied)."""
+    """``(base, offset)`` when ``x`` is a view into an array that fills one dense block (C order,
+    F order or any axis permutation; `minijit.arrays`) and every element of ``x`` lies inside that
+    block, with byte strides that are multiples of the itemsize: ``base`` is the block as a flat
+    array of ``x``'s dtype (from its lowest address) and ``offset`` the element of it that is
+    ``x``'s first element. None otherwise (then the view must be copied)."""
     root = x
     while isinstance(root.base, np.ndarray):
         root = root.base
-    if not root.flags.c_contiguous:
+    if not is_dense(root.shape, root.strides, root.itemsize):
         return None
+    root = dense_view("base", root)  # C-contiguous: its memory in order, from its first element
     item = x.itemsize
     delta = x.ctypes.data - root.ctypes.data
     if delta % item or any(s % item for s in x.strides):
@@ -57,7 +61,8 @@ def view_of_base(x: np.ndarray) -> tuple[np.ndarray, int] | None:
 
 def checked_view(i: int, x: np.ndarray, strides: tuple[int, ...]) -> tuple[np.ndarray, int]:
     """ValueError naming operand ``i`` unless ``x`` has the planned element ``strides`` (on dims of
-    size > 1) and lies inside a C-contiguous base array; returns its base (flat) and offset."""
+    size > 1) and lies inside a base array that is one dense block; returns the block (flat) and
+    the offset."""
     item = x.itemsize
     got = tuple(s // item if s % item == 0 else None for s in x.strides)
     if any(n != 1 and g != w for n, g, w in zip(x.shape, got, strides, strict=True)):
@@ -68,7 +73,7 @@ def checked_view(i: int, x: np.ndarray, strides: tuple[int, ...]) -> tuple[np.nd
     found = view_of_base(x)
     if found is None:
         raise ValueError(
-            f"einsum plan: operand {i} is not a view inside a C-contiguous base array, so it cannot be read"
-            " in place with the planned strides"
+            f"einsum plan: operand {i} is not a view inside a base array that is one dense block (C order, F"
+            " order or any axis permutation), so it cannot be read in place with the planned strides"
         )
     return found

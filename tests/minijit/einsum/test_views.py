@@ -17,6 +17,14 @@ BASE = _RNG.uniform(-1, 1, (24, 30, 20))
 OTHER = _RNG.uniform(-1, 1, (30, 20))
 
 
+def permuted(x: np.ndarray) -> np.ndarray:
+    """A copy of 3-d ``x`` that owns one dense block with its axes in the order (2, 0, 1): neither C
+    nor F order."""
+    y = np.ascontiguousarray(x.transpose(2, 0, 1)).transpose(1, 2, 0).copy(order="K")
+    assert y.base is None and not (y.flags.c_contiguous or y.flags.f_contiguous)
+    return y
+
+
 def _views(dtype):
     base, other = BASE.astype(dtype), OTHER.astype(dtype)
     row, col = other[3], other[4, :6, None]  # col: (6, 1), unit stride down the column
@@ -31,6 +39,8 @@ def _views(dtype):
         ("three operands", "ij,jk,kl->il", [base[3, ::-2, :7], other[::3, 2:9].T.T[:7], base[5][:14:2, 1:6]]),
         ("single operand sum", "ijk->k", [base[::-4, 3:, 5:15]]),
         ("single operand permute", "ijk->kji", [base[1:5, ::-7, :6]]),
+        ("view of an F-order array", "ij,jk->ik", [np.asfortranarray(other)[2:9, 3:11], other[:8, :5]]),
+        ("view of a permuted dense array", "ijk,kl->ijl", [permuted(base)[::5, 2:9, 1:12], other[:11, :4]]),
     ]
 
 
@@ -53,7 +63,9 @@ def test_views_are_read_in_place(name, dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("target", EMULATED)
-@pytest.mark.parametrize("name", ["negative outer step", "broadcast column (stride 0)", "batched views"])
+@pytest.mark.parametrize(
+    "name", ["negative outer step", "broadcast column (stride 0)", "batched views", "view of an F-order array"]
+)
 def test_views_emulated(target, name):
     # the emulated path hands each node the base array and the view's first element as an offset
     _, subs, ops = next(v for v in _views(np.float32) if v[0] == name)
@@ -71,12 +83,33 @@ def test_plan_with_strides_checks_every_call():
         plan(np.ascontiguousarray(view), b)  # not the planned layout
     # planned strides, but the elements reach outside the memory the array was made from
     fake = as_strided(base[-1:], shape=view.shape, strides=view.strides)
-    with pytest.raises(ValueError, match="operand 0 is not a view inside a C-contiguous base"):
+    with pytest.raises(ValueError, match="operand 0 is not a view inside a base array that is one dense block"):
         plan(fake, b)
     with pytest.raises(ValueError, match="strides\\[1\\]"):
         minijit.EinsumPlan("ij,jk->ik", (3, 4), (4, 5), strides=[None, (5,)])
     with pytest.raises(ValueError, match="2 operands"):
         minijit.EinsumPlan("ij,jk->ik", (3, 4), (4, 5), strides=[None])
+
+
+def test_plan_with_strides_reads_dense_blocks_in_any_order():
+    """An F-order or permuted-axes operand (one dense block) is read in place by a plan built for
+    its strides, and copied to C order by a plan built without; both give numpy's result, also
+    into an F-order ``out``."""
+    f = np.asfortranarray(OTHER[:8, :6])  # element strides (1, 8)
+    p3 = permuted(BASE[:4, :5, :6])  # element strides (5, 1, 20)
+    b = OTHER[10:16, :3].copy()
+    for x, subs, st in ((f, "ij,jk->ik", (1, 8)), (p3, "ijk,kl->ijl", (5, 1, 20))):
+        want = np.einsum(subs, x, b)
+        in_place = minijit.EinsumPlan(subs, x.shape, b.shape, dtype=np.float64, strides=[st, None])
+        assert in_place.strides == [st, None]
+        copying = minijit.EinsumPlan(subs, x.shape, b.shape, dtype=np.float64)
+        for plan in (in_place, copying):
+            np.testing.assert_allclose(plan(x, b), want, rtol=1e-12)
+            out = np.zeros(want.shape, order="F")
+            assert plan(x, b, out=out) is out
+            np.testing.assert_allclose(out, want, rtol=1e-12)
+        with pytest.raises(ValueError, match="operand 0 has byte strides"):
+            in_place(np.ascontiguousarray(x), b)  # not the planned layout
 
 
 def test_a_view_without_unit_stride_is_copied():
@@ -95,4 +128,9 @@ def test_view_of_base():
     assert view_of_base(np.broadcast_to(a[2], (4, 10)))[1] == 20
     assert view_of_base(a.reshape(-1).view(np.uint8)[1:81].view(np.float64)) is None  # misaligned: not whole elements
     assert view_of_base(as_strided(a[1:], shape=(6, 10), strides=(-80, 8))) is None  # reaches before a[1:]
-    assert view_of_base(np.asfortranarray(a)[::2]) is None  # the base is not C-contiguous
+    for v in (np.asfortranarray(a)[::2, 1:], permuted(a.reshape(3, 4, 5))[1:, ::-2]):  # dense bases in any order
+        base, offset = view_of_base(v)
+        assert base.size == v.base.size and np.shares_memory(base, v)
+        np.testing.assert_array_equal(as_strided(base[offset:], v.shape, v.strides), v)
+    gapped = as_strided(a, shape=(3, 5), strides=(80, 8))  # owns no block: its root has gaps
+    assert view_of_base(gapped) is None and view_of_base(gapped[::2]) is None
