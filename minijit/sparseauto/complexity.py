@@ -99,7 +99,7 @@ class Poly:
         acc: dict[Monomial, int] = {}
         for m, c in terms:
             acc[m] = acc.get(m, 0) + c
-        return Poly(tuple(sorted(((m, c) for m, c in acc.items() if c), key=lambda t: str(t[0]))))
+        return Poly(tuple(sorted(((m, c) for m, c in acc.items() if c), key=lambda t: t[0].powers)))
 
     def __add__(self, other: Poly) -> Poly:
         return Poly.of(self.terms + other.terms)
@@ -205,24 +205,28 @@ class Cost:
         return f"time {self.time}, memory {self.memory}, loop depth {self.loop_depth}, memory depth {self.memory_depth}"
 
 
-def _read_below(node: Node) -> set[str]:
-    if isinstance(node, Compute):
-        return {a.tensor for a in node.ins}
-    if isinstance(node, Loop):
-        return set().union(*(_read_below(b) for b in node.body))
-    return set()
+def _reads(body: tuple[Node, ...], table: dict[int, frozenset[str]]) -> frozenset[str]:
+    """Tensors read below ``body``; fills ``table`` with id(loop) -> tensors read inside it."""
+    found: set[str] = set()
+    for node in body:
+        if isinstance(node, Compute):
+            found.update(a.tensor for a in node.ins)
+        elif isinstance(node, Loop):
+            inner = _reads(node.body, table)
+            table[id(node)] = inner
+            found |= inner
+    return frozenset(found)
 
 
-def _statement_count(nest: Nest, loops: tuple[Loop, ...]) -> Monomial:
+def _statement_count(nest: Nest, loops: tuple[Loop, ...], reads: dict[int, frozenset[str]]) -> Monomial:
     """Iterations of a statement nested in ``loops`` (uniform sparsity)."""
     powers: dict[Symbol, int] = {}
     for loop in loops:
         powers[dim_symbol(loop.index)] = powers.get(dim_symbol(loop.index), 0) + 1
-    below = [_read_below(loop) for loop in loops]
     for o in nest.operands:
         if not o.sparse:
             continue
-        walked = {loop.index for loop, names in zip(loops, below, strict=True) if o.name in names}
+        walked = {loop.index for loop in loops if o.name in reads[id(loop)]}
         depth = 0
         while depth < len(o.indices) and o.indices[depth] in walked:
             depth += 1
@@ -247,7 +251,9 @@ def _statements(body: tuple[Node, ...], loops: tuple[Loop, ...]):
 
 def time_complexity(nest: Nest) -> Poly:
     """Innermost iterations of all statements of ``nest`` (a polynomial in the symbols)."""
-    return Poly.of((_statement_count(nest, loops), 1) for _, loops in _statements(nest.body, ()))
+    reads: dict[int, frozenset[str]] = {}
+    _reads(nest.body, reads)
+    return Poly.of((_statement_count(nest, loops, reads), 1) for _, loops in _statements(nest.body, ()))
 
 
 def memory_complexity(nest: Nest) -> Poly:

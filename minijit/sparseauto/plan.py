@@ -24,7 +24,13 @@ from minijit.sparseauto.prune import (
     environment,
     frontier_stage,
 )
-from minijit.sparseauto.schedules import DEFAULT_LIMIT, ScheduleSpace, default_linear, enumerate_schedules
+from minijit.sparseauto.schedules import (
+    DEFAULT_LIMIT,
+    ScheduleSpace,
+    default_linear,
+    enumerate_schedules,
+    renumbered,
+)
 from minijit.sparseauto.smt import DEFAULT_TIMEOUT_MS, SmtResult, smt_stage
 
 _INPUT_NAMES = "BCDEFGHIJKLMNOPQRSUVWXYZ"
@@ -100,7 +106,7 @@ class SparsePlan:
             shown = b.candidates if every else b.candidates[:1]
             for c in shown:
                 lines.append(f"  {c.cost}")
-                lines.extend("    " + line for line in str(c.nest).splitlines()[1:])
+                lines.extend("    " + line for line in str(renumbered(c.nest)).splitlines()[1:])
         linear = self.default_linear()
         lines.append(f"default linear schedule (TACO): {cost(linear)}")
         lines.extend("    " + line for line in str(linear).splitlines()[1:])
@@ -112,7 +118,7 @@ class SparsePlan:
                 f"4 run-time choice: time {ch.time:.4g}, memory {ch.memory:.4g} elements "
                 f"({ch.reason}); {ch.candidate.cost}"
             )
-            lines.extend("    " + line for line in str(ch.candidate.nest).splitlines()[1:])
+            lines.extend("    " + line for line in str(renumbered(ch.candidate.nest)).splitlines()[1:])
         return "\n".join(lines)
 
     def __str__(self) -> str:

@@ -18,7 +18,7 @@ criterion); :func:`~minijit.sparseauto.graph.topological_orders` lists every ord
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import combinations
 
@@ -26,7 +26,7 @@ from minijit.sparseauto.graph import IterationGraph, canonical_order
 from minijit.sparseauto.nest import Access, Compute, Loop, Nest, Node, Operand, PatternError, Temp
 
 #: Default cap on the number of schedules enumerated for one expression.
-DEFAULT_LIMIT = 20000
+DEFAULT_LIMIT = 4000
 
 
 @dataclass(frozen=True)
@@ -58,17 +58,22 @@ def _loops(order: tuple[str, ...], body: tuple[Node, ...]) -> tuple[Node, ...]:
 
 
 class _Enumerator:
+    """The recursive enumeration. Temporaries are named after their content (producer factors,
+    indices, declaration loops), so equal sub-problems are equal and memoized."""
+
     def __init__(self, operands: tuple[Operand, ...], output: Operand, limit: int, max_depth: int | None) -> None:
         self.max_depth = max_depth
-        self.inputs = {o.name: o for o in operands}
         self.operands = operands
-        self.output = output
         self.limit = limit
         self.work = 0
         self.first = {i: k for k, i in enumerate(IterationGraph(operands, output).indices)}
+        self.taken = {o.name for o in operands} | {output.name}
+        self.names: dict[tuple, str] = {}
+        self.implicit: dict[str, tuple[str, ...]] = {}  # temporary -> loops around its declaration
+        self.memo: dict[tuple, list[tuple[Node, ...]]] = {}
 
-    def eff(self, a: Access, implicit: Mapping[str, tuple[str, ...]]) -> set[str]:
-        return set(a.indices) | set(implicit.get(a.tensor, ()))
+    def eff(self, a: Access) -> set[str]:
+        return set(a.indices) | set(self.implicit.get(a.tensor, ()))
 
     def sparse_ops(self, accesses: tuple[Access, ...]) -> tuple[Operand, ...]:
         names = {a.tensor for a in accesses}
@@ -87,20 +92,30 @@ class _Enumerator:
 
     def count(self) -> None:
         self.work += 1
-        if self.work > 50 * self.limit:
+        if self.work > max(20 * self.limit, 100_000):
             raise _Truncated
 
-    def bodies(
-        self,
-        out: Access,
-        factors: tuple[Access, ...],
-        outer: tuple[str, ...],
-        implicit: Mapping[str, tuple[str, ...]],
-        path: str,
-    ) -> Iterator[tuple[Node, ...]]:
+    def temp_name(self, producer: tuple[Access, ...], indices: tuple[str, ...], inner: tuple[str, ...]) -> str:
+        key = (producer, indices, inner)
+        if key not in self.names:
+            k = len(self.names) + 1
+            while f"T{k}" in self.taken:
+                k += 1
+            self.taken.add(f"T{k}")
+            self.names[key] = f"T{k}"
+            self.implicit[f"T{k}"] = inner
+        return self.names[key]
+
+    def bodies_list(self, out: Access, factors: tuple[Access, ...], outer: tuple[str, ...]) -> list[tuple[Node, ...]]:
+        key = (out, factors, outer)
+        if key not in self.memo:
+            self.memo[key] = list(self.bodies(out, factors, outer))
+        return self.memo[key]
+
+    def bodies(self, out: Access, factors: tuple[Access, ...], outer: tuple[str, ...]) -> Iterator[tuple[Node, ...]]:
         """Every schedule of ``out += prod(factors)`` placed where ``outer`` loops are bound."""
         accesses = (out, *factors)
-        free = set().union(*(self.eff(a, implicit) for a in accesses)) - set(outer)
+        free = set().union(*(self.eff(a) for a in accesses)) - set(outer)
         sparse = self.sparse_ops(factors)
         order = canonical_order(self.ordered(free), outer, sparse, self.key(accesses))
         if order is not None:
@@ -111,28 +126,21 @@ class _Enumerator:
             for chosen in combinations(range(n), r):
                 producer = tuple(factors[k] for k in chosen)
                 consumer = tuple(factors[k] for k in range(n) if k not in chosen)
-                yield from self.splits(out, producer, consumer, outer, implicit, path)
+                yield from self.splits(out, producer, consumer, outer)
 
     def splits(
-        self,
-        out: Access,
-        producer: tuple[Access, ...],
-        consumer: tuple[Access, ...],
-        outer: tuple[str, ...],
-        implicit: Mapping[str, tuple[str, ...]],
-        path: str,
+        self, out: Access, producer: tuple[Access, ...], consumer: tuple[Access, ...], outer: tuple[str, ...]
     ) -> Iterator[tuple[Node, ...]]:
-        idx_p = set().union(*(self.eff(a, implicit) for a in producer))
+        idx_p = set().union(*(self.eff(a) for a in producer))
         if not set(outer) <= idx_p:
             return  # the producer would be recomputed in an outer loop it does not use
-        idx_c = set().union(*(self.eff(a, implicit) for a in (*consumer, out)))
+        idx_c = set().union(*(self.eff(a) for a in (*consumer, out)))
         tidx = (idx_p & idx_c) - set(outer)
         if len(producer) == 1 and idx_p - set(outer) == tidx:
             return  # a copy of one operand: never cheaper, only more memory
         sparse = self.sparse_ops(producer + consumer)
         everything = (out, *producer, *consumer)
         ordered_t = self.ordered(tidx)
-        name = f"T{path}"
         for r in range(len(ordered_t) + 1):
             for fused_set in combinations(ordered_t, r):
                 fused = canonical_order(fused_set, outer, sparse, self.key(everything))
@@ -142,20 +150,21 @@ class _Enumerator:
                 t_indices = tuple(i for i in ordered_t if i not in fused)
                 if self.max_depth is not None and len(t_indices) > self.max_depth:
                     continue
+                name = self.temp_name(producer, t_indices, inner)
                 temp = Temp(name, t_indices)
-                sub_implicit = {**implicit, name: inner}
                 t_access = Access(name, t_indices)
-                cons_bodies = list(self.bodies(out, consumer + (t_access,), inner, sub_implicit, path + "c"))
+                cons_bodies = self.bodies_list(out, consumer + (t_access,), inner)
                 if not cons_bodies:
                     continue
-                for pb in self.bodies(t_access, producer, inner, sub_implicit, path + "p"):
+                for pb in self.bodies_list(t_access, producer, inner):
                     for cb in cons_bodies:
                         self.count()
                         yield _loops(fused, (temp, *pb, *cb))
 
 
-def _rename(nest: Nest) -> Nest:
-    """Rename temporaries T1, T2, ... in declaration order (skipping names the operands use)."""
+def renumbered(nest: Nest) -> Nest:
+    """The same nest with its temporaries renamed T1, T2, ... in declaration order (for
+    listings; names the operands use are skipped)."""
     taken = {o.name for o in nest.operands} | {nest.output.name}
     mapping: dict[str, str] = {}
     k = 0
@@ -211,8 +220,8 @@ def enumerate_schedules(
     seen: dict[Nest, None] = {}
     truncated = False
     try:
-        for body in enum.bodies(out, factors, (), {}, ""):
-            nest = _rename(Nest(operands, output, body))
+        for body in enum.bodies(out, factors, ()):
+            nest = Nest(operands, output, body)
             if nest in seen:
                 continue
             try:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from minijit.sparseauto.nest import Temp
-from minijit.sparseauto.schedules import default_linear, enumerate_schedules
+from minijit.sparseauto.schedules import default_linear, enumerate_schedules, renumbered
 from tests.minijit.sparseauto.interp import einsum_reference, expression, random_arrays, run
 
 SPMM = ("ik,kj->ij", "dc")
@@ -22,6 +22,7 @@ def test_every_schedule_validates_and_is_unique(case):
     space = enumerate_schedules(ops, out)
     assert not space.truncated
     assert len(set(space.nests)) == len(space.nests)
+    assert len({renumbered(n) for n in space.nests}) == len(space.nests)
     for nest in space.nests:
         nest.validate()
     # The linear schedule (no temporaries) is always among them.
@@ -78,8 +79,8 @@ def test_memory_depth_during_enumeration_equals_pruning_after():
     ops, out = expression(*SEED)
     everything = enumerate_schedules(ops, out)
     pruned = enumerate_schedules(ops, out, max_memory_depth=1)
-    after = {n for n in everything.nests if max((len(t.indices) for t in n.temps), default=0) <= 1}
-    assert set(pruned.nests) == after
+    after = {renumbered(n) for n in everything.nests if max((len(t.indices) for t in n.temps), default=0) <= 1}
+    assert {renumbered(n) for n in pruned.nests} == after
     assert len(after) < len(everything.nests)
 
 
@@ -131,3 +132,11 @@ def test_contradictory_sparse_orders_rejected():
     ops, out = expression("ij,ji->", "cc", "cc")
     with pytest.raises(ValueError, match="contradict"):
         enumerate_schedules(ops, out)
+
+
+def test_renumbered_names_temporaries_in_declaration_order():
+    ops, out = expression(*SEED)
+    nest = next(n for n in enumerate_schedules(ops, out).nests if len(n.temps) == 2)
+    again = renumbered(nest).validate()
+    assert [t.name for t in again.temps] == ["T1", "T2"]
+    assert [t.indices for t in again.temps] == [t.indices for t in nest.temps]
