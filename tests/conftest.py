@@ -11,6 +11,10 @@ from hypothesis import HealthCheck, settings
 
 from tests.asm.oracle import FORMS
 
+#: tests never read the user's tuned blockings (`minijit.tune_store`): an empty path turns the
+#: store off; tests of the store point it at a file of their own
+os.environ["MINIJIT_TUNE_FILE"] = ""
+
 settings.register_profile(
     "default",
     deadline=None,
