@@ -1,6 +1,7 @@
 """GEMMs as users hold them, through the optimizer, blocking and packing, on the native target:
 hypothesis draws sizes (1..300, powers of two among them), C- or F-order A, B and C with
-padded leading dims (odd and power-of-two), and thread counts; every array lies between two guard
+padded leading dims (odd and power-of-two; unpadded ones are passed as 2-D C- or F-order arrays,
+`minijit.arrays`), and thread counts; every array lies between two guard
 pages (PROT_NONE), flush against the upper or the lower one (drawn), so touching the element
 past that end kills the process."""
 
@@ -125,7 +126,12 @@ def check_gemm(m, n, k, orders, pads, threads, dtype, ends, seed, first="none", 
     want = (0 if first == "zero" else start) + a @ b
     if last == "relu":
         want = np.maximum(want, 0)
-    op.execute(A, B, C)
+    # an unpadded operand goes in as the 2-D array a user holds: C order, or F order (np.asfortranarray)
+    held = [
+        x if pad != "exact" else (x.reshape(r, c) if order == "C" else x.reshape(c, r).T)
+        for x, pad, order, (r, c) in zip((A, B, C), pads, orders, ((m, k), (k, n), (m, n)), strict=True)
+    ]
+    op.execute(*held)
     got = view(C, (m, n), (c_i * item, c_j * item))
     tol = (1e-4 if dtype == "fp32" else 1e-11) * max(1, k)
     np.testing.assert_allclose(got, want, rtol=0, atol=tol)
