@@ -22,8 +22,10 @@ exception: their K stops at 128, and a B block of all of L2 only widens N
 optimizer may then fold the K blocks into BR steps of one kernel call (C then crosses memory once,
 and one call reads BR times the modelled B block, once per register block of M: from the
 last-level cache). The BR steps per call are capped so that the calls of every thread keep their
-B within `LLC_B_SHARE` of the last-level cache (`minijit.optimizer.limit_batch`); beyond it each
-register block of M re-reads B from memory. `call_footprint` states what one call of the
+B within `LLC_B_SHARE` of the last-level cache that those threads own (`llc_budget`: a shared
+cache gives each sharing CPU ``size / sharers``, so a 300 MiB L3 shared by 120 CPUs is 2.5 MiB a
+thread, not 300 MiB; `minijit.optimizer.limit_batch`); beyond it each register block of M
+re-reads B from memory. `call_footprint` states what one call of the
 compiled kernel reads, next to the cache sizes, so a listing shows both the model's choice and
 what was compiled.
 """
@@ -45,7 +47,8 @@ from minijit.targets import Target
 #: first C block load)
 L1_FILL, L2_FILL, CALL_CYCLES = 32.0, 16.0, 400.0
 #: the share of the last-level cache that the B of one kernel call (every BR step's B block) may
-#: take, summed over the threads (`choose` caps the BR steps per call by it). Each register block
+#: take, summed over the threads (`choose` caps the BR steps per call by it; each thread counts on
+#: its slice of a shared cache, `llc_budget`). Each register block
 #: of M re-reads the call's B; past the cache it comes from memory (AVX2 fp64, 8-row blocks: half
 #: a byte per flop)
 LLC_B_SHARE = 0.25
@@ -102,6 +105,81 @@ def _candidates(size: int, cap: int) -> list[int]:
     return out or [size]
 
 
+def _llc(llc_bytes: int | None, llc_shared: int | None) -> tuple[int, int]:
+    """(bytes, sharing CPUs) of the last-level cache: the arguments, else the host's."""
+    for name, value in (("llc_bytes", llc_bytes), ("llc_shared", llc_shared)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+    if llc_bytes is None:
+        llc_bytes = features.last_level_cache_bytes()
+        llc_shared = llc_shared or features.last_level_cache_sharing()
+    return llc_bytes, llc_shared or 1
+
+
+def llc_budget(llc_bytes: int, llc_shared: int, threads: int) -> int:
+    """Bytes of the last-level cache the B of one kernel call on every one of ``threads`` threads
+    may take together: `LLC_B_SHARE` of the part of it those threads own, ``threads`` shares of
+    ``llc_bytes // llc_shared`` (each sharing CPU's slice) up to the whole cache."""
+    return int(min(llc_bytes, llc_bytes // llc_shared * threads) * LLC_B_SHARE)
+
+
+def ranked(
+    shape: tuple[int, int, int],
+    item: int,
+    target: str | Target,
+    *,
+    threads: int = 1,
+    caches: tuple[CacheGeometry, CacheGeometry] | None = None,
+    column_bytes: int | None = None,
+    llc_bytes: int | None = None,
+    llc_shared: int | None = None,
+    count: int = 1,
+) -> list[Blocking]:
+    """The model's ``count`` best prim sizes for a GEMM of ``shape`` = (M, N, K) elements on
+    ``target``, best first (see the module docstring and `choose`); distinct (M, N, K) blocks,
+    each with its BR cap. `minijit.tune` times them where the model is unsure."""
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise ValueError(f"count must be a positive int, got {count!r}")
+    llc, shared = _llc(llc_bytes, llc_shared)
+    t = targets.get_cpu(target)
+    if shape[1] == 1 and t.has_gemv:
+        return [_gemv(shape, item, threads)]
+    l1, l2 = caches or features.cache_geometries()
+    column = column_bytes or t.panel_column_bytes
+    mr = max(1, column // item)
+    b_cap = int(l2.size * t.b_block_l2_share)  # bytes the B block may take
+    m, n, k = shape
+    scored: list[tuple[tuple[bool, float], tuple[int, int, int], tuple[float, float, float]]] = []
+    for kc in _candidates(k, max(MIN_BLOCK, l1.size // column)):
+        for nc in _candidates(n, max(MIN_BLOCK, b_cap // (kc * item))):
+            for mc in _candidates(m, MAX_MC):
+                parts = transfer_cycles(shape, (mc, nc, kc), mr, item)
+                blocks = -(-m // mc) * -(-n // nc)
+                # the (M, N) blocks are split statically over the threads: the slowest one sets the time
+                scored.append(((blocks < threads, sum(parts) * thread_load(blocks, threads)), (mc, nc, kc), parts))
+    scored.sort(key=lambda s: s[0])  # stable: among equal costs the first found, as before
+    share = f"{b_cap} B (its share) of " if b_cap < l2.size else ""
+    budget = llc_budget(llc, shared, threads)  # bytes the B of one call on every thread may take
+    out = []
+    for _, (mc, nc, kc), (c1, c2, cc) in scored[:count]:
+        reason = (
+            f"prims up to {mc} x {nc} x {kc} (M x N x K): A micro-panel {mr * kc * item} B of L1 {l1.size} B, "
+            f"B block {kc * nc * item} B of {share}L2 {l2.size} B; modelled cycles L1 fills {c1:.3g}, "
+            f"L2 fills {c2:.3g}, calls {cc:.3g}"
+        )
+        br = None
+        per_call = budget // (kc * nc * item * threads)  # BR steps whose B fits the budget
+        if k // kc > max(1, per_call):
+            br = max(1, per_call)
+            slice_ = f", {llc // shared} B per sharing CPU ({shared})" if shared > 1 else ""
+            reason += (
+                f"; at most {br} BR steps of {kc} per call: one call's B on each of {threads} thread(s)"
+                f" within {budget} B of the last-level cache ({llc} B{slice_})"
+            )
+        out.append(Blocking(mc, nc, kc, reason, br))
+    return out
+
+
 def choose(
     shape: tuple[int, int, int],
     item: int,
@@ -111,6 +189,7 @@ def choose(
     caches: tuple[CacheGeometry, CacheGeometry] | None = None,
     column_bytes: int | None = None,
     llc_bytes: int | None = None,
+    llc_shared: int | None = None,
 ) -> Blocking:
     """The prim sizes for a GEMM of ``shape`` = (M, N, K) elements on ``target`` (see the module
     docstring); with ``threads`` > 1, blocks that leave at least that many (M, N) blocks are
@@ -119,47 +198,19 @@ def choose(
     ``target``: a CPU target name or `minijit.targets` object. ``column_bytes``: bytes of one
     column of the register block of A (default the target's ``panel_column_bytes``). The BR
     steps per call (``br``) are capped where the K blocks of one call on each of ``threads``
-    threads would take more than `LLC_B_SHARE` of the last-level cache (``llc_bytes``, default
-    the host's)."""
-    if llc_bytes is not None and (not isinstance(llc_bytes, int) or isinstance(llc_bytes, bool) or llc_bytes < 1):
-        raise ValueError(f"llc_bytes must be a positive int or None, got {llc_bytes!r}")
-    t = targets.get_cpu(target)
-    if shape[1] == 1 and t.has_gemv:
-        return _gemv(shape, item, threads)
-    l1, l2 = caches or features.cache_geometries()
-    column = column_bytes or t.panel_column_bytes
-    mr = max(1, column // item)
-    b_cap = int(l2.size * t.b_block_l2_share)  # bytes the B block may take
-    m, n, k = shape
-    best: tuple[tuple[bool, float], tuple[int, int, int], tuple[float, float, float]] | None = None
-    for kc in _candidates(k, max(MIN_BLOCK, l1.size // column)):
-        for nc in _candidates(n, max(MIN_BLOCK, b_cap // (kc * item))):
-            for mc in _candidates(m, MAX_MC):
-                parts = transfer_cycles(shape, (mc, nc, kc), mr, item)
-                blocks = -(-m // mc) * -(-n // nc)
-                # the (M, N) blocks are split statically over the threads: the slowest one sets the time
-                key = (blocks < threads, sum(parts) * thread_load(blocks, threads))
-                if best is None or key < best[0]:
-                    best = (key, (mc, nc, kc), parts)
-    assert best is not None
-    (mc, nc, kc), (c1, c2, cc) = best[1], best[2]
-    share = f"{b_cap} B (its share) of " if b_cap < l2.size else ""
-    reason = (
-        f"prims up to {mc} x {nc} x {kc} (M x N x K): A micro-panel {mr * kc * item} B of L1 {l1.size} B, "
-        f"B block {kc * nc * item} B of {share}L2 {l2.size} B; modelled cycles L1 fills {c1:.3g}, "
-        f"L2 fills {c2:.3g}, calls {cc:.3g}"
-    )
-    br = None
-    llc = features.last_level_cache_bytes() if llc_bytes is None else llc_bytes
-    budget = int(llc * LLC_B_SHARE)  # bytes the B of one call on every thread may take together
-    per_call = budget // (kc * nc * item * threads)  # BR steps whose B fits the budget
-    if k // kc > max(1, per_call):
-        br = max(1, per_call)
-        reason += (
-            f"; at most {br} BR steps of {kc} per call: one call's B on each of {threads} thread(s)"
-            f" within {budget} B of the last-level cache ({llc} B)"
-        )
-    return Blocking(mc, nc, kc, reason, br)
+    threads would take more than `llc_budget` of the last-level cache: ``llc_bytes`` (the whole
+    cache) shared by ``llc_shared`` CPUs, each of which owns an equal slice (default the host's
+    cache and its sharers; given ``llc_bytes`` alone: one sharer)."""
+    return ranked(
+        shape,
+        item,
+        target,
+        threads=threads,
+        caches=caches,
+        column_bytes=column_bytes,
+        llc_bytes=llc_bytes,
+        llc_shared=llc_shared,
+    )[0]
 
 
 def _gemv(shape: tuple[int, int, int], item: int, threads: int) -> Blocking:

@@ -5,11 +5,12 @@ copy into a private buffer) are arguments here; the mode choices are `minijit.sc
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from minijit import blocking, optimizer, packing, peeling, schedule
+from minijit import blocking, optimizer, packing, peeling, schedule, tune_store
 from minijit.cache import ScratchPool
 from minijit.errors import SetupError
 from minijit.ir import GEMM_PTYPES, TensorConfig, dim_t, ptype_t
@@ -22,13 +23,20 @@ from minijit.targets import CpuTarget
 @dataclass(frozen=True)
 class Env:
     """What every plan of one operation is built for: the target (``native``: its code runs
-    without emulation), the threads, whether operands may be packed, and the rules that apply."""
+    without emulation), the threads, whether operands may be packed, and the rules that apply.
+    A GEMM's prim sizes: ``blocking`` when given (`minijit.tune` times candidates so), else this
+    CPU's tuned entry (`minijit.tune_store`; ``tuned=False`` skips it), else what ``tuner`` (the
+    caller's config, this Env, the threads) returns (`TensorOperation(tune=True)`), else the
+    cache model's (`minijit.blocking.choose`)."""
 
     target: CpuTarget
     num_threads: int
     native: bool
     pack: bool = True
     rules: Rules = DEFAULT_RULES
+    blocking: blocking.Blocking | None = None
+    tuned: bool = True
+    tuner: Callable[[TensorConfig, Env, int], blocking.Blocking | None] | None = None
 
 
 def optimized(
@@ -47,7 +55,7 @@ def optimized(
         threads = 1  # it runs on the calling thread: shape it for one thread
     block = None
     if max_kernel_size is None and config.prim_main in GEMM_PTYPES:
-        block = _blocking(optimizer.swap_operands(config), env.target, threads)  # the kernel's roles
+        block = _blocking(config, env, threads)
     limit = env.target.max_prim_size
     clip = (lambda size: size) if limit is None else (lambda size: min(size, limit))  # noqa: E731
     sizes = None if block is None else {t: clip(v) for t, v in block.sizes().items()}
@@ -71,11 +79,27 @@ def optimized(
     return Plan(config, Peel(parts), False, parts[0].plan.blocking)
 
 
-def _blocking(config: TensorConfig, target: CpuTarget, threads: int) -> blocking.Blocking:
-    """The cache model's prim sizes for a GEMM-like config (M, N, K = products of their dims)."""
-    shape = tuple(math.prod(d.size for d in config.dims if d.type is t) for t in (dim_t.m, dim_t.n, dim_t.k))
+def gemm_shape(config: TensorConfig) -> tuple[int, int, int]:
+    """(M, N, K) of a GEMM-like config: the products of its dims of each type."""
+    return tuple(math.prod(d.size for d in config.dims if d.type is t) for t in (dim_t.m, dim_t.n, dim_t.k))  # type: ignore[return-value]
+
+
+def _blocking(config: TensorConfig, env: Env, threads: int) -> blocking.Blocking:
+    """The prim sizes (in the kernel's roles: the config after `optimizer.swap_operands`) of the
+    caller's GEMM-like ``config``: `Env`'s order of sources, the cache model last."""
+    if env.blocking is not None:
+        return env.blocking
+    if env.tuned and env.native:
+        shape = gemm_shape(config)
+        found = tune_store.lookup(env.target.name, config.dtype.name, shape, tune_store.orders(config), threads)
+        if found is None and env.tuner is not None:
+            found = env.tuner(config, env, threads)
+        if found is not None:
+            return found
+    kernel_roles = optimizer.swap_operands(config)
     item = config.dtype.itemsize
-    return blocking.choose(shape, item, target, threads=threads, column_bytes=target.panel_column_bytes)
+    shape = gemm_shape(kernel_roles)
+    return blocking.choose(shape, item, env.target, threads=threads, column_bytes=env.target.panel_column_bytes)
 
 
 def configured(

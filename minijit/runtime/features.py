@@ -5,9 +5,10 @@ the vector extensions the kernel generators care about. On Linux x86-64 the
 flags come from ``/proc/cpuinfo``; on Linux AArch64 from ``getauxval`` (via
 cffi ABI mode on libc) and ``prctl(PR_SVE_GET_VL)``; on macOS arm64 from
 ``sysctl`` (NEON always, SVE never). Anything that cannot be determined is
-reported as False (or 0). `cache_geometries` and `last_level_cache_bytes` read
-cpu0's caches from Linux sysfs (defaults elsewhere); `num_cpus` counts the CPUs
-this process may use.
+reported as False (or 0). `cache_geometries`, `last_level_cache_bytes` and
+`last_level_cache_sharing` read cpu0's caches from Linux sysfs (`read_sysfs_caches`;
+defaults elsewhere); `cpu_vendor` and `cpu_id` name the CPU; `num_cpus` counts the
+CPUs this process may use.
 """
 
 from __future__ import annotations
@@ -23,11 +24,16 @@ __all__ = [
     "CacheGeometry",
     "HostInfo",
     "cache_geometries",
+    "cpu_id",
     "cpu_name",
+    "cpu_vendor",
     "host",
     "last_level_cache_bytes",
+    "last_level_cache_sharing",
     "normalize_isa",
     "num_cpus",
+    "parse_cpu_list",
+    "read_sysfs_caches",
 ]
 
 # Linux auxv keys and AArch64 hwcap bits (arch/arm64/include/uapi/asm/hwcap.h).
@@ -178,6 +184,21 @@ def cpu_name() -> str:
 
 
 @functools.cache
+def cpu_vendor() -> str:
+    """The CPU vendor: ``vendor_id`` of /proc/cpuinfo on x86-64 ("GenuineIntel", "AuthenticAMD"),
+    "CPU implementer" on AArch64 Linux; "" when unknown."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, sep, value = line.partition(":")
+                if sep and key.strip() in ("vendor_id", "CPU implementer"):
+                    return value.strip()
+    except OSError:
+        pass
+    return ""
+
+
+@functools.cache
 def cpu_id() -> str:
     """The CPU's family and model numbers, which tell apart cores that share a name (a KVM guest
     calls Zen 3 and Zen 4 both "AMD EPYC"): "family 25 model 17 stepping 1" on x86-64 ("cpu
@@ -224,47 +245,99 @@ def num_cpus() -> int:
 # -- caches ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class CacheGeometry:
-    """Data cache geometry (bytes): total size, associativity, line size."""
+    """Data cache geometry (bytes): total size, associativity, line size, and ``shared``: how many
+    logical CPUs share it (sysfs ``shared_cpu_list``; 1 for a private cache). A shared last-level
+    cache gives each of its CPUs ``size // shared`` (`per_cpu`): on a mesh or chiplet L3, 300 MiB
+    shared by 120 CPUs is 2.5 MiB per thread, not 300 MiB. A virtual machine's sysfs lists only
+    its own CPUs among the sharers, so there the share is an upper bound (`minijit.tune` measures
+    where the model is unsure)."""
 
     size: int = 32 * 1024
     ways: int = 8
     line: int = 64
+    shared: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("size", "ways", "line", "shared"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"CacheGeometry.{name} must be a positive int, got {value!r}")
 
     @property
     def sets(self) -> int:
         return max(1, self.size // (self.ways * self.line))
+
+    @property
+    def per_cpu(self) -> int:
+        """Bytes of the cache per sharing CPU (``size // shared``)."""
+        return max(1, self.size // self.shared)
 
 
 #: used where sysfs does not tell: L1 32 KiB 8-way, L2 1 MiB 16-way, 64-byte lines
 DEFAULT_CACHES = (CacheGeometry(32 * 1024, 8, 64), CacheGeometry(1024 * 1024, 16, 64))
 #: used where sysfs names no L3
 DEFAULT_LLC_BYTES = 8 * 1024 * 1024
+#: where Linux describes cpu0's caches
+SYSFS_CACHE_DIR = "/sys/devices/system/cpu/cpu0/cache"
+
+
+def parse_cpu_list(text: str) -> int:
+    """How many CPUs a sysfs CPU list names ("0-1,4,6-7" -> 5); ValueError on anything else."""
+    count = 0
+    for part in text.strip().split(","):
+        lo, sep, hi = part.strip().partition("-")
+        first, last = int(lo), int(hi) if sep else int(lo)
+        if first < 0 or last < first:
+            raise ValueError(f"bad CPU list {text!r}")
+        count += last - first + 1
+    if count < 1:
+        raise ValueError(f"bad CPU list {text!r}")
+    return count
+
+
+def _size_bytes(text: str) -> int:
+    size = text.strip().upper()
+    scale = {"K": 1024, "M": 1024 * 1024, "G": 1024**3}.get(size[-1:], 1)
+    return int(size.rstrip("KMG")) * scale
+
+
+def read_sysfs_caches(base: str = SYSFS_CACHE_DIR) -> dict[int, CacheGeometry]:
+    """The data/unified caches of one CPU's sysfs cache directory ``base`` (``index*/{level, type,
+    size, ways_of_associativity, coherency_line_size, shared_cpu_list}``) by level 1-3; empty
+    where it cannot be read. A missing ``shared_cpu_list`` counts as a private cache."""
+    found: dict[int, CacheGeometry] = {}
+    try:
+        entries = sorted(os.listdir(base))
+    except OSError:
+        return found
+    for entry in entries:
+        path = os.path.join(base, entry)
+        if not entry.startswith("index"):
+            continue
+
+        def read(name: str, path: str = path) -> str:
+            with open(os.path.join(path, name)) as f:
+                return f.read().strip()
+
+        try:
+            level = int(read("level"))
+            if level not in (1, 2, 3) or read("type") not in ("Data", "Unified"):
+                continue
+            try:
+                shared = parse_cpu_list(read("shared_cpu_list"))
+            except (OSError, ValueError):
+                shared = 1
+            ways, line = int(read("ways_of_associativity")), int(read("coherency_line_size"))
+            found[level] = CacheGeometry(_size_bytes(read("size")), max(1, ways), max(1, line), shared)
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 @functools.cache
 def _sysfs_caches() -> dict[int, CacheGeometry]:
     """cpu0's data/unified caches by level (Linux sysfs); empty where sysfs does not tell."""
-    base = "/sys/devices/system/cpu/cpu0/cache"
-    found: dict[int, CacheGeometry] = {}
-    try:
-        for entry in sorted(os.listdir(base)):
-            path = os.path.join(base, entry)
-            if not entry.startswith("index"):
-                continue
-
-            def read(name: str, path: str = path) -> str:
-                with open(os.path.join(path, name)) as f:
-                    return f.read().strip()
-
-            level = int(read("level"))
-            if level in (1, 2, 3) and read("type") in ("Data", "Unified"):
-                size = read("size").upper()
-                scale = 1024 if size.endswith("K") else 1024 * 1024 if size.endswith("M") else 1
-                ways, line = int(read("ways_of_associativity")), int(read("coherency_line_size"))
-                found[level] = CacheGeometry(int(size.rstrip("KM")) * scale, ways, line)
-    except (OSError, ValueError):
-        pass
-    return found
+    return read_sysfs_caches(SYSFS_CACHE_DIR)
 
 
 def cache_geometries() -> tuple[CacheGeometry, CacheGeometry]:
@@ -274,7 +347,14 @@ def cache_geometries() -> tuple[CacheGeometry, CacheGeometry]:
 
 
 def last_level_cache_bytes() -> int:
-    """The host's last-level cache in bytes: the highest level cpu0's sysfs lists (L3 on the hosts
-    measured), else `DEFAULT_LLC_BYTES`."""
+    """The host's last-level cache in bytes (the whole cache, all sharers): the highest level
+    cpu0's sysfs lists (L3 on the hosts measured), else `DEFAULT_LLC_BYTES`."""
     found = _sysfs_caches()
     return found[max(found)].size if found else DEFAULT_LLC_BYTES
+
+
+def last_level_cache_sharing() -> int:
+    """How many logical CPUs share the host's last-level cache (sysfs ``shared_cpu_list`` of the
+    level `last_level_cache_bytes` reads; 1 where sysfs does not tell)."""
+    found = _sysfs_caches()
+    return found[max(found)].shared if found else 1

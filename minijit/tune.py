@@ -1,0 +1,274 @@
+"""The autotuner: time the cache model's best few GEMM blockings on this host, keep the fastest.
+
+In the spirit of FFTW's wisdom and ATLAS: where hosts differ more than the model captures (cache
+geometries the model reads only partly, such as the slice of a shared L3 a virtual machine's CPUs
+really get), `tune_config` builds the plan of each candidate (`candidates`: the model's ranked
+blocks from `minijit.blocking.ranked`, and the best one with every call's B kept within L2), checks
+that each gives the first one's result, times them within a budget of seconds, and stores the
+winner for this CPU and the GEMM's shape class in the user's store (`minijit.tune_store`), which
+every later `setup` reads. `tune` does that for a set of shape classes (`default_classes`: what
+``minijit tune`` runs); ``TensorOperation(tune=True)`` calls `setup_tuner` for a class not stored.
+
+Timings run the plan on this process's threads; other work on the host slows them alike, so a
+budget long enough for several repetitions per candidate gives the steadier choice.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from minijit import blocking, optimizer, parallel, targets, tune_store
+from minijit import plan as plans
+from minijit.blocking import Blocking
+from minijit.ir import TensorConfig
+from minijit.plan.build import gemm_shape
+from minijit.runtime import features
+
+#: model-ranked blocks timed per class (plus the best one's B-within-L2 variant)
+DEFAULT_COUNT = 4
+#: seconds `TensorOperation(tune=True)` spends on one shape class at setup
+SETUP_BUDGET_S = 2.0
+#: the shape classes ``minijit tune`` runs by default
+DEFAULT_SIZES = (512, 1024, 2048, 4096)
+DEFAULT_DTYPES = ("fp32", "fp64")
+DEFAULT_ORDERS = ("CCC", "FFF")
+
+
+@dataclass(frozen=True)
+class Timed:
+    """One candidate: its blocking, the best seconds per run, GFLOPS, and how many runs."""
+
+    blocking: Blocking
+    seconds: float
+    gflops: float
+    runs: int
+
+
+@dataclass(frozen=True)
+class Result:
+    """What `tune_config` measured for one shape class: the model's choice (the first candidate)
+    and the winner, every candidate's timing, and the file the winner was stored in (or None)."""
+
+    key: str
+    model: Timed
+    best: Timed
+    timed: tuple[Timed, ...] = field(default=())
+    file: Path | None = None
+
+    def line(self) -> str:
+        """One line of ``minijit tune``'s table."""
+
+        def name(b: Blocking) -> str:
+            return f"{b.m}x{b.n}x{b.k} br {b.br or '-'}"
+
+        ratio = self.best.gflops / self.model.gflops if self.model.gflops > 0 else float("nan")
+        same = " (the model's)" if self.best.blocking == self.model.blocking else ""
+        return (
+            f"{self.key:<30} model {name(self.model.blocking):<22} {self.model.gflops:8.1f} GFLOPS   "
+            f"tuned {name(self.best.blocking):<22} {self.best.gflops:8.1f} GFLOPS  {ratio:5.2f}x{same}"
+        )
+
+
+def _brs(blocks: int) -> list[int]:
+    return [d for d in range(1, blocks + 1) if blocks % d == 0]
+
+
+def candidates(config: TensorConfig, target: str, threads: int, count: int = DEFAULT_COUNT) -> list[Blocking]:
+    """The blockings `tune_config` times for the caller's GEMM-like ``config`` on ``threads``
+    threads: the model's ``count`` best (`minijit.blocking.ranked`; the first is the model's
+    choice), then the best one with as many BR steps per call as keep every call's B
+    (BR x prim K x prim N) within L2 where that differs (the model lets B stream from its slice
+    of the last-level cache, which a virtual machine may overstate). Distinct, in that order."""
+    kernel = optimizer.swap_operands(config)
+    shape, item = gemm_shape(kernel), config.dtype.itemsize
+    t = targets.get_cpu(target)
+    ranked = blocking.ranked(shape, item, t, threads=threads, column_bytes=t.panel_column_bytes, count=count)
+    out = list(ranked)
+    best = ranked[0]
+    steps = shape[2] // best.k if shape[2] % best.k == 0 else 1
+    if steps > 1:
+        l2 = features.cache_geometries()[1].size
+        fit = max(d for d in _brs(steps) if d == 1 or d * best.k * best.n * item <= l2)
+        current = steps if best.br is None else max(d for d in _brs(steps) if d <= best.br)
+        if fit < current:
+            reason = f"{best.reason}; variant: at most {fit} BR steps per call keep one call's B within L2 ({l2} B)"
+            out.append(Blocking(best.m, best.n, best.k, reason, fit))
+    seen: set[tuple[int, int, int, int | None]] = set()
+    unique = []
+    for b in out:
+        sig = (b.m, b.n, b.k, b.br)
+        if sig not in seen:
+            seen.add(sig)
+            unique.append(b)
+    return unique
+
+
+def _operands(config: TensorConfig, seed: int = 0) -> tuple[list[np.ndarray], list[int]]:
+    """Buffers for in0, in1, out holding every element ``config`` reaches, and the addresses of
+    their origins (element 0 of the strides)."""
+    rng = np.random.default_rng(seed)
+    bufs, addrs = [], []
+    for tensor in ("in0", "in1", "out"):
+        lo, hi = config.offset_range(tensor)
+        buf = rng.uniform(-1, 1, hi - lo + 1).astype(config.dtype.numpy)
+        bufs.append(buf)
+        addrs.append(buf.ctypes.data - lo * buf.itemsize)
+    return bufs, addrs
+
+
+def _time(plan: plans.Plan, addrs: list[int], seconds: float) -> tuple[float, int]:
+    """Best seconds of one run of ``plan`` and the number of timed runs: one warm-up run, then
+    runs until ``seconds`` have passed (at least one)."""
+    plans.run_plan(plan, *addrs)
+    best, runs, stop = float("inf"), 0, time.perf_counter() + seconds
+    while runs == 0 or time.perf_counter() < stop:
+        t0 = time.perf_counter()
+        plans.run_plan(plan, *addrs)
+        best, runs = min(best, time.perf_counter() - t0), runs + 1
+    return best, runs
+
+
+def tune_config(
+    config: TensorConfig,
+    env: plans.Env,
+    threads: int | None = None,
+    *,
+    budget_s: float = SETUP_BUDGET_S,
+    count: int = DEFAULT_COUNT,
+    file: Path | None = None,
+    save: bool = True,
+) -> Result:
+    """Time `candidates` of the caller's GEMM-like ``config`` as ``env`` plans it (``threads``:
+    the threads it is shaped for, default ``env.num_threads``) within ``budget_s`` seconds in all,
+    and store the fastest for this CPU (``file``, default `minijit.tune_store.path`; ``save=False``
+    stores nothing). A candidate whose result differs from the model's choice is dropped with a
+    warning. Needs a native target."""
+    if not env.native:
+        raise ValueError(f"tuning times the host: target {env.target.name} is not native here")
+    if not isinstance(budget_s, int | float) or isinstance(budget_s, bool) or not budget_s > 0:
+        raise ValueError(f"budget_s must be a positive number of seconds, got {budget_s!r}")
+    threads = threads or env.num_threads
+    cands = candidates(config, env.target.name, threads, count)
+    bufs, addrs = _operands(config)
+    start = [b.copy() for b in bufs]
+    flops = 2.0 * float(np.prod(gemm_shape(config), dtype=np.float64))
+    per = budget_s / len(cands)
+    timed, want = [], None
+    for cand in cands:
+        plan = plans.optimized(config, replace(env, blocking=cand, tuned=False, tuner=None), thread_target=threads)
+        for buf, orig in zip(bufs, start, strict=True):
+            buf[...] = orig
+        plans.run_plan(plan, *addrs)
+        got = bufs[2].copy()
+        if want is None:
+            want = got
+        elif not np.allclose(got, want, rtol=1e-3, atol=1e-3 * max(1.0, float(np.abs(want).max(initial=0)))):
+            name = f"{cand.m}x{cand.n}x{cand.k} br {cand.br}"
+            warnings.warn(f"minijit.tune: candidate {name} gives another result; dropped", stacklevel=2)
+            continue
+        seconds, runs = _time(plan, addrs, per)
+        timed.append(Timed(cand, seconds, flops / seconds / 1e9, runs))
+    best = min(timed, key=lambda t: t.seconds)
+    key = tune_store.class_key(config.dtype.name, gemm_shape(config), tune_store.orders(config), threads)
+    stored = None
+    if save:
+        entry = {
+            "m": best.blocking.m,
+            "n": best.blocking.n,
+            "k": best.blocking.k,
+            "br": best.blocking.br,
+            "gflops": round(best.gflops, 2),
+            "model": [timed[0].blocking.m, timed[0].blocking.n, timed[0].blocking.k, timed[0].blocking.br],
+            "model_gflops": round(timed[0].gflops, 2),
+            "shape": list(gemm_shape(config)),
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
+        stored = tune_store.store(env.target.name, key, entry, file)
+    return Result(key, timed[0], best, tuple(timed), stored)
+
+
+def setup_tuner(budget_s: float = SETUP_BUDGET_S) -> Callable[[TensorConfig, plans.Env, int], Blocking | None]:
+    """The ``tuner`` of `minijit.plan.Env` for ``TensorOperation(tune=True)``: tune the class at
+    setup (``budget_s`` seconds) and return the winner in the store's form; where the store cannot
+    be written the winner is still used (with a warning)."""
+
+    def tuner(config: TensorConfig, env: plans.Env, threads: int) -> Blocking | None:
+        try:
+            result = tune_config(config, env, threads, budget_s=budget_s)
+        except OSError as exc:
+            warnings.warn(f"minijit.tune: could not store the tuned blocking: {exc}", stacklevel=2)
+            result = tune_config(config, env, threads, budget_s=budget_s, save=False)
+        b = result.best.blocking
+        return Blocking(b.m, b.n, b.k, f"tuned at setup ({result.key}): {b.reason}", b.br)
+
+    return tuner
+
+
+def gemm_config(dtype: str, size: int | tuple[int, int, int], order: str) -> TensorConfig:
+    """The config of ``out = in0 @ in1`` (M x K times K x N, first touch zero) with each operand in
+    ``order``'s C/F order (e.g. "CCC": numpy's row-major ``A @ B``)."""
+    m, n, k = (size, size, size) if isinstance(size, int) else size
+    if len(order) != 3 or set(order) - {"C", "F"}:
+        raise ValueError(f"order must be three of C/F (in0, in1, out), got {order!r}")
+    s0 = (k, 0, 1) if order[0] == "C" else (1, 0, m)
+    s1 = (0, 1, n) if order[1] == "C" else (0, k, 1)
+    so = (n, 1, 0) if order[2] == "C" else (1, m, 0)
+    return TensorConfig.from_lists(dtype, "zero", "gemm", "none", "mnk", ("undefined",) * 3, (m, n, k), s0, s1, so)
+
+
+@dataclass(frozen=True)
+class ShapeClass:
+    """One class ``minijit tune`` runs: dtype, size (M = N = K), operand orders, threads."""
+
+    dtype: str
+    size: int
+    order: str
+    threads: int
+
+
+def default_classes(
+    threads: Iterable[int] | None = None,
+    sizes: Iterable[int] = DEFAULT_SIZES,
+    dtypes: Iterable[str] = DEFAULT_DTYPES,
+    orders: Iterable[str] = DEFAULT_ORDERS,
+) -> list[ShapeClass]:
+    """The classes of ``minijit tune``: every dtype, order, size and thread count (default 1 and
+    all of `minijit.parallel.default_threads`)."""
+    counts = sorted({1, parallel.default_threads()} if threads is None else set(threads))
+    return [ShapeClass(d, s, o, t) for t in counts for d in dtypes for o in orders for s in sorted(sizes)]
+
+
+def tune(
+    classes: Iterable[ShapeClass],
+    budget_s: float,
+    *,
+    target: str = "native",
+    count: int = DEFAULT_COUNT,
+    file: Path | None = None,
+    progress: Callable[[Result], None] | None = None,
+) -> list[Result]:
+    """Tune every class within ``budget_s`` seconds of timing in all (an equal share each; setup
+    and the warm-up runs come on top), storing each winner (``file``, default the user's store);
+    ``progress`` gets each result as it is made."""
+    classes = list(classes)
+    if not classes:
+        raise ValueError("tune: no shape classes")
+    t = targets.get_cpu(target)
+    if not t.native:
+        raise ValueError(f"tuning times the host: target {t.name} is not native here")
+    out = []
+    for c in classes:
+        config = gemm_config(c.dtype, c.size, c.order)
+        env = plans.Env(t, c.threads, True)
+        result = tune_config(config, env, c.threads, budget_s=budget_s / len(classes), count=count, file=file)
+        out.append(result)
+        if progress is not None:
+            progress(result)
+    return out
