@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import minijit.sparseauto as sa
 from minijit.sparseauto import Operand, SparsePlan, sparse_plan
@@ -157,3 +159,49 @@ def test_bad_descriptions_raise_naming_the_operand():
         sparse_plan("ij,jk->ik", b)
     with pytest.raises(ValueError, match="contradict"):
         sparse_plan("ij,ji->", FakeSparse((3, 3), (DENSE, COMPRESSED), 2), FakeSparse((3, 3), (DENSE, COMPRESSED), 2))
+
+
+@st.composite
+def expressions(draw):
+    """2-4 operands over up to 5 indices, one or two of them sparse (random level formats)."""
+    letters = "ijklm"[: draw(st.integers(2, 5))]
+    n_ops = draw(st.integers(2, 4))
+    terms = []
+    for _ in range(n_ops):
+        k = draw(st.integers(1, min(3, len(letters))))
+        terms.append("".join(draw(st.permutations(letters))[:k]))
+    used = sorted(set("".join(terms)))
+    out = "".join(i for i in used if draw(st.booleans()))
+    n_sparse = draw(st.integers(1, min(2, n_ops)))
+    levels = []
+    for k, t in enumerate(terms):
+        if k < n_sparse:
+            lv = [draw(st.sampled_from((DENSE, COMPRESSED))) for _ in t]
+            lv[-1] = COMPRESSED
+            levels.append(tuple(lv))
+        else:
+            levels.append((DENSE,) * len(t))
+    return ",".join(terms) + "->" + out, levels
+
+
+@settings(max_examples=15, deadline=None)
+@given(expressions(), st.integers(0, 2**16))
+def test_drawn_expressions_frontier_and_choice_compute_the_einsum(expr, seed):
+    subscripts, levels = expr
+    terms = subscripts.split("->")[0].split(",")
+    ops = [Operand("BCDE"[k], tuple(t), lv) for k, (t, lv) in enumerate(zip(terms, levels, strict=True))]
+    try:
+        plan = sparse_plan(subscripts, *ops, limit=300)
+    except ValueError as e:
+        assert "contradict" in str(e)  # two sparse operands with opposite level orders
+        return
+    rng = np.random.default_rng(seed)
+    sizes = {i: int(rng.integers(1, 4)) for i in "ijklm"}
+    arrays = random_arrays(plan.schedules()[0], sizes, rng)
+    want = einsum_reference(plan.schedules()[0], arrays)
+    nnz = {o.name: int(np.count_nonzero(arrays[o.name])) for o in plan.operands if o.sparse}
+    choice = plan.choose({i: sizes[i] for o in plan.operands for i in o.indices}, nnz)
+    for nest in {*plan.frontier(), choice.candidate.nest, plan.default_linear()}:
+        nest.validate()
+        got, _ = run(nest, arrays)
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10, err_msg=str(nest))
