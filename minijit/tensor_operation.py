@@ -26,6 +26,7 @@ import numpy as np
 
 from minijit import arrays, optimizer, packing, parallel, reference, schedule, targets
 from minijit import plan as plans
+from minijit import tune as tuning
 from minijit.arrays import Offsets
 from minijit.errors import error_t
 from minijit.ir import TensorConfig
@@ -52,7 +53,10 @@ class TensorOperation(Operation):
     ``target_info`` is the `minijit.targets` object.
     ``num_threads`` defaults to MINIJIT_NUM_THREADS / OMP_NUM_THREADS / the CPU count.
     ``pack=False`` turns packed operands (and chunks) off; ``rules`` (`minijit.schedule.Rules`)
-    switches single mode choices off.
+    switches single mode choices off. A GEMM's blocking comes from this CPU's tuned entry when one
+    exists (`minijit.tune_store`, written by ``minijit tune``), else the cache model; ``tune=True``
+    (or a budget in seconds) times the model's best few at `setup` when no entry exists and stores
+    the winner (`minijit.tune`).
 
     After `setup`: ``plan`` (the frozen `minijit.plan.Plan` that ``execute`` runs), ``config``
     (the compiled `TensorConfig`), ``blocking`` (the cache model's choice), ``pack_plan`` /
@@ -84,6 +88,7 @@ class TensorOperation(Operation):
         sve_vl: int = 128,
         pack: bool = True,
         rules: Rules | None = None,
+        tune: bool | float = False,
     ) -> None:
         self.target_info = targets.get_cpu(target, sve_vl=sve_vl)
         self.target = self.target_info.name
@@ -95,8 +100,14 @@ class TensorOperation(Operation):
         self.sve_vl = sve_vl
         self.native = self.target_info.native
         self.pack = bool(pack)
+        if isinstance(tune, bool):
+            tuner = tuning.setup_tuner() if tune else None
+        elif isinstance(tune, int | float) and tune > 0:
+            tuner = tuning.setup_tuner(float(tune))
+        else:
+            raise ValueError(f"tune must be a bool or a positive number of seconds, got {tune!r}")
         self._env = plans.Env(
-            self.target_info, self.num_threads, self.native, self.pack, rules or schedule.DEFAULT_RULES
+            self.target_info, self.num_threads, self.native, self.pack, rules or schedule.DEFAULT_RULES, tuner=tuner
         )
         self._install(None)
 
