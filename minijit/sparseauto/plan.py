@@ -7,6 +7,7 @@ choose one with the concrete sizes and non-zero counts when they are known.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -164,6 +165,26 @@ def _describe(k: int, term: tuple[str, ...], desc: object, taken: set[str]) -> t
     return operand, sizes, counts
 
 
+@functools.lru_cache(maxsize=64)
+def _stages(
+    operands: tuple[Operand, ...],
+    output: Operand,
+    limit: int,
+    max_memory_depth: int,
+    constraints: tuple | None,
+    smt_timeout_ms: int,
+) -> tuple[ScheduleSpace, tuple[Candidate, ...], tuple[Candidate, ...], tuple[Bucket, ...], SmtResult, Assumptions]:
+    """Stages 1-3 for one expression structure (cached: sizes and counts only enter stage 4)."""
+    # Stage 1 (memory depth) runs inside the enumeration: no subtree with a deeper temporary.
+    space = enumerate_schedules(operands, output, limit, max_memory_depth)
+    assumptions = Assumptions(operands)
+    stage1 = tuple(Candidate(n, cost(n)) for n in space.nests)
+    stage2 = depth_poset_stage(stage1)
+    front = frontier_stage(buckets(stage2, assumptions), assumptions)
+    smt = smt_stage(front, operands, dict(constraints) if constraints else None, smt_timeout_ms)
+    return space, stage1, stage2, front, smt, assumptions
+
+
 def sparse_plan(
     subscripts: str,
     *operands: object,
@@ -186,7 +207,8 @@ def sparse_plan(
     ``memory_limit`` caps the temporaries' elements in the run-time choice (default: half the
     last-level cache in float64 elements). The output samples a sparse input (SDDMM-like) when
     that input has exactly the output's indices; it then has that input's storage order and
-    levels.
+    levels. Stages 1-3 are cached per expression structure (bounded), so planning the same
+    expression again with other sizes re-plans nothing but the run-time choice.
     """
     terms, out_term = parse_subscripts(subscripts, len(operands))
     taken = {o.name for o in operands if isinstance(o, Operand)}
@@ -219,13 +241,14 @@ def sparse_plan(
     all_sizes = {**found_sizes, **dict(sizes or {})}
     all_nnz = {**found_nnz, **dict(nnz or {})}
 
-    # Stage 1 (memory depth) runs inside the enumeration: no subtree with a deeper temporary.
-    space = enumerate_schedules(operands_t, output, limit, max_memory_depth)
-    assumptions = Assumptions(operands_t)
-    stage1 = tuple(Candidate(n, cost(n)) for n in space.nests)
-    stage2 = depth_poset_stage(stage1)
-    front = frontier_stage(buckets(stage2, assumptions), assumptions)
-    smt = smt_stage(front, operands_t, constraints, smt_timeout_ms)
+    if constraints is not None and not isinstance(constraints, Mapping):
+        raise TypeError(f"constraints must be a mapping, got {type(constraints).__name__}")
+    key = None
+    if constraints:
+        key = tuple(sorted((k, tuple(v) if isinstance(v, (list, tuple)) else v) for k, v in constraints.items()))
+    space, stage1, stage2, front, smt, assumptions = _stages(
+        operands_t, output, limit, max_memory_depth, key, smt_timeout_ms
+    )
 
     needed = {i for o in operands_t for i in o.indices}
     missing = sorted(needed - set(all_sizes))

@@ -205,3 +205,16 @@ def test_drawn_expressions_frontier_and_choice_compute_the_einsum(expr, seed):
         nest.validate()
         got, _ = run(nest, arrays)
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10, err_msg=str(nest))
+
+
+def test_replanning_the_same_structure_reuses_stages_1_to_3():
+    first = sparse_plan("ijk,il,jm,kn->lmn", *seed_ops(), sizes=SEED_SIZES, nnz={"B": 100_000})
+    other = dict(SEED_SIZES, l=64)
+    second = sparse_plan("ijk,il,jm,kn->lmn", *seed_ops(), sizes=other, nnz={"B": 10})
+    assert second.space is first.space and second.smt is first.smt
+    assert second.sizes == other
+    # A different structure (dense B) is planned afresh.
+    dense = sparse_plan("ijk,il,jm,kn->lmn", Operand.dense("B", ("i", "j", "k")), *seed_ops()[1:])
+    assert dense.space is not first.space
+    with pytest.raises(TypeError, match="constraints must be a mapping"):
+        sparse_plan("ijk,il,jm,kn->lmn", *seed_ops(), constraints=[("l", 3)])
