@@ -1,4 +1,4 @@
-"""The ``minijit`` command line: ``bench``, ``disasm`` and ``info``.
+"""The ``minijit`` command line: ``bench``, ``disasm``, ``info`` and ``tune``.
 
     minijit bench                       # = bench cpu: default suite (~40 s on 2 cores), GFLOPS next to numpy
     minijit bench --quick               # small suite (~7 s on 2 cores)
@@ -10,7 +10,8 @@
     minijit bench einsum --dask         # minijit.dask vs dask.array.einsum on a LocalCluster (minijit[dask])
     minijit bench dispatch              # thread dispatch cost per execute, native team vs thread pool
     minijit disasm --config brgemm      # the generated kernels and loop nest as assembly
-    minijit info                        # host features, targets, tools
+    minijit info                        # host features, targets, tools, tuned blockings
+    minijit tune --budget 300           # time the model's best blockings per GEMM class; store the winners
 
 This module parses the arguments, calls the suites in `minijit.bench` (`configs`, `cpu`,
 `cuda`, `spmm`, `einsum`, `dispatch`; `report` for tables, JSON and ``bench/results``) and prints.
@@ -307,6 +308,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         "tools": {tool: shutil.which(tool) for tool in TOOLS},
         "versions": report.versions(),
         "optional": {m: _importable(m) for m in ("torch", "matplotlib", "yaml", "threadpoolctl", "scipy")},
+        "tuned": _tuned_summary(hw["native_target"]),
     }
     if args.json_out:
         print(json.dumps(info, indent=2))
@@ -326,6 +328,53 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"  {tool:<15} {p or 'not found'}")
     print("versions: " + ", ".join(f"{k} {v}" for k, v in info["versions"].items()))
     print("optional: " + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in info["optional"].items()))
+    tuned = info["tuned"]
+    if tuned is not None:
+        where = tuned["file"] or "off (MINIJIT_TUNE_FILE is empty)"
+        state = f"{tuned['entries']} entries for this CPU" if tuned["exists"] else "no file yet (minijit tune)"
+        print(f"tuned:    {where}: {state}")
+    return 0
+
+
+def _tuned_summary(target: str) -> dict | None:
+    """`minijit.tune_store.summary` of the native CPU target (None where there is none)."""
+    from minijit import targets, tune_store
+
+    try:
+        return tune_store.summary(targets.get_cpu(target).name)
+    except (ValueError, KeyError):
+        return None
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from minijit import tune, tune_store
+
+    if not args.budget > 0:
+        raise UserError(f"--budget must be a positive number of seconds, got {args.budget}")
+    threads = _parse_threads(args.threads) if args.threads else None
+    try:
+        classes = tune.default_classes(
+            threads,
+            sizes=args.size or tune.DEFAULT_SIZES,
+            dtypes=args.dtype or tune.DEFAULT_DTYPES,
+            orders=args.order or tune.DEFAULT_ORDERS,
+        )
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    file = tune_store.path()
+    if file is None:
+        raise UserError("MINIJIT_TUNE_FILE is empty: the tuned-blocking store is off")
+    print(f"tuning {len(classes)} GEMM classes in {args.budget:g} s of timing into {file}", flush=True)
+    try:
+        tune.tune(
+            classes,
+            args.budget,
+            target=args.target,
+            count=args.candidates,
+            progress=lambda r: print(r.line(), flush=True),
+        )
+    except ValueError as e:
+        raise UserError(str(e)) from None
     return 0
 
 
@@ -440,7 +489,7 @@ def _add_bench_parsers(bench: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="minijit", description="minijit: JIT tensor operations; benchmark, listings, host info")
-    sub = parser.add_subparsers(dest="command", metavar="{bench,disasm,info}", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="{bench,disasm,info,tune}", parser_class=_Parser)
     sub.required = True
 
     b = sub.add_parser(
@@ -459,6 +508,28 @@ def build_parser() -> argparse.ArgumentParser:
     i = sub.add_parser("info", help="host features, targets (cpu and cuda) and tools")
     i.add_argument("--json", dest="json_out", action="store_true", help="print as JSON")
     i.set_defaults(func=cmd_info)
+
+    t = sub.add_parser(
+        "tune",
+        help="time the cache model's best GEMM blockings on this host and store the winners",
+        description="For each GEMM class (dtype, size, C/F order of in0 in1 out, threads) time the model's"
+        " best few blockings within the budget and store the fastest in the user's tuned-blocking file"
+        " (MINIJIT_TUNE_FILE, else $XDG_CACHE_HOME/minijit/tuned.json), which every later setup on this CPU reads.",
+    )
+    t.add_argument(
+        "--budget", type=float, default=120.0, metavar="SECONDS", help="seconds of timing in all (default 120)"
+    )
+    t.add_argument("--threads", action="append", metavar="N", help="thread counts (default 1 and all)")
+    t.add_argument(
+        "--size", action="append", type=_positive, metavar="N", help="M = N = K (default 512 1024 2048 4096)"
+    )
+    t.add_argument("--dtype", action="append", choices=("fp32", "fp64"), help="default fp32 and fp64")
+    t.add_argument("--order", action="append", metavar="XYZ", help="C/F order of in0, in1, out (default CCC, FFF)")
+    t.add_argument(
+        "--candidates", type=_positive, default=4, metavar="N", help="model-ranked blockings per class (default 4)"
+    )
+    t.add_argument("--target", default="native", help="CPU target (default native)")
+    t.set_defaults(func=cmd_tune)
     return parser
 
 
