@@ -266,7 +266,7 @@ def _step(
     out: str,
     spec: dict[str, Any] | None,
     dt: np.dtype,
-    split_every: Any,
+    split_every: int | None,
 ) -> da.Array:
     """One blockwise contraction of ``arrays`` (subscripts ``subs``) into ``out`` and the tree
     reduction of its contracted indices."""
@@ -314,7 +314,7 @@ def einsum(
     chunks: Chunks = None,
     optimize: Any = True,
     dtype: Any = None,
-    split_every: int | Mapping[int, int] | None = None,
+    split_every: int | None = None,
 ) -> da.Array:
     """numpy's einsum on dask arrays, every block contracted by `minijit.einsum`; a dask array.
 
@@ -342,6 +342,10 @@ def einsum(
     if dt not in _DTYPES:
         raise TypeError(f"{where}: dtype must be float32 or float64, got {dt}")
     spec = _check_chunks(chunks, "".join(dict.fromkeys("".join(inputs))), expr.sizes)
+    if split_every is not None and (not isinstance(split_every, (int, np.integer)) or split_every < 2):
+        raise ValueError(
+            f"{where}: split_every must be an int >= 2 (blocks summed per node) or None, got {split_every!r}"
+        )
     if any(n == 0 for n in expr.sizes.values()):
         return da.zeros(tuple(expr.sizes[c] for c in output), dtype=dt, chunks=-1)
     # size-1 dims broadcast against a larger one are squeezed out of their operand
@@ -373,9 +377,11 @@ def einsum(
 
 
 def tensordot(
-    a: Any, b: Any, axes: int | Sequence[Any] = 2, *, chunks: Chunks = None, split_every: Any = None
+    a: Any, b: Any, axes: int | Sequence[Any] = 2, *, chunks: Chunks = None, split_every: int | None = None
 ) -> da.Array:
-    """numpy's tensordot on dask arrays, as an `einsum` (same ``chunks`` and ``split_every``)."""
+    """numpy's tensordot on dask arrays, as an `einsum` (same ``chunks`` and ``split_every``; a
+    ``chunks`` dict names operand 0's axes ``a``, ``b``, ``c``, ... in order and operand 1's other
+    axes by the letters after them)."""
     a = _as_dask(0, a, "minijit.dask.tensordot")
     b = _as_dask(1, b, "minijit.dask.tensordot")
     if isinstance(axes, (int, np.integer)):
@@ -408,8 +414,9 @@ def tensordot(
     return einsum(f"{sa},{''.join(sb)}->{out}", a, b, chunks=chunks, split_every=split_every)
 
 
-def matmul(a: Any, b: Any, *, chunks: Chunks = None, split_every: Any = None) -> da.Array:
-    """numpy's matmul on dask arrays (1-d operands promoted, batch dims broadcast), as an `einsum`."""
+def matmul(a: Any, b: Any, *, chunks: Chunks = None, split_every: int | None = None) -> da.Array:
+    """numpy's matmul on dask arrays (1-d operands promoted, batch dims broadcast), as the `einsum`
+    ``...ij,...jk->...ik`` (a ``chunks`` dict names ``i``, ``j``, the contracted index, and ``k``)."""
     a = _as_dask(0, a, "minijit.dask.matmul")
     b = _as_dask(1, b, "minijit.dask.matmul")
     for i, x in enumerate((a, b)):

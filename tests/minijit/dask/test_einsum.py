@@ -124,6 +124,18 @@ def test_many_blocks_share_plans_across_threads():
     assert_matches(got, "ij,jk->ik", [A, B], np.float32)
 
 
+def test_matmul_chunks_name_i_j_k():
+    """matmul's ``chunks`` dict names the contracted index ``j``: 4 blocks of it, 4 partials summed."""
+    rng = np.random.default_rng(8)
+    A, B = rng.random((6, 8)), rng.random((8, 5))
+    r = md.matmul(A, B, chunks={"j": 2}, split_every=4)
+    steps = [n for n in r.dask.layers if n.startswith("minijit-einsum-") and "-sum" not in n]
+    assert len(steps) == 1, list(r.dask.layers)
+    step = steps[0]
+    assert len(r.dask.layers[step]) == 4  # tasks of the blockwise step
+    np.testing.assert_allclose(threaded(r), A @ B, rtol=1e-12)
+
+
 def test_zero_size_index_gives_zeros():
     got = threaded(md.einsum("ij,jk->ik", da.ones((3, 0)), da.ones((0, 2))))
     np.testing.assert_array_equal(got, np.zeros((3, 2)))
@@ -184,6 +196,8 @@ def test_errors_name_the_operand_or_index():
         md.einsum("ij,jk->ik", a, da.ones((5, 3)), chunks="auto")
     with pytest.raises(ValueError, match="positive"):
         md.einsum("ij,jk->ik", a, da.ones((5, 3)), chunks=0)
+    with pytest.raises(ValueError, match="split_every"):
+        md.einsum("ij,jk->ik", a, da.ones((5, 3)), split_every=1)
     unknown = a[a[:, 0] > 0]
     with pytest.raises(ValueError, match="compute_chunk_sizes"):
         md.einsum("ij->i", unknown)
