@@ -38,6 +38,7 @@ __all__ = [
     "bench",
     "check_native",
     "checked_gemm_calls",
+    "gemm_arrays",
     "make_op",
     "matmul_peer",
     "moved_bytes",
@@ -326,17 +327,27 @@ def checked_gemm_calls(ops: dict[str, Any], a: np.ndarray, b: np.ndarray, c: np.
     return calls
 
 
+def gemm_arrays(a: np.ndarray, b: np.ndarray, c: np.ndarray, n: int, order: str) -> tuple[np.ndarray, ...]:
+    """The n x n matrices A, B, C over the first n*n elements of buffers ``a``, ``b``, ``c`` stored
+    in ``order`` (`minijit.bench.configs.LAYOUTS`: "F", "C" or the letters of A, B, C), as a numpy
+    user holds them: a C-order array, or an F-order one (the layout ``np.asfortranarray`` gives)
+    over the same memory. What a square-GEMM row hands to minijit and to its numpy peer."""
+    letters = order * 3 if len(order) == 1 else order
+    return tuple(
+        x[: n * n].reshape(n, n) if o == "C" else x[: n * n].reshape(n, n).T
+        for x, o in zip((a, b, c), letters, strict=True)
+    )
+
+
 def matmul_peer(a: np.ndarray, b: np.ndarray, c: np.ndarray, n: int, order: str) -> Callable[[], object]:
-    """numpy's ``C = A B`` on the first n*n elements of buffers ``a``, ``b``, ``c`` stored in
-    ``order`` (`minijit.bench.configs.LAYOUTS`: "F", "C" or the letters of A, B, C), as a numpy
-    user writes it: an F-order matrix is the transpose of its buffer read row-major, and an
-    F-order C = A B is the row-major c = B^T A^T (BLAS takes transposes as flags, no copies)."""
-    a2, b2, c2 = (x[: n * n].reshape(n, n) for x in (a, b, c))
-    la, lb, lc = order * 3 if len(order) == 1 else order
-    a2, b2 = (x if o == "C" else x.T for x, o in ((a2, la), (b2, lb)))
-    if lc == "F":
-        a2, b2 = b2.T, a2.T
-    return lambda: np.matmul(a2, b2, out=c2)
+    """numpy's ``C = A B`` on the arrays of `gemm_arrays` over buffers ``a``, ``b``, ``c``, as a
+    numpy user writes it: ``np.matmul(A, B, out=C)``; into an F-order C as the C-order
+    ``C^T = B^T A^T`` (``out=C.T``, the same memory: BLAS writes row-major results, and numpy
+    would compute an F-order ``out`` into a temporary and copy it; transposes are BLAS flags)."""
+    a2, b2, c2 = gemm_arrays(a, b, c, n, order)
+    if c2.flags.c_contiguous:
+        return lambda: np.matmul(a2, b2, out=c2)
+    return lambda: np.matmul(b2.T, a2.T, out=c2.T)
 
 
 def bench_one(
@@ -352,6 +363,10 @@ def bench_one(
     a0, a1, ao = ops.array("in0"), ops.array("in1"), ops.array("out")
     if cfg.inputs_swapped:  # the operands were built for the optimized config's roles: execute swaps back
         a0, a1 = a1, a0
+    layout = matmul_layout(spec.setup) if spec.peer == "matmul" else None
+    buffers = a0, a1, ao
+    if layout is not None:  # a square GEMM gets the 2-D C- or F-order arrays its name says
+        a0, a1, ao = gemm_arrays(*buffers, *layout)
     flops, nbytes = cfg.flops(), moved_bytes(cfg)
     unit, work = ("GFLOPS", flops) if flops else ("GB/s", nbytes)
 
@@ -373,10 +388,8 @@ def bench_one(
     peers: list[tuple[str, Callable[[], object], int | str, Callable[[], Any]]] = []
     limited = blas.available()
     peer_threads: int | str = threads if limited else "default"
-    layout = matmul_layout(spec.setup) if spec.peer == "matmul" else None
     if layout is not None:
-        n, order = layout
-        fn = matmul_peer(*(ops.array(t) for t in ("in0", "in1", "out")), n, order)
+        fn = matmul_peer(*buffers, *layout)  # the same arrays as minijit's
         peers.append(("numpy.matmul", fn, peer_threads, lambda: blas.limit(threads)))
     elif is_gemm:
         expr = ops.einsum_expr()
