@@ -67,20 +67,12 @@ class ArgSlot:
 
 
 def sampled_operand(nest: Nest) -> Operand | None:
-    """The sparse operand whose pattern a sparse output samples (SDDMM-like), None for a dense
-    output. ValueError when the output is sparse but samples no operand."""
-    out = nest.output
-    if not out.sparse:
-        return None
-    writes = [c for c in nest.computes if c.out.tensor == out.name]
-    for o in nest.operands:
-        if o.indices == out.indices and o.levels == out.levels:
-            if all(any(a.tensor == o.name for a in c.ins) for c in writes):
-                return o
-    raise ValueError(
-        f"the output {out} is sparse but samples no operand: a sparse output must have the indices and "
-        "levels of a sparse operand that is a factor of every statement writing it"
-    )
+    """The sparse operand whose pattern a sparse output samples (SDDMM-like: same indices and
+    levels), None for a dense output. ValueError when no operand matches, or when the output is
+    written outside the walk of that operand's compressed levels (`Nest.check_pattern`)."""
+    pattern = nest.pattern()
+    nest.check_pattern()
+    return pattern
 
 
 def arg_slots(nest: Nest) -> tuple[ArgSlot, ...]:
@@ -190,8 +182,12 @@ class _Emitter:
         return None
 
     def _dense_levels(self, loop: Loop) -> list[tuple[Operand, int]]:
-        """Sparse operands read below ``loop`` whose dense level is the loop's index."""
-        read = {a.tensor for c in _walk_nodes(loop.body) if isinstance(c, Compute) for a in c.ins}
+        """Sparse operands read below ``loop`` (and the pattern of a sparse output written below
+        it) whose dense level is the loop's index."""
+        below = [c for c in _walk_nodes(loop.body) if isinstance(c, Compute)]
+        read = {a.tensor for c in below for a in c.ins}
+        if self.sampled is not None and any(c.out.tensor == self.nest.output.name for c in below):
+            read.add(self.sampled.name)
         out = []
         for o in self.sparse.values():
             if o.name in read and loop.index in o.indices:

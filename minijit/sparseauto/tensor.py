@@ -315,10 +315,15 @@ class SparseTensor:
         if kind == "COO":
             return cls.from_coo(array.coords, array.data, shape, dtype=dtype)  # type: ignore[attr-defined]
         comp = tuple(int(a) for a in array.compressed_axes)  # type: ignore[attr-defined]
-        order = comp + tuple(m for m in range(len(shape)) if m not in comp)
+        rest = tuple(m for m in range(len(shape)) if m not in comp)
+        # GCXS is CSR of the array transposed to (compressed axes, the others) and reshaped to 2-D
+        indptr = np.asarray(array.indptr, np.int64)  # type: ignore[attr-defined]
+        rows = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
+        coords = np.zeros((len(shape), rows.shape[0]), np.int64)
+        coords[list(comp)] = np.unravel_index(rows, [shape[a] for a in comp])
+        coords[list(rest)] = np.unravel_index(np.asarray(array.indices), [shape[a] for a in rest])  # type: ignore[attr-defined]
         levels = ("dense",) + ("compressed",) * (len(shape) - 1)
-        coo = array.tocoo()  # type: ignore[attr-defined]
-        return cls.from_coo(coo.coords, coo.data, shape, levels, order, dtype)
+        return cls.from_coo(coords, array.data, shape, levels, comp + rest, dtype)  # type: ignore[attr-defined]
 
     # ------------------------------------------------------------------ export
 

@@ -123,7 +123,7 @@ def test_sparse_output_must_sample_an_operand():
         ),
     )
     nest = Nest((a, b), out, body)
-    with pytest.raises(ValueError, match="samples no operand"):
+    with pytest.raises(ValueError, match="no input has the same indices and levels"):
         sampled_operand(nest)
     good = Nest(
         (a, b),
@@ -164,3 +164,43 @@ def test_temp_declared_in_body_is_zeroed_each_time():
         got = SparseContraction(nest, {"i": 9, "k": 6, "j": 11}).execute(t, bm)
         np.testing.assert_allclose(got, t.to_dense() @ bm, atol=1e-12)
     assert ".Lzero_T" in compile_nest(nest, {"i": 9, "k": 6, "j": 11}).asm.listing()
+
+
+def test_sampled_output_written_without_its_pattern_as_factor():
+    """Out samples P (compressed i, dense j) but the statement writing it reads X and a temporary
+    only: the position of P's dense level must still follow the loop over j that writes Out."""
+    p = Operand("P", ("i", "j"), ("compressed", "dense"))
+    x = Operand.dense("X", ("i", "j"))
+    out = Operand("Out", ("i", "j"), ("compressed", "dense"))
+    body = (
+        Loop(
+            "i",
+            (
+                Temp("T", ("j",)),
+                Loop("j", (Compute(Access("T", ("j",)), (Access("P", ("i", "j")),)),)),
+                Loop("j", (Compute(Access("Out", ("i", "j")), (Access("X", ("i", "j")), Access("T", ("j",)))),)),
+            ),
+        ),
+    )
+    nest = Nest((p, x), out, body)
+    assert sampled_operand(nest) == p
+    rng = np.random.default_rng(9)
+    d = np.where(rng.random((7, 5)) < 0.3, rng.standard_normal((7, 5)), 0)
+    pt = SparseTensor.from_dense(d, ("compressed", "dense"))
+    xm = rng.standard_normal((7, 5))
+    if __import__("minijit.runtime", fromlist=["host"]).host().isa == "x86_64":
+        got = SparseContraction(nest, {"i": 7, "j": 5}).execute(pt, xm)
+        want = np.where(np.any(d != 0, axis=1, keepdims=True), d * xm, 0)  # stored rows of P
+        np.testing.assert_allclose(got.to_dense(), want, atol=1e-12)
+
+
+def test_sampled_output_written_outside_the_walk_is_refused():
+    a = Operand("A", ("i", "j"), CSR)
+    b = Operand.dense("B", ("i", "j"))
+    out = Operand("O", ("i", "j"), CSR)
+    body = (
+        Loop("i", (Loop("j", (Compute(Access("O", ("i", "j")), (Access("B", ("i", "j")),)),)),)),
+        Loop("i", (Loop("j", (Compute(Access("O", ("i", "j")), (Access("A", ("i", "j")),)),)),)),
+    )
+    with pytest.raises(ValueError, match="does not walk A"):
+        compile_nest(Nest((a, b), out, body), {"i": 3, "j": 4})

@@ -80,3 +80,27 @@ def test_bad_input(subscripts, ops, exc, text):
 def test_bad_schedule():
     with pytest.raises(ValueError, match="schedule must be one of"):
         sparse_einsum("ij,j->i", sp.eye(2, format="csr"), np.ones(2), schedule="fast")
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(expressions(max_operands=3))
+def test_every_frontier_schedule_matches_numpy(expr):
+    """Not only the chosen schedule: every schedule on the planner's frontier compiles and runs."""
+    from minijit.sparseauto.api import _convert, _operands
+    from minijit.sparseauto.execute import SparseContraction
+    from minijit.sparseauto.graph import parse_subscripts
+    from minijit.sparseauto.plan import sparse_plan
+
+    subscripts, ops, dense = expr
+    values, dtype = _convert(ops)
+    terms, out_term = parse_subscripts(subscripts, len(values))
+    _, extents = _operands(terms, values)
+    plan = sparse_plan(subscripts, *values, sizes=extents)
+    want = np.einsum(subscripts, *[d.astype(np.float64) for d in dense])
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    assert plan.frontier()
+    for nest in plan.frontier():
+        got = SparseContraction(nest, extents, dtype).execute(*values)
+        if isinstance(got, SparseTensor):  # stored in the sampled operand's order
+            got = np.einsum(f"{''.join(nest.output.indices)}->{''.join(out_term)}", got.to_dense())
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=str(nest))

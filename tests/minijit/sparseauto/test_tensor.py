@@ -68,14 +68,24 @@ def test_from_scipy_unsorted_with_duplicates():
     np.testing.assert_array_equal(t.to_dense(), m.toarray())
 
 
-@pytest.mark.parametrize("axes", [None, (0,), (1,), (0, 2)])
-def test_from_pydata(axes):
+def test_from_pydata_coo():
     rng = np.random.default_rng(3)
     d = np.where(rng.random((4, 3, 5)) < 0.3, rng.standard_normal((4, 3, 5)), 0)
-    x = sparse.COO.from_numpy(d) if axes is None else sparse.GCXS.from_numpy(d, compressed_axes=axes)
+    x = sparse.COO.from_numpy(d)
     t = SparseTensor.from_pydata(x)
+    assert t.levels == ("compressed",) * 3
     np.testing.assert_array_equal(t.to_dense(), d)
     assert is_sparse(x) and not is_sparse(d)
+
+
+def test_from_pydata_gcxs():
+    """GCXS (one numba compilation per process: a single case) with two compressed axes."""
+    rng = np.random.default_rng(3)
+    d = np.where(rng.random((4, 3, 5)) < 0.3, rng.standard_normal((4, 3, 5)), 0)
+    x = sparse.GCXS.from_numpy(d, compressed_axes=(0, 2))
+    t = SparseTensor.from_pydata(x)
+    assert t.mode_order[:2] == tuple(x.compressed_axes) and t.levels[0] == "dense"
+    np.testing.assert_array_equal(t.to_dense(), d)
 
 
 def _pos_crd(pos, crd):
