@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from minijit.sparseauto.nest import Operand
 
@@ -159,7 +160,7 @@ def canonical_order(
     indices: Iterable[str],
     bound: tuple[str, ...],
     operands: Iterable[Operand],
-    key: Callable[[str], float],
+    key: Callable[[str], Any],
 ) -> tuple[str, ...] | None:
     """One legal order of ``indices`` after ``bound``: Kahn's algorithm taking, among the ready
     indices, the one with the smallest ``key``. None when no legal order exists (some sparse

@@ -24,6 +24,7 @@ from minijit.sparseauto.complexity import (
 from minijit.sparseauto.nest import COMPRESSED, DENSE, Access, Compute, Loop, Nest, Operand, Temp
 from minijit.sparseauto.prune import environment
 from minijit.sparseauto.schedules import enumerate_schedules
+from tests.conftest import examples
 from tests.minijit.sparseauto.interp import expression, regular_sparse, run
 
 
@@ -202,7 +203,7 @@ def _vertices_min_ok(asm: Assumptions, ratio: Monomial) -> bool:
     return True
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     levels=st.tuples(*[st.sampled_from((DENSE, COMPRESSED))] * 3),
     exps=st.lists(st.integers(-2, 2), min_size=6, max_size=6),
@@ -237,7 +238,7 @@ def _feasible_point(b: Operand, rng: np.random.Generator) -> dict:
     return env
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     p=st.lists(st.lists(st.integers(-1, 2), min_size=4, max_size=4), min_size=1, max_size=3),
     q=st.lists(st.lists(st.integers(-1, 2), min_size=4, max_size=4), min_size=1, max_size=3),

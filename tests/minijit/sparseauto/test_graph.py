@@ -16,6 +16,7 @@ from minijit.sparseauto.graph import (
     topological_orders,
 )
 from minijit.sparseauto.nest import COMPRESSED, DENSE, Operand
+from tests.conftest import examples
 
 
 def test_parse_explicit_and_implicit():
@@ -55,7 +56,7 @@ def test_edges_only_from_sparse_operands():
     assert g.indices == ("i", "j", "k", "l")
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     st.lists(
         st.tuples(st.permutations("ijkl").map(lambda p: "".join(p[:3])), st.sampled_from(["ddd", "dcc", "ccc", "cdd"])),

@@ -13,6 +13,7 @@ import minijit.sparseauto as sa
 from minijit.sparseauto import Operand, SparsePlan, sparse_plan
 from minijit.sparseauto.nest import COMPRESSED, DENSE
 from minijit.sparseauto.prune import environment
+from tests.conftest import examples
 from tests.minijit.sparseauto.interp import einsum_reference, random_arrays, run
 from tests.minijit.sparseauto.test_complexity import seed_ops
 
@@ -184,7 +185,7 @@ def expressions(draw):
     return ",".join(terms) + "->" + out, levels
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(expressions(), st.integers(0, 2**16))
 def test_drawn_expressions_frontier_and_choice_compute_the_einsum(expr, seed):
     subscripts, levels = expr
