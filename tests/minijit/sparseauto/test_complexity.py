@@ -137,7 +137,7 @@ def test_seed_listings_are_in_the_enumerated_space():
     """Each transcribed listing's (time, memory) is reached by some enumerated schedule."""
     ops = seed_ops()
     out = Operand.dense("A", ("l", "m", "n"))
-    space = {(c.time, c.memory) for c in map(cost, enumerate_schedules(ops, out).nests)}
+    space = {(c.time, c.memory) for c in map(cost, enumerate_schedules(ops, out, max_memory_depth=2).nests)}
     for name, nest in seed_listings().items():
         c = cost(nest)
         assert (c.time, c.memory) in space, name
