@@ -111,8 +111,11 @@ def dense_view(name: str, arr: np.ndarray) -> np.ndarray:
     """``arr`` itself when it is C-contiguous, else a C-contiguous view of the dense block it
     fills (its axes ordered by stride: same memory, same first element, same writeability);
     ValueError naming ``name`` when ``arr`` is not one dense block."""
-    if arr.flags.c_contiguous:
+    flags = arr.flags
+    if flags.c_contiguous:
         return arr
+    if flags.f_contiguous:  # numpy's F order flag: one dense block, axes reversed
+        return arr.T
     order = dense_order(arr.shape, arr.strides, arr.itemsize)
     if order is None:
         require_dense(name, arr.shape, arr.strides, arr.itemsize)
@@ -131,12 +134,13 @@ def address(arr) -> int:
 
 
 def quick_addresses(in0, in1, out, dtype, need0: int, need1: int, need_out: int) -> tuple[int, int, int] | None:
-    """The addresses of ``in0``, ``in1``, ``out`` when each is a plain C-contiguous ``np.ndarray``
-    of ``dtype`` (the very dtype object) holding at least ``need*`` bytes from its first element,
-    and ``out`` is writable; else None, and the caller runs the full checks, which name what is
-    wrong. One buffer request per array (cffi's ``from_buffer`` refuses a non-C-contiguous or,
-    for ``out``, read-only array) instead of reading flags, size and address one by one: the
-    common case of ``execute``."""
+    """The addresses of ``in0``, ``in1``, ``out`` when each is a plain ``np.ndarray`` of ``dtype``
+    (the very dtype object) in C or F order holding at least ``need*`` bytes from its lowest
+    address, and ``out`` is writable; else None, and the caller runs the full checks, which name
+    what is wrong (and take any other dense block). One buffer request per array (cffi's
+    ``from_buffer`` refuses a non-C-contiguous or, for ``out``, read-only array; an F-order
+    array's transpose is the same block in C order) instead of reading flags, size and address one
+    by one: the common case of ``execute``."""
     nd = np.ndarray
     if type(in0) is not nd or type(in1) is not nd or type(out) is not nd:
         return None
@@ -145,10 +149,18 @@ def quick_addresses(in0, in1, out, dtype, need0: int, need1: int, need_out: int)
     try:
         b0, b1, bo = _from_buffer(_CHARS, in0, False), _from_buffer(_CHARS, in1, False), _from_buffer(_CHARS, out, True)
     except (BufferError, TypeError, ValueError):
-        return None
+        try:  # F order: .T is the same block in C order (any other layout raises again)
+            b0, b1, bo = _c_block(in0, False), _c_block(in1, False), _c_block(out, True)
+        except (BufferError, TypeError, ValueError):
+            return None
     if len(b0) < need0 or len(b1) < need1 or len(bo) < need_out:
         return None
     return int(_cast(_INTPTR, b0)), int(_cast(_INTPTR, b1)), int(_cast(_INTPTR, bo))
+
+
+def _c_block(arr: np.ndarray, writable: bool):
+    """cffi's buffer of ``arr``'s block when ``arr`` is in C or F order (BufferError otherwise)."""
+    return _from_buffer(_CHARS, arr if arr.flags.c_contiguous else arr.T, writable)
 
 
 def check_offsets(offsets: Sequence[int] | None) -> tuple[int, int, int]:

@@ -25,6 +25,8 @@ def _arrays() -> dict[str, np.ndarray]:
         "empty": np.empty(0, np.float32),
         "big-endian": base.astype(">f4"),
         "fortran": np.asfortranarray(base.reshape(8, 8)),
+        "fortran rows": np.asfortranarray(base.reshape(8, 8))[:4],  # gaps: left to the full checks
+        "permuted": np.ascontiguousarray(base.reshape(4, 4, 4).transpose(2, 0, 1)).transpose(1, 2, 0),  # full checks
         "strided": base[::3],
         "reversed": base[::-1],
         "foreign buffer": np.frombuffer(buf, np.float32),
@@ -61,13 +63,13 @@ def test_execute_checks_name_the_argument_and_write_nothing():
 
 #: arrays `arrays.quick_addresses` hands back (as an input; "read-only" not as out) and those it leaves
 #: to the full checks
-QUICK = {"1-d", "offset view", "2-d", "0-d", "read-only", "foreign buffer"}
+QUICK = {"1-d", "offset view", "2-d", "0-d", "read-only", "foreign buffer", "fortran"}
 
 
 @pytest.mark.parametrize("name", sorted(_arrays()))
 @pytest.mark.parametrize("role", ["in0", "in1", "out"])
-def test_quick_addresses_take_only_plain_c_contiguous_arrays_that_hold_the_reach(name, role):
-    """The fast path of ``execute``: numpy's data pointers for plain C-contiguous arrays of the
+def test_quick_addresses_take_only_plain_c_or_f_order_arrays_that_hold_the_reach(name, role):
+    """The fast path of ``execute``: numpy's data pointers for plain C- or F-order arrays of the
     dtype that hold the bytes asked for (a writable out), else None (the full checks then run);
     never an address for an array that is too short by one element."""
     arr = _arrays()[name]
