@@ -30,6 +30,9 @@ How each node compiles (the stages name the labels of the listing):
   ``out[j] += s * x[j] * ...`` or a dot product ``out += s * sum_j x[j] * ...`` (vector
   accumulators, summed horizontally after the loop); the last ``extent % lanes`` elements run
   as one masked vector (``vmaskmov``).
+* **Innermost dense loop, strided** (``strided_<j>``): when the accesses that use ``j`` are
+  dense but not all unit-stride, the same statements run one element at a time with every
+  pointer advanced by its stride (no address arithmetic per element).
 
 Everything else (loop variables, positions, walk bounds, broadcast scalars) lives in stack slots,
 so the nest may be arbitrarily deep and branched; the innermost loops run in registers.
@@ -255,8 +258,10 @@ class _Emitter:
                 self._zero_temp(node)
             elif isinstance(node, Compute):
                 self._compute(node)
-            elif self._vectorizable(node):
+            elif self._inner_kind(node) == "vector":
                 self._vector_loop(node)
+            elif self._inner_kind(node) == "strided":
+                self._strided_loop(node)
             else:
                 self._loop(node, top and self.split is not None)
 
@@ -430,44 +435,40 @@ class _Emitter:
         """``acc`` is a dense tensor (operand, dense output or temporary) with ``j`` last."""
         return acc.tensor in self.strides and acc.indices[-1:] == (j,)
 
-    def _vectorizable(self, loop: Loop) -> bool:
+    def _inner_kind(self, loop: Loop) -> str | None:
+        """How an innermost dense loop over j compiles: "vector" (every access using j is dense
+        with j last), "strided" (dense, any stride: scalar with pointer increments), or None
+        (the general scalar path)."""
         j = loop.index
         if self.nest.walks(loop) or not all(isinstance(n, Compute) for n in loop.body):
-            return False
+            return None
         stmts: tuple[Compute, ...] = loop.body  # type: ignore[assignment]
         if len(stmts) > _MAX_VEC_STATEMENTS:
-            return False
+            return None
         written = {c.out.tensor for c in stmts}
-        pointers = 0
+        pointers, contiguous = 0, True
         for c in stmts:
-            jf = [x for x in c.ins if j in x.indices]
-            if any(not self._contiguous(x, j) for x in jf):
-                return False
+            uses = [x for x in (*c.ins, c.out) if j in x.indices]
+            if any(x.tensor not in self.strides for x in uses):
+                return None  # a sparse access or a sampled output uses j
             if any(x.tensor in written for x in c.ins if j not in x.indices):
-                return False  # a broadcast factor this loop writes: keep the scalar order
-            if j in c.out.indices:
-                if not self._contiguous(c.out, j):
-                    return False
-            elif not jf:
-                return False  # out += s, extent times: rare, stays scalar
-            pointers += len(jf) + (j in c.out.indices)
-        return pointers <= len(_PTR_REGS)
+                return None  # a broadcast factor this loop writes: keep the scalar order
+            if not any(j in x.indices for x in c.ins):
+                return None  # out[j] += s or out += s, extent times: rare, stays scalar
+            contiguous &= all(self._contiguous(x, j) for x in uses)
+            pointers += len(uses)
+        if pointers > len(_PTR_REGS):
+            return None
+        return "vector" if contiguous else "strided"
 
-    def _vector_loop(self, loop: Loop) -> None:
-        """vec_<j>: the statements of an innermost dense loop over vectors of j (see module doc)."""
-        a, t, j = self.a, self.t, loop.index
-        n = self.ext[j]
-        self.vectorized.append(j)
-        stmts: tuple[Compute, ...] = loop.body  # type: ignore[assignment]
-        if n == 0:
-            return
-        # prologue: broadcast factors (the product of the factors without j) and base pointers
+    def _inner_prologue(self, stmts: tuple[Compute, ...], j: str) -> list[tuple[Gpr | None, list[Gpr]]]:
+        """Before an innermost loop over j: each statement's product of the factors without j in
+        its stack slot, and pointers (at j = 0) to its accesses with j: (out or None, factors)."""
         for s, c in enumerate(stmts):
             self._scalar_product([x for x in c.ins if j not in x.indices], self.bcast[s])
-            getattr(a, "vbroadcastss" if t.es == 4 else "vbroadcastsd")(_BCAST[s], t.smem(rsp + self.bcast[s]))
         regs = iter(_PTR_REGS)
-        plan = []  # per statement: (out pointer or None, factor pointers, broadcast register)
-        for s, c in enumerate(stmts):
+        plan = []
+        for c in stmts:
             jf = []
             for x in c.ins:
                 if j in x.indices:
@@ -478,6 +479,64 @@ class _Emitter:
             if j in c.out.indices:
                 out = next(regs)
                 self._address(c.out, out, skip=j)
+            plan.append((out, jf))
+        return plan
+
+    def _strided_loop(self, loop: Loop) -> None:
+        """strided_<j>: an innermost dense loop over strided accesses, one element at a time with
+        pointer increments (no address arithmetic per element)."""
+        a, t, j = self.a, self.t, loop.index
+        n = self.ext[j]
+        stmts: tuple[Compute, ...] = loop.body  # type: ignore[assignment]
+        if n == 0:
+            return
+        plan = self._inner_prologue(stmts, j)
+        steps = []  # (pointer, byte stride along j)
+        for c, (out, jf) in zip(stmts, plan, strict=True):
+            accs = [x for x in c.ins if j in x.indices] + ([c.out] if out is not None else [])
+            regs = jf + ([out] if out is not None else [])
+            steps += [(r, self.strides[x.tensor][j] * t.es) for r, x in zip(regs, accs, strict=True)]
+        work = [YMM[3 * s : 3 * s + 3] for s in range(len(stmts))]  # product, temporary, accumulator
+        for s, (out, _) in enumerate(plan):
+            self._vmov_s(XMM[12 + s], t.smem(rsp + self.bcast[s]))
+            if out is None:
+                a.vxorps(work[s][2], work[s][2], work[s][2])
+        mul, add, fma = (getattr(a, t.s(m)) for m in ("vmul", "vadd", "vfmadd231"))
+
+        def element() -> None:
+            for s, (out, jf) in enumerate(plan):
+                prod, tmp, acc = (XMM[YMM.index(r)] for r in work[s])
+                self._vmov_s(prod, t.smem(jf[0]))
+                for r in jf[1:]:
+                    mul(prod, prod, t.smem(r))
+                if out is None:  # dot product: acc += prod
+                    add(acc, acc, prod)
+                    continue
+                self._vmov_s(tmp, t.smem(out))
+                fma(tmp, XMM[12 + s], prod)
+                self._vmov_s(t.smem(out), tmp)
+            for r, step in steps:
+                a.add(r, step)
+
+        a.label(f"strided_{j}")
+        counted_loop(a, rcx, n, element, f"strided_{j}_loop")
+        for s, (out, _) in enumerate(plan):
+            if out is None:  # out += scalar * sum (the accumulator's other lanes are zero)
+                self._reduce_dot(stmts[s], [work[s][2]], self.bcast[s])
+
+    def _vector_loop(self, loop: Loop) -> None:
+        """vec_<j>: the statements of an innermost dense loop over vectors of j (see module doc)."""
+        a, t, j = self.a, self.t, loop.index
+        n = self.ext[j]
+        self.vectorized.append(j)
+        stmts: tuple[Compute, ...] = loop.body  # type: ignore[assignment]
+        if n == 0:
+            return
+        # prologue: broadcast factors (the product of the factors without j) and base pointers
+        lists = self._inner_prologue(stmts, j)
+        plan = []  # per statement: (out pointer or None, factor pointers, broadcast register)
+        for s, (out, jf) in enumerate(lists):
+            getattr(a, "vbroadcastss" if t.es == 4 else "vbroadcastsd")(_BCAST[s], t.smem(rsp + self.bcast[s]))
             plan.append((out, jf, _BCAST[s]))
         ptrs = [r for out, jf, _ in plan for r in ([out] if out is not None else []) + jf]
         per_u = 3 * len(stmts)  # product, load temporary, accumulator
@@ -504,19 +563,15 @@ class _Emitter:
         def vector(u: int, disp: int, p: Partial | None) -> None:
             for s, (out, jf, bc) in enumerate(plan):
                 prod, tmp, acc = work[u][s]
-                if jf:
-                    load(prod, jf[0], disp, p)
-                    for r in jf[1:]:
-                        load(tmp, r, disp, p)
-                        getattr(a, t.v("vmul"))(prod, prod, tmp)
+                load(prod, jf[0], disp, p)
+                for r in jf[1:]:
+                    load(tmp, r, disp, p)
+                    getattr(a, t.v("vmul"))(prod, prod, tmp)
                 if out is None:  # dot product: acc += prod
                     getattr(a, t.v("vadd"))(acc, acc, prod)
                     continue
                 load(tmp, out, disp, p)
-                if jf:
-                    getattr(a, t.v("vfmadd231"))(tmp, bc, prod)
-                else:
-                    getattr(a, t.v("vadd"))(tmp, tmp, bc)
+                getattr(a, t.v("vfmadd231"))(tmp, bc, prod)
                 if p is None:
                     getattr(a, t.v("vmovu"))(t.vmem(out + disp), tmp)
                 else:

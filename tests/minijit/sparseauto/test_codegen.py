@@ -204,3 +204,22 @@ def test_sampled_output_written_outside_the_walk_is_refused():
     )
     with pytest.raises(ValueError, match="does not walk A"):
         compile_nest(Nest((a, b), out, body), {"i": 3, "j": 4})
+
+
+@pytest.mark.parametrize("subscripts", ["ik,kj->ji", "ik,jk,lj->il"])
+def test_strided_inner_loop(subscripts):
+    """Dense accesses along the inner index that are not unit-stride: scalar with pointer steps."""
+    rng = np.random.default_rng(10)
+    a = _sparse((12, 9), 0.4, CSR, 11)
+    if subscripts == "ik,kj->ji":
+        dense = [rng.standard_normal((9, 7))]
+    else:
+        dense = [rng.standard_normal((5, 9)), rng.standard_normal((3, 5))]
+    operands, out, extents, values, dtype = _setup(subscripts, [a, *dense])
+    nest = default_linear(operands, out)
+    prog = compile_nest(nest, extents)
+    assert ".Lstrided_" in prog.asm.listing()
+    assert llvm.assemble(prog.asm.listing(), triple=llvm.X86_64_TRIPLE, mattr="") == prog.asm.code()
+    if __import__("minijit.runtime", fromlist=["host"]).host().isa == "x86_64":
+        got = SparseContraction(nest, extents, dtype).execute(*values)
+        np.testing.assert_allclose(got, np.einsum(subscripts, a.to_dense(), *dense), atol=1e-12)
