@@ -4,8 +4,11 @@ The planner (``nest``, ``graph``, ``schedules``, ``complexity``, ``prune``, ``sm
 is pure Python; code generation and execution live beside it.
 """
 
+from minijit.sparseauto.api import compile_einsum, sparse_einsum
+from minijit.sparseauto.execute import SparseContraction
 from minijit.sparseauto.nest import COMPRESSED, DENSE, Access, Compute, Loop, Nest, Node, Operand, Temp
 from minijit.sparseauto.plan import SparsePlan, sparse_plan
+from minijit.sparseauto.tensor import SparseTensor
 
 __all__ = [
     "COMPRESSED",
@@ -19,4 +22,8 @@ __all__ = [
     "Temp",
     "SparsePlan",
     "sparse_plan",
+    "SparseContraction",
+    "SparseTensor",
+    "compile_einsum",
+    "sparse_einsum",
 ]
