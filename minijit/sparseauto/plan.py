@@ -64,7 +64,9 @@ class SparsePlan:
 
     @property
     def chosen(self) -> Nest | None:
-        """The chosen schedule (None when sizes or non-zero counts are unknown)."""
+        """The chosen schedule (None when sizes or non-zero counts are unknown). Usually on the
+        frontier; stage 5 may pick a stage-1 schedule of equal evaluated time and lower cache
+        cost instead."""
         return None if self.choice is None else self.choice.candidate.nest
 
     def schedules(self) -> tuple[Nest, ...]:
@@ -89,10 +91,10 @@ class SparsePlan:
         nnz: Mapping[str, object] | None = None,
         memory_limit: float | None = None,
     ) -> Choice:
-        """Stage 4 with these concrete sizes and counts (the frontier is not recomputed)."""
+        """Stages 4-5 with these concrete sizes and counts (the frontier is not recomputed)."""
         env = environment(self.operands, sizes, nnz)
         limit = self.memory_limit if memory_limit is None else memory_limit
-        return choose(self.frontier_candidates(), env, sizes, limit)
+        return choose(self.frontier_candidates(), env, sizes, limit, self.stage1)
 
     def listing(self, every: bool = False) -> str:
         """The plan as text; ``every`` lists each frontier schedule, not one per bucket."""
@@ -266,7 +268,7 @@ def sparse_plan(
             memory_limit = last_level_cache_bytes() / 2 / 8
         env = environment(operands_t, all_sizes, all_nnz)
         cands = tuple(c for b in smt.kept for c in b.candidates)
-        choice = choose(cands, env, all_sizes, memory_limit)
+        choice = choose(cands, env, all_sizes, memory_limit, stage1)
     return SparsePlan(
         subscripts=subscripts,
         operands=operands_t,

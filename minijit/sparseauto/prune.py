@@ -213,9 +213,17 @@ def choose(
     env: Mapping[Symbol, float],
     sizes: Mapping[str, int],
     memory_limit: float | None = None,
+    alternatives: Iterable[Candidate] = (),
 ) -> Choice:
     """Stage 4: least evaluated time among candidates whose temporaries fit ``memory_limit``
-    elements (None: no limit); when none fits, least memory. Ties: memory, cache cost, order."""
+    elements (None: no limit); when none fits, least memory. Ties: memory, cache cost, order.
+
+    Stage 5 (seed §5.3, cache criterion): among the chosen schedule, the candidates and the
+    ``alternatives`` (e.g. the stage-1 survivors the symbolic stages dropped) whose evaluated
+    time equals the chosen one and whose temporaries fit, the least :func:`cache_cost` wins,
+    then the least memory: the same iterations with unit-stride innermost loops (which a code
+    generator can vectorize) beat strided ones.
+    """
     cands = tuple(cands)
     if not cands:
         raise ValueError("run-time choice: no candidate schedule")
@@ -224,10 +232,25 @@ def choose(
         for k, c in enumerate(cands)
     ]
     fits = [s for s in scored if memory_limit is None or s[1] <= memory_limit]
-    if fits:
-        best = min(fits, key=lambda s: s[:4])
-        reason = "least time" + ("" if memory_limit is None else f" with temporaries <= {memory_limit:.0f} elements")
-    else:
+    if not fits:
         best = min(scored, key=lambda s: (s[1], s[0], s[2], s[3]))
         reason = f"no schedule's temporaries fit {memory_limit:.0f} elements: least memory"
+        return Choice(best[4], best[0], best[1], reason)
+    best = min(fits, key=lambda s: s[:4])
+    reason = "least time" + ("" if memory_limit is None else f" with temporaries <= {memory_limit:.0f} elements")
+    seen = {id(c) for c in cands}
+    pool = list(fits)
+    for k, c in enumerate(alternatives, len(scored)):
+        if id(c) in seen:
+            continue
+        t = c.cost.time.evaluate(env)
+        if abs(t - best[0]) <= 1e-9 * best[0]:
+            m = c.cost.memory.evaluate(env)
+            if memory_limit is None or m <= memory_limit:
+                pool.append((t, m, cache_cost(c.nest, sizes), k, c))
+    ties = [s for s in pool if abs(s[0] - best[0]) <= 1e-9 * best[0]]
+    five = min(ties, key=lambda s: (s[2], s[1], s[3]))
+    if five[2] < best[2]:
+        reason += f"; stage 5: same time, cache cost {five[2]} instead of {best[2]}"
+        best = five
     return Choice(best[4], best[0], best[1], reason)

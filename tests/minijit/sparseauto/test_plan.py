@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import minijit.sparseauto as sa
 from minijit.sparseauto import Operand, SparsePlan, sparse_plan
 from minijit.sparseauto.nest import COMPRESSED, DENSE
-from minijit.sparseauto.prune import environment
+from minijit.sparseauto.prune import cache_cost, choose, environment
 from tests.conftest import examples
 from tests.minijit.sparseauto.interp import einsum_reference, random_arrays, run
 from tests.minijit.sparseauto.test_complexity import seed_ops
@@ -51,7 +51,7 @@ def test_plan_of_the_seed_example_prints_and_chooses():
         "4 run-time choice: time",
     ):
         assert part in text
-    assert plan.chosen in plan.frontier()
+    assert plan.chosen in plan.schedules()
     assert set(plan.frontier()) <= set(plan.schedules())
     # The choice is the least evaluated time of the frontier (all fit the default limit here).
     env = environment(plan.operands, SEED_SIZES, {"B": 100_000})
@@ -122,7 +122,7 @@ def test_choose_later_without_replanning():
     assert plan.chosen is None and "no size for i, j, k, l, m, n" in str(plan)
     space = plan.space
     choice = plan.choose(SEED_SIZES, {"B": 100_000})
-    assert choice.candidate in plan.frontier_candidates() and plan.space is space
+    assert choice.candidate in plan.stage1 and plan.space is space
     low = plan.choose(SEED_SIZES, {"B": 100_000}, memory_limit=0)
     assert low.memory == min(
         c.cost.memory.evaluate(environment(plan.operands, SEED_SIZES, {"B": 100_000}))
@@ -219,3 +219,19 @@ def test_replanning_the_same_structure_reuses_stages_1_to_3():
     assert dense.space is not first.space
     with pytest.raises(TypeError, match="constraints must be a mapping"):
         sparse_plan("ijk,il,jm,kn->lmn", *seed_ops(), constraints=[("l", 3)])
+
+
+def test_stage5_prefers_unit_stride_innermost_loops_at_equal_time():
+    """TTMc: the frontier's scalar-temporary schedule re-walks each k fibre per m with D(k, m)
+    and A(i, l, m) strided; the stage-1 schedule with T<m> has the same time and unit strides."""
+    b = Operand("B", ("i", "j", "k"), (DENSE, COMPRESSED, COMPRESSED))
+    ops = (b, Operand.dense("C", ("j", "l")), Operand.dense("D", ("k", "m")))
+    sizes = dict(i=1000, j=800, k=600, l=16, m=16)
+    plan = sparse_plan("ijk,jl,km->ilm", *ops, sizes=sizes, nnz={"B": 100_000})
+    env = environment(plan.operands, sizes, {"B": 100_000})
+    stage4 = choose(plan.frontier_candidates(), env, sizes, plan.memory_limit)
+    assert cache_cost(stage4.candidate.nest, sizes) > 0
+    assert plan.choice.time == stage4.time
+    assert cache_cost(plan.chosen, sizes) == 0
+    assert [t.indices for t in plan.chosen.temps] == [("m",)]
+    assert "stage 5: same time" in plan.choice.reason and "stage 5" in str(plan)

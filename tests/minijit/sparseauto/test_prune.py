@@ -162,3 +162,16 @@ def test_cache_cost_counts_strided_innermost_accesses():
     assert cache_cost(nest("ikj"), sizes) == 0
     assert cache_cost(nest("ijk"), sizes) == 5  # C(k, j) strides by J
     assert cache_cost(nest("jki"), sizes) == 5 + 7  # A(i, j) by J, B(i, k) by K
+
+
+def test_stage5_takes_an_alternative_only_at_equal_time():
+    c = named()
+    env = environment(seed_ops(), SIZES, {"B": 100_000})
+    base = choose([c["d"]], env, SIZES)
+    # (e) has (d)'s time; its cache cost decides. (a) is slower: never taken by stage 5.
+    with_alts = choose([c["d"]], env, SIZES, alternatives=[c["e"], c["a"]])
+    assert with_alts.time == base.time
+    assert with_alts.candidate in (c["d"], c["e"])
+    ce, cd = cache_cost(c["e"].nest, SIZES), cache_cost(c["d"].nest, SIZES)
+    assert (with_alts.candidate is c["e"]) == (ce < cd)
+    assert c["a"].cost.time.evaluate(env) != base.time
