@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from asm.x86_64 import XMM, YMM, Assembler, Gpr, Vec, dword, ptr, qword
+from asm.x86_64 import XMM, YMM, Assembler, Gpr, Label, Mem, Vec, dword, ptr, qword
 from asm.x86_64.registers import r8, r9, r10, r11, r12, r13, r14, r15, rax, rbp, rbx, rcx, rdi, rdx, rsi, rsp
 from minijit.kernels.x86_64.common import Frame, Partial, Target, counted_loop, emit_mask_table
 from minijit.sparseauto.nest import COMPRESSED, DENSE, Access, Compute, Loop, Nest, Node, Operand, Temp
@@ -303,31 +303,29 @@ class _Emitter:
     def _dense_loop(self, loop: Loop, split: bool) -> None:
         """dense_<i>: for i in 0..extent (or begin..end)."""
         a, c = self.a, self.coord[loop.index]
-        n = self.ext[loop.index]
+        end = self.end if split else self.ext[loop.index]  # a stack slot or an immediate
         done = a.new_label(f"dense_{loop.index}_done")
         if split:
             a.mov(rax, self.begin)
         else:
             a.xor(rax.r32, rax.r32)
         a.mov(c, rax)
-        self._cmp_extent(split, n)
+        a.cmp(rax, end)
         a.jge(done)
         top = a.label(f"dense_{loop.index}")
         self._enter_iteration(loop)
         self._nodes(loop.body)
-        a.mov(rax, c)
-        a.inc(rax)
-        a.mov(c, rax)
-        self._cmp_extent(split, n)
-        a.jl(top)
+        self._next(c, end, top)
         a.bind(done)
 
-    def _cmp_extent(self, split: bool, n: int) -> None:
-        """cmp rax with the loop's end (the caller's ``end`` when split, else the extent)."""
-        if split:
-            self.a.cmp(rax, self.end)
-        else:
-            self.a.cmp(rax, n)
+    def _next(self, counter: Mem, end: Mem | int, top: Label) -> None:
+        """Loop latch: counter += 1; back to ``top`` while counter < end."""
+        a = self.a
+        a.mov(rax, counter)
+        a.inc(rax)
+        a.mov(counter, rax)
+        a.cmp(rax, end)
+        a.jl(top)
 
     def _fibre(self, o: Operand, k: int, p: Gpr, e: Gpr) -> None:
         """p, e = the position range of level k's fibre under the parent position."""
@@ -362,11 +360,7 @@ class _Emitter:
         a.mov(self.coord[loop.index], rax)
         self._enter_iteration(loop)
         self._nodes(loop.body)
-        a.mov(rax, p)
-        a.inc(rax)
-        a.mov(p, rax)
-        a.cmp(rax, end)
-        a.jl(top)
+        self._next(p, end, top)
         a.bind(done)
 
     def _merge_loop(self, loop: Loop, o1: Operand, o2: Operand) -> None:
