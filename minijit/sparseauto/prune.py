@@ -2,12 +2,14 @@
 
 1. memory depth: drop schedules whose largest temporary has more than ``max_depth`` indices;
 2. depth poset: keep the Pareto frontier of (loop depth, memory depth), group the survivors
-   into buckets of asymptotically equal (time, memory), and keep the buckets no other bucket
-   dominates in both (the symbolic Pareto frontier, exact under the seed's assumptions);
+   into buckets of asymptotically equal (time, memory) (dropping, inside a bucket, schedules
+   another beats term by term), and keep the buckets no other bucket dominates in both (the
+   symbolic Pareto frontier, exact under the seed's assumptions);
 4. run-time choice: evaluate the polynomials with the concrete sizes and non-zero counts, take
    the least time among the schedules whose temporaries fit the memory limit (else the least
-   memory), ties broken by memory, then by the seed's cache criterion (§5.3: innermost loops
-   that stride through an access cost that access's trailing extents).
+   memory);
+5. cache criterion (§5.3): among schedules of that same evaluated time, the fewest strided
+   innermost accesses (:func:`cache_cost`), then the least memory.
 """
 
 from __future__ import annotations
