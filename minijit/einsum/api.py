@@ -61,6 +61,8 @@ def einsum(subscripts: str, *operands, out=None, optimize: Any = True, target: s
     ``target="cuda"``: float32 (as tf32), float16 or bfloat16 inputs (numpy arrays, or
     torch/cupy/``__cuda_array_interface__``/DLPack device arrays), a float32 result (torch in:
     a torch tensor on its device; cupy in: cupy; bare device arrays: numpy) (`minijit.einsum.cuda`);
+    a device operand that fills one dense block in any axis order (F order, permuted) is read in
+    place, one with gaps raises ValueError naming it;
     ``driver``: `ptx.simdriver` runs it in the PTX simulator.
     """
     subscripts, operands, optimize = _grammar.canonicalize(subscripts, operands, optimize)
@@ -157,6 +159,7 @@ def _einsum_cuda(subscripts, operands, out, optimize, dtype, driver):
     from minijit.einsum.cuda import CudaEinsumPlan, cuda_dtype, operand_info
 
     infos = [operand_info(i, x) for i, x in enumerate(operands)]
+    subscripts, operands, infos = _device_blocks_in_c_order(subscripts, list(operands), infos)
     if dtype is None:
         names = {name for _, name in infos}
         if len(names) > 1:
@@ -174,3 +177,39 @@ def _einsum_cuda(subscripts, operands, out, optimize, dtype, driver):
         key, lambda: CudaEinsumPlan(subscripts, *shapes, dtype=dt, optimize=optimize, driver=driver)
     )
     return plan.execute(*operands, out=out)
+
+
+def _device_blocks_in_c_order(subscripts: str, operands: list, infos: list) -> tuple[str, list, list]:
+    """Device operands that fill one dense block in another axis order (F order, permuted axes;
+    `minijit.arrays`) as C-order views of that block, their indices relabelled outermost to
+    innermost (as the CPU path relabels host arrays), so the plan reads them in place: a torch
+    tensor permuted, a cupy array transposed, other device arrays as a `CudaArrayView`. C-order
+    operands, host arrays and views with gaps (refused by the plan, naming them) are unchanged."""
+    from minijit.arrays import dense_order, is_c_contiguous  # noqa: PLC0415 - the device path only
+    from minijit.einsum.cuda import operand_info  # noqa: PLC0415
+    from minijit.runtime.device_arrays import CudaArrayView, describe, is_device_array, is_torch_tensor  # noqa: PLC0415
+
+    perms: dict[int, tuple[int, ...]] = {}
+    for i, x in enumerate(operands):
+        if isinstance(x, np.ndarray) or not (is_device_array(x) or is_torch_tensor(x)):
+            continue
+        v = describe(x, f"operand {i}")
+        if not v.itemsize or is_c_contiguous(v.shape, v.strides, v.itemsize):
+            continue
+        order = dense_order(v.shape, v.strides, v.itemsize)
+        if order is None:
+            continue
+        perms[i] = order
+        if is_torch_tensor(x):
+            operands[i] = x.permute(*order)
+        elif type(x).__module__.startswith("cupy"):
+            operands[i] = x.transpose(order)
+        else:
+            shape, strides = (tuple(t[ax] for ax in order) for t in (v.shape, v.strides))
+            operands[i] = CudaArrayView(v.ptr, shape, strides, v.dtype, v.obj)
+    if not perms:
+        return subscripts, operands, infos
+    expr = parse_subscripts(subscripts, *(shape for shape, _ in infos))
+    subs = ["".join(sub[ax] for ax in perms[i]) if i in perms else sub for i, sub in enumerate(expr.inputs)]
+    infos = [operand_info(i, operands[i]) if i in perms else info for i, info in enumerate(infos)]
+    return ",".join(subs) + "->" + expr.output, operands, infos

@@ -95,9 +95,14 @@ def test_cuda_device_arrays_in_and_out(cuda_backend):
     _check(mixed, subs, ops, "float16")  # a numpy operand with a bare device one: numpy result
     _check(minijit.einsum(subs, *dev, target="cuda", driver=drv), subs, ops, "float16")
     # errors name the operand, before anything runs
-    strided = _Cai(dev[1].buf, (2, 6, 10), "<f2", strides=(120, 2, 12))
+    # a dense block in another axis order (axes (0, 2, 1) of a C-order array) is read as its memory
+    permuted = _Cai(dev[1].buf, (2, 6, 10), "<f2", strides=(120, 2, 12))
+    as_held = np.lib.stride_tricks.as_strided(ops[1], (2, 6, 10), (120, 2, 12))  # the same bytes on the host
+    assert minijit.einsum(subs, dev[0], permuted, out=out, target="cuda", driver=drv) is out
+    _check(out_buf.to_host(np.float32, (2, 8, 10)), subs, [ops[0], as_held], "float16")
+    gapped = _Cai(dev[1].buf, (2, 6, 5), "<f2", strides=(120, 20, 4))  # every other element of the rows
     with pytest.raises(ValueError, match="operand 1 is not C-contiguous"):
-        minijit.einsum(subs, dev[0], strided, out=out, target="cuda", driver=drv)
+        minijit.einsum(subs, dev[0], gapped, target="cuda", driver=drv)
     with pytest.raises(TypeError, match="operand 1 holds float32"):
         minijit.einsum(subs, dev[0], _Cai(out_buf, (2, 6, 10), "<f4"), target="cuda", driver=drv, dtype="float16")
     with pytest.raises(TypeError, match="operand 1 holds float32, operand 0 float16"):
