@@ -243,6 +243,13 @@ def sparse_plan(
     all_sizes = {**found_sizes, **dict(sizes or {})}
     all_nnz = {**found_nnz, **dict(nnz or {})}
 
+    for name, value, low in (
+        ("limit", limit, 1),
+        ("max_memory_depth", max_memory_depth, 0),
+        ("smt_timeout_ms", smt_timeout_ms, 1),
+    ):
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
     if constraints is not None and not isinstance(constraints, Mapping):
         raise TypeError(f"constraints must be a mapping, got {type(constraints).__name__}")
     key = None

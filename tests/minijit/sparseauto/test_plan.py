@@ -217,6 +217,9 @@ def test_replanning_the_same_structure_reuses_stages_1_to_3():
     # A different structure (dense B) is planned afresh.
     dense = sparse_plan("ijk,il,jm,kn->lmn", Operand.dense("B", ("i", "j", "k")), *seed_ops()[1:])
     assert dense.space is not first.space
+    for bad in (dict(limit=0), dict(max_memory_depth=-1), dict(smt_timeout_ms=[1]), dict(limit=True)):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            sparse_plan("ijk,il,jm,kn->lmn", *seed_ops(), **bad)
     with pytest.raises(TypeError, match="constraints must be a mapping"):
         sparse_plan("ijk,il,jm,kn->lmn", *seed_ops(), constraints=[("l", 3)])
 
