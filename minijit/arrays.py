@@ -19,6 +19,13 @@ views whose first element is not the buffer's first, e.g. negative strides).
 
 Every element the strides reach, shifted by the offset, must lie inside the block: machine code
 never touches memory an array does not own.
+
+Operations that take arrays by their logical shape rather than through configured strides apply
+the same rule to what they accept: ``SpMM`` reads a host B and writes a host C given in C or F
+order as the matrices they are (an F-order C through a row-major scratch); einsum reads an
+operand in any axis order of a dense block in place (relabelling its indices, or through
+``EinsumPlan(strides=)``) and copies other host layouts. Device matrices a kernel reads row-major
+by shape (SpMM's device B and C) must be C-contiguous (`require_c_contiguous`).
 """
 
 from __future__ import annotations

@@ -220,7 +220,7 @@ class TensorOperation(Operation):
             in0, in1, out, a0, a1, ao = self._checked(in0, in1, out, offsets)
         else:
             in0, in1, (a0, a1, ao) = x0, x1, addrs
-        _run(self._body, a0, a1, ao, None if self.native else (in0, in1, out))
+        _run(self._body, a0, a1, ao, None if self.native else _blocks(in0, in1, out))
 
     def execute_ptr(self, addr_in0: int, addr_in1: int, addr_out: int) -> None:
         """Unchecked execute on raw addresses (native targets only). The caller guarantees
@@ -439,6 +439,13 @@ class TensorOperation(Operation):
             "threads": self.num_threads,
             "flops": self.flops,
         }
+
+
+def _blocks(*checked: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The checked arrays with an F-order one (from the quick path) as its transpose, a
+    C-contiguous view of the same block, as the emulated runner's views need (`minijit.plan.run`;
+    the full checks hand it the blocks already, and an array the operation does not use as is)."""
+    return tuple(x.T if not x.flags.c_contiguous and x.flags.f_contiguous else x for x in checked)
 
 
 def _quick_check(config: TensorConfig, ranges: dict, dtype: np.dtype) -> tuple | None:

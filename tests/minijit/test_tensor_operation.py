@@ -1120,6 +1120,25 @@ def test_dense_blocks_in_any_axis_order_are_read_as_their_memory(target):
     assert not out.any()
 
 
+@pytest.mark.parametrize("target", EMULATED)
+def test_emulated_runs_get_f_order_arrays_as_their_blocks_in_c_order(target, monkeypatch):
+    """The emulated runner offsets views into C-contiguous arrays (`minijit.plan.run`): F-order
+    arrays taken by execute's quick path reach it as their transposes (the same blocks)."""
+    import minijit.tensor_operation as tensor_operation
+
+    m, n, k = VIEW_M, VIEW_N, VIEW_K
+    op = op_for(target, *VIEW_GEMM)
+    seen, real = [], tensor_operation._run
+    monkeypatch.setattr(tensor_operation, "_run", lambda *args: seen.append(args[4]) or real(*args))
+    rng = np.random.default_rng(5)
+    A, B = rand(rng, (k, m)), rand(rng, (n, k))
+    out = np.zeros((m, n), np.float32, order="F")
+    op.execute(np.asfortranarray(A.T), np.asfortranarray(B.T), out)
+    assert len(seen) == 1 and all(x.flags.c_contiguous for x in seen[0])
+    assert [x.ctypes.data for x in seen[0]][2] == out.ctypes.data
+    np.testing.assert_allclose(out.T, B.astype(np.float64) @ A, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_unary_and_zero_need_no_in1(target):
     op = op_for(target, *trus_args("relu", 3, 4, 3, 4))
