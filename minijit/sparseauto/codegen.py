@@ -146,6 +146,9 @@ class _Emitter:
         if self.sampled is None:
             dense_like.append(nest.output)
         self.strides = {x.name: _strides(extents, x.indices) for x in dense_like}
+        for name, st in self.strides.items():  # byte strides are 32-bit immediates of the code
+            if any(v * self.t.es > 2**31 - 1 for v in st.values()):
+                raise ValueError(f"dense tensor {name}: a stride of 2 GiB or more is not supported (extents {extents})")
         self.temp_sizes = {t.name: _size(extents, t.indices) for t in nest.temps}
         self.frame = Frame(saved=[rbx, rbp, r12, r13, r14, r15])
         f = self.frame

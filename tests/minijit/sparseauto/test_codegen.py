@@ -111,6 +111,8 @@ def test_unsupported_nests_raise_before_code():
         compile_nest(nest, extents, dtype="fp16")
     with pytest.raises(ValueError, match="no extent for index 'j'"):
         compile_nest(nest, {"i": 3, "k": 2})
+    with pytest.raises(ValueError, match="dense tensor B: a stride of 2 GiB"):
+        compile_nest(nest, {"i": 3, "k": 2, "j": 2**28})
 
 
 def test_sparse_output_must_sample_an_operand():
