@@ -214,9 +214,10 @@ def test_replanning_the_same_structure_reuses_stages_1_to_3():
     second = sparse_plan("ijk,il,jm,kn->lmn", *seed_ops(), sizes=other, nnz={"B": 10})
     assert second.space is first.space and second.smt is first.smt
     assert second.sizes == other
-    # A different structure (dense B) is planned afresh.
-    dense = sparse_plan("ijk,il,jm,kn->lmn", Operand.dense("B", ("i", "j", "k")), *seed_ops()[1:])
-    assert dense.space is not first.space
+    # A different structure (B stored with a dense last level) is planned afresh.
+    b = Operand("B", ("i", "j", "k"), (DENSE, COMPRESSED, DENSE))
+    other_b = sparse_plan("ijk,il,jm,kn->lmn", b, *seed_ops()[1:], max_memory_depth=1)
+    assert other_b.space is not first.space
     for bad in (dict(limit=0), dict(max_memory_depth=-1), dict(smt_timeout_ms=[1]), dict(limit=True)):
         with pytest.raises(ValueError, match=next(iter(bad))):
             sparse_plan("ijk,il,jm,kn->lmn", *seed_ops(), **bad)
