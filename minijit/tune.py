@@ -4,17 +4,19 @@ In the spirit of FFTW's wisdom and ATLAS: where hosts differ more than the model
 geometries the model reads only partly, such as the slice of a shared L3 a virtual machine's CPUs
 really get), `tune_config` builds the plan of each candidate (`candidates`: the model's ranked
 blocks from `minijit.blocking.ranked`, and the best one with every call's B kept within L2), checks
-that each gives the first one's result, times them within a budget of seconds, and stores the
-winner for this CPU and the GEMM's shape class in the user's store (`minijit.tune_store`), which
-every later `setup` reads. `tune` does that for a set of shape classes (`default_classes`: what
+that each gives the first one's result, times them in alternating rounds within a budget of
+seconds, and stores the winner (`winner`: the model's choice unless another is clearly faster) for
+this CPU and the GEMM's shape class in the user's store (`minijit.tune_store`), which every later
+`setup` reads. `tune` does that for a set of shape classes (`default_classes`: what
 ``minijit tune`` runs); ``TensorOperation(tune=True)`` calls `setup_tuner` for a class not stored.
 
-Timings run the plan on this process's threads; other work on the host slows them alike, so a
-budget long enough for several repetitions per candidate gives the steadier choice.
+The rounds run each candidate once in turn, so a change of load on a shared host slows all of them
+alike; a budget long enough for several rounds gives the steadier choice.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 from collections.abc import Callable, Iterable
@@ -33,6 +35,11 @@ from minijit.runtime import features
 
 #: model-ranked blocks timed per class (plus the best one's B-within-L2 variant)
 DEFAULT_COUNT = 4
+#: a candidate replaces the model's choice only when it is this much faster (a relative margin:
+#: timings on a shared host scatter by a few per cent)
+MIN_GAIN = 0.03
+#: timing rounds (each candidate once) at least, whatever the budget
+MIN_ROUNDS = 2
 #: seconds `TensorOperation(tune=True)` spends on one shape class at setup
 SETUP_BUDGET_S = 2.0
 #: the shape classes ``minijit tune`` runs by default
@@ -123,16 +130,25 @@ def _operands(config: TensorConfig, seed: int = 0) -> tuple[list[np.ndarray], li
     return bufs, addrs
 
 
-def _time(plan: plans.Plan, addrs: list[int], seconds: float) -> tuple[float, int]:
-    """Best seconds of one run of ``plan`` and the number of timed runs: one warm-up run, then
-    runs until ``seconds`` have passed (at least one)."""
-    plans.run_plan(plan, *addrs)
-    best, runs, stop = float("inf"), 0, time.perf_counter() + seconds
-    while runs == 0 or time.perf_counter() < stop:
-        t0 = time.perf_counter()
-        plans.run_plan(plan, *addrs)
-        best, runs = min(best, time.perf_counter() - t0), runs + 1
-    return best, runs
+def _time(runs: list[Callable[[], object]], seconds: float) -> list[tuple[float, int]]:
+    """Best seconds of each of ``runs`` and its number of timed runs: in rounds that run each once
+    (so a change of load on a shared host slows every candidate alike), until ``seconds`` have
+    passed, and at least `MIN_ROUNDS` rounds."""
+    best, stop, rounds = [float("inf")] * len(runs), time.perf_counter() + seconds, 0
+    while rounds < MIN_ROUNDS or time.perf_counter() < stop:
+        for i, run in enumerate(runs):
+            t0 = time.perf_counter()
+            run()
+            best[i] = min(best[i], time.perf_counter() - t0)
+        rounds += 1
+    return [(b, rounds) for b in best]
+
+
+def winner(timed: list[Timed] | tuple[Timed, ...]) -> Timed:
+    """The fastest of ``timed``, unless it beats the first (the model's choice) by less than
+    `MIN_GAIN` of the model's time: then the model's."""
+    best = min(timed, key=lambda t: t.seconds)
+    return best if best.seconds * (1 + MIN_GAIN) <= timed[0].seconds else timed[0]
 
 
 def tune_config(
@@ -148,8 +164,9 @@ def tune_config(
     """Time `candidates` of the caller's GEMM-like ``config`` as ``env`` plans it (``threads``:
     the threads it is shaped for, default ``env.num_threads``) within ``budget_s`` seconds in all,
     and store the fastest for this CPU (``file``, default `minijit.tune_store.path`; ``save=False``
-    stores nothing). A candidate whose result differs from the model's choice is dropped with a
-    warning. Needs a native target."""
+    stores nothing). The candidates run in alternating rounds (`_time`); one replaces the model's
+    choice only when its best time beats the model's by `MIN_GAIN`. A candidate whose result
+    differs from the model's choice is dropped with a warning. Needs a native target."""
     if not env.native:
         raise ValueError(f"tuning times the host: target {env.target.name} is not native here")
     if not isinstance(budget_s, int | float) or isinstance(budget_s, bool) or not budget_s > 0:
@@ -159,8 +176,7 @@ def tune_config(
     bufs, addrs = _operands(config)
     start = [b.copy() for b in bufs]
     flops = 2.0 * float(np.prod(gemm_shape(config), dtype=np.float64))
-    per = budget_s / len(cands)
-    timed, want = [], None
+    kept, runs, want = [], [], None
     for cand in cands:
         plan = plans.optimized(config, replace(env, blocking=cand, tuned=False, tuner=None), thread_target=threads)
         for buf, orig in zip(bufs, start, strict=True):
@@ -173,9 +189,12 @@ def tune_config(
             name = f"{cand.m}x{cand.n}x{cand.k} br {cand.br}"
             warnings.warn(f"minijit.tune: candidate {name} gives another result; dropped", stacklevel=2)
             continue
-        seconds, runs = _time(plan, addrs, per)
-        timed.append(Timed(cand, seconds, flops / seconds / 1e9, runs))
-    best = min(timed, key=lambda t: t.seconds)
+        kept.append(cand)
+        runs.append(functools.partial(plans.run_plan, plan, *addrs))  # also the warm-up run below
+    for run in runs:
+        run()
+    timed = [Timed(c, sec, flops / sec / 1e9, n) for c, (sec, n) in zip(kept, _time(runs, budget_s), strict=True)]
+    best = winner(timed)
     key = tune_store.class_key(config.dtype.name, gemm_shape(config), tune_store.orders(config), threads)
     stored = None
     if save:
@@ -242,6 +261,15 @@ def default_classes(
     """The classes of ``minijit tune``: every dtype, order, size and thread count (default 1 and
     all of `minijit.parallel.default_threads`)."""
     counts = sorted({1, parallel.default_threads()} if threads is None else set(threads))
+    orders, dtypes, sizes = list(orders), list(dtypes), list(sizes)
+    for o in orders:
+        if len(o) != 3 or set(o) - {"C", "F"}:
+            raise ValueError(f"order must be three of C/F (in0, in1, out), got {o!r}")
+    for d in dtypes:
+        if d not in ("fp32", "fp64"):
+            raise ValueError(f"dtype must be fp32 or fp64, got {d!r}")
+    if any(not isinstance(x, int) or x < 1 for x in [*sizes, *counts]):
+        raise ValueError(f"sizes and thread counts must be positive ints, got {sizes} and {counts}")
     return [ShapeClass(d, s, o, t) for t in counts for d in dtypes for o in orders for s in sorted(sizes)]
 
 

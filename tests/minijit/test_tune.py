@@ -214,13 +214,23 @@ def test_shape_classes_bucket_sizes_and_name_each_operands_order():
 N, REPS = 96, 0.05
 
 
+def test_a_candidate_replaces_the_models_choice_only_when_clearly_faster():
+    model, close, clear, slow = (
+        tune.Timed(blocking.Blocking(m, 16, 16, "r"), sec, 1 / sec, 2)
+        for m, sec in ((16, 1.0), (32, 1.0 / (1 + tune.MIN_GAIN / 2)), (48, 1.0 / (1 + 2 * tune.MIN_GAIN)), (64, 2.0))
+    )
+    assert tune.winner([model, close, slow]) is model
+    assert tune.winner([model, close, clear, slow]) is clear
+    assert tune.winner([model]) is model
+
+
 def test_the_tuner_stores_its_choice_and_the_next_setup_uses_it(store_file):
     config = tune.gemm_config("fp32", N, "CCC")
     op = TensorOperation("native", num_threads=1)
     result = tune.tune_config(config, op._env, 1, budget_s=REPS, count=3)
     assert result.file == store_file and store_file.exists()
     assert result.best in result.timed and result.model.blocking == result.timed[0].blocking
-    assert result.best.seconds == min(t.seconds for t in result.timed) and all(t.runs >= 1 for t in result.timed)
+    assert result.best == tune.winner(result.timed) and all(t.runs >= tune.MIN_ROUNDS for t in result.timed)
     data = json.loads(store_file.read_text())
     entry = data["cpus"][tune_store.cpu_key(op.target)][result.key]
     assert [entry[f] for f in ("m", "n", "k", "br")] == [
