@@ -57,6 +57,7 @@ _MASK = YMM[15]  # partial-vector mask (AVX2)
 _BCAST = YMM[12:15]  # one broadcast scalar per vectorized statement
 _MAX_VEC_STATEMENTS = len(_BCAST)
 _WORK = 12  # ymm0..11 hold products, loads and accumulators of the vectorized loop
+_ACCS = YMM[1:12]  # an output row kept in registers across a loop (`_stationary_loop`)
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,8 @@ class _Emitter:
         self.begin, self.end = f.slot("begin"), f.slot("end")
         self.table = None  # AVX2 mask table label, emitted after the code when used
         self.vectorized: list[str] = []
+        #: (inner loop, accumulators, partial) while emitting a loop whose output stays in registers
+        self._stationary: tuple[Loop, list[Vec], Partial | None] | None = None
         self.split = self._split()
 
     # ---------------------------------------------------------------- helpers
@@ -261,10 +264,14 @@ class _Emitter:
                 self._zero_temp(node)
             elif isinstance(node, Compute):
                 self._compute(node)
+            elif self._stationary is not None and node is self._stationary[0]:
+                self._accumulate(node)
             elif self._inner_kind(node) == "vector":
                 self._vector_loop(node)
             elif self._inner_kind(node) == "strided":
                 self._strided_loop(node)
+            elif self._stationary_inner(node) is not None:
+                self._stationary_loop(node, top and self.split is not None)
             else:
                 self._loop(node, top and self.split is not None)
 
@@ -458,9 +465,12 @@ class _Emitter:
             return None
         return "vector" if contiguous else "strided"
 
-    def _inner_prologue(self, stmts: tuple[Compute, ...], j: str) -> list[tuple[Gpr | None, list[Gpr]]]:
+    def _inner_prologue(
+        self, stmts: tuple[Compute, ...], j: str, with_out: bool = True
+    ) -> list[tuple[Gpr | None, list[Gpr]]]:
         """Before an innermost loop over j: each statement's product of the factors without j in
-        its stack slot, and pointers (at j = 0) to its accesses with j: (out or None, factors)."""
+        its stack slot, and pointers (at j = 0) to its accesses with j: (out or None, factors);
+        ``with_out=False`` leaves the out pointer (None)."""
         for s, c in enumerate(stmts):
             self._scalar_product([x for x in c.ins if j not in x.indices], self.bcast[s])
         regs = iter(_PTR_REGS)
@@ -473,11 +483,92 @@ class _Emitter:
                     self._address(x, r, skip=j)
                     jf.append(r)
             out = None
-            if j in c.out.indices:
+            if with_out and j in c.out.indices:
                 out = next(regs)
                 self._address(c.out, out, skip=j)
             plan.append((out, jf))
         return plan
+
+    def _stationary_inner(self, loop: Loop) -> Loop | None:
+        """The inner loop of ``loop`` when its output row can stay in registers across ``loop``:
+        the body is one vectorizable loop over j with one axpy-like statement whose output
+        does not depend on ``loop``'s index (SpMM's row of C across the walk of a row of A) and
+        fits the accumulator registers."""
+        if len(loop.body) != 1 or not isinstance(loop.body[0], Loop) or self._stationary is not None:
+            return None
+        inner = loop.body[0]
+        if self._inner_kind(inner) != "vector" or len(inner.body) != 1:
+            return None
+        c = inner.body[0]
+        assert isinstance(c, Compute)
+        if loop.index in c.out.indices or inner.index not in c.out.indices:
+            return None
+        if any(x.tensor == c.out.tensor for x in c.ins):
+            return None
+        if -(-self.ext[inner.index] // self.t.vl) > len(_ACCS):
+            return None
+        return inner
+
+    def _stationary_loop(self, loop: Loop, split: bool) -> None:
+        """stationary_<j>: zero accumulators for the output row, run ``loop`` with the inner loop
+        accumulating into them (`_accumulate`), then add them to the output row once."""
+        a, t = self.a, self.t
+        inner = self._stationary_inner(loop)
+        assert inner is not None
+        c = inner.body[0]
+        assert isinstance(c, Compute)
+        n, j = self.ext[inner.index], inner.index
+        accs = list(_ACCS[: -(-n // t.vl)])
+        part = None
+        if n % t.vl:
+            if self.table is None:
+                self.table = a.new_label("mask")
+            part = Partial(t, n % t.vl, maskreg=_MASK, table=self.table)
+            part.setup(a, rax)
+        a.label(f"stationary_{j}")
+        for r in accs:
+            a.vxorps(r, r, r)
+        self.vectorized.append(j)
+        self._stationary = (inner, accs, part)
+        try:
+            self._loop(loop, split)
+        finally:
+            self._stationary = None
+        self._address(c.out, rdi, skip=j)  # out += accumulators, once
+        tmp = YMM[0]
+        for u, r in enumerate(accs):
+            p = part if (part is not None and u == len(accs) - 1) else None
+            if p is None:
+                getattr(a, t.v("vadd"))(r, r, t.vmem(rdi + u * t.vbytes))
+                getattr(a, t.v("vmovu"))(t.vmem(rdi + u * t.vbytes), r)
+            else:
+                p.load(a, tmp, rdi + u * t.vbytes)
+                getattr(a, t.v("vadd"))(r, r, tmp)
+                p.store(a, rdi + u * t.vbytes, r)
+
+    def _accumulate(self, inner: Loop) -> None:
+        """acc_<j>: the inner statement of a stationary loop: acc[j] += s * x[j] * ..."""
+        a, t = self.a, self.t
+        assert self._stationary is not None
+        _, accs, part = self._stationary
+        c = inner.body[0]
+        assert isinstance(c, Compute)
+        j = inner.index
+        ((_, jf),) = self._inner_prologue((c,), j, with_out=False)
+        bc, prod, tmp = _BCAST[0], YMM[0], _BCAST[1]
+        getattr(a, "vbroadcastss" if t.es == 4 else "vbroadcastsd")(bc, t.smem(rsp + self.bcast[0]))
+        a.label(f"acc_{j}")
+        for u, r in enumerate(accs):
+            p = part if (part is not None and u == len(accs) - 1) else None
+            for n, x in enumerate(jf):
+                dst = prod if n == 0 else tmp
+                if p is None:
+                    getattr(a, t.v("vmovu"))(dst, t.vmem(x + u * t.vbytes))
+                else:
+                    p.load(a, dst, x + u * t.vbytes)
+                if n:
+                    getattr(a, t.v("vmul"))(prod, prod, tmp)
+            getattr(a, t.v("vfmadd231"))(r, bc, prod)
 
     def _strided_loop(self, loop: Loop) -> None:
         """strided_<j>: an innermost dense loop over strided accesses, one element at a time with

@@ -42,14 +42,20 @@ def _spmm(n):
     return default_linear(operands, out), extents
 
 
-@pytest.mark.parametrize("n, dtype, tail", [(16, "fp64", False), (13, "fp64", True), (13, "fp32", True)])
-def test_spmm_stages_and_llvm_reassembly(n, dtype, tail):
+@pytest.mark.parametrize(
+    "n, dtype, tail, stationary",
+    [(16, "fp64", False, True), (13, "fp64", True, True), (13, "fp32", True, True), (47, "fp64", True, False)],
+)
+def test_spmm_stages_and_llvm_reassembly(n, dtype, tail, stationary):
+    """SpMM: the row of C stays in registers across the walk of A's row while it fits 11 vectors."""
     nest, extents = _spmm(n)
     prog = compile_nest(nest, extents, dtype)
     text = prog.asm.listing()
-    assert ".Ldense_i" in text and ".Lwalk_A_k" in text and ".Lvec_j" in text
+    assert ".Ldense_i" in text and ".Lwalk_A_k" in text
+    assert (".Lstationary_j" in text and ".Lacc_j" in text) == stationary
+    assert (".Lvec_j" in text) != stationary
     assert prog.vectorized == ("j",) and prog.split == ("dense", 20)
-    assert ("vmaskmov" in text) == tail and ("vtail" in text) == tail
+    assert ("vmaskmov" in text) == tail and ("vtail" in text) == (tail and not stationary)
     assert "vfmadd231p" in text
     assert llvm.assemble(text, triple=llvm.X86_64_TRIPLE, mattr="") == prog.asm.code()
 
