@@ -15,6 +15,7 @@ first call's planning and code generation. Every result is checked against a den
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -302,6 +303,13 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, float | None]:
     }
 
 
+def _load() -> tuple[float, ...]:
+    try:
+        return os.getloadavg()
+    except OSError:  # not available on this platform
+        return ()
+
+
 def bench(
     reps: int,
     threads: int,
@@ -331,7 +339,10 @@ def bench(
         lines += [f"{r['name']}:", "```", r["auto_nest"], "```"]
     facts = [
         f"CPU: {report.describe_cpu(hw)}, {hw['cores']} cores, ISA {hw['isa']} ({', '.join(hw['flags'])})",
-        f"threads: {threads}; float64; median of {reps} calls; sparse.einsum one call",
+        f"threads: {threads}; float64; best of {ROUNDS} alternating rounds of the median of {reps} calls;"
+        " sparse.einsum one call",
+        f"host load average (1, 5, 15 min) at the end: {', '.join(f'{x:.1f}' for x in _load())}"
+        " (a shared host: other jobs ran during the measurement when this exceeds the core count)",
         f"date: {report.meta(command)['date']}",
         f"command: `{command}`",
     ]
