@@ -128,3 +128,19 @@ def test_setup_refuses_bad_threads_and_nest():
         SparseContraction(SPMM, EXT, threads=0)
     with pytest.raises(TypeError, match="Nest"):
         SparseContraction("ik,kj->ij", EXT)  # type: ignore[arg-type]
+
+
+def test_split_with_temporaries_per_thread():
+    """The fused SDDMM-SpMM schedule declares temporaries inside the split top loop: each thread
+    has its own, so two threads give the one-thread result."""
+    from minijit.sparseauto.api import compile_einsum, sparse_einsum
+
+    rng = np.random.default_rng(5)
+    d = np.where(rng.random((400, 60)) < 0.1, rng.standard_normal((400, 60)), 0)
+    a = SparseTensor.from_dense(d, CSR)
+    b, c, e = rng.standard_normal((400, 8)), rng.standard_normal((60, 8)), rng.standard_normal((60, 5))
+    compiled, _ = compile_einsum("ij,ik,jk,jl->il", a, b, c, e, threads=2)
+    assert compiled.nest.temps and compiled.program.split is not None
+    assert len(compiled._ranges({o.name: a for o in compiled.nest.operands if o.sparse})) == 2
+    got = sparse_einsum("ij,ik,jk,jl->il", a, b, c, e, threads=2)
+    np.testing.assert_allclose(got, np.einsum("ij,ik,jk,jl->il", d, b, c, e), atol=1e-12)
