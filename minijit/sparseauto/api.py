@@ -9,9 +9,11 @@ exactly those of a sparse operand (SDDMM-like: the product samples its pattern):
 `SparseTensor` with that operand's pattern and formats, in the output's mode order.
 
 ``schedule="linear"`` is TACO's default (one loop nest, no temporaries); ``"auto"`` asks the
-planner (`minijit.sparseauto.plan`) for its choice at these sizes. Compiled contractions are
-cached per (subscripts, formats, shapes, dtype, schedule), so a repeated call re-plans and
-re-compiles nothing. Every check runs before any code is generated.
+planner (`minijit.sparseauto.plan`) for its choice at these sizes and non-zero counts.
+Compiled contractions are cached per (subscripts, formats, shapes, dtype, schedule, threads),
+so a repeated call re-plans and re-compiles nothing; the schedule is the one chosen with the
+non-zero counts of the first call (`compile_einsum` returns it, with the plan, for printing).
+Every check runs before any code is generated.
 """
 
 from __future__ import annotations
