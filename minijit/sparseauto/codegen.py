@@ -57,7 +57,10 @@ _MASK = YMM[15]  # partial-vector mask (AVX2)
 _BCAST = YMM[12:15]  # one broadcast scalar per vectorized statement
 _MAX_VEC_STATEMENTS = len(_BCAST)
 _WORK = 12  # ymm0..11 hold products, loads and accumulators of the vectorized loop
-_ACCS = YMM[1:12]  # an output row kept in registers across a loop (`_stationary_loop`)
+_ACCS = YMM[1:12]
+#: walks prefetch the dense rows of the position this far ahead, up to this many bytes per row
+PREFETCH_AHEAD = 4
+PREFETCH_ROW_BYTES = 512  # an output row kept in registers across a loop (`_stationary_loop`)
 
 
 @dataclass(frozen=True)
@@ -364,6 +367,7 @@ class _Emitter:
         a.cmp(rdx, rax)
         a.jge(done)
         top = a.label(f"walk_{o.name}_{loop.index}")
+        self._prefetch_rows(loop, o, k, p, end)
         a.mov(rax, p)
         self._base(rcx, o.name, "crd", k)
         a.mov(rax.r32, dword(rcx + rax * 4))
@@ -372,6 +376,35 @@ class _Emitter:
         self._nodes(loop.body)
         self._next(p, end, top)
         a.bind(done)
+
+    def _prefetch_rows(self, loop: Loop, o: Operand, k: int, p: Mem, end: Mem) -> None:
+        """prefetch_<i>: the rows that iteration p + `PREFETCH_AHEAD` of the walk will read, of
+        the dense operands whose first index is the walked one (random rows of B in SpMM, of
+        C and D in SDDMM): their cache misses overlap this iteration's work. Only positions
+        inside the fibre are looked up; a prefetch never faults."""
+        a = self.a
+        read = {x.tensor: x for c in _walk_nodes(loop.body) if isinstance(c, Compute) for x in c.ins}
+        rows = [
+            (x.tensor, self.strides[x.tensor][loop.index] * self.t.es)
+            for x in read.values()
+            if x.tensor in self.strides and x.tensor not in self.temp_sizes and x.indices[:1] == (loop.index,)
+        ]
+        if not rows:
+            return
+        skip = a.new_label(f"prefetch_{loop.index}_skip")
+        a.label(f"prefetch_{loop.index}")
+        a.mov(rax, p)
+        a.add(rax, PREFETCH_AHEAD)
+        a.cmp(rax, end)
+        a.jge(skip)
+        self._base(rcx, o.name, "crd", k)
+        a.mov(rcx.r32, dword(rcx + rax * 4))  # the coordinate PREFETCH_AHEAD positions on
+        for tensor, row_bytes in rows:
+            a.imul(rdx, rcx, row_bytes)
+            a.add(rdx, qword(rbx + 8 * self.arg[(tensor, "data", None)]))
+            for line in range(0, min(row_bytes, PREFETCH_ROW_BYTES), 64):
+                a.prefetcht0(ptr(rdx + line))
+        a.bind(skip)
 
     def _merge_loop(self, loop: Loop, o1: Operand, o2: Operand) -> None:
         """merge_<i>: two-pointer intersection of two compressed levels' coordinates."""

@@ -52,6 +52,7 @@ def test_spmm_stages_and_llvm_reassembly(n, dtype, tail, stationary):
     prog = compile_nest(nest, extents, dtype)
     text = prog.asm.listing()
     assert ".Ldense_i" in text and ".Lwalk_A_k" in text
+    assert ".Lprefetch_k" in text and "prefetcht0" in text  # B's row, PREFETCH_AHEAD positions on
     assert (".Lstationary_j" in text and ".Lacc_j" in text) == stationary
     assert (".Lvec_j" in text) != stationary
     assert prog.vectorized == ("j",) and prog.split == ("dense", 20)
