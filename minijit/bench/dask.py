@@ -30,7 +30,7 @@ CASES = [
 ]
 #: each worker's memory limit (the operands of every default case exceed it together); block size
 MEMORY_LIMIT = "1GiB"
-CHUNK_SIZE = "64MiB"
+CHUNK_SIZE = "32MiB"
 WORKERS = 2
 #: seconds after which a side is not timed again
 LONG_RUN_S = 20.0
