@@ -5,19 +5,20 @@ The emitted function is
     void nest(const int64_t* args, int64_t begin, int64_t end)
 
 ``args`` holds one address per storage array, in the order of `arg_slots` (per sparse operand:
-``pos``/``crd`` of each compressed level, then ``vals``; per dense operand its data; the output's
-data, or its ``vals`` when it samples a sparse operand's pattern; one buffer per temporary).
-When `Program.split` is set the top loop runs only iterations ``[begin, end)`` of its space
-(coordinates of a dense loop, positions of a compressed walk), so threads can share the nest;
-otherwise ``begin``/``end`` are ignored. Dense operands, the dense output and the temporaries are
-C-ordered over their indices; all values share one dtype (float32 or float64); ``pos``/``crd``
-are int32.
+``pos``/``crd`` and the length of ``crd`` of each compressed level, then ``vals``; per dense
+operand its data; the output's data, or its ``vals`` when it samples a sparse operand's
+pattern; one buffer per temporary). When `Program.split` is set the top loop runs only
+iterations ``[begin, end)`` of its space (coordinates of a dense loop, positions of a
+compressed walk), so threads can share the nest; otherwise ``begin``/``end`` are ignored.
+Dense operands, the dense output and the temporaries are C-ordered over their indices; all
+values share one dtype (float32 or float64); ``pos``/``crd`` are int32.
 
 How each node compiles (the stages name the labels of the listing):
 
 * **Loop, dense** (``dense_<i>``): the coordinate counts ``0..extent``.
 * **Loop, one compressed level** (``walk_<T>_<i>``): the positions ``pos[parent]..pos[parent+1]``
-  of that level; the coordinate is ``crd[p]``.
+  of that level; the coordinate is ``crd[p]``. Each iteration first prefetches (``prefetch_<i>``)
+  the dense rows indexed by the coordinate a few positions ahead.
 * **Loop, two compressed levels** (``merge_<i>``): a two-pointer intersection of the coordinates.
 * On entering an iteration, the position of every sparse operand whose *dense* level is the
   loop's index becomes ``parent * size + coordinate``.
@@ -30,6 +31,10 @@ How each node compiles (the stages name the labels of the listing):
   ``out[j] += s * x[j] * ...`` or a dot product ``out += s * sum_j x[j] * ...`` (vector
   accumulators, summed horizontally after the loop); the last ``extent % lanes`` elements run
   as one masked vector (``vmaskmov``).
+* **Output row in registers** (``stationary_<j>``, ``acc_<j>``): a loop whose body is one
+  vectorizable axpy-like loop over j whose output does not depend on the loop's index (SpMM's
+  row of C across the walk of a row of A) accumulates in up to 11 vector registers and adds
+  them to memory once after the loop.
 * **Innermost dense loop, strided** (``strided_<j>``): when the accesses that use ``j`` are
   dense but not all unit-stride, the same statements run one element at a time with every
   pointer advanced by its stride (no address arithmetic per element).
@@ -65,8 +70,9 @@ PREFETCH_ROW_BYTES = 512  # an output row kept in registers across a loop (`_sta
 
 @dataclass(frozen=True)
 class ArgSlot:
-    """One entry of the ``args`` block: ``tensor``'s ``part`` ("pos", "crd", "vals", "data",
-    "temp") of storage ``level`` (compressed parts only)."""
+    """One entry of the ``args`` block: the address of ``tensor``'s ``part`` ("pos", "crd",
+    "vals", "data", "temp") of storage ``level`` (compressed parts only), or for "size" the
+    number of entries of that level's ``crd`` (an integer, not an address)."""
 
     tensor: str
     part: str
@@ -89,7 +95,7 @@ def arg_slots(nest: Nest) -> tuple[ArgSlot, ...]:
         if o.sparse:
             for k, fmt in enumerate(o.levels):
                 if fmt == COMPRESSED:
-                    slots += [ArgSlot(o.name, "pos", k), ArgSlot(o.name, "crd", k)]
+                    slots += [ArgSlot(o.name, "pos", k), ArgSlot(o.name, "crd", k), ArgSlot(o.name, "size", k)]
             slots.append(ArgSlot(o.name, "vals"))
         else:
             slots.append(ArgSlot(o.name, "data"))
@@ -367,7 +373,7 @@ class _Emitter:
         a.cmp(rdx, rax)
         a.jge(done)
         top = a.label(f"walk_{o.name}_{loop.index}")
-        self._prefetch_rows(loop, o, k, p, end)
+        self._prefetch_rows(loop, o, k, p)
         a.mov(rax, p)
         self._base(rcx, o.name, "crd", k)
         a.mov(rax.r32, dword(rcx + rax * 4))
@@ -377,11 +383,12 @@ class _Emitter:
         self._next(p, end, top)
         a.bind(done)
 
-    def _prefetch_rows(self, loop: Loop, o: Operand, k: int, p: Mem, end: Mem) -> None:
+    def _prefetch_rows(self, loop: Loop, o: Operand, k: int, p: Mem) -> None:
         """prefetch_<i>: the rows that iteration p + `PREFETCH_AHEAD` of the walk will read, of
         the dense operands whose first index is the walked one (random rows of B in SpMM, of
-        C and D in SDDMM): their cache misses overlap this iteration's work. Only positions
-        inside the fibre are looked up; a prefetch never faults."""
+        C and D in SDDMM): their cache misses overlap this iteration's work. Positions past
+        the fibre (the next fibres, walked next) count; only positions inside ``crd`` are
+        looked up, and a prefetch never faults."""
         a = self.a
         read = {x.tensor: x for c in _walk_nodes(loop.body) if isinstance(c, Compute) for x in c.ins}
         rows = [
@@ -394,8 +401,8 @@ class _Emitter:
         skip = a.new_label(f"prefetch_{loop.index}_skip")
         a.label(f"prefetch_{loop.index}")
         a.mov(rax, p)
-        a.add(rax, PREFETCH_AHEAD)
-        a.cmp(rax, end)
+        a.add(rax, PREFETCH_AHEAD)  # the walk's next fibres follow in crd: look past this one
+        a.cmp(rax, qword(rbx + 8 * self.arg[(o.name, "size", k)]))
         a.jge(skip)
         self._base(rcx, o.name, "crd", k)
         a.mov(rcx.r32, dword(rcx + rax * 4))  # the coordinate PREFETCH_AHEAD positions on

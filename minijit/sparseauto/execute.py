@@ -163,7 +163,7 @@ class SparseContraction:
         ops = self.nest.operands
         if len(operands) != len(ops):
             raise TypeError(f"expected {len(ops)} operands ({', '.join(o.name for o in ops)}), got {len(operands)}")
-        arrays: dict[tuple[str, str, int | None], np.ndarray] = {}
+        arrays: dict[tuple[str, str, int | None], Any] = {}  # arrays, and "size" integers
         tensors: dict[str, SparseTensor] = {}
         for o, x in zip(ops, operands, strict=True):
             if o.sparse:
@@ -172,6 +172,7 @@ class SparseContraction:
                     if lv.format == "compressed":
                         arrays[(o.name, "pos", k)] = lv.pos  # type: ignore[assignment]
                         arrays[(o.name, "crd", k)] = lv.crd  # type: ignore[assignment]
+                        arrays[(o.name, "size", k)] = lv.crd.shape[0]  # type: ignore[union-attr, assignment]
                 arrays[(o.name, "vals", None)] = t.vals
             else:
                 arrays[(o.name, "data", None)] = self._check_dense(o, x)
@@ -200,7 +201,7 @@ class SparseContraction:
         addr = []
         for s in self.program.slots:
             x = temps[s.tensor] if s.part == "temp" else arrays[(s.tensor, s.part, s.level)]
-            addr.append(x.__array_interface__["data"][0])
+            addr.append(x if s.part == "size" else x.__array_interface__["data"][0])
         return np.array(addr, np.int64)
 
     def _ranges(self, tensors: dict[str, SparseTensor]) -> list[tuple[int, int]]:
