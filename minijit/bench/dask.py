@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import time
 from typing import Any
 
@@ -118,6 +119,7 @@ def _case(client: Any, case: tuple, quick: bool, reps: int, progress: report.Pro
     ]
     ops = client.persist(ops)
     distributed.wait(ops)
+    pids = set(client.run(os.getpid).values())
     _run(client, md.einsum, subs, ops, chunks="input")  # every worker JITs its plans
     sides = {
         "minijit.dask": (md.einsum, {"chunks": "input"}),
@@ -127,6 +129,7 @@ def _case(client: Any, case: tuple, quick: bool, reps: int, progress: report.Pro
     got = _time_sides(client, reps, sides, subs, ops)
     progress("    " + ", ".join(f"{side} {t:.2f} s" for side, (t, _) in got.items()))
     (t_mj, s_mj), (t_opt, s_opt), (t_da, s_da) = got.values()
+    restarts = len(pids - set(client.run(os.getpid).values()))  # workers lost (e.g. over their memory limit)
     scale = np.abs(s_da).max() + 1.0
     err = max(float(np.abs(s_mj - s_da).max()), float(np.abs(s_mj - s_opt).max())) / scale
     flops = _flops(subs, shapes)
@@ -148,6 +151,7 @@ def _case(client: Any, case: tuple, quick: bool, reps: int, progress: report.Pro
         "ratio": t_da / t_mj,
         "ratio_optimize": t_opt / t_mj,
         "check": {"ok": err < 1e-4, "max_rel_err_block_sums": err},
+        "worker_restarts": restarts,
     }
 
 
@@ -214,7 +218,8 @@ def bench(
                 f"{r['dask_optimize_s']:.2f}",
                 f"{r['dask_optimize_gflops_per_worker']:.1f}",
                 f"{r['ratio_optimize']:.2f}x",
-                "ok" if r["check"]["ok"] else f"ERR {r['check']['max_rel_err_block_sums']:.2g}",
+                ("ok" if r["check"]["ok"] else f"ERR {r['check']['max_rel_err_block_sums']:.2g}")
+                + (f", {r['worker_restarts']} worker(s) lost: times distorted" if r["worker_restarts"] else ""),
             ]
             for r in rows
         ],

@@ -98,4 +98,5 @@ def test_bench_rows_on_this_cluster(client):
     rep = dask_bench.bench(False, 1, "test", cases=[case], client=client)
     (row,) = rep.result["results"]
     assert rep.ok and row["check"]["ok"] and row["ratio"] > 0 and row["gflops_per_worker"] > 0
+    assert row["worker_restarts"] == 0
     assert "tiny `ij,jk->ik`" in rep.body[0] and rep.result["settings"]["workers"] == 2
