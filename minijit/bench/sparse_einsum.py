@@ -212,6 +212,7 @@ def bench_one(case: dict[str, Any], reps: int, threads: int, pydata: bool, round
     row["threads"] = threads
     ok = True
     timed: dict[str, Callable[[], object]] = {}
+    codes: dict[str, bytes] = {}
     for sched in ("auto", "linear"):
         t0 = time.perf_counter()
         compiled, _ = compile_einsum(subs, *ops, schedule=sched, threads=threads)
@@ -220,7 +221,9 @@ def bench_one(case: dict[str, Any], reps: int, threads: int, pydata: bool, round
         ok &= check["ok"]
         row[f"{sched}_check"] = check
         row[f"{sched}_nest"] = str(compiled.nest)
+        codes[sched] = compiled.program.asm.code()
         timed[sched] = lambda s=sched: sparse_einsum(subs, *ops, schedule=s, threads=threads)
+    row["same_code"] = codes["auto"] == codes["linear"]  # then linear/auto only measures noise
     fn, row["tensora_note"] = _tensora(case)
     if fn is not None:
         timed["tensora"] = fn
@@ -274,7 +277,7 @@ def table(rows: list[dict[str, Any]]) -> str:
                 r["description"],
                 _ms(t),
                 _ms(r["linear_s"]),
-                _ratio(r["linear_s"], t),
+                _ratio(r["linear_s"], t) + (" (same code)" if r.get("same_code") else ""),
                 _ms(r["tensora_s"]),
                 _ratio(r["tensora_s"], t),
                 _ms(r["pydata_s"]) if r["pydata_s"] is not None or not r["pydata_note"] else r["pydata_note"],
@@ -290,7 +293,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 def summary(rows: list[dict[str, Any]]) -> dict[str, float | None]:
     """Geomean ratios: linear/auto on the fission rows and the others, tensora/auto, sparse/auto."""
 
-    def g(key: str, names: tuple[str, ...] | None = None, invert: bool = False) -> float | None:
+    def g(key: str, names: tuple[str, ...] | None = None) -> float | None:
         xs = [r[key] / r["auto_s"] for r in rows if r.get(key) and (names is None or r["name"] in names)]
         return geomean(xs)
 

@@ -135,7 +135,7 @@ class SparseTensor:
         if vals.ndim != 1 or vals.shape[0] != parents:
             raise ValueError(f"vals has shape {vals.shape}, the last level has {parents} positions")
         self.storage = tuple(levels)
-        self.vals = np.ascontiguousarray(vals)
+        self.vals = np.ascontiguousarray(vals).view()  # a read-only view: the caller's array keeps its flags
         self.vals.flags.writeable = False
 
     @staticmethod

@@ -137,3 +137,13 @@ def test_storage_is_read_only():
         t.vals[0] = 2.0
     with pytest.raises(ValueError):
         t.storage[1].crd[0] = 2
+
+
+def test_construction_leaves_callers_arrays_alone():
+    vals = np.array([1.0, 2.0])
+    crd = np.array([0, 2], np.int32)
+    t = SparseTensor((2, 3), [Level("dense", 2), Level("compressed", 3, np.array([0, 1, 2]), crd)], vals)
+    assert vals.flags.writeable and crd.flags.writeable
+    vals[0] = 5.0  # values may change under the tensor; its indices are its own copies
+    crd[0] = 99
+    assert t.storage[1].crd.tolist() == [0, 2]
