@@ -115,11 +115,16 @@ def test_tree_reduction_sums_partials_in_levels():
     assert_matches(threaded(r), "ij,jk->ik", [A, B], np.float32)
 
 
-def test_many_blocks_share_plans_across_threads():
-    """64 equal blocks on 4 threads at once: one plan per block shape, shared, results right."""
+@pytest.mark.parametrize("one_thread", [False, True])
+def test_many_blocks_share_plans_across_threads(one_thread, monkeypatch):
+    """64 equal blocks on 4 threads at once share one plan, and the results are right; with
+    MINIJIT_NUM_THREADS=1 (as in a `distributed` worker) the calls run truly concurrently."""
+    if one_thread:
+        monkeypatch.setenv("MINIJIT_NUM_THREADS", "1")
     rng = np.random.default_rng(5)
-    A, B = rng.random((64, 96)).astype(np.float32), rng.random((96, 64)).astype(np.float32)
-    r = md.einsum("ij,jk->ik", A, B, chunks={"i": 8, "k": 8, "j": 48})
+    n = 72 if one_thread else 64  # new shapes: new plans, built under this thread setting
+    A, B = rng.random((n, 96)).astype(np.float32), rng.random((96, n)).astype(np.float32)
+    r = md.einsum("ij,jk->ik", A, B, chunks={"i": n // 8, "k": n // 8, "j": 48})
     got = r.compute(scheduler="threads", num_workers=4)
     assert_matches(got, "ij,jk->ik", [A, B], np.float32)
 
