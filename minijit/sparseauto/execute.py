@@ -115,6 +115,7 @@ class SparseContraction:
         prog = self.program.asm
         self._kernel = load(prog.code(), SIGNATURE, isa="x86_64", name=prog.name, listing=prog.listing())
         self._local = threading.local()
+        self._last_ranges: tuple[tuple, list[tuple[int, int]]] | None = None
 
     # ---------------------------------------------------------------- inspection
 
@@ -218,6 +219,12 @@ class SparseContraction:
         parts = max(1, min(self.threads, n // _MIN_SPLIT))
         if parts == 1:
             return [(0, n)]
+        # the last split is reused for the same tensors: any split of [0, n) is correct, the
+        # weights only balance it (so a reused id() can cost balance, never correctness)
+        key = (n, tuple(id(t) for t in tensors.values()))
+        cached = self._last_ranges
+        if cached is not None and cached[0] == key:
+            return cached[1]
         if kind == "dense":
             weight = np.ones(n, np.int64)
             for o in self.nest.operands:  # a sparse operand stored by the top index weighs its rows
@@ -228,7 +235,9 @@ class SparseContraction:
         cost = np.concatenate(([0], np.cumsum(weight)))
         cuts = np.searchsorted(cost, np.linspace(0, cost[-1], parts + 1)[1:-1])
         bounds = [0, *sorted({int(c) for c in cuts if 0 < c < n}), n]
-        return list(zip(bounds[:-1], bounds[1:], strict=True))
+        ranges = list(zip(bounds[:-1], bounds[1:], strict=True))
+        self._last_ranges = (key, ranges)
+        return ranges
 
     def _run(self, arrays: dict, tensors: dict[str, SparseTensor]) -> None:
         ranges = self._ranges(tensors)
