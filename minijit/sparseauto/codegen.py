@@ -529,6 +529,17 @@ class _Emitter:
             plan.append((out, jf))
         return plan
 
+    def _tail(self, n: int) -> Partial | None:
+        """The masked partial vector for the last ``n % lanes`` elements (None when there are
+        none), its mask loaded (AVX2: from the table appended after the code)."""
+        if not n % self.t.vl:
+            return None
+        if self.table is None:
+            self.table = self.a.new_label("mask")
+        part = Partial(self.t, n % self.t.vl, maskreg=_MASK, table=self.table)
+        part.setup(self.a, rax)
+        return part
+
     def _stationary_inner(self, loop: Loop) -> Loop | None:
         """The inner loop of ``loop`` when its output row can stay in registers across ``loop``:
         the body is one vectorizable loop over j with one axpy-like statement whose output
@@ -559,12 +570,7 @@ class _Emitter:
         assert isinstance(c, Compute)
         n, j = self.ext[inner.index], inner.index
         accs = list(_ACCS[: -(-n // t.vl)])
-        part = None
-        if n % t.vl:
-            if self.table is None:
-                self.table = a.new_label("mask")
-            part = Partial(t, n % t.vl, maskreg=_MASK, table=self.table)
-            part.setup(a, rax)
+        part = self._tail(n)
         a.label(f"stationary_{j}")
         for r in accs:
             a.vxorps(r, r, r)
@@ -675,12 +681,7 @@ class _Emitter:
             for s in dots:
                 acc = work[u][s][2]
                 a.vxorps(acc, acc, acc)
-        part = None
-        if n % t.vl:
-            if self.table is None:
-                self.table = a.new_label("mask")
-            part = Partial(t, n % t.vl, maskreg=_MASK, table=self.table)
-            part.setup(a, rax)
+        part = self._tail(n)
 
         def load(dst: Vec, r: Gpr, disp: int, p: Partial | None) -> None:
             if p is None:
