@@ -39,6 +39,12 @@ def test_auto_schedule_matches_numpy(expr):
     _check(*expr, "auto")
 
 
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(expressions(max_operands=4))
+def test_four_operand_expressions_match_numpy(expr):
+    _check(*expr, "auto")
+
+
 def test_sampled_output_keeps_pattern_and_mode_order():
     rng = np.random.default_rng(1)
     a = sp.random(9, 7, density=0.3, format="csc", random_state=2)
