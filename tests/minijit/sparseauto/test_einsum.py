@@ -83,6 +83,13 @@ def test_bad_input(subscripts, ops, exc, text):
     assert text in str(info.value)
 
 
+def test_integer_operands_are_converted():
+    a = sp.csr_matrix(np.array([[0, 2], [3, 0]], dtype=np.int64))
+    got = sparse_einsum("ij,jk->ik", a, np.array([[1, 2], [3, 4]], dtype=np.int32))
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, a.toarray() @ np.array([[1, 2], [3, 4]]))
+
+
 def test_bad_schedule():
     with pytest.raises(ValueError, match="schedule must be one of"):
         sparse_einsum("ij,j->i", sp.eye(2, format="csr"), np.ones(2), schedule="fast")
