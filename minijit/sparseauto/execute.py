@@ -110,8 +110,14 @@ class SparseContraction:
             self.program: Program = compile_nest(nest, self.extents, DTYPES[self.dtype], isa)
         except ValueError as e:
             raise SetupError(error_t.wrong_dimension, str(e)) from e
-        from minijit.runtime import load
+        from minijit.runtime import features, load
 
+        h = features.host()
+        if h.isa != "x86_64" or not (h.avx2 and h.fma):
+            raise RuntimeError(
+                f"sparse contractions compile to x86-64 AVX2+FMA code; this host ({h.isa}) cannot run it "
+                "(AArch64 code generation is not implemented yet)"
+            )
         prog = self.program.asm
         self._kernel = load(prog.code(), SIGNATURE, isa="x86_64", name=prog.name, listing=prog.listing())
         self._local = threading.local()

@@ -144,3 +144,11 @@ def test_split_with_temporaries_per_thread():
     assert len(compiled._ranges({o.name: a for o in compiled.nest.operands if o.sparse})) == 2
     got = sparse_einsum("ij,ik,jk,jl->il", a, b, c, e, threads=2)
     np.testing.assert_allclose(got, np.einsum("ij,ik,jk,jl->il", d, b, c, e), atol=1e-12)
+
+
+def test_host_without_avx2_is_refused_by_name(monkeypatch):
+    from minijit.runtime import features
+
+    monkeypatch.setattr(features, "host", lambda: features.HostInfo(isa="aarch64", os="linux", neon=True))
+    with pytest.raises(RuntimeError, match=r"AVX2\+FMA code; this host \(aarch64\)"):
+        SparseContraction(SPMM, EXT)
