@@ -32,7 +32,7 @@ def check(file: Path, rounds: int, spec: str) -> str:
         return f"{key:<30} not in {file}"
     stored = tune_store.to_blocking(entry, "stored")
     model = tune.candidates(cfg, t.name, th, 1)[0]
-    bufs, addrs = tune._operands(cfg)  # bufs: the memory addrs point into, alive until the end
+    bufs, addrs = tune.operands(cfg)  # bufs: the memory addrs point into, alive until the end
     built = [plans.optimized(cfg, replace(env, blocking=b), thread_target=th) for b in (model, stored)]
     for p in built:
         plans.run_plan(p, *addrs)

@@ -93,7 +93,7 @@ def candidates(config: TensorConfig, target: str, threads: int, count: int = DEF
     choice), then the best one with as many BR steps per call as keep every call's B
     (BR x prim K x prim N) within L2 where that differs (the model lets B stream from its slice
     of the last-level cache, which a virtual machine may overstate). Distinct, in that order."""
-    kernel = optimizer.swap_operands(config)
+    kernel = optimizer.swapoperands(config)
     shape, item = gemm_shape(kernel), config.dtype.itemsize
     t = targets.get_cpu(target)
     ranked = blocking.ranked(shape, item, t, threads=threads, column_bytes=t.panel_column_bytes, count=count)
@@ -117,9 +117,10 @@ def candidates(config: TensorConfig, target: str, threads: int, count: int = DEF
     return unique
 
 
-def _operands(config: TensorConfig, seed: int = 0) -> tuple[list[np.ndarray], list[int]]:
-    """Buffers for in0, in1, out holding every element ``config`` reaches, and the addresses of
-    their origins (element 0 of the strides)."""
+def operands(config: TensorConfig, seed: int = 0) -> tuple[list[np.ndarray], list[int]]:
+    """Buffers for in0, in1, out holding every element ``config`` reaches (random in [-1, 1)), and
+    the addresses of their origins (element 0 of the strides); the addresses are valid only while
+    the caller holds the buffers."""
     rng = np.random.default_rng(seed)
     bufs, addrs = [], []
     for tensor in ("in0", "in1", "out"):
@@ -173,7 +174,7 @@ def tune_config(
         raise ValueError(f"budget_s must be a positive number of seconds, got {budget_s!r}")
     threads = threads or env.num_threads
     cands = candidates(config, env.target.name, threads, count)
-    bufs, addrs = _operands(config)
+    bufs, addrs = operands(config)
     start = [b.copy() for b in bufs]
     flops = 2.0 * float(np.prod(gemm_shape(config), dtype=np.float64))
     kept, runs, want = [], [], None
