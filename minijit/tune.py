@@ -93,7 +93,7 @@ def candidates(config: TensorConfig, target: str, threads: int, count: int = DEF
     choice), then the best one with as many BR steps per call as keep every call's B
     (BR x prim K x prim N) within L2 where that differs (the model lets B stream from its slice
     of the last-level cache, which a virtual machine may overstate). Distinct, in that order."""
-    kernel = optimizer.swapoperands(config)
+    kernel = optimizer.swap_operands(config)
     shape, item = gemm_shape(kernel), config.dtype.itemsize
     t = targets.get_cpu(target)
     ranked = blocking.ranked(shape, item, t, threads=threads, column_bytes=t.panel_column_bytes, count=count)
