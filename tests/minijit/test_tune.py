@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from minijit import TensorOperation, blocking, tune, tune_store
+from minijit import plan as plans
 from minijit.ir import dim_t
 from minijit.runtime import features
 from minijit.runtime.features import CacheGeometry
@@ -227,7 +228,8 @@ def test_a_candidate_replaces_the_models_choice_only_when_clearly_faster():
 def test_the_tuner_stores_its_choice_and_the_next_setup_uses_it(store_file):
     config = tune.gemm_config("fp32", N, "CCC")
     op = TensorOperation("native", num_threads=1)
-    result = tune.tune_config(config, op._env, 1, budget_s=REPS, count=3)
+    env = plans.Env(op.target_info, 1, op.native)
+    result = tune.tune_config(config, env, 1, budget_s=REPS, count=3)
     assert result.file == store_file and store_file.exists()
     assert result.best in result.timed and result.model.blocking == result.timed[0].blocking
     assert result.best == tune.winner(result.timed) and all(t.runs >= tune.MIN_ROUNDS for t in result.timed)
