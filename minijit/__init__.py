@@ -39,6 +39,7 @@ __all__ = [
     "Dimension",
     "EinsumPlan",
     "SetupError",
+    "SparseTensor",
     "TensorConfig",
     "TensorOperation",
     "cache_clear",
@@ -51,7 +52,22 @@ __all__ = [
     "exec_t",
     "optimize",
     "ptype_t",
+    "sparse_einsum",
+    "sparse_plan",
     "tensordot",
     "transpose",
 ]
 __version__ = "0.1.0"
+
+#: the SparseAuto path loads on first use (`minijit.sparseauto`)
+_SPARSE = ("SparseTensor", "sparse_plan", "sparse_einsum")
+
+
+def __getattr__(name: str):
+    """``minijit.SparseTensor``, ``minijit.sparse_plan`` and ``minijit.sparse_einsum`` (from
+    `minijit.sparseauto`, imported when first asked for)."""
+    if name in _SPARSE:
+        import minijit.sparseauto as sparseauto  # noqa: PLC0415
+
+        return getattr(sparseauto, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

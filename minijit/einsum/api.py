@@ -64,7 +64,15 @@ def einsum(subscripts: str, *operands, out=None, optimize: Any = True, target: s
     a device operand that fills one dense block in any axis order (F order, permuted) is read in
     place, one with gaps raises ValueError naming it;
     ``driver``: `ptx.simdriver` runs it in the PTX simulator.
+
+    Sparse operands (`minijit.sparseauto.SparseTensor`, scipy.sparse CSR/CSC/COO, pydata
+    ``sparse.COO``/``GCXS``) run on the SparseAuto path (`minijit.sparseauto.sparse_einsum`,
+    native x86-64): the planner's schedule (``optimize=False``: TACO's default linear schedule),
+    compiled once per subscripts, formats, shapes and dtype. The result is dense, or a
+    `SparseTensor` with a sparse operand's pattern where the output samples it (SDDMM-like).
     """
+    if _is_sparse(subscripts) or any(_is_sparse(x) for x in operands):
+        return _einsum_sparse(subscripts, operands, out, optimize, target, dtype, driver)
     subscripts, operands, optimize = _grammar.canonicalize(subscripts, operands, optimize)
     numpy_only = out is None or type(out) is np.ndarray  # the common case: no device or type to look up
     for x in operands:
@@ -132,6 +140,41 @@ def einsum(subscripts: str, *operands, out=None, optimize: Any = True, target: s
         )
     result = plan.execute(*arrays, out=out)
     return caller_out if caller_out is not None else host_result(result, like)
+
+
+def _is_sparse(x: Any) -> bool:
+    """A sparse operand, recognised by its type without importing scipy or pydata sparse."""
+    if type(x) is np.ndarray:
+        return False
+    mod = type(x).__module__ or ""
+    return mod.startswith(("scipy.sparse", "minijit.sparseauto")) or (
+        mod.startswith("sparse") and hasattr(x, "fill_value")
+    )
+
+
+def _einsum_sparse(subscripts, operands, out, optimize, target, dtype, driver):
+    """`einsum` with a sparse operand: checks what the SparseAuto path does not take, then runs it."""
+    from minijit.sparseauto import sparse_einsum  # noqa: PLC0415 - the sparse path loads on first use
+
+    if not isinstance(subscripts, str):
+        raise TypeError("einsum with sparse operands takes the subscripts as a string (not the sublist form)")
+    if target not in ("auto", "native") or driver is not None:
+        raise ValueError(f"einsum with sparse operands runs on the native CPU, not target={target!r}")
+    if not (isinstance(optimize, bool) or optimize in ("greedy", "optimal")):
+        raise ValueError("einsum with sparse operands takes optimize=True/False (planner or linear schedule)")
+    if dtype is not None and np.dtype(dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise TypeError(f"einsum with sparse operands computes in float32 or float64, not {np.dtype(dtype)}")
+    if dtype is not None:
+        operands = tuple(x.astype(dtype) if hasattr(x, "astype") else x for x in operands)
+    result = sparse_einsum(subscripts, *operands, schedule="auto" if optimize else "linear")
+    if out is None:
+        return result
+    if not isinstance(out, np.ndarray) or not isinstance(result, np.ndarray):
+        raise TypeError("einsum with sparse operands: out= takes a numpy array, for a dense result only")
+    if out.shape != result.shape:
+        raise ValueError(f"out has shape {out.shape}, the result {result.shape}")
+    np.copyto(out, result, casting="same_kind")
+    return out
 
 
 def _device_target(target: str, operands, out) -> str:
