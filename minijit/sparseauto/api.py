@@ -106,7 +106,7 @@ def _planned(
     from minijit.sparseauto.plan import sparse_plan
 
     plan = sparse_plan(subscripts, *values, sizes=extents)
-    nest = plan.chosen if plan.chosen is not None else plan.default_linear
+    nest = plan.chosen if plan.chosen is not None else plan.default_linear()
     # the planner names operands itself: map its nest onto ours (same order, same storage)
     for mine, theirs in zip(ops, nest.operands, strict=True):
         if (mine.indices, mine.levels) != (theirs.indices, theirs.levels):
