@@ -3,7 +3,11 @@
 Each batch runs in a child process (`tests.fuzz.runner`), so a crash of native code fails the
 batch with the example that was drawn last instead of taking pytest down. An example ends in the
 numpy result or in ValueError/TypeError (SetupError included) with every output untouched.
-``MINIJIT_FUZZ_SCALE=N`` multiplies the example counts (default 1: about a minute on one core).
+``MINIJIT_FUZZ_SCALE`` sizes the campaign: 1 (the default, CI) runs each batch's CI count (about
+a minute on one core); N > 1 runs N times each batch's per-scale count, which gives every CPU entry
+point (TensorOperation on each CPU target, SpMM, and each of einsum / EinsumPlan / contract_path,
+which share one batch) 500 * N examples: 10,000 at N = 20. The simulated CUDA batches run N times
+their CI count.
 """
 
 from __future__ import annotations
@@ -28,17 +32,23 @@ ROOT = Path(__file__).resolve().parents[2]
 SCALE = int(os.environ.get("MINIJIT_FUZZ_SCALE", "1") or 1)
 #: the hypothesis seed of every batch (a new one per session unless MINIJIT_FUZZ_SEED is set)
 SEED = int(os.environ.get("MINIJIT_FUZZ_SEED") or random.SystemRandom().randrange(1 << 31))
-#: (entry, examples at scale 1, extra argument): AArch64 and CUDA run in emulation, so few
+#: (entry, examples at scale 1 (CI), extra argument, examples per unit of scale above 1): AArch64
+#: and CUDA run in emulation, so few in CI; the einsum batch serves three entry points
 BATCHES = [
-    ("cpu", 500, "x86_64-avx2"),
-    ("cpu", 500, "x86_64-avx512"),
-    ("cpu", 12, "aarch64-neon"),
-    ("cpu", 12, "aarch64-sve"),
-    ("cuda", 4, None),
-    ("spmm", 200, "native"),
-    ("spmm", 5, "cuda"),
-    ("einsum", 300, None),
+    ("cpu", 500, "x86_64-avx2", 500),
+    ("cpu", 500, "x86_64-avx512", 500),
+    ("cpu", 12, "aarch64-neon", 500),
+    ("cpu", 12, "aarch64-sve", 500),
+    ("cuda", 4, None, 4),
+    ("spmm", 200, "native", 500),
+    ("spmm", 5, "cuda", 5),
+    ("einsum", 300, None, 1500),
 ]
+
+
+def batch_examples(ci: int, per_scale: int, scale: int = SCALE) -> int:
+    """Examples of a batch at ``scale`` (see the module docstring)."""
+    return ci if scale <= 1 else per_scale * scale
 
 
 def _runnable(entry: str, extra: str | None) -> str | None:
@@ -70,14 +80,17 @@ def run_batch(entry: str, examples: int, extra: str | None, seed: int = SEED, ti
     return summary
 
 
-@pytest.mark.parametrize(("entry", "examples", "extra"), BATCHES, ids=[f"{e}-{x or 'sim'}" for e, _, x in BATCHES])
-def test_fuzz(entry, examples, extra):
+@pytest.mark.parametrize(
+    ("entry", "ci", "extra", "per_scale"), BATCHES, ids=[f"{e}-{x or 'sim'}" for e, _, x, _ in BATCHES]
+)
+def test_fuzz(entry, ci, extra, per_scale):
     why = _runnable(entry, extra)
     if why:
         pytest.skip(why)
-    summary = run_batch(entry, examples * SCALE, extra)
+    examples = batch_examples(ci, per_scale)
+    summary = run_batch(entry, examples, extra)
     counts = summary["counts"]
-    assert counts["examples"] >= examples * SCALE * 0.9  # hypothesis may draw a few duplicates less
+    assert counts["examples"] >= examples * 0.9  # hypothesis may draw a few duplicates less
     assert counts.get("result", 0) > 0  # some examples ran to a compared result
 
 
@@ -112,3 +125,13 @@ def test_cuda_null_device_pointer_refused(which):
     with pytest.raises(ValueError, match=("in0", "in1", "out")[which]):
         op.execute(*args)
     assert np.array_equal(args[2].read(), before)
+
+
+def test_scale_twenty_is_ten_thousand_per_cpu_entry_point():
+    """The campaign size the issue asks for: 10,000 examples per CPU entry point at scale 20
+    (the einsum batch's three entry points share 30,000); CI's counts stay as they are."""
+    for entry, ci, extra, per_scale in BATCHES:
+        assert batch_examples(ci, per_scale, 1) == ci
+        if entry != "cuda" and extra != "cuda":
+            share = 3 if entry == "einsum" else 1
+            assert batch_examples(ci, per_scale, 20) >= 10_000 * share
