@@ -294,10 +294,12 @@ class SparseTensor:
         dt = _check_dtype(data.dtype if dtype is None else dtype, "matrix data" if dtype is None else "dtype")
         if fmt == "coo":
             return cls.from_coo(np.array([matrix.row, matrix.col]), data, shape, dtype=dt)  # type: ignore[attr-defined]
-        m = matrix.copy()  # type: ignore[attr-defined]
-        m.sum_duplicates()  # sorts indices too
         order = (0, 1) if fmt == "csr" else (1, 0)
         outer = shape[order[0]]
+        # scipy's own C routines (sum_duplicates) trust indptr and indices: check them first
+        _check_scipy_compressed(matrix, outer, shape[order[1]])
+        m = matrix.copy()  # type: ignore[attr-defined]
+        m.sum_duplicates()  # sorts indices too
         storage = [Level("dense", outer), Level("compressed", shape[order[1]], m.indptr, m.indices)]
         return cls(shape, storage, np.asarray(m.data, dt), order)
 
@@ -402,3 +404,25 @@ def as_sparse(x: object, name: str = "operand") -> SparseTensor:
     except (TypeError, ValueError) as e:
         raise type(e)(f"{name}: {e}") from e
     raise TypeError(f"{name}: expected a SparseTensor, scipy.sparse or pydata sparse array, got {type(x).__name__}")
+
+
+def _check_scipy_compressed(matrix: object, outer: int, inner: int) -> None:
+    """ValueError naming what is wrong unless a scipy CSR/CSC matrix's ``indptr`` (``outer + 1``
+    entries from 0, non-decreasing, ending at the number of entries) and ``indices`` (in
+    ``[0, inner)``) describe ``data``: a malformed one must not reach scipy's C code or ours."""
+    indptr = np.asarray(matrix.indptr)  # type: ignore[attr-defined]
+    indices = np.asarray(matrix.indices)  # type: ignore[attr-defined]
+    data = np.asarray(matrix.data)  # type: ignore[attr-defined]
+    if indptr.ndim != 1 or indptr.shape[0] != outer + 1:
+        raise ValueError(f"scipy matrix: indptr has {indptr.shape} entries, expected {outer + 1}")
+    if indptr.shape[0] and int(indptr[0]) != 0:
+        raise ValueError(f"scipy matrix: indptr[0] is {int(indptr[0])}, expected 0")
+    if np.any(np.diff(indptr) < 0):
+        raise ValueError("scipy matrix: indptr decreases")
+    nnz = int(indptr[-1]) if indptr.shape[0] else 0
+    if indices.ndim != 1 or data.ndim != 1 or indices.shape[0] < nnz or data.shape[0] < nnz:
+        raise ValueError(
+            f"scipy matrix: indptr ends at {nnz} but there are {indices.shape[0]} indices and {data.shape[0]} values"
+        )
+    if nnz and (int(indices[:nnz].min()) < 0 or int(indices[:nnz].max()) >= inner):
+        raise ValueError(f"scipy matrix: an index lies outside 0..{inner - 1}")

@@ -319,6 +319,10 @@ def main(argv: list[str]) -> int:
         from tests.fuzz import einsum_fuzz
 
         einsum_fuzz.run(examples, seed, COUNTS, _show, _expect)
+    elif entry == "sparse":
+        from tests.fuzz import sparse_fuzz
+
+        sparse_fuzz.run(examples, seed, COUNTS, _show, _expect)
     else:
         raise SystemExit(f"unknown entry {entry!r}")
     print("SUMMARY " + json.dumps({"counts": COUNTS, "failures": FAILURES[:20], "failed": len(FAILURES)}), flush=True)

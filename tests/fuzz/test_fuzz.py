@@ -5,9 +5,9 @@ batch with the example that was drawn last instead of taking pytest down. An exa
 numpy result or in ValueError/TypeError (SetupError included) with every output untouched.
 ``MINIJIT_FUZZ_SCALE`` sizes the campaign: 1 (the default, CI) runs each batch's CI count (about
 a minute on one core); N > 1 runs N times each batch's per-scale count, which gives every CPU entry
-point (TensorOperation on each CPU target, SpMM, and each of einsum / EinsumPlan / contract_path,
-which share one batch) 500 * N examples: 10,000 at N = 20. The simulated CUDA batches run N times
-their CI count.
+point (TensorOperation on each CPU target, SpMM, each of einsum / EinsumPlan / contract_path,
+which share one batch, and einsum with sparse operands) 500 * N examples: 10,000 at N = 20. The
+simulated CUDA batches run N times their CI count.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ BATCHES = [
     ("spmm", 200, "native", 500),
     ("spmm", 5, "cuda", 5),
     ("einsum", 300, None, 1500),
+    ("sparse", 100, None, 500),
 ]
 
 

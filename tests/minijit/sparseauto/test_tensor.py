@@ -9,6 +9,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import minijit
 from minijit.sparseauto.tensor import Level, SparseTensor, as_sparse, is_sparse
 from tests.minijit.sparseauto.strategies import shapes, sparse_tensors
 
@@ -147,3 +148,43 @@ def test_construction_leaves_callers_arrays_alone():
     vals[0] = 5.0  # values may change under the tensor; its indices are its own copies
     crd[0] = 99
     assert t.storage[1].crd.tolist() == [0, 2]
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc"])
+@pytest.mark.parametrize(
+    ("breakage", "message"),
+    [
+        ("decreasing", "indptr decreases"),
+        ("index_high", "outside"),
+        ("index_negative", "outside"),
+        ("indptr_short", "entries, expected"),
+        ("indptr_start", r"indptr\[0\]"),
+        ("indptr_end", "indptr ends at"),
+    ],
+)
+def test_from_scipy_refuses_malformed_structure_before_scipy_reads_it(fmt, breakage, message):
+    """A malformed CSR/CSC (found by the fuzzer: a decreasing indptr corrupted the heap inside
+    scipy's sum_duplicates) is refused by name before scipy's C code or ours touches it."""
+    import scipy.sparse as sp
+
+    dense = np.array([[1.0, 0, 2], [0, 3, 0], [4, 0, 5], [0, 0, 6]])
+    m = (sp.csr_matrix if fmt == "csr" else sp.csc_matrix)(dense)
+    indptr, indices, data = m.indptr.copy(), m.indices.copy(), m.data.copy()
+    if breakage == "decreasing":
+        indptr[1:] = indptr[1:][::-1].copy()
+    elif breakage == "index_high":
+        indices[0] = 7
+    elif breakage == "index_negative":
+        indices[-1] = -1
+    elif breakage == "indptr_short":
+        indptr = indptr[:-1]
+    elif breakage == "indptr_start":
+        indptr = indptr + 1
+    elif breakage == "indptr_end":
+        indptr[-1] += 3
+    bad = (sp.csr_matrix if fmt == "csr" else sp.csc_matrix)(dense.shape)
+    bad.indptr, bad.indices, bad.data = indptr, indices, data  # past scipy's own constructor checks
+    with pytest.raises(ValueError, match=message):
+        SparseTensor.from_scipy(bad)
+    with pytest.raises(ValueError, match=message):
+        minijit.einsum("ij,jk->ik", bad, np.ones((dense.shape[1], 2)))
