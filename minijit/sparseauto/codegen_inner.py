@@ -1,0 +1,332 @@
+"""The innermost loops of a compiled sparse nest (`minijit.sparseauto.codegen`): a statement's
+scalar code, the vectorized loop over a unit-stride dense index (axpy-like or dot product, masked
+tail), the output row held in registers across a loop (``stationary``), and the strided loop.
+`InnerLoops` is a mixin of the emitter; the register and stack conventions are codegen's.
+"""
+
+from __future__ import annotations
+
+from asm.x86_64 import XMM, YMM, Gpr, Vec, qword
+from asm.x86_64.registers import r8, r9, r10, r11, r12, r13, r14, r15, rax, rbp, rcx, rdi, rdx, rsi, rsp
+from minijit.kernels.x86_64.common import Partial, counted_loop
+from minijit.sparseauto.nest import Access, Compute, Loop
+
+SIGNATURE = "void(const int64_t* args, int64_t begin, int64_t end)"
+ISAS = ("avx2",)
+#: registers that hold pointers in the vectorized inner loop
+_PTR_REGS = (rdx, rsi, rdi, rbp, r8, r9, r10, r11, r12, r13, r14, r15)
+_MASK = YMM[15]  # partial-vector mask (AVX2)
+_BCAST = YMM[12:15]  # one broadcast scalar per vectorized statement
+_MAX_VEC_STATEMENTS = len(_BCAST)
+_WORK = 12  # ymm0..11 hold products, loads and accumulators of the vectorized loop
+_ACCS = YMM[1:12]
+#: walks prefetch the dense rows of the position this far ahead, up to this many bytes per row
+PREFETCH_AHEAD = 4
+PREFETCH_ROW_BYTES = 512  # an output row kept in registers across a loop (`_stationary_loop`)
+
+
+class InnerLoops:
+    """The emitter's inner-loop stages (see `minijit.sparseauto.codegen` for the conventions)."""
+
+    def _compute(self, c: Compute) -> None:
+        """out += prod(ins), one element (scalar loads, multiplies and one add)."""
+        a, t = self.a, self.t
+        acc, x = XMM[0], XMM[1]
+        for n, src in enumerate(c.ins):
+            self._address(src, rdi)
+            if n == 0:
+                self._vmov_s(acc, t.smem(rdi))
+            else:
+                getattr(a, t.s("vmul"))(acc, acc, t.smem(rdi))
+        self._address(c.out, rdi)
+        self._vmov_s(x, t.smem(rdi))
+        getattr(a, t.s("vadd"))(x, x, acc)
+        self._vmov_s(t.smem(rdi), x)
+
+    # ---------------------------------------------------------------- vectorized innermost loop
+
+    def _contiguous(self, acc: Access, j: str) -> bool:
+        """``acc`` is a dense tensor (operand, dense output or temporary) with ``j`` last."""
+        return acc.tensor in self.strides and acc.indices[-1:] == (j,)
+
+    def _inner_kind(self, loop: Loop) -> str | None:
+        """How an innermost dense loop over j compiles: "vector" (every access using j is dense
+        with j last), "strided" (dense, any stride: scalar with pointer increments), or None
+        (the general scalar path)."""
+        j = loop.index
+        if self.nest.walks(loop) or not all(isinstance(n, Compute) for n in loop.body):
+            return None
+        stmts: tuple[Compute, ...] = loop.body  # type: ignore[assignment]
+        if len(stmts) > _MAX_VEC_STATEMENTS:
+            return None
+        written = {c.out.tensor for c in stmts}
+        pointers, contiguous = 0, True
+        for c in stmts:
+            uses = [x for x in (*c.ins, c.out) if j in x.indices]
+            if any(x.tensor not in self.strides for x in uses):
+                return None  # a sparse access or a sampled output uses j
+            if any(x.tensor in written for x in c.ins if j not in x.indices):
+                return None  # a broadcast factor this loop writes: keep the scalar order
+            if not any(j in x.indices for x in c.ins):
+                return None  # out[j] += s or out += s, extent times: rare, stays scalar
+            contiguous &= all(self._contiguous(x, j) for x in uses)
+            pointers += len(uses)
+        if pointers > len(_PTR_REGS):
+            return None
+        return "vector" if contiguous else "strided"
+
+    def _inner_prologue(
+        self, stmts: tuple[Compute, ...], j: str, with_out: bool = True
+    ) -> list[tuple[Gpr | None, list[Gpr]]]:
+        """Before an innermost loop over j: each statement's product of the factors without j in
+        its stack slot, and pointers (at j = 0) to its accesses with j: (out or None, factors);
+        ``with_out=False`` leaves the out pointer (None)."""
+        for s, c in enumerate(stmts):
+            self._scalar_product([x for x in c.ins if j not in x.indices], self.bcast[s])
+        regs = iter(_PTR_REGS)
+        plan = []
+        for c in stmts:
+            jf = []
+            for x in c.ins:
+                if j in x.indices:
+                    r = next(regs)
+                    self._address(x, r, skip=j)
+                    jf.append(r)
+            out = None
+            if with_out and j in c.out.indices:
+                out = next(regs)
+                self._address(c.out, out, skip=j)
+            plan.append((out, jf))
+        return plan
+
+    def _tail(self, n: int) -> Partial | None:
+        """The masked partial vector for the last ``n % lanes`` elements (None when there are
+        none), its mask loaded (AVX2: from the table appended after the code)."""
+        if not n % self.t.vl:
+            return None
+        if self.table is None:
+            self.table = self.a.new_label("mask")
+        part = Partial(self.t, n % self.t.vl, maskreg=_MASK, table=self.table)
+        part.setup(self.a, rax)
+        return part
+
+    def _stationary_inner(self, loop: Loop) -> Loop | None:
+        """The inner loop of ``loop`` when its output row can stay in registers across ``loop``:
+        the body is one vectorizable loop over j with one axpy-like statement whose output
+        does not depend on ``loop``'s index (SpMM's row of C across the walk of a row of A) and
+        fits the accumulator registers."""
+        if len(loop.body) != 1 or not isinstance(loop.body[0], Loop) or self._stationary is not None:
+            return None
+        inner = loop.body[0]
+        if self._inner_kind(inner) != "vector" or len(inner.body) != 1:
+            return None
+        c = inner.body[0]
+        assert isinstance(c, Compute)
+        if loop.index in c.out.indices or inner.index not in c.out.indices:
+            return None
+        if any(x.tensor == c.out.tensor for x in c.ins):
+            return None
+        if -(-self.ext[inner.index] // self.t.vl) > len(_ACCS):
+            return None
+        return inner
+
+    def _stationary_loop(self, loop: Loop, split: bool) -> None:
+        """stationary_<j>: zero accumulators for the output row, run ``loop`` with the inner loop
+        accumulating into them (`_accumulate`), then add them to the output row once."""
+        a, t = self.a, self.t
+        inner = self._stationary_inner(loop)
+        assert inner is not None
+        c = inner.body[0]
+        assert isinstance(c, Compute)
+        n, j = self.ext[inner.index], inner.index
+        accs = list(_ACCS[: -(-n // t.vl)])
+        part = self._tail(n)
+        a.label(f"stationary_{j}")
+        for r in accs:
+            a.vxorps(r, r, r)
+        self.vectorized.append(j)
+        self._stationary = (inner, accs, part)
+        try:
+            self._loop(loop, split)
+        finally:
+            self._stationary = None
+        self._address(c.out, rdi, skip=j)  # out += accumulators, once
+        tmp = YMM[0]
+        for u, r in enumerate(accs):
+            p = part if (part is not None and u == len(accs) - 1) else None
+            if p is None:
+                getattr(a, t.v("vadd"))(r, r, t.vmem(rdi + u * t.vbytes))
+                getattr(a, t.v("vmovu"))(t.vmem(rdi + u * t.vbytes), r)
+            else:
+                p.load(a, tmp, rdi + u * t.vbytes)
+                getattr(a, t.v("vadd"))(r, r, tmp)
+                p.store(a, rdi + u * t.vbytes, r)
+
+    def _accumulate(self, inner: Loop) -> None:
+        """acc_<j>: the inner statement of a stationary loop: acc[j] += s * x[j] * ..."""
+        a, t = self.a, self.t
+        assert self._stationary is not None
+        _, accs, part = self._stationary
+        c = inner.body[0]
+        assert isinstance(c, Compute)
+        j = inner.index
+        ((_, jf),) = self._inner_prologue((c,), j, with_out=False)
+        bc, prod, tmp = _BCAST[0], YMM[0], _BCAST[1]
+        getattr(a, "vbroadcastss" if t.es == 4 else "vbroadcastsd")(bc, t.smem(rsp + self.bcast[0]))
+        a.label(f"acc_{j}")
+        for u, r in enumerate(accs):
+            p = part if (part is not None and u == len(accs) - 1) else None
+            for n, x in enumerate(jf):
+                dst = prod if n == 0 else tmp
+                if p is None:
+                    getattr(a, t.v("vmovu"))(dst, t.vmem(x + u * t.vbytes))
+                else:
+                    p.load(a, dst, x + u * t.vbytes)
+                if n:
+                    getattr(a, t.v("vmul"))(prod, prod, tmp)
+            getattr(a, t.v("vfmadd231"))(r, bc, prod)
+
+    def _strided_loop(self, loop: Loop) -> None:
+        """strided_<j>: an innermost dense loop over strided accesses, one element at a time with
+        pointer increments (no address arithmetic per element)."""
+        a, t, j = self.a, self.t, loop.index
+        n = self.ext[j]
+        stmts: tuple[Compute, ...] = loop.body  # type: ignore[assignment]
+        if n == 0:
+            return
+        plan = self._inner_prologue(stmts, j)
+        steps = []  # (pointer, byte stride along j)
+        for c, (out, jf) in zip(stmts, plan, strict=True):
+            accs = [x for x in c.ins if j in x.indices] + ([c.out] if out is not None else [])
+            regs = jf + ([out] if out is not None else [])
+            steps += [(r, self.strides[x.tensor][j] * t.es) for r, x in zip(regs, accs, strict=True)]
+        work = [YMM[3 * s : 3 * s + 3] for s in range(len(stmts))]  # product, temporary, accumulator
+        for s, (out, _) in enumerate(plan):
+            self._vmov_s(XMM[12 + s], t.smem(rsp + self.bcast[s]))
+            if out is None:
+                a.vxorps(work[s][2], work[s][2], work[s][2])
+        mul, add, fma = (getattr(a, t.s(m)) for m in ("vmul", "vadd", "vfmadd231"))
+
+        def element() -> None:
+            for s, (out, jf) in enumerate(plan):
+                prod, tmp, acc = (XMM[YMM.index(r)] for r in work[s])
+                self._vmov_s(prod, t.smem(jf[0]))
+                for r in jf[1:]:
+                    mul(prod, prod, t.smem(r))
+                if out is None:  # dot product: acc += prod
+                    add(acc, acc, prod)
+                    continue
+                self._vmov_s(tmp, t.smem(out))
+                fma(tmp, XMM[12 + s], prod)
+                self._vmov_s(t.smem(out), tmp)
+            for r, step in steps:
+                a.add(r, step)
+
+        a.label(f"strided_{j}")
+        counted_loop(a, rcx, n, element, f"strided_{j}_loop")
+        for s, (out, _) in enumerate(plan):
+            if out is None:  # out += scalar * sum (the accumulator's other lanes are zero)
+                self._reduce_dot(stmts[s], [work[s][2]], self.bcast[s])
+
+    def _vector_loop(self, loop: Loop) -> None:
+        """vec_<j>: the statements of an innermost dense loop over vectors of j (see module doc)."""
+        a, t, j = self.a, self.t, loop.index
+        n = self.ext[j]
+        self.vectorized.append(j)
+        stmts: tuple[Compute, ...] = loop.body  # type: ignore[assignment]
+        if n == 0:
+            return
+        # prologue: broadcast factors (the product of the factors without j) and base pointers
+        lists = self._inner_prologue(stmts, j)
+        plan = []  # per statement: (out pointer or None, factor pointers, broadcast register)
+        for s, (out, jf) in enumerate(lists):
+            getattr(a, "vbroadcastss" if t.es == 4 else "vbroadcastsd")(_BCAST[s], t.smem(rsp + self.bcast[s]))
+            plan.append((out, jf, _BCAST[s]))
+        ptrs = [r for out, jf, _ in plan for r in ([out] if out is not None else []) + jf]
+        per_u = 3 * len(stmts)  # product, load temporary, accumulator
+        unroll = max(1, min(4, _WORK // per_u))
+        work = [[YMM[u * per_u + 3 * s : u * per_u + 3 * s + 3] for s in range(len(stmts))] for u in range(unroll)]
+        dots = [s for s, c in enumerate(stmts) if j not in c.out.indices]
+        for u in range(unroll):
+            for s in dots:
+                acc = work[u][s][2]
+                a.vxorps(acc, acc, acc)
+        part = self._tail(n)
+
+        def load(dst: Vec, r: Gpr, disp: int, p: Partial | None) -> None:
+            if p is None:
+                getattr(a, t.v("vmovu"))(dst, t.vmem(r + disp))
+            else:
+                p.load(a, dst, r + disp)
+
+        def vector(u: int, disp: int, p: Partial | None) -> None:
+            for s, (out, jf, bc) in enumerate(plan):
+                prod, tmp, acc = work[u][s]
+                load(prod, jf[0], disp, p)
+                for r in jf[1:]:
+                    load(tmp, r, disp, p)
+                    getattr(a, t.v("vmul"))(prod, prod, tmp)
+                if out is None:  # dot product: acc += prod
+                    getattr(a, t.v("vadd"))(acc, acc, prod)
+                    continue
+                load(tmp, out, disp, p)
+                getattr(a, t.v("vfmadd231"))(tmp, bc, prod)
+                if p is None:
+                    getattr(a, t.v("vmovu"))(t.vmem(out + disp), tmp)
+                else:
+                    p.store(a, out + disp, tmp)
+
+        full = n // t.vl
+        groups, rem = divmod(full, unroll)
+        a.label(f"vec_{j}")
+
+        def group() -> None:
+            for u in range(unroll):
+                vector(u, u * t.vbytes, None)
+            for r in ptrs:
+                a.add(r, unroll * t.vbytes)
+
+        counted_loop(a, rcx, groups, group, f"vec_{j}_loop")
+        for u in range(rem):
+            vector(u, u * t.vbytes, None)
+        if part is not None:
+            a.label("vtail")
+            vector(rem, rem * t.vbytes, part)
+        for s in dots:  # epilogue: out += broadcast * horizontal sum of the accumulators
+            self._reduce_dot(stmts[s], [work[u][s][2] for u in range(unroll)], self.bcast[s])
+
+    def _scalar_product(self, factors: list[Access], slot: int) -> None:
+        """The stack slot at offset ``slot`` = product of ``factors`` (1.0 when there are none)."""
+        a, t = self.a, self.t
+        if not factors:
+            one = 0x3FF0000000000000 if t.es == 8 else 0x3F800000
+            a.mov(rax, one)
+            a.mov(qword(rsp + slot), rax)
+            return
+        x = XMM[0]
+        for n, src in enumerate(factors):
+            self._address(src, rdi)
+            if n == 0:
+                self._vmov_s(x, t.smem(rdi))
+            else:
+                getattr(a, t.s("vmul"))(x, x, t.smem(rdi))
+        self._vmov_s(t.smem(rsp + slot), x)
+
+    def _reduce_dot(self, c: Compute, accs: list[Vec], slot: int) -> None:
+        """out += (scalar at stack offset ``slot``) * the horizontal sum of ``accs``."""
+        a, t = self.a, self.t
+        total = accs[0]
+        for r in accs[1:]:
+            getattr(a, t.v("vadd"))(total, total, r)
+        x, tmp = XMM[YMM.index(total)], XMM[13]
+        a.vextractf128(tmp, total, 1)
+        getattr(a, t.v("vadd"))(x, x, tmp)
+        a.vunpckhpd(tmp, x, x)
+        getattr(a, t.v("vadd"))(x, x, tmp)
+        if t.es == 4:
+            a.vshufps(tmp, x, x, 1)
+            a.vaddss(x, x, tmp)
+        getattr(a, t.s("vmul"))(x, x, t.smem(rsp + slot))
+        self._address(c.out, rdi)
+        getattr(a, t.s("vadd"))(x, x, t.smem(rdi))
+        self._vmov_s(t.smem(rdi), x)
