@@ -4,6 +4,10 @@
 - `minijit.bench.cpu`: operands, numpy reference, timing and the CPU suite (GFLOPS next to numpy);
 - `minijit.bench.cuda`: tensor-core GEMM/BRGEMM rows against torch on a GPU (``minijit bench cuda``);
 - `minijit.bench.spmm`: TCA-SpMM vs cuSPARSE and the CPU SpMM kernel vs scipy (``minijit bench spmm``);
+- `minijit.bench.einsum`, `einsum_cuda`: einsum plans against np.einsum / torch.einsum (``minijit bench einsum``);
+- `minijit.bench.dask`: `minijit.dask` against `dask.array.einsum` on a local cluster (``minijit bench einsum --dask``);
+- `minijit.bench.sparse_einsum`: sparse contractions, chosen vs linear schedule, tensora, pydata sparse, scipy
+  (``minijit bench sparse-einsum``);
 - `minijit.bench.report`: tables, hardware and version facts, JSON and ``bench/results`` files, plots.
 
 Each suite returns a `minijit.bench.report.Report`; `minijit.cli` parses the arguments, calls
