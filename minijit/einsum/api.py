@@ -67,7 +67,8 @@ def einsum(subscripts: str, *operands, out=None, optimize: Any = True, target: s
 
     Sparse operands (`minijit.sparseauto.SparseTensor`, scipy.sparse CSR/CSC/COO, pydata
     ``sparse.COO``/``GCXS``) run on the SparseAuto path (`minijit.sparseauto.sparse_einsum`,
-    native x86-64): the planner's schedule (``optimize=False``: TACO's default linear schedule),
+    native x86-64; ``target="aarch64-neon"``/``"aarch64-sve"`` or an `AArch64Target`: AArch64
+    code, emulated on other hosts): the planner's schedule (``optimize=False``: TACO's default linear schedule),
     compiled once per subscripts, formats, shapes and dtype. The result is dense, or a
     `SparseTensor` with a sparse operand's pattern where the output samples it (SDDMM-like).
     """
@@ -158,15 +159,19 @@ def _einsum_sparse(subscripts, operands, out, optimize, target, dtype, driver):
 
     if not isinstance(subscripts, str):
         raise TypeError("einsum with sparse operands takes the subscripts as a string (not the sublist form)")
-    if target not in ("auto", "native") or driver is not None:
-        raise ValueError(f"einsum with sparse operands runs on the native CPU, not target={target!r}")
+    if target == "cuda" or driver is not None:
+        raise ValueError(
+            f"einsum with sparse operands runs on the native CPU, not target={target!r} "
+            "(or emulated on 'aarch64-neon'/'aarch64-sve')"
+        )
     if not (isinstance(optimize, bool) or optimize in ("greedy", "optimal")):
         raise ValueError("einsum with sparse operands takes optimize=True/False (planner or linear schedule)")
     if dtype is not None and np.dtype(dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise TypeError(f"einsum with sparse operands computes in float32 or float64, not {np.dtype(dtype)}")
     if dtype is not None:
         operands = tuple(x.astype(dtype) if hasattr(x, "astype") else x for x in operands)
-    result = sparse_einsum(subscripts, *operands, schedule="auto" if optimize else "linear")
+    target = "native" if isinstance(target, str) and target == "auto" else target
+    result = sparse_einsum(subscripts, *operands, schedule="auto" if optimize else "linear", target=target)
     if out is None:
         return result
     if not isinstance(out, np.ndarray) or not isinstance(result, np.ndarray):

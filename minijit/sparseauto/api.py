@@ -14,6 +14,10 @@ Compiled contractions are cached per (subscripts, formats, shapes, dtype, schedu
 so a repeated call re-plans and re-compiles nothing; the schedule is the one chosen with the
 non-zero counts of the first call (`compile_einsum` returns it, with the plan, for printing).
 Every check runs before any code is generated.
+
+``target``: the native CPU (x86-64: AVX2+FMA code), or "aarch64-neon"/"aarch64-sve" (a target
+name of `minijit.targets`, or a `CpuTarget` such as ``AArch64Target("sve", sve_vl=256)``): AArch64
+code, run natively on an AArch64 host and in the qemu emulator elsewhere (``sve_vl`` bits).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from minijit.sparseauto.execute import SparseContraction
+from minijit.sparseauto.execute import SparseContraction, cpu_target
 from minijit.sparseauto.graph import parse_subscripts
 from minijit.sparseauto.nest import Nest, Operand
 from minijit.sparseauto.schedules import default_linear
@@ -127,20 +131,27 @@ def _key(subscripts: str, values: list, dtype: np.dtype, schedule: str) -> tuple
 
 
 def compile_einsum(
-    subscripts: str, *operands: Any, schedule: str = "auto", threads: int | None = None
+    subscripts: str,
+    *operands: Any,
+    schedule: str = "auto",
+    threads: int | None = None,
+    target: Any = "native",
+    sve_vl: int = 128,
 ) -> tuple[SparseContraction, tuple[int, ...] | None]:
     """The (cached) compiled contraction for these operands' formats, shapes and dtype, and the
-    mode order of a sparse output (None for a dense one)."""
+    mode order of a sparse output (None for a dense one). ``target``/``sve_vl``: see
+    `SparseContraction` ("native", "aarch64-neon", "aarch64-sve", ... or a `CpuTarget`)."""
+    tgt = cpu_target(target, sve_vl)
     values, dtype = _convert(operands)
-    return _compiled(subscripts, values, dtype, schedule, threads)
+    return _compiled(subscripts, values, dtype, schedule, threads, tgt)
 
 
 def _compiled(
-    subscripts: str, values: list, dtype: np.dtype, schedule: str, threads: int | None
+    subscripts: str, values: list, dtype: np.dtype, schedule: str, threads: int | None, target: Any
 ) -> tuple[SparseContraction, tuple[int, ...] | None]:
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
-    key = _key(subscripts, values, dtype, schedule) + (threads,)
+    key = _key(subscripts, values, dtype, schedule) + (threads, target)
     with _cache_lock:
         hit = _cache.get(key)
         if hit is not None:
@@ -154,7 +165,7 @@ def _compiled(
         nest = default_linear(ops, out)
     else:
         nest, plan = _planned(subscripts, values, ops, out, extents)
-    compiled = SparseContraction(nest, extents, dtype, threads=threads, plan=plan)
+    compiled = SparseContraction(nest, extents, dtype, threads=threads, plan=plan, target=target)
     with _cache_lock:
         _cache[key] = (compiled, order)
         while len(_cache) > _CACHE_SIZE:
@@ -163,12 +174,19 @@ def _compiled(
 
 
 def sparse_einsum(
-    subscripts: str, *operands: Any, schedule: str = "auto", threads: int | None = None
+    subscripts: str,
+    *operands: Any,
+    schedule: str = "auto",
+    threads: int | None = None,
+    target: Any = "native",
+    sve_vl: int = 128,
 ) -> np.ndarray | SparseTensor:
     """Evaluate ``subscripts`` (numpy einsum notation, single-letter indices, no ``...``) on
-    sparse and dense ``operands``; see the module docstring for types, dtypes and the output."""
+    sparse and dense ``operands``; see the module docstring for types, dtypes, the output and
+    the targets."""
+    tgt = cpu_target(target, sve_vl)
     values, dtype = _convert(operands)
-    compiled, order = _compiled(subscripts, values, dtype, schedule, threads)
+    compiled, order = _compiled(subscripts, values, dtype, schedule, threads, tgt)
     result = compiled.execute(*values)
     if order is None:
         return result

@@ -27,10 +27,12 @@ import numpy as np
 from minijit.errors import SetupError, error_t
 from minijit.limits import check_alloc
 from minijit.sparseauto.codegen import SIGNATURE, Program, compile_nest, sampled_operand
+from minijit.sparseauto.codegen_aarch64 import compile_nest_aarch64
 from minijit.sparseauto.nest import Nest, Operand
 from minijit.sparseauto.tensor import INDEX_MAX, SparseTensor
+from minijit.targets import CpuTarget
 
-__all__ = ["DTYPES", "SparseContraction"]
+__all__ = ["DTYPES", "SparseContraction", "cpu_target"]
 
 DTYPES = {np.dtype(np.float32): "fp32", np.dtype(np.float64): "fp64"}
 #: iterations of the top loop below which one thread runs the whole nest
@@ -49,6 +51,15 @@ def _check_extents(nest: Nest, extents: object) -> dict[str, int]:
             raise SetupError(error_t.wrong_size, f"extent of index {i!r} must be an int in 0..{INDEX_MAX}, got {n!r}")
         out[i] = int(n)
     return out
+
+
+def cpu_target(target: object, sve_vl: int = 128) -> CpuTarget:
+    """The CPU target object of ``target`` ("native", a name of `minijit.targets.CPU_TARGETS` or a
+    `CpuTarget`; ``sve_vl``: bits, for "aarch64-sve"); ValueError naming the choices otherwise
+    (CUDA included: sparse contractions compile for CPUs only)."""
+    from minijit import targets
+
+    return targets.get_cpu(target, sve_vl=sve_vl)  # type: ignore[arg-type]
 
 
 def _leaves(t: SparseTensor) -> np.ndarray:
@@ -70,6 +81,10 @@ class SparseContraction:
     ``extents``: index -> size. ``dtype``: float32 or float64 (every operand's). ``threads``:
     workers for the split top loop (default: minijit's pool size). ``plan``: the planner's
     `SparsePlan` that chose the nest, kept for printing (None for a nest given directly).
+    ``target``: "native", a CPU target name of `minijit.targets` or a `CpuTarget`; x86-64 targets
+    run the AVX2+FMA code (``isa``), "aarch64-neon"/"aarch64-sve" the AArch64 code
+    (`codegen_aarch64`): natively on an AArch64 host, else in the emulator at ``sve_vl`` bits
+    (a target object brings its own), the top loop's ranges one after another.
     """
 
     def __init__(
@@ -81,6 +96,8 @@ class SparseContraction:
         threads: int | None = None,
         isa: str = "avx2",
         plan: object = None,
+        target: str | CpuTarget = "native",
+        sve_vl: int = 128,
     ) -> None:
         if not isinstance(nest, Nest):
             raise TypeError(f"nest must be a minijit.sparseauto.nest.Nest, got {type(nest).__name__}")
@@ -106,29 +123,39 @@ class SparseContraction:
         from minijit.parallel import default_threads
 
         self.threads = threads if threads is not None else default_threads()
+        self.target = cpu_target(target, sve_vl)
+        family = self.target.family
         try:
-            self.program: Program = compile_nest(nest, self.extents, DTYPES[self.dtype], isa)
+            if family == "aarch64":
+                self.program: Program = compile_nest_aarch64(nest, self.extents, DTYPES[self.dtype], self.target.isa)
+            else:
+                self.program = compile_nest(nest, self.extents, DTYPES[self.dtype], isa)
         except ValueError as e:
             raise SetupError(error_t.wrong_dimension, str(e)) from e
-        from minijit.runtime import features, load
+        from minijit.runtime import features, load, runs_natively
 
         h = features.host()
-        if h.isa != "x86_64" or not (h.avx2 and h.fma):
+        if family == "x86_64" and (h.isa != "x86_64" or not (h.avx2 and h.fma)):
             raise RuntimeError(
-                f"sparse contractions compile to x86-64 AVX2+FMA code; this host ({h.isa}) cannot run it "
-                "(AArch64 code generation is not implemented yet)"
+                f"target {self.target.name}: sparse contractions compile to x86-64 AVX2+FMA code; this host "
+                f"({h.isa}) cannot run it (use target='aarch64-neon' or 'aarch64-sve')"
             )
+        if family == "aarch64" and runs_natively("aarch64") and not self.target.supported:
+            raise RuntimeError(f"target {self.target.name}: this AArch64 host has no SVE")
+        self._emulated = not runs_natively(family)
         prog = self.program.asm
-        self._kernel = load(prog.code(), SIGNATURE, isa="x86_64", name=prog.name, listing=prog.listing())
+        sve_bits = getattr(self.target, "sve_vl", 128)
+        self._kernel = load(prog.code(), SIGNATURE, isa=family, name=prog.name, listing=prog.listing(), sve_vl=sve_bits)
         self._local = threading.local()
         self._last_ranges: tuple[tuple, list[tuple[int, int]]] | None = None
 
     # ---------------------------------------------------------------- inspection
 
     def listing(self) -> str:
-        """The loop nest, then the generated assembly (Intel syntax)."""
+        """The loop nest, then the generated assembly (Intel syntax on x86-64)."""
         vec = ", ".join(self.program.vectorized) or "none"
-        head = f"{self.nest}\n# extents {self.extents}, dtype {self.dtype}, vectorized loops: {vec}"
+        head = f"{self.nest}\n# target {self.target.name}, extents {self.extents}, dtype {self.dtype}"
+        head += f", vectorized loops: {vec}"
         if self.program.split:
             head += f", top loop split over threads ({self.program.split[0]})"
         return head + "\n" + self._kernel.listing
@@ -247,6 +274,9 @@ class SparseContraction:
 
     def _run(self, arrays: dict, tensors: dict[str, SparseTensor]) -> None:
         ranges = self._ranges(tensors)
+        if self._emulated:
+            self._run_emulated(arrays, ranges)
+            return
         kern = self._kernel
 
         def run(i0: int, i1: int) -> None:
@@ -260,3 +290,34 @@ class SparseContraction:
         from minijit.parallel import run_range
 
         run_range(run, len(ranges), len(ranges))
+
+    def _run_emulated(self, arrays: dict, ranges: list[tuple[int, int]]) -> None:
+        """The AArch64 code in the emulator: every array the args block names is copied into the
+        worker, the args block is written with the worker's addresses, the top loop's ranges run
+        one after another, and the output is copied back."""
+        from minijit.runtime.emulator_regions import Regions
+
+        kern = self._kernel
+        w = kern.worker
+        out_name = self.nest.output.name
+        temps = {name: np.zeros(max(1, n), self.dtype) for name, n in self.program.temp_sizes.items()}
+        with w.lock:
+            regions = Regions(w)
+            try:
+                placed: dict[int, int] = {}
+                for k, s in enumerate(self.program.slots):
+                    if s.part == "size":
+                        continue
+                    x = temps[s.tensor] if s.part == "temp" else arrays[(s.tensor, s.part, s.level)]
+                    placed[k] = regions.place(x, writable=s.tensor == out_name)
+                args = np.zeros(max(1, len(self.program.slots)), np.int64)
+                block = regions.place(args, writable=False)
+                regions.upload()
+                for k, s in enumerate(self.program.slots):
+                    args[k] = arrays[(s.tensor, s.part, s.level)] if s.part == "size" else regions.address_of(placed[k])
+                w.write(regions.address_of(block), args.tobytes())
+                for b, e in ranges:
+                    w.call(kern.address, regions.address_of(block), b, e)
+                regions.download()
+            finally:
+                regions.free()
