@@ -49,16 +49,86 @@ _TACO = {  # tensora assignments and operand formats (output first)
 }
 
 
-def powerlaw_tensor(shape: tuple[int, ...], nnz: int, rng: np.random.Generator, alpha: float = 1.1):
-    """A CSF `SparseTensor` with about ``nnz`` values whose coordinates have Zipf(``alpha``)
-    marginals per mode (ranks shuffled), like FROSTT's power-law slices and fibres."""
+#: mean non-zeros per fibre of the last mode of the synthetic tensors (see `powerlaw_tensor`)
+FIBRE_MEAN = 16.0
+#: Zipf exponent of the slice and fibre *positions* (which i, which (i, j)) of the synthetic tensors
+POSITION_ALPHA = 1.1
+
+
+def zipf_exponent(mean: float, n: int) -> float:
+    """The exponent ``s`` of the Zipf law ``P(len) ~ len**-s`` on ``1..n`` whose mean is ``mean``
+    (bisection; the mean falls as ``s`` grows). ValueError unless ``1 <= mean < (n + 1) / 2``."""
+    if not 1.0 <= mean < (n + 1) / 2:
+        raise ValueError(f"mean fibre length must be in [1, {(n + 1) / 2}) for fibres of at most {n}, got {mean}")
+    k = np.arange(1, n + 1, dtype=np.float64)
+
+    def mean_of(s: float) -> float:
+        w = k**-s
+        return float((k * w).sum() / w.sum())
+
+    lo, hi = 0.0, 30.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if mean_of(mid) > mean else (lo, mid)
+    return (lo + hi) / 2
+
+
+def fibre_lengths(count: int, n: int, mean: float, rng: np.random.Generator) -> np.ndarray:
+    """``count`` fibre lengths drawn from the Zipf law on ``1..n`` with mean ``mean``."""
+    s = zipf_exponent(mean, n)
+    k = np.arange(1, n + 1)
+    p = k**-s
+    return rng.choice(k, count, p=p / p.sum())
+
+
+def powerlaw_tensor(
+    shape: tuple[int, ...],
+    nnz: int,
+    rng: np.random.Generator,
+    fibre_mean: float = FIBRE_MEAN,
+    alpha: float = POSITION_ALPHA,
+):
+    """A CSF `SparseTensor` (all levels compressed, modes in order) with about ``nnz`` values,
+    shaped like FROSTT's count tensors: power-law slices *and* power-law fibre lengths.
+
+    The tensor has ``nnz / fibre_mean`` fibres of the last mode. Their lengths follow a Zipf law
+    ``P(len) ~ len**-s`` on ``1..shape[-1]``, ``s`` solved so the mean is ``fibre_mean`` (most
+    fibres hold one or two values, a few hold hundreds). Their positions (distinct prefixes of
+    the other modes) and the coordinates inside each fibre (distinct) are drawn with
+    Zipf(``alpha``) marginals per mode, ranks shuffled. Values are standard normal.
+    """
     from minijit.sparseauto.tensor import SparseTensor
 
-    coords = []
-    for n in shape:
+    *outer, last = shape
+    nfib = max(1, round(nnz / fibre_mean))
+    cells = int(np.prod(outer))
+    if nfib > cells // 2:
+        raise ValueError(f"{nfib} fibres need more than {cells} prefixes of shape {tuple(outer)}")
+    lengths = fibre_lengths(nfib, last, fibre_mean, rng)
+
+    def marginal(n: int) -> np.ndarray:
         p = 1.0 / np.arange(1, n + 1) ** alpha
-        coords.append(rng.permutation(n)[rng.choice(n, nnz, p=p / p.sum())])
-    return SparseTensor.from_coo(np.array(coords), rng.standard_normal(nnz), shape)
+        return rng.permutation(p / p.sum())
+
+    # fibre positions: distinct prefixes drawn with power-law marginals per mode
+    probs = [marginal(n) for n in outer]
+    found = np.empty(0, np.int64)
+    while found.size < nfib:
+        draw = np.ravel_multi_index([rng.choice(n, 2 * nfib, p=p) for n, p in zip(outer, probs, strict=True)], outer)
+        _, first = np.unique(np.concatenate([found, draw]), return_index=True)
+        found = np.concatenate([found, draw])[np.sort(first)]
+    prefix = np.array(np.unravel_index(found[:nfib], outer))
+    # coordinates inside each fibre: distinct, power-law over the last mode (Gumbel top-k)
+    logp = np.log(marginal(last))
+    crd = []
+    for lo in range(0, nfib, max(1, (1 << 22) // last)):
+        ln = lengths[lo : lo + max(1, (1 << 22) // last)]
+        keys = logp - np.log(-np.log(rng.random((ln.size, last))))
+        order = np.argsort(-keys, axis=1)
+        crd.append(order[np.arange(last) < ln[:, None]])
+    last_crd = np.concatenate(crd)
+    coords = np.vstack([np.repeat(prefix, lengths, axis=1), last_crd[None, :]])
+    return SparseTensor.from_coo(coords, rng.standard_normal(coords.shape[1]), shape)
 
 
 def _matrix(m: int, k: int, rng: np.random.Generator):

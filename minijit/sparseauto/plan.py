@@ -181,7 +181,7 @@ def _stages(
     space = enumerate_schedules(operands, output, limit, max_memory_depth)
     assumptions = Assumptions(operands)
     stage1 = tuple(Candidate(n, cost(n)) for n in space.nests)
-    stage2 = depth_poset_stage(stage1)
+    stage2 = depth_poset_stage(stage1, assumptions)
     front = frontier_stage(buckets(stage2, assumptions), assumptions)
     smt = smt_stage(front, operands, dict(constraints) if constraints else None, smt_timeout_ms)
     return space, stage1, stage2, front, smt, assumptions

@@ -1,7 +1,8 @@
 """The seed's pruning pipeline (seed 002, §5.2-5.3), minus the optional SMT stage (``smt.py``).
 
 1. memory depth: drop schedules whose largest temporary has more than ``max_depth`` indices;
-2. depth poset: keep the Pareto frontier of (loop depth, memory depth), group the survivors
+2. depth poset: keep the Pareto frontier of (loop depth, memory depth) (a schedule is dropped
+   only by one that is also no slower asymptotically, see :func:`depth_poset_stage`), group the survivors
    into buckets of asymptotically equal (time, memory) (dropping, inside a bucket, schedules
    another beats term by term), and keep the buckets no other bucket dominates in both (the
    symbolic Pareto frontier, exact under the seed's assumptions);
@@ -62,12 +63,25 @@ def memory_depth_stage(cands: Iterable[Candidate], max_depth: int = DEFAULT_MAX_
     return tuple(c for c in cands if c.cost.memory_depth <= max_depth)
 
 
-def depth_poset_stage(cands: Iterable[Candidate]) -> tuple[Candidate, ...]:
-    """Stage 2a: drop a candidate when another has loop and memory depth no larger, one smaller."""
+def depth_poset_stage(cands: Iterable[Candidate], assumptions: Assumptions | None = None) -> tuple[Candidate, ...]:
+    """Stage 2a: drop a candidate when another has loop and memory depth no larger, one smaller.
+
+    With ``assumptions``, the other must also have an asymptotic time no larger (``O(.)``
+    under the seed's assumptions) before it drops the candidate. Loop depth is the seed's
+    proxy for time, and a proxy only: in the TTM chain ``ijk,kl,lm->ijm`` the top-level
+    temporary ``T<k,m> = C*D`` (time ``K*L*M + M*nnz(B)``, depths 4/2) is dropped by the
+    per-fibre scalar temporary (``L*M*nnz(B_ij) + L*nnz(B)``, depths 4/0), although neither
+    is asymptotically faster and on long fibres the first does several times less work.
+    """
     cands = tuple(cands)
-    pairs = {(c.cost.loop_depth, c.cost.memory_depth) for c in cands}
-    keep = {p for p in pairs if not any(q[0] <= p[0] and q[1] <= p[1] and q != p for q in pairs)}
-    return tuple(c for c in cands if (c.cost.loop_depth, c.cost.memory_depth) in keep)
+
+    def beats(q: Candidate, p: Candidate) -> bool:
+        dq, dp = (q.cost.loop_depth, q.cost.memory_depth), (p.cost.loop_depth, p.cost.memory_depth)
+        if not (dq[0] <= dp[0] and dq[1] <= dp[1] and dq != dp):
+            return False
+        return assumptions is None or assumptions.le(q.cost.time, p.cost.time)
+
+    return tuple(p for p in cands if not any(beats(q, p) for q in cands if q is not p))
 
 
 def pointwise_dominates(a: Candidate, b: Candidate, assumptions: Assumptions) -> bool:

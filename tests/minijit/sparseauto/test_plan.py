@@ -239,3 +239,38 @@ def test_stage5_prefers_unit_stride_innermost_loops_at_equal_time():
     assert cache_cost(plan.chosen, sizes) == 0
     assert [t.indices for t in plan.chosen.temps] == [("m",)]
     assert "stage 5: same time" in plan.choice.reason and "stage 5" in str(plan)
+
+
+@pytest.mark.skipif(__import__("minijit.runtime", fromlist=["host"]).host().isa != "x86_64", reason="runs x86-64 code")
+def test_ttm_chain_takes_the_top_level_temporary_when_fibres_outnumber_k():
+    """TTM chain ``ijk,kl,lm->ijm``: ``T<k,m> = C*D`` once (time K*L*M + M*nnz) against the
+    per-fibre temporaries (L*M*nnz(B_ij) + L*nnz). The seed's depth poset drops the former
+    (depths 4/2 against 4/0) although it is not asymptotically slower; with many more fibres than
+    K it is the cheaper one, and executing both shows it."""
+    from minijit.bench.cpu import timeit
+    from minijit.bench.sparse_einsum import powerlaw_tensor
+    from minijit.sparseauto.execute import SparseContraction
+    from minijit.sparseauto.prune import buckets, depth_poset_stage, frontier_stage
+
+    rng = np.random.default_rng(5)
+    b = powerlaw_tensor((120, 120, 50), 48_000, rng, fibre_mean=8.0)
+    c, d = rng.standard_normal((50, 16)), rng.standard_normal((16, 16))
+    plan = sparse_plan("ijk,kl,lm->ijm", b, c, d)
+    assert [t.indices for t in plan.chosen.temps] == [("k", "m")]
+    # Without the time check in stage 2a, no such schedule reaches stage 4.
+    seed_front = frontier_stage(buckets(depth_poset_stage(plan.stage1), plan.assumptions), plan.assumptions)
+    seed_cands = [c for bk in seed_front for c in bk.candidates]
+    assert all(("k", "m") not in [t.indices for t in c.nest.temps] for c in seed_cands)
+    env = environment(plan.operands, plan.sizes, plan.nnz)
+    seed_choice = choose(seed_cands, env, plan.sizes, plan.memory_limit, plan.stage1)
+    assert plan.choice.time < seed_choice.time / 2
+    want = np.einsum("ijk,kl,lm->ijm", b.to_dense(), c, d)
+    timed = []
+    for nest in (plan.chosen, seed_choice.candidate.nest):
+        run = SparseContraction(nest, plan.sizes, threads=1)
+        ops = {"B": b, "C": c, "D": d}
+        args = [ops[o.name] for o in nest.operands]
+        np.testing.assert_allclose(run.execute(*args), want, rtol=1e-10, atol=1e-10)
+        timed.append(lambda run=run, args=args: run.execute(*args))
+    best = [min(timeit(f, 3) for _ in range(3)) for f in timed]
+    assert best[0] < best[1], f"chosen {best[0] * 1e3:.3f} ms, per-fibre {best[1] * 1e3:.3f} ms"

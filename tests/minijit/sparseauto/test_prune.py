@@ -65,6 +65,34 @@ def test_stage2_depth_poset():
     assert {k for k, v in c.items() if v in kept} == {"a", "b", "d", "e"}
 
 
+def test_stage2_with_assumptions_keeps_a_deeper_schedule_that_is_not_slower():
+    """TTM chain: the top-level T<k,m> (depths 4/2, time K*L*M + M*nnz) against the per-fibre
+    scalar (4/0, L*M*nnz(B_ij) + L*nnz). The pure depth poset drops the first; with the seed's
+    assumptions it stays, since neither time is O(the other); on the seed's own schedules the
+    time check changes nothing ((c) still goes: (d) is faster at 4/2)."""
+    b = Operand("B", ("i", "j", "k"), ("compressed",) * 3)
+    ops = (b, Operand.dense("C", ("k", "l")), Operand.dense("D", ("l", "m")))
+    asm = Assumptions(ops)
+    cands = candidates(enumerate_schedules(ops, Operand.dense("A", ("i", "j", "m")), max_memory_depth=2).nests)
+    top = [c for c in cands if [t.indices for t in c.nest.temps] == [("k", "m")]]
+    top = [min(top, key=lambda c: (c.cost.loop_depth, c.cost.memory_depth))]
+    scalar = [c for c in cands if [t.indices for t in c.nest.temps] == [()]]
+    assert top and scalar
+    assert (top[0].cost.loop_depth, top[0].cost.memory_depth) == (4, 2)
+    assert min((c.cost.loop_depth, c.cost.memory_depth) for c in scalar) == (4, 0)
+    assert not asm.le(scalar[0].cost.time, top[0].cost.time)
+    assert not asm.le(top[0].cost.time, scalar[0].cost.time)
+
+    def same_time(kept):  # T<k,m> itself, or "for m: T<k>" (4/1), the same work
+        return [c for c in kept if asm.equivalent(c.cost.time, top[0].cost.time)]
+
+    assert not same_time(depth_poset_stage(cands))
+    assert same_time(depth_poset_stage(cands, asm))
+    c = named()
+    kept = depth_poset_stage((c[k] for k in "abcde"), Assumptions(seed_ops()))
+    assert {k for k, v in c.items() if v in kept} == {"a", "b", "d", "e"}
+
+
 def test_frontier_matches_the_seeds_argument():
     """Seed §3.1: (d) dominates (e) (same time, less memory) and (c) (same memory, less time);
     (a), (b) and (d) trade time against memory."""

@@ -1,0 +1,48 @@
+"""The sparse-einsum bench's FROSTT-like tensors: power-law fibre lengths with the documented mean."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from minijit.bench import sparse_einsum as se
+
+
+def _fibre_lengths(t) -> np.ndarray:
+    coords, _ = t.to_coo()
+    _, counts = np.unique(np.ravel_multi_index(tuple(coords[:-1]), t.shape[:-1]), return_counts=True)
+    return counts
+
+
+@pytest.mark.parametrize("shape", [(300, 250, 200), (120, 90, 400)])
+def test_fibre_lengths_have_the_documented_mean_and_a_power_law_tail(shape):
+    rng = np.random.default_rng(3)
+    t = se.powerlaw_tensor(shape, 60_000, rng)
+    lengths = _fibre_lengths(t)
+    assert t.levels == ("compressed",) * 3
+    assert len(lengths) == round(60_000 / se.FIBRE_MEAN)  # one fibre per drawn length
+    assert abs(lengths.mean() - se.FIBRE_MEAN) < 0.1 * se.FIBRE_MEAN
+    assert lengths.max() <= shape[-1] and lengths.max() > 8 * se.FIBRE_MEAN
+    assert np.median(lengths) <= se.FIBRE_MEAN / 4  # most fibres are short ...
+    top = np.sort(lengths)[::-1][: len(lengths) // 20]
+    assert top.sum() > 0.3 * lengths.sum()  # ... and the longest 5% hold a third of the values
+    # The histogram follows the Zipf law P(n) ~ n**-s of the solved exponent.
+    s = se.zipf_exponent(se.FIBRE_MEAN, shape[-1])
+    hist = np.bincount(lengths, minlength=9)
+    for n in (2, 4, 8):
+        assert hist[n] / hist[1] == pytest.approx(n**-s, rel=0.25)
+
+
+def test_zipf_exponent_solves_the_mean_and_refuses_impossible_means():
+    for mean, n in ((16.0, 400), (3.0, 50), (1.0, 10)):
+        s = se.zipf_exponent(mean, n)
+        k = np.arange(1, n + 1.0)
+        assert (k * k**-s).sum() / (k**-s).sum() == pytest.approx(mean, rel=1e-6)
+    for mean, n in ((0.5, 10), (6.0, 10)):
+        with pytest.raises(ValueError, match="mean fibre length"):
+            se.zipf_exponent(mean, n)
+
+
+def test_too_many_fibres_for_the_prefixes_is_refused():
+    with pytest.raises(ValueError, match="fibres need more than"):
+        se.powerlaw_tensor((10, 10, 50), 20_000, np.random.default_rng(0))
