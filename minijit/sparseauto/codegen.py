@@ -31,10 +31,14 @@ How each node compiles (the stages name the labels of the listing):
   ``out[j] += s * x[j] * ...`` or a dot product ``out += s * sum_j x[j] * ...`` (vector
   accumulators, summed horizontally after the loop); the last ``extent % lanes`` elements run
   as one masked vector (``vmaskmov``).
-* **Output row in registers** (``stationary_<j>``, ``acc_<j>``): a loop whose body is one
-  vectorizable axpy-like loop over j whose output does not depend on the loop's index (SpMM's
-  row of C across the walk of a row of A) accumulates in up to 11 vector registers and adds
-  them to memory once after the loop.
+* **Output row in registers** (``stationary_<j>``, ``acc_<j>``): a loop whose body ends with
+  one vectorizable axpy-like loop over j whose output does not depend on the loop's index
+  (SpMM's row of C across the walk of a row of A) accumulates in up to 11 vector registers and
+  adds them to memory once after the loop. Temporaries and vectorizable loops that leave that
+  output alone may come first in the body (the fused SDDMM-SpMM: a dot product per j, then the
+  axpy); their loops then use only the vector registers the accumulators leave.
+* Vectorized loops take two registers per statement and unrolled vector (FMA with a memory
+  operand for a dot product's last factor).
 * **Innermost dense loop, strided** (``strided_<j>``): when the accesses that use ``j`` are
   dense but not all unit-stride, the same statements run one element at a time with every
   pointer advanced by its stride (no address arithmetic per element).
@@ -173,6 +177,7 @@ class _Emitter(InnerLoops):
         self.vectorized: list[str] = []
         #: (inner loop, accumulators, partial) while emitting a loop whose output stays in registers
         self._stationary: tuple[Loop, list[Vec], Partial | None] | None = None
+        self._stationary_prefix = False  # the stationary loop's body has nodes before its inner loop
         self.split = self._split()
 
     # ---------------------------------------------------------------- helpers

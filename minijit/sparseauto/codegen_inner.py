@@ -9,7 +9,7 @@ from __future__ import annotations
 from asm.x86_64 import XMM, YMM, Gpr, Vec, qword
 from asm.x86_64.registers import r8, r9, r10, r11, r12, r13, r14, r15, rax, rbp, rcx, rdi, rdx, rsi, rsp
 from minijit.kernels.x86_64.common import Partial, counted_loop
-from minijit.sparseauto.nest import Access, Compute, Loop
+from minijit.sparseauto.nest import Access, Compute, Loop, Temp
 
 SIGNATURE = "void(const int64_t* args, int64_t begin, int64_t end)"
 ISAS = ("avx2",)
@@ -112,12 +112,15 @@ class InnerLoops:
 
     def _stationary_inner(self, loop: Loop) -> Loop | None:
         """The inner loop of ``loop`` when its output row can stay in registers across ``loop``:
-        the body is one vectorizable loop over j with one axpy-like statement whose output
-        does not depend on ``loop``'s index (SpMM's row of C across the walk of a row of A) and
-        fits the accumulator registers."""
-        if len(loop.body) != 1 or not isinstance(loop.body[0], Loop) or self._stationary is not None:
+        the body ends with one vectorizable loop over j with one axpy-like statement whose
+        output does not depend on ``loop``'s index (SpMM's row of C across the walk of a row
+        of A) and fits the accumulator registers. Before it the body may hold temporaries and
+        vectorizable loops that neither read nor write that output and fit the registers the
+        accumulators leave (the SDDMM-SpMM fusion: ``T = C(i,:).D(j,:)`` per j, then
+        ``A(i,:) += B(i,j)*T*E(j,:)``)."""
+        if not loop.body or not isinstance(loop.body[-1], Loop) or self._stationary is not None:
             return None
-        inner = loop.body[0]
+        inner = loop.body[-1]
         if self._inner_kind(inner) != "vector" or len(inner.body) != 1:
             return None
         c = inner.body[0]
@@ -126,8 +129,19 @@ class InnerLoops:
             return None
         if any(x.tensor == c.out.tensor for x in c.ins):
             return None
-        if -(-self.ext[inner.index] // self.t.vl) > len(_ACCS):
+        naccs = -(-self.ext[inner.index] // self.t.vl)
+        if naccs > len(_ACCS):
             return None
+        for node in loop.body[:-1]:
+            if isinstance(node, Temp):
+                continue
+            if not isinstance(node, Loop) or self._inner_kind(node) != "vector":
+                return None
+            stmts = node.body
+            if any(x.tensor == c.out.tensor for s in stmts for x in (s.out, *s.ins)):  # type: ignore[union-attr]
+                return None
+            if 2 * len(stmts) > _WORK - naccs:
+                return None
         return inner
 
     def _stationary_loop(self, loop: Loop, split: bool) -> None:
@@ -146,10 +160,12 @@ class InnerLoops:
             a.vxorps(r, r, r)
         self.vectorized.append(j)
         self._stationary = (inner, accs, part)
+        self._stationary_prefix = len(loop.body) > 1
         try:
             self._loop(loop, split)
         finally:
             self._stationary = None
+            self._stationary_prefix = False
         self._address(c.out, rdi, skip=j)  # out += accumulators, once
         tmp = YMM[0]
         for u, r in enumerate(accs):
@@ -171,6 +187,8 @@ class InnerLoops:
         assert isinstance(c, Compute)
         j = inner.index
         ((_, jf),) = self._inner_prologue((c,), j, with_out=False)
+        if part is not None and self._stationary_prefix:  # a loop before this one set its own mask
+            part.setup(a, rax)
         bc, prod, tmp = _BCAST[0], YMM[0], _BCAST[1]
         getattr(a, "vbroadcastss" if t.es == 4 else "vbroadcastsd")(bc, t.smem(rsp + self.bcast[0]))
         a.label(f"acc_{j}")
@@ -243,13 +261,20 @@ class InnerLoops:
             getattr(a, "vbroadcastss" if t.es == 4 else "vbroadcastsd")(_BCAST[s], t.smem(rsp + self.bcast[s]))
             plan.append((out, jf, _BCAST[s]))
         ptrs = [r for out, jf, _ in plan for r in ([out] if out is not None else []) + jf]
-        per_u = 3 * len(stmts)  # product, load temporary, accumulator
-        unroll = max(1, min(4, _WORK // per_u))
-        work = [[YMM[u * per_u + 3 * s : u * per_u + 3 * s + 3] for s in range(len(stmts))] for u in range(unroll)]
+        # Two registers per statement and unrolled vector: the product and, for an axpy-like
+        # statement the loaded output, for a dot product its accumulator (a dot product loads
+        # its middle and masked factors into its broadcast register, which its loop leaves
+        # unused: the scalar is applied after the horizontal sum). Inside a stationary loop the
+        # output row's accumulators are not ours to use.
+        per_u = 2 * len(stmts)
+        busy = set(self._stationary[1]) if self._stationary is not None else set()
+        free = [r for r in YMM[:_WORK] if r not in busy]
+        unroll = max(1, min(4, len(free) // per_u))
+        work = [[free[u * per_u + 2 * s : u * per_u + 2 * s + 2] for s in range(len(stmts))] for u in range(unroll)]
         dots = [s for s, c in enumerate(stmts) if j not in c.out.indices]
         for u in range(unroll):
             for s in dots:
-                acc = work[u][s][2]
+                acc = work[u][s][1]
                 a.vxorps(acc, acc, acc)
         part = self._tail(n)
 
@@ -259,22 +284,37 @@ class InnerLoops:
             else:
                 p.load(a, dst, r + disp)
 
+        def times(prod: Vec, r: Gpr, disp: int, p: Partial | None, tmp: Vec) -> None:
+            """prod *= the vector at r + disp (a memory operand, or loaded masked into tmp)."""
+            if p is None:
+                getattr(a, t.v("vmul"))(prod, prod, t.vmem(r + disp))
+            else:
+                p.load(a, tmp, r + disp)
+                getattr(a, t.v("vmul"))(prod, prod, tmp)
+
         def vector(u: int, disp: int, p: Partial | None) -> None:
             for s, (out, jf, bc) in enumerate(plan):
-                prod, tmp, acc = work[u][s]
+                prod, second = work[u][s]
                 load(prod, jf[0], disp, p)
-                for r in jf[1:]:
-                    load(tmp, r, disp, p)
-                    getattr(a, t.v("vmul"))(prod, prod, tmp)
-                if out is None:  # dot product: acc += prod
-                    getattr(a, t.v("vadd"))(acc, acc, prod)
+                if out is None:  # dot product: acc += prod * last factor
+                    for r in jf[1:-1]:
+                        times(prod, r, disp, p, bc)
+                    if len(jf) == 1:
+                        getattr(a, t.v("vadd"))(second, second, prod)
+                    elif p is None:
+                        getattr(a, t.v("vfmadd231"))(second, prod, t.vmem(jf[-1] + disp))
+                    else:
+                        p.load(a, bc, jf[-1] + disp)
+                        getattr(a, t.v("vfmadd231"))(second, prod, bc)
                     continue
-                load(tmp, out, disp, p)
-                getattr(a, t.v("vfmadd231"))(tmp, bc, prod)
+                for r in jf[1:]:
+                    times(prod, r, disp, p, second)
+                load(second, out, disp, p)
+                getattr(a, t.v("vfmadd231"))(second, bc, prod)
                 if p is None:
-                    getattr(a, t.v("vmovu"))(t.vmem(out + disp), tmp)
+                    getattr(a, t.v("vmovu"))(t.vmem(out + disp), second)
                 else:
-                    p.store(a, out + disp, tmp)
+                    p.store(a, out + disp, second)
 
         full = n // t.vl
         groups, rem = divmod(full, unroll)
@@ -293,7 +333,7 @@ class InnerLoops:
             a.label("vtail")
             vector(rem, rem * t.vbytes, part)
         for s in dots:  # epilogue: out += broadcast * horizontal sum of the accumulators
-            self._reduce_dot(stmts[s], [work[u][s][2] for u in range(unroll)], self.bcast[s])
+            self._reduce_dot(stmts[s], [work[u][s][1] for u in range(unroll)], self.bcast[s])
 
     def _scalar_product(self, factors: list[Access], slot: int) -> None:
         """The stack slot at offset ``slot`` = product of ``factors`` (1.0 when there are none)."""

@@ -232,3 +232,43 @@ def test_strided_inner_loop(subscripts):
     if __import__("minijit.runtime", fromlist=["host"]).host().isa == "x86_64":
         got = SparseContraction(nest, extents, dtype).execute(*values)
         np.testing.assert_allclose(got, np.einsum(subscripts, a.to_dense(), *dense), atol=1e-12)
+
+
+def _fused_sddmm_spmm(k, n, dtype=np.float64, seed=6):
+    """SDDMM then SpMM fused per nonzero (GNN attention): T = C(i,:).D(j,:), A(i,:) += B(i,j)*T*E(j,:)."""
+    rng = np.random.default_rng(seed)
+    ops = [_sparse((30, 25), 0.3, CSR, seed).astype(dtype)]
+    ops += [rng.standard_normal(s).astype(dtype) for s in ((30, k), (25, k), (25, n))]
+    operands, out, extents, values, dt = _setup("ij,ik,jk,jl->il", ops)
+    fused = [
+        x
+        for x in enumerate_schedules(operands, out).nests
+        if len(x.body) == 1 and [t.indices for t in x.temps] == [()] and len(x.body[0].body[0].body) == 3
+    ]
+    assert fused, "the fused schedule (for i: for j: T = 0; for k; for l) is enumerated"
+    return fused[0], extents, values, dt
+
+
+@pytest.mark.parametrize(
+    "k, n, dtype",
+    [(32, 32, np.float64), (13, 11, np.float64), (7, 30, np.float32), (5, 40, np.float64), (5, 44, np.float64)],
+)
+def test_fused_sddmm_spmm_keeps_the_output_row_in_registers(k, n, dtype):
+    """The walk over j holds the dot product over k before the axpy over l: A(i,:) still stays in
+    registers across the walk (its accumulators left alone by the dot product's loop), also with
+    masked tails on both loops (the mask set again before the axpy) and in fp32."""
+    nest, extents, values, dt = _fused_sddmm_spmm(k, n, dtype)
+    prog = compile_nest(nest, extents, "fp32" if dt == np.float32 else "fp64")
+    text = prog.asm.listing()
+    lanes = 8 if dt == np.float32 else 4
+    stationary = -(-n // lanes) <= 10  # the dot product needs two of the 12 work registers
+    assert (".Lstationary_l" in text and ".Lacc_l" in text) == stationary
+    assert ".Lvec_k" in text
+    assert llvm.assemble(text, triple=llvm.X86_64_TRIPLE, mattr="") == prog.asm.code()
+    if __import__("minijit.runtime", fromlist=["host"]).host().isa != "x86_64":
+        return
+    dense = [v.to_dense() if isinstance(v, SparseTensor) else v for v in values]
+    want = np.einsum("ij,ik,jk,jl->il", *[d.astype(np.float64) for d in dense])
+    got = SparseContraction(nest, extents, dt).execute(*values)
+    tol = 1e-4 if dt == np.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=text)
