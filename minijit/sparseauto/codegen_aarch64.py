@@ -91,6 +91,7 @@ class _Emitter64:
         self.temp_sizes = {t.name: _size(extents, t.indices) for t in nest.temps}
         f = self.frame = _Frame()
         self.begin, self.end = f.slot("begin"), f.slot("end")
+        self.bcast = [f.slot(f"bcast{s}") for s in range(_MAX_VEC_STATEMENTS)]  # low: `add xd, sp, #imm12`
         indices = sorted({i for o in nest.operands for i in o.indices})
         self.coord = {i: f.slot(f"coord_{i}") for i in indices}
         self.pos = {
@@ -99,7 +100,6 @@ class _Emitter64:
         loops = [n for n in _walk_nodes(nest.body) if isinstance(n, Loop)]
         self.ends = [(f.slot(f"end{n}_a"), f.slot(f"end{n}_b")) for n in range(len(loops))]
         self.loop_id = {id(lp): n for n, lp in enumerate(loops)}
-        self.bcast = [f.slot(f"bcast{s}") for s in range(_MAX_VEC_STATEMENTS)]
         self.vectorized: list[str] = []
         self.split = self._split()
 

@@ -1,10 +1,12 @@
 """`SparseContraction`: a sparse loop nest compiled to machine code, and its checked execution.
 
 Setup validates the nest against the index extents and dtype, then generates the code once
-(`minijit.sparseauto.codegen`). `execute(*operands)` checks every operand against the nest
-(type, level formats, level sizes, dtype) before the code runs, allocates the output, and
-returns it: a dense numpy array C-ordered over the output's indices, or, when the output samples
-a sparse operand's pattern (SDDMM-like), a `SparseTensor` with that operand's storage.
+for the target (x86-64: `minijit.sparseauto.codegen`; AArch64 NEON/SVE:
+`minijit.sparseauto.codegen_aarch64`, run in the qemu worker on other hosts).
+`execute(*operands)` checks every operand against the nest (type, level formats, level sizes,
+dtype) before the code runs, allocates the output, and returns it: a dense numpy array C-ordered
+over the output's indices, or, when the output samples a sparse operand's pattern (SDDMM-like), a
+`SparseTensor` with that operand's storage.
 
 Operands come in the order of ``nest.operands``: a `SparseTensor` whose storage levels follow
 the operand's indices (its level ``k`` has the extent of ``indices[k]``), or a numpy array whose
@@ -13,7 +15,7 @@ axes are the operand's indices in order (non-contiguous arrays are copied).
 Temporaries are allocated once per contraction and thread (a thread-local cache), so a
 contraction may run from several threads at once; the top loop is split over minijit's thread
 pool when the code allows it (`Program.split`), balanced by the stored values below each
-iteration.
+iteration. In the emulator the ranges run one after another, over one copy of the arrays.
 """
 
 from __future__ import annotations
