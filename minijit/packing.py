@@ -56,6 +56,7 @@ __all__ = [
     "aligned_empty",
     "cache_geometries",
     "last_level_cache_bytes",
+    "llc_share",
     "padded_column",
     "plan_packing",
     "plan_panels",
@@ -94,6 +95,21 @@ def aligned_empty(
     raw = np.empty(elements * dtype.itemsize + align, np.uint8)
     start = -raw.ctypes.data % align
     return raw[start : start + elements * dtype.itemsize].view(dtype)
+
+
+def llc_share(threads: int | None = None) -> int:
+    """Bytes of the host's last-level cache that ``threads`` threads own (default
+    `minijit.parallel.default_threads`): each sharing CPU's slice (``size // sharers``,
+    `CacheGeometry.shared`) times the threads, at most the whole cache. A 300 MiB L3 shared by 120
+    CPUs is 40 MiB for 16 threads; a 32 MiB L3 shared by 2 is 16 MiB for one thread."""
+    if threads is None:
+        from minijit.parallel import default_threads  # parallel imports nothing of packing
+
+        threads = default_threads()
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+        raise ValueError(f"threads must be a positive int or None, got {threads!r}")
+    size, shared = features.last_level_cache_bytes(), features.last_level_cache_sharing()
+    return min(size, max(1, size // max(1, shared)) * threads)
 
 
 def usable_bytes(stride_bytes: int, geo: CacheGeometry) -> int:
@@ -225,7 +241,7 @@ def stream_rows(k: int) -> int | None:
 def _b_panel_reason(config: TensorConfig, l2: CacheGeometry, llc_bytes: int | None) -> str | None:
     """Why B's micro-panels pay (`plan_panels`), or None where they do not: the B block (every
     BR step's prim K x prim N) can use less of ``l2`` than it needs, and a column-major B takes
-    half of the last-level cache (``llc_bytes``, default the host's) or more."""
+    half of the last-level cache (``llc_bytes``, default the part the threads own, `llc_share`) or more."""
     dims, p, item = config.dims, config.prim, config.dtype.itemsize
     k, pd = dims[p.k], dims[p.n]
     br_size = dims[p.br].size if p.br is not None else 1
@@ -238,7 +254,7 @@ def _b_panel_reason(config: TensorConfig, l2: CacheGeometry, llc_bytes: int | No
     reason = f"B block of {block} B ({runs}) can use {room} B of L2"
     if k.stride_in1 == 1:  # column-major B: only when the last-level cache cannot hold it well
         lo, hi = config.offset_range("in1")
-        b_bytes, llc = (hi - lo + 1) * item, features.last_level_cache_bytes() if llc_bytes is None else llc_bytes
+        b_bytes, llc = (hi - lo + 1) * item, llc_share() if llc_bytes is None else llc_bytes
         if b_bytes < llc // 2:
             return None  # the kernel re-reads the block from the last-level cache, no copy
         reason += f", and B ({b_bytes} B) takes half the last-level cache ({llc} B) or more"
@@ -259,7 +275,8 @@ def plan_panels(
     of M; packed, it is one sequential stream that fills L2 without conflicts. It pays when the
     caller's layout lets the block use less of L2 than it needs and every B element is used by at
     least `PANEL_REUSE_M` rows of M in all; for a column-major B (unit stride in K) only when B
-    takes half of the last-level cache (``llc_bytes``) or more. Below that the prefetchers stream
+    takes half of the last-level cache (``llc_bytes``; default `llc_share`: the slices of the
+    sharing CPUs the threads own, not the whole cache) or more. Below that the prefetchers stream
     the block's columns from the last-level cache as fast as the kernel needs them, and the copy
     pass costs more than it saves (bench/results/model_constants_measurements.md).
     A ("in0"): each register block's A is one contiguous stream (a few pages, no TLB misses, no
@@ -269,7 +286,7 @@ def plan_panels(
 
     The copy of an A with unit-stride M reads each A column whole and scatters it over every
     panel, one cache line each, when A and its buffer fit half of the last-level cache
-    (``llc_bytes``, default: the host's). Beyond that the scattered lines go to memory in as
+    (``llc_bytes``, default `llc_share`). Beyond that the scattered lines go to memory in as
     many streams as there are panels, so the copy is streamed instead: the outer loop walks K in
     chunks of `stream_rows` rows, and each call fills those rows of one panel, one contiguous run.
     """
@@ -324,7 +341,7 @@ def plan_panels(
     # `chunk` rows of one panel (a contiguous run) instead of scattering a column over every panel
     chunk = None
     if t == 0 and pd.strides[t] == 1:
-        llc = features.last_level_cache_bytes() if llc_bytes is None else llc_bytes
+        llc = llc_share() if llc_bytes is None else llc_bytes
         if 2 * size * item > llc // 2:  # A (about the buffer's size) and the buffer
             chunk = stream_rows(k.size)
 

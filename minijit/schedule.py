@@ -104,16 +104,17 @@ def one_column(config: TensorConfig, target: CpuTarget) -> bool:
 
 
 def panel_layout(
-    config: TensorConfig, tensor: str, target: CpuTarget, *, in_chunk: bool = False
+    config: TensorConfig, tensor: str, target: CpuTarget, *, in_chunk: bool = False, threads: int | None = None
 ) -> packing.PanelPlan | None:
     """The micro-panel packing of ``tensor`` ("in0" or "in1") on a target that packs panels
     (`minijit.packing.plan_panels`, A rows `panel_rows`, B columns `panel_width`); a chunk's A
-    (``in_chunk``) from `CHUNK_PANEL_REUSE_N` columns of reuse. None where it does not pay."""
+    (``in_chunk``) from `CHUNK_PANEL_REUSE_N` columns of reuse; the last-level cache counted is
+    the part ``threads`` threads own (`minijit.packing.llc_share`). None where it does not pay."""
     if not target.packs_panels:
         return None
     width = target.panel_rows(config.dtype.name) if tensor == "in0" else target.panel_width()
     reuse = CHUNK_PANEL_REUSE_N if in_chunk and tensor == "in0" else None
-    return packing.plan_panels(config, width, tensor=tensor, min_reuse=reuse)
+    return packing.plan_panels(config, width, tensor=tensor, min_reuse=reuse, llc_bytes=packing.llc_share(threads))
 
 
 def padded_layout(config: TensorConfig) -> packing.PackPlan | None:
@@ -121,18 +122,21 @@ def padded_layout(config: TensorConfig) -> packing.PackPlan | None:
     return packing.plan_packing(config)
 
 
-def kernel_n_outer(config: TensorConfig, *, in_chunk: bool = False, rules: Rules = DEFAULT_RULES) -> bool:
+def kernel_n_outer(
+    config: TensorConfig, *, in_chunk: bool = False, rules: Rules = DEFAULT_RULES, threads: int | None = None
+) -> bool:
     """Whether the BRGEMM kernel, its A in micro-panels, should walk its N blocks outermost (the
     BLIS order): C is then read and written down its columns in runs of `N_OUTER_MIN_RUN` bytes or
     more, which the prefetchers stream, and the call's whole A block (prim M x K x BR), re-read
-    once per block of columns, must stay within 1/`N_OUTER_LLC_SHARE` of the last-level cache.
-    Never in a chunk (its A, just packed, is read once in the M-outer order)."""
+    once per block of columns, must stay within 1/`N_OUTER_LLC_SHARE` of the last-level cache
+    that ``threads`` threads own (`minijit.packing.llc_share`). Never in a chunk (its A, just
+    packed, is read once in the M-outer order)."""
     roles = config.prim
     if in_chunk or not rules.n_outer or roles.m is None or roles.n is None:
         return False
     item = config.dtype.itemsize
     m, k, br = (_prim_size(config, r) for r in (roles.m, roles.k, roles.br))
-    return m * item >= N_OUTER_MIN_RUN and m * k * br * item <= features.last_level_cache_bytes() // N_OUTER_LLC_SHARE
+    return m * item >= N_OUTER_MIN_RUN and m * k * br * item <= packing.llc_share(threads) // N_OUTER_LLC_SHARE
 
 
 def kernel_copies_a(
@@ -157,7 +161,9 @@ def kernel_copies_a(
     return target.a_copy_fits(m, n, k, br, config.dtype.name)
 
 
-def a_chunks(config: TensorConfig, target: CpuTarget, rules: Rules = DEFAULT_RULES) -> ChunkChoice | None:
+def a_chunks(
+    config: TensorConfig, target: CpuTarget, rules: Rules = DEFAULT_RULES, *, threads: int | None = None
+) -> ChunkChoice | None:
     """The chunks ``config`` should run in, or None. Taken on targets that chunk (``chunks_a``)
     when A (in0) is larger than half of the last-level cache and B (in1) takes at most
     1/`CHUNK_LLC_SHARE` of it: packing all of A first writes the packed copy to memory and the
@@ -166,13 +172,14 @@ def a_chunks(config: TensorConfig, target: CpuTarget, rules: Rules = DEFAULT_RUL
     K chunks (`k_chunks`) are tried first. M chunks (A packed, micro-panels or padded): chunks of
     the outermost loop dim, an M dim that B does not walk (A is then read once, chunk by chunk),
     one index of it reading at most the share of A; the leading loop dims that split one dim (such
-    as the threads' shared dim) are merged back into one first."""
+    as the threads' shared dim) are merged back into one first. The last-level cache counted is
+    the part ``threads`` threads own (`minijit.packing.llc_share`), not the whole shared cache."""
     if not rules.chunks or not target.chunks_a or config.prim_main not in GEMM_PTYPES:
         return None
     if config.prim.m is None or config.prim.n is None:
         return None
     rows = target.panel_rows(config.dtype.name)
-    llc = features.last_level_cache_bytes()
+    llc = packing.llc_share(threads)
     a_bytes, b_bytes = (_reach_bytes(config, t) for t in ("in0", "in1"))
     if a_bytes <= llc // 2 or b_bytes > llc // CHUNK_LLC_SHARE:
         return None
@@ -240,3 +247,197 @@ def k_chunks(config: TensorConfig, rows: int, llc: int) -> tuple[int, int, int] 
             return None  # A's chunk has gaps (a padded leading dim), or would not be panel-packed
         return dim, size, d.size // size
     return None
+
+
+# -- the threads' grid over the macro tiles ----------------------------------------------------------
+#: a core's share of the memory bandwidth, bytes per cycle (a socket's channels shared by its cores:
+#: 8 B/cycle is about 20 GB/s per core at 2.5 GHz)
+MEM_FILL = 8.0
+#: bytes of FMA operands one core consumes per cycle (two 64-byte FMAs): a tile's compute time
+FMA_BYTES = 128.0
+#: the share of the threads' last-level cache a B panel that every thread reads may take (the rest
+#: holds the threads' A rows and C)
+SHARED_B_LLC_SHARE = 0.5
+PANELS = ("shared", "private")
+
+
+def _part(total: int, parts: int, i: int) -> range:
+    """Part ``i`` of ``total`` items split into ``parts`` contiguous runs, larger ones first."""
+    base, extra = divmod(total, parts)
+    begin = i * base + min(i, extra)
+    return range(begin, begin + base + (i < extra))
+
+
+@dataclass(frozen=True)
+class ThreadGrid:
+    """The threads' partition of a GEMM's macro-tile space, ``tiles_m`` x ``tiles_n`` blocks of
+    prim M x prim N: a grid of ``p_m`` x ``p_n`` threads, thread ``t`` owning the tile rows
+    ``rows(t // p_n)`` and columns ``cols(t % p_n)`` (contiguous runs whose sizes differ by at most
+    one). ``panel``: "shared" (one packed B in the last-level cache that the threads share, read by
+    every thread) or "private" (each thread streams its own rows of A and columns of B).
+    ``working_set``: bytes the choice keeps in the cache (the shared B panel, or one thread's A rows
+    and B columns), within ``budget`` bytes of ``level`` where ``fits``; ``reason``: the figures."""
+
+    tiles_m: int
+    tiles_n: int
+    p_m: int
+    p_n: int
+    panel: str
+    working_set: int
+    budget: int
+    level: str
+    reason: str
+
+    @property
+    def threads(self) -> int:
+        """Threads the grid uses (``p_m * p_n``)."""
+        return self.p_m * self.p_n
+
+    @property
+    def fits(self) -> bool:
+        """Whether the working set fits its budget."""
+        return self.working_set <= self.budget
+
+    def rows(self, i: int) -> range:
+        """Tile rows (M blocks) of grid row ``i``."""
+        if not 0 <= i < self.p_m:
+            raise ValueError(f"grid row must be in [0, {self.p_m}), got {i}")
+        return _part(self.tiles_m, self.p_m, i)
+
+    def cols(self, j: int) -> range:
+        """Tile columns (N blocks) of grid column ``j``."""
+        if not 0 <= j < self.p_n:
+            raise ValueError(f"grid column must be in [0, {self.p_n}), got {j}")
+        return _part(self.tiles_n, self.p_n, j)
+
+    def tiles(self, t: int) -> tuple[range, range]:
+        """(tile rows, tile columns) of thread ``t``."""
+        if not 0 <= t < self.threads:
+            raise ValueError(f"thread must be in [0, {self.threads}), got {t}")
+        i, j = divmod(t, self.p_n)
+        return self.rows(i), self.cols(j)
+
+    def describe(self) -> str:
+        return (
+            f"thread grid {self.p_m} x {self.p_n} (M x N) over {self.tiles_m} x {self.tiles_n} macro tiles, "
+            f"{self.panel} B panel: {self.reason}"
+        )
+
+
+def host_llc() -> features.CacheGeometry:
+    """The host's last-level cache: its size and sharers (`minijit.runtime.features`)."""
+    return features.CacheGeometry(features.last_level_cache_bytes(), 16, 64, features.last_level_cache_sharing())
+
+
+def choose_grid(
+    shape: tuple[int, int, int],
+    block: tuple[int, int, int],
+    item: int,
+    threads: int,
+    *,
+    mr: int = 16,
+    l2: features.CacheGeometry | None = None,
+    llc: features.CacheGeometry | None = None,
+) -> ThreadGrid:
+    """The thread grid and B panel for a GEMM of ``shape`` = (M, N, K) elements of ``item`` bytes
+    in prims of ``block`` = (mc, nc, kc) on up to ``threads`` threads (``mr``-row register blocks;
+    caches: ``l2`` per core and the last-level ``llc`` with its sharers, default the host's).
+
+    Seed 001's transfer count, one level above `minijit.blocking`'s: ``p_m`` x ``p_n`` threads own
+    the last-level cache slices of ``p_m * p_n`` sharing CPUs (`CacheGeometry.per_cpu`) and share
+    the memory bandwidth (`MEM_FILL` each). A shared B panel (packed once, every thread reads it
+    from the shared cache) needs B within `SHARED_B_LLC_SHARE` of those slices; memory then moves
+    A + B + C once. Private parts move A once per grid column and B once per grid row
+    (``A p_n + B p_m + C``), each again per N (M) block of the thread when a thread's A rows (B
+    columns) do not fit its L2 and slice. Each candidate's time is its largest thread's: compute
+    (`FMA_BYTES`), its `minijit.blocking.transfer_cycles`, plus the memory cycles; the cheapest
+    wins (then the fewer threads, the shared panel, the fewer grid columns)."""
+    if len(shape) != 3 or len(block) != 3:
+        raise ValueError(f"choose_grid: shape and block must be (M, N, K) triples, got {shape!r}, {block!r}")
+    named = [("item", item), ("threads", threads), ("mr", mr)]
+    named += [*zip(("M", "N", "K"), shape, strict=True), *zip(("mc", "nc", "kc"), block, strict=True)]
+    for name, value in named:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"choose_grid: {name} must be a positive int, got {value!r}")
+    from minijit.blocking import transfer_cycles  # blocking imports nothing of schedule
+
+    l2 = l2 or features.cache_geometries()[1]
+    llc = llc or host_llc()
+    (m, n, k), (mc, nc, kc) = shape, block
+    tm, tn = -(-m // mc), -(-n // nc)
+    a, b, c = m * k * item, k * n * item, 2 * m * n * item
+    best: tuple[tuple, ThreadGrid] | None = None
+    for p_m in range(1, min(tm, threads) + 1):
+        for p_n in range(1, min(tn, threads // p_m) + 1):
+            t = p_m * p_n
+            rows, cols = -(-tm // p_m), -(-tn // p_n)  # the largest thread's tiles
+            mt, nt = min(m, rows * mc), min(n, cols * nc)
+            own = min(llc.size, llc.per_cpu * t)  # the last-level cache these threads own
+            per_thread = l2.size + own // t
+            a_part, b_part = mt * k * item, k * nt * item
+            work = mt * nt * k * item / FMA_BYTES + sum(transfer_cycles((mt, nt, k), (mc, nc, min(kc, k)), mr, item))
+            a_reads = 1 if a_part <= per_thread else cols  # A rows re-read per N block past the cache
+            for panel in PANELS:
+                if panel == "shared":
+                    ws, budget, level = b, int(own * SHARED_B_LLC_SHARE), f"{own} B of the last-level cache"
+                    if ws > budget:
+                        continue
+                    mem = a * a_reads + b + c
+                else:
+                    ws, budget, level = a_part + b_part, per_thread, f"L2 {l2.size} B + {own // t} B of L3"
+                    b_reads = 1 if ws <= per_thread else rows
+                    mem = a * p_n * a_reads + b * p_m * b_reads + c
+                cost = work + mem / (MEM_FILL * t)
+                key = (cost, t, panel != "shared", p_n)
+                if best is None or key < best[0]:
+                    reason = (
+                        f"{t} thread(s), the largest {rows} x {cols} tiles ({mt} x {nt}); working set {ws} B "
+                        f"{'within' if ws <= budget else 'beyond'} {budget} B ({level}); memory moves {mem} B; "
+                        f"modelled cycles {cost:.3g}"
+                    )
+                    best = key, ThreadGrid(tm, tn, p_m, p_n, panel, ws, budget, level, reason)
+    assert best is not None  # p_m = p_n = 1 with the private panel is always a candidate
+    return best[1]
+
+
+def gemm_grid(config: TensorConfig, threads: int, mr: int = 16) -> ThreadGrid | None:
+    """`choose_grid` for an optimized GEMM/BRGEMM ``config`` (prim dims; its macro tiles are its
+    prim M x prim N blocks) on ``threads`` threads, with the host's caches; None for other configs."""
+    if config.prim_main not in GEMM_PTYPES or not config.has_prims or config.prim.m is None or config.prim.n is None:
+        return None
+    dims, p = config.dims, config.prim
+    size = {t: math.prod(d.size for d in dims if d.type is t) for t in (dim_t.m, dim_t.n, dim_t.k)}
+    kc = math.prod(dims[i].size for i in (p.k, p.br) if i is not None)
+    block = (dims[p.m].size, dims[p.n].size, kc)
+    return choose_grid((size[dim_t.m], size[dim_t.n], size[dim_t.k]), block, config.dtype.itemsize, threads, mr=mr)
+
+
+def shared_partition(config: TensorConfig, threads: int) -> tuple[int, int] | None:
+    """The (rows, columns) grid that ``config``'s shared loops give ``threads`` threads under the
+    static split (`minijit.parallel.chunks` of the flattened shared iterations, before any piece is
+    taken over): each thread's shared iterations span a block of M parts x N parts; None where they
+    do not form one grid (a thread's range wraps a row) or there are no shared loops."""
+    shared = [d for d in config.dims if d.exec is exec_t.shared]
+    n = math.prod(d.size for d in shared)
+    if not shared or n < 2 or any(d.type not in (dim_t.m, dim_t.n) for d in shared):
+        return None
+    from minijit.parallel import chunks  # parallel imports nothing of schedule
+
+    ranges = chunks(n, threads)
+    owned: list[tuple[frozenset, frozenset]] = []
+    for begin, end in ranges:
+        ms, ns = set(), set()
+        for index in range(begin, end):
+            key: dict[dim_t, list[int]] = {dim_t.m: [], dim_t.n: []}
+            for d in reversed(shared):
+                index, i = divmod(index, d.size)
+                key[d.type].append(i)
+            ms.add(tuple(key[dim_t.m]))
+            ns.add(tuple(key[dim_t.n]))
+        if len(ms) * len(ns) != end - begin:
+            return None  # not a rectangle of M parts x N parts
+        owned.append((frozenset(ms), frozenset(ns)))
+    rows, cols = {o[0] for o in owned}, {o[1] for o in owned}
+    if len(rows) * len(cols) != len(owned):
+        return None
+    return len(rows), len(cols)

@@ -117,11 +117,13 @@ def configured(
     config.validate_executable()
     gemv = schedule.one_column(config, env.target)  # A is read once: no copy of it pays
     if not (gemv or in_chunk) and env.pack and env.native:
-        choice = schedule.a_chunks(config, env.target, env.rules)
+        choice = schedule.a_chunks(config, env.target, env.rules, threads=env.num_threads)
         if choice is not None:
             return _chunked(config, choice, env, blocking)
     fill_a = None if gemv else _panel_fill(config, "in0", env, in_chunk)
-    n_outer = fill_a is not None and schedule.kernel_n_outer(config, in_chunk=in_chunk, rules=env.rules)
+    n_outer = fill_a is not None and schedule.kernel_n_outer(
+        config, in_chunk=in_chunk, rules=env.rules, threads=env.num_threads
+    )
     a_copy = fill_a is not None and not n_outer
     a_copy = a_copy and schedule.kernel_copies_a(config, env.target, in_chunk=in_chunk, rules=env.rules)
     if a_copy:  # the kernel packs A itself: no copy pass before it
@@ -184,7 +186,7 @@ def _panel_fill(config: TensorConfig, tensor: str, env: Env, in_chunk: bool) -> 
     copies, or None."""
     if not (env.pack and env.native):
         return None
-    layout = schedule.panel_layout(config, tensor, env.target, in_chunk=in_chunk)
+    layout = schedule.panel_layout(config, tensor, env.target, in_chunk=in_chunk, threads=env.num_threads)
     if layout is None:
         return None
     copies = []

@@ -4,10 +4,10 @@ each kernel's assembly)."""
 
 from __future__ import annotations
 
-from minijit import blocking
+from minijit import blocking, schedule
 from minijit.ir import TensorConfig
 from minijit.packing import PanelPlan
-from minijit.plan.nodes import Chunk, Kernel, Node, Pack, Peel, Plan
+from minijit.plan.nodes import Chunk, Kernel, Node, Pack, Peel, Plan, head
 from minijit.targets import CpuTarget
 
 
@@ -26,6 +26,8 @@ def listing(plan: Plan, target: CpuTarget) -> str:
     if plan.blocking is not None:
         lines.append(f"// blocking (minijit.blocking): {plan.blocking.reason}")
         lines.append(f"// compiled (minijit.blocking.call_footprint): {footprint(plan.config, target)}")
+        if isinstance(body, Kernel | Pack):
+            lines.extend(_grid(head(body), target))
     lines.extend(_node(body, target))
     return "\n".join(lines)
 
@@ -70,6 +72,22 @@ def _fills(node: Pack, target: CpuTarget) -> list[str]:
             tags = ["// pack: "] * n
         lines.extend(_tagged(listing(c.plan, target), tag) for c, tag in zip(fill.copies, tags, strict=True))
     return lines
+
+
+def _grid(node: Kernel, target: CpuTarget) -> list[str]:
+    """The model's thread grid and B panel (`minijit.schedule.gemm_grid`) of a GEMM kernel run on
+    several threads, and the grid its shared loops give the threads."""
+    if node.threads < 2:
+        return []
+    mr = max(1, target.panel_column_bytes // node.config.dtype.itemsize)
+    grid = schedule.gemm_grid(node.config, node.threads, mr)
+    if grid is None:
+        return []
+    given = schedule.shared_partition(node.config, node.threads)
+    loops = "no grid (ranges wrap a row of tiles)" if given is None else f"{given[0]} x {given[1]} (M x N)"
+    return [
+        f"// blocking of the threads (minijit.schedule.choose_grid): {grid.describe()}; the shared loops give {loops}"
+    ]
 
 
 def _kernel(node: Kernel) -> list[str]:

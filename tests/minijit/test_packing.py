@@ -32,6 +32,13 @@ from tests.minijit.test_tensor_operation import TARGETS, emulated
 GEO = CacheGeometry(32 * 1024, 8, 64)  # 64 sets
 
 
+@pytest.fixture(autouse=True)
+def _one_sharer(monkeypatch):
+    """The last-level caches these tests set are one team's (one sharer): `minijit.packing.llc_share`
+    would otherwise count the slice of each CPU that the host's sysfs lists as sharing it."""
+    monkeypatch.setattr(features, "last_level_cache_sharing", lambda: 1)
+
+
 def native_x86() -> bool:
     return host().isa == "x86_64"
 
