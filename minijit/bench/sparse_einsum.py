@@ -2,8 +2,15 @@
 
 Rows: SpMM, SDDMM, the SDDMM-SpMM fusion of GNN attention, TTM, TTMc, MTTKRP and a chain of
 tensor-times-matrix products, float64. Matrices are SuiteSparse-like power-law CSR
-(`minijit.bench.spmm`'s generator); tensors are FROSTT-like: coordinates drawn with power-law
-(Zipf) marginals per mode, so slice and fibre lengths are power-law too, stored as CSF.
+(`minijit.bench.spmm`'s generator). Tensors are FROSTT-like (`powerlaw_tensor`), stored as CSF:
+power-law slices (fibre positions with Zipf-1.1 marginals per mode) and power-law fibre
+lengths: the fibres of the last mode have Zipf-distributed lengths on ``1..K`` with mean
+`FIBRE_MEAN` = 16 (the exponent is solved for that mean: about 1.5 for K = 400), so most
+fibres hold one to three values and a few hold hundreds. Real count tensors stored with their
+longest mode last (as a TTMc or TTM chain over that mode wants it) have such long, skewed
+fibres; drawing every coordinate independently instead gives fibres of about one value, where
+no schedule can save work per fibre. The mean is a chosen parameter, not a statistic measured
+on FROSTT's files (they are not available here).
 
 Per row, in the same process: `sparse_einsum` with the planner's schedule (``auto``) and with
 TACO's default linear schedule (same code generator), `tensora` (TACO, when it imports),
@@ -155,14 +162,14 @@ def cases(quick: bool, rng: np.random.Generator) -> list[dict[str, Any]]:
     out.append(("SDDMM-SpMM", "ij,ik,jk,jl->il", [a, d[0], d[1], d[2]], f"{mat}, K = L = {f}"))
     s3 = (600 // q, 500 // q, 400 // q)
     t = powerlaw_tensor(s3, 200000 // q, rng)
-    ten = f"{s3[0]}x{s3[1]}x{s3[2]} Zipf-1.1 CSF, nnz {t.nnz}"
+    ten = f"{s3[0]}x{s3[1]}x{s3[2]} CSF, fibres Zipf mean {FIBRE_MEAN:g}, nnz {t.nnz}"
     out.append(("TTM", "ijk,kl->ijl", [t, rng.standard_normal((s3[2], 16))], f"{ten}, L 16"))
     b, c = rng.standard_normal((s3[1], 16)), rng.standard_normal((s3[2], 16))
     out.append(("TTMc", "ijk,jl,km->ilm", [t, b, c], f"{ten}, L = M = 16"))
     s3m = (2000 // q, 1500 // q, 1000 // q)
     tm = powerlaw_tensor(s3m, 200000 // q, rng)
     b, c = rng.standard_normal((s3m[1], 32)), rng.standard_normal((s3m[2], 32))
-    desc = f"{s3m[0]}x{s3m[1]}x{s3m[2]} Zipf-1.1 CSF, nnz {tm.nnz}, L 32"
+    desc = f"{s3m[0]}x{s3m[1]}x{s3m[2]} CSF, fibres Zipf mean {FIBRE_MEAN:g}, nnz {tm.nnz}, L 32"
     out.append(("MTTKRP", "ijk,jl,kl->il", [tm, b, c], desc))
     b, c = rng.standard_normal((s3[2], 16)), rng.standard_normal((16, 16))
     out.append(("TTM chain", "ijk,kl,lm->ijm", [t, b, c], f"{ten}, L = M = 16"))
@@ -394,6 +401,7 @@ def bench(
 ) -> report.Report:
     """Every case at ``threads`` threads: a Markdown table and the geomean ratios."""
     rng = np.random.default_rng(0)
+    load_start = _load()
     all_cases = [c for c in cases(quick, rng) if only is None or c["name"] in only]
     rows = []
     for i, case in enumerate(all_cases):
@@ -414,7 +422,12 @@ def bench(
         f"CPU: {report.describe_cpu(hw)}, {hw['cores']} cores, ISA {hw['isa']} ({', '.join(hw['flags'])})",
         f"threads: {threads}; float64; best of {ROUNDS} alternating rounds of the median of {reps} calls;"
         " sparse.einsum one call",
-        f"host load average (1, 5, 15 min) at the end: {', '.join(f'{x:.1f}' for x in _load())}"
+        "data: matrices power-law CSR (Pareto 1.3 row lengths); tensors FROSTT-like CSF with"
+        f" power-law slices (Zipf-{POSITION_ALPHA:g} positions per mode) and Zipf-distributed fibre"
+        f" lengths of mean {FIBRE_MEAN:g} on 1..K (see `minijit.bench.sparse_einsum`; a chosen"
+        " parameter, not measured on FROSTT's files); seed 0",
+        "host load average (1, 5, 15 min) at the start: "
+        f"{', '.join(f'{x:.1f}' for x in load_start)}; at the end: {', '.join(f'{x:.1f}' for x in _load())}"
         " (a shared host: other jobs ran during the measurement when this exceeds the core count)",
         f"date: {report.meta(command)['date']}",
         f"command: `{command}`",
