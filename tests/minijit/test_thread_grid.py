@@ -1,0 +1,212 @@
+"""The threads' grid over a GEMM's macro tiles and its B panel (`minijit.schedule.choose_grid`),
+the last-level cache counted per sharing CPU (`minijit.packing.llc_share`), on the Xeon of issue 36
+(16 threads) and the Zen 3 / Zen 4 guests (2 threads); native runs on 2..4 threads against numpy."""
+
+from __future__ import annotations
+
+import collections
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from minijit import TensorOperation, blocking, packing, schedule
+from minijit.ir import TensorConfig
+from minijit.plan.nodes import head
+from minijit.runtime import features
+from minijit.runtime.features import CacheGeometry
+
+KIB, MIB = 1024, 1024 * 1024
+
+#: (L1d, L2, L3 with its sharers): the Xeon bare (120 CPUs share the L3) and in its 16-CPU guest,
+#: this project's Zen 3 and Zen 4 guests (2 CPUs share a 32 MiB L3)
+GEOMETRIES = {
+    "xeon": (CacheGeometry(48 * KIB, 12, 64), CacheGeometry(2 * MIB, 16, 64), CacheGeometry(300 * MIB, 15, 64, 120)),
+    "xeon-guest": (
+        CacheGeometry(48 * KIB, 12, 64),
+        CacheGeometry(2 * MIB, 16, 64),
+        CacheGeometry(300 * MIB, 15, 64, 16),
+    ),
+    "zen3": (CacheGeometry(32 * KIB, 8, 64), CacheGeometry(512 * KIB, 8, 64), CacheGeometry(32 * MIB, 16, 64, 2)),
+    "zen4": (CacheGeometry(32 * KIB, 8, 64), CacheGeometry(1 * MIB, 8, 64), CacheGeometry(32 * MIB, 16, 64, 2)),
+}
+
+
+def use(monkeypatch, name: str) -> tuple[CacheGeometry, CacheGeometry, CacheGeometry]:
+    """Make the host's cache queries answer geometry ``name``."""
+    geo = GEOMETRIES[name]
+    monkeypatch.setattr(features, "_sysfs_caches", lambda: dict(enumerate(geo, 1)))
+    return geo
+
+
+def gemm_args(m: int, n: int, k: int, dtype: str = "fp32") -> tuple:
+    """numpy's C-order ``C = A @ B`` (A m x k, B k x n), as `TensorOperation.setup` arguments."""
+    return (dtype, "zero", "gemm", "none", "mnk", ("undefined",) * 3, (m, n, k), (k, 0, 1), (0, 1, n), (n, 1, 0))
+
+
+def check_partition(grid: schedule.ThreadGrid, threads: int) -> None:
+    """Every tile owned by exactly one thread; rows and columns per thread within one of each other."""
+    assert 1 <= grid.threads <= threads and grid.p_m <= grid.tiles_m and grid.p_n <= grid.tiles_n
+    owners = collections.Counter()
+    for t in range(grid.threads):
+        rows, cols = grid.tiles(t)
+        owners.update(itertools.product(rows, cols))
+    assert set(owners) == set(itertools.product(range(grid.tiles_m), range(grid.tiles_n)))
+    assert set(owners.values()) == {1}
+    heights = {len(grid.rows(i)) for i in range(grid.p_m)}
+    widths = {len(grid.cols(j)) for j in range(grid.p_n)}
+    assert max(heights) - min(heights) <= 1 and max(widths) - min(widths) <= 1 and min(heights) >= 1
+
+
+def check_working_set(grid, shape, block, item, l2: CacheGeometry, llc: CacheGeometry) -> None:
+    """What the grid keeps in the cache, counted here from the shapes: the whole B for a shared
+    panel, within `SHARED_B_LLC_SHARE` of the slices its threads own; a thread's A rows and B
+    columns for private parts, against its L2 and slice."""
+    (m, n, k), (mc, nc, _) = shape, block
+    own = min(llc.size, llc.size // llc.shared * grid.threads)
+    if grid.panel == "shared":
+        assert grid.working_set == k * n * item <= own * schedule.SHARED_B_LLC_SHARE
+    else:
+        assert grid.panel == "private"
+        rows, cols = len(grid.rows(0)), len(grid.cols(0))  # the first runs are the largest
+        assert grid.working_set == (min(m, rows * mc) + min(n, cols * nc)) * k * item
+        assert grid.budget == l2.size + own // grid.threads
+    assert (grid.working_set <= grid.budget) == grid.fits
+
+
+@settings(max_examples=150)
+@given(
+    shape=st.tuples(*[st.integers(1, 5000)] * 3),
+    block=st.tuples(
+        st.sampled_from([16, 48, 96, 256, 512, 1024]),
+        st.sampled_from([16, 96, 256, 512, 1024]),
+        st.sampled_from([64, 128, 256]),
+    ),
+    item=st.sampled_from([4, 8]),
+    threads=st.integers(1, 32),
+    geometry=st.sampled_from(sorted(GEOMETRIES)),
+)
+def test_the_grid_covers_every_tile_once_balanced_within_one_row_or_column(shape, block, item, threads, geometry):
+    _, l2, llc = GEOMETRIES[geometry]
+    grid = schedule.choose_grid(shape, block, item, threads, l2=l2, llc=llc)
+    assert (grid.tiles_m, grid.tiles_n) == (-(-shape[0] // block[0]), -(-shape[1] // block[1]))
+    check_partition(grid, threads)
+    check_working_set(grid, shape, block, item, l2, llc)
+    assert grid.panel in grid.describe() and f"{grid.p_m} x {grid.p_n}" in grid.describe()
+
+
+def traffic(shape, item, p_m, p_n) -> int:
+    """Bytes of A and B that private parts move from memory when each fits its thread's cache."""
+    m, n, k = shape
+    return (m * k * p_n + k * n * p_m) * item
+
+
+@pytest.mark.parametrize("geometry", ["xeon", "xeon-guest"])
+@pytest.mark.parametrize("dtype", ["fp32", "fp64"])
+def test_on_the_xeons_16_threads_the_grid_is_2d_and_the_b_panel_shared_where_it_fits(monkeypatch, geometry, dtype):
+    """1024-4096 on 16 threads with the model's blocks: all 16 threads in a balanced grid; a shared B
+    panel exactly where the whole B fits half of the L3 those threads own (40 MiB bare, all 300 MiB in
+    the 16-CPU guest); with private parts, no other 16-thread grid of the same largest thread moves
+    less A and B. TensorOperation's listing shows the grid, the panel and the shared loops' grid."""
+    l1, l2, llc = use(monkeypatch, geometry)
+    item = 4 if dtype == "fp32" else 8
+    own = min(llc.size, llc.size // llc.shared * 16)
+    for n in (1024, 2048, 3072, 4096):
+        shape = (n, n, n)
+        b = blocking.choose(shape, item, "x86_64-avx512", threads=16)
+        block = (b.m, b.n, b.k)
+        grid = schedule.choose_grid(shape, block, item, 16, mr=256 // item, l2=l2, llc=llc)
+        check_partition(grid, 16)
+        check_working_set(grid, shape, block, item, l2, llc)
+        assert grid.threads == 16, (n, grid)
+        assert (grid.panel == "shared") == (n * n * item <= own * schedule.SHARED_B_LLC_SHARE), (n, grid)
+        if grid.panel == "private" and grid.fits:
+            same = [
+                (pm, 16 // pm)
+                for pm in range(1, 17)
+                if 16 % pm == 0 and pm <= grid.tiles_m and 16 // pm <= grid.tiles_n
+                and -(-grid.tiles_m // pm) * -(-grid.tiles_n // (16 // pm)) == len(grid.rows(0)) * len(grid.cols(0))
+            ]  # fmt: skip
+            assert traffic(shape, item, grid.p_m, grid.p_n) == min(traffic(shape, item, *g) for g in same)
+    op = TensorOperation("x86_64-avx512", num_threads=16)
+    op.setup(*gemm_args(2048, 2048, 2048, dtype))
+    line = next(ln for ln in op.listing().splitlines() if ln.startswith("// blocking of the threads"))
+    grid = schedule.gemm_grid(head(op.plan).config, 16, 256 // item)
+    assert grid.describe() in line and "the shared loops give" in line
+
+
+@pytest.mark.parametrize("geometry", ["zen3", "zen4"])
+def test_on_the_zen_guests_2_threads_share_one_b_panel_up_to_2048(monkeypatch, geometry):
+    """Zen 3 / Zen 4 (a 32 MiB L3 over 2 CPUs): on 2 threads, 384-2048 fp32 and 384-1024 fp64 (B
+    at most 16 MiB, half the L3) share one packed B, both threads busy; on 1 thread a grid of one."""
+    _, l2, llc = use(monkeypatch, geometry)
+    for item, sizes in ((4, (384, 1024, 2048)), (8, (384, 1024))):
+        for n in sizes:
+            b = blocking.choose((n, n, n), item, "x86_64-avx2", threads=2)
+            grid = schedule.choose_grid((n, n, n), (b.m, b.n, b.k), item, 2, l2=l2, llc=llc)
+            check_partition(grid, 2)
+            assert grid.threads == 2 and grid.panel == "shared" and grid.fits, (item, n, grid)
+            one = schedule.choose_grid((n, n, n), (b.m, b.n, b.k), item, 1, l2=l2, llc=llc)
+            assert (one.p_m, one.p_n) == (1, 1)
+
+
+def test_the_last_level_cache_counted_is_the_threads_slices(monkeypatch):
+    """`packing.llc_share`: 300 MiB over 120 CPUs is 40 MiB for 16 threads, the whole 300 MiB when the
+    guest lists 16 sharers; 16 MiB of the Zen 3's 32 MiB for one thread. On the bare Xeon a C-order
+    128 x 4096 x 2048 fp32 GEMM (the kernel's A, the caller's B, 32 MiB: over half of 40 MiB; the
+    kernel's B 1 MiB) therefore runs in chunks on 16 threads, which the whole 300 MiB would not
+    call for (nor does the guest's view)."""
+    use(monkeypatch, "xeon")
+    assert packing.llc_share(16) == 40 * MIB and packing.llc_share(200) == 300 * MIB
+    with pytest.raises(ValueError, match="threads"):
+        packing.llc_share(0)
+    op = TensorOperation("native", num_threads=16)
+    op.setup(*gemm_args(128, 4096, 2048))
+    assert op.chunks > 1
+    use(monkeypatch, "xeon-guest")
+    assert packing.llc_share(16) == 300 * MIB
+    op = TensorOperation("native", num_threads=16)
+    op.setup(*gemm_args(128, 4096, 2048))
+    assert op.chunks == 1
+    use(monkeypatch, "zen3")
+    assert packing.llc_share(1) == 16 * MIB and packing.llc_share(2) == 32 * MIB
+
+
+def test_the_shared_loops_grid_and_bad_arguments():
+    """`shared_partition`: shared N 2 x M 3 on 2 threads gives each thread one N part and all 3 M
+    parts (1 x 2); on 4 threads (ranges of 2, 2, 1, 1 iterations) the second range wraps from one N
+    part into the next, no grid. `choose_grid` names a bad argument; `tiles` a thread out of range."""
+    # column-major A (6 x 4), B (4 x 6), C (6 x 6)
+    dims = (("n", "shared", 2, (0, 12, 18)), ("m", "shared", 3, (2, 0, 2)), ("m", "prim", 2, (1, 0, 1)))
+    dims += (("n", "prim", 3, (0, 4, 6)), ("k", "prim", 4, (6, 1, 0)))
+    types, execs, sizes, strides = zip(*dims, strict=True)
+    config = TensorConfig.from_lists("fp32", "none", "gemm", "none", types, execs, sizes, *zip(*strides, strict=True))
+    assert schedule.shared_partition(config, 2) == (1, 2)
+    assert schedule.shared_partition(config, 6) == (3, 2)
+    assert schedule.shared_partition(config, 4) is None
+    for bad in ({"threads": 0}, {"item": 2.0}, {"threads": True}):
+        args = {"shape": (64, 64, 64), "block": (16, 16, 16), "item": 4, "threads": 2, **bad}
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            schedule.choose_grid(**args)
+    grid = schedule.choose_grid((64, 64, 64), (16, 16, 16), 4, 4)
+    with pytest.raises(ValueError, match="thread"):
+        grid.tiles(grid.threads)
+
+
+@pytest.mark.parametrize("threads", [2, 3, 4])
+def test_odd_shapes_on_2_to_4_threads_match_numpy(threads):
+    """Native runs of odd shapes (each over the threading threshold) on 2..4 threads against numpy;
+    the listing shows the thread grid of the threaded kernel."""
+    rng = np.random.default_rng(threads)
+    for m, n, k in ((131, 197, 89), (257, 63, 301), (1001, 67, 33)):
+        a = rng.standard_normal((m, k), dtype=np.float32)
+        b = rng.standard_normal((k, n), dtype=np.float32)
+        op = TensorOperation("native", num_threads=threads)
+        op.setup(*gemm_args(m, n, k))
+        c = np.full((m, n), np.nan, np.float32)
+        op.execute(a, b, c)
+        np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-4 * np.sqrt(k))
+        if op.threads_used > 1 and op.blocking is not None and op.chunks == 1:
+            assert "// blocking of the threads (minijit.schedule.choose_grid): thread grid" in op.listing()
