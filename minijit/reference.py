@@ -84,7 +84,10 @@ def check_arrays(
 
 def _view(buf: np.ndarray, offset: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
     step = buf.strides[0]
-    return as_strided(buf[offset:], shape=shape, strides=tuple(s * step for s in strides))
+    if not buf.flags.c_contiguous:  # a strided 1-D view
+        return as_strided(buf[offset:], shape=shape, strides=tuple(s * step for s in strides))
+    # numpy checks that the view stays inside buf (as_strided would not), and builds it faster
+    return np.ndarray(shape, buf.dtype, buffer=buf, offset=offset * step, strides=tuple(s * step for s in strides))
 
 
 def _block(dims: Sequence[Dimension], idx: Sequence[int | None], tensor: str) -> tuple[tuple, tuple]:
