@@ -31,6 +31,7 @@ result is not an address.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -213,7 +214,12 @@ def source_spaces(c, ins) -> tuple[list[str], list[np.ndarray | int]] | None:
         return [d.name], [_cvta_space(ins)]
     elif op in ("add", "sub") and _int(ins.mods[-1]) and len(srcs) == 2:
         a, b = space_of(c, srcs[0]), space_of(c, srcs[1])
-        if op == "sub":  # address - offset is an address; address - address is a distance
+        if type(a) is int and type(b) is int:  # one space for every thread: the same rule on ints
+            if a != NONE and b == NONE:
+                space = a
+            elif op == "add" and b != NONE and a == NONE:
+                space = b
+        elif op == "sub":  # address - offset is an address; address - address is a distance
             space = _where(_nz(a) & ~_nz(b), a, NONE)
         else:
             space = _where(_nz(a) & ~_nz(b), a, _where(_nz(b) & ~_nz(a), b, NONE))
@@ -227,7 +233,7 @@ def source_spaces(c, ins) -> tuple[list[str], list[np.ndarray | int]] | None:
     elif op == "selp" and len(srcs) == 3:
         a, b = space_of(c, srcs[0]), space_of(c, srcs[1])
         space = _where(np.equal(a, b), a, NONE)
-    if d.name not in c.space and not np.any(space):
+    if d.name not in c.space and not (space != NONE if type(space) is int else np.any(space)):
         return None
     return [d.name], [space]
 
@@ -283,15 +289,26 @@ def name(code: int) -> str:
     return SPACES.get(int(code), "an integer of no known state space")
 
 
+@functools.cache
+def _allowed(want: tuple[int, ...]) -> np.ndarray:
+    """A table over the space codes: True for untracked (NONE) and for the codes in ``want``."""
+    ok = np.zeros(len(SPACES) + 1, bool)
+    ok[[NONE, *want]] = True
+    return ok
+
+
 def check_space(c, ins, o, want: tuple[int, ...], exe: np.ndarray, what: str, rule: str = "state-space") -> None:
     """Fail (``c.fail``, naming ``rule``) unless every executing thread's value of address operand
     ``o`` (an ``addr`` operand's base, or a register) is untracked or in one of the spaces ``want``."""
     base = o.items[0] if o.kind == "addr" else o
     sp = space_of(c, base)
-    if not np.any(sp):
+    if type(sp) is int:  # one space for every thread
+        if sp == NONE or sp in want:
+            return
+    elif not np.any(sp):
         return
     arr = np.broadcast_to(np.asarray(sp), (c.n,))
-    bad = exe & _nz(arr) & ~np.isin(arr, want)
+    bad = exe & ~_allowed(want)[arr]
     if bad.any():
         got = name(arr[bad][0])
         want_s = " or ".join(SPACES[w] for w in want) or "no tracked space"
