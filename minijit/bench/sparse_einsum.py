@@ -41,7 +41,7 @@ TOL = 1e-9
 #: memory pydata sparse.einsum may take on top of the process (it densifies some products)
 PYDATA_MEMORY = 4 << 30
 #: alternating timing rounds per row
-ROUNDS = 3
+ROUNDS = 5
 #: the rows where fission changes the complexity (the issue's >= 10x target)
 FISSION_ROWS = ("TTMc", "SDDMM-SpMM", "TTM chain")
 CASES = ("SpMM", "SDDMM", "SDDMM-SpMM", "TTM", "TTMc", "MTTKRP", "TTM chain")
