@@ -20,6 +20,25 @@ loop nests release the GIL while they run (cffi), so the chunks execute in paral
 Threads: ``MINIJIT_NUM_THREADS``, else ``OMP_NUM_THREADS``, else the number
 of CPUs this process may use. ``MINIJIT_TEAM``: ``native`` (default where
 supported) or ``python`` (the pool, also for loop nests).
+
+The thread model (docs/decisions.md, issue 36):
+
+- Grid. A threaded GEMM's shared loops are outer parts of its M and N loop dims, so the threads own
+  rectangles of its macro tiles (prim M x prim N blocks). `minijit.schedule.choose_grid` states
+  the grid the IO model wants (``p_m`` x ``p_n``, rows and columns per thread within one of each
+  other) and the listing shows it beside the grid the shared loops give.
+- Panel. One packed B in the last-level cache, read by every thread, where the whole B fits half of
+  the slices the threads own (`minijit.packing.llc_share`: a shared cache counts ``size /
+  sharers`` per thread, not all of it); else each thread streams its own rows of A and columns of
+  B, and the grid is the one that moves the least (``A p_n + B p_m``).
+- No oversubscription. Every call, from any Python thread (TensorOperation, einsum, SpMM), runs on
+  the process's one team or the one pool: concurrent callers never start workers of their own
+  (the team runs one job at a time; the pool has ``threads - 1`` workers for all callers).
+  numpy's OpenBLAS keeps its workers spinning for a while after each call (about 2**28 cycles),
+  and a minijit call made meanwhile shares the cores with them (bench/blas_handoff.py: about 2x
+  slower on 2 cores). minijit never changes numpy's settings; `quiet_blas` (opt-in, when no other
+  thread is inside a BLAS call) stops those workers now, and ``OPENBLAS_THREAD_TIMEOUT=4`` in the
+  environment before numpy loads makes them sleep almost at once.
 """
 
 from __future__ import annotations
@@ -209,6 +228,39 @@ def team(threads: int) -> _team_mod.Team:
             if old is not None:
                 old.close()  # waits for a job in flight; callers holding it retry on the new one
         return t
+
+
+_BLAS_FFI = cffi.FFI()
+_BLAS_FFI.cdef("int blas_thread_shutdown_(void);")
+
+
+def loaded_openblas() -> list[str]:
+    """Paths of the OpenBLAS libraries mapped into this process (numpy's and scipy's wheels bundle
+    one each), from Linux ``/proc/self/maps``; empty elsewhere."""
+    try:
+        with open("/proc/self/maps") as f:
+            fields = (line.split(None, 5) for line in f)
+            paths = {parts[5].strip() for parts in fields if len(parts) == 6}
+    except OSError:
+        return []
+    return sorted(p for p in paths if "openblas" in os.path.basename(p).lower() and ".so" in os.path.basename(p))
+
+
+def quiet_blas() -> int:
+    """Stop the worker threads of every OpenBLAS in this process now (its exported
+    ``blas_thread_shutdown_``), so that they do not spin on the cores a minijit call is about to
+    use; OpenBLAS starts them again at its next threaded call (a few tens of microseconds). Opt-in:
+    call it only while no other thread is inside a BLAS call (numpy matmul, scipy.linalg). Returns
+    how many libraries were stopped. numpy's thread count is not changed."""
+    done = 0
+    for path in loaded_openblas():
+        try:
+            lib = _BLAS_FFI.dlopen(path)
+            lib.blas_thread_shutdown_()
+        except (OSError, AttributeError):  # not loadable here, or a build without the symbol
+            continue
+        done += 1
+    return done
 
 
 def _after_fork_in_child() -> None:
