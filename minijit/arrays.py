@@ -24,8 +24,10 @@ Operations that take arrays by their logical shape rather than through configure
 the same rule to what they accept: ``SpMM`` reads a host B and writes a host C given in C or F
 order as the matrices they are (an F-order C through a row-major scratch); einsum reads an
 operand in any axis order of a dense block in place (relabelling its indices, or through
-``EinsumPlan(strides=)``) and copies other host layouts. Device matrices a kernel reads row-major
-by shape (SpMM's device B and C) must be C-contiguous (`require_c_contiguous`).
+``EinsumPlan(strides=)``) and copies other host layouts. Device arrays a kernel reads or writes
+row-major by shape (SpMM's device B and C, a CUDA einsum plan's operands and ``out``) are used in
+place in C order and reordered on the device through a C-order scratch in any other dense order
+(`minijit.cuda.reorder`).
 """
 
 from __future__ import annotations

@@ -42,8 +42,10 @@ Semantics are numpy's on fp32: add/sub/mul/div are IEEE round-to-nearest without
 ``(a < b or a is NaN) ? a : b`` (``>`` for max): the first NaN propagates with its payload, and
 of two equal values (+0.0 and -0.0) the second is returned; ReLU is ``np.maximum(x, 0)``:
 ``(x > 0 or x is NaN) ? x : +0.0`` (NaN kept, -0.0 becomes +0.0). Arithmetic on NaN inputs
-returns the GPU's canonical NaN (numpy keeps the payload). fp16/bf16 elementwise ops are not
-generated.
+returns the GPU's canonical NaN (numpy keeps the payload). fp16/bf16 arithmetic is not
+generated; the copy also runs on 2-byte elements (``KernelSpec.es == 2``: a bit move with
+``ld/st.global.b16``, the same for fp16 and bf16), planned by :func:`copy_plan` from a shape and
+two element-stride layouts (what `minijit.cuda.reorder` uses to reorder device arrays).
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ __all__ = [
     "generate",
     "magic",
     "offsets",
+    "copy_plan",
     "plan",
     "reference",
 ]
@@ -82,6 +85,7 @@ EPT = 4  #: elements per thread per pass of the grid-stride loop
 MAX_GRID = 1 << 16  #: CTAs at most; larger operations loop
 MAX_RANK = 8  #: dims after fusion
 ES = 4  #: bytes per element (fp32)
+ELEMENT_SIZES = (2, 4)  #: bytes per element a kernel moves (2: the copy only, as .b16 bits)
 LIMIT32 = 2**31 - 1  #: largest element count and |byte stride| of the 32-bit index variant
 UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "min": np.minimum, "max": np.maximum}
 
@@ -196,7 +200,8 @@ class PtxInt:
 @dataclass(frozen=True)
 class KernelSpec:
     """Everything that selects one generated kernel: the op (zero/copy/relu or a binary op), a ReLU
-    last touch, the rank after fusion, the index width, threads per CTA and elements per thread."""
+    last touch, the rank after fusion, the index width, threads per CTA, elements per thread and
+    bytes per element ``es`` (4: fp32; 2: the copy only, a bit move of fp16/bf16 elements)."""
 
     op: str
     relu: bool = False
@@ -204,11 +209,18 @@ class KernelSpec:
     wide: bool = False
     block: int = BLOCK
     ept: int = EPT
+    es: int = ES
 
     @property
     def name(self) -> str:
         last = "_relu" if self.relu else ""
-        return f"ew_{self.op}{last}_r{self.rank}_{'i64' if self.wide else 'i32'}_b{self.block}x{self.ept}"
+        bits = "" if self.es == ES else f"_b{8 * self.es}"
+        return f"ew_{self.op}{last}{bits}_r{self.rank}_{'i64' if self.wide else 'i32'}_b{self.block}x{self.ept}"
+
+    @property
+    def value_type(self) -> str:
+        """PTX type of the values the kernel loads and stores (f32, or b16 bits for 2-byte copies)."""
+        return "f32" if self.es == ES else f"b{8 * self.es}"
 
     @property
     def tile(self) -> int:
@@ -244,6 +256,10 @@ class KernelSpec:
             bad("block must be a power of two in 32..1024")
         if not 1 <= self.ept <= 8:
             bad("ept must be in 1..8")
+        if self.es not in ELEMENT_SIZES:
+            bad(f"es (bytes per element) must be one of {ELEMENT_SIZES}")
+        if self.es != ES and (self.op != "copy" or self.relu):
+            bad(f"{self.es}-byte elements are moved by the copy only (no arithmetic, no ReLU)")
         return self
 
 
@@ -313,15 +329,55 @@ def plan(config: TensorConfig, *, wide: bool | None = None, block: int = BLOCK, 
         lo, hi = config.offset_range(t)
         if max(-lo, hi) * ES >= 2**62:
             raise SetupError(error_t.wrong_stride, f"the strides of {t} reach {max(-lo, hi)} elements: out of range")
-    dims = sorted((d for d in config.dims if d.size > 1 and d.stride_out != 0), key=lambda d: abs(d.stride_out))
+    dims = [(d.size, {t: d.stride(t) for t in tensors}) for d in config.dims if d.size > 1 and d.stride_out != 0]
+    return _plan_dims(KernelSpec(op, relu, block=block, ept=ept), dims, wide)
+
+
+def copy_plan(
+    shape: tuple[int, ...],
+    src_strides: tuple[int, ...],
+    dst_strides: tuple[int, ...],
+    es: int = ES,
+    *,
+    wide: bool | None = None,
+    block: int = BLOCK,
+    ept: int = EPT,
+) -> Plan:
+    """The copy ``dst[i] = src[i]`` for every index tuple ``i`` of ``shape`` (no dim of size 0),
+    ``es``-byte elements (2 or 4), strides in elements of each tensor (``src`` is ``in0``, ``dst``
+    ``out``); ``dst`` must not repeat an element (no stride 0 on a dim of size > 1). ValueError
+    for what the kernel cannot run."""
+    shape, src_strides, dst_strides = (tuple(int(x) for x in t) for t in (shape, src_strides, dst_strides))
+    if not len(shape) == len(src_strides) == len(dst_strides):
+        raise ValueError(f"copy_plan: shape {shape} and strides {src_strides}, {dst_strides} differ in rank")
+    if any(n < 1 for n in shape):
+        raise ValueError(f"copy_plan: every extent must be >= 1, got shape {shape}")
+    if any(s == 0 and n > 1 for n, s in zip(shape, dst_strides, strict=True)):
+        raise ValueError(f"copy_plan: the destination strides {dst_strides} repeat elements of shape {shape}")
+    for name, st in (("source", src_strides), ("destination", dst_strides)):
+        if sum(abs(s) * (n - 1) for n, s in zip(shape, st, strict=True)) * es >= 2**62:
+            raise ValueError(f"copy_plan: the {name} strides {st} reach beyond 2**62 bytes")
+    dims = [(n, {"in0": a, "out": b}) for n, a, b in zip(shape, src_strides, dst_strides, strict=True) if n > 1]
+    spec = KernelSpec("copy", block=block, ept=ept, es=es)
+    try:
+        return _plan_dims(spec, dims, wide)
+    except SetupError as e:
+        raise ValueError(f"copy_plan: {e.message}") from None
+
+
+def _plan_dims(spec: KernelSpec, dims: list[tuple[int, dict]], wide: bool | None) -> Plan:
+    """The plan of ``spec``'s op (its rank and width set here) over ``dims``: ``(size, element
+    stride per tensor)`` of each dim of size > 1 that reaches ``out``, in any order."""
+    tensors, es = spec.tensors, spec.es
+    dims = sorted(dims, key=lambda d: abs(d[1]["out"]))
     fused: list[tuple[int, dict]] = []
-    for d in dims:
+    for size, st in dims:
         if fused:
-            n, st = fused[-1]
-            if all(d.stride(t) == st[t] * n for t in tensors):
-                fused[-1] = (n * d.size, st)
+            n, prev = fused[-1]
+            if all(st[t] == prev[t] * n for t in tensors):
+                fused[-1] = (n * size, prev)
                 continue
-        fused.append((d.size, {t: d.stride(t) for t in tensors}))
+        fused.append((size, dict(st)))
     if not fused:
         fused = [(1, dict.fromkeys(tensors, 0))]
     if len(fused) > MAX_RANK:
@@ -330,9 +386,9 @@ def plan(config: TensorConfig, *, wide: bool | None = None, block: int = BLOCK, 
             f"{len(fused)} dims remain after fusing contiguous ones; the CUDA elementwise kernel takes {MAX_RANK}",
         )
     sizes = tuple(n for n, _ in fused)
-    strides = {t: tuple(st[t] * ES for _, st in fused) for t in tensors}
+    strides = {t: tuple(st[t] * es for _, st in fused) for t in tensors}
     need64 = math.prod(sizes) > LIMIT32 or any(abs(s) > LIMIT32 for v in strides.values() for s in v)
-    spec = KernelSpec(op, relu, len(sizes), need64 or bool(wide), block, ept).validate()
+    spec = KernelSpec(spec.op, spec.relu, len(sizes), need64 or bool(wide), spec.block, spec.ept, es).validate()
     return Plan(spec, sizes, strides)
 
 
@@ -406,7 +462,7 @@ def generate(spec: KernelSpec) -> ElementwiseKernel:
     k.bra(done, pred=end, uni=True)
     work = [_element(k, spec, ops, ops.add(base, lanes[j]), total, last, divs, ptr, strides) for j in range(spec.ept)]
     for ok, out, x in work:
-        # the op, the ReLU last touch, the predicated store
+        # the op, the ReLU last touch, the predicated store (2-byte copies: the loaded bits)
         v = _compute(k, spec.op, x, zero)
         if spec.relu:
             v = _select(k, "gt", v, 0.0)
@@ -465,7 +521,7 @@ def _element(k, spec: KernelSpec, ops, e, total, last, divs, ptr, strides):
     # loads of the inputs (in bounds for every thread: no predicate)
     x = []
     for t in spec.inputs:
-        x.append(k.reg("f32"))
+        x.append(k.reg(spec.value_type))
         k.ld("global", x[-1], addr(where[t]))
     return ok, where["out"], x
 
@@ -474,7 +530,8 @@ def _element(k, spec: KernelSpec, ops, e, total, last, divs, ptr, strides):
 
 
 def reference(main: str, last: str, in0, in1, out) -> None:
-    """``out[...] = last(main(in0, in1))`` in numpy on strided views (what the kernel computes)."""
+    """``out[...] = last(main(in0, in1))`` in numpy on strided views (what the kernel computes;
+    a copy moves any element type, e.g. the uint16 bits of a 2-byte copy, unchanged)."""
     zero = np.float32(0)
     with np.errstate(all="ignore"):
         if main == "zero":

@@ -18,6 +18,10 @@ Layouts. The CUDA GEMM reads A (the operand holding the result's unit-stride ind
 index at unit stride and B with a summed index at unit stride (`minijit.cuda.operation`). Each node
 tries both operand roles in place; when neither sets up, the operands are copied into
 ``[batch, k, m]`` / ``[batch, n, k]`` order first. Every tensor is C-order in its own index order.
+A device operand or ``out`` that fills one dense block in another axis order (F order, permuted;
+`minijit.arrays`) is reordered on the device: an operand into a C-order buffer of the call
+(`minijit.cuda.reorder`; a torch tensor by ``tensor.contiguous()``) before the nodes, ``out``
+from a C-order buffer after them; views with gaps or negative strides are refused.
 
 Memory. Intermediates are device buffers that belong to a call: each call takes a set from the
 plan's pool (allocated by the first call that uses it; calls running at once from several threads
@@ -34,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from minijit.arrays import require_c_contiguous
+from minijit.arrays import is_c_contiguous, require_dense
 from minijit.cache import ScratchPool
 from minijit.einsum.lowering import lower
 from minijit.einsum.parse import parse_subscripts
@@ -48,6 +52,7 @@ from minijit.runtime.device_arrays import (
     describe,
     device_empty,
     is_device_array,
+    is_torch_tensor,
 )
 
 __all__ = ["CUDA_DTYPES", "CudaEinsumPlan"]
@@ -334,9 +339,10 @@ class CudaEinsumPlan(EinsumPlan):
 
         return resolve(self.driver)
 
-    def _leaf(self, i: int, x: Any, drv, keep: list) -> Any:
-        """Operand ``i`` as the nodes read it: checked shape and dtype; numpy data uploaded once
-        (``drv`` None: check only)."""
+    def _leaf(self, i: int, x: Any, drv, keep: list, scratch: dict | None = None) -> Any:
+        """Operand ``i`` as the nodes read it: checked shape and dtype; numpy data uploaded once;
+        a device array in another dense order than C order reordered into ``scratch`` (``drv``
+        None: check only)."""
         want = self.dtype_name
         if isinstance(x, np.ndarray) or not hasattr(x, "__cuda_array_interface__") and not hasattr(x, "data_ptr"):
             if not isinstance(x, np.ndarray) and hasattr(x, "__dlpack__"):
@@ -363,7 +369,7 @@ class CudaEinsumPlan(EinsumPlan):
             keep.append(buf)
             return buffer_array(buf, x.shape, want)
         v = describe(x, f"operand {i}")
-        require_c_contiguous(f"operand {i}", v.shape, v.strides, v.itemsize or 1)
+        require_dense(f"operand {i}", v.shape, v.strides, v.itemsize or 1)
         if v.shape != self.shapes[i]:
             raise ValueError(f"einsum plan: operand {i} has shape {v.shape}, the plan was built for {self.shapes[i]}")
         if v.dtype != want:
@@ -377,7 +383,17 @@ class CudaEinsumPlan(EinsumPlan):
                     " meets a float32 intermediate) and is not a torch tensor: pass it as float32"
                 )
             return v.obj.float().contiguous()
-        return v.obj
+        if is_c_contiguous(v.shape, v.strides, v.itemsize):
+            return v.obj
+        if is_torch_tensor(v.obj):
+            return v.obj.contiguous()  # reordered by torch, on the device
+        from minijit.cuda.reorder import to_c_order  # noqa: PLC0415 - device calls only
+
+        buf = scratch.get(("in", i))
+        if buf is None:
+            buf = scratch[("in", i)] = drv.DeviceBuffer(max(1, v.size * v.itemsize))
+        to_c_order(drv, v, buf.ptr, self.device)
+        return buffer_array(buf, v.shape, v.dtype)
 
     def execute(self, *operands, out=None, sync: bool = True):
         """Run the plan; returns ``out``, else a numpy array (numpy operands) or a device array.
@@ -392,6 +408,7 @@ class CudaEinsumPlan(EinsumPlan):
         for i, x in enumerate(operands):  # every check before anything is uploaded or launched
             self._leaf(i, x, None, keep)
         host_result = out is None and array_library(operands) is None
+        out_view = None  # a device out in another dense order than C order
         if out is not None:
             if isinstance(out, np.ndarray):
                 if out.shape != self.out_shape or out.dtype != np.float32:
@@ -402,11 +419,15 @@ class CudaEinsumPlan(EinsumPlan):
                 if v.shape != self.out_shape or v.dtype != "float32":
                     raise ValueError(f"einsum (cuda): out must be float32 of shape {self.out_shape}, got {v.dtype}"
                                      f" {v.shape}")  # fmt: skip
+                require_dense("out", v.shape, v.strides, v.itemsize)
+                if v.read_only:
+                    raise ValueError("einsum (cuda): out is read-only")
+                if not is_c_contiguous(v.shape, v.strides, v.itemsize):
+                    out_view = v  # written through a C-order buffer
         if self._empty:
             return self._zero_result(out, operands, drv)
         if not drv.available():
             raise RuntimeError("einsum (cuda): no CUDA device (ptx.driver.available() is False)")
-        leaves = [self._leaf(i, x, drv, keep) for i, x in enumerate(operands)]
         n_bytes = 4 * math.prod(self.out_shape)
         if out is not None:
             result = out
@@ -418,9 +439,10 @@ class CudaEinsumPlan(EinsumPlan):
         # before its kernels ran (sync=False) is reused only by launches queued behind them
         scratch = self._scratch.acquire()
         try:
+            leaves = [self._leaf(i, x, drv, keep, scratch) for i, x in enumerate(operands)]
             target = result
-            if isinstance(result, np.ndarray):  # written on the device, copied back at the end
-                dev_out = scratch.get(-2)
+            if isinstance(result, np.ndarray) or out_view is not None:  # written on the device in C
+                dev_out = scratch.get(-2)  # order, then copied back or reordered into out at the end
                 if dev_out is None:
                     dev_out = scratch[-2] = buffer_array(drv.DeviceBuffer(max(4, n_bytes)), self.out_shape,
                                                          "float32")  # fmt: skip
@@ -435,9 +457,14 @@ class CudaEinsumPlan(EinsumPlan):
                 a = self._ones(node, drv) if s0 == -1 else slots[s0]
                 b = None if s1 is None else self._ones(node, drv) if s1 == -1 else slots[s1]
                 node.op.execute(a, b, slots[so], sync=False)
-            if sync or target is not result or any(isinstance(x, np.ndarray) for x in operands):
+            if out_view is not None:
+                from minijit.cuda.reorder import from_c_order  # noqa: PLC0415 - device calls only
+
+                from_c_order(drv, target.owner.ptr, out_view, self.device)
+            host_target = target is not result and out_view is None
+            if sync or host_target or any(isinstance(x, np.ndarray) for x in operands):
                 drv.synchronize()  # (uploads of host operands are freed on return)
-            if target is not result:
+            if host_target:
                 flat = result.reshape(-1) if result.flags.c_contiguous else None
                 host = flat if flat is not None else np.empty(self.out_shape, np.float32)
                 if host.size:

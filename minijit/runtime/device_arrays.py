@@ -16,8 +16,8 @@ Every public entry point of minijit that takes arrays asks this module (DESIGN.m
   ``tensor.dtype``; other CAI objects declare bf16 as ``<V2`` (the ml_dtypes/JAX spelling). A
   DLPack-only producer is read from its capsule (no torch needed) and comes back as a
   `CudaArrayView`, a plain CAI object over the same memory that keeps the producer alive.
-* `device_matrix` / `read_vector` check a device matrix for a kernel, copy a device vector to
-  the host.
+* `device_matrix` / `read_vector` check a device matrix for a kernel (one dense block in any
+  axis order), copy a device vector to the host.
 """
 
 from __future__ import annotations
@@ -302,23 +302,25 @@ def _dtype_error(name: str, want: str, got: str) -> TypeError:
     return TypeError(f"{name} must hold {want}, got {got}")
 
 
-def device_matrix(obj: object, name: str, shape: tuple[int, int], dtype: str, writable: bool = False) -> int:
-    """The device address of a C-contiguous ``shape`` matrix of ``dtype`` elements ("float16",
-    "bfloat16", "float32"), 16-byte aligned. Checked before any launch: TypeError/ValueError
-    naming ``name`` and the fix."""
-    from minijit.arrays import require_c_contiguous  # noqa: PLC0415 - layout rule shared with the CPU
+def device_matrix(obj: object, name: str, shape: tuple[int, int], dtype: str, writable: bool = False) -> DeviceView:
+    """The checked `DeviceView` of a ``shape`` matrix of ``dtype`` elements ("float16",
+    "bfloat16", "float32") that fills one dense block in any axis order (C order, F order;
+    `minijit.arrays`), 16-byte aligned. A kernel reads a C-contiguous one in place; the caller
+    reorders any other through a C-order buffer (`minijit.cuda.reorder`). Checked before any
+    launch: TypeError/ValueError naming ``name`` and the fix."""
+    from minijit.arrays import require_dense  # noqa: PLC0415 - layout rule shared with the CPU
 
     v = describe(obj, name)
     if v.dtype != dtype:
         raise _dtype_error(name, dtype, v.dtype)
     if v.shape != shape:
         raise ValueError(f"shape mismatch: {name} must be {shape}, got {v.shape}")
-    require_c_contiguous(name, shape, v.strides, v.itemsize)
+    require_dense(name, shape, v.strides, v.itemsize)
     if writable and v.read_only:
         raise ValueError(f"{name} is read-only")
     if v.ptr % DEVICE_ALIGN:
         raise ValueError(f"{name} must start on a {DEVICE_ALIGN}-byte boundary, got address {v.ptr:#x}")
-    return v.ptr
+    return v
 
 
 def vector_view(obj: object, name: str, dtypes: tuple[str, ...]) -> DeviceView:

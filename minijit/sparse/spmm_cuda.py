@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from minijit.cache import ScratchPool
+from minijit.cuda.reorder import from_c_order, needs_reorder, to_c_order
 from minijit.runtime.device_arrays import device_matrix, is_device_array
 from minijit.sparse.csr import check_dense, check_out, row_major
 from minijit.sparse.device import host_csr
@@ -91,9 +92,11 @@ class CudaSpMM(SpMM):
 
         Also takes device arrays for either argument (torch CUDA tensors, cupy,
         ``__cuda_array_interface__`` or DLPack objects): B of the kernel's type (float16 for
-        "fp16", bfloat16 for "bf16", float32 for "tf32") and C float32, C-contiguous, 16-byte
-        aligned. They are read and written in place, with no host copies. Host arrays may be in C
-        or F order (one dense block each, `minijit.arrays`)."""
+        "fp16", bfloat16 for "bf16", float32 for "tf32") and C float32, 16-byte aligned, each one
+        dense block in C order, F order or any axis permutation (`minijit.arrays`; views with
+        gaps or negative strides are refused). C-order ones are read and written in place; others
+        are reordered on the device through the call's C-order scratch (one copy launch each,
+        `minijit.cuda.reorder`), with no host copies. Host arrays may be in C or F order too."""
         if is_device_array(b) or is_device_array(c):
             return self._execute_device(b, c)
         b, c = self._check(b, c)
@@ -289,28 +292,36 @@ class CudaSpMM(SpMM):
             self._scratch.release(scratch)
 
     def _execute_device(self, b: Any, c: Any) -> Any:
-        """execute() with a device B and/or C (a numpy side is copied as before)."""
+        """execute() with a device B and/or C (a numpy side is copied as before); a device B or C
+        in another dense order than C order goes through this call's scratch B or C."""
         m, k = self.csr.shape
         host_b = isinstance(b, np.ndarray) or not is_device_array(b)
         host_c = isinstance(c, np.ndarray) or not is_device_array(c)
+        bv = cv = None  # device views read / written through the scratch
+        b_ptr = c_ptr = None  # device arrays the kernels use in place
         if host_b:
             b = check_dense(b, k, self.n)
-            b_ptr = None
         else:
-            b_ptr = device_matrix(b, "B", (k, self.n), self._prec.device_dtype)
+            v = device_matrix(b, "B", (k, self.n), self._prec.device_dtype)
+            bv, b_ptr = (v, None) if needs_reorder(v, "B") else (None, v.ptr)
         if host_c:
             c = check_out(c, m, self.n)
-            c_ptr = None
         else:
-            c_ptr = device_matrix(c, "C", (m, self.n), "float32", writable=True)
+            v = device_matrix(c, "C", (m, self.n), "float32", writable=True)
+            cv, c_ptr = (v, None) if needs_reorder(v, "C") else (None, v.ptr)
         if m == 0:
             return c
+        driver = self._driver
         scratch = self._scratch.acquire()
         try:
             if host_b:
                 scratch[0].copy_from(self._prec.device_array(b))
+            elif bv is not None:
+                to_c_order(driver, bv, scratch[0].ptr)
             self.launch(b_ptr, c_ptr, scratch=scratch)
-            self._driver.synchronize()
+            if cv is not None:
+                from_c_order(driver, scratch[1].ptr, cv)
+            driver.synchronize()
             if host_c:
                 dst = scratch[1].copy_to(row_major(c))
                 if dst is not c:
