@@ -36,7 +36,7 @@ from asm.aarch64 import Assembler, P, mem, post, sp, wzr, x9, x10, x11, x12, x13
 from asm.aarch64.registers import ScalarReg, VecReg, VReg, XReg, ZVec
 from minijit.kernels.aarch64.common import DType, dtype_info, epilogue, loop, prologue, sp_adjust
 from minijit.sparseauto.codegen import Program, _Emitter, _size, _strides, _walk_nodes, arg_slots, sampled_operand
-from minijit.sparseauto.codegen_inner import _MAX_VEC_STATEMENTS, InnerLoops
+from minijit.sparseauto.codegen_inner import InnerLoops
 from minijit.sparseauto.nest import Access, Compute, Loop, Nest, Node, Operand, Temp
 
 __all__ = ["ISAS", "compile_nest_aarch64"]
@@ -46,6 +46,7 @@ ARGS = x19  # the args block, for the whole function
 #: pointers of the vectorized loop's accesses (x18 is the platform register, x19 holds args)
 _PTR_REGS = tuple(XReg(i) for i in (*range(8), *range(20, 29)))
 _BCAST = 24  # v24.. (z24..): one broadcast scalar per vectorized statement
+_MAX_STATEMENTS = 3  # statements of a vectorized loop: v0-v8 (3 each), v24-v26
 _CALLEE_X = tuple(range(19, 29))
 _CALLEE_V = tuple(range(8, 16))
 
@@ -91,7 +92,7 @@ class _Emitter64:
         self.temp_sizes = {t.name: _size(extents, t.indices) for t in nest.temps}
         f = self.frame = _Frame()
         self.begin, self.end = f.slot("begin"), f.slot("end")
-        self.bcast = [f.slot(f"bcast{s}") for s in range(_MAX_VEC_STATEMENTS)]  # low: `add xd, sp, #imm12`
+        self.bcast = [f.slot(f"bcast{s}") for s in range(_MAX_STATEMENTS)]  # low: `add xd, sp, #imm12`
         indices = sorted({i for o in nest.operands for i in o.indices})
         self.coord = {i: f.slot(f"coord_{i}") for i in indices}
         self.pos = {
@@ -185,10 +186,25 @@ class _Emitter64:
                 self._zero_temp(node)
             elif isinstance(node, Compute):
                 self._compute(node)
-            elif not split and self._inner_kind(node) == "vector":
+            elif not split and self._vectorizable(node):
                 self._vector_loop(node)
             else:
                 self._loop(node, split)
+
+    def _vectorizable(self, loop: Loop) -> bool:
+        """`InnerLoops._inner_kind` says "vector", and what `_vector_loop` relies on holds: at most
+        `_MAX_STATEMENTS` statements, every access that uses j dense with j last, pointers
+        for all of them."""
+        if self._inner_kind(loop) != "vector":
+            return False
+        j, stmts = loop.index, loop.body
+        uses = [x for c in stmts if isinstance(c, Compute) for x in (*c.ins, c.out) if j in x.indices]
+        return (
+            len(stmts) <= _MAX_STATEMENTS
+            and all(isinstance(c, Compute) for c in stmts)
+            and all(self._contiguous(x, j) for x in uses)
+            and len(uses) <= len(_PTR_REGS)
+        )
 
     # ---------------------------------------------------------------- temporaries and statements
 

@@ -226,3 +226,18 @@ def test_unsupported_targets_are_named():
         compile_nest_aarch64(default_linear(operands, out), extents, "fp64", "avx2")
     with pytest.raises(SetupError, match="dtype must be float32 or float64"):
         SparseContraction(default_linear(operands, out), extents, np.float16, target=NEON)
+
+
+def test_vector_loop_only_where_its_layout_holds(monkeypatch):
+    """The AArch64 vector loop checks what it relies on itself (unit stride in every access that
+    uses j), whatever the shared `_inner_kind` analysis says: a strided loop stays scalar."""
+    from minijit.sparseauto import codegen_aarch64
+
+    monkeypatch.setattr(codegen_aarch64._Emitter64, "_inner_kind", lambda self, loop: "vector")
+    a = _sparse((9, 7), 0.4, CSR, 3)
+    b = np.random.default_rng(5).standard_normal((7, 6))
+    operands, out, extents, values, dtype = _setup("ik,kj->ji", [a, b])
+    nest = default_linear(operands, out)
+    contraction = SparseContraction(nest, extents, dtype, target=NEON)
+    assert contraction.program.vectorized == ()
+    np.testing.assert_allclose(contraction.execute(*values), (a.to_dense() @ b).T, atol=1e-12)
