@@ -274,6 +274,12 @@ def all_specs() -> list[ew.KernelSpec]:
 def test_ptxas_sweep_no_spills(arch):
     specs = all_specs()
     assert len(specs) == 17 * ew.MAX_RANK * 2
+    assemble_without_spills(specs, arch)
+
+
+def assemble_without_spills(specs, arch: str) -> None:
+    """ptxas for ``arch`` on every spec's kernel: no spills, no stack, no shared memory, at most 96
+    registers, the signature of the spec's parameters."""
 
     def build(spec):
         k = ew.generate(spec)
@@ -458,3 +464,69 @@ def test_tensor_operation_cuda_target_runs_elementwise():
     assert op.plan.spec.op == "copy"
     for p in itertools.chain(ew.UNARY, ew.BINARY):
         assert p in ew.generate(ew.KernelSpec(p)).name
+
+
+# --------------------------------------------------------------------------- 2-byte copies (reorder)
+
+
+def b16_copy_specs() -> list[ew.KernelSpec]:
+    """Every 2-byte copy variant: rank 1..MAX_RANK, 32- and 64-bit indices."""
+    return [ew.KernelSpec("copy", rank=r, wide=w, es=2) for r in range(1, ew.MAX_RANK + 1) for w in (False, True)]
+
+
+@pytest.mark.skipif(not HAVE_PTXAS, reason="ptxas not found")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_ptxas_b16_copies_no_spills(arch):
+    specs = b16_copy_specs()
+    assert len(specs) == ew.MAX_RANK * 2
+    assemble_without_spills(specs, arch)
+
+
+def test_b16_copy_text_and_validation():
+    k = ew.generate(ew.KernelSpec("copy", rank=3, es=2))
+    assert "_b16_" in k.name and k.name != ew.KernelSpec("copy", rank=3).name
+    assert k.text.count("ld.global.b16") == ew.EPT and k.text.count("st.global.b16") == ew.EPT
+    assert ".f32" not in k.text  # a bit move: no float register, no conversion
+    for bad, match in (
+        (ew.KernelSpec("add", es=2), "copy only"),
+        (ew.KernelSpec("copy", relu=True, es=2), "copy only"),
+        (ew.KernelSpec("zero", es=2), "copy only"),
+        (ew.KernelSpec("copy", es=3), "es"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            ew.generate(bad)
+
+
+@pytest.mark.parametrize("es", [2, 4])
+@pytest.mark.parametrize("wide", [False, True])
+def test_copy_plan_index_math_matches_strided_views(es, wide):
+    """`copy_plan` from a shape and two element-stride layouts (every axis order of a dense block
+    to C order, and back; size-1 axes): the kernel's offsets (numpy model) visit each pair of
+    elements numpy's strided views pair, each destination element once."""
+    shape = (3, 1, 4, 5)
+    c = dense(shape, range(4))
+    for order in itertools.permutations(range(4)):
+        src = dense(shape, order)
+        for a, b in ((src, c), (c, src)):
+            p = ew.copy_plan(shape, a, b, es, wide=wide)
+            assert p.spec.es == es and p.spec.op == "copy" and p.spec.wide == wide
+            model = ew.IntModel(p.bits)
+            idx = ew.decompose(model, np.arange(p.total, dtype=object), p.divisors)
+            got = [np.asarray(ew.offsets(model, idx, p.strides[t]), np.int64) // es for t in ("in0", "out")]
+            base = np.arange(math.prod(shape), dtype=np.int64)
+            want = [as_strided(base, shape, tuple(s * 8 for s in st)).ravel() for st in (a, b)]
+            np.testing.assert_array_equal(np.unique(np.stack(got, 1), axis=0), np.unique(np.stack(want, 1), axis=0))
+            assert len(np.unique(got[1])) == p.total
+
+
+def test_copy_plan_refuses_what_the_kernel_cannot_run():
+    for args, match in (
+        (((3, 4), (4, 1), (1,)), "rank"),
+        (((3, 0), (1, 3), (1, 3)), ">= 1"),
+        (((3, 4), (4, 1), (0, 1)), "repeat"),
+        (((2,) * 9, dense((2,) * 9, range(9)), dense((2,) * 9, range(8, -1, -1))), "takes 8"),
+        (((2, 3), (2**61, 1), (3, 1)), "2\\*\\*62"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            ew.copy_plan(*args, 2)
+    assert ew.copy_plan((4, 5), (5, 1), (5, 1), 2).sizes == (20,)  # C order to C order fuses
