@@ -17,6 +17,7 @@ chunks a configuration runs with, each asked of the target's capabilities
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from minijit import packing
@@ -33,8 +34,10 @@ PARALLEL_MIN_BYTES = 1 << 20
 #: the kernel packs A itself (``a_copy``) only when at most this many kernel calls read each A block
 A_COPY_MAX_REUSE = 4
 #: ``n_outer`` kernels: the least bytes of C a call walks down each column (prim M x item), and
-#: the share of the last-level cache the call's A block may take
-N_OUTER_MIN_RUN, N_OUTER_LLC_SHARE = 2048, 8
+#: the share of its thread's slice of the last-level cache (`minijit.packing.llc_share` per thread)
+#: the call's A block may take (a quarter of a Zen 3 core's 16 MiB: 4 MiB, as 1/8 of the whole
+#: 32 MiB was when it was measured)
+N_OUTER_MIN_RUN, N_OUTER_SLICE_SHARE = 2048, 4
 #: chunked execution: the largest share of the last-level cache one chunk's A may take, and the
 #: most the whole B may take (it is re-read by every chunk)
 CHUNK_LLC_SHARE = 8
@@ -128,15 +131,21 @@ def kernel_n_outer(
     """Whether the BRGEMM kernel, its A in micro-panels, should walk its N blocks outermost (the
     BLIS order): C is then read and written down its columns in runs of `N_OUTER_MIN_RUN` bytes or
     more, which the prefetchers stream, and the call's whole A block (prim M x K x BR), re-read
-    once per block of columns, must stay within 1/`N_OUTER_LLC_SHARE` of the last-level cache
-    that ``threads`` threads own (`minijit.packing.llc_share`). Never in a chunk (its A, just
-    packed, is read once in the M-outer order)."""
+    once per block of columns by the thread that runs the call, must stay within
+    1/`N_OUTER_SLICE_SHARE` of that thread's slice of the last-level cache (of ``threads`` threads,
+    `minijit.packing.llc_share`). Never in a chunk (its A, just packed, is read once in the
+    M-outer order)."""
     roles = config.prim
     if in_chunk or not rules.n_outer or roles.m is None or roles.n is None:
         return False
     item = config.dtype.itemsize
     m, k, br = (_prim_size(config, r) for r in (roles.m, roles.k, roles.br))
-    return m * item >= N_OUTER_MIN_RUN and m * k * br * item <= packing.llc_share(threads) // N_OUTER_LLC_SHARE
+    if threads is None:
+        from minijit.parallel import default_threads  # parallel imports nothing of schedule
+
+        threads = default_threads()
+    slice_ = packing.llc_share(threads) // threads
+    return m * item >= N_OUTER_MIN_RUN and m * k * br * item <= slice_ // N_OUTER_SLICE_SHARE
 
 
 def kernel_copies_a(
@@ -276,7 +285,8 @@ class ThreadGrid:
     one). ``panel``: "shared" (one packed B in the last-level cache that the threads share, read by
     every thread) or "private" (each thread streams its own rows of A and columns of B).
     ``working_set``: bytes the choice keeps in the cache (the shared B panel, or one thread's A rows
-    and B columns), within ``budget`` bytes of ``level`` where ``fits``; ``reason``: the figures."""
+    and B columns), within ``budget`` bytes of ``level`` where ``fits``; ``reason``: the figures;
+    ``cost``: the modelled cycles of its largest thread."""
 
     tiles_m: int
     tiles_n: int
@@ -287,6 +297,7 @@ class ThreadGrid:
     budget: int
     level: str
     reason: str
+    cost: float = 0.0
 
     @property
     def threads(self) -> int:
@@ -338,6 +349,7 @@ def choose_grid(
     mr: int = 16,
     l2: features.CacheGeometry | None = None,
     llc: features.CacheGeometry | None = None,
+    grids: Collection[tuple[int, int]] | None = None,
 ) -> ThreadGrid:
     """The thread grid and B panel for a GEMM of ``shape`` = (M, N, K) elements of ``item`` bytes
     in prims of ``block`` = (mc, nc, kc) on up to ``threads`` threads (``mr``-row register blocks;
@@ -351,7 +363,8 @@ def choose_grid(
     (``A p_n + B p_m + C``), each again per N (M) block of the thread when a thread's A rows (B
     columns) do not fit its L2 and slice. Each candidate's time is its largest thread's: compute
     (`FMA_BYTES`), its `minijit.blocking.transfer_cycles`, plus the memory cycles; the cheapest
-    wins (then the fewer threads, the shared panel, the fewer grid columns)."""
+    wins (then the fewer threads, the shared panel, the fewer grid columns). ``grids``: the
+    (p_m, p_n) candidates, default every grid of up to ``threads`` threads within the tiles."""
     if len(shape) != 3 or len(block) != 3:
         raise ValueError(f"choose_grid: shape and block must be (M, N, K) triples, got {shape!r}, {block!r}")
     named = [("item", item), ("threads", threads), ("mr", mr)]
@@ -367,49 +380,57 @@ def choose_grid(
     tm, tn = -(-m // mc), -(-n // nc)
     a, b, c = m * k * item, k * n * item, 2 * m * n * item
     best: tuple[tuple, ThreadGrid] | None = None
-    for p_m in range(1, min(tm, threads) + 1):
-        for p_n in range(1, min(tn, threads // p_m) + 1):
-            t = p_m * p_n
-            rows, cols = -(-tm // p_m), -(-tn // p_n)  # the largest thread's tiles
-            mt, nt = min(m, rows * mc), min(n, cols * nc)
-            own = min(llc.size, llc.per_cpu * t)  # the last-level cache these threads own
-            per_thread = l2.size + own // t
-            a_part, b_part = mt * k * item, k * nt * item
-            work = mt * nt * k * item / FMA_BYTES + sum(transfer_cycles((mt, nt, k), (mc, nc, min(kc, k)), mr, item))
-            a_reads = 1 if a_part <= per_thread else cols  # A rows re-read per N block past the cache
-            for panel in PANELS:
-                if panel == "shared":
-                    ws, budget, level = b, int(own * SHARED_B_LLC_SHARE), f"{own} B of the last-level cache"
-                    if ws > budget:
-                        continue
-                    mem = a * a_reads + b + c
-                else:
-                    ws, budget, level = a_part + b_part, per_thread, f"L2 {l2.size} B + {own // t} B of L3"
-                    b_reads = 1 if ws <= per_thread else rows
-                    mem = a * p_n * a_reads + b * p_m * b_reads + c
-                cost = work + mem / (MEM_FILL * t)
-                key = (cost, t, panel != "shared", p_n)
-                if best is None or key < best[0]:
-                    reason = (
-                        f"{t} thread(s), the largest {rows} x {cols} tiles ({mt} x {nt}); working set {ws} B "
-                        f"{'within' if ws <= budget else 'beyond'} {budget} B ({level}); memory moves {mem} B; "
-                        f"modelled cycles {cost:.3g}"
-                    )
-                    best = key, ThreadGrid(tm, tn, p_m, p_n, panel, ws, budget, level, reason)
-    assert best is not None  # p_m = p_n = 1 with the private panel is always a candidate
+    if grids is None:
+        grids = [(p_m, p_n) for p_m in range(1, min(tm, threads) + 1) for p_n in range(1, min(tn, threads // p_m) + 1)]
+    for p_m, p_n in grids:
+        if not (1 <= p_m <= tm and 1 <= p_n <= tn and p_m * p_n <= threads):
+            raise ValueError(f"choose_grid: grid {p_m} x {p_n} is not within {tm} x {tn} tiles and {threads} threads")
+        t = p_m * p_n
+        rows, cols = -(-tm // p_m), -(-tn // p_n)  # the largest thread's tiles
+        mt, nt = min(m, rows * mc), min(n, cols * nc)
+        own = min(llc.size, llc.per_cpu * t)  # the last-level cache these threads own
+        per_thread = l2.size + own // t
+        a_part, b_part = mt * k * item, k * nt * item
+        work = mt * nt * k * item / FMA_BYTES + sum(transfer_cycles((mt, nt, k), (mc, nc, min(kc, k)), mr, item))
+        a_reads = 1 if a_part <= per_thread else cols  # A rows re-read per N block past the cache
+        for panel in PANELS:
+            if panel == "shared":
+                ws, budget, level = b, int(own * SHARED_B_LLC_SHARE), f"{own} B of the last-level cache"
+                if ws > budget:
+                    continue
+                mem = a * a_reads + b + c
+            else:
+                ws, budget, level = a_part + b_part, per_thread, f"L2 {l2.size} B + {own // t} B of L3"
+                b_reads = 1 if ws <= per_thread else rows
+                mem = a * p_n * a_reads + b * p_m * b_reads + c
+            cost = work + mem / (MEM_FILL * t)
+            key = (cost, t, panel != "shared", p_n)
+            if best is None or key < best[0]:
+                reason = (
+                    f"{t} thread(s), the largest {rows} x {cols} tiles ({mt} x {nt}); working set {ws} B "
+                    f"{'within' if ws <= budget else 'beyond'} {budget} B ({level}); memory moves {mem} B; "
+                    f"modelled cycles {cost:.3g}"
+                )
+                best = key, ThreadGrid(tm, tn, p_m, p_n, panel, ws, budget, level, reason, cost)
+    if best is None:
+        raise ValueError("choose_grid: no grid to choose from")
     return best[1]
 
 
-def gemm_grid(config: TensorConfig, threads: int, mr: int = 16) -> ThreadGrid | None:
+def gemm_grid(
+    config: TensorConfig, threads: int, mr: int = 16, grids: Collection[tuple[int, int]] | None = None
+) -> ThreadGrid | None:
     """`choose_grid` for an optimized GEMM/BRGEMM ``config`` (prim dims; its macro tiles are its
-    prim M x prim N blocks) on ``threads`` threads, with the host's caches; None for other configs."""
+    prim M x prim N blocks) on ``threads`` threads (among ``grids``, default all), with the host's
+    caches; None for other configs."""
     if config.prim_main not in GEMM_PTYPES or not config.has_prims or config.prim.m is None or config.prim.n is None:
         return None
     dims, p = config.dims, config.prim
     size = {t: math.prod(d.size for d in dims if d.type is t) for t in (dim_t.m, dim_t.n, dim_t.k)}
     kc = math.prod(dims[i].size for i in (p.k, p.br) if i is not None)
     block = (dims[p.m].size, dims[p.n].size, kc)
-    return choose_grid((size[dim_t.m], size[dim_t.n], size[dim_t.k]), block, config.dtype.itemsize, threads, mr=mr)
+    shape = (size[dim_t.m], size[dim_t.n], size[dim_t.k])
+    return choose_grid(shape, block, config.dtype.itemsize, threads, mr=mr, grids=grids)
 
 
 def shared_partition(config: TensorConfig, threads: int) -> tuple[int, int] | None:

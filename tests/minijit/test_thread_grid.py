@@ -210,3 +210,23 @@ def test_odd_shapes_on_2_to_4_threads_match_numpy(threads):
         np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-4 * np.sqrt(k))
         if op.threads_used > 1 and op.blocking is not None and op.chunks == 1:
             assert "// blocking of the threads (minijit.schedule.choose_grid): thread grid" in op.listing()
+
+
+def test_n_outer_counts_the_a_block_against_its_threads_slice(monkeypatch):
+    """`schedule.kernel_n_outer`: a call's A block, re-read by its thread, within a quarter of that
+    thread's slice. 2 MiB (1024 x 512 fp32): beyond a quarter of the bare Xeon's 2.5 MiB slice,
+    within the 16-CPU guest's 18.75 MiB; 4 MiB (1024 x 1024) on the Zen 3 guest (16 MiB per CPU) is
+    within on 1 thread and on 2, as it was against 1/8 of the whole 32 MiB."""
+
+    def config(k: int) -> TensorConfig:
+        args = ("fp32", "none", "gemm", "none", "mnk", ("prim",) * 3, (1024, 64, k))
+        return TensorConfig.from_lists(*args, (1, 0, 1024), (0, k, 1), (1, 1024, 0))
+
+    use(monkeypatch, "xeon")
+    assert not schedule.kernel_n_outer(config(512), threads=16)
+    use(monkeypatch, "xeon-guest")
+    assert schedule.kernel_n_outer(config(512), threads=16)
+    use(monkeypatch, "zen3")
+    for threads in (1, 2):
+        assert schedule.kernel_n_outer(config(1024), threads=threads)
+        assert not schedule.kernel_n_outer(config(2048), threads=threads)
