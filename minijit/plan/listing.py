@@ -84,7 +84,16 @@ def _grid(node: Kernel, target: CpuTarget) -> list[str]:
     if grid is None:
         return []
     given = schedule.shared_partition(node.config, node.threads)
-    loops = "no grid (ranges wrap a row of tiles)" if given is None else f"{given[0]} x {given[1]} (M x N)"
+    if given is None:
+        loops = "no grid (ranges wrap a row of tiles)"
+    else:
+        loops = f"{given[0]} x {given[1]} (M x N)"
+        try:
+            theirs = schedule.gemm_grid(node.config, node.threads, mr, grids=[given])
+        except ValueError:  # a grid the model does not cover (more parts than tiles)
+            theirs = None
+        if theirs is not None:
+            loops += f", modelled cycles {theirs.cost:.3g}"
     return [
         f"// blocking of the threads (minijit.schedule.choose_grid): {grid.describe()}; the shared loops give {loops}"
     ]
