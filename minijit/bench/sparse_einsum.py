@@ -281,7 +281,8 @@ def _scipy(case: dict[str, Any]) -> Callable[[], object] | None:
 
 def bench_one(case: dict[str, Any], reps: int, threads: int, pydata: bool, rounds: int = ROUNDS) -> dict[str, Any]:
     """One row: chosen and linear schedules, the peers, the check and the ratios. Timed in
-    ``rounds`` alternating rounds (each side's best round kept): the host is shared and noisy."""
+    ``rounds`` alternating rounds, the order rotated each round (each side's best round kept):
+    the host is shared and noisy, and a fixed order can favour one entry."""
     from minijit.sparseauto.api import compile_einsum, sparse_einsum
 
     subs, ops = case["subscripts"], case["operands"]
@@ -310,9 +311,10 @@ def bench_one(case: dict[str, Any], reps: int, threads: int, pydata: bool, round
     if sc is not None:
         timed["scipy"] = sc
     best = dict.fromkeys(timed, float("inf"))
-    for _ in range(rounds):
-        for name, f in timed.items():
-            best[name] = min(best[name], timeit(f, reps))
+    names = list(timed)
+    for r in range(rounds):  # each round starts with the next entry: no entry always follows another
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            best[name] = min(best[name], timeit(timed[name], reps))
     for name in ("auto", "linear", "tensora", "scipy"):
         row[f"{name}_s"] = best.get(name)
     row["pydata_s"], row["pydata_note"] = None, ""
@@ -420,7 +422,8 @@ def bench(
         lines += [f"{r['name']}:", "```", r["auto_nest"], "```"]
     facts = [
         f"CPU: {report.describe_cpu(hw)}, {hw['cores']} cores, ISA {hw['isa']} ({', '.join(hw['flags'])})",
-        f"threads: {threads}; float64; best of {ROUNDS} alternating rounds of the median of {reps} calls;"
+        f"threads: {threads}; float64; best of {ROUNDS} alternating rounds (order rotated) of the median of"
+        f" {reps} calls;"
         " sparse.einsum one call",
         "data: matrices power-law CSR (Pareto 1.3 row lengths); tensors FROSTT-like CSF with"
         f" power-law slices (Zipf-{POSITION_ALPHA:g} positions per mode) and Zipf-distributed fibre"
