@@ -16,12 +16,13 @@ chunks a configuration runs with, each asked of the target's capabilities
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Collection
 from dataclasses import dataclass
 
 from minijit import packing
-from minijit.ir import GEMM_PTYPES, TensorConfig, dim_t, exec_t
+from minijit.ir import GEMM_PTYPES, Dimension, TensorConfig, dim_t, exec_t
 from minijit.runtime import features
 from minijit.targets import CpuTarget
 
@@ -51,13 +52,16 @@ CHUNK_PANEL_REUSE_N = 1
 
 @dataclass(frozen=True)
 class Rules:
-    """Which of setup's rules may apply (all by default): ``chunks`` (`a_chunks`), ``k_chunks``
-    (K chunks before M chunks), ``n_outer`` (`kernel_n_outer`), ``a_copy`` (`kernel_copies_a`)."""
+    """Which of setup's rules may apply (all but ``grid`` by default): ``chunks`` (`a_chunks`),
+    ``k_chunks`` (K chunks before M chunks), ``n_outer`` (`kernel_n_outer`), ``a_copy``
+    (`kernel_copies_a`); ``grid`` (opt-in): a threaded GEMM's shared loops are the model's grid
+    (`grid_loops`) instead of `minijit.optimizer.create_shared_loops`' (unmeasured on many cores)."""
 
     chunks: bool = True
     k_chunks: bool = True
     n_outer: bool = True
     a_copy: bool = True
+    grid: bool = False
 
 
 #: every rule on
@@ -462,3 +466,81 @@ def shared_partition(config: TensorConfig, threads: int) -> tuple[int, int] | No
     if len(rows) * len(cols) != len(owned):
         return None
     return len(rows), len(cols)
+
+
+def _unshared(config: TensorConfig) -> list[Dimension]:
+    """``config``'s dims with its shared loops made seq again, each outer part merged back into the
+    M or N loop dim it was split from (its strides are the inner part's times the inner size)."""
+    dims = [d.with_(exec=exec_t.seq) if d.exec is exec_t.shared else d for d in config.dims]
+    merged = True
+    while merged:
+        merged = False
+        for i, j in itertools.permutations(range(len(dims)), 2):
+            d, e = dims[i], dims[j]
+            if (
+                d.exec is exec_t.seq
+                and e.exec is exec_t.seq
+                and d.type is e.type
+                and d.type in (dim_t.m, dim_t.n)
+                and all(s == e.size * t for s, t in zip(d.strides, e.strides, strict=True))
+                and any(d.strides)
+            ):
+                dims[j] = e.with_(size=d.size * e.size)
+                del dims[i]
+                merged = True
+                break
+    return dims
+
+
+def _grid_dim(dims: list[Dimension], kind: dim_t, parts: int) -> int | None:
+    """The outermost seq ``kind`` loop dim whose size ``parts`` divides (None where none does)."""
+    return next(
+        (i for i, d in enumerate(dims) if d.exec is exec_t.seq and d.type is kind and d.size % parts == 0), None
+    )
+
+
+def share_grid(config: TensorConfig, p_m: int, p_n: int) -> TensorConfig | None:
+    """``config`` (optimized, with or without shared loops) with shared loops that give ``p_m`` x
+    ``p_n`` threads one rectangle of macro tiles each: an outer part of ``p_m`` of an M loop dim and
+    one of ``p_n`` of an N loop dim, outermost in that order (``p_m * p_n`` shared iterations). None
+    where no M (N) loop dim has a size that ``p_m`` (``p_n``) divides."""
+    for name, value in (("p_m", p_m), ("p_n", p_n)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"share_grid: {name} must be a positive int, got {value!r}")
+    dims = _unshared(config)
+    shared: list[Dimension] = []
+    for kind, parts in ((dim_t.m, p_m), (dim_t.n, p_n)):
+        if parts == 1:
+            continue
+        i = _grid_dim(dims, kind, parts)
+        if i is None:
+            return None
+        d = dims[i]
+        inner = d.size // parts
+        shared.append(Dimension(kind, exec_t.shared, parts, *(s * inner for s in d.strides)))
+        if inner > 1:
+            dims[i] = d.with_(size=inner)
+        else:
+            del dims[i]
+    return config.with_dims(shared + dims)
+
+
+def grid_loops(config: TensorConfig, threads: int, mr: int = 16) -> tuple[TensorConfig, ThreadGrid] | None:
+    """The model's grid (`gemm_grid`) among those `share_grid` can build for ``config`` on
+    ``threads`` threads, and ``config`` with those shared loops; None for other configs or where
+    no grid of two or more threads can be built."""
+    if threads < 2 or gemm_grid(config, 1) is None:
+        return None
+    plain = config.with_dims(_unshared(config))
+    sizes = {t: [d.size for d in plain.dims if d.exec is exec_t.seq and d.type is t] for t in (dim_t.m, dim_t.n)}
+    fits = [
+        (p_m, p_n)
+        for p_m in range(1, threads + 1)
+        for p_n in range(1, threads // p_m + 1)
+        if p_m * p_n > 1
+        and (p_m == 1 or any(s % p_m == 0 for s in sizes[dim_t.m]))
+        and (p_n == 1 or any(s % p_n == 0 for s in sizes[dim_t.n]))
+    ]
+    grid = gemm_grid(plain, threads, mr, grids=fits) if fits else None
+    shared = None if grid is None else share_grid(plain, grid.p_m, grid.p_n)
+    return None if shared is None or grid is None else (shared, grid)

@@ -67,6 +67,9 @@ def optimized(
         max_sizes=sizes,
         max_br=None if block is None else block.br,
     )
+    if env.rules.grid and threads > 1:  # opt-in: the shared loops are the model's thread grid
+        found = schedule.grid_loops(result, threads, max(1, env.target.panel_column_bytes // config.dtype.itemsize))
+        result = result if found is None else found[0]
     split = peeling.peel(config) if peeling.oversized(result, limit) else None
     if split is None:
         return configured(result, env, blocking=block)

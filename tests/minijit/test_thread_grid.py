@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from minijit.ir import TensorConfig
 from minijit.plan.nodes import head
 from minijit.runtime import features
 from minijit.runtime.features import CacheGeometry
+from minijit.schedule import Rules
 
 KIB, MIB = 1024, 1024 * 1024
 
@@ -186,6 +188,17 @@ def test_the_shared_loops_grid_and_bad_arguments():
     assert schedule.shared_partition(config, 2) == (1, 2)
     assert schedule.shared_partition(config, 6) == (3, 2)
     assert schedule.shared_partition(config, 4) is None
+    # `share_grid` rebuilds the shared loops as a given grid: 3 x 1 and 1 x 2 fit the M loop of 3
+    # and the N loop of 2; an M part of 2 does not divide 3
+    for p_m, p_n in ((3, 1), (1, 2), (3, 2)):
+        regrid = schedule.share_grid(config, p_m, p_n)
+        assert schedule.shared_partition(regrid, p_m * p_n) == (p_m, p_n)
+        for kind in ("m", "n", "k"):  # every index still walked once
+            sizes = [math.prod(d.size for d in c.dims if d.type.name == kind) for c in (config, regrid)]
+            assert sizes[0] == sizes[1]
+    assert schedule.share_grid(config, 2, 1) is None
+    with pytest.raises(ValueError, match="p_n"):
+        schedule.share_grid(config, 1, 0)
     for bad in ({"threads": 0}, {"item": 2.0}, {"threads": True}):
         args = {"shape": (64, 64, 64), "block": (16, 16, 16), "item": 4, "threads": 2, **bad}
         with pytest.raises(ValueError, match=next(iter(bad))):
@@ -210,6 +223,14 @@ def test_odd_shapes_on_2_to_4_threads_match_numpy(threads):
         np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-4 * np.sqrt(k))
         if op.threads_used > 1 and op.blocking is not None and op.chunks == 1:
             assert "// blocking of the threads (minijit.schedule.choose_grid): thread grid" in op.listing()
+        gridded = TensorOperation("native", num_threads=threads, rules=Rules(grid=True))
+        gridded.setup(*gemm_args(m, n, k))
+        c2 = np.full((m, n), np.nan, np.float32)
+        gridded.execute(a, b, c2)
+        np.testing.assert_allclose(c2, c, rtol=1e-5, atol=1e-5 * np.sqrt(k))
+        kernel = head(gridded.plan)
+        if kernel.threads > 1:  # each thread one rectangle of tiles
+            assert schedule.shared_partition(kernel.config, kernel.threads) is not None
 
 
 def test_n_outer_counts_the_a_block_against_its_threads_slice(monkeypatch):
@@ -230,3 +251,23 @@ def test_n_outer_counts_the_a_block_against_its_threads_slice(monkeypatch):
     for threads in (1, 2):
         assert schedule.kernel_n_outer(config(1024), threads=threads)
         assert not schedule.kernel_n_outer(config(2048), threads=threads)
+
+
+def test_the_grid_rule_runs_the_models_grid_on_the_xeons_16_threads(monkeypatch):
+    """4096^3 fp64 on the bare Xeon's 16 threads: the default shared loops give 2 x 8 where the model
+    wants 4 x 4 (equal modelled cycles); with ``Rules(grid=True)`` the loops are the model's grid,
+    which the listing then shows on both sides. 2048^3 fp32, where they agree, keeps its grid."""
+    use(monkeypatch, "xeon")
+    for n, dtype in ((4096, "fp64"), (2048, "fp32")):
+        item = 8 if dtype == "fp64" else 4
+        default = TensorOperation("x86_64-avx512", num_threads=16)
+        default.setup(*gemm_args(n, n, n, dtype))
+        gridded = TensorOperation("x86_64-avx512", num_threads=16, rules=Rules(grid=True))
+        gridded.setup(*gemm_args(n, n, n, dtype))
+        kernel = head(gridded.plan)
+        model = schedule.gemm_grid(kernel.config, 16, 256 // item)
+        assert schedule.shared_partition(kernel.config, 16) == (model.p_m, model.p_n) == (model.p_m, 16 // model.p_m)
+        before = schedule.shared_partition(head(default.plan).config, 16)
+        assert (before == (model.p_m, model.p_n)) == (n == 2048)
+        assert f"thread grid {model.p_m} x {model.p_n}" in gridded.listing()
+        assert f"the shared loops give {model.p_m} x {model.p_n} (M x N)" in gridded.listing()
