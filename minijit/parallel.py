@@ -26,7 +26,8 @@ The thread model (docs/decisions.md, issue 36):
 - Grid. A threaded GEMM's shared loops are outer parts of its M and N loop dims, so the threads own
   rectangles of its macro tiles (prim M x prim N blocks). `minijit.schedule.choose_grid` states
   the grid the IO model wants (``p_m`` x ``p_n``, rows and columns per thread within one of each
-  other) and the listing shows it beside the grid the shared loops give.
+  other) and the listing shows it beside the grid the shared loops give; ``Rules(grid=True)``
+  (opt-in) makes the shared loops that grid (`minijit.schedule.grid_loops`).
 - Panel. One packed B in the last-level cache, read by every thread, where the whole B fits half of
   the slices the threads own (`minijit.packing.llc_share`: a shared cache counts ``size /
   sharers`` per thread, not all of it); else each thread streams its own rows of A and columns of
