@@ -38,36 +38,28 @@ def main() -> None:
     for _ in range(3):  # warm both (team, pool, OpenBLAS's threads, pages)
         op.execute(a, b, c)
         np.matmul(a, b)
-    times: dict[str, list[float]] = {k: [] for k in ("minijit after numpy", "minijit after pause")}
-    times.update({k: [] for k in ("numpy after minijit", "numpy after pause", "quiet_blas + minijit after numpy")})
-
-    def timed(fn) -> float:
-        t0 = time.perf_counter()
-        fn()
-        return (time.perf_counter() - t0) * 1e3
-
     run_minijit, run_numpy = (lambda: op.execute(a, b, c)), (lambda: np.matmul(a, b, out=c))
+    pause = args.pause
+    # condition: (what runs first, the pause after it, what is timed)
+    conditions = {
+        "minijit after numpy": (run_numpy, 0.0, run_minijit),
+        "quiet_blas + minijit after numpy": (run_numpy, 0.0, lambda: (parallel.quiet_blas(), run_minijit())),
+        "minijit after pause": (run_numpy, pause, run_minijit),
+        "numpy after minijit": (run_minijit, 0.0, run_numpy),
+        "numpy after pause": (run_minijit, pause, run_numpy),
+    }
+    times: dict[str, list[float]] = {name: [] for name in conditions}
     for rep in range(args.reps):
-        order = [0, 4, 1, 2, 3] if rep % 2 == 0 else [1, 4, 0, 3, 2]  # alternate which condition runs first
-        for cond in order:
-            time.sleep(args.pause)
-            if cond == 0:
-                run_numpy()
-                times["minijit after numpy"].append(timed(run_minijit))
-            elif cond == 1:
-                run_numpy()
-                time.sleep(args.pause)
-                times["minijit after pause"].append(timed(run_minijit))
-            elif cond == 2:
-                run_minijit()
-                times["numpy after minijit"].append(timed(run_numpy))
-            elif cond == 3:
-                run_minijit()
-                time.sleep(args.pause)
-                times["numpy after pause"].append(timed(run_numpy))
-            else:
-                run_numpy()
-                times["quiet_blas + minijit after numpy"].append(timed(lambda: (parallel.quiet_blas(), run_minijit())))
+        names = list(conditions) if rep % 2 == 0 else list(reversed(conditions))  # alternate the order
+        for name in names:
+            first, gap, then = conditions[name]
+            time.sleep(pause)
+            first()
+            if gap:
+                time.sleep(gap)
+            t0 = time.perf_counter()
+            then()
+            times[name].append((time.perf_counter() - t0) * 1e3)
     print(f"# {n}^3 fp32, {args.threads} threads each, {args.reps} reps, pause {args.pause} s")
     print("| condition | median ms | min ms | max ms |")
     print("|---|---|---|---|")
