@@ -119,7 +119,8 @@ class _Cta:
         self._wv: dict[int, np.ndarray] = {}
         self.regs: dict[str, np.ndarray] = {}
         self.defined: dict[str, np.ndarray] = {}
-        self.space: dict[str, np.ndarray] = {}  # registers holding addresses: state-space codes per thread (sim_rules)
+        # registers holding addresses: their state-space code, or codes per thread (sim_rules.set_spaces)
+        self.space: dict[str, np.ndarray | int] = {}
         self.full_def: set[str] = set()  # registers defined in every thread (their reads need no check)
         self.shared = dict(k.shared)
         self.shared_end = k.shared_end
@@ -387,7 +388,8 @@ class _Cta:
                 handler = _HANDLERS.get(op)
                 if handler is None:
                     self.fail(ins, f"instruction {op} is not supported by the simulator")
-                upd = R.source_spaces(self, ins) if self.space or ins.names_space else None
+                tracked = ins.names_space or (self.space and not self.space.keys().isdisjoint(ins.space_regs))
+                upd = R.source_spaces(self, ins) if tracked else None
                 handler(self, ins, exe)
                 if upd is not None:  # the state spaces of the addresses it wrote
                     R.set_spaces(self, *upd, exe)
@@ -437,12 +439,13 @@ class _Cta:
         n = self.n
         bids = self.get(ins, ins.ops[0], "u32", exe)
         counts = self.get(ins, ins.ops[1], "u32", exe) if len(ins.ops) > 1 else np.full(n, n)
-        for bid in np.unique(bids[exe]).tolist():
-            here = exe & (bids == bid)
-            cs = np.unique(counts[here])
-            if cs.size != 1 or cs[0] <= 0 or cs[0] % 32:
-                self.fail(ins, f"bar.sync {bid}: thread count {cs.tolist()} is not one positive multiple of 32")
-            count = -1 if int(cs[0]) == n else int(cs[0])
+        ids = _distinct(bids[exe])
+        for bid in ids:
+            here = exe if len(ids) == 1 else exe & (bids == bid)
+            cs = _distinct(counts[here])
+            if len(cs) != 1 or cs[0] <= 0 or cs[0] % 32:
+                self.fail(ins, f"bar.sync {bid}: thread count {cs} is not one positive multiple of 32")
+            count = -1 if cs[0] == n else cs[0]
             waiting[here] = True
             wait_id[here] = bid
             wait_cnt[here] = count
@@ -484,6 +487,12 @@ class _Cta:
         if self.n % 32:
             self.fail(ins, "warp-collective instruction in a CTA that is not a whole number of warps")
         return warps
+
+
+def _distinct(v: np.ndarray) -> list[int]:
+    """The distinct values of the non-empty integer array ``v``, ascending (np.unique, as ints)."""
+    first = int(v[0])
+    return [first] if not np.count_nonzero(v != first) else np.unique(v).tolist()
 
 
 # --------------------------------------------------------------------------- instruction handlers

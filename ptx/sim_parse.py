@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from . import types as T
@@ -35,13 +35,24 @@ class Instr:
     negate: bool = False
     guard_op: Operand | None = field(default=None, init=False, repr=False, compare=False)
     names_space: bool = field(default=False, init=False, repr=False, compare=False)
+    # the registers it writes or reads directly (not through an address): if none holds a tracked
+    # state space and it names none, the instruction changes no state space (see sim_rules)
+    space_regs: frozenset = field(default=frozenset(), init=False, repr=False, compare=False)
     cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # see _shfl
 
     def __post_init__(self) -> None:
         if self.guard is not None:
             self.guard_op = Operand("reg", name=self.guard)
         # does it name a symbol or convert a state space (give a register a state space to track)?
-        self.names_space = self.op == "cvta" or any(o.kind == "sym" for o in self.ops)
+        names_space, regs = self.op == "cvta", []
+        for o in self.ops:
+            if o.kind == "reg":
+                regs.append(o.name)
+            elif o.kind == "vec":
+                regs += [r.name for r in o.items if r.kind == "reg"]
+            elif o.kind == "sym":
+                names_space = True
+        self.names_space, self.space_regs = names_space, frozenset(regs)
 
 
 @dataclass
@@ -97,7 +108,11 @@ def _split(s: str) -> list[str]:
     return out
 
 
+@lru_cache(maxsize=1 << 16)
 def _operand(tok: str, labels_ok: bool) -> Operand:
+    """The operand token ``tok`` parsed. Cached by text: operands are shared between
+    instructions and kernels, so nothing may change one after parsing (the imm bit arrays of
+    ``Operand.bits`` are a cache of values that depend only on the operand)."""
     tok = tok.strip()
     if tok.startswith("{"):
         return Operand("vec", items=[_operand(t, False) for t in _split(tok[1:-1])])
@@ -116,9 +131,7 @@ def _operand(tok: str, labels_ok: bool) -> Operand:
         return Operand("sink", name="_")
     if "|" in tok:
         d, p = tok.split("|")
-        o = _operand(d, False)
-        o.pred = p.strip()
-        return o
+        return replace(_operand(d, False), pred=p.strip())  # a copy: the cached d stays as it is
     if tok.startswith("%"):
         return Operand("sreg" if _SPECIAL.match(tok) else "reg", name=tok)
     if _F32_LIT.match(tok):

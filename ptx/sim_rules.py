@@ -233,7 +233,7 @@ def source_spaces(c, ins) -> tuple[list[str], list[np.ndarray | int]] | None:
     elif op == "selp" and len(srcs) == 3:
         a, b = space_of(c, srcs[0]), space_of(c, srcs[1])
         space = _where(np.equal(a, b), a, NONE)
-    if d.name not in c.space and not (space != NONE if type(space) is int else np.any(space)):
+    if d.name not in c.space and not (space != NONE if type(space) is int else np.count_nonzero(space)):
         return None
     return [d.name], [space]
 
@@ -269,19 +269,31 @@ def space_of(c, o) -> np.ndarray | int:
 
 
 def set_spaces(c, names: list[str], spaces: list, exe: np.ndarray) -> None:
-    """After the instruction: record the state spaces of the registers it wrote (threads ``exe``)."""
+    """After the instruction: record the state spaces of the registers it wrote (threads ``exe``).
+    A register whose space is the same in every thread holds it as an int code, else a read-only
+    int8 array per thread; an untracked register (NONE in every thread) has no entry."""
     for name, space in zip(names, spaces, strict=True):
+        if exe is c.ones and type(space) is int:  # every thread: the one code
+            if space == NONE:
+                c.space.pop(name, None)
+            else:
+                c.space[name] = space
+            continue
         old = c.space.get(name)
         if exe is c.ones or old is None:
             new = np.broadcast_to(np.asarray(space, np.int8), (c.n,))
             new = np.where(exe, new, np.int8(NONE)) if exe is not c.ones else new.copy()
         else:
-            new = np.where(exe, np.asarray(space, np.int8), old)
-        if np.any(new):
+            new = np.where(exe, np.asarray(space, np.int8), old).astype(np.int8, copy=False)
+        first = int(new[0])
+        if not np.count_nonzero(new != first):  # one code in every thread
+            if first == NONE:
+                c.space.pop(name, None)
+            else:
+                c.space[name] = first
+        else:
             new.flags.writeable = False
             c.space[name] = new
-        else:
-            c.space.pop(name, None)
 
 
 def name(code: int) -> str:
@@ -305,11 +317,11 @@ def check_space(c, ins, o, want: tuple[int, ...], exe: np.ndarray, what: str, ru
     if type(sp) is int:  # one space for every thread
         if sp == NONE or sp in want:
             return
-    elif not np.any(sp):
-        return
-    arr = np.broadcast_to(np.asarray(sp), (c.n,))
+        arr = np.full(c.n, sp, np.int8)
+    else:
+        arr = sp
     bad = exe & ~_allowed(want)[arr]
-    if bad.any():
+    if np.count_nonzero(bad):
         got = name(arr[bad][0])
         want_s = " or ".join(SPACES[w] for w in want) or "no tracked space"
         hint = ""

@@ -1,0 +1,89 @@
+"""ptx.sim's caches and compact state stay exact: shared parsed operands, state spaces that are
+one code for every thread or a code per thread, launches of one cached kernel text."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ptx import sim
+from ptx.sim_parse import Program
+
+
+def test_parsed_operands_are_shared_but_never_changed():
+    """The parse cache shares operands between instructions; shfl's ``d|p`` gets its own copy."""
+    text = """
+.visible .entry k()
+{
+    shfl.sync.idx.b32 %r91|%p91, %r92, 0, 31, 0xFFFFFFFF;
+    mov.b32 %r91, %r92;
+    ret;
+}
+"""
+    code = Program(text).kernels["k"].code
+    assert code[0].ops[0].pred == "%p91"
+    assert code[1].ops[0].pred is None and code[1].ops[0].name == "%r91"
+    again = Program(text).kernels["k"].code  # a second parse: same operands, still unchanged
+    assert again[1].ops[0].pred is None and again[0].ops[0].pred == "%p91"
+
+
+_SPACES = """
+.visible .entry k()
+{{
+    .reg .pred %p<2>;
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<4>;
+    .shared .align 4 .b8 buf[512];
+    mov.u32 %r1, %tid.x;
+    setp.lt.u32 %p1, %r1, 32;
+    mul.wide.u32 %rd2, %r1, 4;
+    mov.u64 %rd1, buf;
+    add.u64 %rd1, %rd1, %rd2;
+    @!%p1 cvta.shared.u64 %rd1, %rd1;
+    {body}
+    ret;
+}}
+"""
+
+
+def test_state_space_per_thread_after_a_partial_write():
+    """After a guarded cvta, warp 0 holds shared::cta addresses and warp 1 generic ones."""
+    ok = "@%p1 st.shared.u32 [%rd1], %r1;\n    @!%p1 st.u32 [%rd1], %r1;"
+    sim.launch(_SPACES.format(body=ok), "k", 1, 64, (), sim.Memory())
+    for body in ("@!%p1 st.shared.u32 [%rd1], %r1;", "@%p1 st.u32 [%rd1], %r1;", "st.shared.u32 [%rd1], %r1;"):
+        with pytest.raises(sim.SimError, match="rule state-space"):
+            sim.launch(_SPACES.format(body=body), "k", 1, 64, (), sim.Memory())
+
+
+def test_state_space_one_code_again_after_the_other_threads_convert():
+    """cvta.to.shared in warp 1 makes every thread's address shared::cta again."""
+    body = "@!%p1 cvta.to.shared.u64 %rd1, %rd1;\n    st.shared.u32 [%rd1], %r1;"
+    sim.launch(_SPACES.format(body=body), "k", 1, 64, (), sim.Memory())
+    with pytest.raises(sim.SimError, match="rule state-space"):
+        sim.launch(_SPACES.format(body=body + "\n    st.u32 [%rd1], %r1;"), "k", 1, 64, (), sim.Memory())
+
+
+def test_launches_of_one_text_are_independent():
+    """One cached kernel text, launched with other arguments and block sizes: each launch computes
+    its own result (registers, immediates' bit arrays per thread count)."""
+    text = """
+.visible .entry k(.param .u64 out, .param .u32 add)
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r2, [add];
+    mov.u32 %r1, %tid.x;
+    mul.lo.u32 %r3, %r1, 3;
+    add.u32 %r3, %r3, %r2;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.u64 %rd1, %rd1, %rd2;
+    st.global.u32 [%rd1], %r3;
+    ret;
+}
+"""
+    for n, add in ((32, 5), (64, 7), (32, 11)):
+        mem = sim.Memory()
+        out = mem.alloc(4 * n)
+        sim.launch(text, "k", 1, n, (out, add), mem)
+        np.testing.assert_array_equal(mem.read(out, np.uint32, n), np.arange(n, dtype=np.uint32) * 3 + add)
