@@ -19,9 +19,9 @@ coordinate), e.g. ``nnz(B_i) <= nnz(B_ij) <= nnz(B)`` and ``nnz(B_ij) <= I*J``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from fractions import Fraction
 
 from minijit.sparseauto.nest import COMPRESSED, Compute, Loop, Nest, Node, Operand
 
@@ -125,13 +125,14 @@ class Assumptions:
 
     operands: tuple[Operand, ...]
 
-    def _log_coefficients(self, m: Monomial) -> dict[str, Fraction]:
-        """Minimum over the nnz symbols of log(m) as a linear form in the log dims."""
+    def _log_coefficients(self, m: Monomial) -> dict[str, int]:
+        """Minimum over the nnz symbols of log(m) as a linear form in the log dims (integer
+        coefficients: the exponents are integers)."""
         powers = dict(m.powers)
-        coef: dict[str, Fraction] = {}
+        coef: dict[str, int] = {}
         for s, e in powers.items():
             if s[0] == "dim":
-                coef[s[1]] = coef.get(s[1], Fraction(0)) + e
+                coef[s[1]] = coef.get(s[1], 0) + e
         for o in self.operands:
             comp = [k for k, f in enumerate(o.levels) if f == COMPRESSED]
             b = {k: powers.get(nnz_symbol(o.name, o.indices[: k + 1]), 0) for k in comp}
@@ -140,13 +141,15 @@ class Assumptions:
                 # for a compressed one (the minimum takes the end its coefficient prefers).
                 cu = sum(b[c] for c in comp if c >= u)
                 if o.levels[u] != COMPRESSED or cu < 0:
-                    coef[idx] = coef.get(idx, Fraction(0)) + cu
+                    coef[idx] = coef.get(idx, 0) + cu
         return coef
 
+    @functools.lru_cache(maxsize=1 << 16)  # noqa: B019 - frozen and hashable; pruning asks the same pairs again and again
     def monomial_le(self, small: Monomial, big: Monomial) -> bool:
         """True when ``small <= big`` for every value of the symbols the assumptions allow."""
         return all(v >= 0 for v in self._log_coefficients(big / small).values())
 
+    @functools.lru_cache(maxsize=1 << 16)  # noqa: B019 - as monomial_le: many candidates share a time
     def le(self, p: Poly, q: Poly) -> bool:
         """``p = O(q)``: each monomial of ``p`` is at most one of ``q`` (0 and constants are O(1))."""
         big = q.monomials or (Monomial(),)

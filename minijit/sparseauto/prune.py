@@ -75,13 +75,17 @@ def depth_poset_stage(cands: Iterable[Candidate], assumptions: Assumptions | Non
     """
     cands = tuple(cands)
 
-    def beats(q: Candidate, p: Candidate) -> bool:
-        dq, dp = (q.cost.loop_depth, q.cost.memory_depth), (p.cost.loop_depth, p.cost.memory_depth)
-        if not (dq[0] <= dp[0] and dq[1] <= dp[1] and dq != dp):
-            return False
-        return assumptions is None or assumptions.le(q.cost.time, p.cost.time)
+    def key(c: Candidate) -> tuple:  # all that decides whether one candidate beats another
+        return c.cost.loop_depth, c.cost.memory_depth, c.cost.time if assumptions is not None else None
 
-    return tuple(p for p in cands if not any(beats(q, p) for q in cands if q is not p))
+    def beats(q: tuple, p: tuple) -> bool:
+        if not (q[0] <= p[0] and q[1] <= p[1] and q[:2] != p[:2]):
+            return False
+        return assumptions is None or assumptions.le(q[2], p[2])
+
+    keys = set(map(key, cands))  # candidates with one key stand or fall together
+    dropped = {p for p in keys if any(beats(q, p) for q in keys)}
+    return tuple(c for c in cands if key(c) not in dropped)
 
 
 def pointwise_dominates(a: Candidate, b: Candidate, assumptions: Assumptions) -> bool:
