@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from minijit import parallel
 from minijit.bench import UserError, report
 from minijit.bench.configs import OpSpec, matmul_layout
 
@@ -51,7 +52,8 @@ __all__ = [
 
 MAX_BUFFER_BYTES = 4 << 30
 #: Pause before timing minijit: OpenBLAS worker threads keep spinning for a while after a call
-#: and would take a core away from minijit's threads.
+#: and would take a core away from minijit's threads. The pause alone may be shorter than their
+#: spin, so minijit's rounds also stop them first (`settle`).
 SETTLE_S = 0.1
 #: rounds alternating minijit and its peers (best round's median kept) ...
 ROUNDS = 3
@@ -59,6 +61,7 @@ ROUNDS = 3
 LONG_CALL_S = 0.2
 MEASUREMENT = (
     f"warm-up, then median of reps time.perf_counter() calls, in {ROUNDS} rounds alternating minijit and its peers"
+    " (numpy's OpenBLAS workers stopped and a pause before each minijit round)"
     f" (one round for calls over {LONG_CALL_S} s), best round kept (every round's median in round_times_s, the"
     " slowest over the best in spread); GFLOPS = TensorConfig.flops()/time,"
     " GB/s = (bytes read + written)/time for rows without flops (copy, zero); ratio = peer time / minijit time"
@@ -255,6 +258,14 @@ class BlasThreads:
             self._set(old)
 
 
+def settle() -> None:
+    """Before timing minijit: stop numpy's spinning OpenBLAS workers (`minijit.parallel.quiet_blas`;
+    the bench makes no concurrent BLAS calls) and pause `SETTLE_S`, so that each side runs on cores
+    the other has left (bench/results/x86_64_zen3_blas_handoff_2026-11-27.md)."""
+    parallel.quiet_blas()
+    time.sleep(SETTLE_S)
+
+
 def timeit(fn: Callable[[], object], reps: int, warmup: int = 1, min_warm_s: float = 0.05) -> float:
     """Median of ``reps`` timed calls after ``warmup`` calls (more while under ``min_warm_s``)."""
     t0 = time.perf_counter()
@@ -273,11 +284,13 @@ def timeit(fn: Callable[[], object], reps: int, warmup: int = 1, min_warm_s: flo
 def alternating_blocks(calls: dict[str, Callable[[], object]], reps: int, rounds: int, pause_s: float = 0.25) -> dict:
     """For the GEMM scripts in ``bench/``: ``rounds`` rounds, each timing a block of ``reps`` calls
     (`timeit`: the median seconds of one call) of every entry of ``calls`` in turn, after a
-    ``pause_s`` sleep (OpenBLAS's and the team's threads stop spinning); returns each name's
+    ``pause_s`` sleep and `minijit.parallel.quiet_blas` (OpenBLAS's and the team's threads stop
+    spinning); returns each name's
     per-round times, so ratios can be taken round by round on a noisy host."""
     blocks: dict[str, list[float]] = {name: [] for name in calls}
     for _ in range(rounds):
         for name, call in calls.items():
+            parallel.quiet_blas()
             time.sleep(pause_s)
             blocks[name].append(timeit(call, reps, warmup=1, min_warm_s=0))
     return blocks
@@ -406,7 +419,7 @@ def bench_one(
 
     times: dict[str, list[float]] = {"minijit": [], **{name: [] for name, *_ in peers}}
     for _ in range(rounds):  # alternate minijit and the peers; a noisy host hits both alike
-        time.sleep(SETTLE_S)  # let the previous peer's BLAS threads stop spinning
+        settle()  # the previous peer's BLAS threads stop spinning
         times["minijit"].append(timeit(run, reps))
         for name, fn, _, context in peers:
             with context():

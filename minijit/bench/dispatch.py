@@ -25,7 +25,7 @@ import numpy as np
 
 from minijit import parallel
 from minijit.bench import report as reports
-from minijit.bench.cpu import SETTLE_S
+from minijit.bench.cpu import settle
 from minijit.runtime import Kernel, host
 from minijit.tensor_operation import TensorOperation
 
@@ -149,7 +149,7 @@ def gemm_time(n: int, threads: int, backends: tuple[str, ...] | None = None, cal
     # numpy's BLAS threads spin on the cores for a while after the reference product: timed at
     # once, the team's workers would share their cores (2 vCPUs: a 256^3 GEMM ran 300 us on 2
     # threads, as on 1, against 167 us after the pause)
-    time.sleep(SETTLE_S)
+    settle()
     times = _interleaved(dict.fromkeys(backends, lambda: op.execute(a, b, c)), calls, 10)
     return _rows(f"gemm-{n} C-order", threads, times)
 

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from minijit.bench import report
-from minijit.bench.cpu import LONG_CALL_S, SETTLE_S, BlasThreads, timeit
+from minijit.bench.cpu import LONG_CALL_S, SETTLE_S, BlasThreads, settle, timeit
 
 __all__ = ["GENERATORS", "LAB_TREE", "bench", "cases", "generated_cases", "random_cases"]
 
@@ -265,7 +265,7 @@ def bench_one(case: dict[str, Any], dtype: str, threads: int, reps: int, blas: B
     torch = report.torch_module()
     best = {"minijit": math.inf, **{name: math.inf for name, _, _ in peers}}
     for _ in range(rounds):  # alternate minijit and the peers; a noisy host hits both alike
-        time.sleep(SETTLE_S)
+        settle()
         best["minijit"] = min(best["minijit"], timeit(lambda: plan(*ops, out=out), reps))
         with blas.limit(threads):
             for name, fn, _ in peers:

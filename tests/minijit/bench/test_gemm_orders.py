@@ -49,3 +49,23 @@ def test_bench_row_passes_the_named_orders_to_minijit(monkeypatch):
     row = bench_cpu.bench_one(spec, 1, "native", reps=1, blas=bench_cpu.BlasThreads(), rounds=1)
     assert row["check"]["ok"]
     assert seen and set(seen) == {((2, False, True), (2, True, False), (2, True, False))}
+
+
+def test_each_minijit_round_starts_with_numpy_blas_stopped(monkeypatch):
+    """numpy's OpenBLAS workers spin after each call and would share minijit's cores: every
+    minijit round of a row first stops them (`minijit.parallel.quiet_blas`), then times."""
+    events = []
+    monkeypatch.setattr(bench_cpu.parallel, "quiet_blas", lambda: events.append("quiet") or 0)
+    real = TensorOperation.execute
+
+    def execute(self, *args, **kw):
+        events.append("minijit")
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(TensorOperation, "execute", execute)
+    spec = configs._square_gemm(16, order="C")
+    row = bench_cpu.bench_one(spec, 1, "native", reps=1, blas=bench_cpu.BlasThreads(), rounds=3)
+    assert row["check"]["ok"] and row["rounds"] == 3
+    rounds = "".join("q" if e == "quiet" else "m" for e in events)
+    assert rounds.count("q") == 3
+    assert all(part.startswith("m") for part in rounds.split("q")[1:])  # a minijit call follows each stop
