@@ -23,6 +23,7 @@ which (row, col) each element is, as tabulated.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -105,13 +106,19 @@ def element_position(shape: str, dtype: str, operand: str, lane: int, i: int) ->
 
 
 def layout(shape: str, dtype: str, operand: str) -> np.ndarray:
-    """int array (32, elems, 2): ``layout[lane, i] = (row, col)``."""
+    """int array (32, elems, 2): ``layout[lane, i] = (row, col)``; read-only (one per argument, cached)."""
+    return _layout(shape, dtype, operand)
+
+
+@functools.cache
+def _layout(shape: str, dtype: str, operand: str) -> np.ndarray:
     inf = info(shape, dtype)
     n = {"a": inf.elems_a, "b": inf.elems_b, "c": inf.elems_c, "d": inf.elems_c}[operand]
     out = np.empty((32, n, 2), dtype=np.int64)
     for lane in range(32):
         for i in range(n):
             out[lane, i] = element_position(shape, dtype, operand, lane, i)
+    out.flags.writeable = False
     return out
 
 

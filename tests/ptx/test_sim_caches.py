@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ptx import sim
+from ptx import mma, sim
 from ptx.sim_parse import Program
 
 
@@ -87,3 +87,15 @@ def test_launches_of_one_text_are_independent():
         out = mem.alloc(4 * n)
         sim.launch(text, "k", 1, n, (out, add), mem)
         np.testing.assert_array_equal(mem.read(out, np.uint32, n), np.arange(n, dtype=np.uint32) * 3 + add)
+
+
+@pytest.mark.parametrize("operand", ["a", "b", "c"])
+def test_mma_layout_is_cached_and_read_only(operand):
+    """ptx.mma.layout is built once per argument: every caller gets the same read-only table."""
+    lay = mma.layout("m16n8k16", "f16", operand)
+    assert mma.layout("m16n8k16", "f16", operand) is lay
+    with pytest.raises(ValueError, match="read-only"):
+        lay[0, 0, 0] = 99
+    n = lay.shape[1]
+    want = [[mma.element_position("m16n8k16", "f16", operand, lane, i) for i in range(n)] for lane in range(32)]
+    np.testing.assert_array_equal(lay, np.array(want))
