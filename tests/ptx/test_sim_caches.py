@@ -99,3 +99,33 @@ def test_mma_layout_is_cached_and_read_only(operand):
     n = lay.shape[1]
     want = [[mma.element_position("m16n8k16", "f16", operand, lane, i) for i in range(n)] for lane in range(32)]
     np.testing.assert_array_equal(lay, np.array(want))
+
+
+_OVERLAP = """
+.visible .entry k(.param .u64 src)
+{{
+    .reg .pred %p<3>;
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<4>;
+    .shared .align 16 .b8 buf[64];
+    ld.param.u64 %rd1, [src];
+    mov.u32 %r1, %tid.x;
+    setp.lt.u32 %p1, %r1, 2;
+    setp.eq.u32 %p2, %r1, 0;
+    mov.u64 %rd2, buf;
+    @%p1 cp.async.cg.shared.global [%rd2], [%rd1], 16;
+    cp.async.commit_group;
+    {wait} cp.async.wait_group 0;
+    @%p2 ld.shared.u32 %r3, [%rd2];
+    ret;
+}}
+"""
+
+
+def test_overlapping_cp_async_bytes_stay_pending_until_every_copy_completes():
+    """Two threads copy into the same 16 bytes: once thread 0 waits, thread 1's copy is still pending."""
+    mem = sim.Memory()
+    src = mem.upload(np.arange(16, dtype=np.uint8))
+    sim.launch(_OVERLAP.format(wait=""), "k", 1, 32, (src,), mem)
+    with pytest.raises(sim.SimError, match="cp.async has not completed"):
+        sim.launch(_OVERLAP.format(wait="@%p2"), "k", 1, 32, (src,), mem)
