@@ -8,7 +8,7 @@ import numpy as np
 
 from . import sim_rules as R
 from .sim_memops import _TAKES, _addr, _resolve
-from .sim_memory import _U64, GLOBAL_BASE, PARAM_BASE, SHARED_BASE, SimError
+from .sim_memory import _U64, GLOBAL_BASE, PARAM_BASE, SHARED_BASE, SimError, _add_at
 from .sim_parse import Instr, Operand
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ def _cp_async(c: _Cta, ins: Instr, exe) -> None:
     idx = c._smem_index(ins, sh, size, tids, "cp-async-size")
     flat, wv = idx.reshape(-1), np.repeat(c.warp[tids], size)
     c._check_write(ins, flat, wv, what="starts an async copy into")
-    _add_at(c.pending, sh, size, flat, 1)
+    _add_at(c.pending, flat, 1)
     c.copies.append(
         {
             "ins": ins,
@@ -56,16 +56,6 @@ def _cp_async(c: _Cta, ins: Instr, exe) -> None:
             "done": np.zeros(tids.size, bool),
         }
     )
-
-
-def _add_at(a: np.ndarray, starts: np.ndarray, size: int, flat: np.ndarray, v: int) -> None:
-    """np.add.at(a, flat, v) where ``flat`` lists the bytes [s, s + size) of each of ``starts``:
-    an indexed add when no two ranges overlap (no index repeats), which is much faster."""
-    s = np.sort(starts)
-    if not np.count_nonzero(s[1:] - s[:-1] < size):
-        a[flat] += v
-    else:
-        np.add.at(a, flat, v)
 
 
 def _complete(c: _Cta, ins: Instr, exe, n: int) -> None:
@@ -86,7 +76,7 @@ def _complete(c: _Cta, ins: Instr, exe, n: int) -> None:
                 c.fail(rec["ins"], str(e))
         idx = dst[:, None] + np.arange(size)
         flat = idx.reshape(-1)
-        _add_at(c.pending, dst, size, flat, -1)
+        _add_at(c.pending, flat, -1)
         wv = np.repeat(c.warp[tids], size)
         c._check_write(rec["ins"], flat, wv, what="completes an async copy into")
         c.w_warp[flat] = wv
@@ -303,7 +293,7 @@ def _tma_issue(c: _Cta, ins: Instr, exe) -> None:
         from .tensormap import swizzle as _swz
 
         phys = _swz(idx, span)
-        np.add.at(c.pending, phys, 1)
+        _add_at(c.pending, phys, 1)
         c.tma.append({"ins": ins, "tm": tm, "coords": coords[j].tolist(), "phys": phys, "bar": int(bars[j])})
 
 
@@ -335,7 +325,7 @@ def _deliver_tma(c: _Cta) -> None:
                 "a tensor copy overwrites shared memory that a wgmma still reads (release the stage "
                 "only after wgmma.wait_group)",
             )
-        np.add.at(c.pending, phys, -1)
+        _add_at(c.pending, phys, -1)
         c.smem[phys] = data.reshape(-1)
         c.w_warp[phys] = -1
         c.w_epoch[phys] = -1

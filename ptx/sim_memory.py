@@ -28,6 +28,19 @@ def _arange(n: int) -> np.ndarray:
     return a
 
 
+def _add_at(a: np.ndarray, idx: np.ndarray, v: int) -> None:
+    """np.add.at(a, idx, v) for an integer array ``a`` (repeated indices add repeatedly), by
+    counting the indices: much faster than np.add.at. Indices outside ``a`` go to np.add.at."""
+    if idx.size == 0:
+        return
+    lo, hi = int(idx.min()), int(idx.max())
+    if lo < 0 or hi >= a.size or a.ndim != 1:
+        np.add.at(a, idx, v)  # its error, or its wrap-around of negative indices
+        return
+    counts = np.bincount(idx.reshape(-1).astype(np.int64) - lo, minlength=hi - lo + 1)
+    a[lo : hi + 1] += counts.astype(a.dtype) * a.dtype.type(v)
+
+
 # --------------------------------------------------------------------------- global memory
 
 

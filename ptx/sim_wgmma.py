@@ -8,7 +8,7 @@ import numpy as np
 
 from . import mma as _mma
 from . import sim_rules as R
-from .sim_memory import _MASK, _U64, SHARED_BASE
+from .sim_memory import _MASK, _U64, SHARED_BASE, _add_at
 from .sim_parse import Instr
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def _wgmma_wait(c: _Cta, n: int, groups: np.ndarray) -> None:
             for rec in pend.pop(0):
                 for name in rec["regs"]:
                     c.inflight[name] -= rec["threads"]
-                np.add.at(c.async_reads, rec["bytes"], -1)
+                _add_at(c.async_reads, rec["bytes"], -1)
         c.inflight = {k: v for k, v in c.inflight.items() if v.any()}
 
 
@@ -148,7 +148,7 @@ def _wgmma_group(c: _Cta, ins: Instr, f: dict, g: int) -> None:
         c.defined[nm] = old_def | mask
         c.inflight[nm] = c.inflight.get(nm, np.zeros(c.n, np.int32)) + mask
     flat = np.concatenate([fa, fb])
-    np.add.at(c.async_reads, flat, 1)
+    _add_at(c.async_reads, flat, 1)
     c.wg_open.setdefault(g, []).append({"regs": names, "threads": mask, "bytes": flat})
 
 

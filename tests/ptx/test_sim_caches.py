@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ptx import mma, sim
+from ptx.sim_memory import _add_at
 from ptx.sim_parse import Program
 
 
@@ -129,3 +132,24 @@ def test_overlapping_cp_async_bytes_stay_pending_until_every_copy_completes():
     sim.launch(_OVERLAP.format(wait=""), "k", 1, 32, (src,), mem)
     with pytest.raises(sim.SimError, match="cp.async has not completed"):
         sim.launch(_OVERLAP.format(wait="@%p2"), "k", 1, 32, (src,), mem)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(-40, 39), min_size=0, max_size=30).map(lambda v: np.array(v, np.int64)),
+    st.sampled_from([1, -1, 3]),
+    st.sampled_from([np.int32, np.int64]),
+)
+def test_add_at_is_np_add_at(idx, v, dtype):
+    """sim_memory._add_at (indexed counts) adds exactly what np.add.at adds, repeats included;
+    out-of-range indices raise as np.add.at does."""
+    got, want = np.arange(40, dtype=dtype), np.arange(40, dtype=dtype)
+    try:
+        np.add.at(want, idx, v)
+    except IndexError:
+        with pytest.raises(IndexError):
+            _add_at(got, idx, v)
+        return
+    _add_at(got, idx, v)
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == want.dtype
