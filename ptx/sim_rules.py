@@ -225,7 +225,10 @@ def source_spaces(c, ins) -> tuple[list[str], list[np.ndarray | int]] | None:
             space = _where(_nz(a) & ~_nz(b), a, _where(_nz(b) & ~_nz(a), b, NONE))
     elif op == "mad" and len(srcs) == 3:  # a * b + address
         a, b, cc = (space_of(c, s) for s in srcs)
-        space = _where(_nz(cc) & ~_nz(a) & ~_nz(b), cc, NONE)
+        if type(a) is int and type(b) is int and type(cc) is int:  # the same rule on ints
+            space = cc if a == NONE and b == NONE else NONE
+        else:
+            space = _where(_nz(cc) & ~_nz(a) & ~_nz(b), cc, NONE)
     elif op == "and" and len(srcs) == 2 and srcs[1].kind == "imm":  # aligning an address
         space = space_of(c, srcs[0])
     elif op == "cvt" and len(ins.mods) >= 2 and _int(ins.mods[-1]) and _int(ins.mods[-2]):
@@ -280,6 +283,8 @@ def set_spaces(c, names: list[str], spaces: list, exe: np.ndarray) -> None:
                 c.space[name] = space
             continue
         old = c.space.get(name)
+        if type(space) is int and (space == old if type(old) is int else old is None and space == NONE):
+            continue  # every thread already holds this code (or none): nothing changes
         if exe is c.ones or old is None:
             new = np.broadcast_to(np.asarray(space, np.int8), (c.n,))
             new = np.where(exe, new, np.int8(NONE)) if exe is not c.ones else new.copy()

@@ -153,3 +153,20 @@ def test_add_at_is_np_add_at(idx, v, dtype):
     _add_at(got, idx, v)
     np.testing.assert_array_equal(got, want)
     assert got.dtype == want.dtype
+
+
+@pytest.mark.parametrize(
+    "body,msg",
+    [
+        # an address addend keeps its space in the threads that run the mad (the others keep theirs)
+        ("@!%p1 mad.lo.u64 %rd3, %rd2, 1, %rd3;\n    @!%p1 st.shared.u32 [%rd3], %r1;", "holds a generic address"),
+        ("@!%p1 mad.lo.u64 %rd3, %rd2, 1, %rd3;\n    @%p1 st.shared.u32 [%rd3], %r1;", "holds a generic address"),
+        # an address as a factor is no address: checked by its value in those threads only
+        ("@!%p1 mad.lo.u64 %rd3, %rd3, 1, %rd2;\n    @!%p1 st.shared.u32 [%rd3], %r1;", "not a shared-window"),
+        ("@!%p1 mad.lo.u64 %rd3, %rd3, 1, %rd2;\n    @%p1 st.shared.u32 [%rd3], %r1;", "holds a generic address"),
+    ],
+)
+def test_mad_keeps_the_space_of_an_address_addend_per_thread(body, msg):
+    body = "cvta.shared.u64 %rd3, buf;\n    " + body
+    with pytest.raises(sim.SimError, match=msg):
+        sim.launch(_SPACES.format(body=body), "k", 1, 64, (), sim.Memory())
