@@ -187,17 +187,25 @@ class _Emitter(InnerLoops):
         self.a.mov(reg, qword(rbx + 8 * self.arg[(tensor, part, level)]))
 
     def _split(self) -> tuple[str, object] | None:
-        """Can threads split the top loop? Only a lone top loop over an output index, dense or
-        walking one operand's first level, with no temporary declared above it."""
-        body = self.nest.body
-        if len(body) != 1 or not isinstance(body[0], Loop) or body[0].index not in self.nest.output.indices:
+        """Can threads split the top loop? Only the last top-level node, a loop over an output
+        index, dense or walking one operand's first level. The nodes before it (a top-level
+        temporary and the loops that fill it, as the TTM chain's ``T<k,m> = C*D``) may write only
+        temporaries: each thread runs them on its own temporaries, then its range of the loop."""
+        *prefix, last = self.nest.body
+        if not isinstance(last, Loop) or last.index not in self.nest.output.indices:
             return None
-        walked = self.nest.walks(body[0])
+        if any(c.out.tensor == self.nest.output.name for c in _walk_nodes(tuple(prefix)) if isinstance(c, Compute)):
+            return None
+        walked = self.nest.walks(last)
         if not walked:
-            return ("dense", self.ext[body[0].index])
+            return ("dense", self.ext[last.index])
         if len(walked) == 1:
             return ("walk", walked[0].name)
         return None
+
+    def _split_here(self, node: Node, top: bool) -> bool:
+        """Is ``node`` the loop whose iterations ``[begin, end)`` select (see `_split`)?"""
+        return top and self.split is not None and node is self.nest.body[-1]
 
     def _dense_levels(self, loop: Loop) -> list[tuple[Operand, int]]:
         """Sparse operands read below ``loop`` (and the pattern of a sparse output written below
@@ -269,20 +277,21 @@ class _Emitter(InnerLoops):
 
     def _nodes(self, nodes: tuple[Node, ...], top: bool = False) -> None:
         for node in nodes:
+            split = self._split_here(node, top)  # the loop threads split: its own range only
             if isinstance(node, Temp):
                 self._zero_temp(node)
             elif isinstance(node, Compute):
                 self._compute(node)
             elif self._stationary is not None and node is self._stationary[0]:
                 self._accumulate(node)
-            elif self._inner_kind(node) == "vector":
+            elif not split and self._inner_kind(node) == "vector":
                 self._vector_loop(node)
-            elif self._inner_kind(node) == "strided":
+            elif not split and self._inner_kind(node) == "strided":
                 self._strided_loop(node)
             elif self._stationary_inner(node) is not None:
-                self._stationary_loop(node, top and self.split is not None)
+                self._stationary_loop(node, split)
             else:
-                self._loop(node, top and self.split is not None)
+                self._loop(node, split)
 
     # ---------------------------------------------------------------- temporaries
 

@@ -72,6 +72,7 @@ class _Emitter64:
     # the target-independent analyses of the x86-64 emitter (they read nest, ext, strides,
     # sparse and sampled only) and its dispatch of a loop by the levels it walks
     _split = _Emitter._split
+    _split_here = _Emitter._split_here
     _dense_levels = _Emitter._dense_levels
     _loop = _Emitter._loop
     _inner_kind = InnerLoops._inner_kind
@@ -180,8 +181,8 @@ class _Emitter64:
         return Program(a, self.slots, dict(self.temp_sizes), self.split, tuple(self.vectorized))
 
     def _nodes(self, nodes: tuple[Node, ...], top: bool = False) -> None:
-        split = top and self.split is not None
         for node in nodes:
+            split = self._split_here(node, top)
             if isinstance(node, Temp):
                 self._zero_temp(node)
             elif isinstance(node, Compute):

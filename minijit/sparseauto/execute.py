@@ -246,7 +246,7 @@ class SparseContraction:
         if split is None:
             return [(0, 0)]
         kind, what = split
-        top = self.nest.body[0].index  # type: ignore[union-attr]
+        top = self.nest.body[-1].index  # type: ignore[union-attr]  # the split loop (codegen._split)
         if kind == "dense":
             n = int(what)  # type: ignore[arg-type]
         else:

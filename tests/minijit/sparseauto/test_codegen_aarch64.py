@@ -202,6 +202,21 @@ def test_split_ranges_run_one_after_another():
     np.testing.assert_allclose(compiled.execute(a, b), a.to_dense() @ b, atol=1e-12)
 
 
+def test_split_after_a_top_level_temporary():
+    """The TTM chain with T<k,m> filled at the top level: each range fills T again, then walks its
+    part of B (`codegen._split`), on NEON and SVE."""
+    from tests.minijit.sparseauto.test_execute import _ttm_chain
+
+    rng = np.random.default_rng(9)
+    d = np.where(rng.random((150, 3, 5)) < 0.15, rng.standard_normal((150, 3, 5)), 0)
+    t = SparseTensor.from_dense(d)
+    c, e = rng.standard_normal((5, 3)), rng.standard_normal((3, 6))
+    for target in (NEON, SVE[256]):
+        op = SparseContraction(_ttm_chain(False), {"i": 150, "j": 3, "k": 5, "l": 3, "m": 6}, threads=2, target=target)
+        assert op.program.split == ("walk", "B") and len(op._ranges({"B": t})) == 2
+        np.testing.assert_allclose(op.execute(t, c, e), np.einsum("ijk,kl,lm->ijm", d, c, e), atol=1e-12)
+
+
 def test_temporaries_and_empty_output():
     """SDDMM then SpMM (a temporary per row), and an output with no elements (nothing runs)."""
     rng = np.random.default_rng(8)

@@ -152,3 +152,48 @@ def test_host_without_avx2_is_refused_by_name(monkeypatch):
     monkeypatch.setattr(features, "host", lambda: features.HostInfo(isa="aarch64", os="linux", neon=True))
     with pytest.raises(RuntimeError, match=r"AVX2\+FMA code; this host \(aarch64\)"):
         SparseContraction(SPMM, EXT)
+
+
+def _ttm_chain(prefix_writes_output: bool):
+    """``ijk,kl,lm->ijm`` with ``T<k,m> = C*D`` computed in top-level loops before the walk of B;
+    with ``prefix_writes_output`` a first top-level loop also writes Out (a nest that threads
+    must not split: every thread would add it)."""
+    from minijit.sparseauto.nest import Access, Compute, Loop, Nest, Temp
+
+    b = Operand("B", ("i", "j", "k"), ("compressed",) * 3)
+    c, d, out = Operand.dense("C", ("k", "l")), Operand.dense("D", ("l", "m")), Operand.dense("Out", ("i", "j", "m"))
+
+    def loops(indices: str, stmt: Compute) -> Loop:
+        node = stmt
+        for i in reversed(indices):
+            node = Loop(i, (node,))
+        return node
+
+    def acc(name: str, idx: str) -> Access:
+        return Access(name, tuple(idx))
+
+    fill = loops("klm", Compute(acc("T", "km"), (acc("C", "kl"), acc("D", "lm"))))
+    walk = loops("ijkm", Compute(acc("Out", "ijm"), (acc("B", "ijk"), acc("T", "km"))))
+    body = (Temp("T", ("k", "m")), fill, walk)
+    if prefix_writes_output:  # Out(i,j,m) += B(i,j,k) * T(k,m) once more, before the split loop
+        body = (Temp("T", ("k", "m")), fill, walk, walk)
+    return Nest((b, c, d), out, body)
+
+
+def test_split_after_a_top_level_temporary():
+    """The TTM chain's chosen schedule fills T<k,m> at the top, then walks B: threads split the
+    walk (each fills its own T first), and a nest whose earlier top-level loops write the output
+    is not split."""
+    rng = np.random.default_rng(9)
+    d = np.where(rng.random((300, 4, 5)) < 0.1, rng.standard_normal((300, 4, 5)), 0)
+    t = SparseTensor.from_dense(d)
+    c, e = rng.standard_normal((5, 3)), rng.standard_normal((3, 6))
+    ext = {"i": 300, "j": 4, "k": 5, "l": 3, "m": 6}
+    want = np.einsum("ijk,kl,lm->ijm", d, c, e)
+    for twice in (False, True):
+        op = SparseContraction(_ttm_chain(twice), ext, threads=2)
+        if twice:
+            assert op.program.split is None and op._ranges({"B": t}) == [(0, 0)]
+        else:
+            assert op.program.split == ("walk", "B") and len(op._ranges({"B": t})) == 2
+        np.testing.assert_allclose(op.execute(t, c, e), want * (2 if twice else 1), atol=1e-12)
