@@ -1,4 +1,4 @@
-"""Symbolic time and auxiliary-memory complexity of loop nests (seed 002, §3 and §5.2).
+"""Symbolic time and auxiliary-memory complexity of loop nests (docs/seeds/002_sparseauto.txt sections 3 and 5.2).
 
 Symbols are dimension sizes (``dim("i")``, printed ``I``) and, per sparse operand and
 compressed level ``c``, the number of stored positions of that level

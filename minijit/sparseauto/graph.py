@@ -1,4 +1,5 @@
-"""Iteration graphs of sparse tensor expressions and their legal loop orders (seed 002, §2.3).
+"""Iteration graphs of sparse tensor expressions and their legal loop orders
+(docs/seeds/002_sparseauto.txt section 2.3).
 
 An expression ``out = prod(operands)`` over named indices has one node per index. Each sparse
 operand (some level compressed) adds the edges of its storage order: its level ``k`` index

@@ -1,4 +1,5 @@
-"""The seed's pruning pipeline (seed 002, §5.2-5.3), minus the optional SMT stage (``smt.py``).
+"""The seed's pruning pipeline (docs/seeds/002_sparseauto.txt sections 5.2-5.3), minus the optional SMT
+stage (``smt.py``).
 
 1. memory depth: drop schedules whose largest temporary has more than ``max_depth`` indices;
 2. depth poset: keep the Pareto frontier of (loop depth, memory depth) (a schedule is dropped
@@ -9,7 +10,7 @@
 4. run-time choice: evaluate the polynomials with the concrete sizes and non-zero counts, take
    the least time among the schedules whose temporaries fit the memory limit (else the least
    memory);
-5. cache criterion (§5.3): among schedules of that same evaluated time, the fewest strided
+5. cache criterion (section 5.3): among schedules of that same evaluated time, the fewest strided
    innermost accesses (:func:`cache_cost`), then the least memory.
 """
 
@@ -98,7 +99,7 @@ def pointwise_dominates(a: Candidate, b: Candidate, assumptions: Assumptions) ->
 
 def buckets(cands: Iterable[Candidate], assumptions: Assumptions) -> tuple[Bucket, ...]:
     """Group candidates by their asymptotic (time, memory), in first-seen order, and drop from
-    each bucket the candidates another in it beats term by term (seed §3.1: Figure 2(d) beats
+    each bucket the candidates another in it beats term by term (seed section 3.1: Figure 2(d) beats
     2(e), whose extra 1-D temporary does not change the asymptotic memory)."""
     groups: dict[tuple[Poly, Poly], list[Candidate]] = {}
     for c in cands:
@@ -238,7 +239,7 @@ def choose(
     """Stage 4: least evaluated time among candidates whose temporaries fit ``memory_limit``
     elements (None: no limit); when none fits, least memory. Ties: memory, cache cost, order.
 
-    Stage 5 (seed §5.3, cache criterion): among the chosen schedule, the candidates and the
+    Stage 5 (seed section 5.3, cache criterion): among the chosen schedule, the candidates and the
     ``alternatives`` (e.g. the stage-1 survivors the symbolic stages dropped) whose evaluated
     time equals the chosen one and whose temporaries fit, the least :func:`cache_cost` wins,
     then the least memory: the same iterations with unit-stride innermost loops (which a code

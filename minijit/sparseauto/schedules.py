@@ -5,14 +5,15 @@ A computation ``out += prod(factors)`` under already bound outer loops is schedu
 - linearly: one loop per free index, in a legal order, around one statement; or
 - split: a non-empty proper subset of the factors (the producer) computes a dense temporary
   ``T`` over the producer's indices that the consumer (the other factors and ``out``) still
-  needs (seed §4.3: indices in the producer that also appear in the consumer or the output),
+  needs (docs/seeds/002_sparseauto.txt section 4.3: indices in the producer that also appear in the
+  consumer or the output),
   then the consumer reads ``T``. Any subset of ``T``'s indices may be fused: those loops
   enclose both producer and consumer, ``T`` is declared inside them and loses those indices.
   Producer and consumer are then scheduled recursively under the fused loops, which gives the
   seed's multi-level branched nests.
 
 Within a linear section the loop order does not change the time or memory complexity, so each
-section gets one canonical legal order (unit-stride indices innermost, seed §5.3's cache
+section gets one canonical legal order (unit-stride indices innermost, seed section 5.3's cache
 criterion); :func:`~minijit.sparseauto.graph.topological_orders` lists every order where needed.
 """
 

@@ -1,4 +1,5 @@
-"""Stage 3 of the seed's pipeline: SMT-checked dominance under user constraints (seed 002, §5.2).
+"""Stage 3 of the seed's pipeline: SMT-checked dominance under user constraints
+(docs/seeds/002_sparseauto.txt section 5.2).
 
 With ranges known at compile time (dimension extents, non-zero counts), a frontier bucket is
 removed when another bucket's time and memory are no larger for every symbol value the

@@ -94,8 +94,8 @@ def test_stage2_with_assumptions_keeps_a_deeper_schedule_that_is_not_slower():
 
 
 def test_frontier_matches_the_seeds_argument():
-    """Seed §3.1: (d) dominates (e) (same time, less memory) and (c) (same memory, less time);
-    (a), (b) and (d) trade time against memory."""
+    """docs/seeds/002_sparseauto.txt section 3.1: (d) dominates (e) (same time, less memory) and (c)
+    (same memory, less time); (a), (b) and (d) trade time against memory."""
     c = named()
     asm = Assumptions(seed_ops())
     # (d) and (e) share the asymptotic bucket (time equal, memory O(JK)); inside it, (d)'s
