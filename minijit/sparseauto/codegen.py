@@ -49,116 +49,37 @@ so the nest may be arbitrarily deep and branched; the innermost loops run in reg
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from asm.x86_64 import XMM, YMM, Assembler, Gpr, Label, Mem, Vec, dword, ptr, qword
 from asm.x86_64.registers import r12, r13, r14, r15, rax, rbp, rbx, rcx, rdi, rdx, rsi
 from minijit.kernels.x86_64.common import Frame, Partial, Target, counted_loop, emit_mask_table
 from minijit.sparseauto.codegen_inner import (
     _MAX_VEC_STATEMENTS,
+    _PTR_REGS,
     ISAS,
     PREFETCH_AHEAD,
     PREFETCH_ROW_BYTES,
     SIGNATURE,
     InnerLoops,
 )
-from minijit.sparseauto.nest import COMPRESSED, DENSE, Access, Compute, Loop, Nest, Node, Operand, Temp
+from minijit.sparseauto.emitter import ArgSlot, NestEmitter, Program, arg_slots, sampled_operand, walk_nodes
+from minijit.sparseauto.nest import Access, Compute, Loop, Nest, Node, Operand, Temp
 
 __all__ = ["SIGNATURE", "ISAS", "ArgSlot", "Program", "arg_slots", "compile_nest", "sampled_operand"]
 
 
-@dataclass(frozen=True)
-class ArgSlot:
-    """One entry of the ``args`` block: the address of ``tensor``'s ``part`` ("pos", "crd",
-    "vals", "data", "temp") of storage ``level`` (compressed parts only), or for "size" the
-    number of entries of that level's ``crd`` (an integer, not an address)."""
-
-    tensor: str
-    part: str
-    level: int | None = None
-
-
-def sampled_operand(nest: Nest) -> Operand | None:
-    """The sparse operand whose pattern a sparse output samples (SDDMM-like: same indices and
-    levels), None for a dense output. ValueError when no operand matches, or when the output is
-    written outside the walk of that operand's compressed levels (`Nest.check_pattern`)."""
-    pattern = nest.pattern()
-    nest.check_pattern()
-    return pattern
-
-
-def arg_slots(nest: Nest) -> tuple[ArgSlot, ...]:
-    """The layout of the ``args`` block (see the module docstring)."""
-    slots: list[ArgSlot] = []
-    for o in nest.operands:
-        if o.sparse:
-            for k, fmt in enumerate(o.levels):
-                if fmt == COMPRESSED:
-                    slots += [ArgSlot(o.name, "pos", k), ArgSlot(o.name, "crd", k), ArgSlot(o.name, "size", k)]
-            slots.append(ArgSlot(o.name, "vals"))
-        else:
-            slots.append(ArgSlot(o.name, "data"))
-    slots.append(ArgSlot(nest.output.name, "vals" if sampled_operand(nest) else "data"))
-    slots += [ArgSlot(t.name, "temp") for t in nest.temps]
-    return tuple(slots)
-
-
-@dataclass(frozen=True)
-class Program:
-    """A compiled nest: the assembler (code and listing), the ``args`` layout, temporary sizes
-    (elements), and the split of the top loop (None, ``("dense", extent)`` or
-    ``("walk", operand name)``: its level-0 positions)."""
-
-    asm: Assembler
-    slots: tuple[ArgSlot, ...]
-    temp_sizes: dict[str, int]
-    split: tuple[str, object] | None
-    vectorized: tuple[str, ...]
-
-
-def _walk_nodes(nodes: tuple[Node, ...]):
-    for n in nodes:
-        yield n
-        if isinstance(n, Loop):
-            yield from _walk_nodes(n.body)
-
-
-def _size(extents: dict[str, int], indices: tuple[str, ...]) -> int:
-    n = 1
-    for i in indices:
-        n *= extents[i]
-    return n
-
-
-def _strides(extents: dict[str, int], indices: tuple[str, ...]) -> dict[str, int]:
-    """C-order element strides of a dense tensor over ``indices``."""
-    out, s = {}, 1
-    for i in reversed(indices):
-        out[i] = s
-        s *= extents[i]
-    return out
-
-
-class _Emitter(InnerLoops):
+class _Emitter(NestEmitter, InnerLoops):
     """Walks the nest once and emits its code; one instance per compiled program."""
 
+    MAX_VEC_STATEMENTS = _MAX_VEC_STATEMENTS
+    POINTER_REGS = len(_PTR_REGS)
+
     def __init__(self, nest: Nest, extents: dict[str, int], dtype: str, isa: str) -> None:
-        self.nest = nest
-        self.ext = extents
+        self._analyse(nest, extents)
         self.t = Target.of(dtype, "avx2")
         self.a = Assembler(name=f"sparse_nest_{isa}_{dtype}")
-        self.slots = arg_slots(nest)
-        self.arg = {(s.tensor, s.part, s.level): i for i, s in enumerate(self.slots)}
-        self.sparse = {o.name: o for o in nest.operands if o.sparse}
-        self.sampled = sampled_operand(nest)
-        dense_like = [o for o in nest.operands if not o.sparse] + list(nest.temps)
-        if self.sampled is None:
-            dense_like.append(nest.output)
-        self.strides = {x.name: _strides(extents, x.indices) for x in dense_like}
         for name, st in self.strides.items():  # byte strides are 32-bit immediates of the code
             if any(v * self.t.es > 2**31 - 1 for v in st.values()):
                 raise ValueError(f"dense tensor {name}: a stride of 2 GiB or more is not supported (extents {extents})")
-        self.temp_sizes = {t.name: _size(extents, t.indices) for t in nest.temps}
         self.frame = Frame(saved=[rbx, rbp, r12, r13, r14, r15])
         f = self.frame
         indices = sorted({i for o in nest.operands for i in o.indices})
@@ -166,15 +87,12 @@ class _Emitter(InnerLoops):
         self.pos = {
             (o.name, k): f.slot(f"pos_{o.name}_{k}") for o in self.sparse.values() for k in range(len(o.levels))
         }
-        loops = [n for n in _walk_nodes(nest.body) if isinstance(n, Loop)]
-        self.ends = [(f.slot(f"end{n}_a"), f.slot(f"end{n}_b")) for n in range(len(loops))]
-        self.loop_id = {id(lp): n for n, lp in enumerate(loops)}
+        self.ends = [(f.slot(f"end{n}_a"), f.slot(f"end{n}_b")) for n in range(len(self.loops))]
         for c in range(_MAX_VEC_STATEMENTS):
             f.slot(f"bcast{c}")
         self.bcast = [f.slots[f"bcast{c}"] for c in range(_MAX_VEC_STATEMENTS)]  # stack offsets
         self.begin, self.end = f.slot("begin"), f.slot("end")
         self.table = None  # AVX2 mask table label, emitted after the code when used
-        self.vectorized: list[str] = []
         #: (inner loop, accumulators, partial) while emitting a loop whose output stays in registers
         self._stationary: tuple[Loop, list[Vec], Partial | None] | None = None
         self._stationary_prefix = False  # the stationary loop's body has nodes before its inner loop
@@ -185,42 +103,6 @@ class _Emitter(InnerLoops):
     def _base(self, reg: Gpr, tensor: str, part: str, level: int | None = None) -> None:
         """reg = address of ``tensor``'s ``part`` (from the args block)."""
         self.a.mov(reg, qword(rbx + 8 * self.arg[(tensor, part, level)]))
-
-    def _split(self) -> tuple[str, object] | None:
-        """Can threads split the top loop? Only the last top-level node, a loop over an output
-        index, dense or walking one operand's first level. The nodes before it (a top-level
-        temporary and the loops that fill it, as the TTM chain's ``T<k,m> = C*D``) may write only
-        temporaries: each thread runs them on its own temporaries, then its range of the loop."""
-        *prefix, last = self.nest.body
-        if not isinstance(last, Loop) or last.index not in self.nest.output.indices:
-            return None
-        if any(c.out.tensor == self.nest.output.name for c in _walk_nodes(tuple(prefix)) if isinstance(c, Compute)):
-            return None
-        walked = self.nest.walks(last)
-        if not walked:
-            return ("dense", self.ext[last.index])
-        if len(walked) == 1:
-            return ("walk", walked[0].name)
-        return None
-
-    def _split_here(self, node: Node, top: bool) -> bool:
-        """Is ``node`` the loop whose iterations ``[begin, end)`` select (see `_split`)?"""
-        return top and self.split is not None and node is self.nest.body[-1]
-
-    def _dense_levels(self, loop: Loop) -> list[tuple[Operand, int]]:
-        """Sparse operands read below ``loop`` (and the pattern of a sparse output written below
-        it) whose dense level is the loop's index."""
-        below = [c for c in _walk_nodes(loop.body) if isinstance(c, Compute)]
-        read = {a.tensor for c in below for a in c.ins}
-        if self.sampled is not None and any(c.out.tensor == self.nest.output.name for c in below):
-            read.add(self.sampled.name)
-        out = []
-        for o in self.sparse.values():
-            if o.name in read and loop.index in o.indices:
-                k = o.indices.index(loop.index)
-                if o.levels[k] == DENSE:
-                    out.append((o, k))
-        return out
 
     def _enter_iteration(self, loop: Loop) -> None:
         """Positions of dense levels at the loop's index: parent * size + coordinate."""
@@ -314,20 +196,6 @@ class _Emitter(InnerLoops):
 
     # ---------------------------------------------------------------- loops
 
-    def _loop(self, loop: Loop, split: bool) -> None:
-        walked = self.nest.walks(loop)
-        if not walked:
-            self._dense_loop(loop, split)
-        elif len(walked) == 1:
-            self._walk_loop(loop, walked[0], split)
-        elif len(walked) == 2:
-            self._merge_loop(loop, walked[0], walked[1])
-        else:
-            names = ", ".join(o.name for o in walked)
-            raise ValueError(
-                f"loop over {loop.index!r} co-iterates {len(walked)} compressed levels ({names}); at most 2"
-            )
-
     def _dense_loop(self, loop: Loop, split: bool) -> None:
         """dense_<i>: for i in 0..extent (or begin..end)."""
         a, c = self.a, self.coord[loop.index]
@@ -399,7 +267,7 @@ class _Emitter(InnerLoops):
         the fibre (the next fibres, walked next) count; only positions inside ``crd`` are
         looked up, and a prefetch never faults."""
         a = self.a
-        read = {x.tensor: x for c in _walk_nodes(loop.body) if isinstance(c, Compute) for x in c.ins}
+        read = {x.tensor: x for c in walk_nodes(loop.body) if isinstance(c, Compute) for x in c.ins}
         rows = [
             (x.tensor, self.strides[x.tensor][loop.index] * self.t.es)
             for x in read.values()

@@ -14,7 +14,7 @@ the same label names in the listing:
 * **Temp** (``zero_<T>``): the temporary's buffer is zeroed element by element.
 * **Compute, scalar**: addresses from coordinates and strides (dense) or the last level's position
   (sparse); the arithmetic runs in lane 0 of vector registers (a scalar load zeroes the others).
-* **Innermost dense loop, vectorized** (``vec_<j>``): where `InnerLoops._inner_kind` finds every
+* **Innermost dense loop, vectorized** (``vec_<j>``): where `NestEmitter._inner_kind` finds every
   access that uses ``j`` dense with ``j`` last, each statement is an axpy-like update
   ``out[j] += s * x[j] * ...`` or a dot product ``out += s * sum_j x[j] * ...``, with the factors
   without ``j`` multiplied once and broadcast. NEON runs whole 128-bit vectors and the last
@@ -35,8 +35,7 @@ from __future__ import annotations
 from asm.aarch64 import Assembler, P, mem, post, sp, wzr, x9, x10, x11, x12, x13, x14, x15, x16, x17, x19, xzr
 from asm.aarch64.registers import ScalarReg, VecReg, VReg, XReg, ZVec
 from minijit.kernels.aarch64.common import DType, dtype_info, epilogue, loop, prologue, sp_adjust
-from minijit.sparseauto.codegen import Program, _Emitter, _size, _strides, _walk_nodes, arg_slots, sampled_operand
-from minijit.sparseauto.codegen_inner import InnerLoops
+from minijit.sparseauto.emitter import NestEmitter, Program
 from minijit.sparseauto.nest import Access, Compute, Loop, Nest, Node, Operand, Temp
 
 __all__ = ["ISAS", "compile_nest_aarch64"]
@@ -66,31 +65,17 @@ class _Frame:
         return -(-8 * len(self.slots) // 16) * 16
 
 
-class _Emitter64:
+class _Emitter64(NestEmitter):
     """Walks the nest once and emits its AArch64 code; one instance per compiled program."""
 
-    # the target-independent analyses of the x86-64 emitter (they read nest, ext, strides,
-    # sparse and sampled only) and its dispatch of a loop by the levels it walks
-    _split = _Emitter._split
-    _split_here = _Emitter._split_here
-    _dense_levels = _Emitter._dense_levels
-    _loop = _Emitter._loop
-    _inner_kind = InnerLoops._inner_kind
-    _contiguous = InnerLoops._contiguous
+    MAX_VEC_STATEMENTS = _MAX_STATEMENTS
+    POINTER_REGS = len(_PTR_REGS)
 
     def __init__(self, nest: Nest, extents: dict[str, int], dtype: str, isa: str) -> None:
-        self.nest, self.ext, self.isa = nest, extents, isa
+        self._analyse(nest, extents)
+        self.isa = isa
         self.t: DType = dtype_info(dtype)
         self.a = Assembler(name=f"sparse_nest_{isa}_{dtype}")
-        self.slots = arg_slots(nest)
-        self.arg = {(s.tensor, s.part, s.level): i for i, s in enumerate(self.slots)}
-        self.sparse = {o.name: o for o in nest.operands if o.sparse}
-        self.sampled = sampled_operand(nest)
-        dense_like = [o for o in nest.operands if not o.sparse] + list(nest.temps)
-        if self.sampled is None:
-            dense_like.append(nest.output)
-        self.strides = {x.name: _strides(extents, x.indices) for x in dense_like}
-        self.temp_sizes = {t.name: _size(extents, t.indices) for t in nest.temps}
         f = self.frame = _Frame()
         self.begin, self.end = f.slot("begin"), f.slot("end")
         self.bcast = [f.slot(f"bcast{s}") for s in range(_MAX_STATEMENTS)]  # low: `add xd, sp, #imm12`
@@ -99,10 +84,7 @@ class _Emitter64:
         self.pos = {
             (o.name, k): f.slot(f"pos_{o.name}_{k}") for o in self.sparse.values() for k in range(len(o.levels))
         }
-        loops = [n for n in _walk_nodes(nest.body) if isinstance(n, Loop)]
-        self.ends = [(f.slot(f"end{n}_a"), f.slot(f"end{n}_b")) for n in range(len(loops))]
-        self.loop_id = {id(lp): n for n, lp in enumerate(loops)}
-        self.vectorized: list[str] = []
+        self.ends = [(f.slot(f"end{n}_a"), f.slot(f"end{n}_b")) for n in range(len(self.loops))]
         self.split = self._split()
 
     # ---------------------------------------------------------------- helpers
@@ -193,7 +175,7 @@ class _Emitter64:
                 self._loop(node, split)
 
     def _vectorizable(self, loop: Loop) -> bool:
-        """`InnerLoops._inner_kind` says "vector", and what `_vector_loop` relies on holds: at most
+        """`NestEmitter._inner_kind` says "vector", and what `_vector_loop` relies on holds: at most
         `_MAX_STATEMENTS` statements, every access that uses j dense with j last, pointers
         for all of them."""
         if self._inner_kind(loop) != "vector":

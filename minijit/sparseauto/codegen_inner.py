@@ -45,36 +45,6 @@ class InnerLoops:
 
     # ---------------------------------------------------------------- vectorized innermost loop
 
-    def _contiguous(self, acc: Access, j: str) -> bool:
-        """``acc`` is a dense tensor (operand, dense output or temporary) with ``j`` last."""
-        return acc.tensor in self.strides and acc.indices[-1:] == (j,)
-
-    def _inner_kind(self, loop: Loop) -> str | None:
-        """How an innermost dense loop over j compiles: "vector" (every access using j is dense
-        with j last), "strided" (dense, any stride: scalar with pointer increments), or None
-        (the general scalar path)."""
-        j = loop.index
-        if self.nest.walks(loop) or not all(isinstance(n, Compute) for n in loop.body):
-            return None
-        stmts: tuple[Compute, ...] = loop.body  # type: ignore[assignment]
-        if len(stmts) > _MAX_VEC_STATEMENTS:
-            return None
-        written = {c.out.tensor for c in stmts}
-        pointers, contiguous = 0, True
-        for c in stmts:
-            uses = [x for x in (*c.ins, c.out) if j in x.indices]
-            if any(x.tensor not in self.strides for x in uses):
-                return None  # a sparse access or a sampled output uses j
-            if any(x.tensor in written for x in c.ins if j not in x.indices):
-                return None  # a broadcast factor this loop writes: keep the scalar order
-            if not any(j in x.indices for x in c.ins):
-                return None  # out[j] += s or out += s, extent times: rare, stays scalar
-            contiguous &= all(self._contiguous(x, j) for x in uses)
-            pointers += len(uses)
-        if pointers > len(_PTR_REGS):
-            return None
-        return "vector" if contiguous else "strided"
-
     def _inner_prologue(
         self, stmts: tuple[Compute, ...], j: str, with_out: bool = True
     ) -> list[tuple[Gpr | None, list[Gpr]]]:
