@@ -39,6 +39,21 @@ def examples(n: int) -> int:
     return max(1, round(n * EXAMPLES_SCALE))
 
 
+#: the environment that sets how many threads minijit and the BLAS use, as the session found it
+THREAD_ENV = ("MINIJIT_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+_SESSION_THREAD_ENV = {k: os.environ.get(k) for k in THREAD_ENV}
+
+
+@pytest.fixture(autouse=True)
+def _thread_environment_as_the_session_found_it(request):
+    """A test starts with the session's thread settings: one that leaked OMP_NUM_THREADS=1 (a
+    `distributed` cluster sets it in its parent process) would make every later test in the
+    worker run minijit on one thread. The dask cluster's own tests run inside that change."""
+    if "client" not in request.fixturenames:
+        now = {k: os.environ.get(k) for k in THREAD_ENV}
+        assert now == _SESSION_THREAD_ENV, f"an earlier test left the thread environment changed: {now}"
+
+
 @pytest.fixture(scope="module")
 def dev():
     """The CUDA device, for the gpu tests; skips without a device, the CUDA bindings or ptxas."""

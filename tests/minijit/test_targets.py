@@ -111,13 +111,14 @@ def test_the_hosts_caches_are_read_through_features_at_each_call(monkeypatch):
     assert features.cache_geometries() == (geo[1], geo[2]) and features.last_level_cache_bytes() == 96 << 20
     assert "L2 2097152 B" in blocking.choose((512, 512, 512), 4, "x86_64-avx2").reason
     assert "L1 (49152 B)" in blocking.call_footprint(16, 6, 64, 1, 4, 16)
-    # a 2 MiB A block of a 1024 x N x 512 n_outer candidate: within 1/8 of 96 MiB, not of 8 MiB
+    # a 2 MiB A block of a 1024 x N x 512 n_outer candidate, one thread: within a quarter of its
+    # slice of 96 MiB, not of 4 MiB (explicit threads: the default is the host's CPU count)
     cfg = minijit.TensorConfig.from_lists(
         "fp32", "none", "gemm", "none", "mnk", ("prim",) * 3, (1024, 64, 512), (1, 0, 1024), (0, 512, 1), (1, 1024, 0)
     )
-    assert schedule.kernel_n_outer(cfg)
-    monkeypatch.setattr(features, "last_level_cache_bytes", lambda: 8 << 20)
-    assert not schedule.kernel_n_outer(cfg)
+    assert schedule.kernel_n_outer(cfg, threads=1)
+    monkeypatch.setattr(features, "last_level_cache_bytes", lambda: 4 << 20)
+    assert not schedule.kernel_n_outer(cfg, threads=1)
 
 
 #: target-string parsing: what only `minijit/targets/` may do

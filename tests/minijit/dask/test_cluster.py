@@ -22,13 +22,21 @@ from tests.minijit.einsum.strategies import expressions, operands  # noqa: E402
 
 @pytest.fixture(scope="module")
 def client():
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, memory_limit="1GiB"
-        ) as cluster,
-        distributed.Client(cluster) as c,
-    ):
-        yield c
+    """The cluster; starting its worker processes sets OMP_NUM_THREADS=1 (and MKL_/OPENBLAS_) in
+    this process's environment too (distributed's pre-spawn environment), which would make every
+    later test in this process run minijit on one thread: the environment is restored after."""
+    saved = dict(os.environ)
+    try:
+        with (
+            distributed.LocalCluster(
+                n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, memory_limit="1GiB"
+            ) as cluster,
+            distributed.Client(cluster) as c,
+        ):
+            yield c
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def _worker_pids(client) -> set[int]:
