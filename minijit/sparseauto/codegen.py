@@ -1,4 +1,8 @@
-"""Compile a sparse loop nest (`minijit.sparseauto.nest.Nest`) to x86-64 machine code (AVX2 + FMA).
+"""Compile a sparse loop nest (`minijit.sparseauto.nest.Nest`) to x86-64 machine code, AVX2+FMA
+or AVX-512 (F, VL): one generator, the ISA fixed at the top by its `Target` (ymm vectors of 8 fp32 /
+4 fp64 lanes, 16 registers, ``vmaskmov`` tails with a mask table after the code; or zmm vectors of
+16 fp32 / 8 fp64 lanes, 32 registers, opmask ``k1`` tails), the vector registers by
+`minijit.sparseauto.codegen_inner.vec_regs`.
 
 The emitted function is
 
@@ -30,10 +34,11 @@ How each node compiles (the stages name the labels of the listing):
   ``j`` are multiplied once and broadcast, each statement is an axpy-like update
   ``out[j] += s * x[j] * ...`` or a dot product ``out += s * sum_j x[j] * ...`` (vector
   accumulators, summed horizontally after the loop); the last ``extent % lanes`` elements run
-  as one masked vector (``vmaskmov``).
+  as one masked vector (``vmaskmov`` on AVX2, an opmask ``k1`` load/store on AVX-512).
 * **Output row in registers** (``stationary_<j>``, ``acc_<j>``): a loop whose body ends with
   one vectorizable axpy-like loop over j whose output does not depend on the loop's index
-  (SpMM's row of C across the walk of a row of A) accumulates in up to 11 vector registers and
+  (SpMM's row of C across the walk of a row of A) accumulates in up to 11 (AVX2) or 28 (AVX-512)
+  vector registers and
   adds them to memory once after the loop. Temporaries and vectorizable loops that leave that
   output alone may come first in the body (the fused SDDMM-SpMM: a dot product per j, then the
   axpy); their loops then use only the vector registers the accumulators leave.
@@ -49,7 +54,7 @@ so the nest may be arbitrarily deep and branched; the innermost loops run in reg
 
 from __future__ import annotations
 
-from asm.x86_64 import XMM, YMM, Assembler, Gpr, Label, Mem, Vec, dword, ptr, qword
+from asm.x86_64 import XMM, Assembler, Gpr, Label, Mem, Vec, dword, ptr, qword
 from asm.x86_64.registers import r12, r13, r14, r15, rax, rbp, rbx, rcx, rdi, rdx, rsi
 from minijit.kernels.x86_64.common import Frame, Partial, Target, counted_loop, emit_mask_table
 from minijit.sparseauto.codegen_inner import (
@@ -60,6 +65,7 @@ from minijit.sparseauto.codegen_inner import (
     PREFETCH_ROW_BYTES,
     SIGNATURE,
     InnerLoops,
+    vec_regs,
 )
 from minijit.sparseauto.emitter import ArgSlot, NestEmitter, Program, arg_slots, sampled_operand, walk_nodes
 from minijit.sparseauto.nest import Access, Compute, Loop, Nest, Node, Operand, Temp
@@ -75,7 +81,8 @@ class _Emitter(NestEmitter, InnerLoops):
 
     def __init__(self, nest: Nest, extents: dict[str, int], dtype: str, isa: str) -> None:
         self._analyse(nest, extents)
-        self.t = Target.of(dtype, "avx2")
+        self.t = Target.of(dtype, isa)
+        self.regs = vec_regs(self.t)
         self.a = Assembler(name=f"sparse_nest_{isa}_{dtype}")
         for name, st in self.strides.items():  # byte strides are 32-bit immediates of the code
             if any(v * self.t.es > 2**31 - 1 for v in st.values()):
@@ -183,7 +190,7 @@ class _Emitter(NestEmitter, InnerLoops):
         n = self.temp_sizes[temp.name]
         a.label(f"zero_{temp.name}")
         self._base(rdi, temp.name, "temp")
-        zero = YMM[0]
+        zero = self.regs.work[0]
         a.vxorps(zero, zero, zero)
 
         def store() -> None:
@@ -337,10 +344,11 @@ class _Emitter(NestEmitter, InnerLoops):
 
 
 def compile_nest(nest: Nest, extents: dict[str, int], dtype: str = "fp64", isa: str = "avx2") -> Program:
-    """Emit the x86-64 code of ``nest`` for the index ``extents`` and value ``dtype``
-    ("fp32"/"fp64"). Raises ValueError for an unsupported nest, dtype or isa."""
+    """Emit the x86-64 code of ``nest`` for the index ``extents``, value ``dtype``
+    ("fp32"/"fp64") and ``isa`` ("avx2": AVX2+FMA, "avx512": AVX-512 F/VL). Raises ValueError for
+    an unsupported nest, dtype or isa."""
     if isa not in ISAS:
-        raise ValueError(f"isa must be one of {ISAS} (AVX-512 code generation is not implemented), got {isa!r}")
+        raise ValueError(f"isa must be one of {ISAS}, got {isa!r}")
     nest.validate()
     for i in {i for o in nest.operands for i in o.indices}:
         if i not in extents:

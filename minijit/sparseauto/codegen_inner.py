@@ -1,28 +1,49 @@
-"""The innermost loops of a compiled sparse nest (`minijit.sparseauto.codegen`): a statement's
+"""The innermost loops of a compiled sparse nest (`minijit.sparseauto.codegen`), for AVX2+FMA
+(ymm vectors, ``vmaskmov`` tails) and AVX-512 (zmm vectors, opmask ``k1`` tails): a statement's
 scalar code, the vectorized loop over a unit-stride dense index (axpy-like or dot product, masked
 tail), the output row held in registers across a loop (``stationary``), and the strided loop.
-`InnerLoops` is a mixin of the emitter; the register and stack conventions are codegen's.
+`InnerLoops` is a mixin of the emitter; the register and stack conventions are codegen's, the
+vector registers of each ISA are `VecRegs` (`vec_regs`).
 """
 
 from __future__ import annotations
 
-from asm.x86_64 import XMM, YMM, Gpr, Vec, qword
+from dataclasses import dataclass
+
+from asm.x86_64 import XMM, YMM, ZMM, Gpr, Vec, qword
 from asm.x86_64.registers import r8, r9, r10, r11, r12, r13, r14, r15, rax, rbp, rcx, rdi, rdx, rsi, rsp
-from minijit.kernels.x86_64.common import Partial, counted_loop
+from minijit.kernels.x86_64.common import Partial, Target, counted_loop
 from minijit.sparseauto.nest import Access, Compute, Loop, Temp
 
 SIGNATURE = "void(const int64_t* args, int64_t begin, int64_t end)"
-ISAS = ("avx2",)
+ISAS = ("avx2", "avx512")
 #: registers that hold pointers in the vectorized inner loop
 _PTR_REGS = (rdx, rsi, rdi, rbp, r8, r9, r10, r11, r12, r13, r14, r15)
-_MASK = YMM[15]  # partial-vector mask (AVX2)
-_BCAST = YMM[12:15]  # one broadcast scalar per vectorized statement
-_MAX_VEC_STATEMENTS = len(_BCAST)
-_WORK = 12  # ymm0..11 hold products, loads and accumulators of the vectorized loop
-_ACCS = YMM[1:12]
+_MAX_VEC_STATEMENTS = 3  # one broadcast register per vectorized statement
 #: walks prefetch the dense rows of the position this far ahead, up to this many bytes per row
 PREFETCH_AHEAD = 4
 PREFETCH_ROW_BYTES = 512  # an output row kept in registers across a loop (`_stationary_loop`)
+
+
+@dataclass(frozen=True)
+class VecRegs:
+    """The vector registers of the inner loops on one ISA: ``work`` holds products, loads and
+    accumulators (``work[0]`` a scratch vector, ``work[1:]`` the stationary row's accumulators),
+    ``bcast`` one broadcast scalar per vectorized statement (registers 12..14 on both ISAs: VEX
+    encodes them, so a dot product's horizontal sum runs in them), ``mask`` the AVX2 tail mask
+    (None on AVX-512, whose tails use the opmask ``k1``)."""
+
+    work: tuple[Vec, ...]
+    bcast: tuple[Vec, ...]
+    mask: Vec | None
+
+
+def vec_regs(t: Target) -> VecRegs:
+    """AVX2: ymm0..11 work, ymm12..14 broadcast, ymm15 mask; AVX-512: zmm0..11 and zmm15..31
+    work (28 accumulators for a stationary row), zmm12..14 broadcast."""
+    if t.isa == "avx512":
+        return VecRegs(tuple(ZMM[:12]) + tuple(ZMM[15:32]), tuple(ZMM[12:15]), None)
+    return VecRegs(tuple(YMM[:12]), tuple(YMM[12:15]), YMM[15])
 
 
 class InnerLoops:
@@ -71,12 +92,12 @@ class InnerLoops:
 
     def _tail(self, n: int) -> Partial | None:
         """The masked partial vector for the last ``n % lanes`` elements (None when there are
-        none), its mask loaded (AVX2: from the table appended after the code)."""
+        none), its mask loaded (AVX2: from the table appended after the code; AVX-512: into k1)."""
         if not n % self.t.vl:
             return None
-        if self.table is None:
+        if self.t.isa == "avx2" and self.table is None:
             self.table = self.a.new_label("mask")
-        part = Partial(self.t, n % self.t.vl, maskreg=_MASK, table=self.table)
+        part = Partial(self.t, n % self.t.vl, maskreg=self.regs.mask, table=self.table)
         part.setup(self.a, rax)
         return part
 
@@ -100,7 +121,7 @@ class InnerLoops:
         if any(x.tensor == c.out.tensor for x in c.ins):
             return None
         naccs = -(-self.ext[inner.index] // self.t.vl)
-        if naccs > len(_ACCS):
+        if naccs > len(self.regs.work) - 1:
             return None
         for node in loop.body[:-1]:
             if isinstance(node, Temp):
@@ -110,7 +131,7 @@ class InnerLoops:
             stmts = node.body
             if any(x.tensor == c.out.tensor for s in stmts for x in (s.out, *s.ins)):  # type: ignore[union-attr]
                 return None
-            if 2 * len(stmts) > _WORK - naccs:
+            if 2 * len(stmts) > len(self.regs.work) - naccs:
                 return None
         return inner
 
@@ -123,7 +144,7 @@ class InnerLoops:
         c = inner.body[0]
         assert isinstance(c, Compute)
         n, j = self.ext[inner.index], inner.index
-        accs = list(_ACCS[: -(-n // t.vl)])
+        accs = list(self.regs.work[1 : 1 - (-n // t.vl)])
         part = self._tail(n)
         a.label(f"stationary_{j}")
         for r in accs:
@@ -137,7 +158,7 @@ class InnerLoops:
             self._stationary = None
             self._stationary_prefix = False
         self._address(c.out, rdi, skip=j)  # out += accumulators, once
-        tmp = YMM[0]
+        tmp = self.regs.work[0]
         for u, r in enumerate(accs):
             p = part if (part is not None and u == len(accs) - 1) else None
             if p is None:
@@ -159,7 +180,7 @@ class InnerLoops:
         ((_, jf),) = self._inner_prologue((c,), j, with_out=False)
         if part is not None and self._stationary_prefix:  # a loop before this one set its own mask
             part.setup(a, rax)
-        bc, prod, tmp = _BCAST[0], YMM[0], _BCAST[1]
+        bc, prod, tmp = self.regs.bcast[0], self.regs.work[0], self.regs.bcast[1]
         getattr(a, "vbroadcastss" if t.es == 4 else "vbroadcastsd")(bc, t.smem(rsp + self.bcast[0]))
         a.label(f"acc_{j}")
         for u, r in enumerate(accs):
@@ -228,8 +249,9 @@ class InnerLoops:
         lists = self._inner_prologue(stmts, j)
         plan = []  # per statement: (out pointer or None, factor pointers, broadcast register)
         for s, (out, jf) in enumerate(lists):
-            getattr(a, "vbroadcastss" if t.es == 4 else "vbroadcastsd")(_BCAST[s], t.smem(rsp + self.bcast[s]))
-            plan.append((out, jf, _BCAST[s]))
+            bc = self.regs.bcast[s]
+            getattr(a, "vbroadcastss" if t.es == 4 else "vbroadcastsd")(bc, t.smem(rsp + self.bcast[s]))
+            plan.append((out, jf, bc))
         ptrs = [r for out, jf, _ in plan for r in ([out] if out is not None else []) + jf]
         # Two registers per statement and unrolled vector: the product and, for an axpy-like
         # statement the loaded output, for a dot product its accumulator (a dot product loads
@@ -238,7 +260,7 @@ class InnerLoops:
         # output row's accumulators are not ours to use.
         per_u = 2 * len(stmts)
         busy = set(self._stationary[1]) if self._stationary is not None else set()
-        free = [r for r in YMM[:_WORK] if r not in busy]
+        free = [r for r in self.regs.work if r not in busy]
         unroll = max(1, min(4, len(free) // per_u))
         work = [[free[u * per_u + 2 * s : u * per_u + 2 * s + 2] for s in range(len(stmts))] for u in range(unroll)]
         dots = [s for s, c in enumerate(stmts) if j not in c.out.indices]
@@ -323,11 +345,24 @@ class InnerLoops:
         self._vmov_s(t.smem(rsp + slot), x)
 
     def _reduce_dot(self, c: Compute, accs: list[Vec], slot: int) -> None:
-        """out += (scalar at stack offset ``slot``) * the horizontal sum of ``accs``."""
+        """out += (scalar at stack offset ``slot``) * the horizontal sum of ``accs`` (AVX-512: zmm
+        accumulators are first summed into the dead broadcast register 12, then halved to ymm12)."""
         a, t = self.a, self.t
         total = accs[0]
+        if accs[0] in ZMM:
+            total = self.regs.bcast[0]  # the loop is done: its broadcasts are dead
+            if len(accs) == 1:
+                a.vmovaps(total, accs[0])
+            else:
+                getattr(a, t.v("vadd"))(total, accs[0], accs[1])
+            accs = [total, *accs[2:]]
         for r in accs[1:]:
             getattr(a, t.v("vadd"))(total, total, r)
+        if total in ZMM:
+            high = YMM[13]
+            a.vextractf64x4(high, total, 1)
+            total = YMM[ZMM.index(total)]
+            getattr(a, t.v("vadd"))(total, total, high)
         x, tmp = XMM[YMM.index(total)], XMM[13]
         a.vextractf128(tmp, total, 1)
         getattr(a, t.v("vadd"))(x, x, tmp)

@@ -84,7 +84,9 @@ class SparseContraction:
     workers for the split top loop (default: minijit's pool size). ``plan``: the planner's
     `SparsePlan` that chose the nest, kept for printing (None for a nest given directly).
     ``target``: "native", a CPU target name of `minijit.targets` or a `CpuTarget`; x86-64 targets
-    run the AVX2+FMA code (``isa``), "aarch64-neon"/"aarch64-sve" the AArch64 code
+    run the code of their ISA ("x86_64-avx2": AVX2+FMA, "x86_64-avx512": AVX-512; "native" is
+    the host's best, as for dense operations; ``isa`` "avx2"/"avx512" overrides it, and AVX-512
+    code is refused on a host without AVX-512), "aarch64-neon"/"aarch64-sve" the AArch64 code
     (`codegen_aarch64`): natively on an AArch64 host, else in the emulator at ``sve_vl`` bits
     (a target object brings its own), the top loop's ranges one after another.
     """
@@ -96,7 +98,7 @@ class SparseContraction:
         dtype: object = np.float64,
         *,
         threads: int | None = None,
-        isa: str = "avx2",
+        isa: str | None = None,
         plan: object = None,
         target: str | CpuTarget = "native",
         sve_vl: int = 128,
@@ -127,11 +129,12 @@ class SparseContraction:
         self.threads = threads if threads is not None else default_threads()
         self.target = cpu_target(target, sve_vl)
         family = self.target.family
+        self.isa = self.target.isa if family == "aarch64" or isa is None else isa  # the code's ISA
         try:
             if family == "aarch64":
                 self.program: Program = compile_nest_aarch64(nest, self.extents, DTYPES[self.dtype], self.target.isa)
             else:
-                self.program = compile_nest(nest, self.extents, DTYPES[self.dtype], isa)
+                self.program = compile_nest(nest, self.extents, DTYPES[self.dtype], self.isa)
         except ValueError as e:
             raise SetupError(error_t.wrong_dimension, str(e)) from e
         from minijit.runtime import features, load, runs_natively
@@ -141,6 +144,11 @@ class SparseContraction:
             raise RuntimeError(
                 f"target {self.target.name}: sparse contractions compile to x86-64 AVX2+FMA code; this host "
                 f"({h.isa}) cannot run it (use target='aarch64-neon' or 'aarch64-sve')"
+            )
+        if family == "x86_64" and self.isa == "avx512" and not h.avx512:
+            raise RuntimeError(
+                f"target {self.target.name}: AVX-512 code for the sparse contraction; this host has no "
+                "AVX-512 (F, BW, VL) and cannot run it (use target='x86_64-avx2')"
             )
         if family == "aarch64" and runs_natively("aarch64") and not self.target.supported:
             raise RuntimeError(f"target {self.target.name}: this AArch64 host has no SVE")
