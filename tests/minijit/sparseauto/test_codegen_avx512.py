@@ -151,6 +151,8 @@ def test_avx512_is_refused_on_a_host_without_it(monkeypatch):
     a = _sparse((9, 7), 0.4, CSR, 1)
     with pytest.raises(RuntimeError, match="this host has no AVX-512"):
         sparse_einsum("ij,jk->ik", a, np.ones((7, 5)), target="x86_64-avx512")
+    with pytest.raises(RuntimeError, match="this host has no AVX-512"):
+        minijit.einsum("ij,jk->ik", a, np.ones((7, 5)), target="x86_64-avx512")
     assert compile_einsum("ij,jk->ik", a, np.ones((7, 5)))[0].isa == "avx2"  # native: the host's best
 
 
