@@ -21,8 +21,11 @@ from minijit.sparseauto.api import compile_einsum, sparse_einsum
 from minijit.sparseauto.codegen import compile_nest
 from minijit.sparseauto.execute import SparseContraction
 from minijit.sparseauto.schedules import default_linear, enumerate_schedules
+from minijit.sparseauto.tensor import SparseTensor
 from tests.minijit.sparseauto.strategies import expressions
 from tests.minijit.sparseauto.test_codegen import CSR, _setup, _sparse
+from tests.minijit.sparseauto.test_codegen_aarch64 import _check
+from tests.minijit.sparseauto.test_codegen_aarch64 import _sparse as _sparse_of
 
 AVX512_HOST = host().isa == "x86_64" and host().avx512 and host().avx2 and host().fma
 runs_avx512 = pytest.mark.skipif(not AVX512_HOST, reason="executes AVX-512 code: this host has no AVX-512 (F, BW, VL)")
@@ -159,17 +162,17 @@ def test_avx512_is_refused_on_a_host_without_it(monkeypatch):
 @runs_avx512
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_tails_and_stationary_rows_match_numpy(dtype):
+    """SpMM (stationary rows up to 28 vectors, then the axpy loop) and SDDMM (dot products, the
+    output sampled) at every tail length."""
     lanes = 64 // np.dtype(dtype).itemsize
-    a = _sparse((30, 9), 0.3, CSR, 3)
+    a = _sparse_of((30, 9), 0.3, CSR, 3, dtype)
     rng = np.random.default_rng(5)
     for n in (*range(1, lanes + 1), 27 * lanes + 3, 28 * lanes + 5):
-        b = rng.standard_normal((9, n)).astype(dtype)
-        for subscripts, ops in (("ik,kj->ij", (a, b)), ("ij,ik,jk->ij", (a, rng.standard_normal((30, n)), b))):
-            ops = tuple(o.astype(dtype) if isinstance(o, np.ndarray) else o for o in ops)
+        b, c = rng.standard_normal((9, n)).astype(dtype), rng.standard_normal((30, n)).astype(dtype)
+        for subscripts, ops in (("ik,kj->ij", (a, b)), ("ij,ik,jk->ij", (a, c, b))):
             got = sparse_einsum(subscripts, *ops, target="x86_64-avx512")
-            dense = [o.to_dense() if hasattr(o, "to_dense") else o for o in ops]
-            want = np.einsum(subscripts, *[d.astype(np.float64) for d in dense])
-            np.testing.assert_allclose(got, want, rtol=1e-4 if dtype == np.float32 else 1e-12, atol=1e-4)
+            dense = [o.to_dense() if isinstance(o, SparseTensor) else o for o in ops]
+            _check(got, np.einsum(subscripts, *[d.astype(np.float64) for d in dense]), dtype)
 
 
 @runs_avx512
@@ -179,5 +182,4 @@ def test_drawn_expressions_match_numpy(expr, optimize):
     subscripts, ops, dense = expr
     got = minijit.einsum(subscripts, *ops, target="x86_64-avx512", optimize=optimize)
     want = np.einsum(subscripts, *[d.astype(np.float64) for d in dense])
-    f32 = all(d.dtype == np.float32 for d in dense)
-    np.testing.assert_allclose(got, want, rtol=1e-4 if f32 else 1e-12, atol=1e-4 if f32 else 1e-12)
+    _check(got, want, np.float32 if all(d.dtype == np.float32 for d in dense) else np.float64)
