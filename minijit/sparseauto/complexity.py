@@ -23,7 +23,7 @@ import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from minijit.sparseauto.nest import COMPRESSED, Compute, Loop, Nest, Node, Operand
+from minijit.sparseauto.nest import COMPRESSED, Compute, Loop, Nest, Node, Operand, cached_hash, fields_state
 
 #: A symbol: ``("dim", index)`` or ``("nnz", operand, prefix)``.
 Symbol = tuple
@@ -50,6 +50,9 @@ def symbol_name(sym: Symbol) -> str:
 @dataclass(frozen=True)
 class Monomial:
     """A product of symbols with integer (possibly negative) exponents; sorted, no zeros."""
+
+    __hash__ = cached_hash
+    __getstate__ = fields_state
 
     powers: tuple[tuple[Symbol, int], ...] = ()
 
@@ -91,6 +94,9 @@ class Monomial:
 class Poly:
     """A sum of monomials with positive integer coefficients (the empty sum is 0)."""
 
+    __hash__ = cached_hash
+    __getstate__ = fields_state
+
     terms: tuple[tuple[Monomial, int], ...] = ()
 
     @staticmethod
@@ -122,6 +128,9 @@ class Poly:
 @dataclass(frozen=True)
 class Assumptions:
     """The seed's assumptions about the symbols of one expression's operands."""
+
+    __hash__ = cached_hash
+    __getstate__ = fields_state
 
     operands: tuple[Operand, ...]
 
@@ -180,6 +189,7 @@ class Assumptions:
         """``p = Theta(q)`` in the sense of :meth:`le` both ways."""
         return self.le(p, q) and self.le(q, p)
 
+    @functools.lru_cache(maxsize=1 << 14)  # noqa: B019 - as monomial_le: many candidates share a time
     def asymptotic(self, p: Poly) -> Poly:
         """``p`` without the monomials another of its monomials bounds, coefficients dropped."""
         ms = list(dict.fromkeys(p.monomials))
@@ -208,28 +218,38 @@ class Cost:
         return f"time {self.time}, memory {self.memory}, loop depth {self.loop_depth}, memory depth {self.memory_depth}"
 
 
-def _reads(body: tuple[Node, ...], table: dict[int, frozenset[str]]) -> frozenset[str]:
-    """Tensors read below ``body``; fills ``table`` with id(loop) -> tensors read inside it."""
-    found: set[str] = set()
-    for node in body:
-        if isinstance(node, Compute):
-            found.update(a.tensor for a in node.ins)
-        elif isinstance(node, Loop):
-            inner = _reads(node.body, table)
-            table[id(node)] = inner
-            found |= inner
-    return frozenset(found)
+#: The per-loop context of a statement's count: the loop's index and the sparse operands read
+#: inside it (the levels it can walk).
+_Context = tuple[tuple[str, frozenset[str]], ...]
 
 
-def _statement_count(nest: Nest, loops: tuple[Loop, ...], reads: dict[int, frozenset[str]]) -> Monomial:
-    """Iterations of a statement nested in ``loops`` (uniform sparsity)."""
+class _Sparse:
+    """The sparse operands of one nest, hashed by identity (one object per operand tuple, see
+    :func:`_sparse_of`): the per-loop memo keys on it without hashing the operands again."""
+
+    __slots__ = ("operands",)
+
+    def __init__(self, operands: tuple[Operand, ...]) -> None:
+        self.operands = operands
+
+
+@functools.lru_cache(maxsize=256)
+def _sparse_of(operands: tuple[Operand, ...]) -> _Sparse:
+    return _Sparse(tuple(o for o in operands if o.sparse))
+
+
+#: a monomial's sorted ``(symbol, exponent)`` pairs: the memos add these up (cheap to hash)
+_Powers = tuple[tuple[Symbol, int], ...]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _statement_count(sparse: _Sparse, loops: _Context) -> _Powers:
+    """Iterations of a statement nested in ``loops`` (uniform sparsity), as powers."""
     powers: dict[Symbol, int] = {}
-    for loop in loops:
-        powers[dim_symbol(loop.index)] = powers.get(dim_symbol(loop.index), 0) + 1
-    for o in nest.operands:
-        if not o.sparse:
-            continue
-        walked = {loop.index for loop in loops if o.name in reads[id(loop)]}
+    for index, _ in loops:
+        powers[dim_symbol(index)] = powers.get(dim_symbol(index), 0) + 1
+    for o in sparse.operands:
+        walked = {index for index, reads in loops if o.name in reads}
         depth = 0
         while depth < len(o.indices) and o.indices[depth] in walked:
             depth += 1
@@ -241,32 +261,74 @@ def _statement_count(nest: Nest, loops: tuple[Loop, ...], reads: dict[int, froze
         powers[sym] = powers.get(sym, 0) + 1
         for idx in o.indices[: c + 1]:
             powers[dim_symbol(idx)] = powers.get(dim_symbol(idx), 0) - 1
-    return Monomial.of(powers)
+    return Monomial.of(powers).powers
 
 
-def _statements(body: tuple[Node, ...], loops: tuple[Loop, ...]):
+def _add_terms(acc: dict[_Powers, int], sparse: _Sparse, body: tuple[Node, ...], loops: _Context) -> None:
     for node in body:
         if isinstance(node, Loop):
-            yield from _statements(node.body, (*loops, node))
+            for m, c in _loop_terms(sparse, node, loops):
+                acc[m] = acc.get(m, 0) + c
         elif isinstance(node, Compute):
-            yield node, loops
+            m = _statement_count(sparse, loops)
+            acc[m] = acc.get(m, 0) + 1
+
+
+def _loop_terms(sparse: _Sparse, loop: Loop, loops: _Context) -> tuple[tuple[_Powers, int], ...]:
+    """The statement counts inside ``loop`` under the enclosing ``loops``, memoized on the loop
+    (enumerated schedules share their sub-nests)."""
+    memo = loop.memo
+    key = ("time", sparse, loops)
+    found = memo.get(key)
+    if found is None:
+        acc: dict[_Powers, int] = {}
+        names = loop.reads
+        inner = (*loops, (loop.index, frozenset(o.name for o in sparse.operands if o.name in names)))
+        _add_terms(acc, sparse, loop.body, inner)
+        found = memo[key] = tuple(acc.items())
+    return found
+
+
+def _poly(acc: dict[_Powers, int]) -> Poly:
+    """``Poly.of`` of summed-up powers (the same canonical form)."""
+    return Poly(tuple(sorted(((Monomial(m), c) for m, c in acc.items() if c), key=lambda t: t[0].powers)))
 
 
 def time_complexity(nest: Nest) -> Poly:
     """Innermost iterations of all statements of ``nest`` (a polynomial in the symbols)."""
-    reads: dict[int, frozenset[str]] = {}
-    _reads(nest.body, reads)
-    return Poly.of((_statement_count(nest, loops, reads), 1) for _, loops in _statements(nest.body, ()))
+    acc: dict[_Powers, int] = {}
+    _add_terms(acc, _sparse_of(nest.operands), nest.body, ())
+    return _poly(acc)
+
+
+def _node_depth(node: Node) -> int | None:
+    """The deepest statement's number of loops from ``node`` down (None: no statement)."""
+    if isinstance(node, Loop):
+        memo = node.memo
+        if "depth" not in memo:
+            inner = [d for d in map(_node_depth, node.body) if d is not None]
+            memo["depth"] = 1 + max(inner) if inner else None
+        return memo["depth"]
+    return 0 if isinstance(node, Compute) else None
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _temp_powers(indices: tuple[str, ...]) -> _Powers:
+    return Monomial.of({dim_symbol(i): 1 for i in indices}).powers
 
 
 def memory_complexity(nest: Nest) -> Poly:
     """Total elements of the temporaries of ``nest`` (a scalar temporary counts 1)."""
-    return Poly.of((Monomial.of({dim_symbol(i): 1 for i in t.indices}), 1) for t in nest.temps)
+    acc: dict[_Powers, int] = {}
+    for t in nest.temps:
+        m = _temp_powers(t.indices)
+        acc[m] = acc.get(m, 0) + 1
+    return _poly(acc)
 
 
 def loop_depth(nest: Nest) -> int:
     """The deepest statement's number of enclosing loops."""
-    return max(len(loops) for _, loops in _statements(nest.body, ()))
+    return max(d for d in map(_node_depth, nest.body) if d is not None)
 
 
 def memory_depth(nest: Nest) -> int:

@@ -15,7 +15,8 @@ The output is dense unless the expression samples a sparse operand's pattern (SD
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, fields
 from typing import Union
 
 DENSE = "dense"
@@ -25,6 +26,22 @@ LEVEL_FORMATS = (DENSE, COMPRESSED)
 
 class PatternError(ValueError):
     """A sparse (sampled) output is written outside the walk of the operand whose pattern it has."""
+
+
+def cached_hash(self: object) -> int:
+    """``hash`` of a frozen dataclass's fields, computed once per object (nests share deep
+    sub-trees, which the enumerator and the cost memo hash again and again). The cache lives in
+    the instance ``__dict__`` and is left out of pickles (string hashes differ per process)."""
+    d = self.__dict__
+    h = d.get("_hash")
+    if h is None:
+        h = d["_hash"] = hash(tuple([d[name] for name in type(self).__dataclass_fields__]))
+    return h
+
+
+def fields_state(self: object) -> dict:
+    """The pickle state of a frozen dataclass with cached values: its fields only."""
+    return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def _check_name(what: str, name: object) -> None:
@@ -45,6 +62,9 @@ def _check_indices(what: str, indices: object) -> None:
 class Access:
     """A reference ``tensor(indices...)`` inside a :class:`Compute`."""
 
+    __hash__ = cached_hash
+    __getstate__ = fields_state
+
     tensor: str
     indices: tuple[str, ...]
 
@@ -59,6 +79,9 @@ class Access:
 @dataclass(frozen=True)
 class Compute:
     """The statement ``out[...] += prod(ins[...])`` at the innermost point of its loops."""
+
+    __hash__ = cached_hash
+    __getstate__ = fields_state
 
     out: Access
     ins: tuple[Access, ...]
@@ -85,6 +108,9 @@ class Compute:
 class Temp:
     """A dense temporary ``name<indices>``, zeroed each time its declaration is reached."""
 
+    __hash__ = cached_hash
+    __getstate__ = fields_state
+
     name: str
     indices: tuple[str, ...]
 
@@ -100,6 +126,9 @@ class Temp:
 class Loop:
     """A loop over ``index`` around ``body`` (see the module docstring for its iteration space)."""
 
+    __hash__ = cached_hash
+    __getstate__ = fields_state
+
     index: str
     body: tuple[Node, ...]
 
@@ -111,6 +140,28 @@ class Loop:
             if not isinstance(node, (Loop, Compute, Temp)):
                 raise TypeError(f"Loop {self.index}: body holds a non-node {node!r}")
 
+    @functools.cached_property
+    def reads(self) -> frozenset[str]:
+        """The tensors the statements inside this loop read (computed once per loop)."""
+        found: set[str] = set()
+        for node in self.body:
+            if isinstance(node, Loop):
+                found |= node.reads
+            elif isinstance(node, Compute):
+                found.update(a.tensor for a in node.ins)
+        return frozenset(found)
+
+    @functools.cached_property
+    def memo(self) -> dict:
+        """Scratch space for analyses that memoize per loop (e.g. its cost under given enclosing
+        loops); not part of the loop's value (equality, hash, pickles)."""
+        return {}
+
+    @functools.cached_property
+    def temps(self) -> tuple[Temp, ...]:
+        """The temporaries declared inside this loop, in program order (computed once per loop)."""
+        return _temps(self.body)
+
 
 Node = Union[Loop, Compute, Temp]  # noqa: UP007 - a runtime alias usable in isinstance-free hints
 
@@ -118,6 +169,9 @@ Node = Union[Loop, Compute, Temp]  # noqa: UP007 - a runtime alias usable in isi
 @dataclass(frozen=True)
 class Operand:
     """A named tensor with its indices in storage order and one level format per index."""
+
+    __hash__ = cached_hash
+    __getstate__ = fields_state
 
     name: str
     indices: tuple[str, ...]
@@ -151,6 +205,16 @@ class Operand:
         return f"{self.name}({tags})"
 
 
+def _temps(nodes: tuple[Node, ...]) -> tuple[Temp, ...]:
+    found: list[Temp] = []
+    for node in nodes:
+        if isinstance(node, Temp):
+            found.append(node)
+        elif isinstance(node, Loop):
+            found.extend(node.temps)
+    return tuple(found)
+
+
 def _walk(nodes: tuple[Node, ...]):
     for node in nodes:
         yield node
@@ -161,6 +225,9 @@ def _walk(nodes: tuple[Node, ...]):
 @dataclass(frozen=True)
 class Nest:
     """A branched multi-level loop nest computing ``output`` from ``operands``."""
+
+    __hash__ = cached_hash
+    __getstate__ = fields_state
 
     operands: tuple[Operand, ...]
     output: Operand
@@ -180,7 +247,7 @@ class Nest:
     @property
     def temps(self) -> tuple[Temp, ...]:
         """Every temporary declared in the nest, in program order."""
-        return tuple(n for n in _walk(self.body) if isinstance(n, Temp))
+        return _temps(self.body)
 
     @property
     def computes(self) -> tuple[Compute, ...]:
@@ -369,7 +436,7 @@ class Nest:
         Empty: the loop runs over the dense range; one: over that operand's positions; two or
         more: over the intersection of their coordinates.
         """
-        names = {a.tensor for c in _walk(loop.body) if isinstance(c, Compute) for a in c.ins}
+        names = loop.reads
         return tuple(
             o
             for o in self.operands
