@@ -15,9 +15,10 @@ so a repeated call re-plans and re-compiles nothing; the schedule is the one cho
 non-zero counts of the first call (`compile_einsum` returns it, with the plan, for printing).
 Every check runs before any code is generated.
 
-``target``: the native CPU (x86-64: AVX2+FMA code), or "aarch64-neon"/"aarch64-sve" (a target
-name of `minijit.targets`, or a `CpuTarget` such as ``AArch64Target("sve", sve_vl=256)``): AArch64
-code, run natively on an AArch64 host and in the qemu emulator elsewhere (``sve_vl`` bits).
+``target``: the native CPU (x86-64: AVX-512 code on a host with it, else AVX2+FMA),
+"x86_64-avx2", "x86_64-avx512", or "aarch64-neon"/"aarch64-sve" (a target name of
+`minijit.targets`, or a `CpuTarget` such as ``AArch64Target("sve", sve_vl=256)``): AArch64 code,
+run natively on an AArch64 host and in the qemu emulator elsewhere (``sve_vl`` bits).
 """
 
 from __future__ import annotations
