@@ -140,6 +140,15 @@ class Loop:
             if not isinstance(node, (Loop, Compute, Temp)):
                 raise TypeError(f"Loop {self.index}: body holds a non-node {node!r}")
 
+    @classmethod
+    def built(cls, index: str, body: tuple[Node, ...]) -> Loop:
+        """A loop from parts already checked (the schedule enumerator's own nodes): skips the
+        type checks of ``__post_init__``; anything else must use ``Loop(index, body)``."""
+        loop = object.__new__(cls)
+        object.__setattr__(loop, "index", index)
+        object.__setattr__(loop, "body", body)
+        return loop
+
     @functools.cached_property
     def reads(self) -> frozenset[str]:
         """The tensors the statements inside this loop read (computed once per loop)."""

@@ -196,24 +196,13 @@ def _stages(
 ) -> tuple[ScheduleSpace, tuple[Candidate, ...], tuple[Candidate, ...], tuple[Bucket, ...], SmtResult, Assumptions]:
     """Stages 1-3 for one expression structure (cached: sizes and counts only enter stage 4)."""
     with _no_cyclic_gc():
-        return _stages_uncached(operands, output, limit, max_memory_depth, constraints, smt_timeout_ms)
-
-
-def _stages_uncached(
-    operands: tuple[Operand, ...],
-    output: Operand,
-    limit: int,
-    max_memory_depth: int,
-    constraints: tuple | None,
-    smt_timeout_ms: int,
-) -> tuple[ScheduleSpace, tuple[Candidate, ...], tuple[Candidate, ...], tuple[Bucket, ...], SmtResult, Assumptions]:
-    # Stage 1 (memory depth) runs inside the enumeration: no subtree with a deeper temporary.
-    space = enumerate_schedules(operands, output, limit, max_memory_depth)
-    assumptions = Assumptions(operands)
-    stage1 = tuple(Candidate(n, cost(n)) for n in space.nests)
-    stage2 = depth_poset_stage(stage1, assumptions)
-    front = frontier_stage(buckets(stage2, assumptions), assumptions)
-    smt = smt_stage(front, operands, dict(constraints) if constraints else None, smt_timeout_ms)
+        # Stage 1 (memory depth) runs inside the enumeration: no subtree with a deeper temporary.
+        space = enumerate_schedules(operands, output, limit, max_memory_depth)
+        assumptions = Assumptions(operands)
+        stage1 = tuple(Candidate(n, cost(n)) for n in space.nests)
+        stage2 = depth_poset_stage(stage1, assumptions)
+        front = frontier_stage(buckets(stage2, assumptions), assumptions)
+        smt = smt_stage(front, operands, dict(constraints) if constraints else None, smt_timeout_ms)
     return space, stage1, stage2, front, smt, assumptions
 
 

@@ -53,8 +53,9 @@ class _Truncated(Exception):
 
 
 def _loops(order: tuple[str, ...], body: tuple[Node, ...]) -> tuple[Node, ...]:
+    # the enumerator's indices, nodes and bodies are well formed by construction
     for index in reversed(order):
-        body = (Loop(index, body),)
+        body = (Loop.built(index, body),)
     return body
 
 
@@ -218,13 +219,13 @@ def enumerate_schedules(
     enum = _Enumerator(operands, output, limit, max_memory_depth)
     out = Access(output.name, output.indices)
     factors = tuple(Access(o.name, o.indices) for o in operands)
-    seen: dict[Nest, None] = {}
+    seen: dict[tuple[Node, ...], Nest] = {}  # operands and output are shared: the body decides equality
     truncated = False
     try:
         for body in enum.bodies(out, factors, ()):
-            nest = Nest(operands, output, body)
-            if nest in seen:
+            if body in seen:
                 continue
+            nest = Nest(operands, output, body)
             try:
                 nest.check_pattern()
             except PatternError:
@@ -232,7 +233,7 @@ def enumerate_schedules(
             if len(seen) >= limit:
                 truncated = True
                 break
-            seen[nest] = None
+            seen[body] = nest
     except _Truncated:
         truncated = True
-    return ScheduleSpace(tuple(seen), truncated, limit)
+    return ScheduleSpace(tuple(seen.values()), truncated, limit)
