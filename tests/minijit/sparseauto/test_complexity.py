@@ -260,3 +260,26 @@ def test_pointwise_order_is_sound(p, q):
             env.setdefault(NNZ_BIJ, 1.0)
             assert pp.evaluate(env) <= qq.evaluate(env) * (1 + 1e-12)
     assert asm.pointwise_le(pp, pp)
+
+
+def test_memoized_costs_of_a_shared_loop_follow_its_context():
+    """The enumerator's schedules share sub-loops; their memoized counts depend on the operands'
+    formats and on the enclosing loops, so the cost of each nest equals that of an unshared
+    deep copy (fresh memos), whatever was costed before."""
+    import copy
+
+    out = Operand.dense("A", ("i",))
+    c_op = Operand.dense("C", ("j",))
+    sparse_b = Operand("B", ("i", "j"), (DENSE, COMPRESSED))
+    dense_b = Operand.dense("B", ("i", "j"))
+    stmt = Compute(Access("A", ("i",)), (Access("B", ("i", "j")), Access("C", ("j",))))
+    inner = Loop("j", (stmt,))
+    nests = [Nest((b, c_op), out, (Loop(outer, (inner,)),)) for b in (sparse_b, dense_b) for outer in ("i", "k")] + [
+        Nest((sparse_b, c_op), out, (Loop("i", (Temp("T", ("j",)), inner)),))
+    ]
+    costs = [cost(n) for n in nests]
+    assert costs == [cost(copy.deepcopy(n)) for n in nests]
+    assert costs[0].time == Poly.of([(mono(nnz_symbol("B", ("i", "j"))), 1)])
+    assert costs[2].time == Poly.of([(mono(d("i"), d("j")), 1)])
+    # under a loop over k, B's compressed level is not reachable: the dense count, either format
+    assert costs[1].time == costs[3].time == Poly.of([(mono(d("j"), d("k")), 1)])

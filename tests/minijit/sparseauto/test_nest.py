@@ -130,3 +130,20 @@ def test_operands_must_be_read_and_accesses_match():
     bad = Compute(acc("A", "il"), (acc("C", "li"),))
     with pytest.raises(ValueError, match="does not match declared indices"):
         Nest((C,), out, loops("il", bad)).validate()
+
+
+def test_built_loops_equal_checked_ones_and_pickles_hold_fields_only():
+    import pickle
+
+    stmt = Compute(Access("A", ("i",)), (Access("B", ("i", "j")),))
+    body = (Temp("T", ("k",)), stmt)
+    built, checked = Loop.built("j", body), Loop("j", body)
+    assert built == checked and hash(built) == hash(checked)
+    nest = Nest((Operand.dense("B", ("i", "j")),), Operand.dense("A", ("i",)), (Loop("i", (built,)),))
+    assert built.reads == {"B"} and built.temps == (body[0],) and nest.temps == (body[0],)
+    hash(nest)
+    built.memo["x"] = 1
+    again = pickle.loads(pickle.dumps(nest))
+    # cached hashes, reads and memos stay behind: string hashes differ between processes
+    assert set(again.body[0].body[0].__dict__) == {"index", "body"}
+    assert again == nest and hash(again) == hash(nest)

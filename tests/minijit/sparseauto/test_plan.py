@@ -278,3 +278,27 @@ def test_ttm_chain_takes_the_top_level_temporary_when_fibres_outnumber_k():
     np.testing.assert_allclose(got0, ref, atol=1e-10)
     np.testing.assert_allclose(got1, ref, atol=1e-10)
     assert work0 < work1 / 2, (work0, work1)
+
+
+def test_planning_pauses_the_cyclic_gc_and_restores_its_state(monkeypatch):
+    import gc
+
+    from minijit.sparseauto import plan as plan_module
+
+    seen = []
+    enumerate_schedules = plan_module.enumerate_schedules
+
+    def spy(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return enumerate_schedules(*args, **kwargs)
+
+    monkeypatch.setattr(plan_module, "enumerate_schedules", spy)
+    was = gc.isenabled()
+    try:
+        for enabled, subscripts in ((True, "ij,jk->ik"), (False, "ij,jk,kl->il")):
+            gc.enable() if enabled else gc.disable()
+            sparse_plan(subscripts, *(np.ones((2, 2)),) * subscripts.count(","), np.ones((2, 2)))
+            assert gc.isenabled() == enabled
+    finally:
+        gc.enable() if was else gc.disable()
+    assert seen == [False, False]
