@@ -15,7 +15,6 @@ The output is dense unless the expression samples a sparse operand's pattern (SD
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, fields
 from typing import Union
 
@@ -149,27 +148,39 @@ class Loop:
         object.__setattr__(loop, "body", body)
         return loop
 
-    @functools.cached_property
+    # The per-loop caches below live in the instance __dict__ (functools.cached_property takes a
+    # lock on every access in Python 3.11, which costing thousands of schedules notices).
+
+    @property
     def reads(self) -> frozenset[str]:
         """The tensors the statements inside this loop read (computed once per loop)."""
-        found: set[str] = set()
-        for node in self.body:
-            if isinstance(node, Loop):
-                found |= node.reads
-            elif isinstance(node, Compute):
-                found.update(a.tensor for a in node.ins)
-        return frozenset(found)
+        found = self.__dict__.get("_reads")
+        if found is None:
+            acc: set[str] = set()
+            for node in self.body:
+                if isinstance(node, Loop):
+                    acc |= node.reads
+                elif isinstance(node, Compute):
+                    acc.update(a.tensor for a in node.ins)
+            found = self.__dict__["_reads"] = frozenset(acc)
+        return found
 
-    @functools.cached_property
+    @property
     def memo(self) -> dict:
         """Scratch space for analyses that memoize per loop (e.g. its cost under given enclosing
         loops); not part of the loop's value (equality, hash, pickles)."""
-        return {}
+        found = self.__dict__.get("_memo")
+        if found is None:
+            found = self.__dict__["_memo"] = {}
+        return found
 
-    @functools.cached_property
+    @property
     def temps(self) -> tuple[Temp, ...]:
         """The temporaries declared inside this loop, in program order (computed once per loop)."""
-        return _temps(self.body)
+        found = self.__dict__.get("_temps")
+        if found is None:
+            found = self.__dict__["_temps"] = _temps(self.body)
+        return found
 
 
 Node = Union[Loop, Compute, Temp]  # noqa: UP007 - a runtime alias usable in isinstance-free hints
