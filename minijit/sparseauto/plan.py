@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -169,20 +170,32 @@ def _describe(k: int, term: tuple[str, ...], desc: object, taken: set[str]) -> t
     return operand, sizes, counts
 
 
+_GC_LOCK = threading.Lock()
+_gc_pauses = 0  # plannings running in any thread (under _GC_LOCK)
+_gc_was_enabled = False  # the collector's state when the first of them began
+
+
 @contextlib.contextmanager
 def _no_cyclic_gc():
-    """Pause the cyclic garbage collector (restored on exit, if it was on). Planning allocates
-    tens of thousands of small acyclic objects (nodes, nests, polynomials) that live until
-    the plan is built; each collection the allocations trigger walks all of them again (about
-    half of the planning time of a 4-operand expression). Reference counting still frees what
-    planning drops."""
-    was = gc.isenabled()
-    gc.disable()
+    """Pause the cyclic garbage collector while any thread plans; the last planning to finish
+    restores the state the first one found (a per-call save/restore would leave it off when
+    two threads overlap). Planning allocates tens of thousands of small acyclic objects (nodes,
+    nests, polynomials) that live until the plan is built; each collection the allocations
+    trigger walks all of them again (about half of the planning time of a 4-operand
+    expression). Reference counting still frees what planning drops."""
+    global _gc_pauses, _gc_was_enabled
+    with _GC_LOCK:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
     try:
         yield
     finally:
-        if was:
-            gc.enable()
+        with _GC_LOCK:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
 
 
 @functools.lru_cache(maxsize=64)

@@ -302,3 +302,24 @@ def test_planning_pauses_the_cyclic_gc_and_restores_its_state(monkeypatch):
     finally:
         gc.enable() if was else gc.disable()
     assert seen == [False, False]
+
+
+def test_overlapping_plannings_leave_the_cyclic_gc_as_they_found_it():
+    """Two plannings overlap (as in two threads): A starts, B starts, A ends, B ends. The collector
+    stays off until both are done and is on again after (a per-call save/restore would have B
+    restore the 'off' it found, leaving the collector off for good)."""
+    import gc
+
+    from minijit.sparseauto import plan as plan_module
+
+    assert gc.isenabled()
+    a, b = plan_module._no_cyclic_gc(), plan_module._no_cyclic_gc()
+    try:
+        a.__enter__()
+        b.__enter__()
+        assert not gc.isenabled()
+        a.__exit__(None, None, None)
+        assert not gc.isenabled()  # B still plans
+    finally:
+        b.__exit__(None, None, None)
+    assert gc.isenabled()
