@@ -10,8 +10,9 @@
 A public class (`minijit.TensorOperation`, `minijit.EinsumPlan`, `minijit.sparse.SpMM`) keeps
 its constructor: its ``_implementation`` classmethod asks the arguments' target object for the
 subclass that serves it (`minijit.targets.Target.operation_class`, the registry; e.g.
-``TensorOperation(target="cuda")`` builds a `minijit.cuda.CudaTensorOperation`), so ``isinstance(op, TensorOperation)`` holds for every
-target and each subclass carries only its own target's attributes.
+``TensorOperation(target="cuda")`` builds a `minijit.cuda.CudaTensorOperation`), so
+``isinstance(op, TensorOperation)`` holds for every target and each subclass carries only its own
+target's attributes.
 """
 
 from __future__ import annotations
