@@ -311,6 +311,7 @@ def _allowed(want: tuple[int, ...]) -> np.ndarray:
     """A table over the space codes: True for untracked (NONE) and for the codes in ``want``."""
     ok = np.zeros(len(SPACES) + 1, bool)
     ok[[NONE, *want]] = True
+    ok.flags.writeable = False  # cached and shared by every caller, in any thread
     return ok
 
 
