@@ -482,6 +482,23 @@ def test_ptxas_b16_copies_no_spills(arch):
     assemble_without_spills(specs, arch)
 
 
+@pytest.mark.skipif(not HAVE_PTXAS, reason="ptxas not found")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_b16_copy_sass_moves_16_bit_elements(arch):
+    """In the SASS (cuobjdump), every global data access of a 2-byte copy is a 16-bit load or
+    store: no wider access could read or write past an element the arrays own."""
+    import re
+
+    from ptx import toolchain
+
+    if toolchain.find_cuobjdump() is None:
+        pytest.skip("cuobjdump not found")
+    for spec in (ew.KernelSpec("copy", rank=1, es=2), ew.KernelSpec("copy", rank=3, wide=True, es=2)):
+        sass = toolchain.sass(ptx.compile(ew.generate(spec).text, arch=arch))
+        ops = set(re.findall(r"\b((?:LDG|STG)\.[A-Z0-9.]+)", sass))
+        assert ops == {"LDG.E.U16", "STG.E.U16"}, (spec.name, ops)
+
+
 def test_b16_copy_text_and_validation():
     k = ew.generate(ew.KernelSpec("copy", rank=3, es=2))
     assert "_b16_" in k.name and k.name != ew.KernelSpec("copy", rank=3).name
