@@ -10,7 +10,9 @@ fibres hold one to three values and a few hold hundreds. Real count tensors stor
 longest mode last (as a TTMc or TTM chain over that mode wants it) have such long, skewed
 fibres; drawing every coordinate independently instead gives fibres of about one value, where
 no schedule can save work per fibre. The mean is a chosen parameter, not a statistic measured
-on FROSTT's files (they are not available here).
+on FROSTT's files (they are not available here). The "NELL-2" rows instead take the fibre
+statistics of FROSTT's NELL-2 as published (`NELL2`: 228 values per fibre, coefficient of
+variation 0.89, 27.9 fibres per slice) on NELL-2's two long modes, with fewer slices.
 
 Per row, in the same process: `sparse_einsum` with the planner's schedule (``auto``) and with
 TACO's default linear schedule (same code generator), `tensora` (TACO, when it imports),
@@ -43,8 +45,8 @@ PYDATA_MEMORY = 4 << 30
 #: alternating timing rounds per row
 ROUNDS = 5
 #: the rows where fission changes the complexity (the issue's >= 10x target)
-FISSION_ROWS = ("TTMc", "SDDMM-SpMM", "TTM chain")
-CASES = ("SpMM", "SDDMM", "SDDMM-SpMM", "TTM", "TTMc", "MTTKRP", "TTM chain")
+FISSION_ROWS = ("TTMc", "SDDMM-SpMM", "TTM chain", "TTMc NELL-2", "TTM chain NELL-2")
+CASES = ("SpMM", "SDDMM", "SDDMM-SpMM", "TTM", "TTMc", "MTTKRP", "TTM chain", "TTMc NELL-2", "TTM chain NELL-2")
 _TACO = {  # tensora assignments and operand formats (output first)
     "SpMM": ("A(i,j) = S(i,k) * B(k,j)", ("dd", "ds", "dd")),
     "SDDMM": ("A(i,j) = S(i,j) * B(i,k) * C(j,k)", ("ds", "ds", "dd", "dd")),
@@ -54,10 +56,31 @@ _TACO = {  # tensora assignments and operand formats (output first)
     "MTTKRP": ("A(i,l) = S(i,j,k) * B(j,l) * C(k,l)", ("dd", "sss", "dd", "dd")),
     "TTM chain": ("A(i,j,m) = S(i,j,k) * B(k,l) * C(l,m)", ("ddd", "sss", "dd", "dd")),
 }
+_TACO["TTMc NELL-2"], _TACO["TTM chain NELL-2"] = _TACO["TTMc"], _TACO["TTM chain"]
 
 
 #: mean non-zeros per fibre of the last mode of the synthetic tensors (see `powerlaw_tensor`)
 FIBRE_MEAN = 16.0
+#: NELL-2 of FROSTT (12092 x 9184 x 28818, 76.9M non-zeros) as FeaTen measured it, from the
+#: parameters GenTensor's ``generate_real_tensor_siblings.sh`` (github.com/sparcityeu/GenTensor)
+#: passes to regenerate it: non-zero density, density of non-empty mode-3 fibres, and the
+#: coefficient of variation of non-zeros per fibre. Its fibres hold density / fibre density * K
+#: = 228 values on average, and a slice holds fibre density * J = 27.9 fibres.
+NELL2 = {"shape": (12092, 9184, 28818), "density": 2.40224e-5, "fibre_density": 3.03788e-3, "fibre_cv": 0.891844}
+#: slices of the NELL-2-shaped rows (NELL-2's other two modes, fibres per slice and fibre lengths)
+NELL2_SLICES = 128
+
+
+def nell2_tensor(slices: int, rng: np.random.Generator):
+    """A CSF tensor of ``slices`` slices with NELL-2's other modes and fibre statistics (`NELL2`):
+    27.9 fibres per slice on average at power-law positions, log-normal fibre lengths of mean 228
+    and coefficient of variation 0.89 on 1..28818 (`powerlaw_tensor` with ``fibre_cv``)."""
+    _, j, k = NELL2["shape"]
+    mean = NELL2["density"] / NELL2["fibre_density"] * k
+    nnz = round(slices * NELL2["fibre_density"] * j * mean)
+    return powerlaw_tensor((slices, j, k), nnz, rng, fibre_mean=mean, fibre_cv=NELL2["fibre_cv"])
+
+
 #: Zipf exponent of the slice and fibre *positions* (which i, which (i, j)) of the synthetic tensors
 POSITION_ALPHA = 1.1
 
@@ -80,8 +103,15 @@ def zipf_exponent(mean: float, n: int) -> float:
     return (lo + hi) / 2
 
 
-def fibre_lengths(count: int, n: int, mean: float, rng: np.random.Generator) -> np.ndarray:
-    """``count`` fibre lengths drawn from the Zipf law on ``1..n`` with mean ``mean``."""
+def fibre_lengths(count: int, n: int, mean: float, rng: np.random.Generator, cv: float | None = None) -> np.ndarray:
+    """``count`` fibre lengths on ``1..n``: from the Zipf law with mean ``mean``, or with ``cv``
+    given, log-normal with that mean and coefficient of variation (rounded, clipped to ``1..n``)."""
+    if cv is not None:
+        if not (1.0 <= mean <= n and cv > 0):
+            raise ValueError(f"log-normal fibre lengths need 1 <= mean <= {n} and cv > 0, got mean {mean}, cv {cv}")
+        sigma2 = np.log1p(cv * cv)
+        draw = rng.lognormal(np.log(mean) - sigma2 / 2, np.sqrt(sigma2), count)
+        return np.clip(np.rint(draw), 1, n).astype(np.int64)
     s = zipf_exponent(mean, n)
     k = np.arange(1, n + 1)
     p = k**-s
@@ -94,6 +124,7 @@ def powerlaw_tensor(
     rng: np.random.Generator,
     fibre_mean: float = FIBRE_MEAN,
     alpha: float = POSITION_ALPHA,
+    fibre_cv: float | None = None,
 ):
     """A CSF `SparseTensor` (all levels compressed, modes in order) with about ``nnz`` values,
     shaped like FROSTT's count tensors: power-law slices *and* power-law fibre lengths.
@@ -102,7 +133,9 @@ def powerlaw_tensor(
     ``P(len) ~ len**-s`` on ``1..shape[-1]``, ``s`` solved so the mean is ``fibre_mean`` (most
     fibres hold one or two values, a few hold hundreds). Their positions (distinct prefixes of
     the other modes) and the coordinates inside each fibre (distinct) are drawn with
-    Zipf(``alpha``) marginals per mode, ranks shuffled. Values are standard normal.
+    Zipf(``alpha``) marginals per mode, ranks shuffled. Values are standard normal. With
+    ``fibre_cv`` the lengths are log-normal with that coefficient of variation instead of Zipf
+    (`fibre_lengths`; the `NELL2` rows).
     """
     from minijit.sparseauto.tensor import SparseTensor
 
@@ -111,7 +144,7 @@ def powerlaw_tensor(
     cells = int(np.prod(outer))
     if nfib > cells // 2:
         raise ValueError(f"{nfib} fibres need more than {cells} prefixes of shape {tuple(outer)}")
-    lengths = fibre_lengths(nfib, last, fibre_mean, rng)
+    lengths = fibre_lengths(nfib, last, fibre_mean, rng, fibre_cv)
 
     def marginal(n: int) -> np.ndarray:
         p = 1.0 / np.arange(1, n + 1) ** alpha
@@ -131,8 +164,13 @@ def powerlaw_tensor(
     for lo in range(0, nfib, max(1, (1 << 22) // last)):
         ln = lengths[lo : lo + max(1, (1 << 22) // last)]
         keys = logp - np.log(-np.log(rng.random((ln.size, last))))
-        order = np.argsort(-keys, axis=1)
-        crd.append(order[np.arange(last) < ln[:, None]])
+        top = int(ln.max())  # the largest keys of each row, in order: argpartition, then sort those
+        if top < last:
+            part = np.argpartition(-keys, top - 1, axis=1)[:, :top]
+        else:
+            part = np.tile(np.arange(last), (ln.size, 1))
+        order = np.take_along_axis(part, np.argsort(-np.take_along_axis(keys, part, 1), axis=1), 1)
+        crd.append(order[np.arange(top) < ln[:, None]])
     last_crd = np.concatenate(crd)
     coords = np.vstack([np.repeat(prefix, lengths, axis=1), last_crd[None, :]])
     return SparseTensor.from_coo(coords, rng.standard_normal(coords.shape[1]), shape)
@@ -173,7 +211,19 @@ def cases(quick: bool, rng: np.random.Generator) -> list[dict[str, Any]]:
     out.append(("MTTKRP", "ijk,jl,kl->il", [tm, b, c], desc))
     b, c = rng.standard_normal((s3[2], 16)), rng.standard_normal((16, 16))
     out.append(("TTM chain", "ijk,kl,lm->ijm", [t, b, c], f"{ten}, L = M = 16"))
+    tn = nell2_tensor(NELL2_SLICES // q, rng)
+    sn = tn.shape
+    nell = f"{sn[0]}x{sn[1]}x{sn[2]} CSF, NELL-2 fibres (mean {tn.nnz / _fibres(tn):.0f}), nnz {tn.nnz}"
+    b, c = rng.standard_normal((sn[1], 16)), rng.standard_normal((sn[2], 16))
+    out.append(("TTMc NELL-2", "ijk,jl,km->ilm", [tn, b, c], f"{nell}, L = M = 16"))
+    b, c = rng.standard_normal((sn[2], 16)), rng.standard_normal((16, 16))
+    out.append(("TTM chain NELL-2", "ijk,kl,lm->ijm", [tn, b, c], f"{nell}, L = M = 16"))
     return [{"name": n, "subscripts": s, "operands": o, "description": d} for n, s, o, d in out]
+
+
+def _fibres(t: Any) -> int:
+    """Non-empty fibres of the last mode of a CSF `SparseTensor` (entries of its level above)."""
+    return int(t.storage[-2].crd.shape[0])
 
 
 def _dense_slice(x: Any, rows: np.ndarray) -> np.ndarray:
@@ -192,23 +242,46 @@ def _dense_slice(x: Any, rows: np.ndarray) -> np.ndarray:
 
 
 def _check(case: dict[str, Any], got: Any) -> dict[str, Any]:
-    """Compare ``got`` with a dense float64 einsum on the heaviest rows of the first index."""
+    """Compare ``got`` with a dense float64 einsum on the heaviest rows of the first index.
+
+    Only the coordinates that the kept rows' non-zeros use are densified along the sparse
+    operand's other modes (every term of the sum has a non-zero there), so long modes (NELL-2's
+    28818) stay small; ``got`` must be zero at the other coordinates of those rows."""
     subs, ops = case["subscripts"], case["operands"]
     lhs, out = subs.split("->")
     terms = lhs.split(",")
     first = out[0]
     sparse = ops[0]
-    others = int(np.prod([s for s in sparse.shape[1:]]))
-    n = max(1, min(8, _SLICE_ELEMENTS // max(1, others)))
-    coords, _ = sparse.to_coo()
-    rows = np.sort(np.argsort(-np.bincount(coords[0], minlength=sparse.shape[0]))[:n])
-    sliced = [
-        _dense_slice(x, rows) if term[0] == first else np.asarray(x, np.float64)
-        for term, x in zip(terms, ops, strict=True)
-    ]
+    coords, vals = sparse.to_coo()
+    heavy = np.argsort(-np.bincount(coords[0], minlength=sparse.shape[0]))
+    for n in range(min(8, sparse.shape[0]), 0, -1):  # as many heavy rows as fit the budget
+        rows = np.sort(heavy[:n])
+        keep = np.isin(coords[0], rows)
+        sel = {terms[0][m]: np.unique(coords[m, keep]) for m in range(1, sparse.ndim)}
+        if n == 1 or n * int(np.prod([len(v) for v in sel.values()])) <= _SLICE_ELEMENTS:
+            break
+    sel[first] = rows
+    remap = [np.searchsorted(sel[ch], coords[m, keep]) for m, ch in enumerate(terms[0])]
+    block = np.zeros(tuple(len(sel[ch]) for ch in terms[0]))
+    np.add.at(block, tuple(remap), vals[keep])
+
+    def take(x: np.ndarray, term: str) -> np.ndarray:
+        for axis, ch in enumerate(term):
+            if ch in sel:
+                x = np.take(x, sel[ch], axis=axis)
+        return x
+
+    sliced = [block] + [take(np.asarray(x, np.float64), term) for term, x in zip(terms[1:], ops[1:], strict=True)]
     ref = np.einsum(subs, *sliced, optimize=True)
-    mine = _dense_slice(got, rows)
-    return report.check_result(mine, ref, TOL * max(1.0, float(np.abs(ref).max(initial=0))))
+    rows_got = _dense_slice(got, rows)
+    axes = [sel.get(ch, np.arange(m)) for ch, m in zip(out[1:], rows_got.shape[1:], strict=True)]
+    used = np.ix_(np.arange(len(rows)), *axes)
+    outside = rows_got.copy()
+    outside[used] = 0.0
+    res = report.check_result(rows_got[used], ref, TOL * max(1.0, float(np.abs(ref).max(initial=0))))
+    if np.any(outside):
+        res = {**res, "ok": False, "outside": "non-zero where no non-zero of the sparse operand contributes"}
+    return res
 
 
 def _tensora(case: dict[str, Any]) -> tuple[Callable[[], object] | None, str]:
@@ -428,7 +501,9 @@ def bench(
         "data: matrices power-law CSR (Pareto 1.3 row lengths); tensors FROSTT-like CSF with"
         f" power-law slices (Zipf-{POSITION_ALPHA:g} positions per mode) and Zipf-distributed fibre"
         f" lengths of mean {FIBRE_MEAN:g} on 1..K (see `minijit.bench.sparse_einsum`; a chosen"
-        " parameter, not measured on FROSTT's files); seed 0",
+        " parameter, not measured on FROSTT's files); the NELL-2 rows: NELL-2's modes 2 and 3 and its"
+        " published fibre statistics (log-normal lengths, mean 228, cv 0.89; 27.9 fibres per slice)"
+        f" on {NELL2_SLICES} slices; seed 0",
         "host load average (1, 5, 15 min) at the start: "
         f"{', '.join(f'{x:.1f}' for x in load_start)}; at the end: {', '.join(f'{x:.1f}' for x in _load())}"
         " (a shared host: other jobs ran during the measurement when this exceeds the core count)",

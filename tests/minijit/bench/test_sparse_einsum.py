@@ -35,3 +35,35 @@ def test_one_row_runs_and_checks(monkeypatch):
     assert rep.ok and row["auto_check"]["ok"] and row["linear_check"]["ok"]
     assert row["same_code"] in (True, False) and "| SDDMM |" in rep.body[0]
     assert "tensora skipped in this test" in "\n".join(rep.body)
+
+
+def _ttmc_case(rng):
+    t = se.powerlaw_tensor((40, 30, 500), 3000, rng)
+    b, c = rng.standard_normal((30, 4)), rng.standard_normal((500, 3))
+    return {"name": "TTMc", "subscripts": "ijk,jl,km->ilm", "operands": [t, b, c]}
+
+
+def test_check_densifies_only_the_used_coordinates_and_catches_errors():
+    rng = np.random.default_rng(4)
+    case = _ttmc_case(rng)
+    t, b, c = case["operands"]
+    ref = np.einsum("ijk,jl,km->ilm", t.to_dense(), b, c)
+    assert se._check(case, ref)["ok"]
+    bad = ref.copy()
+    rows = np.argsort(-np.bincount(t.to_coo()[0][0], minlength=40))[:1]
+    bad[rows[0], 1, 2] += 1e-3  # a wrong value in the heaviest row
+    assert not se._check(case, bad)["ok"]
+    # TTM: the output keeps j, whose unused coordinates must stay zero
+    case = {"name": "TTM", "subscripts": "ijk,kl->ijl", "operands": [t, c]}
+    ref = np.einsum("ijk,kl->ijl", t.to_dense(), c)
+    assert se._check(case, ref)["ok"]
+    coords, vals = t.to_coo()
+    keep = coords[1] < 25  # no non-zero at j >= 25
+    t = SparseTensor.from_coo(coords[:, keep], vals[keep], t.shape)
+    case = {"name": "TTM", "subscripts": "ijk,kl->ijl", "operands": [t, c]}
+    ref = np.einsum("ijk,kl->ijl", t.to_dense(), c)
+    assert se._check(case, ref)["ok"]
+    stray = ref.copy()
+    stray[rows[0], 27, 0] = 1.0
+    res = se._check(case, stray)
+    assert not res["ok"] and "outside" in res

@@ -46,3 +46,25 @@ def test_zipf_exponent_solves_the_mean_and_refuses_impossible_means():
 def test_too_many_fibres_for_the_prefixes_is_refused():
     with pytest.raises(ValueError, match="fibres need more than"):
         se.powerlaw_tensor((10, 10, 50), 20_000, np.random.default_rng(0))
+
+
+def test_lognormal_fibre_lengths_have_the_requested_mean_and_spread():
+    lengths = se.fibre_lengths(20_000, 28_818, 228.0, np.random.default_rng(5), cv=0.89)
+    assert lengths.min() >= 1 and lengths.max() <= 28_818
+    assert lengths.mean() == pytest.approx(228.0, rel=0.03)
+    assert lengths.std() / lengths.mean() == pytest.approx(0.89, rel=0.05)
+    for mean, cv in ((0.5, 1.0), (30_000.0, 1.0), (10.0, 0.0)):
+        with pytest.raises(ValueError, match="log-normal fibre lengths"):
+            se.fibre_lengths(10, 28_818, mean, np.random.default_rng(0), cv=cv)
+
+
+def test_nell2_tensor_has_nell2_fibre_statistics():
+    t = se.nell2_tensor(8, np.random.default_rng(2))
+    lengths = _fibre_lengths(t)
+    _, j, k = se.NELL2["shape"]
+    mean = se.NELL2["density"] / se.NELL2["fibre_density"] * k
+    assert t.shape == (8, j, k) and t.levels == ("compressed",) * 3
+    assert mean == pytest.approx(228, abs=1)  # NELL-2's published statistics give 228 per fibre
+    assert len(lengths) == round(8 * se.NELL2["fibre_density"] * j)  # 27.9 fibres per slice
+    assert lengths.mean() == pytest.approx(mean, rel=0.15)
+    assert se._fibres(t) == len(lengths)
