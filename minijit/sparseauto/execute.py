@@ -37,8 +37,10 @@ from minijit.targets import CpuTarget
 __all__ = ["DTYPES", "SparseContraction", "cpu_target"]
 
 DTYPES = {np.dtype(np.float32): "fp32", np.dtype(np.float64): "fp64"}
-#: iterations of the top loop below which one thread runs the whole nest
+#: iterations of the top loop per thread, or work (iterations plus the stored values below
+#: them), below which fewer threads run the nest: a split gives each thread at least one
 _MIN_SPLIT = 64
+_MIN_WORK = 8192
 
 
 def _check_extents(nest: Nest, extents: object) -> dict[str, int]:
@@ -259,8 +261,8 @@ class SparseContraction:
             n = int(what)  # type: ignore[arg-type]
         else:
             n = int(tensors[str(what)].storage[0].crd.shape[0])  # type: ignore[union-attr]
-        parts = max(1, min(self.threads, n // _MIN_SPLIT))
-        if parts == 1:
+        by_count = n // _MIN_SPLIT
+        if min(self.threads, n) <= 1 or (by_count < 2 and n + self._nnz_bound(tensors) < 2 * _MIN_WORK):
             return [(0, n)]
         # the last split is reused for the same tensors: any split of [0, n) is correct, the
         # weights only balance it (so a reused id() can cost balance, never correctness)
@@ -276,11 +278,23 @@ class SparseContraction:
         else:
             weight = 1 + _leaves(tensors[str(what)])
         cost = np.concatenate(([0], np.cumsum(weight)))
+        # as many parts as threads, each with _MIN_SPLIT iterations or _MIN_WORK work (so a few
+        # heavy slices split too)
+        parts = max(1, min(self.threads, n, max(by_count, int(cost[-1]) // _MIN_WORK)))
+        if parts == 1:
+            self._last_ranges = (key, [(0, n)])
+            return [(0, n)]
         cuts = np.searchsorted(cost, np.linspace(0, cost[-1], parts + 1)[1:-1])
         bounds = [0, *sorted({int(c) for c in cuts if 0 < c < n}), n]
         ranges = list(zip(bounds[:-1], bounds[1:], strict=True))
         self._last_ranges = (key, ranges)
         return ranges
+
+    @staticmethod
+    def _nnz_bound(tensors: dict[str, SparseTensor]) -> int:
+        """The stored values of all sparse operands: at least the work the weights count below
+        the top loop, and cheap, to skip weighing a split that cannot pay."""
+        return sum(t.nnz for t in tensors.values())
 
     def _run(self, arrays: dict, tensors: dict[str, SparseTensor]) -> None:
         ranges = self._ranges(tensors)

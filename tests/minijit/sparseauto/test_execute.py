@@ -51,6 +51,27 @@ def test_split_compressed_walk():
     np.testing.assert_allclose(c.execute(t, m), np.einsum("ijk,kl->ijl", d, m), atol=1e-12)
 
 
+def test_few_heavy_slices_split_by_work():
+    """Fewer top-level positions than two threads' worth of iterations (_MIN_SPLIT each), but
+    enough stored values below them: the walk still splits, at about equal work; a small
+    tensor of as many slices runs on one thread."""
+    rng = np.random.default_rng(5)
+    op = Operand("A", ("i", "j", "k"), ("compressed",) * 3)
+    nest = default_linear((op, Operand.dense("B", ("k", "l"))), Operand.dense("Out", ("i", "j", "l")))
+    ext = {"i": 40, "j": 60, "k": 50, "l": 3}
+    m = rng.standard_normal((50, 3))
+    c = SparseContraction(nest, ext, threads=2)
+    heavy = np.where(rng.random((40, 60, 50)) < 0.5, rng.standard_normal((40, 60, 50)), 0)
+    heavy[::2] *= rng.random((20, 60, 50)) < 0.1  # slices of unequal weight
+    t = SparseTensor.from_dense(heavy)
+    (b0, e0), (b1, e1) = c._ranges({"A": t})
+    leaves = np.count_nonzero(heavy, axis=(1, 2))
+    assert (b0, e1) == (0, 40) and e0 == b1 and abs(leaves[:e0].sum() - leaves[e0:].sum()) < 0.2 * leaves.sum()
+    np.testing.assert_allclose(c.execute(t, m), np.einsum("ijk,kl->ijl", heavy, m), atol=1e-12)
+    small = SparseTensor.from_dense(np.where(rng.random((40, 60, 50)) < 0.001, 1.0, 0))
+    assert SparseContraction(nest, ext, threads=2)._ranges({"A": small}) == [(0, 40)]
+
+
 def test_concurrent_calls_share_one_contraction():
     c = SparseContraction(SPMM, EXT, np.float32, threads=1)
     inputs = [_operands(s, np.float32) for s in range(4)]
