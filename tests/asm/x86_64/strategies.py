@@ -26,9 +26,9 @@ def gprs(width: int) -> st.SearchStrategy:
 def int_range(lo: int, hi: int, edges: tuple[int, ...] = ()) -> st.SearchStrategy[int]:
     """Integers in lo..hi with the boundaries (and int8/int32 edges inside the range) drawn often."""
     special = sorted({e for e in [lo, hi, *INT8_EDGES, *INT32_EDGES, *edges] if lo <= e <= hi})
-    return st.one_of(
-        st.sampled_from(special), st.integers(-200, 200).filter(lambda v: lo <= v <= hi), st.integers(lo, hi)
-    )
+    # small values: -200..200 clipped to lo..hi (bounds, not a filter: a filter rejects whole examples)
+    small = [st.integers(max(lo, -200), min(hi, 200))] if max(lo, -200) <= min(hi, 200) else []
+    return st.one_of(st.sampled_from(special), *small, st.integers(lo, hi))
 
 
 def disps() -> st.SearchStrategy[int]:

@@ -1,8 +1,10 @@
 """Every x86-64 encoder form against llvm-mc, byte for byte.
 
-One hypothesis test per form (mnemonic x operand form x width): each example
-emits a list of up to 48 instructions with operands drawn over their full
-legal ranges and compares all of them with one llvm-mc run.
+Every form (mnemonic x operand form x width) draws, in each hypothesis
+example, a list of up to 48 instructions with operands over their full legal
+ranges into an Assembler of its own; the forms are checked in chunks, all
+programs of a chunk's example compared with one llvm-mc run (a mismatch names
+its form).
 """
 
 from __future__ import annotations
@@ -10,13 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from asm.x86_64 import Assembler
 from asm.x86_64.registers import cl
 from asm.x86_64.simd import ARITH3, ARITH3_IMM, MOVES
-from tests.asm.oracle import assert_llvm_matches
+from tests.asm.oracle import Form, check_chunk, chunk_params
 from tests.asm.x86_64.strategies import (
     bcsts,
     gpr32s,
@@ -40,14 +41,25 @@ class Case:
         return self.name
 
 
-def check_form(form: Case, data) -> None:
-    """Draw 1..48 operand tuples for ``form``, emit them and compare the bytes with llvm-mc."""
-    ops = data.draw(st.lists(form.ops, min_size=1, max_size=48), label="operands")
+#: hypothesis examples per form; every form is drawn in each example of its chunk
+EXAMPLES = 4
+#: forms per llvm-mc run
+CHUNK = 24
+
+
+def draw_program(form: Case, data) -> list[tuple[str, Assembler]]:
+    """Draw 1..48 operand tuples for ``form`` and emit them into an Assembler of its own."""
+    ops = data.draw(st.lists(form.ops, min_size=1, max_size=48), label=form.name)
     a = Assembler()
     emit = getattr(a, form.method)
     for o in ops:
         emit(*o)
-    assert_llvm_matches(a, form.name, isa="x86_64")
+    return [(form.name, a)]
+
+
+def oracle_forms(cases: list[Case], examples: int = EXAMPLES) -> list[Form]:
+    """Each case as an oracle `Form` with ``examples`` hypothesis examples."""
+    return [Form(c.name, examples, lambda data, c=c: draw_program(c, data)) for c in cases]
 
 
 CASES: list[Case] = []
@@ -233,11 +245,9 @@ for mn, size in (("kmovw", 2), ("kmovb", 1)):
     case(f"{mn} m, k", st.tuples(mems(size), kregs()), mn)
 
 
-@pytest.mark.parametrize("form", CASES, ids=str)
-@settings(max_examples=4)
-@given(data=st.data())
-def test_form(form: Case, data) -> None:
-    check_form(form, data)
+@pytest.mark.parametrize("chunk", chunk_params(oracle_forms(CASES), CHUNK))
+def test_forms(chunk) -> None:
+    check_chunk(chunk, isa="x86_64")
 
 
 def test_case_names_unique() -> None:

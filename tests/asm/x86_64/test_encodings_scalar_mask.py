@@ -1,19 +1,19 @@
 """Scalar (ss/sd), vmaskmov, vblendv and VEX vcmp forms against llvm-mc, byte for byte.
 
-Same scheme as `test_encodings`: one hypothesis test per form, each example a
-list of instructions with operands over their full legal ranges, compared
-with one llvm-mc run.
+Same scheme as `test_encodings`: each form draws, in every hypothesis example,
+a list of instructions with operands over their full legal ranges; the forms
+of a chunk are compared with one llvm-mc run per example.
 """
 
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from asm.x86_64.simd import BLENDV, MASKMOVES, SCALAR3
+from tests.asm.oracle import check_chunk, chunk_params
 from tests.asm.x86_64.strategies import int_range, mems, vregs
-from tests.asm.x86_64.test_encodings import Case, check_form
+from tests.asm.x86_64.test_encodings import CHUNK, Case, oracle_forms
 
 CASES: list[Case] = []
 
@@ -60,11 +60,9 @@ for mn in ("vcmpps", "vcmppd"):
         case(f"{mn} {label}", strat, mn)
 
 
-@pytest.mark.parametrize("form", CASES, ids=str)
-@settings(max_examples=4)
-@given(data=st.data())
-def test_form(form: Case, data) -> None:
-    check_form(form, data)
+@pytest.mark.parametrize("chunk", chunk_params(oracle_forms(CASES), CHUNK))
+def test_forms(chunk) -> None:
+    check_chunk(chunk, isa="x86_64")
 
 
 def test_case_names_unique() -> None:
