@@ -1,16 +1,20 @@
-"""NEON encoders against llvm-mc, one test per encoding form, operands over their full ranges."""
+"""NEON encoders against llvm-mc, operands over their full ranges.
+
+Every encoding form draws, in each hypothesis example, its operand lists into
+an Assembler of its own; the forms are checked in chunks (`tests.asm.oracle`),
+all programs of a chunk's example compared with one llvm-mc run.
+"""
 
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from asm import EncodingError
 from asm.aarch64 import Assembler, mem, post, pre, s0, sp, v0, v1, v2, v3, v31, w1, w2, x0, x1, x2, xzr
 from asm.aarch64.registers import ELEM_BYTES, ScalarReg, VElem, VElemGroup, VReg
 from tests.asm.aarch64.strategies import vecs, vnums, wregs, xregs
-from tests.asm.oracle import assert_llvm_matches
+from tests.asm.oracle import Form, assert_llvm_matches, check_chunk, chunk_params
 
 FP = ("2s", "4s", "2d")
 BYTES = ("8b", "16b")
@@ -63,9 +67,12 @@ def _method(name: str):
     return call
 
 
-def _run(data, form: str, name: str, ops: st.SearchStrategy, max_size: int = 48, first: tuple = ()) -> None:
-    """Draw a list of operand tuples (after one drawn from each strategy in ``first``), emit, compare."""
-    seq = [data.draw(f) for f in first] + data.draw(st.lists(ops, min_size=0 if first else 1, max_size=max_size))
+def _program(
+    data, form: str, name: str, ops: st.SearchStrategy, max_size: int = 48, first: tuple = ()
+) -> list[tuple[str, Assembler]]:
+    """Draw a list of operand tuples (after one drawn from each strategy in ``first``) and emit them."""
+    seq = [data.draw(f, label=form) for f in first]
+    seq += data.draw(st.lists(ops, min_size=0 if first else 1, max_size=max_size), label=form)
     a = Assembler()
     call = _method(name)
     for o in seq:
@@ -73,11 +80,17 @@ def _run(data, form: str, name: str, ops: st.SearchStrategy, max_size: int = 48,
             call(a, *o["args"], **o["kw"])
         else:
             call(a, *o)
-    assert_llvm_matches(a, form)
+    return [(form, a)]
 
 
-def _cases(*rows):
-    return pytest.mark.parametrize("form, name, ops", rows, ids=[r[0] for r in rows])
+#: every oracle form with its hypothesis example count; checked in chunks by `test_forms`
+FORMS: list[Form] = []
+
+
+def _cases(examples: int, *rows) -> None:
+    """Register (form, mnemonic, operand strategy) rows with ``examples`` hypothesis examples each."""
+    for form, name, ops in rows:
+        FORMS.append(Form(form, examples, lambda data, f=form, n=name, o=ops: _program(data, f, n, o)))
 
 
 # -- Advanced SIMD three same ---------------------------------------------------------
@@ -89,11 +102,7 @@ THREE_SAME = [(f"{mn}.vec.{t}", mn, st.tuples(vecs(t), vecs(t), vecs(t))) for mn
 THREE_SAME += [(f"{text}.vec.{t}", mn, st.tuples(vecs(t), vecs(t), vecs(t))) for mn, text in LOGIC for t in BYTES]
 
 
-@settings(max_examples=2)
-@_cases(*THREE_SAME)
-@given(data=st.data())
-def test_three_same(form, name, ops, data):
-    _run(data, form, name, ops)
+_cases(2, *THREE_SAME)
 
 
 # -- by element -----------------------------------------------------------------------
@@ -103,11 +112,7 @@ for _mn in ("fmla", "fmls", "fmul"):
     BY_ELEMENT += [(f"{_mn}.elem.scalar.{e}", _mn, st.tuples(scalars(e), scalars(e), elems(e))) for e in "sd"]
 
 
-@settings(max_examples=3)
-@_cases(*BY_ELEMENT)
-@given(data=st.data())
-def test_by_element(form, name, ops, data):
-    _run(data, form, name, ops)
+_cases(3, *BY_ELEMENT)
 
 
 # -- two-register misc, pairwise ------------------------------------------------------
@@ -128,11 +133,7 @@ TWO_REG += [
 ]
 
 
-@settings(max_examples=3)
-@_cases(*TWO_REG)
-@given(data=st.data())
-def test_two_reg(form, name, ops, data):
-    _run(data, form, name, ops)
+_cases(3, *TWO_REG)
 
 
 # -- permute, extract -----------------------------------------------------------------
@@ -144,11 +145,7 @@ PERMUTE = [
 PERMUTE += [(f"ext.{t}", "ext", st.tuples(vecs(t), vecs(t), vecs(t), st.integers(0, int(t[:-1]) - 1))) for t in BYTES]
 
 
-@settings(max_examples=2)
-@_cases(*PERMUTE)
-@given(data=st.data())
-def test_permute(form, name, ops, data):
-    _run(data, form, name, ops)
+_cases(2, *PERMUTE)
 
 
 # -- copy: dup, ins, umov, smov, mov aliases -----------------------------------------
@@ -171,11 +168,7 @@ COPY += [(f"smov.x.{e}", "smov", st.tuples(xregs(), elems(e))) for e in "bhs"]
 COPY += [(f"mov.vec.{t}", "mov", st.tuples(vecs(t), vecs(t))) for t in BYTES]
 
 
-@settings(max_examples=2)
-@_cases(*COPY)
-@given(data=st.data())
-def test_copy(form, name, ops, data):
-    _run(data, form, name, ops)
+_cases(2, *COPY)
 
 
 # -- modified immediate ---------------------------------------------------------------
@@ -200,11 +193,7 @@ MODIMM += [(f"mvni.lsl.{t}", "mvni", _imm8_shift(t, (0, 8, 16, 24))) for t in ("
 MODIMM += [(f"mvni.msl.{t}", "mvni", _imm8_shift(t, (8, 16), "msl")) for t in ("2s", "4s")]
 
 
-@settings(max_examples=2)
-@_cases(*MODIMM)
-@given(data=st.data())
-def test_modified_immediate(form, name, ops, data):
-    _run(data, form, name, ops)
+_cases(2, *MODIMM)
 
 
 # -- BF16 -----------------------------------------------------------------------------
@@ -217,11 +206,7 @@ BF16 = [
 BF16 += [(f"{mn}.4s", mn, st.tuples(vecs("4s"), vecs("8h"), vecs("8h"))) for mn in ("bfmmla", "bfmlalb", "bfmlalt")]
 
 
-@settings(max_examples=3)
-@_cases(*BF16)
-@given(data=st.data())
-def test_bf16(form, name, ops, data):
-    _run(data, form, name, ops)
+_cases(3, *BF16)
 
 
 # -- loads and stores: one test per (mnemonic, registers, arrangement); every listing mixes all three
@@ -229,10 +214,11 @@ def test_bf16(form, name, ops, data):
 MODES = ("none", "imm", "reg")
 
 
-def _ldst(data, form: str, name: str, regs: st.SearchStrategy, transfer: int) -> None:
-    first = [st.tuples(regs, addresses(m, transfer)) for m in MODES]
+def _ldst(form: str, name: str, regs: st.SearchStrategy, transfer: int) -> None:
+    """Register a load/store form (3 examples): one instruction per address mode, then up to 24 mixed."""
+    first = tuple(st.tuples(regs, addresses(m, transfer)) for m in MODES)
     ops = st.tuples(regs, st.sampled_from(MODES).flatmap(lambda m: addresses(m, transfer)))
-    _run(data, form, name, ops, max_size=24, first=first)
+    FORMS.append(Form(form, 3, lambda data: _program(data, form, name, ops, max_size=24, first=first)))
 
 
 def _ldst_multiple_cases():
@@ -245,32 +231,30 @@ def _ldst_multiple_cases():
     return rows
 
 
-@settings(max_examples=3)
-@pytest.mark.parametrize("mn, n, t", _ldst_multiple_cases(), ids=lambda v: str(v))
-@given(data=st.data())
-def test_ldst_multiple(mn, n, t, data):
-    transfer = n * (16 if t in ("16b", "8h", "4s", "2d") else 8)
-    regs = reglists(t, n) if n > 1 else st.one_of(vecs(t), reglists(t, 1))
-    _ldst(data, f"{mn}.multi.{n}x{t}", mn, regs, transfer)
+for _mn, _n, _t in _ldst_multiple_cases():
+    _transfer = _n * (16 if _t in ("16b", "8h", "4s", "2d") else 8)
+    _regs = reglists(_t, _n) if _n > 1 else st.one_of(vecs(_t), reglists(_t, 1))
+    _ldst(f"{_mn}.multi.{_n}x{_t}", _mn, _regs, _transfer)
+
+for _t in ALL:
+    for _n in (1, 2, 3, 4):
+        _regs = reglists(_t, _n) if _n > 1 else st.one_of(vecs(_t), reglists(_t, 1))
+        _ldst(f"ld{_n}r.{_t}", f"ld{_n}r", _regs, _n * ELEM_BYTES[_t[-1]])
+
+for _e in "bhsd":
+    for _mn in ("ld1", "st1", "ld2", "st2", "ld3", "st3", "ld4", "st4"):
+        _n = int(_mn[2])
+        _regs = lanelists(_e, _n) if _n > 1 else st.one_of(elems(_e), lanelists(_e, 1))
+        _ldst(f"{_mn}.lane.{_e}", _mn, _regs, _n * ELEM_BYTES[_e])
 
 
-@settings(max_examples=3)
-@pytest.mark.parametrize("n", (1, 2, 3, 4))
-@pytest.mark.parametrize("t", ALL)
-@given(data=st.data())
-def test_ldnr(n, t, data):
-    regs = reglists(t, n) if n > 1 else st.one_of(vecs(t), reglists(t, 1))
-    _ldst(data, f"ld{n}r.{t}", f"ld{n}r", regs, n * ELEM_BYTES[t[-1]])
+@pytest.mark.parametrize("chunk", chunk_params(FORMS, 24))
+def test_forms(chunk) -> None:
+    check_chunk(chunk)
 
 
-@settings(max_examples=3)
-@pytest.mark.parametrize("mn", ("ld1", "st1", "ld2", "st2", "ld3", "st3", "ld4", "st4"))
-@pytest.mark.parametrize("e", "bhsd")
-@given(data=st.data())
-def test_ldst_lane(mn, e, data):
-    n = int(mn[2])
-    regs = lanelists(e, n) if n > 1 else st.one_of(elems(e), lanelists(e, 1))
-    _ldst(data, f"{mn}.lane.{e}", mn, regs, n * ELEM_BYTES[e])
+def test_form_names_unique() -> None:
+    assert len({f.name for f in FORMS}) == len(FORMS) >= 374
 
 
 # -- errors ---------------------------------------------------------------------------

@@ -8,7 +8,6 @@ and compares the listing's encodings with llvm-mc once.
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from asm.aarch64 import (
@@ -43,7 +42,7 @@ from asm.aarch64.registers import PReg, ScalarReg, WReg, ZReg
 from asm.aarch64.sve import PATTERNS
 from asm.errors import EncodingError
 from tests.asm.aarch64.strategies import preds, wregs, xregs, zvecs
-from tests.asm.oracle import assert_llvm_matches
+from tests.asm.oracle import Form, assert_llvm_matches, check_chunk, chunk_params
 
 SIZES = ["b", "h", "s", "d"]
 FP = ["h", "s", "d"]
@@ -77,26 +76,45 @@ bases = xregs(sp=True)
 index_regs = xregs(zr=False)
 
 
-def run(data, form: str, operands: st.SearchStrategy, emit) -> None:
-    """Draw up to BATCH operand tuples, emit each with ``emit(a, *ops)``, compare once."""
-    batch = data.draw(st.lists(operands, min_size=1, max_size=BATCH))
+def run(data, form: str, operands: st.SearchStrategy, emit) -> list[tuple[str, Assembler | None]]:
+    """Draw up to BATCH operand tuples and emit each with ``emit(a, *ops)`` into an Assembler of
+    the form's own: [(form, Assembler)]. With ``data=None`` nothing is drawn: [(form, None)]
+    (how `oracle` learns the form's name)."""
+    if data is None:
+        return [(form, None)]
+    batch = data.draw(st.lists(operands, min_size=1, max_size=BATCH), label=form)
     a = Assembler()
     for ops in batch:
         emit(a, *ops)
-    assert_llvm_matches(a, form)
+    return [(form, a)]
 
 
-def oracle(fn):
-    """Hypothesis settings shared by every oracle test."""
-    return settings(max_examples=EXAMPLES)(given(data=st.data())(fn))
+#: every oracle form (EXAMPLES hypothesis examples each); checked in chunks by `test_forms`
+FORMS: list[Form] = []
+
+
+def oracle(*axes: tuple):
+    """Register ``fn(**params, data=data)`` (which returns `run`'s programs) as one oracle form per
+    combination of ``axes``, each given as pytest.mark.parametrize's (names, values)."""
+
+    def register(fn):
+        combos: list[dict] = [{}]
+        for names, values in axes:
+            keys = [names] if isinstance(names, str) else list(names)
+            rows = [v if len(keys) > 1 else (v,) for v in values]
+            combos = [{**c, **dict(zip(keys, r, strict=True))} for c in combos for r in rows]
+        for params in combos:
+            ((form, _),) = fn(**params, data=None)
+            FORMS.append(Form(form, EXAMPLES, lambda data, p=params: fn(**p, data=data)))
+        return fn
+
+    return register
 
 
 # -- predicates ------------------------------------------------------------------
-@pytest.mark.parametrize("mn", ["ptrue", "ptrues"])
-@pytest.mark.parametrize("es", SIZES)
-@oracle
-def test_ptrue(mn, es, data):
-    run(data, f"sve.{mn}.{es}", st.tuples(pvecs(es), patterns), lambda a, p, pat: getattr(a, mn)(p, pat))
+@oracle(("mn", ["ptrue", "ptrues"]), ("es", SIZES))
+def _ptrue(mn, es, data):
+    return run(data, f"sve.{mn}.{es}", st.tuples(pvecs(es), patterns), lambda a, p, pat: getattr(a, mn)(p, pat))
 
 
 def test_ptrue_default_all():
@@ -106,59 +124,51 @@ def test_ptrue_default_all():
     assert a.listing().split() == ["ptrue", "p0.s", "ptrue", "p1.d,", "vl8"]
 
 
-@oracle
-def test_pfalse(data):
-    run(data, "sve.pfalse", st.tuples(pvecs("b")), Assembler.pfalse)
+@oracle()
+def _pfalse(data):
+    return run(data, "sve.pfalse", st.tuples(pvecs("b")), Assembler.pfalse)
 
 
 WHILES = ["whilelt", "whilele", "whilelo", "whilels", "whilege", "whilegt", "whilehs", "whilehi"]
 
 
-@pytest.mark.parametrize("mn", WHILES)
-@pytest.mark.parametrize("es", SIZES)
-@oracle
-def test_while(mn, es, data):
+@oracle(("mn", WHILES), ("es", SIZES))
+def _while(mn, es, data):
     regs = st.one_of(st.tuples(wregs(), wregs()), st.tuples(xregs(), xregs()))
     ops = st.tuples(pvecs(es), regs)
-    run(data, f"sve.{mn}.{es}", ops, lambda a, p, r: getattr(a, mn)(p, *r))
+    return run(data, f"sve.{mn}.{es}", ops, lambda a, p, r: getattr(a, mn)(p, *r))
 
 
-@oracle
-def test_ptest(data):
-    run(data, "sve.ptest", st.tuples(preds(15), pvecs("b")), Assembler.ptest)
+@oracle()
+def _ptest(data):
+    return run(data, "sve.ptest", st.tuples(preds(15), pvecs("b")), Assembler.ptest)
 
 
-@pytest.mark.parametrize("es", SIZES)
-@oracle
-def test_cntp(es, data):
-    run(data, f"sve.cntp.{es}", st.tuples(xregs(), preds(15), pvecs(es)), Assembler.cntp)
+@oracle(("es", SIZES))
+def _cntp(es, data):
+    return run(data, f"sve.cntp.{es}", st.tuples(xregs(), preds(15), pvecs(es)), Assembler.cntp)
 
 
-@oracle
-def test_sel_p(data):
-    run(data, "sve.sel.p", st.tuples(pvecs("b"), preds(15), pvecs("b"), pvecs("b")), Assembler.sel)
+@oracle()
+def _sel_p(data):
+    return run(data, "sve.sel.p", st.tuples(pvecs("b"), preds(15), pvecs("b"), pvecs("b")), Assembler.sel)
 
 
-@oracle
-def test_mov_p(data):
-    run(data, "sve.mov.p", st.tuples(pvecs("b"), pvecs("b")), Assembler.sve_mov)
+@oracle()
+def _mov_p(data):
+    return run(data, "sve.mov.p", st.tuples(pvecs("b"), pvecs("b")), Assembler.sve_mov)
 
 
-@pytest.mark.parametrize("mn", ["zip1", "zip2", "uzp1", "uzp2", "trn1", "trn2"])
-@pytest.mark.parametrize("es", SIZES)
-@oracle
-def test_permute_p(mn, es, data):
-    run(data, f"sve.{mn}.p.{es}", st.tuples(pvecs(es), pvecs(es), pvecs(es)), getattr(Assembler, f"sve_{mn}"))
+@oracle(("mn", ["zip1", "zip2", "uzp1", "uzp2", "trn1", "trn2"]), ("es", SIZES))
+def _permute_p(mn, es, data):
+    return run(data, f"sve.{mn}.p.{es}", st.tuples(pvecs(es), pvecs(es), pvecs(es)), getattr(Assembler, f"sve_{mn}"))
 
 
 # -- element count, stack frame --------------------------------------------------
-@pytest.mark.parametrize(
-    "mn", ["cntb", "cnth", "cntw", "cntd", "incb", "inch", "incw", "incd", "decb", "dech", "decw", "decd"]
-)
-@oracle
-def test_count(mn, data):
+@oracle(("mn", ["cntb", "cnth", "cntw", "cntd", "incb", "inch", "incw", "incd", "decb", "dech", "decw", "decd"]))
+def _count(mn, data):
     ops = st.tuples(xregs(), patterns, st.integers(1, 16))
-    run(data, f"sve.{mn}", ops, getattr(Assembler, mn))
+    return run(data, f"sve.{mn}", ops, getattr(Assembler, mn))
 
 
 def test_count_default_text():
@@ -169,16 +179,15 @@ def test_count_default_text():
     assert a.listing().splitlines() == ["    cntw x0", "    incd x1, all, mul #4", "    cntb x0, #17"]
 
 
-@pytest.mark.parametrize("mn", ["addvl", "addpl"])
-@oracle
-def test_addvl(mn, data):
+@oracle(("mn", ["addvl", "addpl"]))
+def _addvl(mn, data):
     ops = st.tuples(xregs(sp=True), xregs(sp=True), st.integers(-32, 31))
-    run(data, f"sve.{mn}", ops, getattr(Assembler, mn))
+    return run(data, f"sve.{mn}", ops, getattr(Assembler, mn))
 
 
-@oracle
-def test_rdvl(data):
-    run(data, "sve.rdvl", st.tuples(xregs(), st.integers(-32, 31)), Assembler.rdvl)
+@oracle()
+def _rdvl(data):
+    return run(data, "sve.rdvl", st.tuples(xregs(), st.integers(-32, 31)), Assembler.rdvl)
 
 
 # -- loads and stores ------------------------------------------------------------
@@ -196,37 +205,30 @@ def rr_mems(shift: int) -> st.SearchStrategy:
     return st.builds(mem, bases, index_regs)
 
 
-@pytest.mark.parametrize(("m", "es"), LD_SIZES)
-@pytest.mark.parametrize("kind", ["si", "ss"])
-@oracle
-def test_ld1(m, es, kind, data):
+@oracle((("m", "es"), LD_SIZES), ("kind", ["si", "ss"]))
+def _ld1(m, es, kind, data):
     addr = vl_mems() if kind == "si" else rr_mems(MSZ[m])
-    run(data, f"sve.ld1{m}.{kind}.{es}", st.tuples(zvecs(es), pz(), addr), getattr(Assembler, f"ld1{m}"))
+    return run(data, f"sve.ld1{m}.{kind}.{es}", st.tuples(zvecs(es), pz(), addr), getattr(Assembler, f"ld1{m}"))
 
 
-@pytest.mark.parametrize(("m", "es"), LD_SIZES)
-@pytest.mark.parametrize("kind", ["si", "ss"])
-@oracle
-def test_st1(m, es, kind, data):
+@oracle((("m", "es"), LD_SIZES), ("kind", ["si", "ss"]))
+def _st1(m, es, kind, data):
     addr = vl_mems() if kind == "si" else rr_mems(MSZ[m])
-    run(data, f"sve.st1{m}.{kind}.{es}", st.tuples(zvecs(es), preds(7), addr), getattr(Assembler, f"st1{m}"))
+    return run(data, f"sve.st1{m}.{kind}.{es}", st.tuples(zvecs(es), preds(7), addr), getattr(Assembler, f"st1{m}"))
 
 
-@pytest.mark.parametrize(("m", "es"), LD_SIZES)
-@oracle
-def test_ld1r(m, es, data):
+@oracle((("m", "es"), LD_SIZES))
+def _ld1r(m, es, data):
     step = 1 << MSZ[m]
     addr = st.builds(lambda b, k: mem(b, k * step), bases, st.integers(0, 63))
-    run(data, f"sve.ld1r{m}.{es}", st.tuples(zvecs(es), pz(), addr), getattr(Assembler, f"ld1r{m}"))
+    return run(data, f"sve.ld1r{m}.{es}", st.tuples(zvecs(es), pz(), addr), getattr(Assembler, f"ld1r{m}"))
 
 
-@pytest.mark.parametrize("m", "bhwd")
-@pytest.mark.parametrize("kind", ["si", "ss"])
-@oracle
-def test_ld1rq(m, kind, data):
+@oracle(("m", "bhwd"), ("kind", ["si", "ss"]))
+def _ld1rq(m, kind, data):
     es = {"w": "s"}.get(m, m)
     addr = st.builds(lambda b, k: mem(b, 16 * k), bases, st.integers(-8, 7)) if kind == "si" else rr_mems(MSZ[m])
-    run(data, f"sve.ld1rq{m}.{kind}", st.tuples(zvecs(es), pz(), addr), getattr(Assembler, f"ld1rq{m}"))
+    return run(data, f"sve.ld1rq{m}.{kind}", st.tuples(zvecs(es), pz(), addr), getattr(Assembler, f"ld1rq{m}"))
 
 
 # gather/scatter: (memory size, element size) with the element size of the offsets
@@ -247,55 +249,45 @@ def zoff_mems(es: str, msz: int) -> st.SearchStrategy:
     return st.builds(lambda b, z, amt: mem(b, z, None, amt), bases, zvecs("d"), st.sampled_from(amounts))
 
 
-@pytest.mark.parametrize(("m", "es"), GS_SIZES)
-@oracle
-def test_ld1_gather(m, es, data):
+@oracle((("m", "es"), GS_SIZES))
+def _ld1_gather(m, es, data):
     addr = zoff_mems(es, MSZ[m])
-    run(data, f"sve.ld1{m}.gather.{es}", st.tuples(zvecs(es), pz(), addr), getattr(Assembler, f"ld1{m}"))
+    return run(data, f"sve.ld1{m}.gather.{es}", st.tuples(zvecs(es), pz(), addr), getattr(Assembler, f"ld1{m}"))
 
 
-@pytest.mark.parametrize(("m", "es"), GS_SIZES)
-@oracle
-def test_st1_scatter(m, es, data):
+@oracle((("m", "es"), GS_SIZES))
+def _st1_scatter(m, es, data):
     addr = zoff_mems(es, MSZ[m])
-    run(data, f"sve.st1{m}.scatter.{es}", st.tuples(zvecs(es), preds(7), addr), getattr(Assembler, f"st1{m}"))
+    return run(data, f"sve.st1{m}.scatter.{es}", st.tuples(zvecs(es), preds(7), addr), getattr(Assembler, f"st1{m}"))
 
 
-@pytest.mark.parametrize("es", SIZES)
-@pytest.mark.parametrize("kind", ["ii", "ir", "ri", "rr"])
-@oracle
-def test_index(es, kind, data):
+@oracle(("es", SIZES), ("kind", ["ii", "ir", "ri", "rr"]))
+def _index(es, kind, data):
     regs = xregs() if es == "d" else wregs()
     ops = [st.integers(-16, 15) if c == "i" else regs for c in kind]
-    run(data, f"sve.index.{kind}.{es}", st.tuples(zvecs(es), *ops), Assembler.index)
+    return run(data, f"sve.index.{kind}.{es}", st.tuples(zvecs(es), *ops), Assembler.index)
 
 
-@pytest.mark.parametrize("mn", ["sve_ldr", "sve_str"])
-@pytest.mark.parametrize("reg", ["z", "p"])
-@oracle
-def test_ldr_str(mn, reg, data):
+@oracle(("mn", ["sve_ldr", "sve_str"]), ("reg", ["z", "p"]))
+def _ldr_str(mn, reg, data):
     rt = st.integers(0, 31).map(ZReg) if reg == "z" else st.integers(0, 15).map(PReg)
-    run(data, f"sve.{mn[4:]}.{reg}", st.tuples(rt, vl_mems(-256, 255)), getattr(Assembler, mn))
+    return run(data, f"sve.{mn[4:]}.{reg}", st.tuples(rt, vl_mems(-256, 255)), getattr(Assembler, mn))
 
 
 # -- floating-point multiply-add -------------------------------------------------
-@pytest.mark.parametrize("mn", ["sve_fmla", "sve_fmls", "fnmla", "fnmls", "fmad", "fmsb"])
-@pytest.mark.parametrize("es", FP)
-@oracle
-def test_fma_pred(mn, es, data):
+@oracle(("mn", ["sve_fmla", "sve_fmls", "fnmla", "fnmls", "fmad", "fmsb"]), ("es", FP))
+def _fma_pred(mn, es, data):
     ops = st.tuples(zvecs(es), pm(), zvecs(es), zvecs(es))
-    run(data, f"sve.{mn.removeprefix('sve_')}.pred.{es}", ops, getattr(Assembler, mn))
+    return run(data, f"sve.{mn.removeprefix('sve_')}.pred.{es}", ops, getattr(Assembler, mn))
 
 
 IDX = {"h": (7, 7), "s": (7, 3), "d": (15, 1)}
 
 
-@pytest.mark.parametrize("mn", ["sve_fmla", "sve_fmls", "sve_fmul"])
-@pytest.mark.parametrize("es", FP)
-@oracle
-def test_fp_indexed(mn, es, data):
+@oracle(("mn", ["sve_fmla", "sve_fmls", "sve_fmul"]), ("es", FP))
+def _fp_indexed(mn, es, data):
     ops = st.tuples(zvecs(es), zvecs(es), zelems(es, *IDX[es]))
-    run(data, f"sve.{mn[4:]}.idx.{es}", ops, getattr(Assembler, mn))
+    return run(data, f"sve.{mn[4:]}.idx.{es}", ops, getattr(Assembler, mn))
 
 
 # -- floating-point arithmetic ---------------------------------------------------
@@ -317,11 +309,9 @@ def destructive(es: str, last: st.SearchStrategy) -> st.SearchStrategy:
     return st.builds(lambda z, p, x: (z, p, z, x), zvecs(es), pm(), last)
 
 
-@pytest.mark.parametrize("mn", PRED_OPS)
-@pytest.mark.parametrize("es", FP)
-@oracle
-def test_fp_pred(mn, es, data):
-    run(data, f"sve.{mn.removeprefix('sve_')}.pred.{es}", destructive(es, zvecs(es)), getattr(Assembler, mn))
+@oracle(("mn", PRED_OPS), ("es", FP))
+def _fp_pred(mn, es, data):
+    return run(data, f"sve.{mn.removeprefix('sve_')}.pred.{es}", destructive(es, zvecs(es)), getattr(Assembler, mn))
 
 
 IMM_OPS = {
@@ -336,28 +326,22 @@ IMM_OPS = {
 }
 
 
-@pytest.mark.parametrize("mn", sorted(IMM_OPS))
-@pytest.mark.parametrize("es", FP)
-@oracle
-def test_fp_pred_imm(mn, es, data):
+@oracle(("mn", sorted(IMM_OPS)), ("es", FP))
+def _fp_pred_imm(mn, es, data):
     values = st.sampled_from(IMM_OPS[mn] + (int(IMM_OPS[mn][1]),))
-    run(data, f"sve.{mn.removeprefix('sve_')}.imm.{es}", destructive(es, values), getattr(Assembler, mn))
+    return run(data, f"sve.{mn.removeprefix('sve_')}.imm.{es}", destructive(es, values), getattr(Assembler, mn))
 
 
-@pytest.mark.parametrize("mn", ["sve_fadd", "sve_fsub", "sve_fmul"])
-@pytest.mark.parametrize("es", FP)
-@oracle
-def test_fp_unpred(mn, es, data):
-    run(data, f"sve.{mn[4:]}.unpred.{es}", st.tuples(zvecs(es), zvecs(es), zvecs(es)), getattr(Assembler, mn))
+@oracle(("mn", ["sve_fadd", "sve_fsub", "sve_fmul"]), ("es", FP))
+def _fp_unpred(mn, es, data):
+    return run(data, f"sve.{mn[4:]}.unpred.{es}", st.tuples(zvecs(es), zvecs(es), zvecs(es)), getattr(Assembler, mn))
 
 
 # -- floating-point reductions --------------------------------------------------
-@pytest.mark.parametrize("mn", ["faddv", "sve_fmaxv", "sve_fminv", "sve_fmaxnmv", "sve_fminnmv"])
-@pytest.mark.parametrize("es", FP)
-@oracle
-def test_fp_reduce(mn, es, data):
+@oracle(("mn", ["faddv", "sve_fmaxv", "sve_fminv", "sve_fmaxnmv", "sve_fminnmv"]), ("es", FP))
+def _fp_reduce(mn, es, data):
     ops = st.tuples(scalars(es), preds(7), zvecs(es))
-    run(data, f"sve.{mn.removeprefix('sve_')}.{es}", ops, getattr(Assembler, mn))
+    return run(data, f"sve.{mn.removeprefix('sve_')}.{es}", ops, getattr(Assembler, mn))
 
 
 # -- broadcast, move, select, logical --------------------------------------------
@@ -366,59 +350,57 @@ def dup_imms(es: str) -> st.SearchStrategy:
     return small if es == "b" else st.one_of(small, st.integers(-128, 127).map(lambda k: 256 * k))
 
 
-@pytest.mark.parametrize("mn", ["sve_dup", "sve_mov"])
-@pytest.mark.parametrize("es", SIZES)
-@oracle
-def test_dup_imm(mn, es, data):
-    run(data, f"sve.{mn[4:]}.imm.{es}", st.tuples(zvecs(es), dup_imms(es)), getattr(Assembler, mn))
+@oracle(("mn", ["sve_dup", "sve_mov"]), ("es", SIZES))
+def _dup_imm(mn, es, data):
+    return run(data, f"sve.{mn[4:]}.imm.{es}", st.tuples(zvecs(es), dup_imms(es)), getattr(Assembler, mn))
 
 
-@pytest.mark.parametrize("mn", ["sve_dup", "sve_mov"])
-@pytest.mark.parametrize("es", SIZES)
-@oracle
-def test_dup_gpr(mn, es, data):
+@oracle(("mn", ["sve_dup", "sve_mov"]), ("es", SIZES))
+def _dup_gpr(mn, es, data):
     regs = xregs(sp=True) if es == "d" else wregs(sp=True)
-    run(data, f"sve.{mn[4:]}.gpr.{es}", st.tuples(zvecs(es), regs), getattr(Assembler, mn))
+    return run(data, f"sve.{mn[4:]}.gpr.{es}", st.tuples(zvecs(es), regs), getattr(Assembler, mn))
 
 
-@pytest.mark.parametrize("mn", ["sve_dup", "sve_mov"])
-@pytest.mark.parametrize("es", SIZES + ["q"])
-@oracle
-def test_dup_elem(mn, es, data):
+@oracle(("mn", ["sve_dup", "sve_mov"]), ("es", SIZES + ["q"]))
+def _dup_elem(mn, es, data):
     lanes = 64 >> "bhsdq".index(es)
     ops = st.tuples(zvecs(es), zelems(es, 31, lanes - 1))
-    run(data, f"sve.{mn[4:]}.elem.{es}", ops, getattr(Assembler, mn))
+    return run(data, f"sve.{mn[4:]}.elem.{es}", ops, getattr(Assembler, mn))
 
 
-@oracle
-def test_mov_z(data):
-    run(data, "sve.mov.z.d", st.tuples(zvecs("d"), zvecs("d")), Assembler.sve_mov)
+@oracle()
+def _mov_z(data):
+    return run(data, "sve.mov.z.d", st.tuples(zvecs("d"), zvecs("d")), Assembler.sve_mov)
 
 
-@pytest.mark.parametrize("es", SIZES)
-@oracle
-def test_mov_merging(es, data):
+@oracle(("es", SIZES))
+def _mov_merging(es, data):
     ops = st.tuples(zvecs(es), pm(15), zvecs(es))
-    run(data, f"sve.mov.sel.{es}", ops, Assembler.sve_mov)
+    return run(data, f"sve.mov.sel.{es}", ops, Assembler.sve_mov)
 
 
-@pytest.mark.parametrize("es", SIZES)
-@oracle
-def test_sel_z(es, data):
-    run(data, f"sve.sel.z.{es}", st.tuples(zvecs(es), preds(15), zvecs(es), zvecs(es)), Assembler.sel)
+@oracle(("es", SIZES))
+def _sel_z(es, data):
+    return run(data, f"sve.sel.z.{es}", st.tuples(zvecs(es), preds(15), zvecs(es), zvecs(es)), Assembler.sel)
 
 
-@pytest.mark.parametrize("mn", ["sve_and", "sve_orr", "sve_eor", "sve_bic"])
-@oracle
-def test_logical(mn, data):
-    run(data, f"sve.{mn[4:]}.z.d", st.tuples(zvecs("d"), zvecs("d"), zvecs("d")), getattr(Assembler, mn))
+@oracle(("mn", ["sve_and", "sve_orr", "sve_eor", "sve_bic"]))
+def _logical(mn, data):
+    return run(data, f"sve.{mn[4:]}.z.d", st.tuples(zvecs("d"), zvecs("d"), zvecs("d")), getattr(Assembler, mn))
 
 
-@pytest.mark.parametrize("mn", ["zip1", "zip2", "uzp1", "uzp2", "trn1", "trn2"])
-@pytest.mark.parametrize("es", SIZES)
-@oracle
-def test_permute_z(mn, es, data):
-    run(data, f"sve.{mn}.z.{es}", st.tuples(zvecs(es), zvecs(es), zvecs(es)), getattr(Assembler, f"sve_{mn}"))
+@oracle(("mn", ["zip1", "zip2", "uzp1", "uzp2", "trn1", "trn2"]), ("es", SIZES))
+def _permute_z(mn, es, data):
+    return run(data, f"sve.{mn}.z.{es}", st.tuples(zvecs(es), zvecs(es), zvecs(es)), getattr(Assembler, f"sve_{mn}"))
+
+
+@pytest.mark.parametrize("chunk", chunk_params(FORMS, 24))
+def test_forms(chunk) -> None:
+    check_chunk(chunk)
+
+
+def test_form_names_unique() -> None:
+    assert len({f.name for f in FORMS}) == len(FORMS) >= 347
 
 
 # -- illegal operands ------------------------------------------------------------
