@@ -4,6 +4,10 @@ The worker runs the harness of `minijit.runtime.harness` (a static ELF emitted
 by `asm.aarch64`, no cross compiler) and is driven over pipes: map, write and
 read memory, call code with up to 8 integer arguments. One worker per SVE
 vector length (128..2048 bits) is shared process-wide; calls are serialized.
+Requests go out in batches, each one wait for the worker: a call maps its
+arrays in one round trip, copies them in and runs in the next, copies results
+back in a third; memory released (a call's arrays, collected code) is
+unmapped with the next request.
 
 Code addresses are assigned by the host, not by qemu: each `Worker` hands out
 page-aligned addresses from its own guest range ``[CODE_BASE, CODE_END)``
@@ -124,6 +128,51 @@ def _page_round(n: int) -> int:
     return max(PAGE, (n + PAGE - 1) // PAGE * PAGE)
 
 
+# one request: (cmd, args, payload, size of a raw reply; 0: a status reply)
+_Request = tuple[int, tuple[int, ...], bytes, int]
+#: bytes that any pipe buffers (Linux shrinks a pipe to one page at the least)
+PIPE_MIN = 4096
+
+
+def _pack(cmd: int, args: tuple[int, ...]) -> bytes:
+    return REQUEST.pack(cmd, *(a & 0xFFFFFFFFFFFFFFFF for a in args), *(0,) * (9 - len(args)))
+
+
+def _syscall(nr: int, *args: int) -> _Request:
+    return (CMD_SYSCALL, (nr, *args), b"", 0)
+
+
+def _write(address: int, data: bytes) -> _Request:
+    return (CMD_WRITE, (address, len(data)), bytes(data), 0)
+
+
+def _syscall_result(nr: int, r0: int) -> int:
+    """x0 of syscall ``nr``; OSError for a negative errno."""
+    if r0 >= 1 << 63:
+        errno = (1 << 64) - r0
+        raise OSError(errno, f"syscall {nr} failed in the emulation worker: {os.strerror(errno)}")
+    return r0
+
+
+def _batches(requests: list[_Request]) -> list[list[_Request]]:
+    """``requests`` in consecutive parts that can each be written whole before any reply is
+    read without a deadlock: the worker blocks writing replies once the reply pipe is full, and
+    then reads no more requests. A part's requests fit the request pipe, or the replies of all
+    but its last request (the worker writes that one after reading the whole part) fit the
+    reply pipe."""
+    parts: list[list[_Request]] = []
+    sent = replied = 0  # bytes of the current part's requests; of its replies
+    for req in requests:
+        size = REQUEST.size + len(req[2])
+        if not parts or (sent + size > PIPE_MIN and replied > PIPE_MIN):
+            parts.append([])
+            sent = replied = 0
+        parts[-1].append(req)
+        sent += size
+        replied += req[3] or REPLY.size
+    return parts
+
+
 def _cpu_and_state(pid: int) -> tuple[int, str] | None:
     """(utime + stime in clock ticks, state letter) of a process; None without /proc."""
     try:
@@ -194,8 +243,8 @@ class Worker:
         self._proc = self._start()
         try:
             self._retired.clear()  # nothing of the old process is mapped in the new one
-            for address, code in self._code.copy().items():
-                self._place(code, address)
+            if self._code:
+                self._place_many(list(self._code.copy().items()))
         except BaseException:
             self._kill()
             raise
@@ -233,13 +282,33 @@ class Worker:
     # leaves its reply in the pipe, and a process started in between must not be
     # asked for a reply it never got a request for.
     def _send(self, cmd: int, *args: int, payload: bytes = b"") -> None:
-        vals = [a & 0xFFFFFFFFFFFFFFFF for a in args] + [0] * (9 - len(args))
-        proc = self._live()
+        self._write_requests(self._live(), _pack(cmd, args) + payload)
+
+    def _write_requests(self, proc: subprocess.Popen, data: bytes) -> None:
         try:
-            proc.stdin.write(REQUEST.pack(cmd, *vals) + payload)
+            proc.stdin.write(data)
             proc.stdin.flush()
         except (BrokenPipeError, OSError):
             self._died("while sending a request")
+
+    def _exchange(self, requests: list[_Request]) -> list[Any]:
+        """Send ``requests`` back to back and read their replies in order: ``(r0, r1, r2)`` of a
+        status reply, the bytes of a read (``raw`` > 0). One wait for the worker per batch
+        instead of one per request; a batch goes out in parts where both pipes could fill up
+        (`_batches`). Code released with `remove_code` or `unmap_later` is unmapped first (the
+        replies of those munmaps are not checked: a region that is gone is fine)."""
+        proc = self._live()
+        todo: list[_Request] = []
+        while self._retired:
+            address, size = self._retired.pop()
+            todo.append((CMD_SYSCALL, (SYS_MUNMAP, address, _page_round(size)), b"", 0))
+        skip = len(todo)
+        todo.extend(requests)
+        replies: list[Any] = []
+        for batch in _batches(todo):
+            self._write_requests(proc, b"".join(_pack(cmd, args) + payload for cmd, args, payload, _ in batch))
+            replies.extend(self._recv(raw) if raw else self._reply() for _, _, _, raw in batch)
+        return replies[skip:]
 
     def _recv(self, n: int) -> bytes:
         proc = self._proc
@@ -315,12 +384,8 @@ class Worker:
     def syscall(self, nr: int, *args: int) -> int:
         """Run Linux syscall ``nr`` in the worker; returns x0 (negative errno raises OSError)."""
         with self.lock:
-            self._send(CMD_SYSCALL, nr, *args)
-            r0 = self._reply()[0]
-        if r0 >= 1 << 63:
-            errno = (1 << 64) - r0
-            raise OSError(errno, f"syscall {nr} failed in the emulation worker: {os.strerror(errno)}")
-        return r0
+            r0 = self._exchange([_syscall(nr, *args)])[0][0]
+        return _syscall_result(nr, r0)
 
     def mmap(self, size: int, prot: int = PROT_READ | PROT_WRITE, address: int = 0) -> int:
         """Map ``size`` bytes (rounded up to pages), at exactly ``address`` when it is given.
@@ -341,6 +406,23 @@ class Worker:
                 raise EmulatorError(f"could not map {size} bytes at {address:#x} in the worker (got {got:#x})")
         return got
 
+    def mmap_many(self, sizes: list[int]) -> list[int]:
+        """Map one read+write region of each size (bytes, rounded up to pages) in one round trip;
+        their addresses in order. OSError as `mmap` when one fails (the others are unmapped)."""
+        prot, flags = PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS
+        with self.lock:
+            replies = self._exchange(
+                [_syscall(SYS_MMAP, 0, _page_round(n), prot, flags, (1 << 64) - 1, 0) for n in sizes]
+            )
+            got = [r[0] for r in replies]
+            failed = [r0 for r0 in got if r0 >= 1 << 63]
+            if failed:
+                for address, size in zip(got, sizes, strict=True):
+                    if address < 1 << 63:
+                        self.unmap_later(address, size)
+                _syscall_result(SYS_MMAP, failed[0])
+        return got
+
     def munmap(self, address: int, size: int) -> None:
         self.syscall(SYS_MUNMAP, address, _page_round(size))
 
@@ -349,28 +431,35 @@ class Worker:
 
     def write(self, address: int, data: bytes) -> None:
         """Copy ``data`` into worker memory at ``address``."""
-        if not data:
-            return
-        with self.lock:
-            self._send(CMD_WRITE, address, len(data), payload=bytes(data))
-            self._reply()
+        self.write_many([(address, data)])
+
+    def write_many(self, writes: list[tuple[int, bytes]]) -> None:
+        """Copy each ``(address, data)`` into worker memory, all in one round trip."""
+        requests = [_write(address, data) for address, data in writes if data]
+        if requests:
+            with self.lock:
+                self._exchange(requests)
 
     def read(self, address: int, size: int) -> bytes:
         """Copy ``size`` bytes of worker memory at ``address``."""
-        if size <= 0:
-            return b""
-        with self.lock:
-            self._send(CMD_READ, address, size)
-            return self._recv(size)
+        return self.read_many([(address, size)])[0]
 
-    def call(self, address: int, *args: int) -> tuple[int, int]:
-        """Call code at ``address`` with up to 8 integer arguments; returns (x0, d0 bits)."""
+    def read_many(self, reads: list[tuple[int, int]]) -> list[bytes]:
+        """Copy ``size`` bytes of worker memory at each ``(address, size)``, in one round trip."""
+        requests = [(CMD_READ, (address, size), b"", size) for address, size in reads if size > 0]
+        with self.lock:
+            got = iter(self._exchange(requests) if requests else [])
+        return [next(got) if size > 0 else b"" for _, size in reads]
+
+    def call(self, address: int, *args: int, writes: list[tuple[int, bytes]] | None = None) -> tuple[int, int]:
+        """Call code at ``address`` with up to 8 integer arguments; returns (x0, d0 bits).
+        ``writes``: ``(address, data)`` copied into worker memory first, in the same round trip."""
         if len(args) > 8:
             raise ValueError(f"at most 8 integer arguments can be passed, got {len(args)}")
+        requests = [_write(at, data) for at, data in writes or () if data]
+        requests.append((CMD_CALL, (address, *args), b"", 0))
         with self.lock:
-            self._unmap_retired()
-            self._send(CMD_CALL, address, *args)
-            r0, r1, _ = self._reply()
+            r0, r1, _ = self._exchange(requests)[-1]
         return r0, r1
 
     # -- code ----------------------------------------------------------------------
@@ -384,9 +473,38 @@ class Worker:
 
     def _place(self, code: bytes, address: int) -> None:
         """Map code read+write at exactly ``address``, copy it, make it read+execute (W^X)."""
-        self.mmap(len(code), PROT_READ | PROT_WRITE, address)
-        self.write(address, code)
-        self.mprotect(address, len(code), PROT_READ | PROT_EXEC)
+        self._place_many([(address, code)])
+
+    def _place_many(self, items: list[tuple[int, bytes]]) -> None:
+        """`_place` each ``(address, code)``: every mapping in one round trip (each checked),
+        then every copy and mprotect in another."""
+        flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE
+        maps = [
+            _syscall(SYS_MMAP, a, _page_round(len(c)), PROT_READ | PROT_WRITE, flags, (1 << 64) - 1, 0)
+            for a, c in items
+        ]
+        got = [r[0] for r in self._exchange(maps)]
+        problem = None
+        for (address, code), r0 in zip(items, got, strict=True):
+            if r0 >= 1 << 63:
+                why = f"syscall {SYS_MMAP} failed in the emulation worker: {os.strerror((1 << 64) - r0)}"
+                problem = problem or f"could not map {len(code)} bytes at {address:#x} in the worker: {why}"
+            elif r0 != address:
+                self.unmap_later(r0, len(code))
+                problem = problem or f"could not map {len(code)} bytes at {address:#x} in the worker (got {r0:#x})"
+        if problem is not None:
+            for (address, code), r0 in zip(items, got, strict=True):
+                if r0 == address:
+                    self.unmap_later(address, len(code))
+            raise EmulatorError(problem)
+        requests: list[_Request] = []
+        for address, code in items:
+            requests += [
+                _write(address, code),
+                _syscall(SYS_MPROTECT, address, _page_round(len(code)), PROT_READ | PROT_EXEC),
+            ]
+        for r0, _, _ in self._exchange(requests)[1::2]:
+            _syscall_result(SYS_MPROTECT, r0)
 
     def load_code(self, code: bytes, address: int = 0) -> int:
         """Place code once (not again after a restart): at ``address``, else at a fresh code
@@ -410,8 +528,7 @@ class Worker:
             self._code[address] = code
             try:
                 if self._proc is not None and self._proc.poll() is None:
-                    self._unmap_retired()
-                    self._place(code, address)
+                    self._place(code, address)  # (released code is unmapped first)
                 # else: placed when the process starts
             except BaseException:
                 self._code.pop(address, None)
@@ -424,18 +541,13 @@ class Worker:
         Takes no lock and sends nothing, so it is safe in a finalizer."""
         code = self._code.pop(address, None)
         if code is not None:
-            self._retired.append((address, len(code)))
+            self.unmap_later(address, len(code))
 
-    def _unmap_retired(self) -> None:
-        while self._retired:
-            address, size = self._retired.pop()
-            if self._proc is None or self._proc.poll() is not None:
-                self._retired.clear()  # a new process never mapped them
-                return
-            try:
-                self.munmap(address, size)
-            except OSError:
-                pass
+    def unmap_later(self, address: int, size: int) -> None:
+        """Unmap ``size`` bytes at ``address`` of the running process with the next request
+        (in its round trip; failures ignored). Takes no lock and sends nothing; a process
+        started before then never mapped it, and nothing is unmapped there."""
+        self._retired.append((address, size))
 
     def vector_length(self) -> int:
         """The SVE vector length the worker runs at, read with ``rdvl`` (bits)."""
@@ -519,9 +631,9 @@ class EmulatedKernel:
                 for i, (spec, value) in enumerate(zip(self.signature.args, args, strict=True)):
                     if isinstance(value, np.ndarray):
                         placed[i] = regions.place(value, writable=not spec.const)
-                regions.upload()
+                regions.map()  # copied in with the call: one round trip for both
                 ints = [regions.address_of(placed[i]) if i in placed else int(v) for i, v in enumerate(args)]
-                r0, d0 = self.worker.call(self._address, *ints)
+                r0, d0 = self.worker.call(self._address, *ints, writes=regions.writes())
                 regions.download()
             finally:
                 regions.free()

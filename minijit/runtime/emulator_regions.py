@@ -30,6 +30,12 @@ class Regions:
         return len(self.arrays) - 1
 
     def upload(self) -> None:
+        """Map every region in the worker and copy the arrays in (two round trips)."""
+        self.map()
+        self.w.write_many(self.writes())
+
+    def map(self) -> None:
+        """Map every region in the worker (one round trip); `writes` are what copies them in."""
         merged: list[list[Any]] = []
         for _, lo, hi, writable in sorted(self.arrays, key=lambda t: t[1]):
             if merged and lo < merged[-1][1]:
@@ -38,10 +44,16 @@ class Regions:
             else:
                 merged.append([lo, hi, writable, 0])
         self.spans = merged
-        for span in self.spans:
-            span[3] = self.w.mmap(max(span[1] - span[0], 1))
-            self.generation = self.w.generation
-            self.w.write(span[3], ctypes.string_at(span[0], span[1] - span[0]))
+        if not merged:
+            return
+        addresses = self.w.mmap_many([max(hi - lo, 1) for lo, hi, _, _ in merged])
+        self.generation = self.w.generation
+        for span, address in zip(merged, addresses, strict=True):
+            span[3] = address
+
+    def writes(self) -> list[tuple[int, bytes]]:
+        """``(worker address, bytes)`` of every mapped region: the host arrays' contents now."""
+        return [(addr, ctypes.string_at(lo, hi - lo)) for lo, hi, _, addr in self.spans if addr and hi > lo]
 
     def address_of(self, index: int) -> int:
         data, lo, hi, _ = self.arrays[index]
@@ -51,19 +63,18 @@ class Regions:
         raise AssertionError("array was not placed")
 
     def download(self) -> None:
-        for lo, hi, writable, addr in self.spans:
-            if writable and hi > lo:
-                ctypes.memmove(lo, self.w.read(addr, hi - lo), hi - lo)
+        """Copy the writable regions back into the host arrays (one round trip)."""
+        spans = [(lo, hi, addr) for lo, hi, writable, addr in self.spans if writable and hi > lo]
+        for (lo, hi, _), data in zip(spans, self.w.read_many([(addr, hi - lo) for lo, hi, addr in spans]), strict=True):
+            ctypes.memmove(lo, data, hi - lo)
 
     def free(self) -> None:
+        """Release the regions: unmapped with the worker's next request (no round trip now)."""
         if self.w._proc is None or self.w.generation != self.generation:
             return  # the process they were mapped in is gone (a fault): nothing to unmap
         for lo, hi, _, addr in self.spans:
             if addr:
-                try:
-                    self.w.munmap(addr, max(hi - lo, 1))
-                except (OSError, RuntimeError):  # EmulatorError is a RuntimeError
-                    pass
+                self.w.unmap_later(addr, max(hi - lo, 1))
 
 
 def _byte_bounds(arr: np.ndarray) -> tuple[int, int]:
