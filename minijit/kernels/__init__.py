@@ -72,8 +72,9 @@ def cache_info() -> dict[str, int]:
 
 
 def cache_clear() -> None:
-    """Drop every cached kernel (kernels in use stay alive with their operations)."""
+    """Drop every cached kernel and loop nest (kernels in use stay alive with their operations)."""
     _cache.clear()
+    _loopnests.clear()
 
 
 def check_target(target: str) -> str:
@@ -134,6 +135,15 @@ def binary(m, n, *, dtype="fp32", ptype="add", target: CpuTarget):
     return target.binary(m, n, dtype=dtype, ptype=ptype)
 
 
+#: the most compiled loop nests `compile_loopnest` keeps (least recently used first out)
+LOOPNEST_CACHE_SIZE = 256
+_loopnests = LRUCache(lambda: LOOPNEST_CACHE_SIZE, name="loopnests")  # also in `minijit.cache_info`
+
+
 def compile_loopnest(plan, *, target: str | Target, sve_vl: int = 128):
-    """The compiled loop nest of ``plan`` (a `minijit.kernels.loopnest.LoopNest`)."""
-    return targets.get_cpu(target, sve_vl=sve_vl).loopnest(plan)
+    """The compiled loop nest of ``plan`` (a `minijit.kernels.loopnest.LoopNest`), kept in a cache
+    of its own: the same plan on the same target returns the same kernel object. Its machine code
+    depends on nothing but the plan (the kernels it calls are addresses in the plan), so a setup
+    of a configuration seen before reuses it. Errors are not cached; `cache_clear` empties it."""
+    t = targets.get_cpu(target, sve_vl=sve_vl)
+    return _loopnests.get_or_create((plan, t), lambda: t.loopnest(plan))
