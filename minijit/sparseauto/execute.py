@@ -30,7 +30,7 @@ from minijit.errors import SetupError, error_t
 from minijit.limits import check_alloc
 from minijit.sparseauto.codegen import SIGNATURE, Program, compile_nest, sampled_operand
 from minijit.sparseauto.codegen_aarch64 import compile_nest_aarch64
-from minijit.sparseauto.nest import Nest, Operand
+from minijit.sparseauto.nest import COMPRESSED, DENSE, Compute, Loop, Nest, Operand
 from minijit.sparseauto.tensor import INDEX_MAX, SparseTensor
 from minijit.targets import CpuTarget
 
@@ -66,10 +66,15 @@ def cpu_target(target: object, sve_vl: int = 128) -> CpuTarget:
     return targets.get_cpu(target, sve_vl=sve_vl)  # type: ignore[arg-type]
 
 
-def _leaves(t: SparseTensor) -> np.ndarray:
-    """Stored values below each position of the first level."""
-    cnt = np.ones(t.nnz, np.int64)
-    for lv in reversed(t.storage[1:]):
+def _leaves(t: SparseTensor, level: int | None = None) -> np.ndarray:
+    """Positions of storage level ``level`` (default: the last, the stored values) below each
+    position of the first level."""
+    last = len(t.storage) - 1 if level is None else level
+    count = 1
+    for lv in t.storage[: last + 1]:  # positions of level `last`
+        count = int(lv.crd.shape[0]) if lv.format == "compressed" else count * lv.size  # type: ignore[union-attr]
+    cnt = np.ones(count, np.int64)
+    for lv in reversed(t.storage[1 : last + 1]):
         if lv.format == "dense":
             cnt = cnt.reshape(-1, max(lv.size, 1)).sum(axis=1) if lv.size else np.zeros(cnt.size, np.int64)
         else:
@@ -77,6 +82,39 @@ def _leaves(t: SparseTensor) -> np.ndarray:
             csum = np.concatenate(([0], np.cumsum(cnt)))
             cnt = csum[lv.pos[1:]] - csum[lv.pos[:-1]]
     return cnt
+
+
+def statement_work(nest: Nest, x: Operand, extents: Mapping[str, int]) -> list[tuple[int, int]] | None:
+    """How the statements under the nest's last top-level loop scale with ``x``'s storage: one
+    ``(level, factor)`` per statement, which runs ``factor`` times per position of ``x``'s level
+    ``level`` (its loops over ``x``'s indices bind levels ``0..level`` in order; ``factor`` is
+    the product of the extents of its dense loops over other indices). None when a statement's
+    loops do not follow ``x``'s levels from the top, or walk another sparse operand (unknown work)."""
+    top = nest.body[-1]
+    out: list[tuple[int, int]] = []
+
+    def visit(loop: Loop, depth: int, factor: int) -> bool:
+        walked = nest.walks(loop)
+        if loop.index in x.indices:
+            k = x.indices.index(loop.index)
+            if k != depth or (x.levels[k] == COMPRESSED and x not in walked) or (x.levels[k] == DENSE and walked):
+                return False
+            depth += 1
+        elif walked:
+            return False
+        else:
+            factor *= extents[loop.index]
+        for node in loop.body:
+            if isinstance(node, Loop):
+                if not visit(node, depth, factor):
+                    return False
+            elif isinstance(node, Compute):
+                out.append((depth - 1, factor))
+        return True
+
+    if not isinstance(top, Loop) or not x.indices or top.index != x.indices[0]:
+        return None
+    return out if visit(top, 0, 1) else None
 
 
 class SparseContraction:
@@ -270,12 +308,13 @@ class SparseContraction:
         cached = self._last_ranges
         if cached is not None and cached[0] == key:
             return cached[1]
-        if kind == "dense":
+        weight = self._work(tensors, str(what) if kind == "walk" else None)
+        if weight is None and kind == "dense":
             weight = np.ones(n, np.int64)
             for o in self.nest.operands:  # a sparse operand stored by the top index weighs its rows
                 if o.sparse and o.indices[0] == top and o.levels[0] == "dense":
                     weight = weight + _leaves(tensors[o.name])
-        else:
+        elif weight is None:
             weight = 1 + _leaves(tensors[str(what)])
         cost = np.concatenate(([0], np.cumsum(weight)))
         # as many parts as threads, each with _MIN_SPLIT iterations or _MIN_WORK work (so a few
@@ -289,6 +328,26 @@ class SparseContraction:
         ranges = list(zip(bounds[:-1], bounds[1:], strict=True))
         self._last_ranges = (key, ranges)
         return ranges
+
+    def _work(self, tensors: dict[str, SparseTensor], walked: str | None) -> np.ndarray | None:
+        """Statement executions below each iteration of the split loop, plus one: from the
+        walked operand (or the one sparse operand stored by a dense top index) and
+        `statement_work`; None where the statements' work does not follow one operand's levels."""
+        top = self.nest.body[-1].index  # type: ignore[union-attr]
+        if walked is None:
+            stored = [o for o in self.nest.operands if o.sparse and o.indices[0] == top and o.levels[0] == "dense"]
+            if len(stored) != 1:
+                return None
+            walked = stored[0].name
+        x = next(o for o in self.nest.operands if o.name == walked)
+        per = statement_work(self.nest, x, self.extents)
+        if per is None:
+            return None
+        t = tensors[walked]
+        weight = np.ones_like(_leaves(t, 0))  # one per position of the first level
+        for level, factor in per:
+            weight += factor * _leaves(t, level)
+        return weight
 
     @staticmethod
     def _nnz_bound(tensors: dict[str, SparseTensor]) -> int:

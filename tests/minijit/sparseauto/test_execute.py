@@ -218,3 +218,41 @@ def test_split_after_a_top_level_temporary():
         else:
             assert op.program.split == ("walk", "B") and len(op._ranges({"B": t})) == 2
         np.testing.assert_allclose(op.execute(t, c, e), want * (2 if twice else 1), atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("subscripts", "schedule"),
+    [
+        ("ijk,jl,km->ilm", "auto"),  # TTMc: a temporary per fibre, then L*M per fibre
+        ("ijk,jl,km->ilm", "linear"),
+        ("ijk,jl,kl->il", "auto"),  # MTTKRP
+        ("ij,ik,jk,jl->il", "auto"),  # SDDMM-SpMM: a dense top loop over CSR rows
+        ("ik,kj->ij", "auto"),
+    ],
+)
+def test_split_weights_are_the_statement_executions_per_top_iteration(subscripts, schedule):
+    """The weights that balance the threads' ranges count, per iteration of the split loop, the
+    statement executions below it: the IR interpreter's count on that slice alone (plus one)."""
+    from minijit.sparseauto.api import compile_einsum
+    from tests.minijit.sparseauto.interp import run
+
+    rng = np.random.default_rng(7)
+    terms = subscripts.split("->")[0].split(",")
+    sizes = {"i": 9, "j": 7, "k": 8, "l": 3, "m": 2}
+    first = np.where(rng.random(tuple(sizes[c] for c in terms[0])) < 0.3, 1.0, 0.0)
+    first[2] = 0  # an empty slice
+    levels = ("dense", "compressed") if len(terms[0]) == 2 else ("compressed",) * 3
+    t = SparseTensor.from_dense(first, levels)
+    dense = [rng.standard_normal(tuple(sizes[c] for c in term)) for term in terms[1:]]
+    c, _ = compile_einsum(subscripts, t, *dense, schedule=schedule, threads=2)
+    x = c.nest.operands[0]
+    kind, _ = c.program.split
+    weight = c._work({x.name: t}, x.name if kind == "walk" else None)
+    assert weight is not None
+    rows = t.storage[0].crd if kind == "walk" else np.arange(sizes["i"])
+    assert len(weight) == len(rows)
+    for p, r in enumerate(rows):
+        alone = np.zeros_like(first)
+        alone[r] = first[r]
+        arrays = {x.name: alone, **{o.name: d for o, d in zip(c.nest.operands[1:], dense, strict=True)}}
+        assert weight[p] == 1 + run(c.nest, arrays)[1], (p, r)
