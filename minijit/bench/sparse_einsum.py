@@ -452,6 +452,8 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, float | None]:
     others = tuple(r["name"] for r in rows if r["name"] not in FISSION_ROWS)
     return {
         "linear/auto (fission rows)": g("linear_s", FISSION_ROWS),
+        "linear/auto (fission rows, power-law tensors)": g("linear_s", FISSION_ROWS[:3]),
+        "linear/auto (fission rows, NELL-2 tensors and SDDMM-SpMM)": g("linear_s", ("SDDMM-SpMM", *FISSION_ROWS[3:])),
         "linear/auto (other rows)": g("linear_s", others),
         "tensora/auto": g("tensora_s"),
         "sparse.einsum/auto": g("pydata_s"),
