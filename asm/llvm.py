@@ -13,8 +13,8 @@ import functools
 import os
 import re
 import shutil
+import struct
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +23,7 @@ AARCH64_MATTR = "+sve,+sve2,+bf16,+i8mm"
 X86_64_TRIPLE = "x86_64"
 
 _ENCODING = re.compile(r"encoding: \[([^\]]*)\]")
+SHT_NOBITS = 8
 
 
 class LlvmError(RuntimeError):
@@ -91,27 +92,39 @@ def _explain(stderr: str, lines: list[str], skip: int = 0) -> str:
 
 
 def assemble(listing: str, triple: str = AARCH64_TRIPLE, mattr: str = AARCH64_MATTR) -> bytes:
-    """Assemble a whole listing (labels allowed) and return its ``.text`` bytes."""
+    """Assemble a whole listing (labels allowed) and return its ``.text`` bytes (read from the ELF
+    object that llvm-mc writes to a pipe: one process, no temporary files)."""
     if triple.startswith("x86"):
         listing = ".intel_syntax noprefix\n" + listing
-    with tempfile.TemporaryDirectory(prefix="minijit-mc-") as tmp:
-        obj = os.path.join(tmp, "k.o")
-        raw = os.path.join(tmp, "k.bin")
-        args = [find_tool("llvm-mc"), f"--triple={triple}", "-filetype=obj", "-o", obj]
-        if mattr:
-            args.append(f"-mattr={mattr}")
-        proc = _run(args, listing + "\n")
-        if proc.returncode != 0:
-            raise LlvmError(_explain(proc.stderr, listing.splitlines()))
-        cp = subprocess.run(
-            [find_tool("llvm-objcopy"), "-O", "binary", "--only-section=.text", obj, raw],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if cp.returncode != 0:
-            raise LlvmError(f"llvm-objcopy failed:\n{cp.stderr}")
-        return Path(raw).read_bytes()
+    args = [find_tool("llvm-mc"), f"--triple={triple}", "-filetype=obj", "-o", "-"]
+    if mattr:
+        args.append(f"-mattr={mattr}")
+    proc = subprocess.run(args, input=(listing + "\n").encode(), capture_output=True, check=False)
+    if proc.returncode != 0:
+        raise LlvmError(_explain(proc.stderr.decode(errors="replace"), listing.splitlines()))
+    return elf_section(proc.stdout, ".text")
+
+
+def elf_section(obj: bytes, name: str) -> bytes:
+    """The contents of section ``name`` of a little-endian ELF64 object (what ``llvm-objcopy -O
+    binary --only-section=NAME`` writes); empty when there is no such section. LlvmError when
+    ``obj`` is not such an object."""
+    if obj[:4] != b"\x7fELF" or len(obj) < 64 or obj[4] != 2 or obj[5] != 1:
+        raise LlvmError(f"not a little-endian ELF64 object ({len(obj)} bytes, starting {obj[:8]!r})")
+    shoff, shentsize, shnum, shstrndx = struct.unpack_from("<Q10xHHH", obj, 0x28)
+
+    def header(i: int) -> tuple[int, int, int, int]:
+        sh_name, sh_type, _, _, offset, size = struct.unpack_from("<IIQQQQ", obj, shoff + i * shentsize)
+        return sh_name, sh_type, offset, size
+
+    _, _, strtab, strsize = header(shstrndx)
+    want = name.encode()
+    for i in range(shnum):
+        sh_name, sh_type, offset, size = header(i)
+        end = obj.find(b"\0", strtab + sh_name, strtab + strsize)
+        if obj[strtab + sh_name : end] == want:
+            return b"" if sh_type == SHT_NOBITS else obj[offset : offset + size]
+    return b""
 
 
 @dataclass(frozen=True)
