@@ -17,7 +17,7 @@ A `Label` alone is accepted wherever an address is (``ptr(label)`` is
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from asm.errors import EncodingError
 from asm.x86_64.labels import Label
@@ -62,11 +62,11 @@ class Addr:
         if isinstance(other, bool):
             raise EncodingError(f"address: cannot add {other!r}")
         if isinstance(other, int):
-            return replace(self, disp=self.disp + other)
+            return Addr(self.base, self.index, self.scale, self.disp + other, self.rip, self.label)
         if isinstance(other, Label):
             if not self.rip or self.label is not None:
                 raise EncodingError(f"address: a label {other} needs rip as base: rip + label")
-            return replace(self, label=other)
+            return Addr(self.base, self.index, self.scale, self.disp, self.rip, other)
         if isinstance(other, Gpr):
             other = Addr.of(other) if self.base is None and not self.rip else Addr.scaled(other, 1)
         if isinstance(other, Addr):
@@ -94,7 +94,7 @@ class Addr:
     def __sub__(self, other) -> Addr:
         if not isinstance(other, int) or isinstance(other, bool):
             raise EncodingError(f"address: only an integer displacement can be subtracted, got {other!r}")
-        return replace(self, disp=self.disp - other)
+        return Addr(self.base, self.index, self.scale, self.disp - other, self.rip, self.label)
 
     def check(self) -> None:
         """Raise unless the displacement fits a signed 32-bit field."""
@@ -150,7 +150,7 @@ class Mem:
         return Masked(self, k, zero)
 
     def sized(self, size: int) -> Mem:
-        return replace(self, size=size)
+        return Mem(self.addr, size, self.bcst)
 
     def text(self, size: int | None = None, lanes: int | None = None) -> str:
         """Intel syntax with ``size`` (bytes) printed as ``<name> ptr``; ``lanes`` adds ``{1toN}``."""
