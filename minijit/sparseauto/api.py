@@ -6,7 +6,11 @@ Sparse operands may be `SparseTensor`, scipy.sparse CSR/CSC/COO or pydata ``spar
 dense operands are numpy arrays. Values are float32 when every operand is float32, else float64
 (operands are converted). The output is a dense numpy array, except when the output indices are
 exactly those of a sparse operand (SDDMM-like: the product samples its pattern): then it is a
-`SparseTensor` with that operand's pattern and formats, in the output's mode order.
+`SparseTensor` with that operand's pattern and formats, in the output's mode order. With
+``fibre_output=True`` an output whose leading indices are a sparse operand's leading levels and
+whose other indices that operand lacks is a `SparseTensor` too: those levels (sharing the
+operand's ``pos``/``crd``), then dense levels. TTM ``ijk,kl->ijl`` on a CSF tensor then holds one
+row of ``L`` values per (i, j) fibre instead of a dense ``I*J*L`` array.
 
 ``schedule="linear"`` is TACO's default (one loop nest, no temporaries); ``"auto"`` asks the
 planner (`minijit.sparseauto.plan`) for its choice at these sizes and non-zero counts.
@@ -32,6 +36,7 @@ import numpy as np
 from minijit.sparseauto.execute import SparseContraction, cpu_target
 from minijit.sparseauto.graph import parse_subscripts
 from minijit.sparseauto.nest import Nest, Operand
+from minijit.sparseauto.nest import fibre_output as nest_fibre_output
 from minijit.sparseauto.schedules import default_linear
 from minijit.sparseauto.tensor import SparseTensor, as_sparse, is_sparse
 
@@ -94,23 +99,40 @@ def _operands(
     return tuple(ops), extents
 
 
-def _output(ops: tuple[Operand, ...], out_term: tuple[str, ...]) -> tuple[Operand, tuple[int, ...] | None]:
+def _output(
+    ops: tuple[Operand, ...], out_term: tuple[str, ...], fibre_output: bool = False
+) -> tuple[Operand, tuple[int, ...] | None]:
     """The output operand: a sparse operand's pattern when the output indices are exactly its
-    indices (SDDMM-like), with the output's mode order; else dense in subscript order."""
+    indices (SDDMM-like), with the output's mode order; with ``fibre_output``, stored under a
+    sparse operand's fibres where one qualifies (`nest.fibre_output`; ValueError where none
+    does); else dense in subscript order."""
     _, name = _names(len(ops))
     for o in ops:
         if o.sparse and sorted(o.indices) == sorted(out_term) and len(out_term) == len(o.indices):
             return Operand(name, o.indices, o.levels), tuple(out_term.index(i) for i in o.indices)
+    if fibre_output:
+        out = nest_fibre_output(ops, tuple(out_term), name)
+        if out is None:
+            raise ValueError(
+                f"fibre_output: no sparse operand has leading indices (with a compressed level) among the output's "
+                f"{''.join(out_term)!r} and no other index in it"
+            )
+        return out, tuple(out_term.index(i) for i in out.indices)
     return Operand.dense(name, out_term), None
 
 
 def _planned(
-    subscripts: str, values: list, ops: tuple[Operand, ...], out: Operand, extents: dict[str, int]
+    subscripts: str,
+    values: list,
+    ops: tuple[Operand, ...],
+    out: Operand,
+    extents: dict[str, int],
+    fibre_output: bool = False,
 ) -> tuple[Nest, object]:
     """The planner's choice at these sizes and non-zero counts, and the plan (printable)."""
     from minijit.sparseauto.plan import sparse_plan
 
-    plan = sparse_plan(subscripts, *values, sizes=extents)
+    plan = sparse_plan(subscripts, *values, sizes=extents, fibre_output=fibre_output)
     nest = plan.chosen if plan.chosen is not None else plan.default_linear()
     # the planner names operands itself: map its nest onto ours (same order, same storage)
     for mine, theirs in zip(ops, nest.operands, strict=True):
@@ -121,8 +143,8 @@ def _planned(
     return nest, plan
 
 
-def _key(subscripts: str, values: list, dtype: np.dtype, schedule: str) -> tuple:
-    parts: list[object] = [subscripts.replace(" ", ""), dtype.str, schedule]
+def _key(subscripts: str, values: list, dtype: np.dtype, schedule: str, fibre_output: bool = False) -> tuple:
+    parts: list[object] = [subscripts.replace(" ", ""), dtype.str, schedule, bool(fibre_output)]
     for x in values:
         if isinstance(x, SparseTensor):
             parts.append(("sparse", x.shape, x.levels, x.mode_order))
@@ -138,21 +160,31 @@ def compile_einsum(
     threads: int | None = None,
     target: Any = "native",
     sve_vl: int = 128,
+    fibre_output: bool = False,
 ) -> tuple[SparseContraction, tuple[int, ...] | None]:
     """The (cached) compiled contraction for these operands' formats, shapes and dtype, and the
     mode order of a sparse output (None for a dense one). ``target``/``sve_vl``: see
-    `SparseContraction` ("native", "aarch64-neon", "aarch64-sve", ... or a `CpuTarget`)."""
+    `SparseContraction` ("native", "aarch64-neon", "aarch64-sve", ... or a `CpuTarget`);
+    ``fibre_output``: see `sparse_einsum`."""
     tgt = cpu_target(target, sve_vl)
     values, dtype = _convert(operands)
-    return _compiled(subscripts, values, dtype, schedule, threads, tgt)
+    return _compiled(subscripts, values, dtype, schedule, threads, tgt, fibre_output)
 
 
 def _compiled(
-    subscripts: str, values: list, dtype: np.dtype, schedule: str, threads: int | None, target: Any
+    subscripts: str,
+    values: list,
+    dtype: np.dtype,
+    schedule: str,
+    threads: int | None,
+    target: Any,
+    fibre_output: bool = False,
 ) -> tuple[SparseContraction, tuple[int, ...] | None]:
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
-    key = _key(subscripts, values, dtype, schedule) + (threads, target)
+    if not isinstance(fibre_output, bool):
+        raise TypeError(f"fibre_output must be True or False, got {fibre_output!r}")
+    key = _key(subscripts, values, dtype, schedule, fibre_output) + (threads, target)
     with _cache_lock:
         hit = _cache.get(key)
         if hit is not None:
@@ -160,12 +192,12 @@ def _compiled(
             return hit
     terms, out_term = parse_subscripts(subscripts, len(values))
     ops, extents = _operands(terms, values)
-    out, order = _output(ops, out_term)
+    out, order = _output(ops, out_term, fibre_output)
     plan = None
     if schedule == "linear" or 0 in extents.values():  # the planner needs positive sizes
         nest = default_linear(ops, out)
     else:
-        nest, plan = _planned(subscripts, values, ops, out, extents)
+        nest, plan = _planned(subscripts, values, ops, out, extents, fibre_output)
     compiled = SparseContraction(nest, extents, dtype, threads=threads, plan=plan, target=target)
     with _cache_lock:
         _cache[key] = (compiled, order)
@@ -181,13 +213,15 @@ def sparse_einsum(
     threads: int | None = None,
     target: Any = "native",
     sve_vl: int = 128,
+    fibre_output: bool = False,
 ) -> np.ndarray | SparseTensor:
     """Evaluate ``subscripts`` (numpy einsum notation, single-letter indices, no ``...``) on
     sparse and dense ``operands``; see the module docstring for types, dtypes, the output and
-    the targets."""
+    the targets. ``fibre_output=True`` returns an output that is not SDDMM-like as a
+    `SparseTensor` stored under a sparse operand's fibres (ValueError where none qualifies)."""
     tgt = cpu_target(target, sve_vl)
     values, dtype = _convert(operands)
-    compiled, order = _compiled(subscripts, values, dtype, schedule, threads, tgt)
+    compiled, order = _compiled(subscripts, values, dtype, schedule, threads, tgt, fibre_output)
     result = compiled.execute(*values)
     if order is None:
         return result

@@ -130,14 +130,16 @@ class _Emitter(NestEmitter, InnerLoops):
         if acc.tensor == self.nest.output.name:
             sparse = self.sampled  # a sparse output is stored at the sampled operand's positions
         if sparse is not None:
-            a.mov(reg, self.pos[(sparse.name, len(sparse.levels) - 1)])
+            level, row = self.out_row if acc.tensor == self.nest.output.name else (len(sparse.levels) - 1, 1)
+            a.mov(reg, self.pos[(sparse.name, level)])
+            if row != 1:  # a fibre output: its dense row under that position
+                a.imul(reg, reg, row)
             self._base(rax, acc.tensor, "vals")
             a.lea(reg, ptr(rax + reg * es))
-            return
-        part = "temp" if acc.tensor in self.temp_sizes else "data"
-        self._base(reg, acc.tensor, part)
+        else:
+            self._base(reg, acc.tensor, "temp" if acc.tensor in self.temp_sizes else "data")
         for i in acc.indices:
-            if i == skip:
+            if i == skip or i not in self.strides.get(acc.tensor, ()):
                 continue
             step = self.strides[acc.tensor][i] * es
             a.mov(rax, self.coord[i])

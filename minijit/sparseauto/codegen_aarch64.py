@@ -130,13 +130,17 @@ class _Emitter64(NestEmitter):
         if acc.tensor == self.nest.output.name:
             sparse = self.sampled  # a sparse output is stored at the sampled operand's positions
         if sparse is not None:
-            self._ld(x10, self.pos[(sparse.name, len(sparse.levels) - 1)])
+            level, row = self.out_row if acc.tensor == self.nest.output.name else (len(sparse.levels) - 1, 1)
+            self._ld(x10, self.pos[(sparse.name, level)])
+            if row != 1:  # a fibre output: its dense row under that position
+                a.mov(x11, row)
+                a.madd(x10, x10, x11, xzr)
             self._base(reg, acc.tensor, "vals")
             a.add(reg, reg, x10, "lsl", self.t.shift)
-            return
-        self._base(reg, acc.tensor, "temp" if acc.tensor in self.temp_sizes else "data")
+        else:
+            self._base(reg, acc.tensor, "temp" if acc.tensor in self.temp_sizes else "data")
         for i in acc.indices:
-            step = self.strides[acc.tensor][i] * es
+            step = self.strides.get(acc.tensor, {}).get(i, 0) * es
             if i == skip or step == 0:
                 continue
             self._ld(x10, self.coord[i])

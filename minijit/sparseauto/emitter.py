@@ -108,6 +108,17 @@ class NestEmitter:
         if self.sampled is None:
             dense_like.append(nest.output)
         self.strides = {x.name: c_strides(extents, x.indices) for x in dense_like}
+        #: a sparse output: the level of `sampled` whose positions it is stored at, and the
+        #: elements under each position (its dense trailing levels, C-ordered: `strides`)
+        self.out_row: tuple[int, int] | None = None
+        if self.sampled is not None:
+            shared = nest.pattern_levels()
+            rest = nest.output.indices[shared:]
+            self.out_row = (shared - 1, dense_size(extents, rest))
+            if self.out_row[1] > 2**31 - 1:
+                raise ValueError(f"sparse output {nest.output}: a dense row of 2**31 elements or more is not supported")
+            if rest:
+                self.strides[nest.output.name] = c_strides(extents, rest)
         self.temp_sizes = {t.name: dense_size(extents, t.indices) for t in nest.temps}
         self.loops = [n for n in walk_nodes(nest.body) if isinstance(n, Loop)]
         self.loop_id = {id(lp): n for n, lp in enumerate(self.loops)}
@@ -164,8 +175,9 @@ class NestEmitter:
             )
 
     def _contiguous(self, acc: Access, j: str) -> bool:
-        """``acc`` is a dense tensor (operand, dense output or temporary) with ``j`` last."""
-        return acc.tensor in self.strides and acc.indices[-1:] == (j,)
+        """``acc`` is a dense tensor (operand, dense output or temporary), or a sparse output's
+        dense trailing levels, with ``j`` last."""
+        return j in self.strides.get(acc.tensor, ()) and acc.indices[-1:] == (j,)
 
     def _inner_kind(self, loop: Loop) -> str | None:
         """How an innermost dense loop over j compiles: "vector" (every access using j is dense
@@ -181,8 +193,8 @@ class NestEmitter:
         pointers, contiguous = 0, True
         for c in stmts:
             uses = [x for x in (*c.ins, c.out) if j in x.indices]
-            if any(x.tensor not in self.strides for x in uses):
-                return None  # a sparse access or a sampled output uses j
+            if any(j not in self.strides.get(x.tensor, ()) for x in uses):
+                return None  # a sparse access or a sparse output's shared level uses j
             if any(x.tensor in written for x in c.ins if j not in x.indices):
                 return None  # a broadcast factor this loop writes: keep the scalar order
             if not any(j in x.indices for x in c.ins):

@@ -30,8 +30,9 @@ from minijit.errors import SetupError, error_t
 from minijit.limits import check_alloc
 from minijit.sparseauto.codegen import SIGNATURE, Program, compile_nest, sampled_operand
 from minijit.sparseauto.codegen_aarch64 import compile_nest_aarch64
+from minijit.sparseauto.emitter import dense_size
 from minijit.sparseauto.nest import COMPRESSED, DENSE, Compute, Loop, Nest, Operand
-from minijit.sparseauto.tensor import INDEX_MAX, SparseTensor
+from minijit.sparseauto.tensor import INDEX_MAX, Level, SparseTensor
 from minijit.targets import CpuTarget
 
 __all__ = ["DTYPES", "SparseContraction", "cpu_target"]
@@ -66,14 +67,19 @@ def cpu_target(target: object, sve_vl: int = 128) -> CpuTarget:
     return targets.get_cpu(target, sve_vl=sve_vl)  # type: ignore[arg-type]
 
 
+def _positions(t: SparseTensor, level: int) -> int:
+    """How many positions storage level ``level`` of ``t`` has."""
+    count = 1
+    for lv in t.storage[: level + 1]:
+        count = int(lv.crd.shape[0]) if lv.format == "compressed" else count * lv.size  # type: ignore[union-attr]
+    return count
+
+
 def _leaves(t: SparseTensor, level: int | None = None) -> np.ndarray:
     """Positions of storage level ``level`` (default: the last, the stored values) below each
     position of the first level."""
     last = len(t.storage) - 1 if level is None else level
-    count = 1
-    for lv in t.storage[: last + 1]:  # positions of level `last`
-        count = int(lv.crd.shape[0]) if lv.format == "compressed" else count * lv.size  # type: ignore[union-attr]
-    cnt = np.ones(count, np.int64)
+    cnt = np.ones(_positions(t, last), np.int64)
     for lv in reversed(t.storage[1 : last + 1]):
         if lv.format == "dense":
             cnt = cnt.reshape(-1, max(lv.size, 1)).sum(axis=1) if lv.size else np.zeros(cnt.size, np.int64)
@@ -263,7 +269,10 @@ class SparseContraction:
         out_op = self.nest.output
         if self.sampled is not None:
             pattern = tensors[self.sampled.name]
-            out = np.zeros(pattern.nnz, self.dtype)
+            shared = self.nest.pattern_levels()
+            storage = pattern.storage[:shared] + tuple(Level("dense", self.extents[i]) for i in out_op.indices[shared:])
+            rows = _positions(pattern, shared - 1)  # a fibre output: one dense row per position there
+            out = np.zeros(rows * dense_size(self.extents, out_op.indices[shared:]), self.dtype)
             arrays[(out_op.name, "vals", None)] = out
         else:
             out = np.zeros(tuple(self.extents[i] for i in out_op.indices), self.dtype)
@@ -273,7 +282,7 @@ class SparseContraction:
         if self.sampled is None:
             return out
         shape = tuple(self.extents[i] for i in out_op.indices)
-        return SparseTensor._trusted(shape, pattern.storage, out, tuple(range(len(shape))))
+        return SparseTensor._trusted(shape, storage, out, tuple(range(len(shape))))
 
     def _args(self, arrays: dict) -> np.ndarray:
         """The args block for this thread: addresses of the operands' arrays and its temporaries."""

@@ -225,6 +225,44 @@ class Operand:
         return f"{self.name}({tags})"
 
 
+def _prefix_of(pattern: Operand, output: Operand) -> int:
+    """How many leading levels (indices and formats) ``output`` shares with ``pattern`` when
+    the rest of ``output`` is dense over indices ``pattern`` does not have and the shared
+    levels hold a compressed one; 0 otherwise."""
+    if not pattern.sparse:
+        return 0
+    p = 0
+    while p < min(len(pattern.indices), len(output.indices)) and (
+        (pattern.indices[p], pattern.levels[p]) == (output.indices[p], output.levels[p])
+    ):
+        p += 1
+    rest = output.indices[p:]
+    if COMPRESSED not in pattern.levels[:p] or COMPRESSED in output.levels[p:] or set(rest) & set(pattern.indices):
+        return 0
+    if p < len(pattern.indices) and pattern.indices[p] in output.indices:
+        return 0
+    return p
+
+
+def fibre_output(operands: tuple[Operand, ...], out_indices: tuple[str, ...], name: str) -> Operand | None:
+    """An output stored under a sparse operand's fibres: the first sparse operand whose leading
+    indices (at least one compressed level among them) are output indices and whose other
+    indices are not; the output takes those leading levels, then dense levels over the rest of
+    its indices in subscript order. TTM ``ijk,kl->ijl`` on a CSF ``B``: ``A(i:c,j:c,l:d)``,
+    one dense row of ``L`` under each (i, j) fibre of ``B``. None when no operand qualifies."""
+    for o in operands:
+        if not o.sparse:
+            continue
+        p = 0
+        while p < len(o.indices) and o.indices[p] in out_indices:
+            p += 1
+        rest = tuple(i for i in out_indices if i not in o.indices[:p])
+        if COMPRESSED not in o.levels[:p] or set(rest) & set(o.indices):
+            continue
+        return Operand(name, o.indices[:p] + rest, o.levels[:p] + (DENSE,) * len(rest))
+    return None
+
+
 def _temps(nodes: tuple[Node, ...]) -> tuple[Temp, ...]:
     found: list[Temp] = []
     for node in nodes:
@@ -325,26 +363,37 @@ class Nest:
             self._check_pattern(self.body, (), self.pattern())
 
     def pattern(self) -> Operand | None:
-        """The input whose pattern a sparse output samples (same indices and levels), else None.
+        """The input whose pattern a sparse output samples, else None: an input with the same
+        indices and levels (SDDMM-like), or one whose leading levels are the output's leading
+        levels, the output's other levels being dense over indices that input does not have (a
+        fibre output, `fibre_output`). See `pattern_levels`.
 
         Raises ValueError when the output has a compressed level but no input matches it.
         """
         if not self.output.sparse:
             return None
         for o in self.operands:
-            if o.indices == self.output.indices and o.levels == self.output.levels:
+            if _prefix_of(o, self.output):
                 return o
         raise ValueError(
-            f"Nest: output {self.output} has compressed levels but no input has the same indices and levels to sample"
+            f"Nest: output {self.output} has compressed levels but no input has the same indices and levels to "
+            "sample (nor the same leading ones, the rest dense over indices it lacks: a fibre output)"
         )
 
+    def pattern_levels(self) -> int:
+        """How many leading levels a sparse output shares with `pattern` (all of them when it is
+        SDDMM-like); its other levels are dense. 0 for a dense output."""
+        pattern = self.pattern()
+        return 0 if pattern is None else _prefix_of(pattern, self.output)
+
     def _check_pattern(self, body: tuple[Node, ...], loops: tuple[Loop, ...], pattern: Operand) -> None:
+        shared = self.output.indices[: _prefix_of(pattern, self.output)]
         for node in body:
             if isinstance(node, Loop):
                 self._check_pattern(node.body, (*loops, node), pattern)
             elif isinstance(node, Compute) and node.out.tensor == self.output.name:
                 for loop in loops:
-                    k = pattern.indices.index(loop.index) if loop.index in pattern.indices else -1
+                    k = pattern.indices.index(loop.index) if loop.index in shared else -1
                     if k >= 0 and pattern.levels[k] == COMPRESSED and pattern not in self.walks(loop):
                         raise PatternError(
                             f"Nest: sparse output {self.output.name} is written by {node} under a "

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from minijit.sparseauto.complexity import Assumptions, Cost, cost
 from minijit.sparseauto.graph import IterationGraph, parse_subscripts
 from minijit.sparseauto.nest import COMPRESSED, DENSE, LEVEL_FORMATS, Nest, Operand
+from minijit.sparseauto.nest import fibre_output as nest_fibre_output
 from minijit.sparseauto.prune import (
     DEFAULT_MAX_MEMORY_DEPTH,
     Bucket,
@@ -229,6 +230,7 @@ def sparse_plan(
     memory_limit: float | None = None,
     limit: int = DEFAULT_LIMIT,
     smt_timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    fibre_output: bool = False,
 ) -> SparsePlan:
     """Plan ``subscripts`` (einsum, one-letter indices) over ``operands`` the SparseAuto way.
 
@@ -241,7 +243,9 @@ def sparse_plan(
     ``memory_limit`` caps the temporaries' elements in the run-time choice (default: half the
     last-level cache in float64 elements). The output samples a sparse input (SDDMM-like) when
     that input has exactly the output's indices; it then has that input's storage order and
-    levels. Stages 1-3 are cached per expression structure (bounded), so planning the same
+    levels. ``fibre_output=True`` stores any other output under a sparse input's fibres where
+    one qualifies (`nest.fibre_output`: TTM's ``A(i:c,j:c,l:d)``). Stages 1-3 are cached per
+    expression structure (bounded), so planning the same
     expression again with other sizes re-plans nothing but the run-time choice.
     """
     terms, out_term = parse_subscripts(subscripts, len(operands))
@@ -270,6 +274,9 @@ def sparse_plan(
         if o.sparse and sorted(o.indices) == sorted(out_term):
             output = Operand(out_name, o.indices, o.levels)
             break
+    else:
+        if fibre_output:
+            output = nest_fibre_output(tuple(ops), tuple(out_term), out_name) or output
     operands_t = tuple(ops)
     IterationGraph(operands_t, output)
     all_sizes = {**found_sizes, **dict(sizes or {})}
