@@ -45,8 +45,28 @@ PYDATA_MEMORY = 4 << 30
 #: alternating timing rounds per row
 ROUNDS = 5
 #: the rows where fission changes the complexity (the issue's >= 10x target)
-FISSION_ROWS = ("TTMc", "SDDMM-SpMM", "TTM chain", "TTMc NELL-2", "TTM chain NELL-2")
-CASES = ("SpMM", "SDDMM", "SDDMM-SpMM", "TTM", "TTMc", "MTTKRP", "TTM chain", "TTMc NELL-2", "TTM chain NELL-2")
+FISSION_ROWS = (
+    "TTMc",
+    "SDDMM-SpMM",
+    "TTM chain",
+    "TTMc NELL-2",
+    "TTM chain NELL-2",
+    "TTM chain fibre",
+    "TTM chain NELL-2 fibre",
+)
+CASES = (
+    "SpMM",
+    "SDDMM",
+    "SDDMM-SpMM",
+    "TTM",
+    "TTMc",
+    "MTTKRP",
+    "TTM chain",
+    "TTMc NELL-2",
+    "TTM chain NELL-2",
+    "TTM chain fibre",
+    "TTM chain NELL-2 fibre",
+)
 _TACO = {  # tensora assignments and operand formats (output first)
     "SpMM": ("A(i,j) = S(i,k) * B(k,j)", ("dd", "ds", "dd")),
     "SDDMM": ("A(i,j) = S(i,j) * B(i,k) * C(j,k)", ("ds", "ds", "dd", "dd")),
@@ -57,6 +77,7 @@ _TACO = {  # tensora assignments and operand formats (output first)
     "TTM chain": ("A(i,j,m) = S(i,j,k) * B(k,l) * C(l,m)", ("ddd", "sss", "dd", "dd")),
 }
 _TACO["TTMc NELL-2"], _TACO["TTM chain NELL-2"] = _TACO["TTMc"], _TACO["TTM chain"]
+_TACO["TTM chain fibre"] = _TACO["TTM chain NELL-2 fibre"] = (_TACO["TTM chain"][0], ("ssd", "sss", "dd", "dd"))
 
 
 #: mean non-zeros per fibre of the last mode of the synthetic tensors (see `powerlaw_tensor`)
@@ -218,7 +239,12 @@ def cases(quick: bool, rng: np.random.Generator) -> list[dict[str, Any]]:
     out.append(("TTMc NELL-2", "ijk,jl,km->ilm", [tn, b, c], f"{nell}, L = M = 16"))
     b, c = rng.standard_normal((sn[2], 16)), rng.standard_normal((16, 16))
     out.append(("TTM chain NELL-2", "ijk,kl,lm->ijm", [tn, b, c], f"{nell}, L = M = 16"))
-    return [{"name": n, "subscripts": s, "operands": o, "description": d} for n, s, o, d in out]
+    rows = [{"name": n, "subscripts": s, "operands": o, "description": d} for n, s, o, d in out]
+    for name in ("TTM chain", "TTM chain NELL-2"):  # the same rows with the output under B's fibres
+        row = next(r for r in rows if r["name"] == name)
+        rows.append({**row, "name": f"{name} fibre", "description": row["description"] + ", fibre output"})
+        rows[-1]["fibre_output"] = True
+    return rows
 
 
 def _fibres(t: Any) -> int:
@@ -364,16 +390,17 @@ def bench_one(case: dict[str, Any], reps: int, threads: int, pydata: bool, round
     ok = True
     timed: dict[str, Callable[[], object]] = {}
     codes: dict[str, bytes] = {}
+    fibre = bool(case.get("fibre_output", False))
     for sched in ("auto", "linear"):
         t0 = time.perf_counter()
-        compiled, _ = compile_einsum(subs, *ops, schedule=sched, threads=threads)
+        compiled, _ = compile_einsum(subs, *ops, schedule=sched, threads=threads, fibre_output=fibre)
         row[f"{sched}_setup_s"] = time.perf_counter() - t0
-        check = _check(case, sparse_einsum(subs, *ops, schedule=sched, threads=threads))
+        check = _check(case, sparse_einsum(subs, *ops, schedule=sched, threads=threads, fibre_output=fibre))
         ok &= check["ok"]
         row[f"{sched}_check"] = check
         row[f"{sched}_nest"] = str(compiled.nest)
         codes[sched] = compiled.program.asm.code()
-        timed[sched] = lambda s=sched: sparse_einsum(subs, *ops, schedule=s, threads=threads)
+        timed[sched] = lambda s=sched: sparse_einsum(subs, *ops, schedule=s, threads=threads, fibre_output=fibre)
     row["same_code"] = codes["auto"] == codes["linear"]  # then linear/auto only measures noise
     fn, row["tensora_note"] = _tensora(case)
     if fn is not None:
@@ -391,7 +418,9 @@ def bench_one(case: dict[str, Any], reps: int, threads: int, pydata: bool, round
     for name in ("auto", "linear", "tensora", "scipy"):
         row[f"{name}_s"] = best.get(name)
     row["pydata_s"], row["pydata_note"] = None, ""
-    if pydata:
+    if fibre:
+        row["pydata_note"] = "dense output only: see the row above"
+    elif pydata:
         row["pydata_s"], row["pydata_note"] = _once_within(_pydata(case), PYDATA_MEMORY)
     row["ok"] = ok
     return row
@@ -452,8 +481,16 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, float | None]:
     others = tuple(r["name"] for r in rows if r["name"] not in FISSION_ROWS)
     return {
         "linear/auto (fission rows)": g("linear_s", FISSION_ROWS),
-        "linear/auto (fission rows, power-law tensors)": g("linear_s", FISSION_ROWS[:3]),
-        "linear/auto (fission rows, NELL-2 tensors and SDDMM-SpMM)": g("linear_s", ("SDDMM-SpMM", *FISSION_ROWS[3:])),
+        "linear/auto (fission rows, power-law tensors)": g("linear_s", ("TTMc", "SDDMM-SpMM", "TTM chain")),
+        "linear/auto (fission rows, NELL-2 tensors and SDDMM-SpMM)": g(
+            "linear_s", ("TTMc NELL-2", "SDDMM-SpMM", "TTM chain NELL-2")
+        ),
+        "linear/auto (fission rows, power-law tensors, fibre output)": g(
+            "linear_s", ("TTMc", "SDDMM-SpMM", "TTM chain fibre")
+        ),
+        "linear/auto (fission rows, NELL-2 tensors and SDDMM-SpMM, fibre output)": g(
+            "linear_s", ("TTMc NELL-2", "SDDMM-SpMM", "TTM chain NELL-2 fibre")
+        ),
         "linear/auto (other rows)": g("linear_s", others),
         "tensora/auto": g("tensora_s"),
         "sparse.einsum/auto": g("pydata_s"),

@@ -70,12 +70,14 @@ def test_check_densifies_only_the_used_coordinates_and_catches_errors():
 
 
 def test_summary_geomeans_by_data_set():
-    rows = [
-        {"name": n, "auto_s": 1.0, "linear_s": x}
-        for n, x in zip(se.FISSION_ROWS, (2.0, 8.0, 4.0, 16.0, 1.0), strict=True)
-    ]
+    ratios = dict(zip(se.FISSION_ROWS, (2.0, 8.0, 4.0, 16.0, 1.0, 32.0, 64.0), strict=True))
+    rows = [{"name": n, "auto_s": 1.0, "linear_s": x} for n, x in ratios.items()]
     rows.append({"name": "SpMM", "auto_s": 2.0, "linear_s": 2.0})
     sums = se.summary(rows)
-    assert sums["linear/auto (fission rows, power-law tensors)"] == pytest.approx(4.0)  # (2 * 8 * 4) ** (1/3)
+    assert sums["linear/auto (fission rows, power-law tensors)"] == pytest.approx(4.0)  # TTMc, SDDMM-SpMM, TTM chain
     assert sums["linear/auto (fission rows, NELL-2 tensors and SDDMM-SpMM)"] == pytest.approx(128 ** (1 / 3))
+    assert sums["linear/auto (fission rows, power-law tensors, fibre output)"] == pytest.approx(512 ** (1 / 3))
+    assert sums["linear/auto (fission rows, NELL-2 tensors and SDDMM-SpMM, fibre output)"] == pytest.approx(
+        (16 * 8 * 64) ** (1 / 3)
+    )
     assert sums["linear/auto (other rows)"] == pytest.approx(1.0)
