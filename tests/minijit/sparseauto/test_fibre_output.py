@@ -117,7 +117,10 @@ def fibre_expressions(draw):
     levels = [draw(st.sampled_from((DENSE, COMPRESSED))) for _ in range(nx)]
     levels[draw(st.integers(0, p - 1))] = COMPRESSED
     extents = {c: draw(st.integers(1, 5)) for c in xs + extra}
-    t, d = draw(sparse_tensors(tuple(extents[c] for c in xs), levels=tuple(levels), mode_order=tuple(range(nx))))
+    dtype = draw(st.sampled_from((np.float32, np.float64)))
+    t, d = draw(
+        sparse_tensors(tuple(extents[c] for c in xs), dtype=dtype, levels=tuple(levels), mode_order=tuple(range(nx)))
+    )
     # the dense operands cover X's contracted indices and the extra ones
     pool = list(xs[p:] + extra)
     first = "".join(draw(st.permutations(pool)))
@@ -128,7 +131,7 @@ def fibre_expressions(draw):
     terms = [tr for tr in (("".join(dict.fromkeys(tr))) for tr in terms) if tr]
     out = "".join(draw(st.permutations(xs[:p] + extra)))
     rng = np.random.default_rng(draw(st.integers(0, 2**31 - 1)))
-    dense = [rng.uniform(-1, 1, tuple(extents[c] for c in tr)) for tr in terms]
+    dense = [rng.uniform(-1, 1, tuple(extents[c] for c in tr)).astype(dtype) for tr in terms]
     return ",".join([xs, *terms]) + "->" + out, [t, *dense], [d, *dense]
 
 
@@ -138,9 +141,10 @@ def fibre_expressions(draw):
 def test_drawn_fibre_outputs_match_numpy(expr, schedule):
     subscripts, ops, dense = expr
     got = sparse_einsum(subscripts, *ops, schedule=schedule, fibre_output=True, threads=2)
-    want = np.einsum(subscripts, *dense)
-    assert isinstance(got, SparseTensor) and got.shape == want.shape
-    np.testing.assert_allclose(got.to_dense(), want, rtol=1e-12, atol=1e-12)
+    want = np.einsum(subscripts, *[x.astype(np.float64) for x in dense])
+    assert isinstance(got, SparseTensor) and got.shape == want.shape and got.dtype == dense[0].dtype
+    tol = 1e-4 if got.dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got.to_dense(), want, rtol=tol, atol=tol)
 
 
 @pytest.mark.skipif(not X86, reason="runs x86-64 code")
