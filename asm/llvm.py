@@ -122,6 +122,8 @@ def elf_section(obj: bytes, name: str) -> bytes:
     for i in range(shnum):
         sh_name, sh_type, offset, size = header(i)
         end = obj.find(b"\0", strtab + sh_name, strtab + strsize)
+        if end < 0:
+            raise LlvmError(f"ELF section {i}: its name runs past the section name table")
         if obj[strtab + sh_name : end] == want:
             return b"" if sh_type == SHT_NOBITS else obj[offset : offset + size]
     return b""

@@ -204,6 +204,7 @@ class SparseContraction:
         self._kernel = load(prog.code(), SIGNATURE, isa=family, name=prog.name, listing=prog.listing(), sve_vl=sve_bits)
         self._local = threading.local()
         self._last_ranges: tuple[tuple, list[tuple[int, int]]] | None = None
+        self._statement_work: dict[str, list[tuple[int, int]] | None] = {}
 
     # ---------------------------------------------------------------- inspection
 
@@ -348,8 +349,10 @@ class SparseContraction:
             if len(stored) != 1:
                 return None
             walked = stored[0].name
-        x = next(o for o in self.nest.operands if o.name == walked)
-        per = statement_work(self.nest, x, self.extents)
+        per = self._statement_work.get(walked, ())
+        if per == ():  # once per walked operand (a pure function of the nest; a race recomputes it)
+            x = next(o for o in self.nest.operands if o.name == walked)
+            per = self._statement_work[walked] = statement_work(self.nest, x, self.extents)
         if per is None:
             return None
         t = tensors[walked]

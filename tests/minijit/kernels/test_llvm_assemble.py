@@ -75,3 +75,21 @@ def test_rejected_listing_and_non_elf_input_raise():
         llvm.assemble("ret\nbogus x0")
     with pytest.raises(llvm.LlvmError, match="not a little-endian ELF64 object"):
         llvm.elf_section(b"\x7fELF\x01\x01" + bytes(60), ".text")
+
+
+def test_a_section_name_past_the_name_table_raises():
+    import struct
+
+    obj = bytearray(
+        subprocess.run(
+            [llvm.find_tool("llvm-mc"), "--triple=x86_64", "-filetype=obj", "-o", "-"],
+            input=b".text\nnop\n",
+            capture_output=True,
+            check=True,
+        ).stdout
+    )
+    shoff, shentsize, shnum, _ = struct.unpack_from("<Q10xHHH", obj, 0x28)
+    for i in range(shnum):  # every section's name offset points past the name table
+        struct.pack_into("<I", obj, shoff + i * shentsize, 0xFFFFFF)
+    with pytest.raises(llvm.LlvmError, match="runs past the section name table"):
+        llvm.elf_section(bytes(obj), ".text")

@@ -78,12 +78,14 @@ def test_fibre_output_matches_numpy_native(subscripts, levels, schedule):
 
 
 @pytest.mark.parametrize(("subscripts", "levels"), CASES[:3])
-@pytest.mark.parametrize("target", ["aarch64-neon", "aarch64-sve"])
-def test_fibre_output_matches_numpy_aarch64(subscripts, levels, target):
+@pytest.mark.parametrize(
+    ("target", "sve_vl"), [("aarch64-neon", 128), *(("aarch64-sve", vl) for vl in (128, 256, 512))]
+)
+def test_fibre_output_matches_numpy_aarch64(subscripts, levels, target, sve_vl):
     rng = np.random.default_rng(12)
     t, d = _tensor(rng)
     dense = _dense_operands(subscripts, rng)
-    out = sparse_einsum(subscripts, t, *dense, fibre_output=True, target=target, sve_vl=256)
+    out = sparse_einsum(subscripts, t, *dense, fibre_output=True, target=target, sve_vl=sve_vl)
     _check(out, subscripts, d, dense, t, levels)
 
 
