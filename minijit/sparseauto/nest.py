@@ -251,15 +251,13 @@ def fibre_output(operands: tuple[Operand, ...], out_indices: tuple[str, ...], na
     its indices in subscript order. TTM ``ijk,kl->ijl`` on a CSF ``B``: ``A(i:c,j:c,l:d)``,
     one dense row of ``L`` under each (i, j) fibre of ``B``. None when no operand qualifies."""
     for o in operands:
-        if not o.sparse:
-            continue
         p = 0
         while p < len(o.indices) and o.indices[p] in out_indices:
             p += 1
         rest = tuple(i for i in out_indices if i not in o.indices[:p])
-        if COMPRESSED not in o.levels[:p] or set(rest) & set(o.indices):
-            continue
-        return Operand(name, o.indices[:p] + rest, o.levels[:p] + (DENSE,) * len(rest))
+        out = Operand(name, o.indices[:p] + rest, o.levels[:p] + (DENSE,) * len(rest))
+        if _prefix_of(o, out):  # the one rule `Nest.pattern` samples by
+            return out
     return None
 
 

@@ -248,6 +248,8 @@ def sparse_plan(
     expression structure (bounded), so planning the same
     expression again with other sizes re-plans nothing but the run-time choice.
     """
+    if not isinstance(fibre_output, bool):
+        raise TypeError(f"fibre_output must be True or False, got {fibre_output!r}")
     terms, out_term = parse_subscripts(subscripts, len(operands))
     taken = {o.name for o in operands if isinstance(o, Operand)}
     ops: list[Operand] = []

@@ -186,6 +186,8 @@ def test_no_fibre_output_is_a_clear_error():
         sparse_einsum("ijk,jl->ikl", t, rng.standard_normal((6, 5)), fibre_output=True)
     with pytest.raises(TypeError, match="fibre_output must be True or False"):
         sparse_einsum("ijk,kl->ijl", t, rng.standard_normal((9, 5)), fibre_output=1)
+    with pytest.raises(TypeError, match="fibre_output must be True or False"):
+        sparse_plan("ijk,kl->ijl", t, rng.standard_normal((9, 5)), fibre_output="yes")
 
 
 def test_a_fibre_output_written_outside_the_walk_is_refused():
