@@ -12,10 +12,12 @@ Operands come in the order of ``nest.operands``: a `SparseTensor` whose storage 
 the operand's indices (its level ``k`` has the extent of ``indices[k]``), or a numpy array whose
 axes are the operand's indices in order (non-contiguous arrays are copied).
 
-Temporaries are allocated once per contraction and thread (a thread-local cache), so a
-contraction may run from several threads at once; the top loop is split over minijit's thread
-pool when the code allows it (`Program.split`), balanced by the stored values below each
-iteration. In the emulator the ranges run one after another, over one copy of the arrays.
+Temporaries are allocated once per contraction and thread (a thread-local cache; threaded calls
+take sets from a pool), so a contraction may run from several threads at once. The top loop is
+split when the code allows it (`Program.split`), into ranges of about equal work (the
+statements executed below each iteration), which run on minijit's native team through
+`minijit.sparseauto.dispatch` (or its Python pool where the team is off). In the emulator the
+ranges run one after another, over one copy of the arrays.
 """
 
 from __future__ import annotations
@@ -203,6 +205,8 @@ class SparseContraction:
         sve_bits = getattr(self.target, "sve_vl", 128)
         self._kernel = load(prog.code(), SIGNATURE, isa=family, name=prog.name, listing=prog.listing(), sve_vl=sve_bits)
         self._local = threading.local()
+        self._temp_pool: list[dict[str, np.ndarray]] = []  # temporaries for threaded calls
+        self._pool_lock = threading.Lock()
         self._last_ranges: tuple[tuple, list[tuple[int, int]]] | None = None
         self._statement_work: dict[str, list[tuple[int, int]] | None] = {}
 
@@ -285,18 +289,33 @@ class SparseContraction:
         shape = tuple(self.extents[i] for i in out_op.indices)
         return SparseTensor._trusted(shape, storage, out, tuple(range(len(shape))))
 
-    def _args(self, arrays: dict) -> np.ndarray:
-        """The args block for this thread: addresses of the operands' arrays and its temporaries."""
-        temps = getattr(self._local, "temps", None)
-        if temps is None:
-            temps = self._local.temps = {
-                name: np.zeros(max(1, n), self.dtype) for name, n in self.program.temp_sizes.items()
-            }
+    def _new_temps(self) -> dict[str, np.ndarray]:
+        return {name: np.zeros(max(1, n), self.dtype) for name, n in self.program.temp_sizes.items()}
+
+    def _addresses(self, arrays: dict, temps: dict[str, np.ndarray]) -> list[int]:
+        """An args block: the addresses of the operands' arrays (and sizes) and of ``temps``."""
         addr = []
         for s in self.program.slots:
             x = temps[s.tensor] if s.part == "temp" else arrays[(s.tensor, s.part, s.level)]
             addr.append(x if s.part == "size" else x.__array_interface__["data"][0])
-        return np.array(addr, np.int64)
+        return addr
+
+    def _args(self, arrays: dict) -> np.ndarray:
+        """The args block for this thread: addresses of the operands' arrays and its temporaries."""
+        temps = getattr(self._local, "temps", None)
+        if temps is None:
+            temps = self._local.temps = self._new_temps()
+        return np.array(self._addresses(arrays, temps), np.int64)
+
+    def _take_temps(self, n: int) -> list[dict[str, np.ndarray]]:
+        """``n`` sets of temporaries no other call holds (kept between calls: `_give_temps`)."""
+        with self._pool_lock:
+            sets = [self._temp_pool.pop() for _ in range(min(n, len(self._temp_pool)))]
+        return sets + [self._new_temps() for _ in range(n - len(sets))]
+
+    def _give_temps(self, sets: list[dict[str, np.ndarray]]) -> None:
+        with self._pool_lock:
+            self._temp_pool.extend(sets[: max(0, self.threads - len(self._temp_pool))])
 
     def _ranges(self, tensors: dict[str, SparseTensor]) -> list[tuple[int, int]]:
         """The top loop's iterations split into up to ``threads`` ranges of about equal work."""
@@ -368,23 +387,23 @@ class SparseContraction:
         return sum(t.nnz for t in tensors.values())
 
     def _run(self, arrays: dict, tensors: dict[str, SparseTensor]) -> None:
+        """The nest over the top loop's ranges: one range on this thread; several on minijit's
+        threads (`minijit.sparseauto.dispatch`), each thread with its own temporaries."""
         ranges = self._ranges(tensors)
         if self._emulated:
             self._run_emulated(arrays, ranges)
             return
-        kern = self._kernel
-
-        def run(i0: int, i1: int) -> None:
-            args = self._args(arrays)
-            for b, e in ranges[i0:i1]:
-                kern(args, b, e)
-
         if len(ranges) == 1:
-            run(0, 1)
+            self._kernel(self._args(arrays), *ranges[0])
             return
-        from minijit.parallel import run_range
+        from minijit.sparseauto.dispatch import run_ranges
 
-        run_range(run, len(ranges), len(ranges))
+        sets = self._take_temps(len(ranges))
+        try:
+            blocks = np.array([self._addresses(arrays, t) for t in sets], np.int64)
+            run_ranges(self._kernel.address, blocks, ranges)
+        finally:
+            self._give_temps(sets)
 
     def _run_emulated(self, arrays: dict, ranges: list[tuple[int, int]]) -> None:
         """The AArch64 code in the emulator: every array the args block names is copied into the
@@ -395,7 +414,7 @@ class SparseContraction:
         kern = self._kernel
         w = kern.worker
         out_name = self.nest.output.name
-        temps = {name: np.zeros(max(1, n), self.dtype) for name, n in self.program.temp_sizes.items()}
+        temps = self._new_temps()
         with w.lock:
             regions = Regions(w)
             try:
