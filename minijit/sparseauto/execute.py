@@ -26,6 +26,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+import cffi
 import numpy as np
 
 from minijit.errors import SetupError, error_t
@@ -44,6 +45,7 @@ DTYPES = {np.dtype(np.float32): "fp32", np.dtype(np.float64): "fp64"}
 #: them), below which fewer threads run the nest: a split gives each thread at least one
 _MIN_SPLIT = 64
 _MIN_WORK = 8192
+_FFI = cffi.FFI()
 
 
 def _check_extents(nest: Nest, extents: object) -> dict[str, int]:
@@ -207,6 +209,11 @@ class SparseContraction:
         self._local = threading.local()
         self._temp_pool: list[dict[str, np.ndarray]] = []  # temporaries for threaded calls
         self._pool_lock = threading.Lock()
+        #: the nest's entry, called without the generic signature checks: execute checked the
+        #: operands, and the args block is built here (the kernel object stays referenced)
+        self._entry = (
+            _FFI.cast("void(*)(intptr_t, int64_t, int64_t)", self._kernel.address) if not self._emulated else None
+        )
         self._last_ranges: tuple[tuple, list[tuple[int, int]]] | None = None
         self._statement_work: dict[str, list[tuple[int, int]] | None] = {}
 
@@ -293,7 +300,8 @@ class SparseContraction:
         return {name: np.zeros(max(1, n), self.dtype) for name, n in self.program.temp_sizes.items()}
 
     def _addresses(self, arrays: dict, temps: dict[str, np.ndarray]) -> list[int]:
-        """An args block: the addresses of the operands' arrays (and sizes) and of ``temps``."""
+        """An args block: the addresses of the operands' arrays (and sizes) and of ``temps``
+        (read each call: an array that owns its data may be resized in place, its data moved)."""
         addr = []
         for s in self.program.slots:
             x = temps[s.tensor] if s.part == "temp" else arrays[(s.tensor, s.part, s.level)]
@@ -394,7 +402,8 @@ class SparseContraction:
             self._run_emulated(arrays, ranges)
             return
         if len(ranges) == 1:
-            self._kernel(self._args(arrays), *ranges[0])
+            args = self._args(arrays)
+            self._entry(args.ctypes.data, *ranges[0])
             return
         from minijit.sparseauto.dispatch import run_ranges
 
