@@ -18,7 +18,9 @@ Per row, in the same process: `sparse_einsum` with the planner's schedule (``aut
 TACO's default linear schedule (same code generator), `tensora` (TACO, when it imports),
 pydata ``sparse.einsum`` (one call: it is slow), and scipy for the matrix product. Times are
 medians of ``reps`` calls after a warm-up (``minijit.bench.cpu.timeit``); "plan+compile" is the
-first call's planning and code generation. Every result is checked against a dense float64
+first call's planning and code generation; "model linear/auto" is the planner's cost model at the
+row's sizes (`model_ratio`), the ratio both schedules would give at equal speed per modelled
+iteration. Every result is checked against a dense float64
 ``np.einsum`` on a slice of the output's first index (the heaviest rows).
 """
 
@@ -378,6 +380,20 @@ def _scipy(case: dict[str, Any]) -> Callable[[], object] | None:
     return lambda: s @ b
 
 
+def model_ratio(plan: Any) -> float | None:
+    """The planner's cost model (seed 002's time complexity) at the row's sizes and non-zero
+    counts: the default linear schedule's time over the chosen schedule's. The measured
+    linear/auto ratio would equal it if both schedules ran at the same rate per unit of modelled
+    time (it counts loop iterations, not memory traffic or the output's zeroing)."""
+    from minijit.sparseauto.complexity import cost
+    from minijit.sparseauto.prune import environment
+
+    if plan is None or plan.choice is None or plan.choice.time <= 0:
+        return None
+    env = environment(plan.operands, plan.sizes, plan.nnz)
+    return cost(plan.default_linear()).time.evaluate(env) / plan.choice.time
+
+
 def bench_one(case: dict[str, Any], reps: int, threads: int, pydata: bool, rounds: int = ROUNDS) -> dict[str, Any]:
     """One row: chosen and linear schedules, the peers, the check and the ratios. Timed in
     ``rounds`` alternating rounds, the order rotated each round (each side's best round kept):
@@ -399,6 +415,8 @@ def bench_one(case: dict[str, Any], reps: int, threads: int, pydata: bool, round
         ok &= check["ok"]
         row[f"{sched}_check"] = check
         row[f"{sched}_nest"] = str(compiled.nest)
+        if sched == "auto":
+            row["model_ratio"] = model_ratio(compiled.plan)
         codes[sched] = compiled.program.asm.code()
         timed[sched] = lambda s=sched: sparse_einsum(subs, *ops, schedule=s, threads=threads, fibre_output=fibre)
     row["same_code"] = codes["auto"] == codes["linear"]  # then linear/auto only measures noise
@@ -441,6 +459,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         "auto ms",
         "linear ms",
         "linear/auto",
+        "model linear/auto",
         "tensora ms",
         "tensora/auto",
         "sparse.einsum ms",
@@ -459,6 +478,7 @@ def table(rows: list[dict[str, Any]]) -> str:
                 _ms(t),
                 _ms(r["linear_s"]),
                 _ratio(r["linear_s"], t) + (" (same code)" if r.get("same_code") else ""),
+                "-" if r.get("model_ratio") is None else f"{r['model_ratio']:.2f}x",
                 _ms(r["tensora_s"]),
                 _ratio(r["tensora_s"], t),
                 _ms(r["pydata_s"]) if r["pydata_s"] is not None or not r["pydata_note"] else r["pydata_note"],
@@ -478,19 +498,27 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, float | None]:
         xs = [r[key] / r["auto_s"] for r in rows if r.get(key) and (names is None or r["name"] in names)]
         return geomean(xs)
 
+    def model(names: tuple[str, ...]) -> float | None:
+        return geomean([r["model_ratio"] for r in rows if r["name"] in names and r.get("model_ratio")])
+
+    sets = {
+        "fission rows": FISSION_ROWS,
+        "fission rows, power-law tensors": ("TTMc", "SDDMM-SpMM", "TTM chain"),
+        "fission rows, NELL-2 tensors and SDDMM-SpMM": ("TTMc NELL-2", "SDDMM-SpMM", "TTM chain NELL-2"),
+        "fission rows, power-law tensors, fibre output": ("TTMc", "SDDMM-SpMM", "TTM chain fibre"),
+        "fission rows, NELL-2 tensors and SDDMM-SpMM, fibre output": (
+            "TTMc NELL-2",
+            "SDDMM-SpMM",
+            "TTM chain NELL-2 fibre",
+        ),
+    }
     others = tuple(r["name"] for r in rows if r["name"] not in FISSION_ROWS)
+    out: dict[str, float | None] = {}
+    for label, names in sets.items():
+        out[f"linear/auto ({label})"] = g("linear_s", names)
+        out[f"model linear/auto ({label})"] = model(names)
     return {
-        "linear/auto (fission rows)": g("linear_s", FISSION_ROWS),
-        "linear/auto (fission rows, power-law tensors)": g("linear_s", ("TTMc", "SDDMM-SpMM", "TTM chain")),
-        "linear/auto (fission rows, NELL-2 tensors and SDDMM-SpMM)": g(
-            "linear_s", ("TTMc NELL-2", "SDDMM-SpMM", "TTM chain NELL-2")
-        ),
-        "linear/auto (fission rows, power-law tensors, fibre output)": g(
-            "linear_s", ("TTMc", "SDDMM-SpMM", "TTM chain fibre")
-        ),
-        "linear/auto (fission rows, NELL-2 tensors and SDDMM-SpMM, fibre output)": g(
-            "linear_s", ("TTMc NELL-2", "SDDMM-SpMM", "TTM chain NELL-2 fibre")
-        ),
+        **out,
         "linear/auto (other rows)": g("linear_s", others),
         "tensora/auto": g("tensora_s"),
         "sparse.einsum/auto": g("pydata_s"),

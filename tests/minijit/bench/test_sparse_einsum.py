@@ -81,3 +81,27 @@ def test_summary_geomeans_by_data_set():
         (16 * 8 * 64) ** (1 / 3)
     )
     assert sums["linear/auto (other rows)"] == pytest.approx(1.0)
+
+
+def test_summary_geomeans_the_cost_model_per_data_set():
+    ratios = dict(zip(se.FISSION_ROWS, (2.0, 8.0, 4.0, 16.0, 1.0, 32.0, 64.0), strict=True))
+    rows = [{"name": n, "auto_s": 1.0, "linear_s": 1.0, "model_ratio": x} for n, x in ratios.items()]
+    sums = se.summary(rows)
+    assert sums["model linear/auto (fission rows, power-law tensors)"] == pytest.approx(4.0)
+    assert sums["model linear/auto (fission rows, power-law tensors, fibre output)"] == pytest.approx(512 ** (1 / 3))
+    assert sums["linear/auto (fission rows, power-law tensors)"] == pytest.approx(1.0)
+
+
+def test_model_ratio_is_the_cost_model_at_the_rows_sizes():
+    """TTMc: linear L*M*nnz against the fission's L*M*fibres + M*nnz, counted on the tensor."""
+    from minijit.sparseauto.api import compile_einsum
+
+    rng = np.random.default_rng(3)
+    t = se.powerlaw_tensor((30, 25, 60), 1500, rng)
+    b, c = rng.standard_normal((25, 6)), rng.standard_normal((60, 5))
+    compiled, _ = compile_einsum("ijk,jl,km->ilm", t, b, c)
+    fibres = t.storage[1].crd.shape[0]
+    assert "T" in str(compiled.nest)  # the fission was chosen
+    expected = 6 * 5 * t.nnz / (6 * 5 * fibres + 5 * t.nnz)
+    assert se.model_ratio(compiled.plan) == pytest.approx(expected)
+    assert se.model_ratio(None) is None
