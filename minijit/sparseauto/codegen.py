@@ -123,9 +123,11 @@ class _Emitter(NestEmitter, InnerLoops):
                 a.add(rax, self.coord[loop.index])
             a.mov(self.pos[(o.name, k)], rax)
 
-    def _address(self, acc: Access, reg: Gpr, skip: str | None = None) -> None:
-        """reg = address of the element ``acc`` refers to (``skip``: leave that index out, i.e. at 0)."""
+    def _address(self, acc: Access, reg: Gpr, skip: str | set[str] | None = None) -> None:
+        """reg = address of the element ``acc`` refers to (``skip``: leave that index, or those
+        indices, out, i.e. at 0)."""
         a, es = self.a, self.t.es
+        skipped = {skip} if isinstance(skip, str) else set(skip or ())
         sparse = self.sparse.get(acc.tensor)
         if acc.tensor == self.nest.output.name:
             sparse = self.sampled  # a sparse output is stored at the sampled operand's positions
@@ -139,7 +141,7 @@ class _Emitter(NestEmitter, InnerLoops):
         else:
             self._base(reg, acc.tensor, "temp" if acc.tensor in self.temp_sizes else "data")
         for i in acc.indices:
-            if i == skip or i not in self.strides.get(acc.tensor, ()):
+            if i in skipped or i not in self.strides.get(acc.tensor, ()):
                 continue
             step = self.strides[acc.tensor][i] * es
             a.mov(rax, self.coord[i])

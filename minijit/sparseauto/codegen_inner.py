@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from asm.x86_64 import XMM, YMM, ZMM, Gpr, Vec, qword
+from asm.x86_64 import XMM, YMM, ZMM, Gpr, Vec, dword, qword
 from asm.x86_64.registers import r8, r9, r10, r11, r12, r13, r14, r15, rax, rbp, rcx, rdi, rdx, rsi, rsp
 from minijit.kernels.x86_64.common import Partial, Target, counted_loop
 from minijit.sparseauto.nest import Access, Compute, Loop, Temp
@@ -23,6 +23,29 @@ _MAX_VEC_STATEMENTS = 3  # one broadcast register per vectorized statement
 #: walks prefetch the dense rows of the position this far ahead, up to this many bytes per row
 PREFETCH_AHEAD = 4
 PREFETCH_ROW_BYTES = 512  # an output row kept in registers across a loop (`_stationary_loop`)
+
+
+#: registers of a tight stationary loop (`InnerLoops._tight_loop`): not rax (the coordinate and
+#: `_address`'s scratch), rcx and rdx (the walk's prefetch), rdi (`_scalar_product`'s scratch),
+#: nor rbx (the args block)
+_TIGHT_REGS = (rsi, rbp, r8, r9, r10, r11, r12, r13, r14, r15)
+
+
+@dataclass(frozen=True)
+class _Tight:
+    """The registers of a tight stationary loop: position/counter, end, the walked level's
+    ``crd``, the variant scalar factors with their bases and byte strides along the loop's index
+    (negative: the walked operand's values, indexed by position), the invariant scalar factors,
+    the j-factors with their bases and strides (0: invariant), and the offset registers of
+    strides an address cannot scale."""
+
+    p: Gpr
+    end: Gpr
+    crd: Gpr | None
+    scalars: tuple[tuple[Access, Gpr, int], ...]
+    fixed: tuple[Access, ...]
+    vectors: tuple[tuple[Access, Gpr, int], ...]
+    offsets: dict[int, Gpr]
 
 
 @dataclass(frozen=True)
@@ -153,7 +176,11 @@ class InnerLoops:
         self._stationary = (inner, accs, part)
         self._stationary_prefix = len(loop.body) > 1
         try:
-            self._loop(loop, split)
+            plan = self._tight_plan(loop, inner)
+            if plan is None:
+                self._loop(loop, split)
+            else:
+                self._tight_loop(loop, inner, split, plan)
         finally:
             self._stationary = None
             self._stationary_prefix = False
@@ -168,6 +195,138 @@ class InnerLoops:
                 p.load(a, tmp, rdi + u * t.vbytes)
                 getattr(a, t.v("vadd"))(r, r, tmp)
                 p.store(a, rdi + u * t.vbytes, r)
+
+    def _tight_plan(self, loop: Loop, inner: Loop) -> _Tight | None:
+        """The register plan of a stationary loop whose body is only its inner loop, as SpMM's
+        walk of a row of A or the TTM chain's walk of a fibre (`_tight_loop`); None where the
+        loop needs the general path (a merge, positions of dense sparse levels, a body before the
+        inner loop, too few registers)."""
+        x = loop.index
+        walked = self.nest.walks(loop)
+        if len(loop.body) != 1 or len(walked) > 1 or self._dense_levels(loop):
+            return None
+        c = inner.body[0]
+        assert isinstance(c, Compute)
+        regs = iter(_TIGHT_REGS)
+        try:
+            p, end = next(regs), next(regs)
+            crd = next(regs) if walked else None
+            scalars: list[tuple[Access, Gpr, int]] = []  # variant scalar factors: base, stride along x
+            fixed: list[Access] = []  # scalar factors that do not change in the loop
+            vectors: list[tuple[Access, Gpr, int]] = []  # j-factors: (access, base, byte stride along x)
+            for acc in c.ins:
+                if inner.index in acc.indices:
+                    step = self.strides[acc.tensor].get(x, 0) * self.t.es
+                    vectors.append((acc, next(regs), step))
+                elif walked and acc.tensor == walked[0].name:  # the walked operand's values, by position
+                    if walked[0].indices[-1] != x:
+                        return None
+                    scalars.append((acc, next(regs), -self.t.es))  # negative: indexed by position
+                elif x in acc.indices:
+                    if acc.tensor in self.sparse:
+                        return None
+                    scalars.append((acc, next(regs), self.strides[acc.tensor][x] * self.t.es))
+                else:
+                    fixed.append(acc)
+            offsets = {}  # byte stride -> register holding x * stride (strides an address cannot scale)
+            for step in sorted({st for _, _, st in scalars if st > 0} | {st for _, _, st in vectors if st}):
+                if step not in (1, 2, 4, 8):
+                    offsets[step] = next(regs)
+        except StopIteration:
+            return None
+        return _Tight(p, end, crd, tuple(scalars), tuple(fixed), tuple(vectors), offsets)
+
+    def _tight_loop(self, loop: Loop, inner: Loop, split: bool, plan: _Tight) -> None:
+        """tight_walk_<T>_<x> / tight_dense_<x>: a stationary loop with its counter, bounds, base pointers and loop-invariant
+        scalar factors in registers: per iteration only the coordinate, the variant factors'
+        addresses, their product's broadcast and the accumulating FMAs."""
+        a, t = self.a, self.t
+        assert self._stationary is not None
+        _, accs, part = self._stationary
+        c = inner.body[0]
+        assert isinstance(c, Compute)
+        x, walked = loop.index, self.nest.walks(loop)
+        bc, prod, fixed = self.regs.bcast[0], self.regs.work[0], XMM[14]
+        name = f"tight_walk_{walked[0].name}_{x}" if walked else f"tight_dense_{x}"
+        done = a.new_label(f"{name}_done")
+        # bounds: the caller's range (a split top loop), the fibre under the parent, or 0..extent
+        if split:
+            a.mov(plan.p, self.begin)
+            a.mov(plan.end, self.end)
+        elif walked:
+            o = walked[0]
+            self._fibre(o, o.indices.index(x), plan.p, plan.end)
+        else:
+            a.xor(plan.p.r32, plan.p.r32)
+            a.mov(plan.end.r32, self.ext[x])
+        a.cmp(plan.p, plan.end)
+        a.jge(done)
+        # base pointers (x's own offset left out), the invariant factors' product and broadcast
+        if walked:
+            o = walked[0]
+            self._base(plan.crd, o.name, "crd", o.indices.index(x))
+        skip = {x, inner.index}
+        for acc, base, _ in plan.vectors:
+            self._address(acc, base, skip=skip)
+        for acc, base, step in plan.scalars:
+            if step < 0:
+                self._base(base, acc.tensor, "vals")
+            else:
+                self._address(acc, base, skip=skip)
+        if plan.fixed or not plan.scalars:
+            self._scalar_product(list(plan.fixed), self.bcast[0])
+            self._vmov_s(fixed, t.smem(rsp + self.bcast[0]))
+        if not plan.scalars:
+            getattr(a, "vbroadcastss" if t.es == 4 else "vbroadcastsd")(bc, fixed)
+        top = a.label(name)
+        if walked:
+            self._prefetch_rows(loop, walked[0], walked[0].indices.index(x), plan.p)
+            a.mov(rax.r32, dword(plan.crd + plan.p * 4))  # the coordinate
+        xr = rax if walked else plan.p
+        for step, r in plan.offsets.items():
+            a.imul(r, xr, step)
+
+        def at(base: Gpr, step: int, disp: int = 0) -> object:
+            """The address expression of a factor's element in this iteration."""
+            if step < 0:  # the walked operand's values: by position
+                return base + plan.p * t.es + disp
+            if step == 0:
+                return base + disp
+            if step in plan.offsets:
+                return base + plan.offsets[step] + disp
+            return base + xr * step + disp
+
+        if plan.scalars:  # the variant factors' product, times the invariant ones, broadcast
+            s0 = XMM[0]  # the low lane of work[0] (ymm0/zmm0): free until the FMAs
+            for n, (_, base, step) in enumerate(plan.scalars):
+                if n == 0:
+                    self._vmov_s(s0, t.smem(at(base, step)))
+                else:
+                    getattr(a, t.s("vmul"))(s0, s0, t.smem(at(base, step)))
+            if plan.fixed:
+                getattr(a, t.s("vmul"))(s0, s0, fixed)
+            getattr(a, "vbroadcastss" if t.es == 4 else "vbroadcastsd")(bc, s0)
+        tmp = self.regs.bcast[1]
+        for u, r in enumerate(accs):
+            pp = part if (part is not None and u == len(accs) - 1) else None
+            disp = u * t.vbytes
+            if len(plan.vectors) == 1 and pp is None:
+                (_, base, step), = plan.vectors
+                getattr(a, t.v("vfmadd231"))(r, bc, t.vmem(at(base, step, disp)))
+                continue
+            for n, (_, base, step) in enumerate(plan.vectors):
+                dst = prod if n == 0 else tmp
+                if pp is None:
+                    getattr(a, t.v("vmovu"))(dst, t.vmem(at(base, step, disp)))
+                else:
+                    pp.load(a, dst, at(base, step, disp))
+                if n:
+                    getattr(a, t.v("vmul"))(prod, prod, tmp)
+            getattr(a, t.v("vfmadd231"))(r, bc, prod)
+        a.inc(plan.p)
+        a.cmp(plan.p, plan.end)
+        a.jl(top)
+        a.bind(done)
 
     def _accumulate(self, inner: Loop) -> None:
         """acc_<j>: the inner statement of a stationary loop: acc[j] += s * x[j] * ..."""

@@ -47,13 +47,14 @@ def _spmm(n):
     [(16, "fp64", False, True), (13, "fp64", True, True), (13, "fp32", True, True), (47, "fp64", True, False)],
 )
 def test_spmm_stages_and_llvm_reassembly(n, dtype, tail, stationary):
-    """SpMM: the row of C stays in registers across the walk of A's row while it fits 11 vectors."""
+    """SpMM: the row of C stays in registers across the walk of A's row while it fits 11 vectors;
+    that walk then runs with its position, bounds and pointers in registers (``tight``)."""
     nest, extents = _spmm(n)
     prog = compile_nest(nest, extents, dtype)
     text = prog.asm.listing()
-    assert ".Ldense_i" in text and ".Lwalk_A_k" in text
+    assert ".Ldense_i" in text and (".Ltight_walk_A_k" if stationary else ".Lwalk_A_k") in text
     assert ".Lprefetch_k" in text and "prefetcht0" in text  # B's row, PREFETCH_AHEAD positions on
-    assert (".Lstationary_j" in text and ".Lacc_j" in text) == stationary
+    assert (".Lstationary_j" in text and ".Ltight_walk_A_k" in text) == stationary
     assert (".Lvec_j" in text) != stationary
     assert prog.vectorized == ("j",) and prog.split == ("dense", 20)
     assert ("vmaskmov" in text) == tail and ("vtail" in text) == (tail and not stationary)
