@@ -8,6 +8,7 @@ vector registers of each ISA are `VecRegs` (`vec_regs`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from asm.x86_64 import XMM, YMM, ZMM, Gpr, Vec, dword, qword
@@ -36,8 +37,8 @@ class _Tight:
     """The registers of a tight stationary loop: position/counter, end, the walked level's
     ``crd``, the variant scalar factors with their bases and byte strides along the loop's index
     (negative: the walked operand's values, indexed by position), the invariant scalar factors,
-    the j-factors with their bases and strides (0: invariant), and the offset registers of
-    strides an address cannot scale."""
+    the j-factors with their bases and strides (0: invariant), the offset registers of
+    strides an address cannot scale, and a fused dot product's factors (`_fused_dot`)."""
 
     p: Gpr
     end: Gpr
@@ -46,6 +47,8 @@ class _Tight:
     fixed: tuple[Access, ...]
     vectors: tuple[tuple[Access, Gpr, int], ...]
     offsets: dict[int, Gpr]
+    dots: tuple[tuple[Access, Gpr, int], ...] = ()
+    dot_index: str | None = None
 
 
 @dataclass(frozen=True)
@@ -197,27 +200,39 @@ class InnerLoops:
                 p.store(a, rdi + u * t.vbytes, r)
 
     def _tight_plan(self, loop: Loop, inner: Loop) -> _Tight | None:
-        """The register plan of a stationary loop whose body is only its inner loop, as SpMM's
-        walk of a row of A or the TTM chain's walk of a fibre (`_tight_loop`); None where the
-        loop needs the general path (a merge, positions of dense sparse levels, a body before the
-        inner loop, too few registers)."""
+        """The register plan of a stationary loop that runs tight (`_tight_loop`): its body is
+        the inner loop alone (SpMM's walk of a row of A, the TTM chain's walk of a fibre), or a
+        scalar temporary, a dot product into it and the inner loop that reads it (the fused
+        SDDMM-SpMM: ``T = C(i,:).D(j,:)`` then ``A(i,:) += B(i,j)*T*E(j,:)``), the temporary
+        then held in a register. None where the loop needs the general path (a merge, positions
+        of dense sparse levels, another body, a dot product with a tail or over 16 vectors, too
+        few registers)."""
         x = loop.index
         walked = self.nest.walks(loop)
-        if len(loop.body) != 1 or len(walked) > 1 or self._dense_levels(loop):
+        if len(walked) > 1 or self._dense_levels(loop):
             return None
         c = inner.body[0]
         assert isinstance(c, Compute)
+        dot = self._fused_dot(loop, inner)
+        if len(loop.body) != 1 and dot is None:
+            return None
+        temp = None if dot is None else dot.out.tensor
         regs = iter(_TIGHT_REGS)
         try:
             p, end = next(regs), next(regs)
             crd = next(regs) if walked else None
+
+            def along(acc: Access) -> int:
+                return self.strides[acc.tensor].get(x, 0) * self.t.es
+
             scalars: list[tuple[Access, Gpr, int]] = []  # variant scalar factors: base, stride along x
             fixed: list[Access] = []  # scalar factors that do not change in the loop
             vectors: list[tuple[Access, Gpr, int]] = []  # j-factors: (access, base, byte stride along x)
             for acc in c.ins:
+                if acc.tensor == temp:
+                    continue  # the dot product's value, in a register
                 if inner.index in acc.indices:
-                    step = self.strides[acc.tensor].get(x, 0) * self.t.es
-                    vectors.append((acc, next(regs), step))
+                    vectors.append((acc, next(regs), along(acc)))
                 elif walked and acc.tensor == walked[0].name:  # the walked operand's values, by position
                     if walked[0].indices[-1] != x:
                         return None
@@ -225,21 +240,50 @@ class InnerLoops:
                 elif x in acc.indices:
                     if acc.tensor in self.sparse:
                         return None
-                    scalars.append((acc, next(regs), self.strides[acc.tensor][x] * self.t.es))
+                    scalars.append((acc, next(regs), along(acc)))
                 else:
                     fixed.append(acc)
+            dots = tuple((acc, next(regs), along(acc)) for acc in (dot.ins if dot is not None else ()))
+            steps = {st for _, _, st in scalars if st > 0} | {st for _, _, st in vectors + list(dots) if st}
             offsets = {}  # byte stride -> register holding x * stride (strides an address cannot scale)
-            for step in sorted({st for _, _, st in scalars if st > 0} | {st for _, _, st in vectors if st}):
+            for step in sorted(steps):
                 if step not in (1, 2, 4, 8):
                     offsets[step] = next(regs)
         except StopIteration:
             return None
-        return _Tight(p, end, crd, tuple(scalars), tuple(fixed), tuple(vectors), offsets)
+        index = None if dot is None else loop.body[1].index  # type: ignore[union-attr]
+        return _Tight(p, end, crd, tuple(scalars), tuple(fixed), tuple(vectors), offsets, dots, index)
+
+    def _fused_dot(self, loop: Loop, inner: Loop) -> Compute | None:
+        """The dot product of a body ``[Temp T<>, for k: T() += x(k)*y(k)..., inner]`` whose inner
+        statement reads ``T()`` once and nothing else touches T, every factor dense with k (no
+        scalar part), k a whole number of vectors (at most 16) and a vector register left for
+        its accumulator; else None."""
+        if len(loop.body) != 3:
+            return None
+        temp, dl, _ = loop.body
+        if not isinstance(temp, Temp) or temp.indices or not isinstance(dl, Loop) or len(dl.body) != 1:
+            return None
+        d, c = dl.body[0], inner.body[0]
+        assert isinstance(c, Compute)
+        if not isinstance(d, Compute) or self._inner_kind(dl) != "vector" or d.out.tensor != temp.name:
+            return None
+        if any(dl.index not in acc.indices or acc.tensor == temp.name for acc in d.ins):
+            return None
+        if [acc.tensor for acc in c.ins].count(temp.name) != 1 or c.out.tensor == temp.name:
+            return None
+        n = self.ext[dl.index]
+        assert self._stationary is not None
+        free = len(self.regs.work) - 1 - len(self._stationary[1])
+        if n == 0 or n % self.t.vl or n // self.t.vl > 16 or free < 1:
+            return None
+        return d
 
     def _tight_loop(self, loop: Loop, inner: Loop, split: bool, plan: _Tight) -> None:
-        """tight_walk_<T>_<x> / tight_dense_<x>: a stationary loop with its counter, bounds, base pointers and loop-invariant
-        scalar factors in registers: per iteration only the coordinate, the variant factors'
-        addresses, their product's broadcast and the accumulating FMAs."""
+        """tight_walk_<T>_<x> / tight_dense_<x>: a stationary loop with its counter, bounds, base
+        pointers and loop-invariant scalar factors in registers: per iteration only the
+        coordinate, a fused dot product (`_tight_dot`), the variant factors' product and its
+        broadcast, and the accumulating FMAs."""
         a, t = self.a, self.t
         assert self._stationary is not None
         _, accs, part = self._stationary
@@ -273,11 +317,16 @@ class InnerLoops:
                 self._base(base, acc.tensor, "vals")
             else:
                 self._address(acc, base, skip=skip)
-        if plan.fixed or not plan.scalars:
+        for acc, base, _ in plan.dots:
+            self._address(acc, base, skip={x, plan.dot_index})
+        per_iteration = bool(plan.scalars or plan.dots)  # else one broadcast before the loop
+        if plan.fixed or not per_iteration:
             self._scalar_product(list(plan.fixed), self.bcast[0])
             self._vmov_s(fixed, t.smem(rsp + self.bcast[0]))
-        if not plan.scalars:
+        if not per_iteration:
             getattr(a, "vbroadcastss" if t.es == 4 else "vbroadcastsd")(bc, fixed)
+        if plan.dot_index is not None:
+            self.vectorized.append(plan.dot_index)
         top = a.label(name)
         if walked:
             self._prefetch_rows(loop, walked[0], walked[0].indices.index(x), plan.p)
@@ -296,10 +345,12 @@ class InnerLoops:
                 return base + plan.offsets[step] + disp
             return base + xr * step + disp
 
-        if plan.scalars:  # the variant factors' product, times the invariant ones, broadcast
-            s0 = XMM[0]  # the low lane of work[0] (ymm0/zmm0): free until the FMAs
+        s0 = XMM[0]  # the low lane of work[0] (ymm0/zmm0): free until the FMAs
+        if plan.dots:  # the fused dot product, summed into a register (the temporary's value)
+            s0 = self._tight_dot(plan, accs, at)
+        if per_iteration:  # the variant factors' product, times the invariant ones, broadcast
             for n, (_, base, step) in enumerate(plan.scalars):
-                if n == 0:
+                if n == 0 and not plan.dots:
                     self._vmov_s(s0, t.smem(at(base, step)))
                 else:
                     getattr(a, t.s("vmul"))(s0, s0, t.smem(at(base, step)))
@@ -311,7 +362,7 @@ class InnerLoops:
             pp = part if (part is not None and u == len(accs) - 1) else None
             disp = u * t.vbytes
             if len(plan.vectors) == 1 and pp is None:
-                (_, base, step), = plan.vectors
+                ((_, base, step),) = plan.vectors
                 getattr(a, t.v("vfmadd231"))(r, bc, t.vmem(at(base, step, disp)))
                 continue
             for n, (_, base, step) in enumerate(plan.vectors):
@@ -327,6 +378,35 @@ class InnerLoops:
         a.cmp(plan.p, plan.end)
         a.jl(top)
         a.bind(done)
+
+    def _tight_dot(self, plan: _Tight, accs: list[Vec], at: Callable[..., object]) -> Vec:
+        """dot_<k>: the fused dot product's vectors, unrolled, in up to two accumulators the
+        stationary row leaves free (the first vector multiplies, the rest accumulate), summed
+        horizontally; returns the xmm whose low lane holds the sum."""
+        a, t = self.a, self.t
+        assert plan.dot_index is not None
+        free = [r for r in self.regs.work[1:] if r not in accs]
+        sums, prod = free[:2], self.regs.work[0]
+        n = self.ext[plan.dot_index] // t.vl
+        a.label(f"dot_{plan.dot_index}")
+        for u in range(n):
+            acc, disp, first = sums[u % len(sums)], u * t.vbytes, u < len(sums)
+            (f0, b0, s0), *rest = plan.dots
+            if not rest:  # one factor: a sum
+                if first:
+                    getattr(a, t.v("vmovu"))(acc, t.vmem(at(b0, s0, disp)))
+                else:
+                    getattr(a, t.v("vadd"))(acc, acc, t.vmem(at(b0, s0, disp)))
+                continue
+            getattr(a, t.v("vmovu"))(prod, t.vmem(at(b0, s0, disp)))
+            for _, b, st in rest[:-1]:
+                getattr(a, t.v("vmul"))(prod, prod, t.vmem(at(b, st, disp)))
+            _, b, st = rest[-1]
+            if first:
+                getattr(a, t.v("vmul"))(acc, prod, t.vmem(at(b, st, disp)))
+            else:
+                getattr(a, t.v("vfmadd231"))(acc, prod, t.vmem(at(b, st, disp)))
+        return self._hsum(sums[: min(n, len(sums))])
 
     def _accumulate(self, inner: Loop) -> None:
         """acc_<j>: the inner statement of a stationary loop: acc[j] += s * x[j] * ..."""
@@ -504,12 +584,22 @@ class InnerLoops:
         self._vmov_s(t.smem(rsp + slot), x)
 
     def _reduce_dot(self, c: Compute, accs: list[Vec], slot: int) -> None:
-        """out += (scalar at stack offset ``slot``) * the horizontal sum of ``accs`` (AVX-512: zmm
-        accumulators are first summed into the dead broadcast register 12, then halved to ymm12)."""
+        """out += (scalar at stack offset ``slot``) * the horizontal sum of ``accs``."""
+        a, t = self.a, self.t
+        x = self._hsum(accs)
+        getattr(a, t.s("vmul"))(x, x, t.smem(rsp + slot))
+        self._address(c.out, rdi)
+        getattr(a, t.s("vadd"))(x, x, t.smem(rdi))
+        self._vmov_s(t.smem(rdi), x)
+
+    def _hsum(self, accs: list[Vec]) -> Vec:
+        """The sum of every lane of ``accs``, in the low lane of the returned xmm (the first
+        accumulator's; XMM[13] is scratch; AVX-512: zmm accumulators are first summed into the
+        broadcast register 12, dead after its loop, then halved to ymm12)."""
         a, t = self.a, self.t
         total = accs[0]
         if accs[0] in ZMM:
-            total = self.regs.bcast[0]  # the loop is done: its broadcasts are dead
+            total = self.regs.bcast[0]
             if len(accs) == 1:
                 a.vmovaps(total, accs[0])
             else:
@@ -530,7 +620,4 @@ class InnerLoops:
         if t.es == 4:
             a.vshufps(tmp, x, x, 1)
             a.vaddss(x, x, tmp)
-        getattr(a, t.s("vmul"))(x, x, t.smem(rsp + slot))
-        self._address(c.out, rdi)
-        getattr(a, t.s("vadd"))(x, x, t.smem(rdi))
-        self._vmov_s(t.smem(rdi), x)
+        return x

@@ -252,19 +252,35 @@ def _fused_sddmm_spmm(k, n, dtype=np.float64, seed=6):
 
 @pytest.mark.parametrize(
     "k, n, dtype",
-    [(32, 32, np.float64), (13, 11, np.float64), (7, 30, np.float32), (5, 40, np.float64), (5, 44, np.float64)],
+    [
+        (32, 32, np.float64),
+        (13, 11, np.float64),
+        (7, 30, np.float32),
+        (5, 40, np.float64),
+        (5, 44, np.float64),
+        (16, 11, np.float64),
+        (64, 40, np.float32),
+        (8, 8, np.float32),
+        (4, 44, np.float64),
+        (80, 8, np.float64),
+    ],
 )
 def test_fused_sddmm_spmm_keeps_the_output_row_in_registers(k, n, dtype):
     """The walk over j holds the dot product over k before the axpy over l: A(i,:) still stays in
     registers across the walk (its accumulators left alone by the dot product's loop), also with
-    masked tails on both loops (the mask set again before the axpy) and in fp32."""
+    masked tails on both loops (the mask set again before the axpy) and in fp32. A dot product of
+    whole vectors (at most 16) runs tight: unrolled, its sum kept in a register, no temporary."""
     nest, extents, values, dt = _fused_sddmm_spmm(k, n, dtype)
     prog = compile_nest(nest, extents, "fp32" if dt == np.float32 else "fp64")
     text = prog.asm.listing()
     lanes = 8 if dt == np.float32 else 4
-    stationary = -(-n // lanes) <= 10  # the dot product needs two of the 12 work registers
-    assert (".Lstationary_l" in text and ".Lacc_l" in text) == stationary
-    assert ".Lvec_k" in text
+    naccs = -(-n // lanes)
+    stationary = naccs <= 10  # the dot product needs two of the 12 work registers
+    tight = naccs <= 10 and k % lanes == 0 and k // lanes <= 16
+    assert (".Lstationary_l" in text) == stationary
+    assert (".Ltight_walk_A_j" in text and ".Ldot_k" in text) == tight
+    assert (".Lacc_l" in text) == (stationary and not tight)
+    assert (".Lvec_k" in text) != tight
     assert llvm.assemble(text, triple=llvm.X86_64_TRIPLE, mattr="") == prog.asm.code()
     if __import__("minijit.runtime", fromlist=["host"]).host().isa != "x86_64":
         return

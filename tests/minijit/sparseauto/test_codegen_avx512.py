@@ -23,7 +23,7 @@ from minijit.sparseauto.execute import SparseContraction
 from minijit.sparseauto.schedules import default_linear, enumerate_schedules
 from minijit.sparseauto.tensor import SparseTensor
 from tests.minijit.sparseauto.strategies import expressions
-from tests.minijit.sparseauto.test_codegen import CSR, _setup, _sparse
+from tests.minijit.sparseauto.test_codegen import CSR, _fused_sddmm_spmm, _setup, _sparse
 from tests.minijit.sparseauto.test_codegen_aarch64 import _check
 from tests.minijit.sparseauto.test_codegen_aarch64 import _sparse as _sparse_of
 
@@ -116,6 +116,19 @@ def test_stationary_row_uses_the_upper_registers():
     assert ".Lstationary_j" not in compile_nest(nests[0], extents, "fp64", "avx2").asm.listing()
 
 
+@pytest.mark.parametrize("k, n, dtype", [(32, 32, "fp64"), (64, 40, "fp32"), (8, 29, "fp64"), (256, 8, "fp32")])
+def test_tight_loops_reassemble(k, n, dtype):
+    """The tight walks in zmm: the fused SDDMM-SpMM's dot product (one to 16 vectors, summed by
+    way of zmm12/ymm12), masked tails of the axpy, SpMM's walk with its FMAs on memory operands."""
+    nest, extents, *_ = _fused_sddmm_spmm(k, n, np.float32 if dtype == "fp32" else np.float64)
+    text = _reassembles(compile_nest(nest, extents, dtype, "avx512"))
+    assert ".Ltight_walk_A_j" in text and ".Ldot_k" in text and "vextractf64x4" in text
+    assert ("{k1}" in text) == bool(n % LANES[dtype])
+    nests, extents, *_ = _spmm(n)
+    text = _reassembles(compile_nest(nests[0], extents, dtype, "avx512"))
+    assert ".Ltight_walk_A_k" in text and "vfmadd231p" in text
+
+
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(expr=expressions(max_operands=4), count=st.integers(0, 2))
 def test_drawn_expressions_reassemble(expr, count):
@@ -175,6 +188,16 @@ def test_tails_and_stationary_rows_match_numpy(dtype):
             got = sparse_einsum(subscripts, *ops, target="x86_64-avx512")
             dense = [o.to_dense() if isinstance(o, SparseTensor) else o for o in ops]
             _check(got, np.einsum(subscripts, *[d.astype(np.float64) for d in dense]), dtype)
+
+
+@runs_avx512
+@pytest.mark.parametrize("k, n, dtype", [(32, 32, np.float64), (64, 40, np.float32), (8, 29, np.float64)])
+def test_tight_fused_dot_matches_numpy(k, n, dtype):
+    """The fused SDDMM-SpMM's tight walk in zmm (dot product summed in registers, tails)."""
+    nest, extents, values, dt = _fused_sddmm_spmm(k, n, dtype)
+    got = SparseContraction(nest, extents, dt, isa="avx512").execute(*values)
+    dense = [v.to_dense() if isinstance(v, SparseTensor) else v for v in values]
+    _check(got, np.einsum("ij,ik,jk,jl->il", *[d.astype(np.float64) for d in dense]), dt)
 
 
 @runs_avx512
