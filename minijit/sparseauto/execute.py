@@ -409,7 +409,10 @@ class SparseContraction:
 
         sets = self._take_temps(len(ranges))
         try:
-            blocks = np.array([self._addresses(arrays, t) for t in sets], np.int64)
+            blocks = np.tile(np.array(self._addresses(arrays, sets[0]), np.int64), (len(sets), 1))
+            for k, s in enumerate(self.program.slots):  # the blocks differ in their temporaries only
+                if s.part == "temp":
+                    blocks[1:, k] = [t[s.tensor].__array_interface__["data"][0] for t in sets[1:]]
             run_ranges(self._kernel.address, blocks, ranges)
         finally:
             self._give_temps(sets)
