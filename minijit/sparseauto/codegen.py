@@ -61,10 +61,10 @@ from minijit.sparseauto.codegen_inner import (
     _MAX_VEC_STATEMENTS,
     _PTR_REGS,
     ISAS,
-    PREFETCH_AHEAD,
     PREFETCH_ROW_BYTES,
     SIGNATURE,
     InnerLoops,
+    prefetch_ahead,
     vec_regs,
 )
 from minijit.sparseauto.emitter import ArgSlot, NestEmitter, Program, arg_slots, sampled_operand, walk_nodes
@@ -272,7 +272,7 @@ class _Emitter(NestEmitter, InnerLoops):
         a.bind(done)
 
     def _prefetch_rows(self, loop: Loop, o: Operand, k: int, p: Mem) -> None:
-        """prefetch_<i>: the rows that iteration p + `PREFETCH_AHEAD` of the walk will read, of
+        """prefetch_<i>: the rows that iteration p + `prefetch_ahead` of the walk will read, of
         the dense operands whose first index is the walked one (random rows of B in SpMM, of
         C and D in SDDMM): their cache misses overlap this iteration's work. Positions past
         the fibre (the next fibres, walked next) count; only positions inside ``crd`` are
@@ -286,14 +286,15 @@ class _Emitter(NestEmitter, InnerLoops):
         ]
         if not rows:
             return
+        lines = sum(-(-min(row_bytes, PREFETCH_ROW_BYTES) // 64) for _, row_bytes in rows)
         skip = a.new_label(f"prefetch_{loop.index}_skip")
         a.label(f"prefetch_{loop.index}")
         a.mov(rax, p)
-        a.add(rax, PREFETCH_AHEAD)  # the walk's next fibres follow in crd: look past this one
+        a.add(rax, prefetch_ahead(lines))  # the walk's next fibres follow in crd: look past this one
         a.cmp(rax, qword(rbx + 8 * self.arg[(o.name, "size", k)]))
         a.jge(skip)
         self._base(rcx, o.name, "crd", k)
-        a.mov(rcx.r32, dword(rcx + rax * 4))  # the coordinate PREFETCH_AHEAD positions on
+        a.mov(rcx.r32, dword(rcx + rax * 4))  # the coordinate that many positions on
         for tensor, row_bytes in rows:
             a.imul(rdx, rcx, row_bytes)
             a.add(rdx, qword(rbx + 8 * self.arg[(tensor, "data", None)]))

@@ -21,9 +21,15 @@ ISAS = ("avx2", "avx512")
 #: registers that hold pointers in the vectorized inner loop
 _PTR_REGS = (rdx, rsi, rdi, rbp, r8, r9, r10, r11, r12, r13, r14, r15)
 _MAX_VEC_STATEMENTS = 3  # one broadcast register per vectorized statement
-#: walks prefetch the dense rows of the position this far ahead, up to this many bytes per row
-PREFETCH_AHEAD = 4
+#: walks prefetch the dense rows of a later position, up to this many bytes per row (`prefetch_ahead`)
 PREFETCH_ROW_BYTES = 512  # an output row kept in registers across a loop (`_stationary_loop`)
+PREFETCH_LINES = 64  # cache lines a walk keeps in flight
+
+
+def prefetch_ahead(lines: int) -> int:
+    """How many positions ahead a walk that prefetches ``lines`` cache lines per position looks:
+    about `PREFETCH_LINES` lines in flight, 4 to 16 positions."""
+    return max(4, min(16, PREFETCH_LINES // max(1, lines)))
 
 
 #: registers of a tight stationary loop (`InnerLoops._tight_loop`): not rax (the coordinate and

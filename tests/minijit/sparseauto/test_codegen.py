@@ -53,7 +53,7 @@ def test_spmm_stages_and_llvm_reassembly(n, dtype, tail, stationary):
     prog = compile_nest(nest, extents, dtype)
     text = prog.asm.listing()
     assert ".Ldense_i" in text and (".Ltight_walk_A_k" if stationary else ".Lwalk_A_k") in text
-    assert ".Lprefetch_k" in text and "prefetcht0" in text  # B's row, PREFETCH_AHEAD positions on
+    assert ".Lprefetch_k" in text and "prefetcht0" in text  # B's row, prefetch_ahead positions on
     assert (".Lstationary_j" in text and ".Ltight_walk_A_k" in text) == stationary
     assert (".Lvec_j" in text) != stationary
     assert prog.vectorized == ("j",) and prog.split == ("dense", 20)
@@ -289,3 +289,16 @@ def test_fused_sddmm_spmm_keeps_the_output_row_in_registers(k, n, dtype):
     got = SparseContraction(nest, extents, dt).execute(*values)
     tol = 1e-4 if dt == np.float32 else 1e-12
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=text)
+
+
+def test_prefetch_distance_follows_the_lines_per_position():
+    """About PREFETCH_LINES lines in flight, 4 to 16 positions: SpMM's 13-column fp64 rows (2
+    lines) look 16 positions ahead, SDDMM-SpMM's two 256-byte rows (8 lines) 8."""
+    from minijit.sparseauto.codegen_inner import prefetch_ahead
+
+    assert [prefetch_ahead(n) for n in (0, 1, 2, 4, 8, 16, 32)] == [16, 16, 16, 16, 8, 4, 4]
+    nest, extents = _spmm(13)
+    assert "add rax, 16\n" in compile_nest(nest, extents).asm.listing()
+    nest, extents, *_ = _fused_sddmm_spmm(32, 32)
+    text = compile_nest(nest, extents).asm.listing()
+    assert text.count("prefetcht0") == 8 and "add rax, 8\n" in text

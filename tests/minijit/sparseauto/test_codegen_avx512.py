@@ -66,8 +66,9 @@ def _sddmm(k):
 
 def test_avx2_code_is_unchanged():
     """The AVX2 code of these nests hashes as pinned: it changes only on purpose (pinned before the
-    generator learned AVX-512; re-pinned when stationary loops moved into registers, the code
-    then checked by execution in the tests of `test_codegen` and `test_einsum`)."""
+    generator learned AVX-512; re-pinned when stationary loops moved into registers and when the
+    prefetch distance followed the lines per position, the code then checked by execution in the
+    tests of `test_codegen` and `test_einsum`)."""
     want = json.loads((pathlib.Path(__file__).parent / "avx2_nest_code.json").read_text())
     found = 0
     for n, (subscripts, shapes) in enumerate(AVX2_CASES):
