@@ -39,6 +39,7 @@ Environment:
 
 from __future__ import annotations
 
+import atexit
 import math
 import os
 import select
@@ -70,6 +71,7 @@ from minijit.runtime.harness import (
 from minijit.runtime.signature import SCALAR_TYPES, Signature
 
 SYS_MUNMAP, SYS_MMAP, SYS_MPROTECT = 215, 222, 226
+_LIVE: weakref.WeakSet = weakref.WeakSet()  # every Worker of this process
 PROT_READ, PROT_WRITE, PROT_EXEC = 1, 2, 4
 MAP_PRIVATE, MAP_ANONYMOUS, MAP_FIXED_NOREPLACE = 0x02, 0x20, 0x100000
 PAGE = 4096
@@ -222,6 +224,7 @@ class Worker:
         self._code_next = CODE_BASE
         self._code: dict[int, bytes] = {}  # address -> code placed in every generation
         self._retired: list[tuple[int, int]] = []  # (address, size) of released code, to unmap
+        _LIVE.add(self)  # stopped at exit (`_stop_workers_at_exit`)
 
     # -- process -----------------------------------------------------------------
     def _start(self) -> subprocess.Popen:
@@ -575,6 +578,26 @@ def worker(sve_vl: int = 128) -> Worker:
         if sve_vl not in _WORKERS:
             _WORKERS[sve_vl] = Worker(sve_vl)
         return _WORKERS[sve_vl]
+
+
+_CREATOR = os.getpid()
+
+
+def _stop_workers_at_exit() -> None:
+    """Kill this process's qemu workers and close their pipes at interpreter exit (no process or
+    pipe left for the garbage collector to warn about). A worker another thread still holds is
+    left alone, and a forked child never touches its parent's workers."""
+    if os.getpid() != _CREATOR:
+        return
+    for w in list(_LIVE):
+        if w.lock.acquire(blocking=False):
+            try:
+                w._kill()
+            finally:
+                w.lock.release()
+
+
+atexit.register(_stop_workers_at_exit)
 
 
 class EmulatedKernel:

@@ -476,3 +476,33 @@ def test_timeouts_from_the_environment(monkeypatch):
     with pytest.raises(ValueError, match="MINIJIT_EMU_TIMEOUT"):
         emulator._env_seconds("MINIJIT_EMU_TIMEOUT", 120.0, zero_ok=False)
     assert Worker(128, timeout=7, idle_timeout=0).idle_timeout == 0
+
+
+@needs_emulation
+def test_workers_are_stopped_at_exit() -> None:
+    """A process that used the emulator, through `worker()` and a Worker of its own, exits without
+    a qemu process or pipe left over: no ResourceWarning (dev mode shows them), no process alive."""
+    code = (
+        "import numpy as np\n"
+        "from minijit.runtime import emulator\n"
+        "from minijit.sparseauto.api import sparse_einsum\n"
+        "from minijit.sparseauto.tensor import SparseTensor\n"
+        "a = SparseTensor.from_dense(np.eye(4))\n"
+        "assert sparse_einsum('ik,kj->ij', a, np.ones((4, 3)), target='aarch64-neon').sum() == 12\n"
+        "own = emulator.Worker(256)\n"
+        "print(emulator.worker(128).proc.pid, own.proc.pid, flush=True)\n"
+    )
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-X", "dev", "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "ResourceWarning" not in done.stderr, done.stderr
+    for pid in map(int, done.stdout.split()):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        with open(f"/proc/{pid}/stat") as f:  # reaped or a zombie of a dead parent, never running
+            assert f.read().split()[2] == "Z", f"qemu worker {pid} still running"
