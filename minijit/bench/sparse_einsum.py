@@ -574,6 +574,9 @@ def bench(
         "host load average (1, 5, 15 min) at the start: "
         f"{', '.join(f'{x:.1f}' for x in load_start)}; at the end: {', '.join(f'{x:.1f}' for x in _load())}"
         " (a shared host: other jobs ran during the measurement when this exceeds the core count)",
+        "model linear/auto: the planner's cost model (seed 002's time complexity) at the row's sizes and"
+        " non-zero counts, linear over chosen: the ratio both schedules would give at equal speed per"
+        " modelled iteration (it counts loop iterations, not memory traffic or the output's zeroing)",
         f"date: {report.meta(command)['date']}",
         f"command: `{command}`",
     ]
