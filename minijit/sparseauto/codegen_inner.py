@@ -299,11 +299,10 @@ class InnerLoops:
         bc, prod, fixed = self.regs.bcast[0], self.regs.work[0], XMM[14]
         name = f"tight_walk_{walked[0].name}_{x}" if walked else f"tight_dense_{x}"
         done = a.new_label(f"{name}_done")
-        # bounds: the caller's range (a split top loop), the fibre under the parent, or 0..extent
-        if split:
-            a.mov(plan.p, self.begin)
-            a.mov(plan.end, self.end)
-        elif walked:
+        # bounds: the fibre under the parent, or 0..extent (never a split top loop: threads split
+        # a loop over an output index, and a stationary loop's output does not have its index)
+        assert not split
+        if walked:
             o = walked[0]
             self._fibre(o, o.indices.index(x), plan.p, plan.end)
         else:
