@@ -393,10 +393,10 @@ class InnerLoops:
         free = [r for r in self.regs.work[1:] if r not in accs]
         sums, prod = free[:2], self.regs.work[0]
         n = self.ext[plan.dot_index] // t.vl
+        (_, b0, s0), *rest = plan.dots
         a.label(f"dot_{plan.dot_index}")
         for u in range(n):
             acc, disp, first = sums[u % len(sums)], u * t.vbytes, u < len(sums)
-            (f0, b0, s0), *rest = plan.dots
             if not rest:  # one factor: a sum
                 if first:
                     getattr(a, t.v("vmovu"))(acc, t.vmem(at(b0, s0, disp)))

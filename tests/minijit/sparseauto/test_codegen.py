@@ -302,3 +302,45 @@ def test_prefetch_distance_follows_the_lines_per_position():
     nest, extents, *_ = _fused_sddmm_spmm(32, 32)
     text = compile_nest(nest, extents).asm.listing()
     assert text.count("prefetcht0") == 8 and "add rax, 8\n" in text
+
+
+@pytest.mark.parametrize("factors", [1, 3])
+def test_tight_fused_dot_of_one_and_three_factors(factors):
+    """Hand-built nests: ``T() += B(j,k)`` (a sum: the first vector loaded, the rest added) and
+    ``T() += B(j,k)*D(i,k)*F(j,k)`` (the middle factor multiplied in) before the axpy
+    ``Out(i,l) += A(i,j)*T()*C(j,l)``, run tight and against numpy."""
+    from minijit.sparseauto.nest import Access, Compute, Loop, Nest, Operand, Temp
+
+    rng = np.random.default_rng(11)
+    a = _sparse((30, 25), 0.3, CSR, 4)
+    b, c, d, f = (rng.standard_normal(s) for s in ((25, 16), (25, 12), (30, 16), (25, 16)))
+    ops = [Operand("A", ("i", "j"), CSR), Operand.dense("B", ("j", "k")), Operand.dense("C", ("j", "l"))]
+    dot_ins = [Access("B", ("j", "k"))]
+    values = [a, b, c]
+    if factors == 3:
+        ops += [Operand.dense("D", ("i", "k")), Operand.dense("F", ("j", "k"))]
+        dot_ins += [Access("D", ("i", "k")), Access("F", ("j", "k"))]
+        values += [d, f]
+    axpy = Compute(Access("Out", ("i", "l")), (Access("A", ("i", "j")), Access("T", ()), Access("C", ("j", "l"))))
+    walk = Loop(
+        "j",
+        (Temp("T", ()), Loop("k", (Compute(Access("T", ()), tuple(dot_ins)),)), Loop("l", (axpy,))),
+    )
+    nest = Nest(tuple(ops), Operand.dense("Out", ("i", "l")), (Loop("i", (walk,)),))
+    extents = {"i": 30, "j": 25, "k": 16, "l": 12}
+    prog = compile_nest(nest, extents)
+    text = prog.asm.listing()
+    assert ".Ltight_walk_A_j" in text and ".Ldot_k" in text
+    dot = text[text.index(".Ldot_k") : text.index("vextractf128")]
+    if factors == 1:  # four vectors in two sums: loaded, then added
+        assert "vmulpd" not in dot and "vfmadd231pd" not in dot and dot.count("vaddpd") >= 2
+    else:  # the middle factor multiplied in, the last one fused
+        assert "vmulpd ymm0, ymm0, ymmword ptr" in dot and dot.count("vfmadd231pd") == 2
+    assert llvm.assemble(text, triple=llvm.X86_64_TRIPLE, mattr="") == prog.asm.code()
+    if __import__("minijit.runtime", fromlist=["host"]).host().isa != "x86_64":
+        return
+    dense = a.to_dense()
+    t = b.sum(axis=1)[None, :] if factors == 1 else np.einsum("jk,ik,jk->ij", b, d, f)
+    want = np.einsum("ij,ij,jl->il", dense, np.broadcast_to(t, dense.shape), c)
+    got = SparseContraction(nest, extents).execute(*values)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
