@@ -22,7 +22,7 @@ How each node compiles (the stages name the labels of the listing):
 * **Loop, dense** (``dense_<i>``): the coordinate counts ``0..extent``.
 * **Loop, one compressed level** (``walk_<T>_<i>``): the positions ``pos[parent]..pos[parent+1]``
   of that level; the coordinate is ``crd[p]``. Each iteration first prefetches (``prefetch_<i>``)
-  the dense rows indexed by the coordinate a few positions ahead.
+  the dense rows indexed by the coordinate some positions ahead (`prefetch_ahead`).
 * **Loop, two compressed levels** (``merge_<i>``): a two-pointer intersection of the coordinates.
 * On entering an iteration, the position of every sparse operand whose *dense* level is the
   loop's index becomes ``parent * size + coordinate``.
@@ -42,6 +42,11 @@ How each node compiles (the stages name the labels of the listing):
   adds them to memory once after the loop. Temporaries and vectorizable loops that leave that
   output alone may come first in the body (the fused SDDMM-SpMM: a dot product per j, then the
   axpy); their loops then use only the vector registers the accumulators leave.
+* **Tight stationary loop** (``tight_walk_<T>_<i>``, ``tight_dense_<i>``, ``dot_<k>``): a stationary
+  loop whose body is the inner loop alone, or a scalar temporary, the dot product that fills it
+  and the inner loop that reads it (the fused SDDMM-SpMM), keeps its position, bounds, base
+  pointers and loop-invariant scalar factors in registers; the dot product is unrolled and its
+  sum stays in a register (`codegen_inner._tight_plan`).
 * Vectorized loops take two registers per statement and unrolled vector (FMA with a memory
   operand for a dot product's last factor).
 * **Innermost dense loop, strided** (``strided_<j>``): when the accesses that use ``j`` are
@@ -49,7 +54,8 @@ How each node compiles (the stages name the labels of the listing):
   pointer advanced by its stride (no address arithmetic per element).
 
 Everything else (loop variables, positions, walk bounds, broadcast scalars) lives in stack slots,
-so the nest may be arbitrarily deep and branched; the innermost loops run in registers.
+so the nest may be arbitrarily deep and branched; the innermost loops, and the tight stationary
+loops around them, run in registers.
 """
 
 from __future__ import annotations
