@@ -90,10 +90,17 @@ def _trampoline() -> int:
 def run_ranges(nest_address: int, blocks: np.ndarray, ranges: list[tuple[int, int]]) -> None:
     """Run the nest at ``nest_address`` over ``ranges`` (top-loop iterations ``[begin, end)``,
     contiguous and ascending) on up to ``len(ranges)`` threads, row ``t`` of ``blocks`` (int64
-    addresses, C-ordered, one row per range) the args block of whichever thread claims it."""
+    addresses, C-ordered, one row per range) the args block of whichever thread claims it. The
+    caller vouches for the nest and for what the blocks point to; the shapes are checked here."""
     from minijit.parallel import run_loopnest
 
     n = len(ranges)
+    if isinstance(nest_address, bool) or not isinstance(nest_address, int) or nest_address <= 0:
+        raise ValueError(f"nest_address must be a positive int (a code address), got {nest_address!r}")
+    if n == 0:
+        raise ValueError("ranges must hold at least one range")
+    if any(b < 0 or e < b for b, e in ranges):
+        raise ValueError(f"every range must be [begin, end) with 0 <= begin <= end, got {ranges}")
     if blocks.dtype != np.int64 or blocks.ndim != 2:
         raise ValueError(f"blocks must be a 2-d int64 array, got {blocks.dtype} of shape {blocks.shape}")
     if blocks.shape[0] != n:

@@ -135,8 +135,17 @@ def test_every_range_runs_once_on_its_own_block() -> None:
         (np.zeros((3, 3), np.int64), [(0, 1), (1, 2)], "one row per range"),
         (np.zeros((3, 2), np.int64).T, [(0, 1), (1, 2)], "C-ordered"),
         (np.zeros((2, 3), np.int64), [(0, 1), (2, 3)], "contiguous"),
+        (np.zeros((0, 3), np.int64), [], "at least one range"),
+        (np.zeros((2, 3), np.int64), [(0, 2), (2, 1)], "0 <= begin <= end"),
+        (np.zeros((2, 3), np.int64), [(-1, 0), (0, 1)], "0 <= begin <= end"),
     ],
 )
 def test_run_ranges_refuses_bad_blocks(blocks, ranges, match) -> None:
     with pytest.raises(ValueError, match=match):
         run_ranges(1, blocks, ranges)
+
+
+@pytest.mark.parametrize("address", [0, -8, True, 1.5, None])
+def test_run_ranges_refuses_a_bad_nest_address(address) -> None:
+    with pytest.raises(ValueError, match="nest_address"):
+        run_ranges(address, np.zeros((1, 3), np.int64), [(0, 1)])
