@@ -84,6 +84,21 @@ def _check_mode_order(mode_order: object, ndim: int) -> tuple[int, ...]:
     return tuple(int(m) for m in mode_order)
 
 
+def first_unsorted(pos: np.ndarray, crd: np.ndarray) -> int | None:
+    """The first ``j`` where ``crd[j + 1] <= crd[j]`` inside one fibre (``pos`` delimits the
+    fibres; both 1-D integer arrays, ``pos`` non-decreasing from 0 to ``len(crd)``), or None when
+    every fibre is strictly increasing (sorted, no duplicates)."""
+    if crd.shape[0] < 2:
+        return None
+    down = np.diff(crd) <= 0
+    starts = pos[1:-1]  # a fibre's first entry may be below the previous fibre's last
+    starts = starts[(starts > 0) & (starts < crd.shape[0])]
+    down[starts - 1] = False
+    if not down.any():
+        return None
+    return int(np.argmax(down))
+
+
 def _index_array(name: str, x: object) -> np.ndarray:
     arr = np.asarray(x)
     if arr.ndim != 1:
@@ -155,19 +170,17 @@ class SparseTensor:
         if pos[-1] != crd.shape[0]:
             raise ValueError(f"level {k}: pos[-1] = {pos[-1]} but crd has {crd.shape[0]} entries")
         if crd.size:
-            bad = (crd < 0) | (crd >= size)
-            if bad.any():
-                j = int(np.argmax(bad))
+            lo, hi = int(crd.min()), int(crd.max())
+            if lo < 0 or hi >= size:
+                j = int(np.argmax((crd < 0) | (crd >= size)))
                 raise ValueError(f"level {k} crd[{j}] = {crd[j]} is out of range for size {size}")
-            fibre = np.repeat(np.arange(parents), step)
-            down = (np.diff(crd) <= 0) & (fibre[1:] == fibre[:-1])
-            if down.any():
-                j = int(np.argmax(down))
+            j = first_unsorted(pos, crd)
+            if j is not None:
                 raise ValueError(
                     f"level {k} crd is not strictly increasing within a fibre: crd[{j}] = {crd[j]}, "
                     f"crd[{j + 1}] = {crd[j + 1]} (sorted, no duplicates)"
                 )
-        pos32, crd32 = pos.astype(np.int32), crd.astype(np.int32)
+        pos32, crd32 = pos.astype(np.int32), crd.astype(np.int32)  # copies: checked values stay so
         pos32.flags.writeable = False
         crd32.flags.writeable = False
         return pos32, crd32
@@ -298,10 +311,16 @@ class SparseTensor:
         outer = shape[order[0]]
         # scipy's own C routines (sum_duplicates) trust indptr and indices: check them first
         _check_scipy_compressed(matrix, outer, shape[order[1]])
-        m = matrix.copy()  # type: ignore[attr-defined]
-        m.sum_duplicates()  # sorts indices too
-        storage = [Level("dense", outer), Level("compressed", shape[order[1]], m.indptr, m.indices)]
-        return cls(shape, storage, np.asarray(m.data, dt), order)
+        indptr = np.asarray(matrix.indptr)  # type: ignore[attr-defined]
+        nnz = int(indptr[-1])
+        indices, values = matrix.indices[:nnz], matrix.data[:nnz]  # type: ignore[attr-defined]
+        if first_unsorted(indptr, indices) is not None:  # unsorted or duplicates: scipy's sum
+            m = matrix.copy()  # type: ignore[attr-defined]
+            m.sum_duplicates()  # sorts indices too
+            indptr, indices, values = m.indptr, m.indices, m.data
+        # canonical input is used as it is (the constructor copies the index arrays)
+        storage = [Level("dense", outer), Level("compressed", shape[order[1]], indptr, indices)]
+        return cls(shape, storage, np.array(values, dt), order)
 
     @classmethod
     def from_pydata(cls, array: object, dtype: object = None) -> SparseTensor:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import minijit
-from minijit.sparseauto.tensor import Level, SparseTensor, as_sparse, is_sparse
+from minijit.sparseauto.tensor import Level, SparseTensor, as_sparse, first_unsorted, is_sparse
 from tests.minijit.sparseauto.strategies import shapes, sparse_tensors
 
 sparse = pytest.importorskip("sparse")
@@ -67,6 +67,40 @@ def test_from_scipy_unsorted_with_duplicates():
     t = SparseTensor.from_scipy(m)
     assert t.storage[1].crd.tolist() == [0, 2]
     np.testing.assert_array_equal(t.to_dense(), m.toarray())
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 6), max_size=5), min_size=1, max_size=6))
+def test_first_unsorted_matches_a_loop_over_fibres(fibres):
+    crd = np.array([c for f in fibres for c in f], np.int64)
+    pos = np.cumsum([0] + [len(f) for f in fibres])
+    want = None
+    for f in range(len(fibres)):
+        for j in range(pos[f], pos[f + 1] - 1):
+            if crd[j + 1] <= crd[j] and (want is None or j < want):
+                want = j
+    assert first_unsorted(pos, crd) == want
+
+
+def test_from_scipy_canonical_input_is_copied():
+    """A canonical matrix skips scipy's sort; the tensor still owns its indices and values."""
+    m = sp.random(6, 9, density=0.4, format="csr", random_state=3)
+    assert m.has_canonical_format
+    dense = m.toarray()
+    t = SparseTensor.from_scipy(m)
+    m.indices[:] = 0  # the caller's matrix changes afterwards: the tensor does not
+    m.data[:] = -1.0
+    np.testing.assert_array_equal(t.to_dense(), dense)
+
+
+def test_from_scipy_slack_past_indptr_end_is_ignored():
+    """scipy may keep spare capacity after indptr[-1]: only the first nnz entries are read."""
+    m = sp.csr_matrix(
+        (np.array([1.0, 2.0, 7.0]), np.array([0, 2, 1]), np.array([0, 1, 2])), shape=(2, 3)
+    )  # indices/data hold one unused entry
+    t = SparseTensor.from_scipy(m)
+    assert t.nnz == 2
+    np.testing.assert_array_equal(t.to_dense(), [[1.0, 0, 0], [0, 0, 2.0]])
 
 
 def test_from_pydata_coo():
