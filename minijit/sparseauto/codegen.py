@@ -189,6 +189,8 @@ class _Emitter(NestEmitter, InnerLoops):
                 self._strided_loop(node)
             elif self._stationary_inner(node) is not None:
                 self._stationary_loop(node, split)
+            elif not split and (row := self._row_update_plan(node)) is not None:
+                self._row_update_loop(node, row)
             else:
                 self._loop(node, split)
 

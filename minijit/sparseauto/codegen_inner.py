@@ -58,6 +58,21 @@ class _Tight:
 
 
 @dataclass(frozen=True)
+class _RowUpdate:
+    """The registers of a row update (`InnerLoops._row_update_loop`): counter, end, the output
+    row's pointer and byte step along the loop's index, the variant scalar factors' pointers
+    and steps, the invariant scalar factors, and the j-factors held in registers."""
+
+    p: Gpr
+    end: Gpr
+    out: Gpr
+    out_step: int
+    scalars: tuple[tuple[Access, Gpr, int], ...]
+    fixed: tuple[Access, ...]
+    row: tuple[Access, ...]
+
+
+@dataclass(frozen=True)
 class VecRegs:
     """The vector registers of the inner loops on one ISA: ``work`` holds products, loads and
     accumulators (``work[0]`` a scratch vector, ``work[1:]`` the stationary row's accumulators),
@@ -413,6 +428,129 @@ class InnerLoops:
                 getattr(a, t.v("vfmadd231"))(acc, prod, t.vmem(at(b, st, disp)))
         return self._hsum(sums[: min(n, len(sums))])
 
+    def _vload(self, dst: Vec, addr: object, part: Partial | None) -> None:
+        """dst = the vector at ``addr``, or its first lanes under ``part``'s mask."""
+        if part is None:
+            getattr(self.a, self.t.v("vmovu"))(dst, self.t.vmem(addr))
+        else:
+            part.load(self.a, dst, addr)
+
+    def _row_update_plan(self, loop: Loop) -> _RowUpdate | None:
+        """The plan of a dense loop over x whose body is one vectorizable loop over j with one
+        axpy-like statement ``out(x, j) += s(x) * ... * r(j) * ...`` whose j-factors do not
+        depend on x (TTMc's ``A(i,l,m) += C(j,l)*T(m)``): the row ``r`` then stays in registers
+        across x (`_row_update_loop`). None where another path applies: a walk or a dense level
+        of a sparse operand at x, an output without x or j last, a j-factor with x, a factor the
+        loop writes, inside a stationary loop, or too few registers."""
+        if self._stationary is not None or self.nest.walks(loop) or self._dense_levels(loop):
+            return None
+        if len(loop.body) != 1 or not isinstance(loop.body[0], Loop):
+            return None
+        inner = loop.body[0]
+        if self._inner_kind(inner) != "vector" or len(inner.body) != 1:
+            return None
+        c = inner.body[0]
+        assert isinstance(c, Compute)
+        x, j = loop.index, inner.index
+        if not self._contiguous(c.out, j) or any(acc.tensor == c.out.tensor for acc in c.ins):
+            return None
+        es = self.t.es
+
+        def step(acc: Access) -> int:
+            return self.strides[acc.tensor].get(x, 0) * es if x in acc.indices else 0
+
+        if step(c.out) == 0:
+            return None  # the output row does not move with x: a stationary loop's case
+        row = tuple(acc for acc in c.ins if j in acc.indices)
+        if not row or any(x in acc.indices for acc in row):
+            return None
+        naccs = -(-self.ext[j] // self.t.vl)
+        if 2 * naccs + 1 > len(self.regs.work):
+            return None
+        regs = iter(_TIGHT_REGS)
+        try:
+            p, end, out = next(regs), next(regs), next(regs)
+            scalars = []
+            for acc in c.ins:
+                if j not in acc.indices and x in acc.indices:
+                    if acc.tensor in self.sparse or x not in self.strides.get(acc.tensor, ()):
+                        return None
+                    scalars.append((acc, next(regs), step(acc)))
+        except StopIteration:
+            return None
+        fixed = tuple(acc for acc in c.ins if j not in acc.indices and x not in acc.indices)
+        return _RowUpdate(p, end, out, step(c.out), tuple(scalars), fixed, row)
+
+    def _row_update_loop(self, loop: Loop, plan: _RowUpdate) -> None:
+        """row_<x>_<j>: load the j-factors' product into registers once, then per x broadcast
+        the scalar factors' product and update the output row (load, FMA, store), the pointers
+        stepping by their strides along x."""
+        a, t = self.a, self.t
+        inner = loop.body[0]
+        assert isinstance(inner, Loop)
+        c = inner.body[0]
+        assert isinstance(c, Compute)
+        x, j = loop.index, inner.index
+        n = self.ext[j]
+        self.vectorized.append(j)
+        naccs = -(-n // t.vl)
+        row = list(self.regs.work[1 : 1 + naccs])
+        tmps = list(self.regs.work[1 + naccs : 1 + 2 * naccs])
+        part = self._tail(n)
+        bc, fixed, s0 = self.regs.bcast[0], XMM[14], XMM[0]
+        a.label(f"row_{x}_{j}")
+        if self.ext[x] == 0 or n == 0:
+            return
+        # the invariant factors: the scalars' product (broadcast now when nothing varies) ...
+        if plan.fixed or not plan.scalars:
+            self._scalar_product(list(plan.fixed), self.bcast[0])
+            self._vmov_s(fixed, t.smem(rsp + self.bcast[0]))
+        if not plan.scalars:
+            getattr(a, "vbroadcastss" if t.es == 4 else "vbroadcastsd")(bc, fixed)
+        # ... and the j-factors' product, in registers
+        skip = {x, j}
+        for k, acc in enumerate(plan.row):
+            self._address(acc, rdi, skip=skip)
+            for u, r in enumerate(row):
+                pp = part if (part is not None and u == naccs - 1) else None
+                dst = r if k == 0 else tmps[u]
+                self._vload(dst, rdi + u * t.vbytes, pp)
+                if k:
+                    getattr(a, t.v("vmul"))(r, r, dst)
+        # pointers at x = 0, the counter and its end
+        self._address(c.out, plan.out, skip=skip)
+        for acc, base, _ in plan.scalars:
+            self._address(acc, base, skip=skip)
+        a.xor(plan.p.r32, plan.p.r32)
+        a.mov(plan.end.r32, self.ext[x])
+        top = a.label(f"row_{x}_{j}_loop")
+        if plan.scalars:  # the variant scalars' product, times the invariant one, broadcast
+            for k, (_, base, _) in enumerate(plan.scalars):
+                if k == 0:
+                    self._vmov_s(s0, t.smem(base))
+                else:
+                    getattr(a, t.s("vmul"))(s0, s0, t.smem(base))
+            if plan.fixed:
+                getattr(a, t.s("vmul"))(s0, s0, fixed)
+            getattr(a, "vbroadcastss" if t.es == 4 else "vbroadcastsd")(bc, s0)
+        for u, (r, tmp) in enumerate(zip(row, tmps, strict=True)):
+            pp = part if (part is not None and u == naccs - 1) else None
+            disp = u * t.vbytes
+            if pp is None:
+                getattr(a, t.v("vmovu"))(tmp, t.vmem(plan.out + disp))
+                getattr(a, t.v("vfmadd231"))(tmp, bc, r)
+                getattr(a, t.v("vmovu"))(t.vmem(plan.out + disp), tmp)
+            else:
+                pp.load(a, tmp, plan.out + disp)
+                getattr(a, t.v("vfmadd231"))(tmp, bc, r)
+                pp.store(a, plan.out + disp, tmp)
+        a.add(plan.out, plan.out_step)
+        for _, base, st in plan.scalars:
+            a.add(base, st)
+        a.inc(plan.p)
+        a.cmp(plan.p, plan.end)
+        a.jl(top)
+
     def _accumulate(self, inner: Loop) -> None:
         """acc_<j>: the inner statement of a stationary loop: acc[j] += s * x[j] * ..."""
         a, t = self.a, self.t
@@ -431,10 +569,7 @@ class InnerLoops:
             p = part if (part is not None and u == len(accs) - 1) else None
             for n, x in enumerate(jf):
                 dst = prod if n == 0 else tmp
-                if p is None:
-                    getattr(a, t.v("vmovu"))(dst, t.vmem(x + u * t.vbytes))
-                else:
-                    p.load(a, dst, x + u * t.vbytes)
+                self._vload(dst, x + u * t.vbytes, p)
                 if n:
                     getattr(a, t.v("vmul"))(prod, prod, tmp)
             getattr(a, t.v("vfmadd231"))(r, bc, prod)

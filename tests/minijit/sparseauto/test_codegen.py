@@ -4,6 +4,8 @@ temporaries) computes what numpy does."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -343,4 +345,57 @@ def test_tight_fused_dot_of_one_and_three_factors(factors):
     t = b.sum(axis=1)[None, :] if factors == 1 else np.einsum("jk,ik,jk->ij", b, d, f)
     want = np.einsum("ij,ij,jl->il", dense, np.broadcast_to(t, dense.shape), c)
     got = SparseContraction(nest, extents).execute(*values)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("schedule", ["auto", "linear"])
+@pytest.mark.parametrize(("m", "dtype"), [(16, np.float64), (13, np.float64), (11, np.float32), (47, np.float64)])
+def test_ttmc_row_update_keeps_the_row_in_registers(schedule, m, dtype):
+    """TTMc ``A(i,l,m) += C(j,l)*T(m)`` (chosen) and ``+= B(i,j,k)*C(j,l)*D(k,m)`` (linear): the
+    loop over l holds the m-row in registers and updates the output row per l (``row_l_m``),
+    masked for a tail; a row over the registers (47 doubles: 12 vectors) takes the general path."""
+    from minijit.sparseauto.api import compile_einsum, sparse_einsum
+
+    rng = np.random.default_rng(5)
+    t = _sparse((6, 7, 30), 0.35, ("compressed",) * 3, 6).astype(dtype)
+    b, c = rng.standard_normal((7, 16)).astype(dtype), rng.standard_normal((30, m)).astype(dtype)
+    compiled, _ = compile_einsum("ijk,jl,km->ilm", t, b, c, schedule=schedule, threads=1)
+    assert re.search(r"for l:\n\s+for m:\n\s+\w+\(i,l,m\) \+= ", str(compiled.nest))
+    text = compiled.program.asm.listing()
+    fits = -(-m // (8 if dtype == np.float32 else 4)) <= 5
+    assert (".Lrow_l_m" in text) == fits
+    assert ("vmaskmov" in text) == (m % (8 if dtype == np.float32 else 4) != 0)
+    assert llvm.assemble(text, triple=llvm.X86_64_TRIPLE, mattr="") == compiled.program.asm.code()
+    if __import__("minijit.runtime", fromlist=["host"]).host().isa != "x86_64":
+        return
+    want = np.einsum("ijk,jl,km->ilm", t.to_dense().astype(np.float64), b, c)
+    got = sparse_einsum("ijk,jl,km->ilm", t, b, c, schedule=schedule, threads=2)
+    np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
+
+
+@native
+def test_row_update_of_two_row_factors_and_two_scalars():
+    """A hand-built ``Out(i,l,m) += A(i,j)*B(j,l)*E(i,l)*C(j,m)*D(i,m)``: two variant scalars
+    (pointers stepping along l), the sparse value fixed, two j-factors multiplied into the row."""
+    rng = np.random.default_rng(12)
+    a = _sparse((8, 6), 0.5, CSR, 7)
+    b, e, c, d = (rng.standard_normal(s) for s in ((6, 5), (8, 5), (6, 12), (8, 12)))
+    ops = (
+        Operand("A", ("i", "j"), CSR),
+        Operand.dense("B", ("j", "l")),
+        Operand.dense("E", ("i", "l")),
+        Operand.dense("C", ("j", "m")),
+        Operand.dense("D", ("i", "m")),
+    )
+    ins = tuple(Access(n, o.indices) for n, o in zip("ABECD", ops, strict=True))
+    body = Loop("l", (Loop("m", (Compute(Access("Out", ("i", "l", "m")), ins),)),))
+    nest = Nest(ops, Operand.dense("Out", ("i", "l", "m")), (Loop("i", (Loop("j", (body,)),)),))
+    extents = {"i": 8, "j": 6, "l": 5, "m": 12}
+    prog = compile_nest(nest, extents)
+    text = prog.asm.listing()
+    loop = text[text.index(".Lrow_l_m_loop") :]
+    assert loop.index("vmulsd") < loop.index("vbroadcastsd")  # the two scalars' product
+    assert "vmulpd" in text[text.index(".Lrow_l_m") : text.index(".Lrow_l_m_loop")]  # C*D, once
+    got = SparseContraction(nest, extents).execute(a, b, e, c, d)
+    want = np.einsum("ij,jl,il,jm,im->ilm", a.to_dense(), b, e, c, d)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)

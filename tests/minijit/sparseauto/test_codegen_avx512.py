@@ -68,7 +68,8 @@ def test_avx2_code_is_unchanged():
     """The AVX2 code of these nests hashes as pinned: it changes only on purpose (pinned before the
     generator learned AVX-512; re-pinned when stationary loops moved into registers and when the
     prefetch distance followed the lines per position, the code then checked by execution in the
-    tests of `test_codegen` and `test_einsum`)."""
+    tests of `test_codegen` and `test_einsum`; again when a loop updating an output row from a
+    row held in registers got its own code, `_row_update_loop`)."""
     want = json.loads((pathlib.Path(__file__).parent / "avx2_nest_code.json").read_text())
     found = 0
     for n, (subscripts, shapes) in enumerate(AVX2_CASES):
@@ -84,6 +85,43 @@ def test_avx2_code_is_unchanged():
                 assert "zmm" not in prog.asm.listing() and "k1" not in prog.asm.listing()
                 found += 1
     assert found >= len(want) // 2, f"only {found} of {len(want)} fixture nests still enumerated"
+
+
+def _ttmc(m, dtype):
+    """TTMc's chosen nest (``A(i,l,m) += C(j,l)*T(m)`` after the walk) and its linear one."""
+    t = _sparse((6, 7, 30), 0.35, ("compressed",) * 3, 6)
+    rng = np.random.default_rng(5)
+    ops = [t, rng.standard_normal((7, 16)), rng.standard_normal((30, m))]
+    np_dtype = np.float32 if dtype == "fp32" else np.float64
+    ops = [x.astype(np_dtype) for x in ops]
+    return [compile_einsum("ijk,jl,km->ilm", *ops, schedule=s, threads=1)[0] for s in ("auto", "linear")], ops
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp64"])
+def test_row_updates_reassemble(dtype):
+    """The row update (`_row_update_loop`) in zmm registers: whole rows, tails (opmask k1) and
+    rows up to 14 vectors (29 registers with the loaded output rows and the scratch one); one
+    more takes the general path."""
+    lanes = LANES[dtype]
+    for m, fits in ((lanes, True), (lanes + 3, True), (14 * lanes, True), (14 * lanes + 1, False)):
+        for compiled in _ttmc(m, dtype)[0]:
+            prog = compile_nest(compiled.nest, compiled.extents, dtype, "avx512")
+            text = _reassembles(prog)
+            assert (".Lrow_l_m_loop" in text) == fits, (m, compiled.nest)
+            assert ("{k1}" in text) == (m % lanes != 0)
+
+
+@runs_avx512
+@pytest.mark.parametrize("dtype", ["fp32", "fp64"])
+def test_row_updates_run(dtype):
+    lanes = LANES[dtype]
+    for m in (lanes, lanes + 3, 14 * lanes):
+        compiled, ops = _ttmc(m, dtype)
+        want = np.einsum("ijk,jl,km->ilm", ops[0].to_dense().astype(np.float64), *ops[1:])
+        for c in compiled:
+            run = SparseContraction(c.nest, c.extents, c.dtype, isa="avx512", threads=2)
+            tol = 1e-4 if dtype == "fp32" else 1e-12
+            np.testing.assert_allclose(run.execute(*ops), want, rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp64"])
