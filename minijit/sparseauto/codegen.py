@@ -109,6 +109,7 @@ class _Emitter(NestEmitter, InnerLoops):
         #: (inner loop, accumulators, partial) while emitting a loop whose output stays in registers
         self._stationary: tuple[Loop, list[Vec], Partial | None] | None = None
         self._stationary_prefix = False  # the stationary loop's body has nodes before its inner loop
+        self._store_row: Loop | None = None  # a stationary loop that stores its row (`_stored_whole`)
         self.split = self._split()
 
     # ---------------------------------------------------------------- helpers
@@ -175,10 +176,11 @@ class _Emitter(NestEmitter, InnerLoops):
         return Program(a, self.slots, dict(self.temp_sizes), self.split, tuple(self.vectorized))
 
     def _nodes(self, nodes: tuple[Node, ...], top: bool = False) -> None:
-        for node in nodes:
+        for k, node in enumerate(nodes):
             split = self._split_here(node, top)  # the loop threads split: its own range only
             if isinstance(node, Temp):
-                self._zero_temp(node)
+                if not self._stored_whole(node, nodes[k + 1] if k + 1 < len(nodes) else None):
+                    self._zero_temp(node)
             elif isinstance(node, Compute):
                 self._compute(node)
             elif self._stationary is not None and node is self._stationary[0]:
@@ -195,6 +197,23 @@ class _Emitter(NestEmitter, InnerLoops):
                 self._loop(node, split)
 
     # ---------------------------------------------------------------- temporaries
+
+    def _stored_whole(self, temp: Temp, nxt: Node | None) -> bool:
+        """True (and ``nxt`` marked to store its row instead of adding it) when ``nxt`` is a
+        stationary loop whose row is the whole temporary ``T<j>`` (TTMc's ``T(m) += B*D(k,m)``
+        over a fibre): its accumulators start at zero, so storing them zeroes ``T`` too."""
+        if not isinstance(nxt, Loop) or len(temp.indices) != 1:
+            return False
+        inner = self._stationary_inner(nxt)
+        if inner is None or inner.index != temp.indices[0]:
+            return False
+        c = inner.body[0]
+        if not isinstance(c, Compute) or c.out.tensor != temp.name or c.out.indices != temp.indices:
+            return False
+        if self.temp_sizes[temp.name] != self.ext[inner.index]:
+            return False
+        self._store_row = nxt
+        return True
 
     def _zero_temp(self, temp: Temp) -> None:
         """zero_<T>: store zero vectors over the temporary's buffer, then the scalar tail."""

@@ -210,9 +210,18 @@ class InnerLoops:
             self._stationary_prefix = False
         self._address(c.out, rdi, skip=j)  # out += accumulators, once
         tmp = self.regs.work[0]
+        store = self._store_row is loop  # the row is a whole temporary this loop sets first
+        if store:
+            a.label(f"store_{c.out.tensor}")
+            self._store_row = None
         for u, r in enumerate(accs):
             p = part if (part is not None and u == len(accs) - 1) else None
-            if p is None:
+            if store:
+                if p is None:
+                    getattr(a, t.v("vmovu"))(t.vmem(rdi + u * t.vbytes), r)
+                else:
+                    p.store(a, rdi + u * t.vbytes, r)
+            elif p is None:
                 getattr(a, t.v("vadd"))(r, r, t.vmem(rdi + u * t.vbytes))
                 getattr(a, t.v("vmovu"))(t.vmem(rdi + u * t.vbytes), r)
             else:
