@@ -34,7 +34,7 @@ from minijit.bench import sparse_einsum as se  # noqa: E402
 from minijit.bench.cpu import timeit  # noqa: E402
 from minijit.parallel import run_range  # noqa: E402
 from minijit.runtime.features import cpu_name  # noqa: E402
-from minijit.sparseauto import api, codegen, codegen_inner  # noqa: E402
+from minijit.sparseauto import api, codegen  # noqa: E402
 from minijit.sparseauto.dispatch import run_ranges  # noqa: E402
 
 DEFAULT_ROWS = "SpMM,SDDMM-SpMM,TTMc,TTM chain fibre,TTMc NELL-2,TTM chain NELL-2 fibre"
@@ -49,13 +49,28 @@ def rotated(variants: dict[str, Callable[[], object]], rounds: int, reps: int) -
     return best
 
 
-def compiled(row: dict, schedule: str, threads: int, tight: bool = True, ahead: int | None = None):
-    """The row's contraction compiled afresh with the tight loops on or off and a fixed prefetch
-    distance (None: the rule)."""
-    saved_plan, saved_ahead = codegen_inner.InnerLoops._tight_plan, codegen.prefetch_ahead
+#: the generator's choices an experiment can switch off: the method returning "not here"
+SWITCHES = {
+    "tight": ("_tight_plan", lambda self, loop, inner: None),
+    "pairs": ("_second_accumulators", lambda self, plan, accs: []),
+    "row": ("_row_update_plan", lambda self, loop: None),
+    "store": ("_stored_whole", lambda self, temp, nxt: False),
+}
+
+
+def compiled(
+    row: dict, schedule: str, threads: int, tight: bool = True, ahead: int | None = None, off: tuple[str, ...] = ()
+):
+    """The row's contraction compiled afresh with the generator's choices in ``off`` switched off
+    (`SWITCHES`; ``tight=False`` is ``off=("tight",)``) and a fixed prefetch distance (None: the
+    rule)."""
+    off = off + (() if tight else ("tight",))
+    cls = codegen._Emitter  # the switches replace the methods on the emitter class, then go
+    own = {name: vars(cls).get(SWITCHES[name][0]) for name in off}  # None: inherited
+    saved_ahead = codegen.prefetch_ahead
     try:
-        if not tight:
-            codegen_inner.InnerLoops._tight_plan = lambda self, loop, inner: None  # type: ignore[assignment]
+        for name in off:
+            setattr(cls, SWITCHES[name][0], SWITCHES[name][1])
         if ahead is not None:
             codegen.prefetch_ahead = lambda lines: ahead
         api._cache.clear()
@@ -64,7 +79,12 @@ def compiled(row: dict, schedule: str, threads: int, tight: bool = True, ahead: 
             fibre_output=bool(row.get("fibre_output")),
         )  # fmt: skip
     finally:
-        codegen_inner.InnerLoops._tight_plan, codegen.prefetch_ahead = saved_plan, saved_ahead
+        for name, method in own.items():
+            if method is not None:
+                setattr(cls, SWITCHES[name][0], method)
+            elif SWITCHES[name][0] in vars(cls):
+                delattr(cls, SWITCHES[name][0])
+        codegen.prefetch_ahead = saved_ahead
         api._cache.clear()
     return c
 
@@ -126,6 +146,23 @@ def prefetch_table(rows: list[dict], rounds: int, reps: int, threads: int) -> li
     return lines
 
 
+def choices_table(rows: list[dict], rounds: int, reps: int, threads: int) -> list[str]:
+    """Each schedule with every choice on, and with one switched off at a time."""
+    variants = [(), ("pairs",), ("row",), ("store",)]
+    label = {(): "all on", ("pairs",): "no pairs", ("row",): "no row update", ("store",): "no stored temp"}
+    lines = ["| row | schedule | " + " | ".join(label[v] for v in variants) + " |"]
+    lines.append("|---|---" + "|---" * len(variants) + "|")
+    for row in rows:
+        for sched in ("auto", "linear"):
+            cs = {v: compiled(row, sched, threads, off=v) for v in variants}
+            ops = row["operands"]
+            best = rotated({label[v]: (lambda c=c, ops=ops: c.execute(*ops)) for v, c in cs.items()}, rounds, reps)
+            same = {v: cs[v].program.asm.code() == cs[()].program.asm.code() for v in variants}
+            cells = [f"{best[label[v]] * 1e3:.3f}" + (" (same code)" if v and same[v] else "") for v in variants]
+            lines.append(f"| {row['name']} | {sched} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", default=DEFAULT_ROWS)
@@ -133,6 +170,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--write", action="store_true", help="write bench/results/x86_64_sparse_ab_<date>.md")
+    ap.add_argument("--experiments", default="dispatch,tight,prefetch,choices")
+    ap.add_argument("--suffix", default="", help="appended to the results file's name")
     args = ap.parse_args()
     every = {r["name"]: r for r in se.cases(False, np.random.default_rng(0))}
     rows = [every[n] for n in args.rows.split(",")]
@@ -147,22 +186,24 @@ def main() -> None:
         f"- date: {date.isoformat(timespec='seconds')}",
         f"- command: `python bench/sparse_ab.py {' '.join(sys.argv[1:])}`",
         "",
-        "## Dispatch of a threaded call",
-        "",
-        *dispatch_table(rows[0], args.rounds),
-        "",
-        "## Tight stationary loops, ms per call",
-        "",
-        *tight_table(rows, args.rounds, args.reps, args.threads),
-        "",
-        "## Prefetch distance of the walks (chosen schedule), ms per call",
-        "",
-        *prefetch_table(rows, args.rounds, args.reps, args.threads),
     ]
+    runs = set(args.experiments.split(","))
+    if "dispatch" in runs:
+        text += ["## Dispatch of a threaded call", "", *dispatch_table(rows[0], args.rounds), ""]
+    if "tight" in runs:
+        text += ["## Tight stationary loops, ms per call", ""]
+        text += [*tight_table(rows, args.rounds, args.reps, args.threads), ""]
+    if "prefetch" in runs:
+        text += ["## Prefetch distance of the walks (chosen schedule), ms per call", ""]
+        text += [*prefetch_table(rows, args.rounds, args.reps, args.threads), ""]
+    if "choices" in runs:
+        text += ["## Paired accumulators, row updates, stored temporaries: each switched off, ms per call", ""]
+        text += [*choices_table(rows, args.rounds, args.reps, args.threads), ""]
     out = "\n".join(text) + "\n"
     print(out)
     if args.write:
-        path = Path(__file__).resolve().parent / "results" / f"x86_64_sparse_ab_{date.date().isoformat()}.md"
+        name = f"x86_64_sparse_ab_{date.date().isoformat()}{args.suffix}.md"
+        path = Path(__file__).resolve().parent / "results" / name
         path.write_text(out)
         print(f"wrote {path}", file=sys.stderr)
 

@@ -320,7 +320,7 @@ class InnerLoops:
         c = inner.body[0]
         assert isinstance(c, Compute)
         x, walked = loop.index, self.nest.walks(loop)
-        bc, prod, fixed = self.regs.bcast[0], self.regs.work[0], XMM[14]
+        bc, fixed = self.regs.bcast[0], XMM[14]
         name = f"tight_walk_{walked[0].name}_{x}" if walked else f"tight_dense_{x}"
         done = a.new_label(f"{name}_done")
         # bounds: the fibre under the parent, or 0..extent (never a split top loop: threads split
@@ -356,7 +356,41 @@ class InnerLoops:
             getattr(a, "vbroadcastss" if t.es == 4 else "vbroadcastsd")(bc, fixed)
         if plan.dot_index is not None:
             self.vectorized.append(plan.dot_index)
+        second = self._second_accumulators(plan, accs)
+        paired = bool(second)
+        if paired:
+            for r in second:
+                a.vxorps(r, r, r)
         top = a.label(name)
+        self._tight_step(loop, plan, accs, part)
+        if paired:
+            rest = a.new_label(f"{name}_pairs_done")
+            a.inc(plan.p)
+            a.cmp(plan.p, plan.end)
+            a.jge(rest)
+            self._tight_step(loop, plan, second, part)
+        a.inc(plan.p)
+        a.cmp(plan.p, plan.end)
+        a.jl(top)
+        if paired:
+            a.bind(rest)
+            for r, r2 in zip(accs, second, strict=True):
+                getattr(a, t.v("vadd"))(r, r, r2)
+        a.bind(done)
+
+    def _second_accumulators(self, plan: _Tight, accs: list[Vec]) -> list[Vec]:
+        """A second set of accumulators for a tight loop, positions alternating between the two
+        sets so that each FMA chain waits on every other position only; [] where the registers
+        do not allow it or a fused dot product uses them."""
+        second = list(self.regs.work[1 + len(accs) : 1 + 2 * len(accs)])
+        return second if not plan.dots and len(second) == len(accs) else []
+
+    def _tight_step(self, loop: Loop, plan: _Tight, accs: list[Vec], part: Partial | None) -> None:
+        """One position of a tight loop: the prefetch and coordinate of a walk, a fused dot
+        product, the scalar factors' product, broadcast, and the FMAs into ``accs``."""
+        a, t = self.a, self.t
+        x, walked = loop.index, self.nest.walks(loop)
+        bc, prod, fixed = self.regs.bcast[0], self.regs.work[0], XMM[14]
         if walked:
             self._prefetch_rows(loop, walked[0], walked[0].indices.index(x), plan.p)
             a.mov(rax.r32, dword(plan.crd + plan.p * 4))  # the coordinate
@@ -377,7 +411,7 @@ class InnerLoops:
         s0 = XMM[0]  # the low lane of work[0] (ymm0/zmm0): free until the FMAs
         if plan.dots:  # the fused dot product, summed into a register (the temporary's value)
             s0 = self._tight_dot(plan, accs, at)
-        if per_iteration:  # the variant factors' product, times the invariant ones, broadcast
+        if plan.scalars or plan.dots:  # the variant factors' product, times the invariant ones
             for n, (_, base, step) in enumerate(plan.scalars):
                 if n == 0 and not plan.dots:
                     self._vmov_s(s0, t.smem(at(base, step)))
@@ -396,17 +430,10 @@ class InnerLoops:
                 continue
             for n, (_, base, step) in enumerate(plan.vectors):
                 dst = prod if n == 0 else tmp
-                if pp is None:
-                    getattr(a, t.v("vmovu"))(dst, t.vmem(at(base, step, disp)))
-                else:
-                    pp.load(a, dst, at(base, step, disp))
+                self._vload(dst, at(base, step, disp), pp)
                 if n:
                     getattr(a, t.v("vmul"))(prod, prod, tmp)
             getattr(a, t.v("vfmadd231"))(r, bc, prod)
-        a.inc(plan.p)
-        a.cmp(plan.p, plan.end)
-        a.jl(top)
-        a.bind(done)
 
     def _tight_dot(self, plan: _Tight, accs: list[Vec], at: Callable[..., object]) -> Vec:
         """dot_<k>: the fused dot product's vectors, unrolled, in up to two accumulators the

@@ -68,3 +68,31 @@ def test_nell2_tensor_has_nell2_fibre_statistics():
     assert len(lengths) == round(8 * se.NELL2["fibre_density"] * j)  # 27.9 fibres per slice
     assert lengths.mean() == pytest.approx(mean, rel=0.15)
     assert se._fibres(t) == len(lengths)
+
+
+def test_ab_switches_change_the_code_and_restore_the_emitter():
+    """`bench/sparse_ab.py` switches one generator choice off per variant: each switch changes
+    TTMc's chosen code, and the emitter class is as before afterwards."""
+    import importlib.util
+    import pathlib
+
+    from minijit.sparseauto import codegen
+    from minijit.sparseauto.tensor import SparseTensor
+
+    path = pathlib.Path(__file__).resolve().parents[3] / "bench" / "sparse_ab.py"
+    spec = importlib.util.spec_from_file_location("sparse_ab", path)
+    ab = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ab)
+    rng = np.random.default_rng(3)
+    dense = np.where(rng.random((6, 7, 30)) < 0.35, rng.standard_normal((6, 7, 30)), 0)
+    row = {
+        "subscripts": "ijk,jl,km->ilm",
+        "operands": [SparseTensor.from_dense(dense), rng.standard_normal((7, 16)), rng.standard_normal((30, 16))],
+    }
+    before = dict(vars(codegen._Emitter))
+    on = ab.compiled(row, "auto", 1).program.asm
+    for name, label in (("pairs", "_pairs_done"), ("row", ".Lrow_l_m"), ("store", ".Lstore_T")):
+        off = ab.compiled(row, "auto", 1, off=(name,)).program.asm
+        assert label in on.listing() and label not in off.listing(), name
+        assert dict(vars(codegen._Emitter)) == before
+    assert ab.compiled(row, "auto", 1).program.asm.code() == on.code()

@@ -69,7 +69,8 @@ def test_avx2_code_is_unchanged():
     generator learned AVX-512; re-pinned when stationary loops moved into registers and when the
     prefetch distance followed the lines per position, the code then checked by execution in the
     tests of `test_codegen` and `test_einsum`; again when a loop updating an output row from a
-    row held in registers got its own code, `_row_update_loop`)."""
+    row held in registers got its own code, `_row_update_loop`, and when tight loops alternated
+    between two sets of accumulators, `_second_accumulators`)."""
     want = json.loads((pathlib.Path(__file__).parent / "avx2_nest_code.json").read_text())
     found = 0
     for n, (subscripts, shapes) in enumerate(AVX2_CASES):
