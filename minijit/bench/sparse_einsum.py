@@ -388,10 +388,11 @@ def model_ratio(plan: Any) -> float | None:
     from minijit.sparseauto.complexity import cost
     from minijit.sparseauto.prune import environment
 
-    if plan is None or plan.choice is None or plan.choice.time <= 0:
+    if plan is None or plan.choice is None:
         return None
     env = environment(plan.operands, plan.sizes, plan.nnz)
-    return cost(plan.default_linear()).time.evaluate(env) / plan.choice.time
+    chosen = plan.choice.candidate.cost.time.evaluate(env)
+    return None if chosen <= 0 else cost(plan.default_linear()).time.evaluate(env) / chosen
 
 
 def bench_one(case: dict[str, Any], reps: int, threads: int, pydata: bool, rounds: int = ROUNDS) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from minijit.sparseauto.execute import SparseContraction, cpu_target
+from minijit.sparseauto.execute import SparseContraction, cpu_target, vector_lanes
 from minijit.sparseauto.graph import parse_subscripts
 from minijit.sparseauto.nest import Nest, Operand
 from minijit.sparseauto.nest import fibre_output as nest_fibre_output
@@ -128,11 +128,13 @@ def _planned(
     out: Operand,
     extents: dict[str, int],
     fibre_output: bool = False,
+    lanes: int | None = None,
 ) -> tuple[Nest, object]:
-    """The planner's choice at these sizes and non-zero counts, and the plan (printable)."""
+    """The planner's choice at these sizes and non-zero counts (each statement weighed by the
+    code it compiles to at ``lanes`` vector lanes), and the plan (printable)."""
     from minijit.sparseauto.plan import sparse_plan
 
-    plan = sparse_plan(subscripts, *values, sizes=extents, fibre_output=fibre_output)
+    plan = sparse_plan(subscripts, *values, sizes=extents, fibre_output=fibre_output, lanes=lanes)
     nest = plan.chosen if plan.chosen is not None else plan.default_linear()
     # the planner names operands itself: map its nest onto ours (same order, same storage)
     for mine, theirs in zip(ops, nest.operands, strict=True):
@@ -197,7 +199,7 @@ def _compiled(
     if schedule == "linear" or 0 in extents.values():  # the planner needs positive sizes
         nest = default_linear(ops, out)
     else:
-        nest, plan = _planned(subscripts, values, ops, out, extents, fibre_output)
+        nest, plan = _planned(subscripts, values, ops, out, extents, fibre_output, vector_lanes(target, dtype))
     compiled = SparseContraction(nest, extents, dtype, threads=threads, plan=plan, target=target)
     with _cache_lock:
         _cache[key] = (compiled, order)

@@ -301,6 +301,46 @@ def time_complexity(nest: Nest) -> Poly:
     return _poly(acc)
 
 
+#: the code a statement compiles to (`minijit.sparseauto.codegen`'s innermost loops): "vector"
+#: (its innermost loop is dense and every access with that index is dense with it last),
+#: "strided" (dense with another stride), "scalar" (a walk, a sparse access, or no loop)
+PATHS = ("vector", "strided", "scalar")
+
+
+def statement_path(nest: Nest, c: Compute, inner: Loop | None) -> str:
+    """The code path of statement ``c`` under its innermost loop ``inner`` (see `PATHS`)."""
+    if inner is None:
+        return "scalar"
+    j = inner.index
+    uses = [acc for acc in (c.out, *c.ins) if j in acc.indices]
+    if not any(j in acc.indices for acc in c.ins):
+        return "scalar"
+    levels = {o.name: o for o in (*nest.operands, nest.output) if o.sparse}
+    for acc in uses:
+        o = levels.get(acc.tensor)
+        if o is not None and (j not in o.indices or o.levels[o.indices.index(j)] == COMPRESSED or o is not nest.output):
+            return "scalar"  # a sparse operand's level, or a sampled output's compressed one
+    return "vector" if all(acc.indices[-1] == j for acc in uses) else "strided"
+
+
+def statement_counts(nest: Nest) -> tuple[tuple[Monomial, str], ...]:
+    """Each statement's executions (uniform sparsity, as in :func:`time_complexity`) and its
+    code path (:func:`statement_path`), in nest order."""
+    sparse = _sparse_of(nest.operands)
+    out: list[tuple[Monomial, str]] = []
+
+    def visit(body: tuple[Node, ...], loops: _Context, inner: Loop | None) -> None:
+        for node in body:
+            if isinstance(node, Loop):
+                reads = frozenset(o.name for o in sparse.operands if o.name in node.reads)
+                visit(node.body, (*loops, (node.index, reads)), node)
+            elif isinstance(node, Compute):
+                out.append((Monomial(_statement_count(sparse, loops)), statement_path(nest, node, inner)))
+
+    visit(nest.body, (), None)
+    return tuple(out)
+
+
 def _node_depth(node: Node) -> int | None:
     """The deepest statement's number of loops from ``node`` down (None: no statement)."""
     if isinstance(node, Loop):

@@ -23,6 +23,7 @@ from minijit.sparseauto.prune import (
     Bucket,
     Candidate,
     Choice,
+    MachineCosts,
     buckets,
     choose,
     depth_poset_stage,
@@ -65,6 +66,7 @@ class SparsePlan:
     choice: Choice | None
     note: str
     assumptions: Assumptions = field(repr=False)
+    machine: MachineCosts | None = None  # stage 4's weights (None: the seed's iterations)
 
     @property
     def chosen(self) -> Nest | None:
@@ -98,7 +100,10 @@ class SparsePlan:
         """Stages 4-5 with these concrete sizes and counts (the frontier is not recomputed)."""
         env = environment(self.operands, sizes, nnz)
         limit = self.memory_limit if memory_limit is None else memory_limit
-        return choose(self.frontier_candidates(), env, sizes, limit, self.stage1)
+        linear = self.default_linear()
+        return choose(
+            self.frontier_candidates(), env, sizes, limit, self.stage1, self.machine, Candidate(linear, cost(linear))
+        )
 
     def listing(self, every: bool = False) -> str:
         """The plan as text; ``every`` lists each frontier schedule, not one per bucket."""
@@ -122,7 +127,8 @@ class SparsePlan:
         else:
             ch = self.choice
             lines.append(
-                f"4 run-time choice: time {ch.time:.4g}, memory {ch.memory:.4g} elements "
+                f"4 run-time choice: time {ch.time:.4g}{'' if ch.unit == 'iterations' else ' ' + ch.unit}, "
+                f"memory {ch.memory:.4g} elements "
                 f"({ch.reason}); {ch.candidate.cost}"
             )
             lines.extend("    " + line for line in str(renumbered(ch.candidate.nest)).splitlines()[1:])
@@ -130,6 +136,19 @@ class SparsePlan:
 
     def __str__(self) -> str:
         return self.listing()
+
+
+def native_lanes(operands: tuple[object, ...] = ()) -> int:
+    """Vector lanes of this host's sparse code (AVX-512, AVX2, NEON) for the dtype of
+    ``operands``: float32 when each has a float32 ``dtype``, else float64."""
+    import numpy as np
+
+    from minijit.runtime.features import host
+
+    h = host()
+    bits = 512 if h.avx512 else 256 if h.isa == "x86_64" else 128
+    single = bool(operands) and all(np.dtype(getattr(o, "dtype", np.float64)) == np.float32 for o in operands)
+    return bits // (32 if single else 64)
 
 
 def _describe(k: int, term: tuple[str, ...], desc: object, taken: set[str]) -> tuple[Operand, dict, object]:
@@ -231,6 +250,7 @@ def sparse_plan(
     limit: int = DEFAULT_LIMIT,
     smt_timeout_ms: int = DEFAULT_TIMEOUT_MS,
     fibre_output: bool = False,
+    lanes: int | str | None = "native",
 ) -> SparsePlan:
     """Plan ``subscripts`` (einsum, one-letter indices) over ``operands`` the SparseAuto way.
 
@@ -244,12 +264,21 @@ def sparse_plan(
     last-level cache in float64 elements). The output samples a sparse input (SDDMM-like) when
     that input has exactly the output's indices; it then has that input's storage order and
     levels. ``fibre_output=True`` stores any other output under a sparse input's fibres where
-    one qualifies (`nest.fibre_output`: TTM's ``A(i:c,j:c,l:d)``). Stages 1-3 are cached per
-    expression structure (bounded), so planning the same
-    expression again with other sizes re-plans nothing but the run-time choice.
+    one qualifies (`nest.fibre_output`: TTM's ``A(i:c,j:c,l:d)``). ``lanes``: the vector lanes
+    of the code's dtype on the target, which make the run-time choice weigh each statement by
+    the code it compiles to and weigh the default linear schedule too (`prune.MachineCosts`);
+    "native" (the default) is this host's for the operands' dtype, as ``minijit.einsum`` plans
+    on it; None keeps the seed's iteration counts. Stages 1-3 are cached per expression
+    structure (bounded), so planning the same expression again with other sizes re-plans
+    nothing but the run-time choice.
     """
     if not isinstance(fibre_output, bool):
         raise TypeError(f"fibre_output must be True or False, got {fibre_output!r}")
+    if lanes == "native":
+        lanes = native_lanes(operands)
+    if isinstance(lanes, str):
+        raise ValueError(f"lanes must be a positive int, 'native' or None, got {lanes!r}")
+    machine = None if lanes is None else MachineCosts(lanes)
     terms, out_term = parse_subscripts(subscripts, len(operands))
     taken = {o.name for o in operands if isinstance(o, Operand)}
     ops: list[Operand] = []
@@ -316,7 +345,8 @@ def sparse_plan(
             memory_limit = last_level_cache_bytes() / 2 / 8
         env = environment(operands_t, all_sizes, all_nnz)
         cands = tuple(c for b in smt.kept for c in b.candidates)
-        choice = choose(cands, env, all_sizes, memory_limit, stage1)
+        linear = default_linear(operands_t, output)
+        choice = choose(cands, env, all_sizes, memory_limit, stage1, machine, Candidate(linear, cost(linear)))
     return SparsePlan(
         subscripts=subscripts,
         operands=operands_t,
@@ -333,6 +363,7 @@ def sparse_plan(
         choice=choice,
         note=note,
         assumptions=assumptions,
+        machine=machine,
     )
 
 

@@ -12,6 +12,11 @@ stage (``smt.py``).
    memory);
 5. cache criterion (section 5.3): among schedules of that same evaluated time, the fewest strided
    innermost accesses (:func:`cache_cost`), then the least memory.
+
+Stage 4 can weigh each statement's executions by the code it compiles to (`MachineCosts`:
+vector, strided or scalar, `complexity.statement_path`) and then also weighs the default linear
+schedule: a frontier schedule whose statements run scalar can lose to the linear schedule's
+vector loops at small sizes, where iterations alone would pick it.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from minijit.sparseauto.complexity import (
     cost,
     dim_symbol,
     nnz_symbol,
+    statement_counts,
 )
 from minijit.sparseauto.nest import COMPRESSED, Compute, Loop, Nest, Node, Operand
 
@@ -219,6 +225,47 @@ def cache_cost(nest: Nest, sizes: Mapping[str, int]) -> int:
     return total
 
 
+#: nanoseconds per execution of a statement by its code path, fp64 with 4 lanes (AVX2), one
+#: thread of the project's Zen 3 host (fitted: bench/results/model_constants_measurements.md): a
+#: vector of ``lanes`` elements of a vectorized inner loop, an element of a strided scalar loop,
+#: and a statement of the general scalar path (each address through the stack)
+VECTOR_NS = 0.73
+STRIDED_NS = 0.91
+SCALAR_NS = 4.5
+
+
+@dataclass(frozen=True)
+class MachineCosts:
+    """Stage 4's weights per statement execution (ns): ``lanes`` vector lanes of the dtype on the
+    target, a vector's time (``vector``), a strided element's and a scalar statement's. Only
+    their ratios choose; the fitted host's nanoseconds make the estimate readable."""
+
+    lanes: int
+    vector: float = VECTOR_NS
+    strided: float = STRIDED_NS
+    scalar: float = SCALAR_NS
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.lanes, int) or isinstance(self.lanes, bool) or self.lanes < 1:
+            raise ValueError(f"lanes must be a positive int, got {self.lanes!r}")
+        for name in ("vector", "strided", "scalar"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0:
+                raise ValueError(f"{name} must be a positive number of nanoseconds, got {v!r}")
+
+    def per_execution(self, path: str) -> float:
+        """Nanoseconds of one execution of a statement on ``path`` ("vector": one element's share)."""
+        if path == "vector":
+            return self.vector / self.lanes
+        return self.strided if path == "strided" else self.scalar
+
+
+def machine_time(nest: Nest, env: Mapping[Symbol, float], costs: MachineCosts) -> float:
+    """The estimated nanoseconds of ``nest`` (one thread): each statement's executions at ``env``
+    times the time of its code path (`MachineCosts.per_execution`)."""
+    return sum(m.evaluate(env) * costs.per_execution(path) for m, path in statement_counts(nest))
+
+
 @dataclass(frozen=True)
 class Choice:
     """The run-time choice: the candidate, its evaluated time and memory, and why."""
@@ -227,6 +274,7 @@ class Choice:
     time: float
     memory: float
     reason: str
+    unit: str = "iterations"  # of ``time``: the seed's iterations, or "ns" (`MachineCosts`)
 
 
 def choose(
@@ -235,9 +283,13 @@ def choose(
     sizes: Mapping[str, int],
     memory_limit: float | None = None,
     alternatives: Iterable[Candidate] = (),
+    machine: MachineCosts | None = None,
+    linear: Candidate | None = None,
 ) -> Choice:
     """Stage 4: least evaluated time among candidates whose temporaries fit ``memory_limit``
     elements (None: no limit); when none fits, least memory. Ties: memory, cache cost, order.
+    With ``machine`` the time is `machine_time` (ns), and the ``alternatives`` whose iterations
+    tie a candidate's and ``linear`` (the default linear schedule) compete too.
 
     Stage 5 (seed section 5.3, cache criterion): among the chosen schedule, the candidates and the
     ``alternatives`` (e.g. the stage-1 survivors the symbolic stages dropped) whose evaluated
@@ -248,23 +300,36 @@ def choose(
     cands = tuple(cands)
     if not cands:
         raise ValueError("run-time choice: no candidate schedule")
-    scored = [
-        (c.cost.time.evaluate(env), c.cost.memory.evaluate(env), cache_cost(c.nest, sizes), k, c)
-        for k, c in enumerate(cands)
-    ]
+    if machine is not None:  # the schedules the seed's time ties with a candidate's compete too
+        seed = [c.cost.time.evaluate(env) for c in cands]
+        seen = {id(c) for c in cands}
+        for c in alternatives:
+            t = c.cost.time.evaluate(env)
+            if id(c) not in seen and any(abs(t - s) <= 1e-9 * s for s in seed):
+                cands += (c,)
+                seen.add(id(c))
+        if linear is not None and all(c.nest != linear.nest for c in cands):
+            cands = (*cands, linear)
+
+    def time(c: Candidate) -> float:
+        return c.cost.time.evaluate(env) if machine is None else machine_time(c.nest, env, machine)
+
+    unit = "iterations" if machine is None else "ns"
+    scored = [(time(c), c.cost.memory.evaluate(env), cache_cost(c.nest, sizes), k, c) for k, c in enumerate(cands)]
     fits = [s for s in scored if memory_limit is None or s[1] <= memory_limit]
     if not fits:
         best = min(scored, key=lambda s: (s[1], s[0], s[2], s[3]))
         reason = f"no schedule's temporaries fit {memory_limit:.0f} elements: least memory"
-        return Choice(best[4], best[0], best[1], reason)
+        return Choice(best[4], best[0], best[1], reason, unit)
     best = min(fits, key=lambda s: s[:4])
-    reason = "least time" + ("" if memory_limit is None else f" with temporaries <= {memory_limit:.0f} elements")
+    reason = "least time" if machine is None else f"least estimated time ({machine.lanes} lanes)"
+    reason += "" if memory_limit is None else f" with temporaries <= {memory_limit:.0f} elements"
     seen = {id(c) for c in cands}
     pool = list(fits)
     for k, c in enumerate(alternatives, len(scored)):
         if id(c) in seen:
             continue
-        t = c.cost.time.evaluate(env)
+        t = time(c)
         if abs(t - best[0]) <= 1e-9 * best[0]:
             m = c.cost.memory.evaluate(env)
             if memory_limit is None or m <= memory_limit:
@@ -274,4 +339,4 @@ def choose(
     if five[2] < best[2]:
         reason += f"; stage 5: same time, cache cost {five[2]} instead of {best[2]}"
         best = five
-    return Choice(best[4], best[0], best[1], reason)
+    return Choice(best[4], best[0], best[1], reason, unit)

@@ -41,7 +41,8 @@ class FakeStored(FakeSparse):
 
 
 def test_plan_of_the_seed_example_prints_and_chooses():
-    plan = sparse_plan("ijk,il,jm,kn->lmn", *seed_ops(), sizes=SEED_SIZES, nnz={"B": 100_000})
+    """The seed's example and its choice by iterations (``lanes=None``: the seed's stage 4)."""
+    plan = sparse_plan("ijk,il,jm,kn->lmn", *seed_ops(), sizes=SEED_SIZES, nnz={"B": 100_000}, lanes=None)
     assert isinstance(plan, SparsePlan) and sa.sparse_plan is sparse_plan
     text = str(plan)
     for part in (
@@ -118,7 +119,7 @@ def test_every_frontier_schedule_computes_the_einsum(subscripts, levels, sizes):
 
 
 def test_choose_later_without_replanning():
-    plan = sparse_plan("ijk,il,jm,kn->lmn", *seed_ops())
+    plan = sparse_plan("ijk,il,jm,kn->lmn", *seed_ops(), lanes=None)
     assert plan.chosen is None and "no size for i, j, k, l, m, n" in str(plan)
     space = plan.space
     choice = plan.choose(SEED_SIZES, {"B": 100_000})
@@ -231,7 +232,7 @@ def test_stage5_prefers_unit_stride_innermost_loops_at_equal_time():
     b = Operand("B", ("i", "j", "k"), (DENSE, COMPRESSED, COMPRESSED))
     ops = (b, Operand.dense("C", ("j", "l")), Operand.dense("D", ("k", "m")))
     sizes = dict(i=1000, j=800, k=600, l=16, m=16)
-    plan = sparse_plan("ijk,jl,km->ilm", *ops, sizes=sizes, nnz={"B": 100_000})
+    plan = sparse_plan("ijk,jl,km->ilm", *ops, sizes=sizes, nnz={"B": 100_000}, lanes=None)
     env = environment(plan.operands, sizes, {"B": 100_000})
     stage4 = choose(plan.frontier_candidates(), env, sizes, plan.memory_limit)
     assert cache_cost(stage4.candidate.nest, sizes) > 0
@@ -323,3 +324,37 @@ def test_overlapping_plannings_leave_the_cyclic_gc_as_they_found_it():
     finally:
         b.__exit__(None, None, None)
     assert gc.isenabled()
+
+
+def test_lanes_follow_the_target_and_dtype():
+    """``lanes="native"`` (the default) is this host's sparse code for the operands' dtype, so the
+    plan `sparse_plan` prints is the one `minijit.einsum` runs; explicit targets give theirs."""
+    from minijit.runtime import host
+    from minijit.sparseauto.api import compile_einsum
+    from minijit.sparseauto.execute import cpu_target, vector_lanes
+    from minijit.sparseauto.plan import native_lanes
+    from minijit.sparseauto.tensor import SparseTensor
+    from minijit.targets import AArch64Target
+
+    h = host()
+    wide = 8 if h.avx512 else 4 if h.isa == "x86_64" else 2
+    assert native_lanes() == wide
+    rng = np.random.default_rng(2)
+    t = SparseTensor.from_dense(np.where(rng.random((20, 15, 10)) < 0.2, 1.0, 0.0))
+    b, c = rng.standard_normal((15, 8)), rng.standard_normal((10, 8))
+    assert native_lanes((t.astype(np.float32), b.astype(np.float32))) == 2 * wide
+    assert native_lanes((t.astype(np.float32), b)) == wide
+    assert vector_lanes(cpu_target("x86_64-avx2"), np.float64) == 4
+    assert vector_lanes(cpu_target("x86_64-avx2"), np.float32) == 8
+    assert vector_lanes(cpu_target("x86_64-avx512"), np.float64) == 8
+    assert vector_lanes(cpu_target("aarch64-neon"), np.float32) == 4
+    assert vector_lanes(AArch64Target("sve", sve_vl=256), np.float64) == 4
+    plan = sparse_plan("ijk,jl,km->ilm", t, b, c)
+    assert plan.machine is not None and plan.machine.lanes == wide
+    if h.isa == "x86_64" and h.avx2:
+        compiled, _ = compile_einsum("ijk,jl,km->ilm", t, b, c)
+        assert str(compiled.nest) == str(plan.chosen)
+    with pytest.raises(ValueError, match="lanes must be"):
+        sparse_plan("ijk,jl,km->ilm", t, b, c, lanes="wide")
+    with pytest.raises(ValueError, match="lanes must be"):
+        sparse_plan("ijk,jl,km->ilm", t, b, c, lanes=0)

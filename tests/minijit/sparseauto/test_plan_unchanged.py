@@ -23,7 +23,7 @@ from minijit.sparseauto.schedules import renumbered
 
 def _summary(case: dict) -> dict:
     ops = [Operand(n, tuple(i), tuple(lv)) for n, i, lv in case["operands"]]
-    plan = sparse_plan(case["subscripts"], *ops, sizes=case["sizes"], nnz=case["nnz"], memory_limit=1e6)
+    plan = sparse_plan(case["subscripts"], *ops, sizes=case["sizes"], nnz=case["nnz"], memory_limit=1e6, lanes=None)
     stage1 = "\n".join(f"{renumbered(c.nest)}\n{c.cost}" for c in plan.stage1)
     return dict(
         schedules=len(plan.space.nests),

@@ -203,3 +203,97 @@ def test_stage5_takes_an_alternative_only_at_equal_time():
     ce, cd = cache_cost(c["e"].nest, SIZES), cache_cost(c["d"].nest, SIZES)
     assert (with_alts.candidate is c["e"]) == (ce < cd)
     assert c["a"].cost.time.evaluate(env) != base.time
+
+
+# ---------------------------------------------------------------- machine-weighted choice
+
+
+def _ttmc_ops():
+    csf = ("compressed",) * 3
+    return (Operand("B", tuple("ijk"), csf), Operand.dense("C", tuple("jl")), Operand.dense("D", tuple("km")))
+
+
+def test_statement_paths_follow_the_inner_loops():
+    """vector: a dense innermost index last in every access with it; strided: dense, another
+    stride; scalar: a walk's statement (the sparse value indexed by the innermost loop), no loop,
+    or no input with the index."""
+    from minijit.sparseauto.complexity import statement_counts, statement_path
+
+    ops = _ttmc_ops()
+    out = Operand.dense("A", tuple("ilm"))
+    vec = Compute(acc("A", "ilm"), (acc("B", "ijk"), acc("C", "jl"), acc("D", "km")))
+    lin = Nest(ops, out, loops("ijklm", vec)).validate()
+    strided = Nest(ops, out, loops("ijkml", vec)).validate()
+    walk = Compute(acc("T", "k"), (acc("B", "ijk"), acc("C", "jl")))
+    fission = Nest(
+        ops,
+        out,
+        loops(
+            "il",
+            Temp("T", ("k",)),
+            *loops("jk", walk),
+            *loops("km", Compute(acc("A", "ilm"), (acc("D", "km"), acc("T", "k")))),
+        ),
+    ).validate()
+    assert [p for _, p in statement_counts(lin)] == ["vector"]
+    assert [p for _, p in statement_counts(strided)] == ["strided"]
+    assert [p for _, p in statement_counts(fission)] == ["scalar", "vector"]
+    assert [str(m) for m, _ in statement_counts(fission)] == ["L*nnz(B_ijk)", "K*L*M*nnz(B_i)"]
+    assert statement_path(lin, vec, None) == "scalar"
+    only_out = Compute(acc("A", "ilm"), (acc("B", "ijk"),))  # out[m] += s: no input with m
+    assert statement_path(lin, only_out, Loop("m", (only_out,))) == "scalar"
+
+
+def test_machine_costs_weigh_each_path_and_refuse_bad_weights():
+    from minijit.sparseauto.prune import MachineCosts, machine_time
+
+    costs = MachineCosts(4, vector=2.0, strided=3.0, scalar=10.0)
+    assert costs.per_execution("vector") == 0.5 and costs.per_execution("strided") == 3.0
+    assert costs.per_execution("scalar") == 10.0
+    ops = _ttmc_ops()
+    sizes = {"i": 10, "j": 20, "k": 30, "l": 8, "m": 4}
+    env = environment(ops, sizes, {"B": [10, 100, 1000]})
+    walk = Compute(acc("T", "k"), (acc("B", "ijk"), acc("C", "jl")))
+    fission = Nest(
+        ops,
+        Operand.dense("A", tuple("ilm")),
+        loops(
+            "il",
+            Temp("T", ("k",)),
+            *loops("jk", walk),
+            *loops("km", Compute(acc("A", "ilm"), (acc("D", "km"), acc("T", "k")))),
+        ),
+    ).validate()
+    # L*nnz scalar statements and K*L*M*nnz(B_i) vector elements
+    assert machine_time(fission, env, costs) == pytest.approx(8 * 1000 * 10.0 + 30 * 8 * 4 * 10 * 0.5)
+    for bad in ({"lanes": 0}, {"lanes": True}, {"lanes": 4, "vector": 0}, {"lanes": 4, "scalar": -1.0}):
+        with pytest.raises(ValueError):
+            MachineCosts(**bad)
+
+
+def test_machine_choice_weighs_scalar_walks_against_vector_loops():
+    """TTMc on a small tensor: the seed's choice accumulates ``T<k>`` in a walk of scalar
+    statements. Weighed by code path, a schedule the seed's time ties with (and the linear one)
+    compete, and the least estimated time wins: not the seed's, never above the linear
+    schedule's. At the bench's sizes the fission ``T<m>`` stays."""
+    from minijit.sparseauto.plan import sparse_plan
+    from minijit.sparseauto.prune import MachineCosts, machine_time
+
+    ops = _ttmc_ops()
+    small = {"i": 40, "j": 30, "k": 20, "l": 16, "m": 16}
+    seed = sparse_plan("ijk,jl,km->ilm", *ops, sizes=small, nnz={"B": 2432}, lanes=None)
+    weighed = sparse_plan("ijk,jl,km->ilm", *ops, sizes=small, nnz={"B": 2432}, lanes=4)
+    env = environment(ops, small, {"B": 2432})
+    est = {
+        k: machine_time(n, env, MachineCosts(4)) for k, n in (("seed", seed.chosen), ("linear", seed.default_linear()))
+    }
+    assert [t.indices for t in seed.chosen.temps] == [("k",)]
+    assert weighed.chosen != seed.chosen
+    assert weighed.choice.time == pytest.approx(machine_time(weighed.chosen, env, MachineCosts(4)))
+    assert weighed.choice.time < est["seed"] and weighed.choice.time <= est["linear"]
+    assert weighed.choice.unit == "ns" and "least estimated time (4 lanes)" in weighed.choice.reason
+    assert f"4 run-time choice: time {weighed.choice.time:.4g} ns, memory" in weighed.listing()
+    big = {"i": 600, "j": 500, "k": 400, "l": 16, "m": 16}
+    for lanes in (None, 4, 8):
+        plan = sparse_plan("ijk,jl,km->ilm", *ops, sizes=big, nnz={"B": 196751}, lanes=lanes)
+        assert [t.indices for t in plan.chosen.temps] == [("m",)], lanes
