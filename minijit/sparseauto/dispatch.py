@@ -23,6 +23,7 @@ import numpy as np
 
 from asm.x86_64 import Assembler, qword
 from asm.x86_64.registers import r8, r12, r13, r14, r15, rax, rbx, rcx, rdi, rdx, rsi
+from minijit.arrays import address
 
 __all__ = ["CTX", "run_ranges", "trampoline_code"]
 
@@ -109,17 +110,10 @@ def run_ranges(nest_address: int, blocks: np.ndarray, ranges: list[tuple[int, in
         raise ValueError("blocks must be C-ordered (one args block per row)")
     if any(b1 != e0 for (_, e0), (b1, _) in zip(ranges, ranges[1:], strict=False)):
         raise ValueError(f"ranges must be contiguous, got {ranges}")
-    bounds = np.array([ranges[0][0]] + [e for _, e in ranges], np.int64)
-    flags = np.zeros(n, np.int64)
-    ctx = np.array(
-        [
-            flags.ctypes.data,
-            blocks.ctypes.data,
-            blocks.strides[0],
-            bounds.ctypes.data,
-            nest_address,
-            n,
-        ],
-        np.int64,
-    )
-    run_loopnest(_trampoline(), ctx.ctypes.data, 0, 0, n, n)  # the arrays live until it returns
+    # one buffer: the trampoline's context (6 words), the blocks' flags (n), the bounds (n + 1)
+    buf = np.zeros(6 + 2 * n + 1, np.int64)
+    base = address(buf)
+    buf[:6] = (base + 48, address(blocks), blocks.strides[0], base + 48 + 8 * n, nest_address, n)
+    buf[6 + n] = ranges[0][0]
+    buf[7 + n :] = [e for _, e in ranges]
+    run_loopnest(_trampoline(), base, 0, 0, n, n)  # buf and blocks live until it returns

@@ -29,6 +29,7 @@ from typing import Any
 import cffi
 import numpy as np
 
+from minijit.arrays import address
 from minijit.errors import SetupError, error_t
 from minijit.limits import check_alloc
 from minijit.sparseauto.codegen import SIGNATURE, Program, compile_nest, sampled_operand
@@ -312,7 +313,7 @@ class SparseContraction:
         addr = []
         for s in self.program.slots:
             x = temps[s.tensor] if s.part == "temp" else arrays[(s.tensor, s.part, s.level)]
-            addr.append(x if s.part == "size" else x.__array_interface__["data"][0])
+            addr.append(x if s.part == "size" else address(x))
         return addr
 
     def _args(self, arrays: dict) -> np.ndarray:
@@ -410,7 +411,7 @@ class SparseContraction:
             return
         if len(ranges) == 1:
             args = self._args(arrays)
-            self._entry(args.ctypes.data, *ranges[0])
+            self._entry(address(args), *ranges[0])
             return
         from minijit.sparseauto.dispatch import run_ranges
 
@@ -419,7 +420,7 @@ class SparseContraction:
             blocks = np.tile(np.array(self._addresses(arrays, sets[0]), np.int64), (len(sets), 1))
             for k, s in enumerate(self.program.slots):  # the blocks differ in their temporaries only
                 if s.part == "temp":
-                    blocks[1:, k] = [t[s.tensor].__array_interface__["data"][0] for t in sets[1:]]
+                    blocks[1:, k] = [address(t[s.tensor]) for t in sets[1:]]
             run_ranges(self._kernel.address, blocks, ranges)
         finally:
             self._give_temps(sets)
