@@ -72,6 +72,7 @@ from minijit.cuda.launch import KERNEL_CACHE_SIZE, Launches, _generated, _kernel
 from minijit.cuda.tables import _offsets, _swapped
 from minijit.errors import SetupError, error_t
 from minijit.ir import BINARY_PTYPES, GEMM_PTYPES, UNARY_PTYPES, TensorConfig, dim_t, exec_t, ptype_t
+from minijit.limits import check_alloc
 from minijit.operation import absent
 from minijit.runtime import device_arrays
 from minijit.tensor_operation import TensorOperation
@@ -273,12 +274,12 @@ class CudaTensorOperation(Launches, TensorOperation):
         if roles.br is not None:
             red.append(dims[roles.br])
         batch = [d for d in loop if d.type is not dim_t.k]
+        blocks = math.prod(d.size for d in batch)  # checked before the tables are built
+        if blocks > MAX_BATCH:
+            raise SetupError(error_t.wrong_size, f"{blocks} independent output blocks exceed gridDim.z = {MAX_BATCH}")
+        check_alloc(math.prod(d.size for d in red) * 2 * 8, "the reduction offset table (2 int64 per K step)")
         self.red_table = _offsets(red, (("in0", es), ("in1", es)))
         self.batch_table = _offsets(batch, (("in0", es), ("in1", es), ("out", 4)))
-        if len(self.batch_table) > MAX_BATCH:
-            raise SetupError(
-                error_t.wrong_size, f"{len(self.batch_table)} independent output blocks exceed gridDim.z = {MAX_BATCH}"
-            )
         for name, v in (("lda", self.lda), ("ldb", self.ldb), ("ldc", self.ldc)):
             if abs(v) >= 2**62:
                 raise SetupError(error_t.wrong_stride, f"{name} of {v} bytes is out of range")

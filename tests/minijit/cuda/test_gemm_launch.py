@@ -278,3 +278,23 @@ def test_launch_args_refuses_a_split_k_plan():
     assert op.tile_plan.split_k > 1
     with pytest.raises(ValueError, match="split-K"):
         op.launch_args(0, 0, 0, tables=(1, 2))
+
+
+@pytest.mark.parametrize(
+    ("types", "sizes", "strides", "message"),
+    [
+        # a batch dim of 2**33: more blocks than gridDim.z (the fuzz batch of 2026-11-27 drew it)
+        (["n", "k", "m", "c"], [1, 7, 4, 2**33], ([0, 12, 3, 1], [21, 1, 0, 7], [12, 0, 1, 4]), "gridDim.z"),
+        # a loop K dim of 2**33: a 128 GiB reduction table
+        (["m", "n", "k", "k"], [4, 3, 9, 2**33], ([9, 0, 1, 36], [0, 9, 1, 27], [3, 1, 0, 0]), "reduction offset table"),
+    ],
+)
+def test_setup_refuses_launch_tables_past_their_bounds_before_building_them(types, sizes, strides, message):
+    """The batch and reduction tables are sized before they are built: a SetupError naming the
+    bound, not a MemoryError from numpy."""
+    from minijit.errors import SetupError
+    from ptx import simdriver
+
+    op = CudaTensorOperation(driver=simdriver)
+    with pytest.raises(SetupError, match=message):
+        op.setup("fp32", "zero", "gemm", "none", types, ["undefined"] * 4, sizes, *strides)
