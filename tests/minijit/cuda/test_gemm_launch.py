@@ -286,7 +286,12 @@ def test_launch_args_refuses_a_split_k_plan():
         # a batch dim of 2**33: more blocks than gridDim.z (the fuzz batch of 2026-11-27 drew it)
         (["n", "k", "m", "c"], [1, 7, 4, 2**33], ([0, 12, 3, 1], [21, 1, 0, 7], [12, 0, 1, 4]), "gridDim.z"),
         # a loop K dim of 2**33: a 128 GiB reduction table
-        (["m", "n", "k", "k"], [4, 3, 9, 2**33], ([9, 0, 1, 36], [0, 9, 1, 27], [3, 1, 0, 0]), "reduction offset table"),
+        (
+            ["m", "n", "k", "k"],
+            [4, 3, 9, 2**33],
+            ([9, 0, 1, 36], [0, 9, 1, 27], [3, 1, 0, 0]),
+            "reduction offset table",
+        ),
     ],
 )
 def test_setup_refuses_launch_tables_past_their_bounds_before_building_them(types, sizes, strides, message):
