@@ -198,7 +198,11 @@ class SparseTensor:
     @property
     def levels(self) -> tuple[str, ...]:
         """Level formats in storage order."""
-        return tuple(lv.format for lv in self.storage)
+        storage, found = self.__dict__.get("_levels", (None, ()))
+        if storage is not self.storage:  # computed once per storage tuple
+            found = tuple(lv.format for lv in self.storage)
+            self.__dict__["_levels"] = (self.storage, found)
+        return found
 
     @property
     def nnz(self) -> int:
