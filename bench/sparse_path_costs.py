@@ -35,6 +35,7 @@ SHAPES = (((40, 30, 20), 0.1, 16), ((60, 50, 40), 0.05, 8), ((30, 30, 30), 0.2, 
 
 
 def best_ns(fn, calls: int = 60) -> float:
+    """The fastest of ``calls`` calls of ``fn``, in ns."""
     ts = []
     for _ in range(calls):
         t0 = time.perf_counter()
@@ -43,20 +44,50 @@ def best_ns(fn, calls: int = 60) -> float:
     return min(ts) * 1e9
 
 
+def random_case(sub: str, nd: int, shape: tuple[int, ...], density: float, width: int, rng: np.random.Generator):
+    """``(operands, extents)`` of ``sub``: a random sparse first operand of ``shape[:nd]`` (CSF, or
+    CSR for a matrix) at ``density``, dense operands with every other index of extent ``width``."""
+    shp = shape[:nd]
+    dense = np.where(rng.random(shp) < density, rng.standard_normal(shp), 0)
+    t = SparseTensor.from_dense(dense, None if nd == 3 else ("dense", "compressed"))
+    terms = sub.split("->")[0].split(",")
+    ext = dict(zip(terms[0], shp, strict=True))
+    for term in terms[1:]:
+        for i in term:
+            ext.setdefault(i, width)
+    return [t] + [rng.standard_normal(tuple(ext[i] for i in term)) for term in terms[1:]], ext
+
+
+def header(title: str, script: str) -> tuple[list[str], datetime.datetime]:
+    """A results file's title, hardware, date and command lines, and the date."""
+    hw = report.hardware()
+    date = datetime.datetime.now(datetime.timezone.utc)
+    lines = [f"# {title}", ""]
+    lines.append(f"- CPU: {report.describe_cpu(hw)}, ISA {hw['isa']} ({', '.join(hw['flags'])}); 1 thread; float64")
+    lines += [
+        f"- date: {date.isoformat(timespec='seconds')}",
+        f"- command: `python bench/{script} {' '.join(sys.argv[1:])}`",
+        "",
+    ]
+    return lines, date
+
+
+def finish(lines: list[str], write: bool, name: str, date: datetime.datetime) -> None:
+    """Print the results; with ``write``, also to bench/results/x86_64_<name>_<date>.md."""
+    out = "\n".join(lines) + "\n"
+    print(out)
+    if write:
+        path = Path(__file__).resolve().parent / "results" / f"x86_64_{name}_{date.date().isoformat()}.md"
+        path.write_text(out)
+        print(f"wrote {path}", file=sys.stderr)
+
+
 def measure(rng: np.random.Generator) -> list[tuple[float, float, float, float, str]]:
     """(vectors of 4 lanes, strided elements, scalar statements, ns, subscripts) per schedule."""
     rows = []
     for sub, nd in EXPRESSIONS:
         for shape, density, width in SHAPES:
-            shp = shape[:nd]
-            dense = np.where(rng.random(shp) < density, rng.standard_normal(shp), 0)
-            t = SparseTensor.from_dense(dense, None if nd == 3 else ("dense", "compressed"))
-            terms = sub.split("->")[0].split(",")
-            ext = dict(zip(terms[0], shp, strict=True))
-            for term in terms[1:]:
-                for i in term:
-                    ext.setdefault(i, width)
-            ops = [t] + [rng.standard_normal(tuple(ext[i] for i in term)) for term in terms[1:]]
+            ops, ext = random_case(sub, nd, shape, density, width, rng)
             plan = sparse_plan(sub, *ops, lanes=None)
             env = environment(plan.operands, plan.sizes, plan.nnz)
             pool = [c.nest for c in (*plan.frontier_candidates(), *plan.stage1[:6])] + [plan.default_linear()]
@@ -82,14 +113,8 @@ def main() -> None:
     y = np.array([r[3] for r in rows])
     coef, _ = nnls(a / y[:, None], np.ones_like(y))
     pred = a @ coef
-    hw = report.hardware()
-    date = datetime.datetime.now(datetime.timezone.utc)
-    lines = [
-        "# Statement costs per code path (sparse nests), fitted",
-        "",
-        f"- CPU: {report.describe_cpu(hw)}, ISA {hw['isa']} ({', '.join(hw['flags'])}); 1 thread; float64",
-        f"- date: {date.isoformat(timespec='seconds')}",
-        f"- command: `python bench/sparse_path_costs.py {' '.join(sys.argv[1:])}`",
+    lines, date = header("Statement costs per code path (sparse nests), fitted", "sparse_path_costs.py")
+    lines += [
         f"- fit (ns): vector of 4 lanes {coef[0]:.3f}, strided element {coef[1]:.3f}, scalar statement "
         f"{coef[2]:.3f}, per call {coef[3]:.0f}; median |error| {np.median(np.abs(pred / y - 1)) * 100:.0f} %",
         "",
@@ -98,12 +123,7 @@ def main() -> None:
     ]
     for r, p in zip(rows, pred, strict=True):
         lines.append(f"| {r[4]} | {r[0]:.0f} | {r[1]:.0f} | {r[2]:.0f} | {r[3] / 1e3:.1f} | {p / 1e3:.1f} |")
-    out = "\n".join(lines) + "\n"
-    print(out)
-    if args.write:
-        path = Path(__file__).resolve().parent / "results" / f"x86_64_sparse_path_costs_{date.date().isoformat()}.md"
-        path.write_text(out)
-        print(f"wrote {path}", file=sys.stderr)
+    finish(lines, args.write, "sparse_path_costs", date)
 
 
 if __name__ == "__main__":
