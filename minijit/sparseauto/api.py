@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from minijit.sparseauto.execute import SparseContraction, cpu_target, vector_lanes
+from minijit.sparseauto.execute import SparseContraction, cpu_target
 from minijit.sparseauto.graph import parse_subscripts
 from minijit.sparseauto.nest import Nest, Operand
 from minijit.sparseauto.nest import fibre_output as nest_fibre_output
@@ -199,7 +199,10 @@ def _compiled(
     if schedule == "linear" or 0 in extents.values():  # the planner needs positive sizes
         nest = default_linear(ops, out)
     else:
-        nest, plan = _planned(subscripts, values, ops, out, extents, fibre_output, vector_lanes(target, dtype))
+        from minijit.sparseauto.plan import vector_lanes
+
+        lanes = vector_lanes(target.isa, dtype, getattr(target, "sve_vl", 128))
+        nest, plan = _planned(subscripts, values, ops, out, extents, fibre_output, lanes)
     compiled = SparseContraction(nest, extents, dtype, threads=threads, plan=plan, target=target)
     with _cache_lock:
         _cache[key] = (compiled, order)

@@ -72,13 +72,6 @@ def cpu_target(target: object, sve_vl: int = 128) -> CpuTarget:
     return targets.get_cpu(target, sve_vl=sve_vl)  # type: ignore[arg-type]
 
 
-def vector_lanes(target: CpuTarget, dtype: object) -> int:
-    """Elements of ``dtype`` per vector register of the sparse code for ``target`` (AVX-512 512
-    bits, AVX2 256, NEON 128, SVE its ``sve_vl``)."""
-    bits = {"avx512": 512, "avx2": 256, "neon": 128}.get(target.isa) or getattr(target, "sve_vl", 128)
-    return max(1, bits // (8 * np.dtype(dtype).itemsize))  # type: ignore[arg-type]
-
-
 def _positions(t: SparseTensor, level: int) -> int:
     """How many positions storage level ``level`` of ``t`` has."""
     count = 1
