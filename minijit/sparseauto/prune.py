@@ -326,10 +326,11 @@ def choose(
     reason += "" if memory_limit is None else f" with temporaries <= {memory_limit:.0f} elements"
     seen = {id(c) for c in cands}
     pool = list(fits)
-    for k, c in enumerate(alternatives, len(scored)):
+    # with weights, the tied alternatives are among the candidates already: none left to score
+    for k, c in enumerate(alternatives if machine is None else (), len(scored)):
         if id(c) in seen:
             continue
-        t = time(c)
+        t = c.cost.time.evaluate(env)
         if abs(t - best[0]) <= 1e-9 * best[0]:
             m = c.cost.memory.evaluate(env)
             if memory_limit is None or m <= memory_limit:
