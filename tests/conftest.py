@@ -54,6 +54,27 @@ def _thread_environment_as_the_session_found_it(request):
         assert now == _SESSION_THREAD_ENV, f"an earlier test left the thread environment changed: {now}"
 
 
+@pytest.fixture
+def pin_host():
+    """``pin_host("cascadelake")`` (a key of `minijit.runtime.profiles.PROFILES`) makes every host
+    query answer as that recorded host for the rest of the test, so a decision test decides the
+    same on every machine; minijit's caches are emptied when the pin starts and when the test ends
+    (plans made for the pinned host never reach a later test)."""
+    import minijit
+    from minijit.runtime import features, profiles
+
+    outer = features._pinned
+
+    def pin(key: str):
+        minijit.cache_clear()
+        features._pinned = profiles.get(key)
+        return features._pinned
+
+    yield pin
+    features._pinned = outer
+    minijit.cache_clear()
+
+
 @pytest.fixture(scope="module")
 def dev():
     """The CUDA device, for the gpu tests; skips without a device, the CUDA bindings or ptxas."""

@@ -8,7 +8,7 @@ Both check their arguments against the C signature before any code runs.
 
 from __future__ import annotations
 
-from minijit.runtime.features import HostInfo, host
+from minijit.runtime.features import HostInfo, detected_host, host
 from minijit.runtime.kernel import Kernel
 from minijit.runtime.signature import Signature
 
@@ -17,7 +17,7 @@ __all__ = ["HostInfo", "Kernel", "Signature", "host", "load", "runs_natively"]
 
 def runs_natively(isa: str) -> bool:
     """True when code for ``isa`` ("aarch64" or "x86_64") runs on this host without emulation."""
-    return host().isa == isa
+    return detected_host().isa == isa
 
 
 def load(
@@ -41,4 +41,4 @@ def load(
         from minijit.runtime.emulator import EmulatedKernel
 
         return EmulatedKernel(code, signature, name=name, listing=listing, sve_vl=sve_vl, unchecked=unchecked)
-    raise ValueError(f"cannot run {isa} code on this {host().isa} host")
+    raise ValueError(f"cannot run {isa} code on this {detected_host().isa} host")

@@ -13,11 +13,13 @@ CPUs this process may use.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import platform
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 __all__ = [
@@ -27,12 +29,14 @@ __all__ = [
     "cpu_id",
     "cpu_name",
     "cpu_vendor",
+    "detected_host",
     "host",
     "last_level_cache_bytes",
     "last_level_cache_sharing",
     "normalize_isa",
     "num_cpus",
     "parse_cpu_list",
+    "pinned",
     "read_sysfs_caches",
 ]
 
@@ -135,9 +139,38 @@ def _sysctl(name: str) -> str:
     return proc.stdout.strip() if proc.returncode == 0 else ""
 
 
-@functools.cache
+#: a recorded host profile (`minijit.runtime.profiles.HostProfile`) that answers the host queries
+#: below instead of this machine (`pinned`); None: the machine answers
+_pinned = None
+
+
+@contextlib.contextmanager
+def pinned(profile) -> Iterator[None]:
+    """Within the block, the host queries (`host`, `cpu_name`, `cpu_vendor`, `cpu_id`,
+    `num_cpus` and the cache queries) answer from ``profile`` (a
+    `minijit.runtime.profiles.HostProfile`) instead of this machine, so decisions (target, blocking,
+    packing, threads) are made as on that host; code still loads and runs on this machine
+    (`detected_host`). Process-wide and not thread-safe: for tests and what-if listings. Nested
+    pins restore the outer one."""
+    global _pinned
+    outer, _pinned = _pinned, profile
+    try:
+        yield
+    finally:
+        _pinned = outer
+
+
 def host() -> HostInfo:
-    """Detect the host once (cached) and return its HostInfo."""
+    """The host's HostInfo: the pinned profile's (`pinned`), else this machine's (`detected_host`).
+    Decisions (targets, blockings, packing) read this; loading code to run reads `detected_host`."""
+    if _pinned is not None:
+        return _pinned.info
+    return detected_host()
+
+
+@functools.cache
+def detected_host() -> HostInfo:
+    """Detect this machine once (cached) and return its HostInfo (never a pinned profile)."""
     machine = platform.machine()
     try:
         isa = normalize_isa(machine)
@@ -165,9 +198,13 @@ def host() -> HostInfo:
     return HostInfo(isa=isa, os=osname)
 
 
-@functools.cache
 def cpu_name() -> str:
-    """Human-readable CPU model name ("" when unknown)."""
+    """Human-readable CPU model name ("" when unknown); the pinned profile's where one is pinned."""
+    return _pinned.name if _pinned is not None else _cpu_name()
+
+
+@functools.cache
+def _cpu_name() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
@@ -183,10 +220,14 @@ def cpu_name() -> str:
     return platform.processor() or ""
 
 
-@functools.cache
 def cpu_vendor() -> str:
     """The CPU vendor: ``vendor_id`` of /proc/cpuinfo on x86-64 ("GenuineIntel", "AuthenticAMD"),
-    "CPU implementer" on AArch64 Linux; "" when unknown."""
+    "CPU implementer" on AArch64 Linux; "" when unknown; the pinned profile's where one is pinned."""
+    return _pinned.vendor if _pinned is not None else _cpu_vendor()
+
+
+@functools.cache
+def _cpu_vendor() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
@@ -198,12 +239,16 @@ def cpu_vendor() -> str:
     return ""
 
 
-@functools.cache
 def cpu_id() -> str:
     """The CPU's family and model numbers, which tell apart cores that share a name (a KVM guest
     calls Zen 3 and Zen 4 both "AMD EPYC"): "family 25 model 17 stepping 1" on x86-64 ("cpu
     family", "model", "stepping" of /proc/cpuinfo), "implementer 0x41 part 0xd4f" on AArch64
-    Linux; "" when unknown."""
+    Linux; "" when unknown; the pinned profile's where one is pinned."""
+    return _pinned.cpu_id if _pinned is not None else _cpu_id()
+
+
+@functools.cache
+def _cpu_id() -> str:
     keys = {
         "cpu family": "family",
         "model": "model",
@@ -229,7 +274,10 @@ def cpu_id() -> str:
 
 
 def num_cpus() -> int:
-    """CPUs this process may run on (sched affinity where available), at least 1."""
+    """CPUs this process may run on (sched affinity where available), at least 1; the pinned
+    profile's cores where one is pinned."""
+    if _pinned is not None:
+        return _pinned.cores
     if hasattr(os, "sched_getaffinity"):
         try:
             return max(1, len(os.sched_getaffinity(0)))
@@ -334,9 +382,16 @@ def read_sysfs_caches(base: str = SYSFS_CACHE_DIR) -> dict[int, CacheGeometry]:
     return found
 
 
-@functools.cache
 def _sysfs_caches() -> dict[int, CacheGeometry]:
-    """cpu0's data/unified caches by level (Linux sysfs); empty where sysfs does not tell."""
+    """cpu0's data/unified caches by level (Linux sysfs, read once); empty where sysfs does not
+    tell; the pinned profile's caches where one is pinned."""
+    if _pinned is not None:
+        return dict(_pinned.caches)
+    return dict(_read_host_caches())
+
+
+@functools.cache
+def _read_host_caches() -> dict[int, CacheGeometry]:
     return read_sysfs_caches(SYSFS_CACHE_DIR)
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import cffi
 import numpy as np
 
-from minijit.runtime.features import host, normalize_isa
+from minijit.runtime.features import detected_host, normalize_isa
 from minijit.runtime.memory import ExecutableBuffer
 from minijit.runtime.signature import Signature
 
@@ -51,10 +51,10 @@ class Kernel:
         unchecked: bool = False,
     ) -> None:
         self.signature = Signature.parse(signature)
-        self.isa = normalize_isa(isa) if isa is not None else host().isa
-        if self.isa != host().isa:
+        self.isa = normalize_isa(isa) if isa is not None else detected_host().isa
+        if self.isa != detected_host().isa:
             raise ValueError(
-                f"kernel {name!r}: cannot run {self.isa} code natively on a {host().isa} host (use the emulator)"
+                f"kernel {name!r}: cannot run {self.isa} code natively on a {detected_host().isa} host (use the emulator)"
             )
         self.name = name
         self.code = bytes(code)

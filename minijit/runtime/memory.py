@@ -22,7 +22,7 @@ from typing import Any
 
 import cffi
 
-from minijit.runtime.features import host
+from minijit.runtime.features import detected_host
 
 __all__ = ["ExecutableBuffer", "page_size"]
 
@@ -56,7 +56,7 @@ def page_size() -> int:
 
 
 def _is_apple_silicon() -> bool:
-    return sys.platform == "darwin" and host().isa == "aarch64"
+    return sys.platform == "darwin" and detected_host().isa == "aarch64"
 
 
 def _oserror(what: str) -> OSError:
@@ -88,7 +88,7 @@ def _resolve_icache_flush() -> Any:
 
 def _flush_icache(start: int, size: int) -> None:
     global _icache
-    if host().isa != "aarch64":
+    if detected_host().isa != "aarch64":
         return  # x86-64 keeps instruction and data caches coherent
     if _icache is None:
         with _lock:

@@ -81,7 +81,7 @@ from typing import Any
 import cffi
 import numpy as np
 
-from minijit.runtime.features import host
+from minijit.runtime.features import detected_host
 from minijit.runtime.memory import ExecutableBuffer
 from minijit.runtime.team_code import ALIGN, HEADER, MAX_PIECES, NWORKERS, SELF, SLOT, SPIN, TEAM, generate
 
@@ -121,8 +121,8 @@ _libc: Any = None
 
 def unsupported_reason() -> str | None:
     """Why the native team cannot run on this host (None when it can: Linux on x86-64)."""
-    if host().isa != "x86_64":
-        return f"the native team is x86-64 code; this host is {host().isa}"
+    if detected_host().isa != "x86_64":
+        return f"the native team is x86-64 code; this host is {detected_host().isa}"
     if not sys.platform.startswith("linux"):
         return f"the native team uses Linux futexes; this host runs {sys.platform}"
     return None
