@@ -54,7 +54,8 @@ class Kernel:
         self.isa = normalize_isa(isa) if isa is not None else detected_host().isa
         if self.isa != detected_host().isa:
             raise ValueError(
-                f"kernel {name!r}: cannot run {self.isa} code natively on a {detected_host().isa} host (use the emulator)"
+                f"kernel {name!r}: cannot run {self.isa} code natively on a {detected_host().isa} host"
+                " (use the emulator)"
             )
         self.name = name
         self.code = bytes(code)
