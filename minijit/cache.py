@@ -1,4 +1,5 @@
-"""Bounded caches and per-call scratch pools, safe from many threads (DESIGN.md decision 12).
+"""Bounded caches and per-call scratch pools, safe from many threads (docs/decisions.md,
+"Plans are immutable and shareable").
 
 `LRUCache` is what every module-level cache of minijit is: a mapping bounded to ``maxsize``
 entries, least recently used out first, whose lookups and insertions hold one lock (values are

@@ -1,5 +1,5 @@
-"""OpenMP-style scheduling (DESIGN.md decision 6): a native team for compiled loop nests,
-a Python thread pool for Python callables.
+"""OpenMP-style scheduling (docs/decisions.md, "Threads without a C extension"): a native team
+for compiled loop nests, a Python thread pool for Python callables.
 
 `run_loopnest(fn, in0, in1, out, n, threads)` runs a native loop nest ``fn(in0, in1, out,
 begin, end)`` over ``[0, n)``. On Linux x86-64 it dispatches on the process's native team

@@ -144,7 +144,8 @@ class CudaEinsumPlan(EinsumPlan):
         self.path: list[tuple[int, int]] = []
         self._optimize = optimize
         # a call's device intermediates (slot -> buffer, -2: the device copy of a host result),
-        # allocated by the first call that uses the set; the plan itself holds none (DESIGN.md 12)
+        # allocated by the first call that uses the set; the plan itself holds none
+        # (docs/decisions.md, "Plans are immutable and shareable")
         self._scratch = ScratchPool(dict)
         self._ones_dev: dict[int, Any] = {}  # read-only ones vectors, shared by every call
         if not self._empty:

@@ -195,7 +195,8 @@ class EinsumPlan(Operation):
                 s0, s1 = (n_slots + len(ones) - 1 if x == -1 else x for x in (s0, s1))
             ptr_calls.append((st.op.execute_ptr, s0, s0 if s1 is None else s1, so))
         self._ones_addrs, self._ptr_calls = ones, ptr_calls
-        # the intermediates belong to a call: each call takes a set from the pool (DESIGN.md 12)
+        # the intermediates belong to a call: each call takes a set from the pool
+        # (docs/decisions.md, "Plans are immutable and shareable")
         self._scratch = ScratchPool(self._new_scratch, items=(self._new_scratch(),))
 
     def _new_scratch(self) -> tuple[list[np.ndarray | None], list[int]]:

@@ -1,4 +1,5 @@
-"""ISA-independent description of a compiled loop nest (DESIGN.md decision 5).
+"""ISA-independent description of a compiled loop nest (docs/decisions.md, "The loop nest is
+compiled too").
 
 A `LoopNest` is what the per-ISA emitters (`minijit.kernels.aarch64.loopnest`,
 `minijit.kernels.x86_64.loopnest`) turn into one machine-code function

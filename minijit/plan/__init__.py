@@ -7,7 +7,7 @@
             Peel(parts: Plans at element offsets)
 
 Every node is frozen; scratch buffers come from a pool per call, so one plan may run from many
-threads at once (DESIGN.md decision 12).
+threads at once (docs/decisions.md, "Plans are immutable and shareable").
 """
 
 from __future__ import annotations

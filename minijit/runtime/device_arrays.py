@@ -1,6 +1,7 @@
 """Arrays from other libraries, in one place: where they live, what they hold, how to read them.
 
-Every public entry point of minijit that takes arrays asks this module (DESIGN.md decision 13):
+Every public entry point of minijit that takes arrays asks this module (docs/decisions.md, "Targets
+are objects; devices follow data"):
 
 * `device_kind` says where an array lives: ``"host"`` (numpy, torch CPU tensors, host DLPack
   producers, anything ``np.asarray`` takes) or ``"cuda"`` (torch CUDA tensors, cupy arrays,

@@ -1,9 +1,9 @@
 """W^X executable memory for generated machine code.
 
 `ExecutableBuffer(code)` maps fresh anonymous pages read-write, copies the
-code in, and then flips them to read-execute with ``mprotect`` (DESIGN.md
-decision 4). No page is ever writable and executable at once. On AArch64 the
-instruction cache is flushed for the range. On Apple silicon the pages are
+code in, and then flips them to read-execute with ``mprotect`` (docs/decisions.md,
+"Executable memory is W^X"). No page is ever writable and executable at once.
+On AArch64 the instruction cache is flushed for the range. On Apple silicon the pages are
 mapped with ``MAP_JIT`` and written between ``pthread_jit_write_protect_np``
 toggles, as the platform requires.
 

@@ -2,7 +2,7 @@
 
 ``Signature.parse("void(const float*, const float*, float*, int64_t, int64_t)")``
 describes what a kernel takes; ``Signature.check(args)`` validates the Python
-arguments of a call before any machine code runs (DESIGN.md decision 8):
+arguments of a call before any machine code runs (docs/decisions.md, "Arrays in, arrays out"):
 pointers must be numpy arrays whose dtype matches the pointee, integers must
 fit their C type, floats must be real numbers.
 

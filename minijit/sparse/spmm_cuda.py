@@ -206,9 +206,10 @@ class CudaSpMM(SpMM):
 
     def _scratch_setup(self, partials: int) -> None:
         """What a call writes on the device: B (a host B uploaded), C (a host C's device copy) and
-        the partial sums. They belong to a call (DESIGN.md 12): `execute` takes a set from a pool
-        (one per call running at once); `upload_b` and `launch` without addresses use the
-        operation's own set (for timing from one thread), allocated at their first use."""
+        the partial sums. They belong to a call (docs/decisions.md, "Plans are immutable and shareable"):
+        `execute` takes a set from a pool (one per call running at once); `upload_b` and `launch`
+        without addresses use the operation's own set (for timing from one thread), allocated at
+        their first use."""
         m, k = self.csr.shape
         self._scratch_bytes = (max(1, k * self.n * self._prec.bytes), max(1, m * self.n * 4),
                                max(1, partials * self.n * 4))  # fmt: skip

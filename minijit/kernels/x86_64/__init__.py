@@ -3,5 +3,5 @@
 
 Each ``generate(...)`` returns a native `minijit.runtime.kernel.Kernel` that
 carries its assembly listing; strides are in elements, matrices column-major
-(see DESIGN.md, "Reference semantics").
+(see docs/decisions.md, "Kernel semantics: column-major, strides in elements").
 """

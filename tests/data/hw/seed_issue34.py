@@ -2,8 +2,8 @@
 
     .venv/bin/python tests/data/hw/seed_issue34.py     # rewrites tests/data/hw/sm_90.npz
 
-Every value comes from the logs of that run (``gpu-runs/2026-11-26-h200/`` beside DESIGN.md:
-NVIDIA H200, sm_90, driver 580.159.04, CUDA 13.0, main at 213122a), never from the simulator:
+Every value comes from the logs of the 2026-11-26 H200 run, not kept in this repository (NVIDIA
+H200, sm_90, driver 580.159.04, CUDA 13.0, main at 213122a), never from the simulator:
 
 - ``op:<instruction>#issue34``: ``tests/ptx/test_sim.py::test_float_semantics[gpu-*]`` compared
   the chip's bits with numpy formulas over ``_f32(1)`` and ``_f32(2)[::-1]``. Eight forms passed,
@@ -31,7 +31,10 @@ sys.path.insert(0, str(ROOT))
 from minijit.cuda import hwrecord as R  # noqa: E402
 from ptx import hwcorpus as H  # noqa: E402
 
-LOGS = "gpu-runs/2026-11-26-h200/gputests_nosm90.txt (and gputests_sm90.txt: the same values)"
+LOGS = (
+    "the logs of the 2026-11-26 H200 run, not kept in this repository: gputests_nosm90.txt"
+    " (and gputests_sm90.txt: the same values)"
+)
 RUN = {
     "device": "NVIDIA H200",
     "arch": "sm_90",
@@ -41,7 +44,7 @@ RUN = {
     "date": "2026-11-26",
     "commit": "213122a",
     "command": "pytest -m gpu (scripts/gpu-check), logs transcribed by tests/data/hw/seed_issue34.py",
-    "how": "seeded from issue 34 / gpu-runs: not a --record run",
+    "how": "seeded from the logs of issue 34's H200 run: not a --record run",
 }
 
 # ---------------------------------------------------------------------------- test_float_semantics

@@ -1,8 +1,9 @@
-"""The device follows the data and the type follows the input (DESIGN.md decision 13): with no
-``target=``, host arrays (numpy, host DLPack producers, torch CPU tensors) run on the CPU and come
-back as their own type; CUDA device arrays (``__cuda_array_interface__``, DLPack on a CUDA device)
-run on the GPU path, here in the PTX simulator; mixing them is refused naming the operands; an
-explicit target wins. torch-only checks run where torch is installed."""
+"""The device follows the data and the type follows the input (docs/decisions.md, "Targets are
+objects; devices follow data"): with no ``target=``, host arrays (numpy, host DLPack producers,
+torch CPU tensors) run on the CPU and come back as their own type; CUDA device arrays
+(``__cuda_array_interface__``, DLPack on a CUDA device) run on the GPU path, here in the PTX
+simulator; mixing them is refused naming the operands; an explicit target wins. torch-only checks
+run where torch is installed."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Einsum from several threads at once: one shared `EinsumPlan`, the module-level `minijit.einsum`
 (whose plans are cached and shared) and one shared `CudaEinsumPlan` in the PTX simulator, each
-thread with arrays of its own, every result compared with numpy (DESIGN.md decision 12)."""
+thread with arrays of its own, every result compared with numpy (docs/decisions.md, "Plans are
+immutable and shareable")."""
 
 from __future__ import annotations
 
