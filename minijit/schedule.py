@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from minijit import packing
 from minijit.ir import GEMM_PTYPES, Dimension, TensorConfig, dim_t, exec_t
 from minijit.runtime import features
-from minijit.targets import CpuTarget
+from minijit.targets import CpuTarget, uarch
 
 #: GEMM/BRGEMM operations with fewer multiply-adds than this run on the calling thread only.
 PARALLEL_MIN_ELEMENTS = 1 << 20
@@ -130,15 +130,22 @@ def padded_layout(config: TensorConfig) -> packing.PackPlan | None:
 
 
 def kernel_n_outer(
-    config: TensorConfig, *, in_chunk: bool = False, rules: Rules = DEFAULT_RULES, threads: int | None = None
+    config: TensorConfig,
+    target: CpuTarget | None = None,
+    *,
+    in_chunk: bool = False,
+    rules: Rules = DEFAULT_RULES,
+    threads: int | None = None,
 ) -> bool:
     """Whether the BRGEMM kernel, its A in micro-panels, should walk its N blocks outermost (the
     BLIS order): C is then read and written down its columns in runs of `N_OUTER_MIN_RUN` bytes or
     more, which the prefetchers stream, and the call's whole A block (prim M x K x BR), re-read
     once per block of columns by the thread that runs the call, must stay within
     1/`N_OUTER_SLICE_SHARE` of that thread's slice of the last-level cache (of ``threads`` threads,
-    `minijit.packing.llc_share`). Never in a chunk (its A, just packed, is read once in the
-    M-outer order)."""
+    `minijit.packing.llc_share`). An A block beyond half of L2 is re-read from that cache, at
+    `n_outer_stream` bytes per cycle: it must not exceed what one core streams from there
+    (`minijit.targets.uarch`). Never in a chunk (its A, just packed, is read once in the
+    M-outer order). ``target``: default the host's (`minijit.targets.native`)."""
     roles = config.prim
     if in_chunk or not rules.n_outer or roles.m is None or roles.n is None:
         return False
@@ -149,7 +156,22 @@ def kernel_n_outer(
 
         threads = default_threads()
     slice_ = packing.llc_share(threads) // threads
-    return m * item >= N_OUTER_MIN_RUN and m * k * br * item <= slice_ // N_OUTER_SLICE_SHARE
+    block = m * k * br * item
+    if m * item < N_OUTER_MIN_RUN or block > slice_ // N_OUTER_SLICE_SHARE:
+        return False
+    from_llc = block > features.cache_geometries()[1].size // 2
+    if target is None:
+        from minijit import targets
+
+        target = targets.native()
+    return not from_llc or n_outer_stream(target) <= uarch.core_model().llc_stream
+
+
+def n_outer_stream(target: CpuTarget) -> float:
+    """Bytes per cycle an ``n_outer`` kernel re-reads its A block at full speed: each A element
+    feeds one register block's ``panel_width`` columns, so the core's multiply-add operand rate
+    (`minijit.targets.uarch.CoreModel.fma_rate`) divided by that width."""
+    return uarch.core_model().fma_rate(target.isa) / target.panel_width()
 
 
 def kernel_copies_a(

@@ -125,7 +125,7 @@ def configured(
             return _chunked(config, choice, env, blocking)
     fill_a = None if gemv else _panel_fill(config, "in0", env, in_chunk)
     n_outer = fill_a is not None and schedule.kernel_n_outer(
-        config, in_chunk=in_chunk, rules=env.rules, threads=env.num_threads
+        config, env.target, in_chunk=in_chunk, rules=env.rules, threads=env.num_threads
     )
     a_copy = fill_a is not None and not n_outer
     a_copy = a_copy and schedule.kernel_copies_a(config, env.target, in_chunk=in_chunk, rules=env.rules)
