@@ -37,6 +37,8 @@ __all__ = ["bench_argv", "build_parser", "main"]
 
 TOOLS = ("llvm-mc", "llvm-mc-19", "llvm-mca", "llvm-mca-19", "qemu-aarch64", "ptxas")
 DURATIONS = {"default": "~40 s on 2 cores", "quick": "~7 s on 2 cores"}
+#: seconds of timing `minijit tune` spends in all by default (``--budget``)
+TUNE_BUDGET_S = 120.0
 
 
 def _progress(msg: str, quiet: bool) -> None:
@@ -309,6 +311,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         "versions": report.versions(),
         "optional": {m: _importable(m) for m in ("torch", "matplotlib", "yaml", "threadpoolctl", "scipy")},
         "tuned": _tuned_summary(hw["native_target"]),
+        "gemm_blockings": _gemm_blockings(hw["native_target"]),
+        "tune_estimate_s": _tune_estimate(),
     }
     if args.json_out:
         print(json.dumps(info, indent=2))
@@ -333,7 +337,51 @@ def cmd_info(args: argparse.Namespace) -> int:
         where = tuned["file"] or "off (MINIJIT_TUNE_FILE is empty)"
         state = f"{tuned['entries']} entries for this CPU" if tuned["exists"] else "no file yet (minijit tune)"
         print(f"tuned:    {where}: {state}")
+    rows = info["gemm_blockings"]
+    if rows:
+        print(f"GEMM blockings on {hw['native_target']} (M = N = K; prims M x N x K, BR steps per call):")
+        for r in rows:
+            block = f"{r['m']}x{r['n']}x{r['k']} br {r['br'] or '-'}"
+            print(f"  {r['dtype']} {r['size']:>5} {r['order']} t{r['threads']:<3} {block:<20} {r['source']}")
+        if not any(r["source"] == "tuned" for r in rows):
+            minutes = info["tune_estimate_s"] / 60
+            print(
+                f"  every class uses the cache model; `minijit tune` (about {minutes:.0f} min with the default"
+                " --budget) times its best few blockings per class on this CPU and stores the fastest"
+            )
     return 0
+
+
+def _gemm_blockings(target: str) -> list[dict]:
+    """`minijit.tune.class_choices` of ``minijit tune``'s default classes on the native CPU target,
+    as rows (empty where the host has no native CPU target)."""
+    from minijit import tune
+
+    try:
+        choices = tune.class_choices(tune.default_classes(), target)
+    except ValueError:
+        return []
+    return [
+        {
+            "dtype": c.shape_class.dtype,
+            "size": c.shape_class.size,
+            "order": c.shape_class.order,
+            "threads": c.shape_class.threads,
+            "m": c.blocking.m,
+            "n": c.blocking.n,
+            "k": c.blocking.k,
+            "br": c.blocking.br,
+            "source": c.source,
+        }
+        for c in choices
+    ]
+
+
+def _tune_estimate() -> float:
+    """Wall seconds ``minijit tune`` takes with its defaults (`minijit.tune.estimated_seconds`)."""
+    from minijit import tune
+
+    return tune.estimated_seconds(len(tune.default_classes()), TUNE_BUDGET_S)
 
 
 def _tuned_summary(target: str) -> dict | None:
@@ -517,7 +565,11 @@ def build_parser() -> argparse.ArgumentParser:
         " (MINIJIT_TUNE_FILE, else $XDG_CACHE_HOME/minijit/tuned.json), which every later setup on this CPU reads.",
     )
     t.add_argument(
-        "--budget", type=float, default=120.0, metavar="SECONDS", help="seconds of timing in all (default 120)"
+        "--budget",
+        type=float,
+        default=TUNE_BUDGET_S,
+        metavar="SECONDS",
+        help=f"seconds of timing in all (default {TUNE_BUDGET_S:g})",
     )
     t.add_argument("--threads", action="append", metavar="N", help="thread counts (default 1 and all)")
     t.add_argument(

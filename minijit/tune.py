@@ -274,6 +274,47 @@ def default_classes(
     return [ShapeClass(d, s, o, t) for t in counts for d in dtypes for o in orders for s in sorted(sizes)]
 
 
+#: wall seconds of setup, warm-up and checking per class on top of the timing budget (the Zen 3
+#: record: 32 classes, 300 s of timing, 24 min 45 s wall: about 37 s a class)
+SETUP_S_PER_CLASS = 37.0
+
+
+def estimated_seconds(classes: int, budget_s: float) -> float:
+    """About how long ``minijit tune`` runs on ``classes`` shape classes with ``budget_s`` seconds of
+    timing (wall seconds; `SETUP_S_PER_CLASS` a class on top)."""
+    return budget_s + classes * SETUP_S_PER_CLASS
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The blocking a `setup` on this host would use for one shape class, and where it comes from:
+    ``source`` "tuned" (the user's store, `minijit.tune_store`) or "model" (`minijit.blocking`)."""
+
+    shape_class: ShapeClass
+    blocking: Blocking
+    source: str
+
+
+def class_choices(classes: Iterable[ShapeClass], target: str = "native") -> list[Choice]:
+    """For each of ``classes``, the blocking `TensorOperation.setup` picks on this host for
+    ``target``: the stored tuned one where the store has the class, else the cache model's."""
+    t = targets.get_cpu(target)
+    out = []
+    for c in classes:
+        config = gemm_config(c.dtype, c.size, c.order)
+        shape = gemm_shape(config)
+        found = tune_store.lookup(t.name, c.dtype, shape, tune_store.orders(config), c.threads) if t.native else None
+        if found is not None:
+            out.append(Choice(c, found, "tuned"))
+            continue
+        kernel = optimizer.swap_operands(config)
+        model = blocking.choose(
+            gemm_shape(kernel), config.dtype.itemsize, t, threads=c.threads, column_bytes=t.panel_column_bytes
+        )
+        out.append(Choice(c, model, "model"))
+    return out
+
+
 def tune(
     classes: Iterable[ShapeClass],
     budget_s: float,

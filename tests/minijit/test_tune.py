@@ -332,3 +332,45 @@ def test_cli_tune_prints_model_and_tuned_choices_and_info_counts_them(store_file
     assert f"tuned:    {store_file}: 1 entries for this CPU" in capsys.readouterr().out
     assert cli.main(["tune", "--budget", "1", "--order", "CXC"]) == 2
     assert "order must be" in capsys.readouterr().err
+
+
+# -- where each class's blocking comes from (`minijit info`) -------------------------------------------
+def test_class_choices_say_model_or_tuned_and_info_suggests_tune_only_without_a_tuned_file(store_file, capsys):
+    from minijit import cli, targets
+
+    classes = tune.default_classes(threads=[1], sizes=[512, 1024], dtypes=["fp32"], orders=["CCC"])
+    native = targets.native().name
+    first = tune.class_choices(classes, native)
+    assert [c.source for c in first] == ["model", "model"]
+    for c in first:  # the model's choice is what setup would use
+        config = tune.gemm_config(c.shape_class.dtype, c.shape_class.size, c.shape_class.order)
+        op = TensorOperation("native", num_threads=1)
+        dims = config.dims
+        strides = [[getattr(d, f"stride_{t}") for d in dims] for t in ("in0", "in1", "out")]
+        op.setup("fp32", "zero", "gemm", "none", "mnk", ["undefined"] * 3, [d.size for d in dims], *strides)
+        assert (op.blocking.m, op.blocking.n, op.blocking.k) == (c.blocking.m, c.blocking.n, c.blocking.k)
+    assert cli.main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "GEMM blockings on" in out and "every class uses the cache model; `minijit tune` (about" in out
+    assert "fp32  1024 CCC t1" in out
+
+    key = tune_store.class_key("fp32", (1024, 1024, 1024), "CCC", 1)
+    tune_store.store(native, key, {"m": 256, "n": 256, "k": 512, "br": 1, "gflops": 1.0})
+    second = tune.class_choices(classes, native)
+    assert [c.source for c in second] == ["model", "tuned"]
+    assert (second[1].blocking.m, second[1].blocking.n, second[1].blocking.k, second[1].blocking.br) == (
+        256,
+        256,
+        512,
+        1,
+    )
+    assert cli.main(["info", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["gemm_blockings"]
+    tuned = [r for r in rows if r["source"] == "tuned"]
+    assert [(r["dtype"], r["size"], r["order"], r["threads"], r["m"]) for r in tuned] == [("fp32", 1024, "CCC", 1, 256)]
+    assert cli.main(["info"]) == 0
+    assert "every class uses the cache model" not in capsys.readouterr().out
+
+
+def test_the_tune_estimate_counts_setup_per_class():
+    assert tune.estimated_seconds(32, 120.0) == 120.0 + 32 * tune.SETUP_S_PER_CLASS
