@@ -15,8 +15,8 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
-#: what no tracked file may mention: the outside brief's file name and paths to the shared folder
-FORBIDDEN = ("DESIGN" + ".md", ".." + "/shared", "/work" + "/shared")
+#: what no tracked file may mention: the outside brief and reference notes, and paths to the shared folder
+FORBIDDEN = ("DESIGN" + ".md", "REFERENCE" + ".md", ".." + "/shared", "/work" + "/shared", "shared" + "/seeds")
 
 
 def _tracked(root: pathlib.Path) -> list[str]:
