@@ -13,36 +13,43 @@ from typing import Any
 import numpy as np
 
 from minijit.runtime.device_arrays import device_kind, host_array, is_device_array
-from minijit.sparse import cpu
 from minijit.sparse.csr import row_major
 from minijit.sparse.plan import SEG_CHUNKS
 from minijit.sparse.spmm import REORDERS, STRATEGIES, SpMM
+from minijit.targets import CpuTarget
 
-__all__ = ["CpuSpMM"]
+__all__ = ["CpuSpMM", "spmm_target"]
 
 
-def _native_isa(isa: str | None) -> str:
-    from minijit.runtime.features import host
+def spmm_target(isa: str | None = None) -> CpuTarget:
+    """The target whose CSR SpMM kernel (`CpuTarget.spmm`, in its `CpuTarget.spmm_isa`) a `CpuSpMM`
+    runs: this host's (`minijit.targets.native`; RuntimeError where its CPU lacks the ISA's
+    extensions), or the target of an ``isa`` override ("avx512", "avx2", "neon"; ValueError for
+    any other, "sve" included: the SpMM generator has no SVE kernel)."""
+    from minijit import targets
 
-    if isa is not None:
-        if isa not in ("avx512", "avx2", "neon"):
-            raise ValueError(f"isa must be 'avx512', 'avx2' or 'neon', got {isa!r}")
-        return isa
-    h = host()
-    if h.isa == "aarch64":
-        return "neon"
-    if h.isa == "x86_64" and getattr(h, "avx512f", False):
-        return "avx512"
-    if h.isa == "x86_64" and getattr(h, "avx2", False):
-        return "avx2"
-    raise RuntimeError(f"no native SpMM kernel for this host ({h.isa} without AVX2)")
+    if isa is None:
+        t = targets.native()
+        if not t.supported:
+            raise RuntimeError(f"no native SpMM kernel for this host ({t.name} needs {t.extensions})")
+        return t
+    bad = ValueError(f"isa must be 'avx512', 'avx2' or 'neon', got {isa!r}")
+    try:
+        t = targets.for_isa(isa)
+    except ValueError:
+        raise bad from None
+    if t.spmm_isa != isa:
+        raise bad
+    return t
 
 
 class CpuSpMM(SpMM):
     """C = S @ B on the CPU (``SpMM(..., target="native")``).
 
     ``threads``: worker count (default: minijit's pool size). ``isa``: kernel override ("avx512",
-    "avx2", "neon"; NEON runs emulated on non-ARM hosts, for testing only). ``strategy`` "auto" or
+    "avx2", "neon"; NEON runs emulated on non-ARM hosts, for testing only); by default the
+    kernel of this host's target (`spmm_target`: `minijit.targets.native`, whose `spmm_isa` is
+    NEON on an SVE host). ``target_info`` is that target object, ``isa`` the kernel's ISA. ``strategy`` "auto" or
     "tca" (the only CPU kernel); the cuda-only options raise ValueError naming them.
     """
 
@@ -80,8 +87,10 @@ class CpuSpMM(SpMM):
             )
         self._init_common(csr, n, self._checked_args(n, dtype), seg_chunks)
         self.strategy = strategy
-        self.isa = _native_isa(isa)
-        self._kernel = cpu.generate(self.n, self.isa)
+        #: the target whose kernel runs (`spmm_target`), and the kernel's ISA
+        self.target_info = spmm_target(isa)
+        self.isa = self.target_info.spmm_isa
+        self._kernel = self.target_info.spmm(self.n)
         from minijit.parallel import default_threads
 
         self.threads = max(1, int(threads) if threads is not None else default_threads())

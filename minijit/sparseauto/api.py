@@ -201,7 +201,7 @@ def _compiled(
     else:
         from minijit.sparseauto.plan import vector_lanes
 
-        lanes = vector_lanes(target.isa, dtype, getattr(target, "sve_vl", 128))
+        lanes = vector_lanes(target, dtype)
         nest, plan = _planned(subscripts, values, ops, out, extents, fibre_output, lanes)
     compiled = SparseContraction(nest, extents, dtype, threads=threads, plan=plan, target=target)
     with _cache_lock:

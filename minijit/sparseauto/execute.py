@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import cffi
@@ -32,8 +33,7 @@ import numpy as np
 from minijit.arrays import address
 from minijit.errors import SetupError, error_t
 from minijit.limits import check_alloc
-from minijit.sparseauto.codegen import SIGNATURE, Program, compile_nest, sampled_operand
-from minijit.sparseauto.codegen_aarch64 import compile_nest_aarch64
+from minijit.sparseauto.codegen import SIGNATURE, Program, sampled_operand
 from minijit.sparseauto.emitter import dense_size
 from minijit.sparseauto.nest import COMPRESSED, DENSE, Compute, Loop, Nest, Operand
 from minijit.sparseauto.tensor import INDEX_MAX, Level, SparseTensor
@@ -134,12 +134,15 @@ class SparseContraction:
     ``extents``: index -> size. ``dtype``: float32 or float64 (every operand's). ``threads``:
     workers for the split top loop (default: minijit's pool size). ``plan``: the planner's
     `SparsePlan` that chose the nest, kept for printing (None for a nest given directly).
-    ``target``: "native", a CPU target name of `minijit.targets` or a `CpuTarget`; x86-64 targets
-    run the code of their ISA ("x86_64-avx2": AVX2+FMA, "x86_64-avx512": AVX-512; "native" is
-    the host's best, as for dense operations; ``isa`` "avx2"/"avx512" overrides it, and AVX-512
-    code is refused on a host without AVX-512), "aarch64-neon"/"aarch64-sve" the AArch64 code
-    (`codegen_aarch64`): natively on an AArch64 host, else in the emulator at ``sve_vl`` bits
-    (a target object brings its own), the top loop's ranges one after another.
+    ``target``: "native", a CPU target name of `minijit.targets` or a `CpuTarget`; the target
+    compiles the nest (`CpuTarget.sparse_program`). x86-64 targets run the code of their ISA
+    ("x86_64-avx2": AVX2+FMA, "x86_64-avx512": AVX-512; "native" is the host's best,
+    `minijit.targets.native`, as for dense operations; ``isa`` overrides the ISA within the
+    target's family, and code the host's CPU lacks the extensions for is refused),
+    "aarch64-neon"/"aarch64-sve" the AArch64 code (`codegen_aarch64`): natively on an AArch64
+    host, else in the emulator at ``sve_vl`` bits (a target object brings its own), the top
+    loop's ranges one after another. ``self.target`` is the target compiled for (the override
+    applied), ``self.isa`` its ISA.
     """
 
     def __init__(
@@ -179,34 +182,27 @@ class SparseContraction:
 
         self.threads = threads if threads is not None else default_threads()
         self.target = cpu_target(target, sve_vl)
-        family = self.target.family
-        self.isa = self.target.isa if family == "aarch64" or isa is None else isa  # the code's ISA
+        if isa is not None:  # the same family at another ISA (ValueError for another family's)
+            self.target = replace(self.target, isa=isa)
+        self.isa = self.target.isa  # the code's ISA
         try:
-            if family == "aarch64":
-                self.program: Program = compile_nest_aarch64(nest, self.extents, DTYPES[self.dtype], self.target.isa)
-            else:
-                self.program = compile_nest(nest, self.extents, DTYPES[self.dtype], self.isa)
+            self.program: Program = self.target.sparse_program(nest, self.extents, DTYPES[self.dtype])
         except ValueError as e:
             raise SetupError(error_t.wrong_dimension, str(e)) from e
-        from minijit.runtime import features, load, runs_natively
+        t = self.target
+        if not t.supported and (t.native or not t.emulable):  # the emulator runs any AArch64 ISA
+            raise RuntimeError(
+                f"target {t.name}: sparse contractions compile to {t.family} {t.extensions} code; "
+                f"this host has no {t.extensions} and cannot run it"
+            )
+        from minijit.runtime import load
 
-        h = features.host()
-        if family == "x86_64" and (h.isa != "x86_64" or not (h.avx2 and h.fma)):
-            raise RuntimeError(
-                f"target {self.target.name}: sparse contractions compile to x86-64 AVX2+FMA code; this host "
-                f"({h.isa}) cannot run it (use target='aarch64-neon' or 'aarch64-sve')"
-            )
-        if family == "x86_64" and self.isa == "avx512" and not h.avx512:
-            raise RuntimeError(
-                f"target {self.target.name}: AVX-512 code for the sparse contraction; this host has no "
-                "AVX-512 (F, BW, VL) and cannot run it (use target='x86_64-avx2')"
-            )
-        if family == "aarch64" and runs_natively("aarch64") and not self.target.supported:
-            raise RuntimeError(f"target {self.target.name}: this AArch64 host has no SVE")
-        self._emulated = not runs_natively(family)
+        self._emulated = not t.native
         prog = self.program.asm
-        sve_bits = getattr(self.target, "sve_vl", 128)
-        self._kernel = load(prog.code(), SIGNATURE, isa=family, name=prog.name, listing=prog.listing(), sve_vl=sve_bits)
+        sve_bits = getattr(t, "sve_vl", 128)
+        self._kernel = load(
+            prog.code(), SIGNATURE, isa=t.family, name=prog.name, listing=prog.listing(), sve_vl=sve_bits
+        )
         self._local = threading.local()
         self._temp_pool: list[dict[str, np.ndarray]] = []  # temporaries for threaded calls
         self._pool_lock = threading.Lock()

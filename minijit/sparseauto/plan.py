@@ -138,30 +138,23 @@ class SparsePlan:
         return self.listing()
 
 
-#: vector register bits of the sparse code per ISA (SVE: its vector length)
-_VECTOR_BITS = {"avx512": 512, "avx2": 256, "neon": 128}
+def vector_lanes(target: object, dtype: object) -> int:
+    """Elements of ``dtype`` per vector register of the sparse code for ``target`` (a CPU target
+    name of `minijit.targets` or a `CpuTarget`; SVE: at its ``sve_vl``): the target's own
+    `CpuTarget.vector_lanes`."""
+    from minijit import targets
 
-
-def vector_lanes(isa: str, dtype: object, sve_vl: int = 128) -> int:
-    """Elements of ``dtype`` per vector register of the sparse code for ``isa`` ("avx512",
-    "avx2", "neon", or "sve" at ``sve_vl`` bits)."""
-    import numpy as np
-
-    bits = _VECTOR_BITS.get(isa, sve_vl)
-    return max(1, bits // (8 * np.dtype(dtype).itemsize))  # type: ignore[arg-type]
+    return targets.get_cpu(target).vector_lanes(dtype)  # type: ignore[arg-type]
 
 
 def native_lanes(operands: tuple[object, ...] = ()) -> int:
-    """`vector_lanes` of this host's sparse code (AVX-512, AVX2, NEON) for the dtype of
-    ``operands``: float32 when each has a float32 ``dtype``, else float64."""
+    """`vector_lanes` of this host's target (`minijit.targets.native`, the one `minijit.einsum`
+    compiles for) for the dtype of ``operands``: float32 when each has a float32 ``dtype``, else
+    float64."""
     import numpy as np
 
-    from minijit.runtime.features import host
-
-    h = host()
-    isa = ("avx512" if h.avx512 else "avx2") if h.isa == "x86_64" else "neon"
     single = bool(operands) and all(np.dtype(getattr(o, "dtype", np.float64)) == np.float32 for o in operands)
-    return vector_lanes(isa, np.float32 if single else np.float64)
+    return vector_lanes("native", np.float32 if single else np.float64)
 
 
 def _describe(k: int, term: tuple[str, ...], desc: object, taken: set[str]) -> tuple[Operand, dict, object]:

@@ -9,6 +9,12 @@ the GPU: `CudaTarget` (mma.sync on sm_80+, wgmma/TMA on sm_90a). The core asks a
 capabilities (maximum prim sizes, micro-panel geometry, kernel-side A copy, fused touches, dtypes),
 its generators and its cost-model parameters; it never parses a target string. Host facts (ISA,
 caches, cores) are in `minijit.runtime.features`.
+
+`native` is the one decision of which ISA this host runs, for every stack: dense operations,
+einsum, the CSR SpMM (`CpuTarget.spmm`, in `CpuTarget.spmm_isa`) and sparse contractions
+(`CpuTarget.sparse_program`, planned at `CpuTarget.vector_lanes`). No module outside this package
+reads the host's ISA flags or switches on a family or ISA name to pick a generator
+(`tests/minijit/test_targets.py` guards it).
 """
 
 from __future__ import annotations
@@ -18,7 +24,18 @@ from minijit.targets.base import CpuTarget, Target
 from minijit.targets.cuda import CudaTarget
 from minijit.targets.x86_64 import X86Target
 
-__all__ = ["AArch64Target", "CPU_TARGETS", "CpuTarget", "CudaTarget", "Target", "X86Target", "get", "get_cpu", "native"]
+__all__ = [
+    "AArch64Target",
+    "CPU_TARGETS",
+    "CpuTarget",
+    "CudaTarget",
+    "Target",
+    "X86Target",
+    "for_isa",
+    "get",
+    "get_cpu",
+    "native",
+]
 
 #: the CPU target names `get` accepts besides "native", each with its family class and ISA
 _CPU = {
@@ -31,7 +48,10 @@ CPU_TARGETS = tuple(_CPU)
 
 
 def native(sve_vl: int = 128) -> CpuTarget:
-    """The fastest CPU target this host runs natively (``sve_vl``: see `get`)."""
+    """The fastest CPU target this host runs natively (``sve_vl``: see `get`): x86-64 AVX-512
+    where the host has F, BW and VL, else AVX2; AArch64 SVE where the host has it, else NEON.
+    Every stack takes its ISA from here; the host is `minijit.runtime.features.host` (a pinned
+    profile where one is pinned)."""
     from minijit.runtime import host
 
     h = host()
@@ -54,6 +74,16 @@ def get(target: str | Target = "native", *, sve_vl: int = 128) -> Target:
         cls, isa = _CPU[target]
         return cls(isa, sve_vl=sve_vl) if cls is AArch64Target else cls(isa)
     raise ValueError(f"target must be 'native', 'cuda' or one of {', '.join(CPU_TARGETS)}, got {target!r}")
+
+
+def for_isa(isa: str, *, sve_vl: int = 128) -> CpuTarget:
+    """The CPU target of an ISA name ("avx512", "avx2", "neon", "sve": each belongs to one
+    family), for the ``isa`` override of `minijit.sparse.spmm_cpu.CpuSpMM`; ValueError naming them
+    otherwise."""
+    for name, (_, own) in _CPU.items():
+        if own == isa:
+            return get_cpu(name, sve_vl=sve_vl)
+    raise ValueError(f"isa must be one of {', '.join(own for _, own in _CPU.values())}, got {isa!r}")
 
 
 def get_cpu(target: str | Target = "native", *, sve_vl: int = 128) -> CpuTarget:

@@ -34,6 +34,16 @@ class AArch64Target(CpuTarget):
         return self.isa != "sve" or host().sve
 
     @property
+    def extensions(self) -> str:
+        return "SVE" if self.isa == "sve" else "NEON"
+
+    @property
+    def vector_bits(self) -> int:
+        """NEON: 128; SVE: `sve_vl`, the length the code is built and emulated at (the native
+        target is built at 128 bits whatever this host's SVE length, `minijit.targets.native`)."""
+        return self.sve_vl if self.isa == "sve" else 128
+
+    @property
     def max_prim_size(self) -> int | None:
         """The NEON kernels' limit (SVE kernels have none; an SVE operation may run NEON ones)."""
         from minijit.kernels.aarch64.brgemm import NeonBrgemm
@@ -71,3 +81,16 @@ class AArch64Target(CpuTarget):
         from minijit.kernels.aarch64 import loopnest
 
         return loopnest.generate(plan, sve_vl=self.sve_vl)
+
+    @property
+    def spmm_isa(self) -> str:
+        """NEON on both ISAs: the CSR SpMM generator (`minijit.sparse.cpu`) has no SVE kernel, and
+        every SVE CPU runs NEON (Advanced SIMD is mandatory in ARMv8-A), so an SVE target's SpMM
+        runs the NEON kernel. The choice is made here only; the SpMM stack asks for it."""
+        return "neon"
+
+    def sparse_program(self, nest: Any, extents: dict[str, int], dtype: str) -> Any:
+        """NEON or SVE code (`minijit.sparseauto.codegen_aarch64`; SVE's is vector-length agnostic)."""
+        from minijit.sparseauto.codegen_aarch64 import compile_nest_aarch64
+
+        return compile_nest_aarch64(nest, extents, dtype, self.isa)

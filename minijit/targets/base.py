@@ -77,6 +77,25 @@ class CpuTarget(Target):
         return True
 
     @property
+    def extensions(self) -> str:
+        """The ISA extensions the target's code needs, in words ("AVX2+FMA", "SVE"), for messages."""
+        raise NotImplementedError
+
+    @property
+    def vector_bits(self) -> int:
+        """Bits of one vector register of the target's code (SVE: the vector length it is built
+        for, `minijit.targets.aarch64.AArch64Target.sve_vl`)."""
+        raise NotImplementedError
+
+    def vector_lanes(self, dtype: Any) -> int:
+        """Elements of ``dtype`` (a numpy dtype or anything `numpy.dtype` takes) per vector
+        register of the target's code (at least 1): the lanes the sparse planner weighs its
+        vector statements by (`minijit.sparseauto.plan.vector_lanes`)."""
+        import numpy as np
+
+        return max(1, self.vector_bits // (8 * np.dtype(dtype).itemsize))
+
+    @property
     def max_prim_size(self) -> int | None:
         """The largest prim dim (elements) every kernel of the target takes; None: no limit."""
         return None
@@ -130,6 +149,26 @@ class CpuTarget(Target):
 
     def loopnest(self, plan: Any) -> Any:
         """The compiled loop nest of a `minijit.kernels.loopnest.LoopNest`."""
+        raise NotImplementedError
+
+    # -- sparse generators ---------------------------------------------------------------------
+    @property
+    def spmm_isa(self) -> str:
+        """The ISA of the CSR SpMM kernel (`minijit.sparse.cpu`) this target runs: its own ISA
+        where that generator has one."""
+        return self.isa
+
+    def spmm(self, n: int) -> Any:
+        """The CSR SpMM kernel ``C = S @ B`` for N = ``n`` columns (`minijit.sparse.cpu.generate`),
+        in `spmm_isa`; uncached."""
+        from minijit.sparse import cpu
+
+        return cpu.generate(n, self.spmm_isa)
+
+    def sparse_program(self, nest: Any, extents: dict[str, int], dtype: str) -> Any:
+        """The compiled code of a sparse loop nest (`minijit.sparseauto.nest.Nest`) for the index
+        ``extents`` and value ``dtype`` ("fp32"/"fp64"): a `minijit.sparseauto.codegen.Program`,
+        not loaded. ValueError for a nest, dtype or extents the generator does not take."""
         raise NotImplementedError
 
     # -- micro-panels (x86-64 only) ----------------------------------------------------------

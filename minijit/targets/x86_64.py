@@ -29,9 +29,19 @@ class X86Target(CpuTarget):
 
     @property
     def supported(self) -> bool:
+        """AVX-512: F, BW and VL; AVX2: AVX2 and FMA (every x86-64 kernel fuses its multiply-adds)."""
         from minijit.runtime import host
 
-        return self.isa != "avx512" or host().avx512
+        h = host()
+        return h.avx512 if self.isa == "avx512" else h.avx2 and h.fma
+
+    @property
+    def extensions(self) -> str:
+        return "AVX-512 (F, BW, VL)" if self.isa == "avx512" else "AVX2+FMA"
+
+    @property
+    def vector_bits(self) -> int:
+        return 512 if self.isa == "avx512" else 256
 
     @property
     def max_prim_size(self) -> int | None:
@@ -74,6 +84,11 @@ class X86Target(CpuTarget):
         from minijit.kernels.x86_64 import loopnest
 
         return loopnest.generate(plan)
+
+    def sparse_program(self, nest: Any, extents: dict[str, int], dtype: str) -> Any:
+        from minijit.sparseauto.codegen import compile_nest
+
+        return compile_nest(nest, extents, dtype, self.isa)
 
     def panel_rows(self, dtype: str) -> int:
         from minijit.kernels.x86_64.brgemm_plan import panel_rows

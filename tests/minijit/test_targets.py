@@ -1,7 +1,8 @@
 """Target objects (`minijit.targets`): names in and out, capabilities against the kernels they
 describe, the kernel generators behind `minijit.kernels` and its cache, the host's caches in
-`minijit.runtime.features` reaching every model, and no target-string parsing outside
-`minijit/targets/`."""
+`minijit.runtime.features` reaching every model, no target-string parsing and no ISA decision
+outside `minijit/targets/`, and every stack (dense, SpMM, sparse contractions) taking the native
+ISA from `targets.native` on pinned hosts."""
 
 from __future__ import annotations
 
@@ -138,6 +139,168 @@ def test_no_target_string_parsing_outside_targets():
     assert hits == []
     assert PARSING.search('if target.startswith("x86_64"):') and PARSING.search('t.split("-")[0]')
     assert PARSING.search('target == "aarch64-sve"') and PARSING.search('if "aarch64" in target')
+
+
+#: an ISA decision: a switch on a target family or an ISA name, or a read of the host's ISA flags;
+#: only `minijit/targets/` decides (and `minijit/runtime/`, which detects the host and decides
+#: what runs on this machine)
+ISA = r"x86_64|aarch64|avx2|avx512|neon|sve"
+ISA_SWITCH = re.compile(
+    rf"\bfamily\s*[!=]=|[!=]=\s*[\"']({ISA})[\"']|[\"']({ISA})[\"']\s*[!=]=|[\"']({ISA})[\"']\s+(not\s+)?in\b"
+)
+FLAGS = r"avx512f|avx512bw|avx512vl|avx512|avx2|fma|neon|sve"
+HOST_FLAG = re.compile(rf"\.({FLAGS})\b(?!\s*\()|getattr\([^,]+,\s*[\"']({FLAGS})[\"']")
+#: the sites outside `minijit/targets/` that may keep one kind of such line (a path under minijit/,
+#: or a folder ending in "/"), each with its reason; every entry must still be needed
+ISA_ALLOWED = {
+    "kernels/": (
+        ISA_SWITCH,
+        "the dense generators: each emits the ISA its target hands it (`isa=self.isa`) and "
+        "switches on it to pick instructions, not to pick the ISA",
+    ),
+    "sparse/cpu.py": (ISA_SWITCH, "the CSR SpMM generator behind `CpuTarget.spmm`: the same"),
+    "sparseauto/codegen_inner.py": (
+        ISA_SWITCH,
+        "the x86-64 sparse-nest generator (`CpuTarget.sparse_program`): the same",
+    ),
+    "sparseauto/codegen_aarch64.py": (ISA_SWITCH, "the AArch64 sparse-nest generator: the same"),
+    "cuda/": (ISA_SWITCH, "`family` there is the CUDA GEMM kernel family (sm90a, mma.sync), not a CPU ISA"),
+    "bench/report.py": (HOST_FLAG, "prints the host's flags and SVE vector length; decides nothing"),
+}
+
+
+def _isa_decisions(root: Path) -> tuple[list[str], set[str]]:
+    """The ISA decisions in the package at ``root`` outside its targets/ and runtime/ folders that
+    `ISA_ALLOWED` does not allow, and the allow-list entries that allowed one."""
+    hits, used = [], set()
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(("targets/", "runtime/")):
+            continue
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("#", 1)[0]
+            for pattern in (ISA_SWITCH, HOST_FLAG):
+                if not pattern.search(code):
+                    continue
+                entry = next((k for k, (p, _) in ISA_ALLOWED.items() if p is pattern and rel.startswith(k)), None)
+                if entry is None:
+                    hits.append(f"{rel}:{i}: {line.strip()}")
+                else:
+                    used.add(entry)
+    return hits, used
+
+
+def test_no_isa_decision_outside_targets():
+    """One native-ISA decision (issue 49 part 4): no module outside `minijit/targets/` switches on
+    a family or ISA name or reads the host's ISA flags, except the generators, which emit the ISA
+    their target hands them (`ISA_ALLOWED`, each entry with its reason and still needed)."""
+    hits, used = _isa_decisions(Path(minijit.__file__).parent)
+    assert hits == []
+    assert used == set(ISA_ALLOWED), f"allow-list entries no longer needed: {set(ISA_ALLOWED) - used}"
+    for line in (
+        'if family == "aarch64":',
+        'isa = "avx512" if h.avx512 else "avx2"',
+        'if t.isa == "avx2":',
+        'if "avx512" in flags:',
+        "if host().avx512f:",
+        'getattr(h, "avx512f", False)',
+        "return h.sve",
+        'if isa != "neon":',
+        'if "sve" == isa:',
+    ):
+        assert ISA_SWITCH.search(line) or HOST_FLAG.search(line), line
+    for line in ("a.fma(x, y, z)", "t.vector_lanes(dtype)", "target.spmm_isa", 'runs_natively("x86_64")'):
+        assert not (ISA_SWITCH.search(line) or HOST_FLAG.search(line)), line
+
+
+def test_the_isa_guard_flags_a_decision_outside_targets(tmp_path):
+    """The guard fails on a decision outside targets/ (a generator's allowed switch does not hide
+    a host read next to it) and passes one inside."""
+    for folder, text in (
+        ("targets", "if host().avx512f:\n    pass\n"),
+        ("sparse", 'ISA = "avx512" if host().avx512 else "avx2"\n'),
+        ("kernels", "if host().sve:\n    pass\n"),
+        ("einsum", 'if target.family == "x86_64":\n    pass\n'),
+    ):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "m.py").write_text(text)
+    hits, _ = _isa_decisions(tmp_path)
+    assert [h.split(":")[0] for h in hits] == ["einsum/m.py", "kernels/m.py", "sparse/m.py"]
+
+
+@pytest.mark.parametrize(
+    ("profile", "name", "spmm_isa", "lanes"),
+    [
+        ("zen3", "x86_64-avx2", "avx2", 4),
+        ("cascadelake", "x86_64-avx512", "avx512", 8),
+        ("zen4", "x86_64-avx512", "avx512", 8),
+        ("neoverse-v1", "aarch64-sve", "neon", 2),  # SVE at the native target's 128 bits
+    ],
+)
+def test_every_stack_takes_the_native_isa_from_the_target(pin_host, profile, name, spmm_isa, lanes):
+    """Dense operations, the CPU SpMM and sparse contractions (their target and the planner's
+    lanes) decide the native ISA in one place, `targets.native`: on an SVE host the sparse
+    contractions are SVE code and the SpMM runs the NEON kernel because the target says so
+    (`CpuTarget.spmm_isa`). Decisions only: nothing runs."""
+    import numpy as np
+
+    from minijit.sparse.spmm_cpu import spmm_target
+    from minijit.sparseauto.execute import cpu_target
+    from minijit.sparseauto.plan import native_lanes, sparse_plan, vector_lanes
+    from minijit.sparseauto.tensor import SparseTensor
+
+    pin_host(profile)
+    native = targets.native()
+    assert native.name == name and native.supported
+    assert kernels.native_target() == name == TensorOperation("native").target
+    spmm = spmm_target()
+    assert spmm == native and spmm.spmm_isa == spmm_isa
+    assert cpu_target("native") == native
+    assert native_lanes() == lanes == native.vector_lanes(np.float64) == vector_lanes("native", np.float64)
+    rng = np.random.default_rng(3)
+    t = SparseTensor.from_dense(np.where(rng.random((9, 8)) < 0.3, 1.0, 0.0).astype(np.float32))
+    b = rng.standard_normal((8, 5)).astype(np.float32)
+    assert native_lanes((t, b)) == 2 * lanes
+    plan = sparse_plan("ij,jk->ik", t, b)
+    assert plan.machine is not None and plan.machine.lanes == 2 * lanes
+
+
+def test_the_sparse_isa_choices_belong_to_the_targets():
+    """Vector widths, the SpMM kernel's ISA (NEON for SVE: no SVE SpMM generator) and the sparse
+    nest generator behind each target (compiled, not loaded); ISA names map back to targets."""
+    import numpy as np
+
+    from minijit.sparseauto.plan import sparse_plan
+    from minijit.sparseauto.tensor import SparseTensor
+
+    rng = np.random.default_rng(3)
+    nest = sparse_plan("ij,jk->ik", SparseTensor.from_dense(np.eye(9, 8)), rng.standard_normal((8, 5))).default_linear()
+    # name: vector bits at sve_vl=384, the SpMM kernel's ISA, the name of its sparse nest code
+    table = {
+        "x86_64-avx512": (512, "avx512", "sparse_nest_avx512_fp64"),
+        "x86_64-avx2": (256, "avx2", "sparse_nest_avx2_fp64"),
+        "aarch64-neon": (128, "neon", "sparse_nest_neon_fp64"),
+        "aarch64-sve": (384, "neon", "sparse_nest_sve_fp64"),
+    }
+    for name, (bits, spmm_isa, code) in table.items():
+        t = targets.get_cpu(name, sve_vl=384)
+        assert t.vector_bits == bits and t.vector_lanes(np.float64) == bits // 64
+        assert t.vector_lanes(np.float32) == bits // 32 and t.vector_lanes("float32") == bits // 32
+        assert targets.for_isa(t.isa, sve_vl=384) == t and t.spmm_isa == spmm_isa
+        assert t.sparse_program(nest, {"i": 9, "j": 8, "k": 5}, "fp64").asm.name == code
+    with pytest.raises(ValueError, match="isa must be one of neon, sve, avx512, avx2, got 'sse4'"):
+        targets.for_isa("sse4")
+    assert X86Target("avx2").extensions == "AVX2+FMA" and AArch64Target("sve").extensions == "SVE"
+
+
+def test_x86_support_needs_avx2_and_fma(pin_host):
+    """`supported` of x86-64 AVX2 is the host's AVX2 and FMA (every x86-64 kernel fuses its
+    multiply-adds); no x86-64 target is supported on an AArch64 host."""
+    pin_host("zen3")
+    assert X86Target("avx2").supported and not X86Target("avx512").supported
+    pin_host("neoverse-v1")
+    assert not X86Target("avx2").supported and not X86Target("avx512").supported
+    assert AArch64Target("sve").supported and AArch64Target("neon").supported
 
 
 def test_targets_name_the_operation_class_serving_them():

@@ -138,3 +138,42 @@ def test_api_native_fp16_and_model():
     empty = SpMM((np.zeros(4, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32), (3, 5)), 4, target="native")
     c = np.full((3, 4), np.nan, np.float32)
     assert (empty.execute(np.ones((5, 4), np.float32), c) == 0).all()
+
+
+@pytest.mark.parametrize(
+    ("profile", "isa"), [("zen3", "avx2"), ("cascadelake", "avx512"), ("zen4", "avx512"), ("neoverse-v1", "neon")]
+)
+def test_native_spmm_kernel_is_the_native_targets(pin_host, profile, isa):
+    """The native SpMM runs the kernel of `minijit.targets.native` in its `spmm_isa`: AVX2,
+    AVX-512, and NEON on an SVE host (the SpMM generator has no SVE kernel; the target says so).
+    Decisions only: an x86-64 host's kernel is built and loaded on an x86-64 machine, not run."""
+    from minijit import targets
+    from minijit.sparse.spmm_cpu import spmm_target
+
+    pin_host(profile)
+    t = spmm_target()
+    assert t == targets.native() and t.spmm_isa == isa
+    if t.native and isa != "neon":
+        op = SpMM(skewed(30, 20, 0.2, np.random.default_rng(1)), 20, target="native", threads=1)
+        assert op.target_info == t and op.isa == isa and op.info()["kernel"] == f"csr_spmm_{isa}_n20"
+        assert ("zmm" in op._kernel.listing) == (isa == "avx512")
+
+
+def test_spmm_isa_override_names_a_kernel_and_a_host_without_one_is_refused():
+    from dataclasses import replace
+
+    from minijit.runtime import features, profiles
+    from minijit.sparse.spmm_cpu import spmm_target
+    from minijit.targets import AArch64Target, X86Target
+
+    assert spmm_target("avx2") == X86Target("avx2") and spmm_target("avx512") == X86Target("avx512")
+    assert spmm_target("neon") == AArch64Target("neon")
+    for bad in ("sve", "sse4", "x86_64-avx2"):
+        with pytest.raises(ValueError, match="isa must be 'avx512', 'avx2' or 'neon', got"):
+            spmm_target(bad)
+    bare = replace(profiles.get("zen3"), key="no-avx2", info=features.HostInfo(isa="x86_64", os="linux"))
+    with (
+        features.pinned(bare),
+        pytest.raises(RuntimeError, match=r"no native SpMM kernel .*x86_64-avx2 needs AVX2\+FMA"),
+    ):
+        spmm_target()

@@ -351,28 +351,66 @@ def test_tight_fused_dot_of_one_and_three_factors(factors):
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("schedule", ["auto", "linear"])
-@pytest.mark.parametrize(("m", "dtype"), [(16, np.float64), (13, np.float64), (11, np.float32), (47, np.float64)])
-def test_ttmc_row_update_keeps_the_row_in_registers(schedule, m, dtype):
-    """TTMc ``A(i,l,m) += C(j,l)*T(m)`` (chosen) and ``+= B(i,j,k)*C(j,l)*D(k,m)`` (linear): the
-    loop over l holds the m-row in registers and updates the output row per l (``row_l_m``),
-    masked for a tail; a row over the registers (47 doubles: 12 vectors) takes the general path."""
-    from minijit.sparseauto.api import compile_einsum, sparse_einsum
+#: the vectors of one output row the row update (``row_l_m``) holds in registers, per target
+ROW_UPDATE_VECTORS = {"x86_64-avx2": 5, "x86_64-avx512": 14}
+TTMC_CASES = [(16, np.float64), (13, np.float64), (11, np.float32), (47, np.float64)]
+
+
+def _ttmc_row_update(target, schedule, m, dtype):
+    """TTMc's operands, and the nest `compile_einsum` chooses for ``target`` (planned at its
+    lanes) compiled for it, not loaded."""
+    from minijit.sparseauto.plan import sparse_plan
 
     rng = np.random.default_rng(5)
     t = _sparse((6, 7, 30), 0.35, ("compressed",) * 3, 6).astype(dtype)
     b, c = rng.standard_normal((7, 16)).astype(dtype), rng.standard_normal((30, m)).astype(dtype)
-    compiled, _ = compile_einsum("ijk,jl,km->ilm", t, b, c, schedule=schedule, threads=1)
-    assert re.search(r"for l:\n\s+for m:\n\s+\w+\(i,l,m\) \+= ", str(compiled.nest))
-    text = compiled.program.asm.listing()
-    fits = -(-m // (8 if dtype == np.float32 else 4)) <= 5
-    assert (".Lrow_l_m" in text) == fits
-    assert ("vmaskmov" in text) == (m % (8 if dtype == np.float32 else 4) != 0)
-    assert llvm.assemble(text, triple=llvm.X86_64_TRIPLE, mattr="") == compiled.program.asm.code()
-    if __import__("minijit.runtime", fromlist=["host"]).host().isa != "x86_64":
-        return
+    plan = sparse_plan("ijk,jl,km->ilm", t, b, c, lanes=target.vector_lanes(dtype))
+    nest = plan.chosen if schedule == "auto" else plan.default_linear()
+    extents = {"i": 6, "j": 7, "k": 30, "l": 16, "m": m}
+    return (t, b, c), nest, target.sparse_program(nest, extents, "fp32" if dtype == np.float32 else "fp64")
+
+
+@pytest.mark.parametrize("target", ["x86_64-avx2", "x86_64-avx512"])
+@pytest.mark.parametrize("schedule", ["auto", "linear"])
+@pytest.mark.parametrize(("m", "dtype"), TTMC_CASES)
+def test_ttmc_row_update_keeps_the_row_in_registers(target, schedule, m, dtype):
+    """TTMc ``A(i,l,m) += C(j,l)*T(m)`` (chosen) and ``+= B(i,j,k)*C(j,l)*D(k,m)`` (linear): the
+    loop over l holds the m-row in registers and updates the output row per l (``row_l_m``),
+    masked for a tail (AVX2: ``vmaskmov``; AVX-512: opmask k1); a row over the registers (AVX2:
+    47 doubles, 12 vectors) takes the general path. Text only, for the target named, on any host."""
+    from minijit import targets
+
+    tgt = targets.get_cpu(target)
+    lanes = tgt.vector_lanes(dtype)
+    _, nest, prog = _ttmc_row_update(tgt, schedule, m, dtype)
+    assert re.search(r"for l:\n\s+for m:\n\s+\w+\(i,l,m\) \+= ", str(nest))
+    text = prog.asm.listing()
+    assert (".Lrow_l_m" in text) == (-(-m // lanes) <= ROW_UPDATE_VECTORS[target])
+    tail = m % lanes != 0
+    if tgt.isa == "avx2":
+        assert ("vmaskmov" in text) == tail and "zmm" not in text
+    else:
+        assert ("{k1}" in text) == tail and "vmaskmov" not in text and "zmm" in text
+    assert llvm.assemble(text, triple=llvm.X86_64_TRIPLE, mattr="") == prog.asm.code()
+
+
+@pytest.mark.parametrize("target", ["x86_64-avx2", "x86_64-avx512"])
+@pytest.mark.parametrize("schedule", ["auto", "linear"])
+@pytest.mark.parametrize(("m", "dtype"), TTMC_CASES)
+def test_ttmc_row_update_runs(target, schedule, m, dtype):
+    """The row updates above, compiled by `compile_einsum` for the target (the same code) and run
+    against numpy where this host runs the target."""
+    from minijit import targets
+    from minijit.sparseauto.api import compile_einsum, sparse_einsum
+
+    tgt = targets.get_cpu(target)
+    if not (tgt.native and tgt.supported):
+        pytest.skip(f"runs {target} code: this host cannot")
+    (t, b, c), _, prog = _ttmc_row_update(tgt, schedule, m, dtype)
+    compiled, _ = compile_einsum("ijk,jl,km->ilm", t, b, c, schedule=schedule, threads=1, target=tgt)
+    assert compiled.program.asm.code() == prog.asm.code()
     want = np.einsum("ijk,jl,km->ilm", t.to_dense().astype(np.float64), b, c)
-    got = sparse_einsum("ijk,jl,km->ilm", t, b, c, schedule=schedule, threads=2)
+    got = sparse_einsum("ijk,jl,km->ilm", t, b, c, schedule=schedule, threads=2, target=tgt)
     np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
 
 

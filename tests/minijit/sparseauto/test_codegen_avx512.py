@@ -22,6 +22,7 @@ from minijit.sparseauto.codegen import compile_nest
 from minijit.sparseauto.execute import SparseContraction
 from minijit.sparseauto.schedules import default_linear, enumerate_schedules
 from minijit.sparseauto.tensor import SparseTensor
+from minijit.targets import X86Target
 from tests.minijit.sparseauto.strategies import expressions
 from tests.minijit.sparseauto.test_codegen import CSR, _fused_sddmm_spmm, _setup, _sparse
 from tests.minijit.sparseauto.test_codegen_aarch64 import _check
@@ -180,16 +181,16 @@ def test_drawn_expressions_reassemble(expr, count):
         _reassembles(compile_nest(nest, extents, "fp32" if dtype == np.float32 else "fp64", "avx512"))
 
 
-def test_isa_follows_the_target(monkeypatch):
-    """x86_64-avx512 (or native on an AVX-512 host) compiles AVX-512 code, x86_64-avx2 AVX2."""
+@pytest.mark.skipif(not X86Target("avx2").native, reason="loads x86-64 code: this host is not x86-64")
+def test_isa_follows_the_target(pin_host):
+    """x86_64-avx512 (or native on an AVX-512 host) compiles AVX-512 code, x86_64-avx2 (or
+    native on an AVX2 host) AVX2."""
     nests, extents, *_ = _spmm(13)
-    avx2 = SparseContraction(nests[0], extents, target="x86_64-avx2")
-    assert avx2.isa == "avx2" and "zmm" not in avx2.listing()
-    on_avx512 = features.HostInfo(
-        isa="x86_64", os="linux", avx2=True, fma=True, avx512f=True, avx512bw=True, avx512vl=True
-    )
-    monkeypatch.setattr(features, "host", lambda: on_avx512)
-    monkeypatch.setattr(minijit.runtime, "host", lambda: on_avx512)
+    pin_host("zen3")
+    for target in ("native", "x86_64-avx2"):
+        avx2 = SparseContraction(nests[0], extents, target=target)
+        assert avx2.isa == "avx2" and "zmm" not in avx2.listing() and avx2.target == X86Target("avx2")
+    pin_host("cascadelake")
     for target in ("native", "x86_64-avx512"):  # compiled and loaded, not run
         compiled = SparseContraction(nests[0], extents, target=target)
         assert (

@@ -326,33 +326,34 @@ def test_overlapping_plannings_leave_the_cyclic_gc_as_they_found_it():
     assert gc.isenabled()
 
 
-def test_lanes_follow_the_target_and_dtype():
-    """``lanes="native"`` (the default) is this host's sparse code for the operands' dtype, so the
-    plan `sparse_plan` prints is the one `minijit.einsum` runs; explicit targets give theirs."""
-    from minijit.runtime import host
+@pytest.mark.parametrize(("profile", "wide"), [("zen3", 4), ("cascadelake", 8), ("neoverse-v1", 2)])
+def test_lanes_follow_the_target_and_dtype(pin_host, profile, wide):
+    """``lanes="native"`` (the default) is the host's sparse code (`minijit.targets.native`) for
+    the operands' dtype, so the plan `sparse_plan` prints is the one `minijit.einsum` runs;
+    explicit targets give theirs. Pinned hosts: AVX2, AVX-512, SVE at the native 128 bits."""
+    from minijit import targets
     from minijit.sparseauto.api import compile_einsum
     from minijit.sparseauto.plan import native_lanes, vector_lanes
     from minijit.sparseauto.tensor import SparseTensor
     from minijit.targets import AArch64Target
 
-    h = host()
-    wide = 8 if h.avx512 else 4 if h.isa == "x86_64" else 2
-    assert native_lanes() == wide
+    pin_host(profile)
+    assert native_lanes() == wide == targets.native().vector_lanes(np.float64)
     rng = np.random.default_rng(2)
     t = SparseTensor.from_dense(np.where(rng.random((20, 15, 10)) < 0.2, 1.0, 0.0))
     b, c = rng.standard_normal((15, 8)), rng.standard_normal((10, 8))
     assert native_lanes((t.astype(np.float32), b.astype(np.float32))) == 2 * wide
     assert native_lanes((t.astype(np.float32), b)) == wide
-    assert vector_lanes("avx2", np.float64) == 4 and vector_lanes("avx2", np.float32) == 8
-    assert vector_lanes("avx512", np.float64) == 8 and vector_lanes("neon", np.float32) == 4
-    assert vector_lanes("sve", np.float64, 256) == 4
+    assert vector_lanes("x86_64-avx2", np.float64) == 4 and vector_lanes("x86_64-avx2", np.float32) == 8
+    assert vector_lanes("x86_64-avx512", np.float64) == 8 and vector_lanes("aarch64-neon", np.float32) == 4
+    assert vector_lanes(AArch64Target("sve", sve_vl=256), np.float64) == 4
     sve = AArch64Target("sve", sve_vl=512)  # what compile_einsum plans with for this target
     assert compile_einsum("ijk,jl,km->ilm", t, b, c, target=sve)[0].plan.machine.lanes == 8
     plan = sparse_plan("ijk,jl,km->ilm", t, b, c)
     assert plan.machine is not None and plan.machine.lanes == wide
-    if h.isa == "x86_64" and h.avx2:
+    if targets.native().native:  # compiled and loaded here, not run
         compiled, _ = compile_einsum("ijk,jl,km->ilm", t, b, c)
-        assert str(compiled.nest) == str(plan.chosen)
+        assert str(compiled.nest) == str(plan.chosen) and compiled.target == targets.native()
     with pytest.raises(ValueError, match="lanes must be"):
         sparse_plan("ijk,jl,km->ilm", t, b, c, lanes="wide")
     with pytest.raises(ValueError, match="lanes must be"):
