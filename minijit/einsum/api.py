@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from minijit import jit as _jit
+from minijit.einsum import generic as _generic
 from minijit.einsum import grammar as _grammar
 from minijit.einsum import path as _path
 from minijit.einsum import plan as _plan
@@ -132,13 +134,23 @@ def einsum(subscripts: str, *operands, out=None, optimize: Any = True, target: s
     )
     plan = _plan._PLANS.get(key)
     if plan is None:
-        plan = _plan._PLANS.get_or_create(
-            key,
-            lambda: EinsumPlan(
-                subscripts, *[x.shape for x in arrays], dtype=dt, target=target, optimize=optimize, strides=strides
-            ),
-            admit=_small_enough,  # a plan keeps a set of intermediates
-        )
+        shapes = [x.shape for x in arrays]  # the background build holds no array
+
+        def build() -> EinsumPlan:
+            return _plan._PLANS.get_or_create(
+                key,
+                lambda: EinsumPlan(subscripts, *shapes, dtype=dt, target=target, optimize=optimize, strides=strides),
+                admit=_small_enough,  # a plan keeps a set of intermediates
+            )
+
+        if target == "native" and _jit.mode() == "tiered":
+            # the generic tier: a new shape runs at once; the specialised plan is built in the background
+            generic = _generic.plan_for(subscripts, arrays, dt, key)
+            if generic is not None and _generic.usable_out(out, generic):
+                result = generic.execute(arrays[0], arrays[1], out)
+                generic.note_call(build)
+                return caller_out if caller_out is not None else host_result(result, like)
+        plan = build()
     result = plan.execute(*arrays, out=out)
     return caller_out if caller_out is not None else host_result(result, like)
 

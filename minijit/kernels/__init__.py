@@ -14,6 +14,8 @@ through the target object). Strides are in elements, matrices column-major:
 `brgemm`, `unary` and `binary` keep the last `CACHE_SIZE` kernels they generated: the same
 arguments (the target resolved) return the same kernel object, which is immutable machine code
 (operations that share it only read it). `cache_clear` empties the cache, `cache_info` counts.
+Behind that cache, the persistent code cache (`minijit.runtime.codecache`) loads a kernel an
+earlier process generated instead of generating it again; loop nests are not kept on disk.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 from minijit import targets
 from minijit.cache import LRUCache
+from minijit.runtime import codecache
 from minijit.targets import CpuTarget, Target
 
 #: the CPU target names (`minijit.targets.CPU_TARGETS`)
@@ -58,8 +61,13 @@ def _cached(generate: Callable[..., Any]) -> Callable[..., Any]:
             hash(key)
         except TypeError:  # an unhashable argument: the generator's checks reject it
             return generate(*bound.args, **bound.kwargs)
-        # generated outside the cache's lock: it takes milliseconds
-        return _cache.get_or_create(key, lambda: generate(*bound.args, **bound.kwargs))
+
+        def create() -> Any:  # generated, or loaded from the code cache, outside the lock: it takes ms
+            return codecache.cached(
+                generate.__name__, t, bound.arguments, lambda: generate(*bound.args, **bound.kwargs)
+            )
+
+        return _cache.get_or_create(key, create)
 
     return wrapper
 
@@ -133,6 +141,13 @@ def unary(m, n, *, trans_b=False, dtype="fp32", ptype="copy", target: CpuTarget,
 def binary(m, n, *, dtype="fp32", ptype="add", target: CpuTarget):
     """A binary elementwise kernel for ``target``."""
     return target.binary(m, n, dtype=dtype, ptype=ptype)
+
+
+@_cached
+def generic_gemm(dtype="fp32", *, target: CpuTarget):
+    """The generic-tier GEMM kernel for ``target`` and ``dtype`` (`minijit.kernels.generic`:
+    ``f(a, b, c, args)``, sizes and strides at run time)."""
+    return target.generic_gemm(dtype)
 
 
 #: the most compiled loop nests `compile_loopnest` keeps (least recently used first out)

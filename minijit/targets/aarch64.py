@@ -77,6 +77,13 @@ class AArch64Target(CpuTarget):
         g = self._kind("binary", "NeonBinary", "SveBinary")
         return g.generate(m, n, dtype, ptype, sve_vl=self.sve_vl)
 
+    def generic_gemm(self, dtype: str = "fp32") -> Any:
+        # NEON on SVE targets too: a generic kernel has no fixed vector length to plan for, and
+        # every SVE core runs NEON
+        from minijit.kernels.aarch64 import generic
+
+        return generic.generate(dtype)
+
     def loopnest(self, plan: Any) -> Any:
         from minijit.kernels.aarch64 import loopnest
 

@@ -151,6 +151,11 @@ class CpuTarget(Target):
         """The compiled loop nest of a `minijit.kernels.loopnest.LoopNest`."""
         raise NotImplementedError
 
+    def generic_gemm(self, dtype: str = "fp32") -> Any:
+        """The generic-tier GEMM kernel (`minijit.kernels.generic`: every size and stride a run-time
+        argument) for ``dtype``."""
+        raise NotImplementedError(f"{self.name}: no generic GEMM kernel")
+
     # -- sparse generators ---------------------------------------------------------------------
     @property
     def spmm_isa(self) -> str:

@@ -80,6 +80,11 @@ class X86Target(CpuTarget):
 
         return binary.generate(m, n, dtype, ptype, isa=self.isa)
 
+    def generic_gemm(self, dtype: str = "fp32") -> Any:
+        from minijit.kernels.x86_64 import generic
+
+        return generic.generate(dtype, self.isa)
+
     def loopnest(self, plan: Any) -> Any:
         from minijit.kernels.x86_64 import loopnest
 
