@@ -7,32 +7,47 @@
     op.execute(in0, in1, out)
 
 Emitters live in the sibling packages `asm` (AArch64, x86-64) and `ptx`.
+
+``import minijit`` loads only this file and the `minijit.einsum` package's index: every public
+name (`__all__`) and the submodules an import used to bring along (``minijit.ir``,
+``minijit.packing``, ...) load on first use (PEP 562 ``__getattr__``), so a program pays for the
+JIT, the code generators, cffi's C parser, the CUDA, sparse and dask paths only once it uses them.
 """
 
-from minijit import cache as _cache
-from minijit.einsum import EinsumPlan, contract_path, einsum, tensordot, transpose
-from minijit.errors import SetupError, error_t
-from minijit.ir import Dimension, TensorConfig, dim_t, dtype_t, exec_t, ptype_t
-from minijit.optimizer import optimize
-from minijit.tensor_operation import TensorOperation
+from importlib import import_module as _import_module
+
+# the package's index, no JIT behind it (`minijit.einsum.__getattr__`): imported here so that the
+# attribute ``minijit.einsum`` is the function, not the package, whichever submodule a program
+# imports first. The import binds the package to ``einsum`` here; removed, the name resolves
+# through `__getattr__` to `minijit.einsum.api.einsum`.
+import minijit.einsum as _einsum_package  # noqa: F401 - see above
+from minijit.einsum.tensordot import tensordot, transpose
+
+globals().pop("einsum", None)
 
 
 def _cache_owners() -> None:
     """Import the modules whose caches are created at import (so every cache is listed)."""
     import minijit.cuda.operation  # noqa: F401, PLC0415 - its kernel cache
+    import minijit.einsum.plan  # noqa: F401, PLC0415 - einsum.plans, einsum.operations
+    import minijit.kernels  # noqa: F401, PLC0415 - kernels, loopnests
 
 
 def cache_info() -> dict[str, dict[str, int]]:
     """Every bounded cache of minijit by name (``einsum.plans``, ``einsum.operations``,
     ``kernels``, ``cuda.kernels``): hits, misses, size and maxsize (`minijit.cache.LRUCache`)."""
     _cache_owners()
-    return _cache.cache_info()
+    from minijit import cache  # noqa: PLC0415
+
+    return cache.cache_info()
 
 
 def cache_clear() -> None:
     """Empty every cache of minijit (plans, operations and kernels in use stay alive)."""
     _cache_owners()
-    _cache.cache_clear()
+    from minijit import cache  # noqa: PLC0415
+
+    cache.cache_clear()
 
 
 __all__ = [
@@ -59,15 +74,46 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
-#: the SparseAuto path loads on first use (`minijit.sparseauto`)
-_SPARSE = ("SparseTensor", "sparse_plan", "sparse_einsum")
+#: the public names that load on first use, and the module each comes from
+_LAZY = {
+    "Dimension": "minijit.ir",
+    "EinsumPlan": "minijit.einsum.plan",
+    "SetupError": "minijit.errors",
+    "SparseTensor": "minijit.sparseauto",
+    "TensorConfig": "minijit.ir",
+    "TensorOperation": "minijit.tensor_operation",
+    "contract_path": "minijit.einsum.api",
+    "dim_t": "minijit.ir",
+    "dtype_t": "minijit.ir",
+    "einsum": "minijit.einsum.api",
+    "error_t": "minijit.errors",
+    "exec_t": "minijit.ir",
+    "optimize": "minijit.optimizer",
+    "ptype_t": "minijit.ir",
+    "sparse_einsum": "minijit.sparseauto",
+    "sparse_plan": "minijit.sparseauto",
+}
+#: the submodules ``import minijit`` used to load (attributes of the package ever since): they
+#: load when first named as an attribute (``minijit.ir``) too
+_SUBMODULES = frozenset(
+    "arrays blocking cache errors ir kernels limits operation optimizer packing parallel peeling plan reference"
+    " runtime schedule targets tensor_operation tune tune_store".split()
+)
 
 
 def __getattr__(name: str):
-    """``minijit.SparseTensor``, ``minijit.sparse_plan`` and ``minijit.sparse_einsum`` (from
-    `minijit.sparseauto`, imported when first asked for)."""
-    if name in _SPARSE:
-        import minijit.sparseauto as sparseauto  # noqa: PLC0415
+    """A public name of `__all__` from its module (`_LAZY`), or a submodule of `_SUBMODULES`,
+    imported when first asked for (the SparseAuto names: `minijit.sparseauto`)."""
+    module = _LAZY.get(name)
+    if module is not None:
+        value = getattr(_import_module(module), name)
+    elif name in _SUBMODULES:
+        value = _import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
-        return getattr(sparseauto, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__) | _SUBMODULES)

@@ -35,12 +35,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import _cffi_backend
-import cffi
 import numpy as np
 
-_FFI = cffi.FFI()
-# cffi's backend calls with their types resolved once: `address` runs three times per execute
-_CHARS, _INTPTR = _FFI.typeof("char[]"), _FFI.typeof("intptr_t")
+# cffi's backend calls with their types resolved once: `address` runs three times per execute.
+# The types come from the backend itself (the very objects ``cffi.FFI().typeof("char[]")`` and
+# ``typeof("intptr_t")`` return), so importing this module does not load cffi's C parser.
+_CHARS = _cffi_backend.new_array_type(_cffi_backend.new_pointer_type(_cffi_backend.new_primitive_type("char")), None)
+_INTPTR = _cffi_backend.new_primitive_type("intptr_t")
 _from_buffer, _cast = _cffi_backend.from_buffer, _cffi_backend.cast
 
 #: ``execute(..., offsets=)``: element offsets of in0, in1, out (None: all 0)

@@ -7,13 +7,16 @@ plan(A, B, C)
 S = minijit.einsum("bhqd,bhkd->bhqk", Q16, K16, target="cuda")  # fp16 in, fp32 out (a CudaEinsumPlan)
 path, info = minijit.contract_path("ij,jk,kl->il", (64, 32), (32, 48), (48, 16))
 C = minijit.tensordot(A, B, axes=([1], [0]))  # numpy's tensordot and transpose (an opt_einsum backend)
+
+The names below and the submodules load on first use (``__getattr__``): importing the package
+costs nothing beyond `minijit.einsum.tensordot`'s few lines; the JIT behind `einsum` and
+`EinsumPlan` loads on the first call that needs it, the CUDA plan only for CUDA.
 """
 
-from minijit.einsum.api import contract_path, einsum
-from minijit.einsum.cuda import CudaEinsumPlan
-from minijit.einsum.parse import Expression, TreeNode, parse_subscripts, parse_tree
-from minijit.einsum.path import greedy_path, optimal_path, path_cost
-from minijit.einsum.plan import EinsumPlan
+from importlib import import_module as _import_module
+
+# light (no JIT behind it): imported here so that ``minijit.einsum.tensordot`` is the function,
+# not its module, as it always was
 from minijit.einsum.tensordot import tensordot, transpose
 
 __all__ = [
@@ -31,3 +34,38 @@ __all__ = [
     "tensordot",
     "transpose",
 ]
+
+#: the public names that load on first use, and the module each comes from
+_LAZY = {
+    "CudaEinsumPlan": "minijit.einsum.cuda",
+    "EinsumPlan": "minijit.einsum.plan",
+    "Expression": "minijit.einsum.parse",
+    "TreeNode": "minijit.einsum.parse",
+    "contract_path": "minijit.einsum.api",
+    "einsum": "minijit.einsum.api",
+    "greedy_path": "minijit.einsum.path",
+    "optimal_path": "minijit.einsum.path",
+    "parse_subscripts": "minijit.einsum.parse",
+    "parse_tree": "minijit.einsum.parse",
+    "path_cost": "minijit.einsum.path",
+}
+#: the submodules importing the package used to load (its attributes ever since)
+_SUBMODULES = frozenset("api builder cuda grammar lowering parse path plan views".split())
+
+
+def __getattr__(name: str):
+    """A public name of `__all__` from its module (`_LAZY`), or a submodule of `_SUBMODULES`,
+    imported when first asked for."""
+    module = _LAZY.get(name)
+    if module is not None:
+        value = getattr(_import_module(module), name)
+    elif name in _SUBMODULES:
+        value = _import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__) | _SUBMODULES)

@@ -8,6 +8,9 @@ by the backend and calls its ``tensordot``, ``transpose`` and ``einsum``).
 `tensordot` is one `minijit.einsum` call (its plan cached like any other; the device follows the
 data and the result type the input, float32/float64 on the CPU). `transpose` returns a view, as
 numpy does (a torch tensor: ``permute``); minijit reads such views in place.
+
+Light to import (`minijit.einsum` imports it with the package): the einsum machinery loads on
+the first `tensordot` call.
 """
 
 from __future__ import annotations
@@ -17,10 +20,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-
-from minijit.einsum.api import einsum
-from minijit.einsum.parse import _LETTERS
-from minijit.runtime.device_arrays import is_torch_tensor
 
 __all__ = ["tensordot", "transpose"]
 
@@ -77,6 +76,9 @@ def tensordot(a: Any, b: Any, axes: int | Sequence = 2) -> Any:
     equal length (negative axes count from the end). The result holds ``a``'s remaining axes,
     then ``b``'s. Summed axes must have equal sizes (ValueError "shape-mismatch for sum"); dtypes
     as `minijit.einsum` takes them."""
+    from minijit.einsum.api import einsum  # noqa: PLC0415 - the JIT loads on first use
+    from minijit.einsum.parse import _LETTERS  # noqa: PLC0415
+
     nd_a, shape_a = _ndim_shape(a)
     nd_b, shape_b = _ndim_shape(b)
     if nd_a + nd_b > len(_LETTERS):
@@ -103,6 +105,8 @@ def transpose(a: Any, axes: Sequence[int] | None = None) -> Any:
     torch tensors through ``permute``, other arrays through their ``transpose`` method."""
     if isinstance(a, np.ndarray):
         return np.transpose(a, axes)
+    from minijit.runtime.device_arrays import is_torch_tensor  # noqa: PLC0415 - loads the runtime
+
     if is_torch_tensor(a):
         nd = a.dim()
         perm = tuple(range(nd))[::-1] if axes is None else tuple(axes)
