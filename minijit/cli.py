@@ -299,6 +299,7 @@ def _importable(name: str) -> bool:
 def cmd_info(args: argparse.Namespace) -> int:
     from minijit import parallel
     from minijit.cuda import families
+    from minijit.runtime import codecache
 
     hw = report.hardware()
     gpu = families.status()
@@ -313,6 +314,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         "tuned": _tuned_summary(hw["native_target"]),
         "gemm_blockings": _gemm_blockings(hw["native_target"]),
         "tune_estimate_s": _tune_estimate(),
+        "code_cache": codecache.info(),
     }
     if args.json_out:
         print(json.dumps(info, indent=2))
@@ -332,6 +334,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"  {tool:<15} {p or 'not found'}")
     print("versions: " + ", ".join(f"{k} {v}" for k, v in info["versions"].items()))
     print("optional: " + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in info["optional"].items()))
+    print(f"code cache: {codecache.describe(info['code_cache'])}")
     tuned = info["tuned"]
     if tuned is not None:
         where = tuned["file"] or "off (MINIJIT_TUNE_FILE is empty)"

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +17,9 @@ from tests.asm.oracle import FORMS
 #: tests never read the user's tuned blockings (`minijit.tune_store`): an empty path turns the
 #: store off; tests of the store point it at a file of their own
 os.environ["MINIJIT_TUNE_FILE"] = ""
+#: nor the user's code cache (`minijit.runtime.codecache`): one of their own for the session
+os.environ["MINIJIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="minijit-code-cache-")
+atexit.register(shutil.rmtree, os.environ["MINIJIT_CACHE_DIR"], ignore_errors=True)
 
 settings.register_profile(
     "default",

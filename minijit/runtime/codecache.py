@@ -1,0 +1,592 @@
+"""A persistent code cache: generated kernels kept on disk, loaded instead of regenerated
+(docs/decisions.md, "A persistent code cache").
+
+`minijit.kernels` (`brgemm`, `unary`, `binary`) asks `cached` before it runs a generator: a kernel
+generated once is written to ``$MINIJIT_CACHE_DIR`` (default ``$XDG_CACHE_HOME/minijit/code``, else
+``~/.cache/minijit/code``) and later processes load its bytes instead of generating them again.
+``MINIJIT_CACHE=off`` (or an empty ``MINIJIT_CACHE_DIR``) turns it off.
+
+One entry is one file, named by the sha256 of its key: the generator's name, the target (class,
+name and fields, so ``sve_vl`` too), every generator argument, and `generator_version` (a hash of
+the source of ``asm/``, ``minijit/kernels/``, ``minijit/targets/`` and this module, with the minijit
+version), so an entry of other generator code is never looked up. The file is data only::
+
+    header  "MJITCODE", u32 format, u32 metadata bytes, u32 code bytes, 32-byte sha256 of the rest
+    JSON    key, version, name, signature, isa, sve_vl, unchecked, listing, attrs
+    bytes   the machine code
+
+It is loaded only when the directory and the file belong to this user and nobody else may write
+them, the sizes match the header, the sha256 matches and the metadata repeats the key; the bytes
+then go through `minijit.runtime.load`, the one W^X path every generated kernel takes. Anything
+else is warned about (`CodeCacheWarning`), never executed, regenerated and written anew. Writes
+go to a temporary file in the same directory, then `os.replace`. The directory holds at most
+``MINIJIT_CACHE_MAX_BYTES`` (default `MAX_BYTES`): a load touches its entry, and a write that
+goes over the bound deletes the least recently used entries.
+
+Compiled loop nests are not cached here: their code embeds the addresses of the kernels they call
+(and generating one takes about a millisecond).
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import hashlib
+import importlib.util
+import json
+import os
+import stat
+import struct
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "CodeCacheWarning",
+    "MAX_BYTES",
+    "cached",
+    "clear",
+    "describe",
+    "directory",
+    "generator_version",
+    "info",
+]
+
+#: the default bound on the bytes of all entries (``MINIJIT_CACHE_MAX_BYTES`` overrides)
+MAX_BYTES = 64 << 20
+MAGIC = b"MJITCODE"
+FORMAT = 1
+HEADER = struct.Struct("<8sIII32s")
+SUFFIX = ".mjc"
+STATS_FILE = "stats.json"
+#: the kernel classes whose entries `cached` writes (module, class) and their own attributes
+_KERNEL_CLASSES = {("minijit.runtime.kernel", "Kernel"), ("minijit.runtime.emulator", "EmulatedKernel")}
+_OWN_ATTRIBUTES = {"code", "signature", "name", "listing", "isa", "unchecked", "worker"}
+_PLAIN = (type(None), bool, int, str)
+
+
+class CodeCacheWarning(UserWarning):
+    """An entry or directory of the code cache that is not trusted, or not readable: ignored."""
+
+
+class _Rejected(Exception):
+    """An entry that must not be loaded (the message says why)."""
+
+
+_lock = threading.Lock()
+_stats = {"hits": 0, "misses": 0, "writes": 0, "rejected": 0, "evicted": 0}
+_flushed = {"hits": 0, "misses": 0}  # the part of _stats already added to the stats file
+_estimates: dict[str, int] = {}  # directory -> bytes of its entries, as this process last knew
+_warned: set[tuple[str, str]] = set()
+_version: str | None = None
+_atexit_registered = False
+
+
+def _euid() -> int:
+    """The user entries must belong to (the effective uid)."""
+    return os.geteuid()
+
+
+def _warn(path: Path | str, reason: str) -> None:
+    """Warn once per process about ``path`` (an entry or the directory) being ignored."""
+    with _lock:
+        if (str(path), reason) in _warned:
+            return
+        _warned.add((str(path), reason))
+    warnings.warn(f"minijit code cache: ignoring {path}: {reason}", CodeCacheWarning, stacklevel=4)
+
+
+# -- configuration ------------------------------------------------------------------------------
+def configured_directory() -> Path | None:
+    """The cache directory the environment names (whether or not it exists or is trusted); None
+    when the cache is off."""
+    if os.environ.get("MINIJIT_CACHE", "").strip().lower() in ("off", "0", "false", "no"):
+        return None
+    env = os.environ.get("MINIJIT_CACHE_DIR")
+    if env is not None:
+        return Path(env).expanduser() if env.strip() else None
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
+    return base / "minijit" / "code"
+
+
+def max_bytes() -> int:
+    """The bound on the bytes of all entries (``MINIJIT_CACHE_MAX_BYTES``, else `MAX_BYTES`)."""
+    env = os.environ.get("MINIJIT_CACHE_MAX_BYTES", "").strip()
+    try:
+        return max(0, int(env)) if env else MAX_BYTES
+    except ValueError:
+        return MAX_BYTES
+
+
+def _trusted(path: Path) -> str | None:
+    """Why the directory ``path`` is not trusted (None: it is)."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        return f"cannot stat it ({e.strerror})"
+    if not stat.S_ISDIR(st.st_mode):
+        return "not a directory"
+    if st.st_uid != _euid():
+        return f"owned by uid {st.st_uid}, not by this user (uid {_euid()})"
+    if st.st_mode & 0o022:
+        return f"group- or world-writable (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+def directory(create: bool = True) -> Path | None:
+    """The cache directory when the cache is on and the directory trusted (created 0700 with
+    ``create`` where missing), else None (with a `CodeCacheWarning` when it is not trusted)."""
+    path = configured_directory()
+    if path is None:
+        return None
+    if not path.exists():
+        if not create:
+            return None
+        try:
+            os.makedirs(path, mode=0o700, exist_ok=True)
+        except OSError as e:
+            _warn(path, f"cannot create it ({e.strerror})")
+            return None
+    why = _trusted(path)
+    if why is not None:
+        _warn(path, why)
+        return None
+    return path
+
+
+def generator_version() -> str:
+    """A hash of the generators' source (``asm/``, ``minijit/kernels/``, ``minijit/targets/``, this
+    module) and the minijit version, computed once per process from the file bytes; "" when the
+    source cannot be found (the cache is then off)."""
+    global _version
+    if _version is None:
+        _version = _source_hash()
+    return _version
+
+
+def _source_hash() -> str:
+    import minijit
+
+    here = os.path.realpath(__file__)
+    package = os.path.dirname(os.path.dirname(here))
+    spec = importlib.util.find_spec("asm")
+    if spec is None or not spec.submodule_search_locations:
+        return ""
+    roots = [
+        ("minijit/kernels", os.path.join(package, "kernels")),
+        ("minijit/targets", os.path.join(package, "targets")),
+        ("asm", next(iter(spec.submodule_search_locations))),
+    ]
+    files = [("minijit/runtime/codecache.py", here)]
+    for name, root in roots:
+        found = []
+        for folder, dirs, names in os.walk(root):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            rel = os.path.relpath(folder, root).replace(os.sep, "/")
+            found += [(f"{name}/{n}" if rel == "." else f"{name}/{rel}/{n}", os.path.join(folder, n)) for n in names]
+        found = sorted(f for f in found if f[0].endswith(".py"))
+        if not found:
+            return ""
+        files += found
+    h = hashlib.sha256(f"minijit {getattr(minijit, '__version__', '?')} format {FORMAT}\0".encode())
+    try:
+        for name, path in files:
+            with open(path, "rb") as f:
+                data = f.read()
+            h.update(f"{name}\0{len(data)}\0".encode())
+            h.update(data)
+    except OSError:
+        return ""
+    return h.hexdigest()
+
+
+# -- keys and entries ---------------------------------------------------------------------------
+def entry_key(kind: str, target: Any, arguments: Mapping[str, Any]) -> str | None:
+    """The canonical key (JSON text) of generator ``kind`` on ``target`` with ``arguments`` (the
+    target argument left out); None when an argument is not a plain None/bool/int/str, or no
+    generator version is known."""
+    version = generator_version()
+    if not version or not dataclasses.is_dataclass(target):
+        return None
+    fields = {f.name: getattr(target, f.name) for f in dataclasses.fields(target)}
+    args = {name: value for name, value in arguments.items() if name != "target"}
+    if not all(type(v) in _PLAIN for v in (*fields.values(), *args.values())):
+        return None
+    key = {
+        "version": version,
+        "kind": kind,
+        "target": getattr(target, "name", ""),
+        "target_class": f"{type(target).__module__}.{type(target).__qualname__}",
+        "target_fields": fields,
+        "args": args,
+    }
+    return json.dumps(key, sort_keys=True, separators=(",", ":"))
+
+
+def entry_name(key: str) -> str:
+    """The file name of the entry of ``key``."""
+    return hashlib.sha256(key.encode()).hexdigest()[:40] + SUFFIX
+
+
+def _signature_text(sig: Any) -> str:
+    """C text of a `minijit.runtime.signature.Signature`, with its parameter names."""
+    args = ", ".join(a.ctype + (f" {a.name}" if a.name else "") for a in sig.args)
+    return f"{sig.ret_ctype}{' ' + sig.name if sig.name else ''}({args})"
+
+
+def encode(key: str, kernel: Any, sve_vl: int) -> bytes | None:
+    """The entry of ``kernel`` under ``key``; None for a kernel the cache does not hold (not a
+    plain `Kernel` / `EmulatedKernel`, or carrying attributes JSON cannot restore)."""
+    from minijit.runtime.signature import Signature
+
+    cls = type(kernel)
+    if (cls.__module__, cls.__qualname__) not in _KERNEL_CLASSES or not kernel.code:
+        return None
+    attrs = {k: v for k, v in vars(kernel).items() if not k.startswith("_") and k not in _OWN_ATTRIBUTES}
+    if not all(type(v) in _PLAIN for v in attrs.values()):
+        return None
+    signature = _signature_text(kernel.signature)
+    if Signature.parse(signature) != kernel.signature:
+        return None
+    meta = {
+        "key": key,
+        "version": json.loads(key)["version"],
+        "name": kernel.name,
+        "signature": signature,
+        "isa": kernel.isa,
+        "sve_vl": sve_vl,
+        "unchecked": bool(kernel.unchecked),
+        "listing": kernel.listing,
+        "attrs": attrs,
+    }
+    meta_bytes = json.dumps(meta, sort_keys=True).encode()
+    code = bytes(kernel.code)
+    digest = hashlib.sha256(meta_bytes + code).digest()
+    return HEADER.pack(MAGIC, FORMAT, len(meta_bytes), len(code), digest) + meta_bytes + code
+
+
+def decode(data: bytes, key: str) -> tuple[dict[str, Any], bytes]:
+    """The metadata and code of entry ``data``, checked against ``key``; `_Rejected` naming what
+    is wrong (nothing here runs or evaluates anything of the entry)."""
+    if len(data) < HEADER.size:
+        raise _Rejected(f"truncated ({len(data)} bytes, shorter than the header)")
+    magic, fmt, meta_len, code_len, digest = HEADER.unpack_from(data)
+    if magic != MAGIC:
+        raise _Rejected("not a minijit code cache entry")
+    if fmt != FORMAT:
+        raise _Rejected(f"entry format {fmt}, not {FORMAT}")
+    if HEADER.size + meta_len + code_len != len(data):
+        raise _Rejected(f"truncated or padded ({len(data)} bytes, the header says {HEADER.size + meta_len + code_len})")
+    body = memoryview(data)[HEADER.size :]
+    if hashlib.sha256(body).digest() != digest:
+        raise _Rejected("integrity hash mismatch")
+    try:
+        meta = json.loads(bytes(body[:meta_len]))
+    except ValueError as e:
+        raise _Rejected(f"metadata is not JSON ({e})") from None
+    want = {"key": str, "version": str, "name": str, "signature": str, "isa": str, "sve_vl": int}
+    want.update(unchecked=bool, listing=str, attrs=dict)
+    if not isinstance(meta, dict) or any(type(meta.get(k)) is not t for k, t in want.items()):
+        raise _Rejected("metadata fields missing or of the wrong type")
+    if meta["key"] != key or meta["version"] != json.loads(key)["version"]:
+        raise _Rejected("the entry is of another key or generator version")
+    if meta["isa"] not in ("x86_64", "aarch64") or not all(type(v) in _PLAIN for v in meta["attrs"].values()):
+        raise _Rejected("metadata values out of range")
+    from minijit.runtime.signature import Signature
+
+    try:
+        Signature.parse(meta["signature"])
+    except ValueError as e:
+        raise _Rejected(f"bad signature ({e})") from None
+    code = bytes(body[meta_len:])
+    if not code:
+        raise _Rejected("no code")
+    return meta, code
+
+
+def _read(path: Path) -> bytes | None:
+    """The bytes of entry file ``path`` (None: there is none); `_Rejected` when it is not a
+    regular file of this user that nobody else may write."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise _Rejected(f"cannot open it ({e.strerror}; a symbolic link?)") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _Rejected("not a regular file")
+        if st.st_uid != _euid():
+            raise _Rejected(f"owned by uid {st.st_uid}, not by this user (uid {_euid()})")
+        if st.st_mode & 0o022:
+            raise _Rejected(f"group- or world-writable (mode {stat.S_IMODE(st.st_mode):o})")
+        if st.st_size > max(max_bytes(), HEADER.size):
+            raise _Rejected(f"larger than the cache's bound ({st.st_size} bytes)")
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        data = b"".join(chunks)
+        try:
+            os.utime(fd if os.utime in os.supports_fd else path)  # least recently used goes first
+        except OSError:
+            pass
+        return data
+    finally:
+        os.close(fd)
+
+
+def _instantiate(meta: Mapping[str, Any], code: bytes) -> Any:
+    """The kernel of a checked entry: its bytes through `minijit.runtime.load` (W^X memory, or
+    the emulator for AArch64 code on another host), as a generator's kernel."""
+    from minijit.runtime import load
+
+    kernel = load(
+        code,
+        meta["signature"],
+        isa=meta["isa"],
+        name=meta["name"],
+        listing=meta["listing"],
+        sve_vl=meta["sve_vl"],
+        unchecked=meta["unchecked"],
+    )
+    for name, value in meta["attrs"].items():
+        setattr(kernel, name, value)
+    return kernel
+
+
+def _count(name: str, n: int = 1) -> None:
+    global _atexit_registered
+    with _lock:
+        _stats[name] += n
+        if not _atexit_registered:
+            _atexit_registered = True
+            atexit.register(_flush_stats)
+
+
+# -- the cache ----------------------------------------------------------------------------------
+def cached(kind: str, target: Any, arguments: Mapping[str, Any], generate: Callable[[], Any]) -> Any:
+    """The kernel of generator ``kind`` on ``target`` with ``arguments``: loaded from the cache,
+    else ``generate()``d and written there. ``generate`` alone when the cache is off, its
+    directory untrusted, or the arguments not plain values."""
+    where = directory()
+    key = entry_key(kind, target, arguments) if where is not None else None
+    if where is None or key is None:
+        return generate()
+    path = where / entry_name(key)
+    try:
+        data = _read(path)
+        if data is not None:
+            meta, code = decode(data, key)
+            kernel = _instantiate(meta, code)
+            _count("hits")
+            return kernel
+    except _Rejected as e:
+        _count("rejected")
+        _warn(path, f"{e}; regenerated")
+    except OSError as e:
+        _warn(path, f"cannot read it ({e.strerror})")
+    _count("misses")
+    kernel = generate()
+    _store(where, path, key, kernel, getattr(target, "sve_vl", 128))
+    return kernel
+
+
+def _store(where: Path, path: Path, key: str, kernel: Any, sve_vl: int) -> None:
+    """Write the entry of ``kernel`` atomically, then evict down to the bound."""
+    payload = encode(key, kernel, sve_vl)
+    bound = max_bytes()
+    if payload is None or len(payload) > bound:
+        return
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=where)  # mode 0600
+    except OSError as e:
+        _warn(where, f"cannot write there ({e.strerror})")
+        return
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(payload)
+        os.replace(tmp, path)
+    except OSError as e:
+        _warn(where, f"cannot write there ({e.strerror})")
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return
+    _count("writes")
+    with _lock:
+        total = _estimates.get(str(where))
+        if total is not None:
+            _estimates[str(where)] = total = total + len(payload)
+    if total is None or total > bound:
+        _evict(where, bound)
+
+
+def _entries(where: Path) -> list[tuple[int, int, Path]]:
+    """(mtime_ns, bytes, path) of every entry file, least recently used first; temporary files
+    an interrupted write left behind for an hour are removed."""
+    found = []
+    now = time.time()
+    try:
+        scan = list(os.scandir(where))
+    except OSError:
+        return []
+    for e in scan:
+        try:
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if e.name.endswith(SUFFIX) and stat.S_ISREG(st.st_mode):
+            found.append((st.st_mtime_ns, st.st_size, Path(e.path)))
+        elif e.name.startswith(".tmp-") and now - st.st_mtime > 3600:
+            try:
+                os.unlink(e.path)
+            except OSError:
+                pass
+    found.sort()
+    return found
+
+
+def _evict(where: Path, bound: int) -> None:
+    """Delete the least recently used entries until the rest fit in ``bound`` bytes."""
+    entries = _entries(where)
+    total = sum(size for _, size, _ in entries)
+    evicted = 0
+    for _, size, path in entries:
+        if total <= bound:
+            break
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            continue
+        total -= size
+        evicted += 1
+    if evicted:
+        _count("evicted", evicted)
+    with _lock:
+        _estimates[str(where)] = total
+
+
+def clear() -> int:
+    """Delete every entry of the (trusted) cache directory; returns how many."""
+    where = directory(create=False)
+    if where is None:
+        return 0
+    n = 0
+    for _, _, path in _entries(where):
+        try:
+            os.unlink(path)
+            n += 1
+        except OSError:
+            pass
+    with _lock:
+        _estimates.pop(str(where), None)
+    return n
+
+
+# -- statistics ---------------------------------------------------------------------------------
+def _rate(hits: int, misses: int) -> float | None:
+    return hits / (hits + misses) if hits + misses else None
+
+
+def _recorded(where: Path) -> dict[str, int]:
+    """Hits and misses that exited processes recorded in the directory's stats file (counts only:
+    a file that is not this user's, or not two counts, is ignored)."""
+    try:
+        data = _read(where / STATS_FILE)
+        counts = json.loads(data) if data else {}
+    except (_Rejected, OSError, ValueError):
+        return {"hits": 0, "misses": 0}
+    if not isinstance(counts, dict):
+        return {"hits": 0, "misses": 0}
+    return {k: v if type(v) is int and v >= 0 else 0 for k in ("hits", "misses") for v in [counts.get(k, 0)]}
+
+
+def _flush_stats() -> None:
+    """Add this process's hits and misses to the stats file (at exit; concurrent exits may lose an
+    update: the counts are a summary, not a ledger)."""
+    where = directory(create=False)
+    with _lock:
+        new = {k: _stats[k] - _flushed[k] for k in _flushed}
+        _flushed.update({k: _stats[k] for k in _flushed})
+    if where is None or not any(new.values()):
+        return
+    counts = _recorded(where)
+    counts = {k: counts[k] + new[k] for k in counts}
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=where)
+        with os.fdopen(fd, "w") as f:
+            json.dump(counts, f)
+        os.replace(tmp, where / STATS_FILE)
+    except OSError:
+        pass
+
+
+def info() -> dict[str, Any]:
+    """The cache's state: ``enabled``, ``directory`` (None when off), ``trusted`` and else the
+    ``problem`` (not created yet, or why it is ignored), ``version``,
+    ``entries`` and ``bytes`` on disk, ``max_bytes``, this process's ``hits``, ``misses``,
+    ``writes``, ``rejected`` entries, ``evicted`` entries and ``hit_rate`` (None before any
+    lookup), and ``recorded`` hits, misses and hit rate of every process that used the directory
+    (exited ones and this one)."""
+    path = configured_directory()
+    problem = None if path is None else _trusted(path) if path.exists() else "not created yet"
+    where = path if problem is None else None
+    entries = _entries(where) if where is not None else []
+    with _lock:
+        stats = dict(_stats)
+        pending = {k: _stats[k] - _flushed[k] for k in _flushed}
+    recorded = _recorded(where) if where is not None else {"hits": 0, "misses": 0}
+    recorded = {k: recorded[k] + pending[k] for k in recorded}
+    return {
+        "enabled": path is not None,
+        "directory": str(path) if path is not None else None,
+        "trusted": where is not None,
+        "problem": problem,
+        "version": generator_version()[:16],
+        "entries": len(entries),
+        "bytes": sum(size for _, size, _ in entries),
+        "max_bytes": max_bytes(),
+        **stats,
+        "hit_rate": _rate(stats["hits"], stats["misses"]),
+        "recorded": {**recorded, "hit_rate": _rate(recorded["hits"], recorded["misses"])},
+    }
+
+
+def describe(state: Mapping[str, Any] | None = None) -> str:
+    """One line of `info` for ``minijit info``."""
+    s = info() if state is None else state
+    if not s["enabled"]:
+        return "off (MINIJIT_CACHE=off or MINIJIT_CACHE_DIR empty)"
+    if not s["trusted"]:
+        return f"{s['directory']}: {s['problem']}" + ("" if s["problem"] == "not created yet" else " (ignored)")
+    rec = s["recorded"]
+    rate = "no lookups yet" if rec["hit_rate"] is None else f"{100 * rec['hit_rate']:.0f} % hit rate"
+    return (
+        f"{s['directory']}: {s['entries']} entries, {_size(s['bytes'])} of {_size(s['max_bytes'])};"
+        f" {rate} ({rec['hits']} hits, {rec['misses']} misses)"
+    )
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
+
+
+def reset() -> None:
+    """Forget this process's counts, size estimates, warnings and generator version (tests)."""
+    global _version
+    with _lock:
+        _stats.update(dict.fromkeys(_stats, 0))
+        _flushed.update(dict.fromkeys(_flushed, 0))
+        _estimates.clear()
+        _warned.clear()
+    _version = None
