@@ -10,7 +10,9 @@ What the generic tier takes (else `plan_for` returns None and `einsum` builds th
 plan at once): two operands of one dtype (float32/float64) and that result dtype, each subscript
 letter at most once per operand, every letter of an input in the output or in both inputs, at most
 one letter of size > 1 in each of the batch, M, N and K groups, element strides, and a C-order
-result. The M letter must have unit stride in its operand and in the result.
+result. The M letter must have unit stride in its operand and in the result; where no letter
+has, the operand of the result's unit-stride letter is copied with that letter last (A times B
+transposed, F-order operands). At least two columns (N > 1): a GEMV is the specialised tier's.
 """
 
 from __future__ import annotations
@@ -86,6 +88,8 @@ class GenericPlan:
     roles: Roles
     args: np.ndarray
     flops: int
+    #: (operand, axis order) of an operand copied into C order with its M letter last, or None
+    copy: tuple[int, tuple[int, ...]] | None = None
     _calls: itertools.count = field(default_factory=itertools.count, repr=False)
     _queued: threading.Event = field(default_factory=threading.Event, repr=False)
 
@@ -95,6 +99,10 @@ class GenericPlan:
         if out is None:
             out = np.empty(self.out_shape, self.dtype)
         if out.size:
+            if self.copy is not None:  # the operand whose M letter runs down the result, made unit-stride
+                op, order = self.copy
+                moved = np.ascontiguousarray((a0, a1)[op].transpose(order))
+                a0, a1 = (moved, a1) if op == 0 else (a0, moved)
             ka, kb = (a1, a0) if self.roles.swap else (a0, a1)
             fn = jit.generic_kernel(self.dtype)
             fn(ka.ctypes.data, kb.ctypes.data, out.ctypes.data, self.args.ctypes.data)
@@ -178,13 +186,27 @@ def _build(subscripts: str, arrays: list[np.ndarray], dtype: np.dtype, key: tupl
     def unit(letter: str | None, op: int) -> bool:
         return letter is None or (stride[op][letter] == 1 and out_strides[letter] == 1)
 
+    copy = None
     if f0 is not None and unit(f0, 0):
         roles = Roles(False, f0, f1, kk, b)
     elif f1 is not None and unit(f1, 1):
         roles = Roles(True, f1, f0, kk, b)
+    elif out and out[-1] in (f0, f1):
+        # no letter runs down both an operand and the result (A times B transposed, F-order
+        # operands): copy the operand of the result's unit-stride letter with that letter last
+        op = 0 if out[-1] == f0 else 1
+        s_op = (s0, s1)[op]
+        order = tuple(i for i, c in enumerate(s_op) if c != out[-1]) + (s_op.index(out[-1]),)
+        copy = (op, order)
+        moved = "".join(s_op[i] for i in order)
+        shape = tuple(sizes[c] for c in moved)
+        stride[op] = {c: int(np.prod(shape[i + 1 :], dtype=np.int64)) for i, c in enumerate(moved)}
+        roles = Roles(op == 1, out[-1], f1 if op == 0 else f0, kk, b)
     else:
-        # no letter runs down both an operand and the result: a GEMV of a transposed matrix, which
-        # the specialised GEMV kernel reduces across vector lanes (another rounding): not generic
+        return None
+    if roles.n is None:
+        # one column: the specialised plan runs the GEMV kernel, which may reduce a transposed
+        # matrix across vector lanes (another rounding order): not generic
         return None
     ka, kb = (1, 0) if roles.swap else (0, 1)
 
@@ -209,4 +231,4 @@ def _build(subscripts: str, arrays: list[np.ndarray], dtype: np.dtype, key: tupl
         accumulate=0,
     )
     flops = 2 * size(roles.m) * size(roles.n) * size(roles.k) * size(roles.batch)
-    return GenericPlan(key, np.dtype(dtype), out_shape, roles, args, flops)
+    return GenericPlan(key, np.dtype(dtype), out_shape, roles, args, flops, copy)
