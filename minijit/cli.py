@@ -9,12 +9,13 @@
     minijit bench einsum                # einsum plans vs np.einsum (--target cuda: vs torch.einsum on a GPU)
     minijit bench einsum --dask         # minijit.dask vs dask.array.einsum on a LocalCluster (minijit[dask])
     minijit bench dispatch              # thread dispatch cost per execute, native team vs thread pool
+    minijit bench warmup                # first calls, new shapes, fresh processes, import time vs numpy (~30 s)
     minijit disasm --config brgemm      # the generated kernels and loop nest as assembly
     minijit info                        # host features, targets, tools, tuned blockings
     minijit tune --budget 300           # time the model's best blockings per GEMM class; store the winners
 
 This module parses the arguments, calls the suites in `minijit.bench` (`configs`, `cpu`,
-`cuda`, `spmm`, `einsum`, `dispatch`; `report` for tables, JSON and ``bench/results``) and prints.
+`cuda`, `spmm`, `einsum`, `dispatch`, `warmup`; `report` for tables, JSON and ``bench/results``) and prints.
 The old ``bench`` flags ``--spmm``, ``--einsum``, ``--dispatch`` and ``--target cuda`` still run
 their suites for one release, with a deprecation note naming the subcommand (`bench_argv`). Errors in the
 arguments or a config file print one line and exit 2; a wrong benchmark result exits 1.
@@ -84,7 +85,7 @@ def _emit(args: argparse.Namespace, rep: report.Report) -> int:
 # bench
 # ---------------------------------------------------------------------------------------------
 #: the suites of ``minijit bench``, one subcommand each; no subcommand means ``cpu``
-BENCH_SUITES = ("cpu", "cuda", "spmm", "einsum", "dispatch", "sparse-einsum")
+BENCH_SUITES = ("cpu", "cuda", "spmm", "einsum", "dispatch", "sparse-einsum", "warmup")
 #: timed repetitions when --reps is not given: (--quick, default)
 DEFAULT_REPS = {"cpu": (5, 10), "cuda": (10, 20), "spmm": (3, 5), "einsum": (3, 5), "einsum-cuda": (10, 20)}
 DEFAULT_REPS["sparse-einsum"] = (3, 5)
@@ -243,6 +244,21 @@ def _bench_sparse_einsum(args: argparse.Namespace) -> int:
     threads = _one_thread_count(args.threads, "bench sparse-einsum") or parallel.default_threads()
     rep = sparse_einsum.bench(
         _reps(args, "sparse-einsum"), threads, args.quick, _command(args), _progress_of(args), not args.no_pydata
+    )
+    return _emit(args, rep)
+
+
+def _bench_warmup(args: argparse.Namespace) -> int:
+    from minijit.bench import warmup
+
+    shapes, new_shapes, processes, imports = warmup.QUICK if args.quick else warmup.DEFAULTS
+    rep = warmup.bench(
+        args.shapes or shapes,
+        args.new_shapes or new_shapes,
+        args.processes or processes,
+        args.imports or imports,
+        _command(args),
+        _progress_of(args),
     )
     return _emit(args, rep)
 
@@ -536,6 +552,25 @@ def _add_bench_parsers(bench: argparse.ArgumentParser) -> None:
     p = _suite(suites, "dispatch", _bench_dispatch, "thread dispatch cost per execute: native team vs thread pool")
     p.add_argument("--threads", action="append", metavar="N", help="threads of the no-op rows (default all, >= 2)")
     _add_run_args(p, "2000 tiny calls per row, not 20000 (~2 s)", None, write=False)
+
+    p = _suite(
+        suites,
+        "warmup",
+        _bench_warmup,
+        "warm-up costs next to numpy: a loop of new matmul shapes, first calls, fresh processes, import time",
+        ": (a) a loop of fp32 matmuls minijit.einsum('ij,jk->ik') of sizes drawn from 16..128, first and second"
+        " pass, vs np.einsum and np.matmul; (b) the first call on a new shape; (c) a fresh process's first 64x64"
+        " einsum with a cold and a warm MINIJIT_CACHE_DIR; (d) import numpy vs import numpy, minijit",
+    )
+    p.add_argument("--shapes", type=_positive, metavar="N", help="matmuls in the loop of (a) (default 200, --quick 50)")
+    p.add_argument("--new-shapes", type=_positive, metavar="N", help="new shapes of (b) (default 20, --quick 10)")
+    p.add_argument(
+        "--processes", type=_positive, metavar="N", help="fresh processes per cache state in (c) (default 3, --quick 2)"
+    )
+    p.add_argument(
+        "--imports", type=_positive, metavar="N", help="fresh processes per import line in (d) (default 10, --quick 5)"
+    )
+    _add_run_args(p, "fewer shapes and processes (~10 s on 2 cores)", None, write=False)
 
 
 def build_parser() -> argparse.ArgumentParser:
