@@ -1,9 +1,10 @@
 """A persistent code cache: generated kernels kept on disk, loaded instead of regenerated
 (docs/decisions.md, "A persistent code cache").
 
-`minijit.kernels` (`brgemm`, `unary`, `binary`) asks `cached` before it runs a generator: a kernel
-generated once is written to ``$MINIJIT_CACHE_DIR`` (default ``$XDG_CACHE_HOME/minijit/code``, else
-``~/.cache/minijit/code``) and later processes load its bytes instead of generating them again.
+`minijit.kernels` (`brgemm`, `unary`, `binary`, `generic_gemm`) asks `cached` before it runs a
+generator: a kernel generated once is written to ``$MINIJIT_CACHE_DIR`` (default
+``$XDG_CACHE_HOME/minijit/code``, else ``~/.cache/minijit/code``) and later processes load its
+bytes instead of generating them again (native kernels, and AArch64 kernels run in the emulator).
 ``MINIJIT_CACHE=off`` (or an empty ``MINIJIT_CACHE_DIR``) turns it off.
 
 One entry is one file, named by the sha256 of its key: the generator's name, the target (class,
