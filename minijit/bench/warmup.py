@@ -5,7 +5,9 @@ Four parts, every row with numpy's figure beside minijit's:
 (a) ``loop``: ``shapes`` fp32 matmuls ``minijit.einsum("ij,jk->ik", a, b)`` whose M, K and N are
     drawn uniformly from 16..128 (seed `SEED`), the whole loop timed twice: the first pass builds a
     plan per shape, the second finds them cached; ``np.einsum`` (numpy's default, optimize=False)
-    and ``np.matmul`` run the same loop on the same arrays after minijit in each pass.
+    and ``np.matmul`` run the same loop on the same arrays after minijit in each pass. Each pass
+    gives the total and the median call (a total on a busy host is at the mercy of a few slow
+    calls, numpy's BLAS threads waking among them).
 (b) ``new shape``: the first and the second call of ``minijit.einsum`` on ``new_shapes`` shapes
     not seen before in the process (median over the shapes, ms), next to numpy's calls on the
     same arrays.
@@ -129,8 +131,8 @@ def prime() -> float:
 
 
 def loop(shapes: list[tuple[int, int, int]], progress: reports.Progress = reports.quiet) -> dict[str, Any]:
-    """(a): two passes of the loop over ``shapes`` (milliseconds per pass for minijit, np.einsum
-    and np.matmul; each pass runs minijit first) and whether every minijit result was right."""
+    """(a): two passes of the loop over ``shapes`` (milliseconds per pass and per call for minijit,
+    np.einsum and np.matmul; each pass runs minijit first) and whether every minijit result was right."""
     import minijit  # noqa: PLC0415
 
     pairs = _operands(shapes, np.random.default_rng(SEED))
@@ -140,23 +142,27 @@ def loop(shapes: list[tuple[int, int, int]], progress: reports.Progress = report
         "np.matmul": np.matmul,
     }
     passes: list[dict[str, float]] = []
+    calls: list[dict[str, list[float]]] = []
     ok = True
     for p in (1, 2):
         progress(f"warmup (a): pass {p} of {len(shapes)} matmuls")
         times: dict[str, float] = {}
+        per_call: dict[str, list[float]] = {}
         for name, fn in sides.items():
-            total, outs = 0.0, []
+            ms, outs = [], []
             for a, b in pairs:
                 seconds, out = _timed(fn, a, b)
-                total += seconds
+                ms.append(seconds * 1e3)
                 outs.append(out)
-            times[name] = total * 1e3
+            times[name] = sum(ms)
+            per_call[name] = ms
             if name == "minijit":
                 got = outs
             elif name == "np.matmul":
                 ok = ok and all(_close(g, r, a.shape[1]) for g, r, (a, _) in zip(got, outs, pairs, strict=True))
         passes.append(times)
-    return {"shapes": [list(s) for s in shapes], "passes": passes, "ok": ok}
+        calls.append(per_call)
+    return {"shapes": [list(s) for s in shapes], "passes": passes, "calls_ms": calls, "ok": ok}
 
 
 def new_shapes(shapes: list[tuple[int, int, int]], progress: reports.Progress = reports.quiet) -> dict[str, Any]:
@@ -265,6 +271,15 @@ def rows_of(a: dict[str, Any], b: dict[str, Any], c: dict[str, Any], d: dict[str
                 f"loop of {n} matmuls {LOW}..{HIGH}, pass {p} (total)",
                 times["minijit"],
                 {"np.einsum": times["np.einsum"], "np.matmul": times["np.matmul"]},
+            )
+        )
+    for p, calls in enumerate(a["calls_ms"], 1):  # a total is at the mercy of a few slow calls on a busy host
+        rows.append(
+            _row(
+                "a",
+                f"loop of {n} matmuls {LOW}..{HIGH}, pass {p} (median call)",
+                _median(calls["minijit"]),
+                {"np.einsum": _median(calls["np.einsum"]), "np.matmul": _median(calls["np.matmul"])},
             )
         )
     per = b["per_shape"]

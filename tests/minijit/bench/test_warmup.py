@@ -29,7 +29,7 @@ def test_bench_warmup_tiny_report(tmp_path, capsys):
     assert {"date", "hardware", "versions", "settings", "summary", "results", "details"} <= set(data)
     assert data["settings"] | {"shapes": 5, "new_shapes": 3, "processes": 2, "imports": 2} == data["settings"]
     rows = data["results"]
-    assert [r["part"] for r in rows] == ["a", "a", "b", "b", "c", "c", "c", "c", "d"]
+    assert [r["part"] for r in rows] == ["a", "a", "a", "a", "b", "b", "c", "c", "c", "c", "d"]
     for r in rows:
         assert isinstance(r["minijit_ms"], float) and r["minijit_ms"] >= 0, r
         assert r["numpy"], r  # numpy's figure next to minijit's
@@ -38,6 +38,7 @@ def test_bench_warmup_tiny_report(tmp_path, capsys):
     assert {p["name"] for r in rows if r["part"] in "ab" for p in r["numpy"]} == {"np.einsum", "np.matmul"}
     details = data["details"]
     assert len(details["loop"]["shapes"]) == 5 and len(details["loop"]["passes"]) == 2
+    assert [len(c["np.matmul"]) for c in details["loop"]["calls_ms"]] == [5, 5]
     assert len(details["new_shapes"]["per_shape"]) == 3
     assert [len(details["fresh_process"]["runs"][s]) for s in ("cold", "warm")] == [2, 2]
     assert [len(details["imports_ms"][k]) for k in ("numpy", "numpy, minijit")] == [2, 2]
