@@ -382,6 +382,11 @@ def bench(
         f"(a) {shapes} shapes drawn from {LOW}..{HIGH} (seed {SEED}), {len(set(loop_shapes))} distinct; np.einsum"
         " is numpy's default (optimize=False); (c) " + cache_dir,
     ]
+    load_end = _load()
+    body.append(
+        f"1-min load average at start / end: {load_start} / {load_end} (other processes on the host slow numpy's"
+        " BLAS threads most: compare the median calls)"
+    )
     if not ok:
         body.append("WRONG RESULT: a minijit einsum differs from np.matmul")
     threads = _default_threads()
@@ -389,7 +394,6 @@ def bench(
         f"# minijit bench warmup: {reports.describe_cpu(hw)}, {hw['cores']} cores, fp32,"
         f" threads {threads} (the default), minijit {minijit.__version__}"
     ]
-    load_end = _load()
     result = {
         **reports.meta(command),
         "hardware": hw,
