@@ -33,7 +33,6 @@ EAGER_FLOPS = 1 << 27
 #: the values ``MINIJIT_JIT`` takes
 MODES = ("tiered", "eager")
 
-_FFI: Any = None
 _kernels: dict[str, tuple[Any, Any]] = {}
 _kernels_lock = threading.Lock()
 _queue: queue.Queue[Callable[[], object] | None] = queue.Queue()
@@ -56,7 +55,9 @@ def specialise_after(flops: int) -> int:
 
 def generic_kernel(dtype: np.dtype) -> Any:
     """The native target's generic GEMM kernel for ``dtype`` as a raw function of four addresses
-    (a, b, c, args); generated once per process (or loaded from the code cache)."""
+    (a, b, c, args), through ctypes (it releases the GIL during the call). Loaded from the code
+    cache into W^X memory without the kernel machinery where the cache has it (no C parser, no
+    generator imported), else generated once per process (and stored)."""
     name = np.dtype(dtype).name
     found = _kernels.get(name)
     if found is not None:
@@ -64,17 +65,30 @@ def generic_kernel(dtype: np.dtype) -> Any:
     with _kernels_lock:
         found = _kernels.get(name)
         if found is None:
-            global _FFI
-            import cffi
-
-            from minijit import kernels
-
-            kernel = kernels.generic_gemm({"float32": "fp32", "float64": "fp64"}[name], target="native")
-            if _FFI is None:
-                _FFI = cffi.FFI()
-            fn = _FFI.cast("void(*)(uintptr_t, uintptr_t, uintptr_t, uintptr_t)", kernel.address)
-            found = _kernels[name] = (kernel, fn)  # the kernel keeps the code mapped
+            found = _kernels[name] = _load_generic(name)  # the first item keeps the code mapped
     return found[1]
+
+
+def _load_generic(name: str) -> tuple[Any, Any]:
+    import ctypes
+
+    from minijit import targets
+    from minijit.kernels import generic as spec
+    from minijit.runtime import codecache
+    from minijit.runtime.memory import ExecutableBuffer
+
+    dtype = {"float32": "fp32", "float64": "fp64"}[name]
+    target = targets.native()
+    signature = spec.signature("float" if dtype == "fp32" else "double")
+    code = codecache.load_code("generic_gemm", target, {"dtype": dtype}, codecache.signature_text(signature))
+    if code is not None:
+        owner: Any = ExecutableBuffer(code)
+    else:
+        from minijit import kernels
+
+        owner = kernels.generic_gemm(dtype, target=target)  # generated and stored
+    function = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 4)(owner.address)
+    return owner, function
 
 
 def specialise(build: Callable[[], object]) -> None:

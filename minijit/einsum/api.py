@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from minijit import jit as _jit
+from minijit.einsum import cached as _cached
 from minijit.einsum import generic as _generic
 from minijit.einsum import grammar as _grammar
-from minijit.einsum import path as _path
-from minijit.einsum import plan as _plan
-from minijit.einsum.lowering import lower
+from minijit.einsum.cached import DTYPES as _DTYPES
+from minijit.einsum.cached import check_dtype as _dtype
+from minijit.einsum.cached import check_target as _check_target
 from minijit.einsum.parse import parse_subscripts
-from minijit.einsum.plan import _DTYPES, EinsumPlan, _check_target, _dtype
 from minijit.einsum.views import view_of_base
 from minijit.runtime.device_arrays import device_kind, host_array, host_result, like_input
+
+if TYPE_CHECKING:
+    from minijit.einsum.plan import EinsumPlan
 
 __all__ = ["contract_path", "einsum"]
 
@@ -28,6 +31,9 @@ def contract_path(subscripts: str, *shapes, optimize: Any = True, itemsize: int 
     index within an operand counts as its diagonal; an explicit path comes back pairwise)."""
     subscripts, shapes, optimize = _grammar.canonicalize(subscripts, shapes, optimize, shapes_only=True)
     expr = parse_subscripts(subscripts, *shapes)
+    from minijit.einsum import path as _path  # noqa: PLC0415 - the planner loads on first use
+    from minijit.einsum.lowering import lower  # noqa: PLC0415
+
     low = lower(expr, [tuple(getattr(s, "shape", s)) for s in shapes], optimize, itemsize)
     sizes, ins, out, path = expr.sizes, list(low.sets), frozenset(low.output), list(low.path)
     info = _path.path_cost(ins, out, sizes, path, itemsize)
@@ -132,12 +138,14 @@ def einsum(subscripts: str, *operands, out=None, optimize: Any = True, target: s
         target,
         optimize if not isinstance(optimize, list) else tuple(optimize),
     )
-    plan = _plan._PLANS.get(key)
+    plan = _cached.PLANS.get(key)
     if plan is None:
         shapes = [x.shape for x in arrays]  # the background build holds no array
 
         def build() -> EinsumPlan:
-            return _plan._PLANS.get_or_create(
+            from minijit.einsum.plan import EinsumPlan  # noqa: PLC0415 - the planner loads on first use
+
+            return _cached.PLANS.get_or_create(
                 key,
                 lambda: EinsumPlan(subscripts, *shapes, dtype=dt, target=target, optimize=optimize, strides=strides),
                 admit=_small_enough,  # a plan keeps a set of intermediates
@@ -212,7 +220,7 @@ def _device_target(target: str, operands, out) -> str:
 
 
 def _small_enough(plan: EinsumPlan) -> bool:
-    return plan.intermediate_bytes <= _plan.PLAN_CACHE_MAX_BYTES
+    return plan.intermediate_bytes <= _cached.PLAN_CACHE_MAX_BYTES
 
 
 def _einsum_cuda(subscripts, operands, out, optimize, dtype, driver):
@@ -233,7 +241,7 @@ def _einsum_cuda(subscripts, operands, out, optimize, dtype, driver):
         optimize if not isinstance(optimize, list) else tuple(optimize),
     )  # fmt: skip
     shapes = [shape for shape, _ in infos]
-    plan = _plan._PLANS.get_or_create(
+    plan = _cached.PLANS.get_or_create(
         key, lambda: CudaEinsumPlan(subscripts, *shapes, dtype=dt, optimize=optimize, driver=driver)
     )
     return plan.execute(*operands, out=out)

@@ -31,12 +31,13 @@ from typing import Any
 
 import numpy as np
 
+from minijit.einsum.cached import DTYPES
 from minijit.errors import SetupError
 from minijit.tensor_operation import PARALLEL_MIN_ELEMENTS
 
 __all__ = ["SMALL_GEMM_FLOPS", "Step"]
 
-_DTYPES = {np.dtype(np.float32): "fp32", np.dtype(np.float64): "fp64"}
+_DTYPES = DTYPES
 #: contraction and multiply nodes below this many flops run on one thread; a plan's ``num_threads``
 #: is the most any node uses. It matches `minijit.tensor_operation.PARALLEL_MIN_ELEMENTS` (2^20
 #: multiply-adds), under which an operation runs on the calling thread anyway

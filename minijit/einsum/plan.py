@@ -15,6 +15,9 @@ from minijit import limits, targets
 from minijit.arrays import address as _address
 from minijit.cache import LRUCache, ScratchPool
 from minijit.einsum.builder import _DTYPES, SMALL_GEMM_FLOPS, _Builder, _layout
+from minijit.einsum.cached import PLANS
+from minijit.einsum.cached import check_dtype as _dtype
+from minijit.einsum.cached import check_target as _check_target
 from minijit.einsum.lowering import lower
 from minijit.einsum.parse import _LETTERS, TreeNode, parse_subscripts, parse_tree, tree_subscripts
 from minijit.einsum.views import checked_view, view_of_base, view_strides
@@ -30,23 +33,10 @@ OPS_CACHE_SIZE = 1024
 _OPS = LRUCache(lambda: OPS_CACHE_SIZE, name="einsum.operations")
 
 
-def _check_target(target: str) -> str:
-    if not isinstance(target, str):
-        raise TypeError(f"einsum: target must be a str, got {type(target).__name__}")
-    return target
-
-
 def _plan_target(target: str) -> str:
     """A CPU plan's target: "auto" (a plan is built from shapes, before any data) is the native CPU."""
     target = _check_target(target)
     return "native" if target == "auto" else target
-
-
-def _dtype(dtype) -> np.dtype:
-    dt = np.dtype(dtype)
-    if dt not in _DTYPES:
-        raise TypeError(f"einsum: dtype {dt} is not supported (float32 or float64)")
-    return dt
 
 
 def cached_op(target: str, num_threads: int | None, *args: Any):
@@ -437,8 +427,6 @@ class EinsumPlan(Operation):
         return f"EinsumPlan({self.subscripts!r}, shapes={self.shapes}, dtype={self.dtype}, nodes={len(self.steps)})"
 
 
-#: einsum() keeps up to this many plans (least recently used out first), CPU plans only when one
-#: call's intermediates take at most PLAN_CACHE_MAX_BYTES
-PLAN_CACHE_SIZE = 128
-PLAN_CACHE_MAX_BYTES = 64 << 20
-_PLANS = LRUCache(lambda: PLAN_CACHE_SIZE, name="einsum.plans")
+#: the plans einsum() keeps: `minijit.einsum.cached.PLANS` (sized by its PLAN_CACHE_SIZE and
+#: PLAN_CACHE_MAX_BYTES)
+_PLANS = PLANS

@@ -8,11 +8,29 @@ Both check their arguments against the C signature before any code runs.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from minijit.runtime.features import HostInfo, detected_host, host
-from minijit.runtime.kernel import Kernel
-from minijit.runtime.signature import Signature
+
+if TYPE_CHECKING:
+    from minijit.runtime.kernel import Kernel
+    from minijit.runtime.signature import Signature
 
 __all__ = ["HostInfo", "Kernel", "Signature", "host", "load", "runs_natively"]
+
+
+def __getattr__(name: str) -> Any:
+    """`Kernel` and `Signature` load on first use (cffi and its C parser with them), so loading a
+    cached kernel's bytes (`minijit.runtime.codecache`) stays cheap."""
+    if name == "Kernel":
+        from minijit.runtime.kernel import Kernel
+
+        return Kernel
+    if name == "Signature":
+        from minijit.runtime.signature import Signature
+
+        return Signature
+    raise AttributeError(f"module 'minijit.runtime' has no attribute {name!r}")
 
 
 def runs_natively(isa: str) -> bool:
@@ -36,6 +54,8 @@ def load(
     ignored for native code. Raises ValueError for x86-64 code on a non-x86 host.
     """
     if runs_natively(isa):
+        from minijit.runtime.kernel import Kernel
+
         return Kernel(code, signature, name=name, listing=listing, isa=isa, unchecked=unchecked)
     if isa == "aarch64":
         from minijit.runtime.emulator import EmulatedKernel

@@ -234,6 +234,13 @@ def entry_name(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:40] + SUFFIX
 
 
+def signature_text(c_signature: str) -> str:
+    """The text an entry stores for the C signature ``c_signature`` (`load_code` compares it)."""
+    from minijit.runtime.signature import Signature
+
+    return _signature_text(Signature.parse(c_signature))
+
+
 def _signature_text(sig: Any) -> str:
     """C text of a `minijit.runtime.signature.Signature`, with its parameter names."""
     args = ", ".join(a.ctype + (f" {a.name}" if a.name else "") for a in sig.args)
@@ -271,9 +278,10 @@ def encode(key: str, kernel: Any, sve_vl: int) -> bytes | None:
     return HEADER.pack(MAGIC, FORMAT, len(meta_bytes), len(code), digest) + meta_bytes + code
 
 
-def decode(data: bytes, key: str) -> tuple[dict[str, Any], bytes]:
-    """The metadata and code of entry ``data``, checked against ``key``; `_Rejected` naming what
-    is wrong (nothing here runs or evaluates anything of the entry)."""
+def decode(data: bytes, key: str, signature: str | None = None) -> tuple[dict[str, Any], bytes]:
+    """The metadata and code of entry ``data``, checked against ``key`` (and, given, the exact C
+    ``signature`` text the caller will call it with, instead of parsing the stored one);
+    `_Rejected` naming what is wrong (nothing here runs or evaluates anything of the entry)."""
     if len(data) < HEADER.size:
         raise _Rejected(f"truncated ({len(data)} bytes, shorter than the header)")
     magic, fmt, meta_len, code_len, digest = HEADER.unpack_from(data)
@@ -298,12 +306,16 @@ def decode(data: bytes, key: str) -> tuple[dict[str, Any], bytes]:
         raise _Rejected("the entry is of another key or generator version")
     if meta["isa"] not in ("x86_64", "aarch64") or not all(type(v) in _PLAIN for v in meta["attrs"].values()):
         raise _Rejected("metadata values out of range")
-    from minijit.runtime.signature import Signature
+    if signature is not None:
+        if meta["signature"] != signature:
+            raise _Rejected(f"signature {meta['signature']!r}, not {signature!r}")
+    else:
+        from minijit.runtime.signature import Signature
 
-    try:
-        Signature.parse(meta["signature"])
-    except ValueError as e:
-        raise _Rejected(f"bad signature ({e})") from None
+        try:
+            Signature.parse(meta["signature"])
+        except ValueError as e:
+            raise _Rejected(f"bad signature ({e})") from None
     code = bytes(body[meta_len:])
     if not code:
         raise _Rejected("no code")
@@ -397,6 +409,32 @@ def cached(kind: str, target: Any, arguments: Mapping[str, Any], generate: Calla
     kernel = generate()
     _store(where, path, key, kernel, getattr(target, "sve_vl", 128))
     return kernel
+
+
+def load_code(kind: str, target: Any, arguments: Mapping[str, Any], signature: str) -> bytes | None:
+    """The checked code bytes of the entry of generator ``kind`` on ``target`` with ``arguments``
+    whose C signature text is exactly ``signature``, without making a kernel of them (the caller
+    maps them, `minijit.runtime.memory.ExecutableBuffer`); None where the cache is off, has no
+    such entry, or rejects it (then with a warning, as `cached`). Counts a hit only."""
+    where = directory()
+    key = entry_key(kind, target, arguments) if where is not None else None
+    if where is None or key is None:
+        return None
+    path = where / entry_name(key)
+    try:
+        data = _read(path)
+        if data is None:
+            return None
+        _, code = decode(data, key, signature)
+    except _Rejected as e:
+        _count("rejected")
+        _warn(path, f"{e}; regenerated")
+        return None
+    except OSError as e:
+        _warn(path, f"cannot read it ({e.strerror})")
+        return None
+    _count("hits")
+    return code
 
 
 def _store(where: Path, path: Path, key: str, kernel: Any, sve_vl: int) -> None:

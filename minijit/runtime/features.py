@@ -17,7 +17,6 @@ import contextlib
 import functools
 import os
 import platform
-import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -132,6 +131,8 @@ def _linux_aarch64() -> dict[str, object]:
 
 
 def _sysctl(name: str) -> str:
+    import subprocess  # macOS only: not loaded elsewhere
+
     try:
         proc = subprocess.run(["sysctl", "-n", name], capture_output=True, text=True, check=False, timeout=5)
     except (OSError, subprocess.SubprocessError):

@@ -7,20 +7,20 @@ On AArch64 the instruction cache is flushed for the range. On Apple silicon the 
 mapped with ``MAP_JIT`` and written between ``pthread_jit_write_protect_np``
 toggles, as the platform requires.
 
-All libc calls go through cffi in ABI mode (no compiler needed); every failure
-raises OSError with the C errno.
+mmap, mprotect and munmap go through ctypes (no compiler and no C parser needed: loading a
+cached kernel stays cheap); the AArch64 and Apple-only calls through cffi in ABI mode. Every
+failure raises OSError with the C errno.
 """
 
 from __future__ import annotations
 
+import ctypes
 import mmap as _mmap
 import os
 import sys
 import threading
 import weakref
 from typing import Any
-
-import cffi
 
 from minijit.runtime.features import detected_host
 
@@ -33,17 +33,21 @@ _MAP_PRIVATE = _mmap.MAP_PRIVATE
 _MAP_ANONYMOUS = getattr(_mmap, "MAP_ANONYMOUS", 0x1000 if sys.platform == "darwin" else 0x20)
 _MAP_JIT = 0x800  # <sys/mman.h> on macOS
 
-_ffi = cffi.FFI()
-_ffi.cdef(
-    """
-    void *mmap(void *addr, size_t length, int prot, int flags, int fd, int64_t offset);
-    int mprotect(void *addr, size_t len, int prot);
-    int munmap(void *addr, size_t length);
-    void *memcpy(void *dest, const void *src, size_t n);
-    """
-)
-_libc: Any = _ffi.dlopen(None)
-_MAP_FAILED = int(_ffi.cast("uintptr_t", _ffi.cast("void *", -1)))
+
+def _bind_libc() -> Any:
+    """libc's mmap/mprotect/munmap through ctypes (no C parser to load, errno kept)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int64)
+    libc.mprotect.restype = ctypes.c_int
+    libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    libc.munmap.restype = ctypes.c_int
+    libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+    return libc
+
+
+_libc: Any = _bind_libc()
+_MAP_FAILED = ctypes.c_void_p(-1).value
 
 _lock = threading.Lock()
 _icache: Any = None  # callable(start: int, size: int) -> None, resolved lazily
@@ -60,12 +64,14 @@ def _is_apple_silicon() -> bool:
 
 
 def _oserror(what: str) -> OSError:
-    err = _ffi.errno
+    err = ctypes.get_errno()
     return OSError(err, f"{what} failed: {os.strerror(err) if err else 'unknown error'}")
 
 
 def _resolve_icache_flush() -> Any:
     """Return a function flushing the instruction cache for [start, start+size) bytes."""
+    import cffi
+
     if sys.platform == "darwin":
         ffi = cffi.FFI()
         ffi.cdef("void sys_icache_invalidate(void *start, size_t len);")
@@ -101,6 +107,8 @@ def _jit_write_protect(enabled: bool) -> None:
     """Toggle this thread's view of MAP_JIT pages (Apple silicon only)."""
     global _apple_jit
     if _apple_jit is None:
+        import cffi
+
         ffi = cffi.FFI()
         ffi.cdef("void pthread_jit_write_protect_np(int enabled);")
         _apple_jit = ffi.dlopen(None)
@@ -108,7 +116,7 @@ def _jit_write_protect(enabled: bool) -> None:
 
 
 def _unmap(address: int, length: int) -> None:
-    if _libc.munmap(_ffi.cast("void *", address), length) != 0:
+    if _libc.munmap(address, length) != 0:
         raise _oserror("munmap")
 
 
@@ -134,8 +142,8 @@ class ExecutableBuffer:
             # only ever sees them RW or RX depending on pthread_jit_write_protect_np.
             flags |= _MAP_JIT
             prot |= _PROT_EXEC
-        ptr = _libc.mmap(_ffi.NULL, length, prot, flags, -1, 0)
-        address = int(_ffi.cast("uintptr_t", ptr))
+        ptr = _libc.mmap(None, length, prot, flags, -1, 0)
+        address = ptr or 0
         if address == _MAP_FAILED or address == 0:
             raise _oserror(f"mmap of {length} bytes")
         # Registered before anything else can fail, so the pages never leak.
@@ -144,13 +152,13 @@ class ExecutableBuffer:
             if apple:
                 _jit_write_protect(False)
             try:
-                _libc.memcpy(ptr, data, len(data))
+                ctypes.memmove(address, data, len(data))
             finally:
                 if apple:
                     _jit_write_protect(True)
             # On Apple silicon mprotect on MAP_JIT pages is refused (macOS >= 11.2);
             # the per-thread write protection toggled above already keeps them RX.
-            if not apple and _libc.mprotect(ptr, length, _PROT_READ | _PROT_EXEC) != 0:
+            if not apple and _libc.mprotect(address, length, _PROT_READ | _PROT_EXEC) != 0:
                 raise _oserror("mprotect(PROT_READ|PROT_EXEC)")
             _flush_icache(address, len(data))
         except BaseException:

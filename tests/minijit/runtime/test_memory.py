@@ -57,13 +57,13 @@ class _SpyLibc:
     def mmap(self, addr: Any, length: int, prot: int, flags: int, fd: int, off: int) -> Any:
         self.prots.append(prot)
         ptr = self.real.mmap(addr, length, prot, flags, fd, off)
-        self.mapped.append(int(memory._ffi.cast("uintptr_t", ptr)))
+        self.mapped.append(int(ptr))  # ctypes: the address as an int
         return ptr
 
     def mprotect(self, addr: Any, length: int, prot: int) -> int:
         self.prots.append(prot)
         if self.break_mprotect:  # misaligned address: the real call fails with EINVAL
-            return self.real.mprotect(memory._ffi.cast("char *", addr) + 1, length, prot)
+            return self.real.mprotect(addr + 1, length, prot)
         return self.real.mprotect(addr, length, prot)
 
     def __getattr__(self, name: str) -> Any:
