@@ -3,10 +3,10 @@ background (`minijit.einsum.generic`).
 
 ``MINIJIT_JIT`` (read at each call): ``tiered`` (the default) or ``eager`` (every new shape
 generates its shape-specialised kernels before it runs, as before the generic tier: for
-benchmarks of the specialised code). A generic plan is specialised after `SPECIALISE_AFTER` calls,
-or on its first call when its work (flops) makes the generic kernel's lack of threads and
-packing cost more than generating code (`EAGER_FLOPS`). One daemon thread builds the specialised
-plans in order; `drain` waits until it is idle (tests, benchmarks).
+benchmarks of the specialised code). A generic plan is specialised once the work it ran would
+have paid for generating its specialised code (`specialise_after`: a 1024^3 GEMM on its first
+call, 256^3 after 75 calls, 64^3 after 4800). One daemon thread builds the specialised plans in
+order; `drain` waits until it is idle (tests, benchmarks).
 """
 
 from __future__ import annotations
@@ -20,16 +20,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["EAGER_FLOPS", "SPECIALISE_AFTER", "drain", "generic_kernel", "mode", "specialise", "specialise_after"]
+__all__ = ["MAX_CALLS", "SPECIALISE_WORK", "drain", "generic_kernel", "mode", "specialise", "specialise_after"]
 
-#: calls of a generic plan after which its specialised plan is built (the generic kernel is within
-#: a few per cent of the specialised one at the sizes the generic tier serves; the specialised plan
-#: costs ~10-40 ms of code generation, repaid only by plans that run many times:
-#: bench/results/x86_64_warmup_2026-11-28.md)
-SPECIALISE_AFTER = 8
-#: work (flops) from which a plan is specialised on its first call: above it the specialised
-#: plan's threads and packing save more than code generation costs
-EAGER_FLOPS = 1 << 27
+#: flops a generic plan runs, over all its calls, before its specialised plan is built: code
+#: generation (~5-50 ms) pays for itself once the specialised kernel's saving (about 40 % of the
+#: generic kernel's time at ~50 GFLOPS on one core) adds up to it, about 2.5 GFLOP of work
+#: (bench/results/x86_64_warmup_2026-11-28.md: 6 ms / 17 us per call at 64^3, 23 ms / 0.35 ms
+#: at 256^3); a plan of at least this much work is specialised on its first call
+SPECIALISE_WORK = 2_500_000_000
+#: the most calls a small plan waits (its specialised plan saves microseconds a call)
+MAX_CALLS = 10_000
 #: the values ``MINIJIT_JIT`` takes
 MODES = ("tiered", "eager")
 
@@ -49,8 +49,9 @@ def mode() -> str:
 
 
 def specialise_after(flops: int) -> int:
-    """Calls after which a generic plan of ``flops`` work is specialised."""
-    return 1 if flops >= EAGER_FLOPS else SPECIALISE_AFTER
+    """Calls after which a generic plan of ``flops`` work a call is specialised: enough that its
+    work reaches `SPECIALISE_WORK` (1 for large plans), at most `MAX_CALLS`."""
+    return max(1, min(MAX_CALLS, -(-SPECIALISE_WORK // max(1, flops))))
 
 
 def generic_kernel(dtype: np.dtype) -> Any:

@@ -1,6 +1,6 @@
 """Tiered compilation of `minijit.einsum` (`minijit.einsum.generic`, `minijit.jit`): a new GEMM-like
 shape runs on the generic kernel at once, gives bitwise the result of the shape-specialised plan
-(``MINIJIT_JIT=eager``), and is specialised in the background after `jit.SPECIALISE_AFTER` calls,
+(``MINIJIT_JIT=eager``), and is specialised in the background after `jit.specialise_after` calls,
 safely under concurrent callers."""
 
 from __future__ import annotations
@@ -97,8 +97,13 @@ def test_a_hot_plan_is_specialised_in_the_background_and_swapped_in(monkeypatch)
     a, b = rng.uniform(-1, 1, (37, 29)).astype(np.float32), rng.uniform(-1, 1, (29, 41)).astype(np.float32)
     first = minijit.einsum("ij,jk->ik", a, b)
     assert generic._PLANS.info()["size"] == 1 and plans._PLANS.info()["size"] == 0
-    for _ in range(jit.SPECIALISE_AFTER - 1):
+    monkeypatch.setattr(jit, "SPECIALISE_WORK", 2 * 37 * 29 * 41 * 10)
+    assert jit.specialise_after(2 * 37 * 29 * 41) == 10
+    for _ in range(8):  # calls 2..9
         np.testing.assert_array_equal(minijit.einsum("ij,jk->ik", a, b), first)
+    jit.drain()
+    assert plans._PLANS.info()["size"] == 0  # not yet
+    np.testing.assert_array_equal(minijit.einsum("ij,jk->ik", a, b), first)  # the 10th queues it
     jit.drain()
     assert plans._PLANS.info()["size"] == 1  # the specialised plan is in the cache
     hits = plans._PLANS.info()["hits"]
@@ -108,7 +113,7 @@ def test_a_hot_plan_is_specialised_in_the_background_and_swapped_in(monkeypatch)
 
 def test_large_work_is_specialised_on_its_first_call(monkeypatch):
     monkeypatch.setenv("MINIJIT_JIT", "tiered")
-    monkeypatch.setattr(jit, "EAGER_FLOPS", 2 * 64**3)
+    monkeypatch.setattr(jit, "SPECIALISE_WORK", 2 * 64**3)
     minijit.cache_clear()
     a = np.ones((64, 64), np.float32)
     minijit.einsum("ij,jk->ik", a, a)
@@ -119,6 +124,7 @@ def test_large_work_is_specialised_on_its_first_call(monkeypatch):
 def test_concurrent_callers_while_the_plan_is_specialised(monkeypatch):
     """Threads hammer one new shape across the swap: every result equals the first one."""
     monkeypatch.setenv("MINIJIT_JIT", "tiered")
+    monkeypatch.setattr(jit, "SPECIALISE_WORK", 2 * 70 * 53 * 66 * 20)  # the swap after 20 calls
     minijit.cache_clear()
     rng = np.random.default_rng(1)
     a, b = rng.uniform(-1, 1, (70, 53)).astype(np.float64), rng.uniform(-1, 1, (53, 66)).astype(np.float64)
@@ -170,3 +176,9 @@ def test_the_jit_mode_is_validated(monkeypatch):
     monkeypatch.setenv("MINIJIT_JIT", "sometimes")
     with pytest.raises(ValueError, match="MINIJIT_JIT must be one of tiered, eager"):
         minijit.einsum("ij,jk->ik", np.ones((2, 2)), np.ones((2, 2)))
+
+
+def test_the_threshold_follows_the_work():
+    assert jit.specialise_after(jit.SPECIALISE_WORK) == 1 and jit.specialise_after(10 * jit.SPECIALISE_WORK) == 1
+    assert jit.specialise_after(2 * 256**3) == -(-jit.SPECIALISE_WORK // (2 * 256**3))
+    assert jit.specialise_after(1) == jit.MAX_CALLS
