@@ -275,9 +275,18 @@ def cmd_disasm(args: argparse.Namespace) -> int:
         check_target(args.target)
     except ValueError as e:
         raise UserError(str(e)) from None
+    if args.generic:
+        from minijit import kernels
+
+        for dtype in [args.dtype] if args.dtype else ["fp32", "fp64"]:
+            kernel = kernels.generic_gemm(dtype, target=args.target)
+            print(f"// ==== generic GEMM ({args.target}, {dtype}): sizes and strides at run time")
+            print(kernel.listing)
+        if not args.config and not args.config_file:
+            return 0
     specs = configs.select(args.config, args.config_file, (), args.dtype)
     if not specs:
-        raise UserError("disasm needs --config NAME (or --config-file PATH)")
+        raise UserError("disasm needs --config NAME (or --config-file PATH), or --generic")
     threads = _one_thread_count(args.threads, "disasm") or parallel.default_threads()
     for spec in specs:
         op = cpu.make_op(spec, threads, args.target)
@@ -589,6 +598,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("disasm", help="set up a configuration and print its kernels and loop nest")
     _add_common_args(d, "thread target of the optimizer: a positive integer or 'all' (default all)")
+    d.add_argument(
+        "--generic", action="store_true", help="print the generic-tier GEMM kernel of the target (each --dtype)"
+    )
     d.set_defaults(func=cmd_disasm)
 
     i = sub.add_parser("info", help="host features, targets (cpu and cuda) and tools")

@@ -182,3 +182,11 @@ def test_the_threshold_follows_the_work():
     assert jit.specialise_after(jit.SPECIALISE_WORK) == 1 and jit.specialise_after(10 * jit.SPECIALISE_WORK) == 1
     assert jit.specialise_after(2 * 256**3) == -(-jit.SPECIALISE_WORK // (2 * 256**3))
     assert jit.specialise_after(1) == jit.MAX_CALLS
+
+
+def test_disasm_prints_the_generic_kernel(capsys):
+    from minijit import cli
+
+    assert cli.main(["disasm", "--generic", "--dtype", "fp32"]) == 0
+    out = capsys.readouterr().out
+    assert "generic GEMM (native, fp32)" in out and "vfmadd231ps" in out
