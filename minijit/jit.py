@@ -3,10 +3,10 @@ background (`minijit.einsum.generic`).
 
 ``MINIJIT_JIT`` (read at each call): ``tiered`` (the default) or ``eager`` (every new shape
 generates its shape-specialised kernels before it runs, as before the generic tier: for
-benchmarks of the specialised code). A generic plan is specialised once the work it ran would
-have paid for generating its specialised code (`specialise_after`: a 1024^3 GEMM on its first
-call, 256^3 after 75 calls, 64^3 after 4800). One daemon thread builds the specialised plans in
-order; `drain` waits until it is idle (tests, benchmarks).
+benchmarks of the specialised code). A generic plan is specialised once the time its kernel ran
+would have paid for generating its specialised code (`due`: a 1024^3 GEMM on its first call,
+otherwise after 50 ms of generic kernel time: ~80 calls at 256^3, ~1100 at 64^3). One daemon
+thread builds the specialised plans in order; `drain` waits until it is idle (tests, benchmarks).
 """
 
 from __future__ import annotations
@@ -20,16 +20,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MAX_CALLS", "SPECIALISE_WORK", "drain", "generic_kernel", "mode", "specialise", "specialise_after"]
+__all__ = ["SPECIALISE_SECONDS", "SPECIALISE_WORK", "drain", "due", "generic_kernel", "mode", "specialise"]
 
-#: flops a generic plan runs, over all its calls, before its specialised plan is built: code
-#: generation (~5-50 ms) pays for itself once the specialised kernel's saving (about 40 % of the
-#: generic kernel's time at ~50 GFLOPS on one core) adds up to it, about 2.5 GFLOP of work
-#: (bench/results/x86_64_warmup_2026-11-28.md: 6 ms / 17 us per call at 64^3, 23 ms / 0.35 ms
-#: at 256^3); a plan of at least this much work is specialised on its first call
+#: seconds of generic-kernel time after which a plan's specialised plan is built: code generation
+#: takes ~5-50 ms and the specialised kernel saves about 40 % of the generic one's time
+#: (bench/results/x86_64_warmup_2026-11-28.md: at 64^3 45 against 28 us a call, 7 ms to generate),
+#: so 50 ms of generic time is about when generating pays for itself
+SPECIALISE_SECONDS = 0.05
+#: work (flops) of one call from which a plan is specialised on its first call: at ~50 GFLOPS
+#: that call alone runs as long as `SPECIALISE_SECONDS`
 SPECIALISE_WORK = 2_500_000_000
-#: the most calls a small plan waits (its specialised plan saves microseconds a call)
-MAX_CALLS = 10_000
 #: the values ``MINIJIT_JIT`` takes
 MODES = ("tiered", "eager")
 
@@ -48,10 +48,11 @@ def mode() -> str:
     return value
 
 
-def specialise_after(flops: int) -> int:
-    """Calls after which a generic plan of ``flops`` work a call is specialised: enough that its
-    work reaches `SPECIALISE_WORK` (1 for large plans), at most `MAX_CALLS`."""
-    return max(1, min(MAX_CALLS, -(-SPECIALISE_WORK // max(1, flops))))
+def due(flops: int, seconds: float) -> bool:
+    """Whether a generic plan of ``flops`` work a call, whose kernel has run ``seconds`` in all,
+    should be specialised now: on its first call when the work is at least `SPECIALISE_WORK`,
+    else once the kernel time adds up to `SPECIALISE_SECONDS`."""
+    return flops >= SPECIALISE_WORK or seconds >= SPECIALISE_SECONDS
 
 
 def generic_kernel(dtype: np.dtype) -> Any:

@@ -1,7 +1,7 @@
 """The generic tier of `minijit.einsum`: a contraction of two operands that is one (batched) GEMM
 runs at once on the generic GEMM kernel of its ISA and dtype (`minijit.kernels.generic`: sizes
 and strides at run time), so a new shape costs planning, not code generation. A plan executed
-`specialise_after` times, or one whose work dwarfs code generation, has its shape-specialised
+long enough to pay for code generation (`jit.due`), or one whose work dwarfs it, has its shape-specialised
 `EinsumPlan` built by one background thread (`minijit.jit`), which puts it in the plan cache;
 from then on `einsum` finds the specialised plan first. Results are identical: both tiers
 compute each output element as one FMA chain over K in order.
@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import itertools
 import threading
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -91,6 +92,7 @@ class GenericPlan:
     #: (operand, axis order) of an operand copied into C order with its M letter last, or None
     copy: tuple[int, tuple[int, ...]] | None = None
     _calls: itertools.count = field(default_factory=itertools.count, repr=False)
+    _seconds: list[float] = field(default_factory=lambda: [0.0], repr=False)  # kernel seconds, all calls
     _queued: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def execute(self, a0: np.ndarray, a1: np.ndarray, out: np.ndarray | None) -> np.ndarray:
@@ -105,16 +107,20 @@ class GenericPlan:
                 a0, a1 = (moved, a1) if op == 0 else (a0, moved)
             ka, kb = (a1, a0) if self.roles.swap else (a0, a1)
             fn = jit.generic_kernel(self.dtype)
+            start = time.perf_counter()
             fn(ka.ctypes.data, kb.ctypes.data, out.ctypes.data, self.args.ctypes.data)
+            # kernel seconds so far (a race between threads may lose an addition: an estimate)
+            self._seconds[0] += time.perf_counter() - start
         return out
 
     def note_call(self, build) -> None:
-        """Count a call; past `jit.specialise_after` calls (or at once for large work) queue
-        ``build`` (which makes and caches the specialised plan) on the background thread once."""
-        calls = next(self._calls) + 1
+        """Count a call; once `jit.due` says the kernel time spent here would have paid for code
+        generation (or at once for large work), queue ``build`` (which makes and caches the
+        specialised plan) on the background thread, once."""
+        next(self._calls)
         if self._queued.is_set():
             return
-        if calls >= jit.specialise_after(self.flops):
+        if jit.due(self.flops, self._seconds[0]):
             self._queued.set()
             jit.specialise(build)
 

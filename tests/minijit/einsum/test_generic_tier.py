@@ -1,6 +1,6 @@
 """Tiered compilation of `minijit.einsum` (`minijit.einsum.generic`, `minijit.jit`): a new GEMM-like
 shape runs on the generic kernel at once, gives bitwise the result of the shape-specialised plan
-(``MINIJIT_JIT=eager``), and is specialised in the background after `jit.specialise_after` calls,
+(``MINIJIT_JIT=eager``), and is specialised in the background once `jit.due`,
 safely under concurrent callers."""
 
 from __future__ import annotations
@@ -97,13 +97,13 @@ def test_a_hot_plan_is_specialised_in_the_background_and_swapped_in(monkeypatch)
     a, b = rng.uniform(-1, 1, (37, 29)).astype(np.float32), rng.uniform(-1, 1, (29, 41)).astype(np.float32)
     first = minijit.einsum("ij,jk->ik", a, b)
     assert generic._PLANS.info()["size"] == 1 and plans._PLANS.info()["size"] == 0
-    monkeypatch.setattr(jit, "SPECIALISE_WORK", 2 * 37 * 29 * 41 * 10)
-    assert jit.specialise_after(2 * 37 * 29 * 41) == 10
-    for _ in range(8):  # calls 2..9
+    monkeypatch.setattr(jit, "SPECIALISE_SECONDS", 3600.0)
+    for _ in range(8):
         np.testing.assert_array_equal(minijit.einsum("ij,jk->ik", a, b), first)
     jit.drain()
-    assert plans._PLANS.info()["size"] == 0  # not yet
-    np.testing.assert_array_equal(minijit.einsum("ij,jk->ik", a, b), first)  # the 10th queues it
+    assert plans._PLANS.info()["size"] == 0  # not yet: its kernel time is far below the bound
+    monkeypatch.setattr(jit, "SPECIALISE_SECONDS", 0.0)
+    np.testing.assert_array_equal(minijit.einsum("ij,jk->ik", a, b), first)  # this call queues it
     jit.drain()
     assert plans._PLANS.info()["size"] == 1  # the specialised plan is in the cache
     hits = plans._PLANS.info()["hits"]
@@ -124,7 +124,7 @@ def test_large_work_is_specialised_on_its_first_call(monkeypatch):
 def test_concurrent_callers_while_the_plan_is_specialised(monkeypatch):
     """Threads hammer one new shape across the swap: every result equals the first one."""
     monkeypatch.setenv("MINIJIT_JIT", "tiered")
-    monkeypatch.setattr(jit, "SPECIALISE_WORK", 2 * 70 * 53 * 66 * 20)  # the swap after 20 calls
+    monkeypatch.setattr(jit, "SPECIALISE_SECONDS", 0.002)  # the swap after a few calls
     minijit.cache_clear()
     rng = np.random.default_rng(1)
     a, b = rng.uniform(-1, 1, (70, 53)).astype(np.float64), rng.uniform(-1, 1, (53, 66)).astype(np.float64)
@@ -178,10 +178,9 @@ def test_the_jit_mode_is_validated(monkeypatch):
         minijit.einsum("ij,jk->ik", np.ones((2, 2)), np.ones((2, 2)))
 
 
-def test_the_threshold_follows_the_work():
-    assert jit.specialise_after(jit.SPECIALISE_WORK) == 1 and jit.specialise_after(10 * jit.SPECIALISE_WORK) == 1
-    assert jit.specialise_after(2 * 256**3) == -(-jit.SPECIALISE_WORK // (2 * 256**3))
-    assert jit.specialise_after(1) == jit.MAX_CALLS
+def test_the_threshold_follows_the_kernel_time_and_the_work():
+    assert jit.due(jit.SPECIALISE_WORK, 0.0) and not jit.due(jit.SPECIALISE_WORK - 1, 0.0)
+    assert jit.due(10, jit.SPECIALISE_SECONDS) and not jit.due(10, jit.SPECIALISE_SECONDS / 2)
 
 
 def test_disasm_prints_the_generic_kernel(capsys):
