@@ -225,7 +225,7 @@ def _bench_einsum(args: argparse.Namespace) -> int:
         rep = einsum_cuda.bench(args.quick, _reps(args, "einsum-cuda"), _command(args), _progress_of(args))
         return _emit(args, rep)
     threads = _one_thread_count(args.threads, "bench einsum") or parallel.default_threads()
-    reps, dtype = _reps(args, "einsum"), args.dtype or "fp32"
+    reps, dtype = _reps(args, "einsum"), _one_dtype(args, "bench einsum") or "fp32"
     return _emit(args, einsum.bench(reps, threads, args.quick, _command(args), dtype, _progress_of(args)))
 
 
@@ -278,7 +278,7 @@ def cmd_disasm(args: argparse.Namespace) -> int:
     if args.generic:
         from minijit import kernels
 
-        for dtype in [args.dtype] if args.dtype else ["fp32", "fp64"]:
+        for dtype in args.dtype.split(",") if args.dtype else ["fp32", "fp64"]:
             kernel = kernels.generic_gemm(dtype, target=args.target)
             print(f"// ==== generic GEMM ({args.target}, {dtype}): sizes and strides at run time")
             print(kernel.listing)
@@ -463,6 +463,21 @@ class _Parser(argparse.ArgumentParser):
         raise UserError(message)
 
 
+def _dtype_list(text: str) -> str:
+    """``--dtype``: fp32, fp64, or both comma-separated (argparse reports the ValueError)."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names or any(n not in ("fp32", "fp64") for n in names):
+        raise argparse.ArgumentTypeError(f"expected fp32, fp64 or fp32,fp64, got {text!r}")
+    return ",".join(dict.fromkeys(names))
+
+
+def _one_dtype(args: argparse.Namespace, command: str) -> str | None:
+    """The single ``--dtype`` of a command that runs one element type."""
+    if args.dtype and "," in args.dtype:
+        raise UserError(f"{command} runs one element type: --dtype fp32 or --dtype fp64, not {args.dtype}")
+    return args.dtype
+
+
 def _add_common_args(p: argparse.ArgumentParser, threads_help: str) -> None:
     names = ", ".join(configs.BUILTIN_CONFIGS)
     p.add_argument(
@@ -472,7 +487,12 @@ def _add_common_args(p: argparse.ArgumentParser, threads_help: str) -> None:
         help=f"configuration (repeatable, or comma-separated): {names}, or a name from --config-file",
     )
     p.add_argument("--config-file", metavar="PATH", help="JSON (or YAML) file of user tensor operations")
-    p.add_argument("--dtype", choices=("fp32", "fp64"), help="element type (default: fp32 / the file's)")
+    p.add_argument(
+        "--dtype",
+        type=_dtype_list,
+        metavar="fp32|fp64",
+        help="element type(s), comma-separated for bench cpu (default: fp32 / the file's)",
+    )
     p.add_argument(
         "--target",
         default="native",

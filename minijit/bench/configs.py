@@ -272,7 +272,8 @@ def select(
     names: Sequence[str] | None, config_file: str | None, default: Sequence[str], dtype: str | None = None
 ) -> list[OpSpec]:
     """The configurations to run: ``names`` (each may be comma-separated) from the built-ins and
-    ``config_file``; else every configuration of the file; else the built-ins ``default``."""
+    ``config_file``; else every configuration of the file; else the built-ins ``default``; each
+    at ``dtype`` (None: its own; "fp32,fp64": each configuration at both)."""
     user = load_config_file(config_file) if config_file else []
     pool = {**BUILTIN_CONFIGS, **{s.name: s for s in user}}
     if names:
@@ -285,4 +286,6 @@ def select(
         chosen = user
     else:
         chosen = [BUILTIN_CONFIGS[n] for n in default]
+    if dtype and "," in dtype:  # every configuration at each element type, in the order given
+        return [s.with_dtype(d) for s in chosen for d in dtype.split(",")]
     return [s.with_dtype(dtype) for s in chosen]
