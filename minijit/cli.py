@@ -467,7 +467,7 @@ def _dtype_list(text: str) -> str:
     """``--dtype``: fp32, fp64, or both comma-separated (argparse reports the ValueError)."""
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names or any(n not in ("fp32", "fp64") for n in names):
-        raise argparse.ArgumentTypeError(f"expected fp32, fp64 or fp32,fp64, got {text!r}")
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from 'fp32', 'fp64', 'fp32,fp64')")
     return ",".join(dict.fromkeys(names))
 
 
