@@ -109,3 +109,45 @@ def test_generic_gemm_matches_numpy_and_stays_inside_its_operands(
         )
     np.testing.assert_array_equal(buf_a, before[0])
     np.testing.assert_array_equal(buf_b, before[1])
+
+
+def _fenced(n: int, dtype, rng) -> tuple[object, np.ndarray]:
+    """``n`` elements that end exactly where a PROT_NONE page begins (reading or writing one element
+    past them faults), and the mapping that owns them."""
+    import ctypes
+    import mmap
+
+    item = np.dtype(dtype).itemsize
+    pages = -(-max(1, n) * item // mmap.PAGESIZE)
+    mapping = mmap.mmap(-1, (pages + 1) * mmap.PAGESIZE)
+    base = np.frombuffer(mapping, np.uint8).ctypes.data
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    assert libc.mprotect(base + pages * mmap.PAGESIZE, mmap.PAGESIZE, 0) == 0  # PROT_NONE
+    start = pages * mmap.PAGESIZE - n * item
+    arr = np.frombuffer(mapping, dtype, count=n, offset=start)
+    arr[...] = rng.uniform(-1, 1, n)
+    return mapping, arr
+
+
+@pytest.mark.skipif(not X86, reason="runs x86-64 code")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_no_access_past_the_last_row_or_column(dtype):
+    """A, B and C each end where a no-access page begins: a kernel that read or wrote a full vector
+    past the last row (or a column past the last) would fault here; NaN guards cannot see reads."""
+    rng = np.random.default_rng(0)
+    name, ctype = ("fp32", "float") if dtype == np.float32 else ("fp64", "double")
+    kern = generic.generate(name, NATIVE)
+    raw = Kernel(kern.code, spec.signature(ctype), unchecked=True, isa="x86_64")
+    for m in range(1, 2 * 4 * 16 // np.dtype(dtype).itemsize + 2):
+        for n in range(1, 8):
+            k = 3
+            maps = [_fenced(size, dtype, rng) for size in (m * k, k * n, m * n)]
+            (_, a), (_, b), (_, c) = maps
+            args = spec.pack_args(
+                m=m, n=n, k=k, lda=m, ldb_k=1, ldb_n=k, ldc=m, batch=1, batch_a=0, batch_b=0, batch_c=0, accumulate=1
+            )
+            want = c.reshape(n, m).astype(np.float64) + (a.reshape(k, m).T.astype(np.float64) @ b.reshape(n, k).T).T
+            raw(a.ctypes.data, b.ctypes.data, c.ctypes.data, args)
+            np.testing.assert_allclose(c.reshape(n, m), want, rtol=1e-5, atol=1e-5)
+            # (the mappings are unmapped when collected: a view of them is still exported here)
