@@ -51,6 +51,7 @@ def cache_clear() -> None:
 
 
 __all__ = [
+    "AttentionPlan",
     "Dimension",
     "EinsumPlan",
     "SetupError",
@@ -67,6 +68,7 @@ __all__ = [
     "exec_t",
     "optimize",
     "ptype_t",
+    "scaled_dot_product_attention",
     "sparse_einsum",
     "sparse_plan",
     "tensordot",
@@ -76,6 +78,7 @@ __version__ = "0.1.0"
 
 #: the public names that load on first use, and the module each comes from
 _LAZY = {
+    "AttentionPlan": "minijit.attention.api",
     "Dimension": "minijit.ir",
     "EinsumPlan": "minijit.einsum.plan",
     "SetupError": "minijit.errors",
@@ -90,6 +93,7 @@ _LAZY = {
     "exec_t": "minijit.ir",
     "optimize": "minijit.optimizer",
     "ptype_t": "minijit.ir",
+    "scaled_dot_product_attention": "minijit.attention.api",
     "sparse_einsum": "minijit.sparseauto",
     "sparse_plan": "minijit.sparseauto",
 }

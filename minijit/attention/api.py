@@ -1,0 +1,226 @@
+"""`scaled_dot_product_attention`: torch's call on numpy arrays and torch CPU tensors, and the
+`AttentionPlan` it runs (set up once for shapes, dtype, mask kind and scale; executed many times).
+
+Semantics are torch's ``torch.nn.functional.scaled_dot_product_attention``: query ``(..., L, E)``,
+key ``(..., S, E)``, value ``(..., S, Ev)`` give ``(..., L, Ev)``; the leading dims broadcast;
+``scale`` defaults to ``1/sqrt(E)``; ``is_causal`` keeps the top-left-aligned lower triangle (query
+i attends to keys j <= i); a bool ``attn_mask`` (True: attend) or a float one (added to the scores)
+broadcasts to ``(..., L, S)``; ``enable_gqa`` lets query head i use key/value head
+``i // (Hq // Hk)`` (heads are dim -3). A row with every key masked is NaN, as torch's math
+definition gives it.
+
+The plan streams the key axis in tiles and keeps FlashAttention-2's running row max, row sum and
+unscaled output (seed 001, appendix), so memory stays at a few tiles whatever L and S are: an
+L x S score matrix is never formed. This first implementation computes each tile with numpy; the
+fused JIT kernel (issue 50) replaces the tile loop behind the same plan.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["AttentionPlan", "scaled_dot_product_attention"]
+
+#: the dtypes attention computes in
+DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+#: query rows and keys of one tile of the streamed computation (elements)
+TILE_Q, TILE_S = 256, 512
+
+
+def _shape_error(msg: str) -> ValueError:
+    return ValueError(f"scaled_dot_product_attention: {msg}")
+
+
+@dataclass(frozen=True)
+class AttentionPlan:
+    """Attention for one set of shapes, dtype, mask kind and scale (see the module docstring):
+    ``batch`` the broadcast leading dims of the result, ``groups`` the query heads per key/value
+    head (``enable_gqa``; 1 without), ``mask`` "none", "causal", "bool" or "float"."""
+
+    query_shape: tuple[int, ...]
+    key_shape: tuple[int, ...]
+    value_shape: tuple[int, ...]
+    dtype: np.dtype
+    mask: str = "none"
+    mask_shape: tuple[int, ...] | None = None
+    scale: float | None = None
+    enable_gqa: bool = False
+
+    def __post_init__(self) -> None:
+        q, k, v = self.query_shape, self.key_shape, self.value_shape
+        for name, shape in (("query", q), ("key", k), ("value", v)):
+            if len(shape) < 2:
+                raise _shape_error(f"{name} needs at least 2 dims (..., L or S, E), got shape {shape}")
+        if np.dtype(self.dtype) not in DTYPES:
+            raise TypeError(f"scaled_dot_product_attention: dtype {self.dtype} is not supported (float32 or float64)")
+        if q[-1] != k[-1]:
+            raise _shape_error(f"query and key disagree on E: {q[-1]} and {k[-1]}")
+        if k[-2] != v[-2]:
+            raise _shape_error(f"key and value disagree on S: {k[-2]} and {v[-2]}")
+        if self.mask not in ("none", "causal", "bool", "float"):
+            raise _shape_error(f"mask kind must be none, causal, bool or float, got {self.mask!r}")
+        if (self.mask in ("bool", "float")) != (self.mask_shape is not None):
+            raise _shape_error("a bool or float mask needs its shape, and only those")
+        if self.scale is not None and not (isinstance(self.scale, int | float) and math.isfinite(self.scale)):
+            raise _shape_error(f"scale must be a finite number, got {self.scale!r}")
+        kb, vb = self._kv_batch(k), self._kv_batch(v)
+        try:
+            np.broadcast_shapes(q[:-2], kb, vb)
+        except ValueError:
+            raise _shape_error(
+                f"the leading dims of query {q[:-2]}, key {k[:-2]} and value {v[:-2]} do not broadcast"
+                + (" (after grouping the heads)" if self.enable_gqa else "")
+            ) from None
+        if self.mask_shape is not None:
+            scores = (*self.batch, q[-2], k[-2])
+            try:
+                fits = np.broadcast_shapes(self.mask_shape, scores) == scores
+            except ValueError:
+                fits = False
+            if not fits:
+                raise _shape_error(f"attn_mask of shape {self.mask_shape} does not broadcast to the scores {scores}")
+
+    def _kv_batch(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """Leading dims of key or value as the query sees them (the heads repeated for GQA)."""
+        lead = shape[:-2]
+        if not self.enable_gqa:
+            return lead
+        if len(self.query_shape) < 3 or len(shape) < 3:
+            raise _shape_error("enable_gqa needs a heads dim (-3) in query, key and value")
+        hq, hk = self.query_shape[-3], shape[-3]
+        if hk < 1 or hq % hk:
+            raise _shape_error(f"enable_gqa: {hq} query heads cannot be grouped over {hk} key/value heads")
+        return (*lead[:-1], hq)
+
+    @property
+    def batch(self) -> tuple[int, ...]:
+        return np.broadcast_shapes(
+            self.query_shape[:-2], self._kv_batch(self.key_shape), self._kv_batch(self.value_shape)
+        )
+
+    @property
+    def groups(self) -> int:
+        return self.query_shape[-3] // self.key_shape[-3] if self.enable_gqa else 1
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        return (*self.batch, self.query_shape[-2], self.value_shape[-1])
+
+    @property
+    def scale_value(self) -> float:
+        return 1.0 / math.sqrt(self.query_shape[-1]) if self.scale is None else float(self.scale)
+
+    def execute(self, query: np.ndarray, key: np.ndarray, value: np.ndarray, attn_mask: np.ndarray | None = None):
+        """The attention of numpy arrays of the plan's shapes and dtype (a new C-order array)."""
+        self._check(query, key, value, attn_mask)
+        if self.enable_gqa and self.groups > 1:  # head i of the query uses key/value head i // groups
+            key = np.repeat(key, self.groups, axis=-3)
+            value = np.repeat(value, self.groups, axis=-3)
+        L, S = self.query_shape[-2], self.key_shape[-2]
+        batch = self.batch
+        q = np.broadcast_to(query, (*batch, L, query.shape[-1]))
+        k = np.broadcast_to(key, (*batch, S, key.shape[-1]))
+        v = np.broadcast_to(value, (*batch, S, value.shape[-1]))
+        mask = None if attn_mask is None else np.broadcast_to(attn_mask, (*batch, L, S))
+        out = np.empty(self.out_shape, self.dtype)
+        scale = self.dtype.type(self.scale_value)
+        for lo in range(0, L, TILE_Q):
+            hi = min(L, lo + TILE_Q)
+            out[..., lo:hi, :] = self._rows(q[..., lo:hi, :], k, v, mask, lo, hi, scale)
+        return out
+
+    def _rows(self, q, k, v, mask, lo: int, hi: int, scale) -> np.ndarray:
+        """Query rows lo..hi: the key axis streamed in tiles, FlashAttention-2's running max m,
+        sum l and unscaled output o; o / l at the end."""
+        S = k.shape[-2]
+        dt = self.dtype
+        shape = (*q.shape[:-1], 1)
+        m = np.full(shape, -np.inf, dt)
+        l_sum = np.zeros(shape, dt)
+        o = np.zeros((*q.shape[:-1], v.shape[-1]), dt)
+        rows = np.arange(lo, hi)[:, None]
+        stop = min(S, hi) if self.mask == "causal" else S  # keys past the last row's diagonal: none
+        for ks in range(0, stop, TILE_S):
+            ke = min(stop, ks + TILE_S)
+            s = np.matmul(q, np.swapaxes(k[..., ks:ke, :], -1, -2)) * scale
+            if self.mask == "causal":
+                s = np.where(np.arange(ks, ke)[None, :] <= rows, s, -np.inf)
+            elif self.mask == "bool":
+                s = np.where(mask[..., lo:hi, ks:ke], s, -np.inf)
+            elif self.mask == "float":
+                s = s + mask[..., lo:hi, ks:ke]
+            m_new = np.maximum(m, s.max(axis=-1, keepdims=True))
+            safe = np.where(np.isneginf(m_new), 0, m_new)  # a row masked so far stays at zero weight
+            p = np.exp(s - safe)
+            alpha = np.exp(np.where(np.isneginf(m), -np.inf, m - safe))
+            l_sum = alpha * l_sum + p.sum(axis=-1, keepdims=True)
+            o = alpha * o + np.matmul(p, v[..., ks:ke, :])
+            m = m_new
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return o / l_sum  # a row with every key masked: 0 / 0 = NaN, as torch's math
+
+    def _check(self, query, key, value, attn_mask) -> None:
+        for name, x, shape in (
+            ("query", query, self.query_shape),
+            ("key", key, self.key_shape),
+            ("value", value, self.value_shape),
+        ):
+            if x.shape != shape or x.dtype != self.dtype:
+                raise _shape_error(f"{name} is {x.dtype} {x.shape}; the plan is for {self.dtype} {shape}")
+        if self.mask in ("bool", "float") and (attn_mask is None or attn_mask.shape != self.mask_shape):
+            raise _shape_error(f"the plan needs an attn_mask of shape {self.mask_shape}")
+
+
+def _as_array(x: Any, name: str) -> np.ndarray:
+    from minijit.runtime.device_arrays import host_array
+
+    arr = host_array(x, f"scaled_dot_product_attention: {name}")
+    if arr.dtype not in DTYPES and not (name == "attn_mask" and arr.dtype == np.bool_):
+        raise TypeError(f"scaled_dot_product_attention: {name} has dtype {arr.dtype}; float32 or float64 only")
+    return arr
+
+
+def scaled_dot_product_attention(
+    query: Any,
+    key: Any,
+    value: Any,
+    attn_mask: Any = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> Any:
+    """torch's ``scaled_dot_product_attention`` on numpy arrays or torch CPU tensors (the result
+    follows the query's kind): see the module docstring. ValueError, TypeError or
+    NotImplementedError naming the argument before anything runs: mismatched E or S, non-float or
+    mixed dtypes, ``dropout_p`` other than 0, a mask that does not broadcast, a mask together
+    with ``is_causal``, heads GQA cannot group, fewer than 2 dims, a non-finite scale."""
+    from minijit.runtime.device_arrays import host_result, like_input
+
+    if dropout_p != 0.0:
+        raise NotImplementedError(f"scaled_dot_product_attention: dropout_p={dropout_p!r}: only 0.0 (no dropout)")
+    if attn_mask is not None and is_causal:
+        raise ValueError("scaled_dot_product_attention: attn_mask and is_causal together (torch refuses them too)")
+    if not isinstance(is_causal, bool) or not isinstance(enable_gqa, bool):
+        raise TypeError("scaled_dot_product_attention: is_causal and enable_gqa must be bools")
+    like = like_input([query])
+    q, k, v = (_as_array(x, n) for x, n in ((query, "query"), (key, "key"), (value, "value")))
+    if not q.dtype == k.dtype == v.dtype:
+        raise TypeError(f"scaled_dot_product_attention: mixed dtypes query {q.dtype}, key {k.dtype}, value {v.dtype}")
+    mask, kind = None, "causal" if is_causal else "none"
+    if attn_mask is not None:
+        mask = _as_array(attn_mask, "attn_mask")
+        if mask.dtype == np.bool_:
+            kind = "bool"
+        elif mask.dtype == q.dtype:
+            kind = "float"
+        else:
+            raise TypeError(f"scaled_dot_product_attention: a float attn_mask must be {q.dtype}, got {mask.dtype}")
+    plan = AttentionPlan(
+        q.shape, k.shape, v.shape, q.dtype, kind, None if mask is None else mask.shape, scale, enable_gqa
+    )
+    return host_result(plan.execute(q, k, v, mask), like)

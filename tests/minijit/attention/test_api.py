@@ -1,0 +1,164 @@
+"""`minijit.attention.scaled_dot_product_attention` against a float64 numpy reference of torch's
+definition: drawn leading dims, L != S, E and Ev including 1 and odd sizes, causal, bool and float
+masks, scale, GQA, huge logits, strided views; bad input refused by name before anything runs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from minijit.attention import api
+from minijit.attention.api import AttentionPlan, scaled_dot_product_attention
+from tests.conftest import examples
+
+
+def reference(q, k, v, mask=None, is_causal=False, scale=None, enable_gqa=False):
+    """torch's math definition in float64 (its documented reference implementation)."""
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    L, S = q.shape[-2], k.shape[-2]
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    if enable_gqa:
+        k = np.repeat(k, q.shape[-3] // k.shape[-3], axis=-3)
+        v = np.repeat(v, q.shape[-3] // v.shape[-3], axis=-3)
+    bias = np.zeros((L, S))
+    if is_causal:
+        bias = np.where(np.tril(np.ones((L, S), bool)), 0.0, -np.inf)
+    if mask is not None:
+        bias = np.where(mask, 0.0, -np.inf) if mask.dtype == np.bool_ else bias + mask.astype(np.float64)
+    s = q @ np.swapaxes(k, -1, -2) * scale + bias
+    m = s.max(axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        p = np.exp(s - m)
+        return (p / p.sum(axis=-1, keepdims=True)) @ v
+
+
+@settings(max_examples=examples(60))
+@given(
+    lead=st.lists(st.integers(1, 3), min_size=0, max_size=2),
+    L=st.integers(1, 40),
+    S=st.integers(1, 40),
+    E=st.sampled_from([1, 3, 8, 17]),
+    Ev=st.sampled_from([1, 5, 16]),
+    dtype=st.sampled_from([np.float32, np.float64]),
+    mask=st.sampled_from(["none", "causal", "bool", "float"]),
+    scale=st.sampled_from([None, 0.25, 3.0]),
+    big=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_matches_the_float64_reference(lead, L, S, E, Ev, dtype, mask, scale, big, seed):
+    rng = np.random.default_rng(seed)
+    mag = 100.0 if big else 1.0  # |scores| up to ~1e4: finite and right
+    q = (rng.uniform(-1, 1, (*lead, L, E)) * mag).astype(dtype)
+    k = (rng.uniform(-1, 1, (*lead, S, E)) * mag).astype(dtype)
+    v = rng.uniform(-1, 1, (*lead, S, Ev)).astype(dtype)
+    m = None
+    if mask == "bool":
+        m = rng.uniform(size=(L, S)) < 0.7
+        m[:, 0] = True  # every row attends somewhere (a fully masked row is NaN in both)
+    elif mask == "float":
+        m = rng.uniform(-2, 2, (*lead[-1:], L, S)).astype(dtype)
+    got = scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=mask == "causal", scale=scale)
+    want = reference(q, k, v, m, mask == "causal", scale)
+    assert got.shape == want.shape and got.dtype == dtype
+    tol = 3e-5 if dtype == np.float32 else 1e-12
+    if big and dtype == np.float32:  # scores of ~1e4 carry fp32 rounding of ~1e-3 into the softmax
+        tol = 3e-3
+    np.testing.assert_allclose(got, want, rtol=0, atol=tol * max(1.0, float(np.abs(want).max(initial=0))))
+
+
+def test_gqa_groups_query_heads_over_key_value_heads():
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((2, 6, 9, 8))
+    k, v = rng.standard_normal((2, 3, 11, 8)), rng.standard_normal((2, 3, 11, 4))
+    got = scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    np.testing.assert_allclose(got, reference(q, k, v, enable_gqa=True), rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="cannot be grouped"):
+        scaled_dot_product_attention(q, np.ones((2, 4, 11, 8)), np.ones((2, 4, 11, 4)), enable_gqa=True)
+
+
+def test_tiles_stream_long_sequences_and_odd_strided_views(monkeypatch):
+    monkeypatch.setattr(api, "TILE_Q", 7)
+    monkeypatch.setattr(api, "TILE_S", 5)
+    rng = np.random.default_rng(1)
+    base = rng.standard_normal((3, 40, 24)).astype(np.float32)
+    q, k, v = base[:, ::2, :6], base[:, 1::3, 3:9], base[:, :13, ::-3]  # views with odd strides
+    for causal in (False, True):
+        got = scaled_dot_product_attention(q, k, v, is_causal=causal)
+        want = reference(q, k, v, is_causal=causal)
+        np.testing.assert_allclose(got, want, rtol=0, atol=3e-5 * max(1, np.abs(want).max()))
+
+
+def test_a_row_with_every_key_masked_is_nan_as_torchs_math():
+    q = k = v = np.ones((1, 2, 4))
+    mask = np.array([[True, True], [False, False]])
+    out = scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert np.isfinite(out[0, 0]).all() and np.isnan(out[0, 1]).all()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"dropout_p": 0.1}, NotImplementedError, "dropout_p"),
+        ({"attn_mask": np.ones((4, 5), bool), "is_causal": True}, ValueError, "is_causal together"),
+        ({"attn_mask": np.ones((3, 5), bool)}, ValueError, "does not broadcast"),
+        ({"attn_mask": np.ones((2, 1, 4, 5), bool)}, ValueError, "does not broadcast"),
+        ({"attn_mask": np.ones((4, 5), np.float64)}, TypeError, "float attn_mask must be float32"),
+        ({"scale": float("nan")}, ValueError, "finite"),
+        ({"scale": float("inf")}, ValueError, "finite"),
+    ],
+)
+def test_bad_arguments_are_refused_by_name(kwargs, error, match):
+    q, k, v = np.ones((2, 4, 3), np.float32), np.ones((2, 5, 3), np.float32), np.ones((2, 5, 6), np.float32)
+    with pytest.raises(error, match=match):
+        scaled_dot_product_attention(q, k, v, **kwargs)
+
+
+def test_bad_shapes_and_dtypes_are_refused_by_name():
+    f32 = np.ones((2, 4, 3), np.float32)
+    with pytest.raises(ValueError, match="disagree on E"):
+        scaled_dot_product_attention(f32, np.ones((2, 5, 2), np.float32), np.ones((2, 5, 6), np.float32))
+    with pytest.raises(ValueError, match="disagree on S"):
+        scaled_dot_product_attention(f32, np.ones((2, 5, 3), np.float32), np.ones((2, 6, 6), np.float32))
+    with pytest.raises(TypeError, match="mixed dtypes"):
+        scaled_dot_product_attention(f32, f32.astype(np.float64), f32)
+    with pytest.raises(TypeError, match="int64"):
+        scaled_dot_product_attention(np.ones((4, 3), np.int64), np.ones((4, 3), np.int64), np.ones((4, 3), np.int64))
+    with pytest.raises(ValueError, match="at least 2 dims"):
+        scaled_dot_product_attention(np.ones(3, np.float32), f32, f32)
+    with pytest.raises(ValueError, match="do not broadcast"):
+        scaled_dot_product_attention(f32, np.ones((3, 5, 3), np.float32), np.ones((3, 5, 6), np.float32))
+
+
+def test_a_plan_is_set_up_once_and_checks_what_it_is_given():
+    plan = AttentionPlan((2, 4, 3), (2, 5, 3), (2, 5, 6), np.dtype(np.float32), "causal")
+    assert plan.out_shape == (2, 4, 6) and plan.scale_value == pytest.approx(1 / math.sqrt(3))
+    rng = np.random.default_rng(2)
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ((2, 4, 3), (2, 5, 3), (2, 5, 6)))
+    np.testing.assert_allclose(plan.execute(q, k, v), reference(q, k, v, is_causal=True), atol=3e-5)
+    with pytest.raises(ValueError, match="the plan is for float32"):
+        plan.execute(q[:, :3], k, v)
+
+
+def test_long_sequences_stay_in_a_few_tiles_of_memory():
+    """L = S = 16384, one head, E = 64: an L x S fp32 score matrix would be 1 GiB; the streamed
+    plan's allocations beyond the operands and the output stay under 64 MiB (tracemalloc sees
+    numpy's buffers)."""
+    import tracemalloc
+
+    rng = np.random.default_rng(3)
+    n = 16384
+    q, k, v = (rng.standard_normal((1, n, 64), dtype=np.float32) for _ in range(3))
+    tracemalloc.start()
+    try:
+        out = scaled_dot_product_attention(q, k, v)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak - out.nbytes < 64 << 20, f"peak {peak >> 20} MiB"
+    rows = [0, 5000, n - 1]  # spot-check three rows against the reference
+    want = reference(q[:, rows], k, v)
+    np.testing.assert_allclose(out[:, rows], want, rtol=0, atol=3e-5 * max(1, np.abs(want).max()))
