@@ -1,8 +1,25 @@
-"""Shared by the minijit tests: the seed's layouts, the binary primitives' numpy references."""
+"""Shared by the minijit tests: the seed's layouts, the binary primitives' numpy references, the
+host the decision tests are pinned to.
+
+Decision tests and execution tests (issue 49): a test that asserts a decision (a listing, a
+blocking, a packing choice, chunks, a thread split or grid, a kernel choice, a prim size) pins
+both the target (``target="x86_64-avx2"``, `RULE_TARGET`, never ``"native"``) and the host profile
+(the ``pin_host`` fixture of tests/conftest.py, `RULE_HOST` where the expected values were derived
+on the Zen 3 guest), so it decides the same on every machine; where the expected value is a
+property every recorded host shares it is parametrized over `minijit.runtime.profiles.X86_PROFILES`
+instead, so a developer on one CPU sees what another would decide. Execution is native: code runs
+on this machine (`minijit.runtime.features.detected_host`), a test skips, with its reason, what
+this machine cannot run (`runs_avx2`; a decision test that sets up x86-64 kernels without running
+them needs only an x86-64 machine to load them on, `x86_machine`), and a test on ``"native"`` asserts only what holds on
+every host (results, and properties true of every target).
+"""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
+
+from minijit.runtime import features
 
 
 def seed_layout(m0: int, n0: int, k0: int, m1: int, n1: int, k1: int):
@@ -48,18 +65,21 @@ def mapping_perms(address: int) -> str | None:
     return None
 
 
-#: the host class the packing and threading rules were measured on (a Zen 3 core: L1d 32 KiB 8-way,
-#: L2 512 KiB 8-way, L3 32 MiB 16-way); tests of those rules pin it, so they decide the same on
-#: every host (a Zen 4 guest has a 1 MiB L2 and AVX-512, and its native decisions differ)
-ZEN3_CACHES = {1: (32 * 1024, 8, 64), 2: (512 * 1024, 8, 64), 3: (32 * 1024 * 1024, 16, 64)}
+#: the host profile (`minijit.runtime.profiles.PROFILES`) the packing, chunking and threading rules
+#: were measured on, and the decision tests' expected values derived on: the Zen 3 guest (L1d 32 KiB
+#: 8-way, L2 512 KiB 8-way, L3 32 MiB 16-way over 2 CPUs, AVX2, 2 cores); pin it with
+#: ``pin_host(RULE_HOST)``
+RULE_HOST = "zen3"
 #: the x86-64 target of those rules (every x86-64 host these tests run on has AVX2 and FMA)
 RULE_TARGET = "x86_64-avx2"
 
-
-def pin_rule_host(monkeypatch) -> None:
-    """Make the host's cache queries (`minijit.runtime.features`) answer `ZEN3_CACHES` for the rest
-    of the test (the blocking model, packing and threading rules all read them there)."""
-    from minijit.runtime import features
-
-    caches = {level: features.CacheGeometry(*geo) for level, geo in ZEN3_CACHES.items()}
-    monkeypatch.setattr(features, "_sysfs_caches", lambda: dict(caches))
+_machine = features.detected_host()
+#: skips a test that sets up x86-64 kernels (they load only where x86-64 code runs) on other machines
+x86_machine = pytest.mark.skipif(
+    _machine.isa != "x86_64", reason="sets up x86-64 kernels, which load only on an x86-64 machine"
+)
+#: skips a test that runs `RULE_TARGET` code where this machine cannot (not x86-64, or no AVX2/FMA)
+runs_avx2 = pytest.mark.skipif(
+    not (_machine.isa == "x86_64" and _machine.avx2 and _machine.fma),
+    reason="runs x86-64 AVX2 code; this machine is not an x86-64 host with AVX2 and FMA",
+)

@@ -7,7 +7,7 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from minijit import TensorOperation, schedule
@@ -23,9 +23,9 @@ from minijit.packing import (
     stream_rows,
     usable_bytes,
 )
-from minijit.runtime import features, host
+from minijit.runtime import features, profiles, runs_natively
 from minijit.schedule import Rules
-from tests.minijit.helpers import RULE_TARGET, pin_rule_host
+from tests.minijit.helpers import RULE_HOST, RULE_TARGET, runs_avx2
 from tests.minijit.test_gemm_layouts import Guarded
 from tests.minijit.test_tensor_operation import TARGETS, emulated
 
@@ -37,10 +37,6 @@ def _one_sharer(monkeypatch):
     """The last-level caches these tests set are one team's (one sharer): `minijit.packing.llc_share`
     would otherwise count the slice of each CPU that the host's sysfs lists as sharing it."""
     monkeypatch.setattr(features, "last_level_cache_sharing", lambda: 1)
-
-
-def native_x86() -> bool:
-    return host().isa == "x86_64"
 
 
 CACHES = (GEO, CacheGeometry(512 * 1024, 8, 64))  # the L2: 1024 sets
@@ -175,7 +171,6 @@ def test_row_major_numpy_gemm_is_packed_and_right(target):
 def test_packed_brgemm_on_sve_at_every_vector_length(sve_vl):
     """The packed path (copy kernels + BRGEMM on the packed buffer) on SVE, emulated at 128, 256
     and 512 bits (natively on an SVE host at its own length only)."""
-    from minijit.runtime import runs_natively
 
     if runs_natively("aarch64") and sve_vl != 128:
         pytest.skip("native host: its own vector length only")
@@ -266,15 +261,18 @@ PANEL_CASES = {
 }
 
 
-@pytest.mark.skipif(not native_x86(), reason="B micro-panels are an x86-64 layout; this host is not x86-64")
+@runs_avx2
 @pytest.mark.parametrize("case", sorted(PANEL_CASES))
 @pytest.mark.parametrize("threads", [1, 2])
-def test_panel_packed_operations_match_numpy_and_the_unpacked_ones(monkeypatch, case, threads):
+def test_panel_packed_operations_match_numpy_and_the_unpacked_ones(pin_host, monkeypatch, case, threads):
+    """B blocks that conflict in L2 go into micro-panels (`RULE_TARGET` on `RULE_HOST`, where the
+    cases were drawn); packed and unpacked results match each other and the reference."""
+    pin_host(RULE_HOST)
     monkeypatch.setattr(features, "last_level_cache_bytes", lambda: 1)  # B over half of it: packed
     dtype, touches, types, sizes, s0, s1, so = PANEL_CASES[case]
     main = "brgemm" if types.count("k") > 1 else "gemm"
     execs = ["prim"] * len(types)
-    ops = {p: TensorOperation("native", num_threads=threads, pack=p) for p in (True, False)}
+    ops = {p: TensorOperation(RULE_TARGET, num_threads=threads, pack=p) for p in (True, False)}
     for op in ops.values():
         op.setup(dtype, touches[0], main, touches[1], list(types), execs, list(sizes), list(s0), list(s1), list(so))
     assert "in1" in ops[True].panel_plans and not ops[False].panel_plans
@@ -298,18 +296,22 @@ def test_panel_packed_operations_match_numpy_and_the_unpacked_ones(monkeypatch, 
     np.testing.assert_array_equal(c, got[True])
 
 
-@pytest.mark.skipif(not native_x86(), reason="B micro-panels are an x86-64 layout; this host is not x86-64")
-def test_c_order_numpy_gemm_with_power_of_two_size_packs_both_operands(monkeypatch):
+@runs_avx2
+@pytest.mark.parametrize("profile", profiles.X86_PROFILES)
+def test_c_order_numpy_gemm_with_power_of_two_size_packs_both_operands(pin_host, monkeypatch, profile):
     """What a numpy user writes: C-order A @ B at 1024 (swapped operands), with a last-level cache
-    smaller than B (both packed) and with a 64 MiB one (B, 4 MiB, re-read from there)."""
+    smaller than B (both packed) and with a 64 MiB one (B, 4 MiB, re-read from there). For the
+    AVX2 target on every x86-64 profile's caches (the AVX-512 target, which profiles with AVX-512
+    pick natively, packs A inside the kernel instead: `a_copy`, B alone in micro-panels)."""
+    pin_host(profile)
     n = 1024
     args = ("fp32", "zero", "gemm", "none", "mnk", ("undefined",) * 3, (n, n, n), (n, 0, 1), (0, 1, n), (n, 1, 0))
     monkeypatch.setattr(features, "last_level_cache_bytes", lambda: 64 << 20)
-    roomy = TensorOperation("native", num_threads=2)
+    roomy = TensorOperation(RULE_TARGET, num_threads=2)
     roomy.setup(*args)
     assert set(roomy.panel_plans) == {"in0"}
     monkeypatch.setattr(features, "last_level_cache_bytes", lambda: 1)
-    op = TensorOperation("native", num_threads=2)
+    op = TensorOperation(RULE_TARGET, num_threads=2)
     op.setup(*args)
     assert set(op.panel_plans) == {"in0", "in1"} and op.pack_plan is None
     assert op.packed_operands == {"in0", "in1"}
@@ -390,15 +392,15 @@ def test_a_copy_streams_k_chunks_when_a_and_its_buffer_exceed_half_the_last_leve
     assert plan_panels(rows, 6, CACHES, llc_bytes=1) == plan_panels(rows, 6, CACHES, llc_bytes=1 << 40)
 
 
-@pytest.mark.skipif(not native_x86(), reason="A micro-panels are an x86-64 layout; this host is not x86-64")
+@runs_avx2
 @pytest.mark.parametrize("dtype", ["fp32", "fp64"])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_streamed_a_copy_fills_the_same_panels(monkeypatch, dtype, threads):
+def test_streamed_a_copy_fills_the_same_panels(pin_host, monkeypatch, dtype, threads):
     """An LLC too small for A forces the streamed copy: the packed A, and so every bit of C, equals
     the scattering copy's; with BR steps, a ragged last panel and a K loop in the nest."""
     types, sizes = "kmnk", [3, 250, 130, 96]  # BR 3, M 250 = panels + 10 rows, K 96 (chunks of 48)
     s0, s1, so = [96 * 256, 1, 0, 256], [96, 0, 4096, 1], [0, 1, 256, 0]
-    pin_rule_host(monkeypatch)
+    pin_host(RULE_HOST)
     ops = {}
     for llc in (1 << 40, 1):
         monkeypatch.setattr(features, "last_level_cache_bytes", lambda llc=llc: llc)
@@ -431,11 +433,13 @@ def test_streamed_a_copy_fills_the_same_panels(monkeypatch, dtype, threads):
     np.testing.assert_allclose(got[1], ref, rtol=1e-4 if dtype == "fp32" else 1e-10, atol=1e-4)
 
 
-@pytest.mark.skipif(not native_x86(), reason="fused touches are an x86-64 kernel option")
+@runs_avx2
+@pytest.mark.parametrize("profile", profiles.X86_PROFILES)
 @pytest.mark.parametrize("outer_k", [False, True])
-def test_zero_and_relu_touches_fuse_into_the_kernel_when_k_is_whole(outer_k):
+def test_zero_and_relu_touches_fuse_into_the_kernel_when_k_is_whole(pin_host, outer_k, profile):
     """first zero / last relu run inside the x86 BRGEMM when every K dim is a prim (one final
     store per C block); with a K loop outside they stay separate calls. Results equal either way."""
+    pin_host(profile)
     m, n, k, br = 40, 30, 16, 3
     types, execs = "kmnk", ["prim"] * 4
     sizes, s0, s1, so = [br, m, n, k], [k * m, 1, 0, m], [k, 0, br * k, 1], [0, 1, m, 0]
@@ -443,7 +447,7 @@ def test_zero_and_relu_touches_fuse_into_the_kernel_when_k_is_whole(outer_k):
         execs, main = ["seq", "prim", "prim", "prim"], "gemm"
     else:
         main = "brgemm"
-    op = TensorOperation("native", num_threads=1)
+    op = TensorOperation(RULE_TARGET, num_threads=1)
     op.setup("fp32", "zero", main, "relu", list(types), execs, sizes, s0, s1, so)
     name = op.primitives["main"].name
     if outer_k:
@@ -461,14 +465,15 @@ def test_zero_and_relu_touches_fuse_into_the_kernel_when_k_is_whole(outer_k):
     assert (c >= 0).all() and not np.signbit(c).any()
 
 
-@pytest.mark.skipif(not native_x86(), reason="a_copy is an x86-64 kernel option; this host is not x86-64")
+@runs_avx2
 @pytest.mark.parametrize("order", ["F", "C"])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_kernel_copies_a_when_few_calls_reuse_an_l2_sized_a_block(monkeypatch, order, threads):
+def test_kernel_copies_a_when_few_calls_reuse_an_l2_sized_a_block(pin_host, order, threads):
     """256^3 (one call per A block, 256 KiB): the kernel packs A itself, no copy pass and no
     buffer; its result matches numpy and the panel-packed operation. The seed's 32^3 prims (32
-    calls re-read each A block) and 2048^3 (an A block of 2 MiB) keep the copy pass."""
-    pin_rule_host(monkeypatch)
+    calls re-read each A block) and 2048^3 (an A block of 2 MiB) keep the copy pass (`RULE_TARGET`
+    on `RULE_HOST`: an A block is L2-sized against its 512 KiB L2)."""
+    pin_host(RULE_HOST)
     n = 256
     strides = {"F": ((1, 0, n), (0, n, 1), (1, n, 0)), "C": ((n, 0, 1), (0, 1, n), (n, 1, 0))}[order]
     args = ("fp32", "none", "gemm", "none", "mnk", ("undefined",) * 3, (n, n, n), *strides)
@@ -512,20 +517,22 @@ def test_kernel_copies_a_when_few_calls_reuse_an_l2_sized_a_block(monkeypatch, o
         assert not big.a_copy and "in0" in big.packed_operands
 
 
-@pytest.mark.skipif(not native_x86(), reason="n_outer is an x86-64 kernel option; this host is not x86-64")
+@runs_avx2
+@pytest.mark.parametrize("profile", profiles.X86_PROFILES)
 @pytest.mark.parametrize("order", ["F", "C"])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_small_k_gemms_walk_n_outermost(monkeypatch, order, threads):
+def test_small_k_gemms_walk_n_outermost(pin_host, monkeypatch, order, threads, profile):
     """1024 x 1024 x 64 (a call's A block 256 KiB, C runs of 4 KiB down each column): A is packed
     in panels and the kernel walks its N blocks outermost (``n_outer``, shown in the listing); the
     result equals the M-outer operation's bit for bit (the same FMAs per element, in the same
     order) and matches numpy. An A block over the last-level cache's share, or a prim M of 128
     rows (runs of 512 B), keeps the M-outer order."""
+    pin_host(profile)
     monkeypatch.setattr(features, "last_level_cache_bytes", lambda: 32 << 20)
     m, n, k = 1024, 1024, 64
     strides = {"F": ((1, 0, m), (0, k, 1), (1, m, 0)), "C": ((k, 0, 1), (0, 1, n), (n, 1, 0))}[order]
     args = ("fp32", "none", "gemm", "none", "mnk", ("undefined",) * 3, (m, n, k), *strides)
-    op = TensorOperation("native", num_threads=threads)
+    op = TensorOperation(RULE_TARGET, num_threads=threads)
     op.setup(*args)
     assert op.n_outer and not op.a_copy and "in0" in op.packed_operands
     assert op.primitives["main"].name.endswith("_no") and "// kernel order n_outer" in op.listing()
@@ -538,7 +545,7 @@ def test_small_k_gemms_walk_n_outermost(monkeypatch, order, threads):
     op.execute(A.T if order == "F" else A, B.T if order == "F" else B, C.T if order == "F" else C)
     want = C0.astype(np.float64) + A.astype(np.float64) @ B.astype(np.float64)
     np.testing.assert_allclose(C, want, rtol=1e-4, atol=1e-4)
-    m_outer = TensorOperation("native", num_threads=threads, rules=Rules(n_outer=False))
+    m_outer = TensorOperation(RULE_TARGET, num_threads=threads, rules=Rules(n_outer=False))
     m_outer.setup(*args)
     assert not m_outer.n_outer and "_no" not in m_outer.primitives["main"].name
     C2 = C0.copy(order="K")
@@ -546,23 +553,23 @@ def test_small_k_gemms_walk_n_outermost(monkeypatch, order, threads):
     np.testing.assert_array_equal(C, C2)
     monkeypatch.undo()
     monkeypatch.setattr(features, "last_level_cache_bytes", lambda: 1 << 19)  # share 64 KiB: below any A block here
-    small_llc = TensorOperation("native", num_threads=threads)
+    small_llc = TensorOperation(RULE_TARGET, num_threads=threads)
     small_llc.setup(*args)
     assert not small_llc.n_outer
     monkeypatch.setattr(features, "last_level_cache_bytes", lambda: 32 << 20)
-    short = TensorOperation("native", num_threads=threads)
+    short = TensorOperation(RULE_TARGET, num_threads=threads)
     short_args = ((128, 8192, 128), (1, 0, 128), (0, 128, 1), (1, 128, 0))
     short.setup("fp32", "none", "gemm", "none", "mnk", ("undefined",) * 3, *short_args)
     assert short.config.dims[short.config.prim.m].size <= 128 and not short.n_outer
 
 
-@pytest.mark.skipif(not native_x86(), reason="B micro-panels are an x86-64 layout; this host is not x86-64")
-def test_row_major_b_panels_are_copied_row_by_row_with_whole_vectors(monkeypatch):
+@runs_avx2
+def test_row_major_b_panels_are_copied_row_by_row_with_whole_vectors(pin_host):
     """A and B C-order, C F-order at 1024: B (unit-stride N) goes into 6-column panels by a copy
     whose prims are K and the panel's 6 columns, so each call fills one panel's contiguous rows with
     whole-vector stores (`dense_b`; before: 6-element runs into a different panel each, 2.1 ms
-    against 0.84 ms on a Zen 3 core); the product matches numpy."""
-    pin_rule_host(monkeypatch)
+    against 0.84 ms on a Zen 3 core); the product matches numpy (`RULE_TARGET` on `RULE_HOST`)."""
+    pin_host(RULE_HOST)
     n = 1024
     op = TensorOperation(RULE_TARGET, num_threads=2)
     op.setup("fp32", "zero", "gemm", "none", "mnk", ("undefined",) * 3, (n,) * 3, (n, 0, 1), (0, 1, n), (1, n, 0))
@@ -579,8 +586,9 @@ def test_row_major_b_panels_are_copied_row_by_row_with_whole_vectors(monkeypatch
     np.testing.assert_allclose(C.reshape(n, n).T, A.astype(np.float64) @ B, rtol=1e-4, atol=1e-3)
 
 
-@pytest.mark.skipif(not native_x86(), reason="panel packing runs on x86-64 hosts")
-@settings(max_examples=12, deadline=None)
+@runs_avx2
+# pin_host pins the whole test: every example on the same profile
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     m=st.integers(64, 96),  # packing.PANEL_REUSE_N columns reuse A's panels; C over 1/16 of the cache
     n_panels=st.integers(288, 320),  # A (n x k) over 4x the largest prim M (1024 rows): an outer M loop
@@ -589,17 +597,18 @@ def test_row_major_b_panels_are_copied_row_by_row_with_whole_vectors(monkeypatch
     pad=st.integers(0, 5),
     seed=st.integers(0, 2**16),
 )
-def test_chunked_operations_match_numpy(m, n_panels, k4, threads, pad, seed):
+def test_chunked_operations_match_numpy(pin_host, m, n_panels, k4, threads, pad, seed):
     """C-order operands with a last-level cache of 8 prim Ms (1024 rows, `minijit.blocking.MAX_MC`)
     of A (A is the caller's B, N x K: it exceeds half of it; B, the caller's m x K A, fits its 1/8
     share; one index of the outer M loop fits it too; C is over the K chunks' share): a GEMM on 1 or
     2 threads runs in chunks of its outermost M loop (`minijit.schedule.a_chunks`: each chunk's A
     packed, then its kernels); through `execute` and `execute_ptr` the results match numpy, the
     listing names the chunks.
-    Leading dims are padded by ``pad`` elements; the padding of C is left alone."""
+    Leading dims are padded by ``pad`` elements; the padding of C is left alone. `RULE_TARGET` on
+    `RULE_HOST`."""
     n, k = 16 * n_panels, 4 * k4
+    pin_host(RULE_HOST)
     with pytest.MonkeyPatch.context() as mp:
-        pin_rule_host(mp)
         lda, ldb, ldc = k + pad, n + pad, n + pad
         mp.setattr(features, "last_level_cache_bytes", lambda: 8 * 1024 * lda * 4)
         strides = ((lda, 0, 1), (0, 1, ldb), (ldc, 1, 0))
@@ -626,8 +635,9 @@ def test_chunked_operations_match_numpy(m, n_panels, k4, threads, pad, seed):
     np.testing.assert_array_equal(C2, C)
 
 
-@pytest.mark.skipif(not native_x86(), reason="panel packing runs on x86-64 hosts")
-def test_gemms_whose_a_outgrows_the_cache_run_in_chunks(monkeypatch):
+@runs_avx2
+@pytest.mark.parametrize("profile", profiles.X86_PROFILES)
+def test_gemms_whose_a_outgrows_the_cache_run_in_chunks(pin_host, monkeypatch, profile):
     """A 32 MiB last-level cache. 256 x 16384 x 1024 (A, the caller's B, 64 MiB; B 1 MiB; C 16
     MiB): M chunks of one prim M (1024 rows x K 1024: 4 MiB of A, 1/8 of the cache), shown in the
     listing, on one thread and split over two (the shared dim merged back first). 1..64 x 4096 x
@@ -637,10 +647,11 @@ def test_gemms_whose_a_outgrows_the_cache_run_in_chunks(monkeypatch):
     nothing packed, on 1 and 2 threads. Where A is re-read by an outer N loop (2048^3), fits the cache (1024^3), or one
     index of the outer M loop is over the share (256 x 4096 x 4096: 1024 rows x K 4096), the
     whole operation runs at once."""
+    pin_host(profile)
     monkeypatch.setattr(features, "last_level_cache_bytes", lambda: 32 << 20)
 
     def setup(m, n, k, threads, order="C", ldb=None):
-        op = TensorOperation("native", num_threads=threads)
+        op = TensorOperation(RULE_TARGET, num_threads=threads)
         strides = {"C": ((k, 0, 1), (0, 1, ldb or n), (n, 1, 0)), "F": ((1, 0, m), (0, k, 1), (1, m, 0))}[order]
         op.setup("fp32", "none", "gemm", "none", "mnk", ("undefined",) * 3, (m, n, k), *strides)
         return op
@@ -679,8 +690,10 @@ def test_gemms_whose_a_outgrows_the_cache_run_in_chunks(monkeypatch):
         assert op.chunks == 1 and op.chunk_kind is None and "// chunked" not in op.listing(), (m, n, k, threads)
 
 
-@pytest.mark.skipif(not native_x86(), reason="panel packing runs on x86-64 hosts")
-@settings(max_examples=16, deadline=None)
+@runs_avx2
+@pytest.mark.parametrize("profile", profiles.X86_PROFILES)
+# pin_host pins the whole test: every example on the same profile
+@settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     panels=st.integers(20, 28),  # M = 16 * panels >= 4 N: B within 1/8 of the cache
     n=st.integers(2, 80),  # a chunk packs A into panels for any N
@@ -694,7 +707,9 @@ def test_gemms_whose_a_outgrows_the_cache_run_in_chunks(monkeypatch):
     dtype=st.sampled_from(["fp32", "fp64"]),
     seed=st.integers(0, 2**16),
 )
-def test_k_chunked_operations_match_numpy(panels, n, kc, kb, br, first, last, threads, pad, dtype, seed):
+def test_k_chunked_operations_match_numpy(
+    pin_host, profile, panels, n, kc, kb, br, first, last, threads, pad, dtype, seed
+):
     """Column-major fp32/fp64 A (M x K, leading dim M + ``pad``), B (K x N), C (M x N) with a last-level cache
     just under twice A: a GEMM whose outer K dim (a seq loop, or the BRGEMM's BR dim) has ``kb``
     steps of ``kc`` runs in K chunks (`minijit.schedule.k_chunks`: the largest divisor of ``kb``
@@ -717,9 +732,10 @@ def test_k_chunked_operations_match_numpy(panels, n, kc, kb, br, first, last, th
     ]
     types, execs, sizes, strides = zip(*dims, strict=True)
     s0, s1, so = ([s[i] for s in strides] for i in range(3))
+    pin_host(profile)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(features, "last_level_cache_bytes", lambda: 2 * lda * k * item - item)
-        op = TensorOperation("native", num_threads=threads)
+        op = TensorOperation(RULE_TARGET, num_threads=threads)
         op.setup(dtype, first, "brgemm" if br else "gemm", last, types, execs, sizes, s0, s1, so)
     if pad:
         assert op.chunk_kind != "K"  # no K chunks

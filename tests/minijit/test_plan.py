@@ -10,26 +10,29 @@ import pytest
 
 from minijit import TensorOperation, packing
 from minijit import plan as plans
-from minijit.runtime import features
 from minijit.schedule import Rules
-from tests.minijit.helpers import ZEN3_CACHES
-from tests.minijit.test_threads import MODES, _reach, _reference, x86
+from tests.minijit.helpers import RULE_HOST, runs_avx2, x86_machine
+from tests.minijit.test_threads import MODES, _reach, _reference, mode_op
+
+
+@pytest.fixture
+def _rule_host(pin_host):
+    pin_host(RULE_HOST)
+
+
+def on_rule_host(test):
+    """``test`` decides on the `RULE_HOST` profile, where the modes' choices were derived
+    (`tests.minijit.test_threads.MODES`, set up for `tests.minijit.helpers.RULE_TARGET`); it
+    needs an x86-64 machine to load the kernels on."""
+    return x86_machine(pytest.mark.usefixtures("_rule_host")(test))
 
 
 def _op(mode: str, **kwargs) -> TensorOperation:
-    """The operation of `tests.minijit.test_threads.MODES` ``mode`` on the rules' host."""
-    args, llc, threads, _ = MODES[mode]
-    with pytest.MonkeyPatch.context() as mp:
-        caches = {level: features.CacheGeometry(*geo) for level, geo in ZEN3_CACHES.items()}
-        mp.setattr(features, "_sysfs_caches", lambda: dict(caches))
-        if llc is not None:
-            mp.setattr(features, "last_level_cache_bytes", lambda: llc)
-        op = TensorOperation("native", num_threads=threads, **kwargs)
-        op.setup(*args)
-    return op
+    """The operation of `tests.minijit.test_threads.MODES` ``mode`` (the test pins `RULE_HOST`)."""
+    return mode_op(mode, **kwargs)
 
 
-@x86
+@on_rule_host
 def test_each_mode_builds_its_tree():
     body = {mode: _op(mode).plan.body for mode in MODES}
     assert isinstance(body["plain"], plans.Kernel)
@@ -51,7 +54,7 @@ def test_each_mode_builds_its_tree():
     assert head.offsets == (0, 0, 0) and tail.byte_offsets == tuple(4 * o for o in tail.offsets)
 
 
-@x86
+@on_rule_host
 def test_plans_are_frozen():
     op = _op("packed")
     pack = op.plan.body
@@ -60,7 +63,8 @@ def test_plans_are_frozen():
             setattr(node, field, None)
 
 
-@x86
+@runs_avx2
+@on_rule_host
 @pytest.mark.parametrize("mode", sorted(MODES))
 def test_the_runner_on_addresses_is_what_execute_runs(mode):
     """`minijit.plan.run_plan` on the operation's plan with raw addresses computes what
@@ -79,7 +83,7 @@ def test_the_runner_on_addresses_is_what_execute_runs(mode):
     np.testing.assert_allclose(c1, _reference(args, a, b, c0), rtol=1e-4, atol=1e-4)
 
 
-@x86
+@on_rule_host
 def test_rules_switch_single_choices_off():
     assert _op("m-chunks").chunk_kind == "M" and _op("m-chunks", rules=Rules(chunks=False)).chunk_kind is None
     assert _op("k-chunks").chunk_kind == "K" and _op("k-chunks", rules=Rules(k_chunks=False)).chunk_kind != "K"

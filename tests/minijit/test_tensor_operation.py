@@ -22,9 +22,9 @@ from numpy.lib.stride_tricks import as_strided
 from minijit import kernels
 from minijit import plan as plans
 from minijit.errors import SetupError
-from minijit.runtime import host, runs_natively
+from minijit.runtime import host, profiles, runs_natively
 from minijit.tensor_operation import TensorOperation
-from tests.minijit.helpers import UFUNCS, pin_rule_host, seed_layout, trus_args
+from tests.minijit.helpers import RULE_HOST, RULE_TARGET, UFUNCS, runs_avx2, seed_layout, trus_args
 
 ON_X86 = host().isa == "x86_64"
 NATIVE = kernels.native_target()
@@ -878,16 +878,20 @@ def test_shared_loops_are_deterministic():
             assert np.array_equal(r, results[0])
 
 
+@runs_avx2
 @pytest.mark.usefixtures("parallel_always")
-def test_two_shared_dims_balance_the_threads_and_give_the_same_bits():
+@pytest.mark.parametrize("profile", profiles.X86_PROFILES)
+def test_two_shared_dims_balance_the_threads_and_give_the_same_bits(pin_host, profile):
     """M 64 x N 60 x K 16 in prims of at most 32 (N: 5 x 12): 5 N blocks alone would split 3
-    against 2 over 2 threads, so the optimizer shares the 2 M blocks too (10 iterations, 5 each)."""
+    against 2 over 2 threads, so the optimizer shares the 2 M blocks too (10 iterations, 5 each).
+    `RULE_TARGET` on each x86-64 profile."""
+    pin_host(profile)
     args = ("fp32", "none", "gemm", "none", "mnk", ("undefined",) * 3, (64, 60, 16), (1, 0, 64), (0, 16, 1), (1, 64, 0))
     rng = np.random.default_rng(17)
     A, B, C0 = rand(rng, 64 * 16), rand(rng, 16 * 60), rand(rng, 64 * 60)
     results = []
     for t in (1, 2, 3):
-        op = TensorOperation(NATIVE, num_threads=t)
+        op = TensorOperation(RULE_TARGET, num_threads=t)
         op.setup(*args, optimize=True, max_kernel_size=32)
         if t == 2:
             assert [(d.type.name, d.size) for d in op.config.shared_dims] == [("n", 5), ("m", 2)]
@@ -900,19 +904,24 @@ def test_two_shared_dims_balance_the_threads_and_give_the_same_bits():
         assert np.array_equal(r, results[0])
 
 
+@runs_avx2
+@pytest.mark.parametrize("profile", profiles.X86_PROFILES)
 @pytest.mark.parametrize("n", [64, 96, 100])
-def test_operations_too_small_to_split_are_shaped_for_one_thread(n):
+def test_operations_too_small_to_split_are_shaped_for_one_thread(pin_host, n, profile):
     """A GEMM under `PARALLEL_MIN_ELEMENTS` multiply-adds runs on the calling thread whatever
     ``num_threads`` says, so it is set up as for one thread: the same optimized config and kernels
     (before, 96^3 fp32 on 2 threads ran two 48-row halves and a packing pass on one thread: 0.70x
-    the one-thread operation on a Zen 4 core); and it computes the same bits."""
+    the one-thread operation on a Zen 4 core); and it computes the same bits. `RULE_TARGET` on
+    each x86-64 profile."""
     import minijit.tensor_operation as to
+
+    pin_host(profile)
 
     assert n**3 < to.PARALLEL_MIN_ELEMENTS
     args = ("fp32", "none", "gemm", "none", "mnk", ("undefined",) * 3, (n,) * 3, (1, 0, n), (0, n, 1), (1, n, 0))
     ops = []
     for threads in (1, 2, 3):
-        op = TensorOperation(NATIVE, num_threads=threads)
+        op = TensorOperation(RULE_TARGET, num_threads=threads)
         op.setup(*args)
         ops.append(op)
     one = ops[0]
@@ -931,15 +940,16 @@ def test_operations_too_small_to_split_are_shaped_for_one_thread(n):
     assert all(np.array_equal(r, results[0]) for r in results[1:])
 
 
-def test_elementwise_ops_split_by_bytes_moved_and_gemms_by_multiply_adds(monkeypatch):
+@runs_avx2
+def test_elementwise_ops_split_by_bytes_moved_and_gemms_by_multiply_adds(pin_host):
     """A 512^2 fp32 copy (2 MiB read and written) runs on two threads, a 256^2 one (512 KiB) on
     one; a GEMM splits from 2^20 multiply-adds; the packing copies of a 512^3 GEMM follow the
-    copy rule (on the rules' host: with a 1 MiB L2 that GEMM packs nothing), and both results
-    are right."""
-    pin_rule_host(monkeypatch)
+    copy rule (`RULE_TARGET` on the rules' host, `RULE_HOST`: with a 1 MiB L2 that GEMM packs
+    nothing), and the copy is right."""
+    pin_host(RULE_HOST)
 
     def op(n, ptype, dims, threads=2):
-        op = TensorOperation(NATIVE, num_threads=threads)
+        op = TensorOperation(RULE_TARGET, num_threads=threads)
         if ptype == "copy":
             op.setup("fp32", "none", "copy", "none", "cc", ("undefined",) * 2, (n, n), (1, n), (0, 0), (1, n))
         else:
@@ -951,10 +961,9 @@ def test_elementwise_ops_split_by_bytes_moved_and_gemms_by_multiply_adds(monkeyp
     copies = {n: op(n, "copy", 2) for n in (256, 512)}
     assert copies[256].threads_used == 1 and copies[512].threads_used == 2
     assert op(64, "gemm", 3).threads_used == 1 and op(128, "gemm", 3).threads_used == 2  # 2^18 / 2^21 multiply-adds
-    if NATIVE.startswith("x86_64"):
-        gemm = op(512, "gemm", 3)
-        packs = [c.plan for f in plans.head_pack(gemm.plan).fills if f.tensor in gemm.panel_plans for c in f.copies]
-        assert packs and all(plans.head(p).threads == 2 for p in packs)
+    gemm = op(512, "gemm", 3)
+    packs = [c.plan for f in plans.head_pack(gemm.plan).fills if f.tensor in gemm.panel_plans for c in f.copies]
+    assert packs and all(plans.head(p).threads == 2 for p in packs)
     rng = np.random.default_rng(18)
     A = rand(rng, 512 * 512)
     out = np.full(512 * 512, np.nan, np.float32)

@@ -1,6 +1,8 @@
 """The threads' grid over a GEMM's macro tiles and its B panel (`minijit.schedule.choose_grid`),
 the last-level cache counted per sharing CPU (`minijit.packing.llc_share`), on the Xeon of issue 36
-(16 threads) and the Zen 3 / Zen 4 guests (2 threads); native runs on 2..4 threads against numpy."""
+(16 threads) and the Zen 3 / Zen 4 guests (2 threads); native runs on 2..4 threads against numpy.
+The decisions are made on a pinned host profile (`RULE_HOST`, or the Zen guest named) with its
+caches replaced by the geometry named, for an explicit target."""
 
 from __future__ import annotations
 
@@ -13,12 +15,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minijit import TensorOperation, blocking, packing, schedule
+from minijit import TensorOperation, blocking, packing, schedule, targets
 from minijit.ir import TensorConfig
 from minijit.plan.nodes import head
 from minijit.runtime import features
 from minijit.runtime.features import CacheGeometry
 from minijit.schedule import Rules
+from tests.minijit.helpers import RULE_HOST, RULE_TARGET, x86_machine
 
 KIB, MIB = 1024, 1024 * 1024
 
@@ -37,7 +40,8 @@ GEOMETRIES = {
 
 
 def use(monkeypatch, name: str) -> tuple[CacheGeometry, CacheGeometry, CacheGeometry]:
-    """Make the host's cache queries answer geometry ``name``."""
+    """Make the host's cache queries answer geometry ``name`` (the pinned profile's other answers,
+    its ISA, CPU model and cores, stay)."""
     geo = GEOMETRIES[name]
     monkeypatch.setattr(features, "_sysfs_caches", lambda: dict(enumerate(geo, 1)))
     return geo
@@ -105,13 +109,18 @@ def traffic(shape, item, p_m, p_n) -> int:
     return (m * k * p_n + k * n * p_m) * item
 
 
+@x86_machine
 @pytest.mark.parametrize("geometry", ["xeon", "xeon-guest"])
 @pytest.mark.parametrize("dtype", ["fp32", "fp64"])
-def test_on_the_xeons_16_threads_the_grid_is_2d_and_the_b_panel_shared_where_it_fits(monkeypatch, geometry, dtype):
+def test_on_the_xeons_16_threads_the_grid_is_2d_and_the_b_panel_shared_where_it_fits(
+    pin_host, monkeypatch, geometry, dtype
+):
     """1024-4096 on 16 threads with the model's blocks: all 16 threads in a balanced grid; a shared B
     panel exactly where the whole B fits half of the L3 those threads own (40 MiB bare, all 300 MiB in
     the 16-CPU guest); with private parts, no other 16-thread grid of the same largest thread moves
-    less A and B. TensorOperation's listing shows the grid, the panel and the shared loops' grid."""
+    less A and B. TensorOperation's listing shows the grid, the panel and the shared loops' grid.
+    (`RULE_HOST` with the Xeon's caches, the AVX-512 target.)"""
+    pin_host(RULE_HOST)
     l1, l2, llc = use(monkeypatch, geometry)
     item = 4 if dtype == "fp32" else 8
     own = min(llc.size, llc.size // llc.shared * 16)
@@ -140,9 +149,11 @@ def test_on_the_xeons_16_threads_the_grid_is_2d_and_the_b_panel_shared_where_it_
 
 
 @pytest.mark.parametrize("geometry", ["zen3", "zen4"])
-def test_on_the_zen_guests_2_threads_share_one_b_panel_up_to_2048(monkeypatch, geometry):
-    """Zen 3 / Zen 4 (a 32 MiB L3 over 2 CPUs): on 2 threads, 384-2048 fp32 and 384-1024 fp64 (B
-    at most 16 MiB, half the L3) share one packed B, both threads busy; on 1 thread a grid of one."""
+def test_on_the_zen_guests_2_threads_share_one_b_panel_up_to_2048(pin_host, monkeypatch, geometry):
+    """Zen 3 / Zen 4 (a 32 MiB L3 over 2 CPUs; the host profile of that name pinned): on 2
+    threads, 384-2048 fp32 and 384-1024 fp64 (B at most 16 MiB, half the L3) share one packed B,
+    both threads busy; on 1 thread a grid of one."""
+    pin_host(geometry)
     _, l2, llc = use(monkeypatch, geometry)
     for item, sizes in ((4, (384, 1024, 2048)), (8, (384, 1024))):
         for n in sizes:
@@ -154,22 +165,24 @@ def test_on_the_zen_guests_2_threads_share_one_b_panel_up_to_2048(monkeypatch, g
             assert (one.p_m, one.p_n) == (1, 1)
 
 
-def test_the_last_level_cache_counted_is_the_threads_slices(monkeypatch):
+@x86_machine
+def test_the_last_level_cache_counted_is_the_threads_slices(pin_host, monkeypatch):
     """`packing.llc_share`: 300 MiB over 120 CPUs is 40 MiB for 16 threads, the whole 300 MiB when the
     guest lists 16 sharers; 16 MiB of the Zen 3's 32 MiB for one thread. On the bare Xeon a C-order
     128 x 4096 x 2048 fp32 GEMM (the kernel's A, the caller's B, 32 MiB: over half of 40 MiB; the
     kernel's B 1 MiB) therefore runs in chunks on 16 threads, which the whole 300 MiB would not
-    call for (nor does the guest's view)."""
+    call for (nor does the guest's view). (`RULE_TARGET` on `RULE_HOST` with the Xeon's caches.)"""
+    pin_host(RULE_HOST)
     use(monkeypatch, "xeon")
     assert packing.llc_share(16) == 40 * MIB and packing.llc_share(200) == 300 * MIB
     with pytest.raises(ValueError, match="threads"):
         packing.llc_share(0)
-    op = TensorOperation("native", num_threads=16)
+    op = TensorOperation(RULE_TARGET, num_threads=16)
     op.setup(*gemm_args(128, 4096, 2048))
     assert op.chunks > 1
     use(monkeypatch, "xeon-guest")
     assert packing.llc_share(16) == 300 * MIB
-    op = TensorOperation("native", num_threads=16)
+    op = TensorOperation(RULE_TARGET, num_threads=16)
     op.setup(*gemm_args(128, 4096, 2048))
     assert op.chunks == 1
     use(monkeypatch, "zen3")
@@ -233,30 +246,39 @@ def test_odd_shapes_on_2_to_4_threads_match_numpy(threads):
             assert schedule.shared_partition(kernel.config, kernel.threads) is not None
 
 
-def test_n_outer_counts_the_a_block_against_its_threads_slice(monkeypatch):
+def test_n_outer_counts_the_a_block_against_its_threads_slice(pin_host, monkeypatch):
     """`schedule.kernel_n_outer`: a call's A block, re-read by its thread, within a quarter of that
     thread's slice. 2 MiB (1024 x 512 fp32): beyond a quarter of the bare Xeon's 2.5 MiB slice,
     within the 16-CPU guest's 18.75 MiB; 4 MiB (1024 x 1024) on the Zen 3 guest (16 MiB per CPU) is
-    within on 1 thread and on 2, as it was against 1/8 of the whole 32 MiB."""
+    within on 1 thread and on 2, as it was against 1/8 of the whole 32 MiB. The core is
+    `RULE_HOST`'s, for `RULE_TARGET`: an AMD core, whose L3 streams an A block re-read from there
+    as fast as the FMAs need it, so the slice alone decides (on an Intel mesh core,
+    `minijit.targets.uarch.INTEL_MESH`, the 2 MiB block in the guest's slice is not streamed fast
+    enough: no n_outer there)."""
+    pin_host(RULE_HOST)
+    target = targets.get_cpu(RULE_TARGET)
 
     def config(k: int) -> TensorConfig:
         args = ("fp32", "none", "gemm", "none", "mnk", ("prim",) * 3, (1024, 64, k))
         return TensorConfig.from_lists(*args, (1, 0, 1024), (0, k, 1), (1, 1024, 0))
 
     use(monkeypatch, "xeon")
-    assert not schedule.kernel_n_outer(config(512), threads=16)
+    assert not schedule.kernel_n_outer(config(512), target, threads=16)
     use(monkeypatch, "xeon-guest")
-    assert schedule.kernel_n_outer(config(512), threads=16)
+    assert schedule.kernel_n_outer(config(512), target, threads=16)
     use(monkeypatch, "zen3")
     for threads in (1, 2):
-        assert schedule.kernel_n_outer(config(1024), threads=threads)
-        assert not schedule.kernel_n_outer(config(2048), threads=threads)
+        assert schedule.kernel_n_outer(config(1024), target, threads=threads)
+        assert not schedule.kernel_n_outer(config(2048), target, threads=threads)
 
 
-def test_the_grid_rule_runs_the_models_grid_on_the_xeons_16_threads(monkeypatch):
+@x86_machine
+def test_the_grid_rule_runs_the_models_grid_on_the_xeons_16_threads(pin_host, monkeypatch):
     """4096^3 fp64 on the bare Xeon's 16 threads: the default shared loops give 2 x 8 where the model
     wants 4 x 4 (equal modelled cycles); with ``Rules(grid=True)`` the loops are the model's grid,
-    which the listing then shows on both sides. 2048^3 fp32, where they agree, keeps its grid."""
+    which the listing then shows on both sides. 2048^3 fp32, where they agree, keeps its grid.
+    (`RULE_HOST` with the Xeon's caches.)"""
+    pin_host(RULE_HOST)
     use(monkeypatch, "xeon")
     for n, dtype in ((4096, "fp64"), (2048, "fp32")):
         item = 8 if dtype == "fp64" else 4

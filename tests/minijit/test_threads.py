@@ -1,8 +1,10 @@
 """One `TensorOperation` executed from several threads at once, in every execution mode (packed
 A, micro-panel packed B with its private copy outputs, M chunks, K chunks, peeled parts, plain),
 through `execute` and `execute_ptr`; each thread has arrays of its own and every result is
-compared with numpy. Also: the bounded caches (`minijit.cache`) under many distinct keys and
-from threads, and `minijit.cache_info` / `cache_clear`."""
+compared with numpy (each mode's operation set up for `RULE_TARGET` on the `RULE_HOST` profile,
+where the mode's choice was derived, and run on this machine). Also: the bounded caches
+(`minijit.cache`) under many distinct keys and from threads, and `minijit.cache_info` /
+`cache_clear`."""
 
 from __future__ import annotations
 
@@ -15,16 +17,15 @@ import minijit
 from minijit import TensorOperation
 from minijit.cache import LRUCache, ScratchPool
 from minijit.runtime import features
-from tests.minijit.helpers import ZEN3_CACHES
+from tests.minijit.helpers import RULE_HOST, RULE_TARGET, runs_avx2
 from tests.minijit.threads import run_threads
 
 THREADS = 6
 CALLS = 12
 
-x86 = pytest.mark.skipif(not minijit.kernels.native_target().startswith("x86_64"), reason="x86-64 layouts")
-
-#: mode -> (setup arguments, last-level cache bytes to plan with (None: the host's), num_threads,
-#: what the operation must have chosen)
+#: mode -> (setup arguments, last-level cache bytes to plan with (None: the profile's; else a cache
+#: of one sharer, the operation's threads own all of it), num_threads, what the operation must have
+#: chosen for `RULE_TARGET` on the `RULE_HOST` profile)
 MODES = {
     "packed": (
         ("fp32", "none", "gemm", "none", "mnk", ["prim"] * 3, [8, 20, 32], [1, 0, 1024], [0, 32, 1], [1, 8, 0]),
@@ -80,23 +81,24 @@ def _reference(args, a: np.ndarray, b: np.ndarray, c0: np.ndarray) -> np.ndarray
     return want
 
 
-@pytest.fixture(scope="module")
-def zen3_caches():
-    caches = {level: features.CacheGeometry(*geo) for level, geo in ZEN3_CACHES.items()}
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(features, "_sysfs_caches", lambda: dict(caches))
-        yield
-
-
-@x86
-@pytest.mark.parametrize("mode", sorted(MODES))
-def test_one_operation_shared_by_threads(zen3_caches, mode):
-    args, llc, threads, chosen = MODES[mode]
+def mode_op(mode: str, **kwargs) -> TensorOperation:
+    """The operation of `MODES` ``mode``, set up for `RULE_TARGET` (the caller pins `RULE_HOST`)."""
+    args, llc, threads, _ = MODES[mode]
     with pytest.MonkeyPatch.context() as mp:
         if llc is not None:
             mp.setattr(features, "last_level_cache_bytes", lambda: llc)
-        op = TensorOperation("native", num_threads=threads)
+            mp.setattr(features, "last_level_cache_sharing", lambda: 1)
+        op = TensorOperation(RULE_TARGET, num_threads=threads, **kwargs)
         op.setup(*args)
+    return op
+
+
+@runs_avx2
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_one_operation_shared_by_threads(pin_host, mode):
+    pin_host(RULE_HOST)
+    args, _, _, chosen = MODES[mode]
+    op = mode_op(mode)
     assert chosen(op), f"{mode}: the operation did not choose this mode"
     t = np.float32 if args[0] == "fp32" else np.float64
     sizes = args[6]

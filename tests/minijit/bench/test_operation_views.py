@@ -11,14 +11,12 @@ import pytest
 
 import minijit
 from minijit import TensorOperation
-from minijit.runtime import features
-from tests.minijit.helpers import ZEN3_CACHES
-
-x86 = pytest.mark.skipif(not minijit.kernels.native_target().startswith("x86_64"), reason="x86-64 chunking rules")
+from minijit.runtime import features, profiles
+from tests.minijit.helpers import RULE_HOST, RULE_TARGET, x86_machine
 
 
-def _gemm(n: int, threads: int) -> TensorOperation:
-    op = TensorOperation("native", num_threads=threads)
+def _gemm(n: int, threads: int, target: str = "native") -> TensorOperation:
+    op = TensorOperation(target, num_threads=threads)
     op.setup("fp32", "zero", "gemm", "none", "mnk", ["undefined"] * 3, [n] * 3, [1, 0, n], [0, n, 1], [1, n, 0])
     return op
 
@@ -30,8 +28,12 @@ def test_views_before_setup():
         op.call_footprint()
 
 
+@x86_machine
+@pytest.mark.parametrize("profile", profiles.X86_PROFILES)
 @pytest.mark.parametrize("n, threads", [(8, 2), (256, 2), (256, 1)])
-def test_iterations_and_threads_used_follow_the_loop_nest(n, threads):
+def test_iterations_and_threads_used_follow_the_loop_nest(pin_host, n, threads, profile):
+    """On each x86-64 profile, for its own target (set up, not run)."""
+    pin_host(profile)
     op = _gemm(n, threads)
     assert op.iterations == op.nest.iterations >= 1
     # tiny operations run on the calling thread; the rest on up to num_threads, never more than iterations
@@ -52,7 +54,9 @@ def test_call_footprint_is_the_listed_compiled_call():
         add.call_footprint()
 
 
-CHUNKED = {  # setup arguments, last-level cache bytes to plan with, num_threads, the kind chosen
+#: setup arguments, last-level cache bytes to plan with (one sharer's), num_threads, the kind chosen
+#: for `RULE_TARGET` on the `RULE_HOST` profile
+CHUNKED = {
     "M": (
         ("fp32", "zero", "gemm", "none", "mnk", ["undefined"] * 3, [16, 4608, 64], [64, 0, 1], [0, 1, 4608],
          [4608, 1, 0]),
@@ -66,20 +70,20 @@ CHUNKED = {  # setup arguments, last-level cache bytes to plan with, num_threads
 }  # fmt: skip
 
 
-@x86
+@x86_machine
 @pytest.mark.parametrize("kind", sorted(CHUNKED))
-def test_chunk_kind_names_the_chunks_the_listing_describes(kind, monkeypatch):
+def test_chunk_kind_names_the_chunks_the_listing_describes(pin_host, kind, monkeypatch):
     args, llc, threads = CHUNKED[kind]
-    caches = {level: features.CacheGeometry(*geo) for level, geo in ZEN3_CACHES.items()}
-    monkeypatch.setattr(features, "_sysfs_caches", lambda: dict(caches))
+    pin_host(RULE_HOST)
     monkeypatch.setattr(features, "last_level_cache_bytes", lambda: llc)
-    op = TensorOperation("native", num_threads=threads)
+    monkeypatch.setattr(features, "last_level_cache_sharing", lambda: 1)
+    op = TensorOperation(RULE_TARGET, num_threads=threads)
     op.setup(*args)
     assert op.chunk_kind == kind and op.chunks > 1 and op.iterations == op.chunks
     (line,) = [ln for ln in op.listing().splitlines() if ln.startswith("// chunked: ")]
     assert ("chunks of K dim" in line) == (kind == "K")
     assert ("chunks of the outermost loop dim" in line) == (kind == "M")
-    plain = _gemm(64, 1)
+    plain = _gemm(64, 1, RULE_TARGET)
     assert plain.chunk_kind is None and "// chunked" not in plain.listing()
 
 

@@ -1,4 +1,5 @@
-"""Host feature detection."""
+"""Host feature detection: what this machine reports (`detected_host` and the queries with no
+profile pinned), whatever profile a test session pins."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import sys
 
 import pytest
 
-from minijit.runtime.features import HostInfo, cpu_id, cpu_name, host, normalize_isa, num_cpus
+from minijit.runtime import features
+from minijit.runtime.features import HostInfo, cpu_id, cpu_name, detected_host, host, normalize_isa, num_cpus
 
 on_x86_linux = pytest.mark.skipif(
     platform.machine().lower() not in ("x86_64", "amd64") or not os.path.exists("/proc/cpuinfo"),
@@ -17,16 +19,24 @@ on_x86_linux = pytest.mark.skipif(
 )
 
 
-def test_host_is_cached_and_frozen() -> None:
+@pytest.fixture
+def machine():
+    """The host queries answer for this machine in the test, even where a profile is pinned
+    (`features.pinned`: these tests check the detection, not a recorded host)."""
+    with features.pinned(None):
+        yield
+
+
+def test_host_is_cached_and_frozen(machine) -> None:
     info = host()
-    assert host() is info
+    assert host() is info and detected_host() is info
     assert isinstance(info, HostInfo)
     with pytest.raises(dataclasses.FrozenInstanceError):
         info.isa = "aarch64"  # type: ignore[misc]
 
 
 @on_x86_linux
-def test_x86_host_flags_match_cpuinfo() -> None:
+def test_x86_host_flags_match_cpuinfo(machine) -> None:
     info = host()
     assert info.isa == "x86_64"
     assert info.os == "linux"
@@ -39,7 +49,7 @@ def test_x86_host_flags_match_cpuinfo() -> None:
     assert not info.neon and not info.sve and info.sve_vl_bits == 0
 
 
-def test_aarch64_fields_consistent() -> None:
+def test_aarch64_fields_consistent(machine) -> None:
     info = host()
     if info.isa == "aarch64":
         assert info.neon
@@ -49,7 +59,7 @@ def test_aarch64_fields_consistent() -> None:
         assert (info.neon, info.sve, info.sve_vl_bits) == (False, False, 0)
 
 
-def test_cpu_name_and_count() -> None:
+def test_cpu_name_and_count(machine) -> None:
     assert isinstance(cpu_name(), str)
     n = num_cpus()
     assert isinstance(n, int) and n >= 1
@@ -57,9 +67,9 @@ def test_cpu_name_and_count() -> None:
         assert n == len(os.sched_getaffinity(0))
 
 
-def test_cpu_id_names_the_first_processors_family_and_model(monkeypatch) -> None:
+def test_cpu_id_names_the_first_processors_family_and_model(machine, monkeypatch) -> None:
     """x86-64 family/model/stepping or AArch64 implementer/part of the first processor's block of
-    /proc/cpuinfo; "" without it."""
+    /proc/cpuinfo (read once: `features._cpu_id` is cached); "" without it."""
     import builtins
     import io
 
@@ -72,11 +82,11 @@ def test_cpu_id_names_the_first_processors_family_and_model(monkeypatch) -> None
     x86 += "processor\t: 1\ncpu family\t: 6\nmodel\t\t: 143\nstepping\t: 8\n"
     arm = "processor\t: 0\nCPU implementer\t: 0x41\nCPU architecture: 8\nCPU part\t: 0xd4f\n"
     for text, want in ((x86, "family 25 model 17 stepping 1"), (arm, "implementer 0x41 part 0xd4f"), ("", "")):
-        cpu_id.cache_clear()
+        features._cpu_id.cache_clear()
         monkeypatch.setattr(builtins, "open", fake(text))
         assert cpu_id() == want
     monkeypatch.undo()
-    cpu_id.cache_clear()
+    features._cpu_id.cache_clear()
     if host().isa == "x86_64" and sys.platform.startswith("linux"):
         assert cpu_id().startswith("family ") and " model " in cpu_id()
 
