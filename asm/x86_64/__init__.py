@@ -5,7 +5,8 @@
 Registers: ``rax``..``r15`` and ``eax``..``r15d`` (`Gpr`), ``xmm0``..``xmm31``,
 ``ymm0``..``ymm31``, ``zmm0``..``zmm31`` (`Vec`), ``k0``..``k7`` (`KReg`),
 ``cl`` (shift counts), ``rip`` (RIP-relative addresses). Lists: ``GPR64``,
-``GPR32``, ``XMM``, ``YMM``, ``ZMM``, ``KREGS``.
+``GPR32``, ``XMM``, ``YMM``, ``ZMM``, ``KREGS``. Registers are interned
+(``Vec(1, 256) is ymm1``) and compare by identity.
 
 Addresses: ``rax + rbx * 8 + 64``, ``rbx * 4 - 8`` (no base), ``rip + 16``,
 ``rip + label + 8``. Memory operands wrap an address with a size:
@@ -28,6 +29,8 @@ Instructions are methods named like the mnemonic, operands in Intel order
 ``or_``). `Assembler.code()` gives the bytes, `listing()` the Intel-syntax
 text (``.intel_syntax noprefix``) and `instruction_bytes()` each
 instruction's resolved bytes. Invalid operands raise `asm.EncodingError`.
+An instruction form met before (mnemonic and equal operands) is emitted from
+a cache of its bytes and text (`asm.x86_64.assembler`).
 
 Modules: `registers`, `memory`, `labels`, `encoding` (REX, ModR/M+SIB+disp,
 VEX and EVEX prefix builders), `operands` (checks), `base` (general purpose

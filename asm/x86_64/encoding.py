@@ -12,17 +12,19 @@ RIP-relative label, where the disp32 lies so that the Assembler can patch it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from asm.x86_64.memory import Addr
 
 # SIMD prefix (pp) and opcode map (mmmmm) field values
 PP = {None: 0, 0x66: 1, 0xF3: 2, 0xF2: 3}
 MAP = {"0F": 1, "0F38": 2, "0F3A": 3}
+SS = {1: 0, 2: 1, 4: 2, 8: 3}  # SIB scale field
+#: ModR/M bytes of the register forms (mod = 11): ``REG_MODRM[reg & 7][rm & 7]``
+REG_MODRM = [[bytes([0xC0 | r << 3 | m]) for m in range(8)] for r in range(8)]
 
 
-@dataclass(frozen=True)
-class RmEnc:
+class RmEnc(NamedTuple):
     """Encoded r/m operand: ModR/M(+SIB)(+disp), the X and B extension bits, and a label fixup.
 
     ``x`` is REX.X/VEX.X (index bit 3) for memory, or bit 4 of the register for
@@ -56,37 +58,36 @@ def modrm_sib_disp(reg: int, rm: int | Addr, n: int = 1) -> RmEnc:
     disp8 scale (1 for legacy and VEX encodings). The shortest displacement
     is chosen exactly as llvm-mc does: none, disp8 (compressed by ``n``) or disp32.
     """
-    r3 = (reg & 7) << 3
     if isinstance(rm, int):
-        return RmEnc(bytes([0xC0 | r3 | (rm & 7)]), (rm >> 4) & 1, (rm >> 3) & 1)
+        return RmEnc(REG_MODRM[reg & 7][rm & 7], (rm >> 4) & 1, (rm >> 3) & 1)
+    r3 = (reg & 7) << 3
     a = rm
-    d32 = (a.disp & 0xFFFFFFFF).to_bytes(4, "little")
     if a.rip:
         fix = (1, a.label, a.disp) if a.label is not None else None
-        return RmEnc(bytes([0x05 | r3]) + d32, 0, 0, fix)
+        return RmEnc(bytes([0x05 | r3]) + (a.disp & 0xFFFFFFFF).to_bytes(4, "little"), 0, 0, fix)
     if a.base is None:
         idx = a.index.idx if a.index is not None else 4
-        ss = {1: 0, 2: 1, 4: 2, 8: 3}[a.scale]
-        sib = ss << 6 | (idx & 7) << 3 | 5
+        sib = SS[a.scale] << 6 | (idx & 7) << 3 | 5
+        d32 = (a.disp & 0xFFFFFFFF).to_bytes(4, "little")
         return RmEnc(bytes([0x04 | r3, sib]) + d32, (idx >> 3) & 1 if a.index is not None else 0, 0)
     base = a.base.idx
-    if a.disp == 0 and base & 7 != 5:
-        mod, disp = 0, b""
+    disp = a.disp
+    if disp == 0 and base & 7 != 5:
+        mod, dbytes = 0, b""
+    elif disp % n == 0 and -128 <= disp // n <= 127:  # (compressed) disp8, as `_disp8`
+        mod, dbytes = 1, ((disp // n) & 0xFF).to_bytes(1, "little")
     else:
-        d8 = _disp8(a.disp, n)
-        if d8 is not None:
-            mod, disp = 1, (d8 & 0xFF).to_bytes(1, "little")
-        else:
-            mod, disp = 2, d32
-    x = 0
-    if a.index is not None or base & 7 == 4:
-        idx = a.index.idx if a.index is not None else 4
-        x = (idx >> 3) & 1 if a.index is not None else 0
-        ss = {1: 0, 2: 1, 4: 2, 8: 3}[a.scale]
-        head = bytes([mod << 6 | r3 | 4, ss << 6 | (idx & 7) << 3 | (base & 7)])
+        mod, dbytes = 2, (disp & 0xFFFFFFFF).to_bytes(4, "little")
+    index = a.index
+    if index is not None:
+        idx = index.idx
+        head = bytes([mod << 6 | r3 | 4, SS[a.scale] << 6 | (idx & 7) << 3 | (base & 7)])
+        return RmEnc(head + dbytes, (idx >> 3) & 1, (base >> 3) & 1)
+    if base & 7 == 4:  # rsp/r12 as a base need a SIB (no index)
+        head = bytes([mod << 6 | r3 | 4, SS[a.scale] << 6 | 4 << 3 | (base & 7)])
     else:
         head = bytes([mod << 6 | r3 | (base & 7)])
-    return RmEnc(head + disp, x, (base >> 3) & 1)
+    return RmEnc(head + dbytes, 0, (base >> 3) & 1)
 
 
 def vex(r: int, x: int, b: int, mmmmm: int, w: int, vvvv: int, l256: int, pp: int) -> bytes:

@@ -34,7 +34,7 @@ def _addr_reg(reg: object, operand: str) -> Gpr:
     return reg
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Addr:
     """``[base + index*scale + disp]`` or ``[rip + label + disp]``; built with ``+``, ``-``, ``*``."""
 
@@ -44,6 +44,36 @@ class Addr:
     disp: int = 0
     rip: bool = False
     label: object | None = None  # a Label (RIP-relative)
+
+    def __init__(
+        self,
+        base: Gpr | None = None,
+        index: Gpr | None = None,
+        scale: int = 1,
+        disp: int = 0,
+        rip: bool = False,
+        label: object | None = None,
+    ) -> None:
+        # the fields straight into the instance dict: the frozen dataclass __init__ (one
+        # object.__setattr__ per field) is twice as slow, and addresses are built per operand
+        d = self.__dict__
+        d["base"] = base
+        d["index"] = index
+        d["scale"] = scale
+        d["disp"] = disp
+        d["rip"] = rip
+        d["label"] = label
+
+    def __hash__(self) -> int:
+        # computed once (memory operands key `Assembler`'s encoding cache)
+        try:
+            return self.__dict__["_hash"]
+        except KeyError:
+            h = self.__dict__["_hash"] = hash((self.base, self.index, self.scale, self.disp, self.rip, self.label))
+            return h
+
+    def __reduce__(self):
+        return (Addr, (self.base, self.index, self.scale, self.disp, self.rip, self.label))
 
     @staticmethod
     def of(reg: Gpr) -> Addr:
@@ -102,6 +132,10 @@ class Addr:
             raise EncodingError(f"address: displacement must be in {DISP_MIN}..{DISP_MAX}, got {self.disp}")
 
     def __str__(self) -> str:
+        try:
+            return self.__dict__["_text"]
+        except KeyError:
+            pass
         parts = []
         if self.rip:
             parts.append("rip")
@@ -119,7 +153,10 @@ class Addr:
                 text += f" - {-self.disp}"
             else:
                 text += f" + {self.disp}"
-        return f"[{text}]"
+        text = f"[{text}]"
+        if self.label is None:  # kept for the next listing of this address (a label is an object of its own)
+            self.__dict__["_text"] = text
+        return text
 
 
 def to_addr(x: object) -> Addr:
@@ -137,13 +174,29 @@ def to_addr(x: object) -> Addr:
     raise EncodingError(f"address: expected a register, address expression, label or int, got {x!r}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Mem:
     """A memory operand: an address, an access size in bytes (None: from the instruction), broadcast flag."""
 
     addr: Addr
     size: int | None = None
     bcst: bool = False
+
+    def __init__(self, addr: Addr, size: int | None = None, bcst: bool = False) -> None:
+        d = self.__dict__  # as `Addr.__init__`
+        d["addr"] = addr
+        d["size"] = size
+        d["bcst"] = bcst
+
+    def __hash__(self) -> int:
+        try:
+            return self.__dict__["_hash"]
+        except KeyError:
+            h = self.__dict__["_hash"] = hash((self.addr, self.size, self.bcst))
+            return h
+
+    def __reduce__(self):
+        return (Mem, (self.addr, self.size, self.bcst))
 
     def mask(self, k: KReg, zero: bool = False) -> Masked:
         """``mem {k}``: a masked store destination (``zero`` is rejected by the encoders)."""
@@ -164,8 +217,9 @@ class Mem:
 
 def ptr(addr: object) -> Mem:
     """A memory operand whose size follows from the instruction."""
-    a = to_addr(addr)
-    a.check()
+    a = addr if type(addr) is Addr else to_addr(addr)
+    if not DISP_MIN <= a.disp <= DISP_MAX:
+        a.check()
     return Mem(a)
 
 
@@ -173,8 +227,9 @@ def _sized(name: str):
     size = SIZES[name]
 
     def make(addr: object) -> Mem:
-        a = to_addr(addr)
-        a.check()
+        a = addr if type(addr) is Addr else to_addr(addr)
+        if not DISP_MIN <= a.disp <= DISP_MAX:
+            a.check()
         return Mem(a, size)
 
     make.__name__ = name

@@ -21,20 +21,58 @@ _GPR32 = ["eax", "ecx", "edx", "ebx", "esp", "ebp", "esi", "edi"] + [f"r{i}d" fo
 _GPR8 = ["al", "cl", "dl", "bl"]
 
 
-@dataclass(frozen=True)
+def _interned(cls, table: dict, key: tuple, fields: dict, name):
+    """The one instance of ``cls`` with these field values (registers compare and hash by identity,
+    which `Assembler`'s encoding cache relies on: value equality without Python-level hashing)."""
+    try:
+        return table[key]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable field values: a one-off instance (encoders reject it)
+        key = None
+    self = object.__new__(cls)
+    for f, v in fields.items():
+        object.__setattr__(self, f, v)
+    try:
+        text = name(self)
+    except (IndexError, KeyError, TypeError):  # not a real register: `name` raises as before
+        text = None
+    object.__setattr__(self, "_name", text)
+    if key is not None:
+        self = table.setdefault(key, self)
+    return self
+
+
+_GPRS: dict = {}
+_VECS: dict = {}
+_KREGS: dict = {}
+
+
+@dataclass(frozen=True, eq=False, init=False)
 class Gpr:
-    """General purpose register number ``idx`` (0..15) viewed as ``bits`` (64, 32 or 8) wide."""
+    """General purpose register number ``idx`` (0..15) viewed as ``bits`` (64, 32 or 8) wide.
+
+    One instance per (idx, bits): ``Gpr(0, 64) is rax``; equality and hashing are by identity."""
 
     idx: int
     bits: int = 64
 
-    @property
-    def name(self) -> str:
+    def __new__(cls, idx: int, bits: int = 64) -> Gpr:
+        return _interned(cls, _GPRS, (cls, idx, bits), {"idx": idx, "bits": bits}, Gpr._compute_name)
+
+    def __reduce__(self):
+        return (type(self), (self.idx, self.bits))
+
+    def _compute_name(self) -> str:
         if self.bits == 64:
             return _GPR64[self.idx]
         if self.bits == 32:
             return _GPR32[self.idx]
         return _GPR8[self.idx]
+
+    @property
+    def name(self) -> str:
+        return self._name if self._name is not None else self._compute_name()
 
     @property
     def r64(self) -> Gpr:
@@ -45,31 +83,46 @@ class Gpr:
         return Gpr(self.idx, 32)
 
     def __str__(self) -> str:
-        return self.name
+        return self._name or self.name
 
     def __repr__(self) -> str:
-        return self.name
+        return self._name or self.name
 
     # address arithmetic (64-bit registers only; checked by Addr)
     def __add__(self, other):
-        from asm.x86_64.memory import Addr
-
-        return Addr.of(self) + other
+        addr = _ADDR or _addr()
+        if self.bits == 64:  # the common ``reg + disp`` and ``reg + index*scale (+ disp)``
+            if type(other) is int:
+                return addr(self, None, 1, other)
+            if type(other) is addr and other.base is None and not other.rip and other.label is None:
+                if other.index is None:
+                    return addr(self, None, 1, other.disp)
+                return addr(self, other.index, other.scale, other.disp)
+        return addr.of(self) + other
 
     def __radd__(self, other):
         return self.__add__(other)
 
     def __sub__(self, other):
-        from asm.x86_64.memory import Addr
-
-        return Addr.of(self) - other
+        return (_ADDR or _addr()).of(self) - other
 
     def __mul__(self, scale):
-        from asm.x86_64.memory import Addr
-
-        return Addr.scaled(self, scale)
+        return (_ADDR or _addr()).scaled(self, scale)
 
     __rmul__ = __mul__
+
+
+def _addr():
+    """`asm.x86_64.memory.Addr` (imported on first use: memory imports this module)."""
+    global _ADDR
+    if _ADDR is None:
+        from asm.x86_64.memory import Addr
+
+        _ADDR = Addr
+    return _ADDR
+
+
+_ADDR = None
 
 
 @dataclass(frozen=True)
@@ -97,16 +150,27 @@ class Rip:
 _VPREFIX = {128: "xmm", 256: "ymm", 512: "zmm"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, init=False)
 class Vec:
-    """Vector register ``idx`` (0..31), ``bits`` 128 (xmm), 256 (ymm) or 512 (zmm)."""
+    """Vector register ``idx`` (0..31), ``bits`` 128 (xmm), 256 (ymm) or 512 (zmm).
+
+    One instance per (idx, bits): ``Vec(1, 256) is ymm1``; equality and hashing are by identity."""
 
     idx: int
     bits: int
 
+    def __new__(cls, idx: int, bits: int) -> Vec:
+        return _interned(cls, _VECS, (cls, idx, bits), {"idx": idx, "bits": bits}, Vec._compute_name)
+
+    def __reduce__(self):
+        return (type(self), (self.idx, self.bits))
+
+    def _compute_name(self) -> str:
+        return f"{_VPREFIX[self.bits]}{self.idx}"
+
     @property
     def name(self) -> str:
-        return f"{_VPREFIX[self.bits]}{self.idx}"
+        return self._name if self._name is not None else self._compute_name()
 
     @property
     def xmm(self) -> Vec:
@@ -129,31 +193,40 @@ class Vec:
         return Masked(self, k, True)
 
     def __str__(self) -> str:
-        return self.name
+        return self._name or self.name
 
     def __repr__(self) -> str:
-        return self.name
+        return self._name or self.name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, init=False)
 class KReg:
-    """AVX-512 opmask register ``k0``..``k7``."""
+    """AVX-512 opmask register ``k0``..``k7`` (one instance per number: ``KReg(1) is k1``)."""
 
     idx: int
 
+    def __new__(cls, idx: int) -> KReg:
+        return _interned(cls, _KREGS, (cls, idx), {"idx": idx}, KReg._compute_name)
+
+    def __reduce__(self):
+        return (type(self), (self.idx,))
+
+    def _compute_name(self) -> str:
+        return f"k{self.idx}"
+
     @property
     def name(self) -> str:
-        return f"k{self.idx}"
+        return self._name if self._name is not None else self._compute_name()
 
     def mask(self, k: KReg) -> Masked:
         """``k_dst {k}`` (a compare writing a mask under a mask)."""
         return Masked(self, k, False)
 
     def __str__(self) -> str:
-        return self.name
+        return self._name or self.name
 
     def __repr__(self) -> str:
-        return self.name
+        return self._name or self.name
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ Operands, destination first (Intel order):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from asm.errors import EncodingError
 from asm.x86_64.encoding import MAP, PP, evex, modrm_sib_disp, vex
@@ -90,6 +91,26 @@ MOVES = {
     "vmovaps": (Op(None, "0F", 0x28, 0, 0), 0x29),
     "vmovapd": (Op(0x66, "0F", 0x28, 0, 1), 0x29),
 }
+#: the store form of each move
+STORE_OPS = {mn: Op(op.pp, op.mp, store, op.wv, op.we) for mn, (op, store) in MOVES.items()}
+#: vbroadcastss / vbroadcastsd by element bytes
+BROADCAST_OPS = {4: Op(0x66, "0F38", 0x18, 0, 0), 8: Op(0x66, "0F38", 0x19, 0, 1)}
+
+
+@lru_cache(maxsize=None, typed=True)
+def _opcode(*fields) -> Op:
+    """``Op(*fields)``, one shared instance per distinct fields (the encoders of the rarer forms
+    name their opcode fields inline; building the dataclass on every call would cost more than
+    encoding the instruction)."""
+    return Op(*fields)
+
+
+def _high(regs) -> bool:
+    """Whether a vector register among ``regs`` is one of 16..31 (EVEX only)."""
+    for r in regs:
+        if isinstance(r, Vec) and r.idx > 15:
+            return True
+    return False
 
 
 class SimdMixin:
@@ -146,7 +167,7 @@ class SimdMixin:
         imm8=None,
     ) -> None:
         """VEX when the operands allow it and the instruction has a VEX form, else EVEX."""
-        need_evex = bits == 512 or bool(k) or bool(b) or any(r.idx > 15 for r in regs if isinstance(r, Vec))
+        need_evex = bits == 512 or bool(k) or bool(b) or _high(regs)
         if need_evex and op.we is None:
             raise EncodingError(f"{mn}: VEX-only instruction: operands must be xmm/ymm 0..15 without mask, got {text}")
         if not need_evex and op.wv is not None:
@@ -191,18 +212,19 @@ class SimdMixin:
         if imm8 is not None:
             imm(mn, "imm", imm8, 0, 255)
         text = f"{mn} {dst}, {src1}, {stext}" + (f", {imm8}" if imm8 is not None else "")
-        regs = [d, src1, src2]
-        vex_form = op.wv is not None and not (
-            bits == 512 or k or b or any(r.idx > 15 for r in regs if isinstance(r, Vec))
-        )
-        if vex_form and op.commutable and isinstance(src2, Vec) and src1.idx < 8 <= src2.idx:
-            return self._vex(mn, text, op, l256=int(bits == 256), reg=d.idx, vvvv=src2.idx, rm=src1.idx, imm8=imm8)
-        self._vex_or_evex(mn, text, op, regs, bits=bits, reg=d.idx, vvvv=src1.idx, rm=rm, k=k, z=z, b=b, n=n, imm8=imm8)
+        # `_vex_or_evex`'s choice, inline
+        need_evex = bits == 512 or k or b or d.idx > 15 or src1.idx > 15 or (isinstance(src2, Vec) and src2.idx > 15)
+        if need_evex and op.we is None:
+            raise EncodingError(f"{mn}: VEX-only instruction: operands must be xmm/ymm 0..15 without mask, got {text}")
+        if not need_evex and op.wv is not None:
+            if op.commutable and isinstance(src2, Vec) and src1.idx < 8 <= src2.idx:
+                return self._vex(mn, text, op, l256=int(bits == 256), reg=d.idx, vvvv=src2.idx, rm=src1.idx, imm8=imm8)
+            return self._vex(mn, text, op, l256=int(bits == 256), reg=d.idx, vvvv=src1.idx, rm=rm, imm8=imm8)
+        self._evex(mn, text, op, bits=bits, reg=d.idx, vvvv=src1.idx, rm=rm, k=k, z=z, b=b, n=n, imm8=imm8)
 
     # -- moves ----------------------------------------------------------------------------
     def _vmov(self, mn: str, dst, src) -> None:
-        op, store = MOVES[mn]
-        sop = Op(op.pp, op.mp, store, op.wv, op.we)
+        op, sop = MOVES[mn][0], STORE_OPS[mn]
         inner = dst.op if isinstance(dst, Masked) else dst
         if isinstance(inner, Mem):
             m, k, _ = unmask(mn, "dst", dst, zero_ok=False)
@@ -217,7 +239,7 @@ class SimdMixin:
         rm, stext, _, n = self._vsrc(mn, "src", src, d.bits, 0)
         text = f"{mn} {dst}, {stext}"
         regs = [d, src]
-        evex_needed = d.bits == 512 or k or any(isinstance(r, Vec) and r.idx > 15 for r in regs)
+        evex_needed = d.bits == 512 or k or _high(regs)
         if isinstance(src, Vec) and not evex_needed and d.idx < 8 <= src.idx:
             # llvm-mc prefers the store form here: the extended register goes in ModR/M.reg (2-byte VEX)
             return self._vex(mn, text, sop, l256=int(d.bits == 256), reg=src.idx, vvvv=0, rm=d.idx)
@@ -225,7 +247,7 @@ class SimdMixin:
 
     # -- broadcasts -----------------------------------------------------------------------
     def _vbroadcast(self, mn: str, dst, src, esize: int) -> None:
-        op = Op(0x66, "0F38", 0x18 if esize == 4 else 0x19, 0, 0 if esize == 4 else 1)
+        op = BROADCAST_OPS[esize]
         d, k, z = unmask(mn, "dst", dst)
         vec(mn, "dst", d, ALL if esize == 4 else (256, 512))
         if isinstance(src, Vec):
@@ -247,7 +269,7 @@ class SimdMixin:
 
     # -- compare into a mask --------------------------------------------------------------
     def _vcmp(self, mn: str, dst, src1, src2, pred: int) -> None:
-        op = Op(
+        op = _opcode(
             None if mn == "vcmpps" else 0x66, "0F", 0xC2, None, 0 if mn == "vcmpps" else 1, 4 if mn == "vcmpps" else 8
         )
         if isinstance(dst, Vec):
@@ -276,7 +298,7 @@ class SimdMixin:
         vec(mn, "src1", src1, (256,), 15)
         rm, stext, _, _ = self._vsrc(mn, "src2", src2, 256, 0, 15)
         imm(mn, "imm", sel, 0, 255)
-        op = Op(0x66, "0F3A", 0x06, 0, None)
+        op = _opcode(0x66, "0F3A", 0x06, 0, None)
         self._vex(mn, f"{mn} {d}, {src1}, {stext}, {sel}", op, l256=1, reg=d.idx, vvvv=src1.idx, rm=rm, imm8=sel)
 
     def vinsertf128(self, dst, src1, src2, lane: int) -> None:
@@ -286,7 +308,7 @@ class SimdMixin:
         vec(mn, "src1", src1, (256,), 15)
         rm, stext, _, _ = self._vsrc(mn, "src2", src2, 128, 0, 15)
         imm(mn, "imm", lane, 0, 1)
-        op = Op(0x66, "0F3A", 0x18, 0, None)
+        op = _opcode(0x66, "0F3A", 0x18, 0, None)
         self._vex(mn, f"{mn} {d}, {src1}, {stext}, {lane}", op, l256=1, reg=d.idx, vvvv=src1.idx, rm=rm, imm8=lane)
 
     def vextractf128(self, dst, src, lane: int) -> None:
@@ -295,7 +317,7 @@ class SimdMixin:
         s = vec(mn, "src", src, (256,), 15)
         rm, dtext, _, _ = self._vsrc(mn, "dst", self._nomask(mn, "dst", dst), 128, 0, 15)
         imm(mn, "imm", lane, 0, 1)
-        op = Op(0x66, "0F3A", 0x19, 0, None)
+        op = _opcode(0x66, "0F3A", 0x19, 0, None)
         self._vex(mn, f"{mn} {dtext}, {s}, {lane}", op, l256=1, reg=s.idx, vvvv=0, rm=rm, imm8=lane)
 
     # -- AVX-512 tuple inserts / extracts ---------------------------------------------------
@@ -305,7 +327,7 @@ class SimdMixin:
         vec(mn, "src1", src1, (d.bits,))
         rm, stext, _, _ = self._vsrc(mn, "src2", src2, part, 0)
         imm(mn, "imm", lane, 0, d.bits // part - 1)
-        op = Op(0x66, "0F3A", opcode, None, w)
+        op = _opcode(0x66, "0F3A", opcode, None, w)
         text = f"{mn} {dst}, {src1}, {stext}, {lane}"
         self._evex(mn, text, op, bits=d.bits, reg=d.idx, vvvv=src1.idx, rm=rm, k=k, z=z, n=part // 8, imm8=lane)
 
@@ -317,7 +339,7 @@ class SimdMixin:
         if k:
             dtext += f" {{k{k}}}" + (" {z}" if z else "")
         imm(mn, "imm", lane, 0, s.bits // part - 1)
-        op = Op(0x66, "0F3A", opcode, None, w)
+        op = _opcode(0x66, "0F3A", opcode, None, w)
         text = f"{mn} {dtext}, {s}, {lane}"
         self._evex(mn, text, op, bits=s.bits, reg=s.idx, vvvv=0, rm=rm, k=k, z=z, n=part // 8, imm8=lane)
 
@@ -348,7 +370,7 @@ class SimdMixin:
     # -- opmask moves (VEX) ------------------------------------------------------------------
     def _kmov(self, mn: str, pp: int | None, msize: int, dst, src) -> None:
         def go(opcode: int, reg: int, rm, text: str) -> None:
-            self._vex(mn, text, Op(pp, "0F", opcode, 0, None), l256=0, reg=reg, vvvv=0, rm=rm)
+            self._vex(mn, text, _opcode(pp, "0F", opcode, 0, None), l256=0, reg=reg, vvvv=0, rm=rm)
 
         if isinstance(dst, KReg):
             if isinstance(src, Gpr):
@@ -379,7 +401,7 @@ class SimdMixin:
     # -- non-temporal stores ------------------------------------------------------------------
     def _vmovnt(self, mn: str, dst, src) -> None:
         pd = mn == "vmovntpd"
-        op = Op(0x66 if pd else None, "0F", 0x2B, 0, int(pd))
+        op = _opcode(0x66 if pd else None, "0F", 0x2B, 0, int(pd))
         s = vec(mn, "src", src, ALL)
         m = memop(mn, "dst", dst, s.bits // 8)
         text = f"{mn} {m.text()}, {s}"
@@ -475,11 +497,11 @@ def _vmovs(self, mn: str, dst, src) -> None:
     if isinstance(dst, Mem):
         s = vec(mn, "src", src, (128,))
         m = memop(mn, "dst", dst, esize)
-        op = Op(pp, "0F", 0x11, 0, w, esize)
+        op = _opcode(pp, "0F", 0x11, 0, w, esize)
         return self._vex_or_evex(mn, f"{mn} {m}, {s}", op, [s], bits=128, reg=s.idx, vvvv=0, rm=m.addr, n=esize)
     d = vec(mn, "dst", self._nomask(mn, "dst", dst), (128,))
     m = memop(mn, "src", src, esize)
-    op = Op(pp, "0F", 0x10, 0, w, esize)
+    op = _opcode(pp, "0F", 0x10, 0, w, esize)
     self._vex_or_evex(mn, f"{mn} {d}, {m}", op, [d], bits=128, reg=d.idx, vvvv=0, rm=m.addr, n=esize)
 
 
@@ -490,13 +512,13 @@ def _vmaskmov(self, mn: str, dst, mask, src) -> None:
         s = vec(mn, "src", src, (128, 256), 15)
         vec(mn, "mask", mask, (s.bits,), 15)
         m = memop(mn, "dst", dst, s.bits // 8)
-        op = Op(0x66, "0F38", store, 0, None)
+        op = _opcode(0x66, "0F38", store, 0, None)
         text = f"{mn} {m}, {mask}, {s}"
         return self._vex(mn, text, op, l256=int(s.bits == 256), reg=s.idx, vvvv=mask.idx, rm=m.addr)
     d = vec(mn, "dst", self._nomask(mn, "dst", dst), (128, 256), 15)
     vec(mn, "mask", mask, (d.bits,), 15)
     m = memop(mn, "src", src, d.bits // 8)
-    op = Op(0x66, "0F38", load, 0, None)
+    op = _opcode(0x66, "0F38", load, 0, None)
     self._vex(mn, f"{mn} {d}, {mask}, {m}", op, l256=int(d.bits == 256), reg=d.idx, vvvv=mask.idx, rm=m.addr)
 
 
@@ -506,7 +528,7 @@ def _vblendv(self, mn: str, dst, src1, src2, sel) -> None:
     vec(mn, "src1", src1, (d.bits,), 15)
     rm, stext, _, _ = self._vsrc(mn, "src2", src2, d.bits, 0, 15)
     vec(mn, "selector", sel, (d.bits,), 15)
-    op = Op(0x66, "0F3A", BLENDV[mn], 0, None)
+    op = _opcode(0x66, "0F3A", BLENDV[mn], 0, None)
     text = f"{mn} {d}, {src1}, {stext}, {sel}"
     self._vex(mn, text, op, l256=int(d.bits == 256), reg=d.idx, vvvv=src1.idx, rm=rm, imm8=sel.idx << 4)
 
@@ -519,7 +541,7 @@ def _vcmp_vec(self, mn: str, dst, src1, src2, pred: int) -> None:
     vec(mn, "src1", src1, (d.bits,), 15)
     rm, stext, _, _ = self._vsrc(mn, "src2", src2, d.bits, 0, 15)
     imm(mn, "predicate", pred, 0, 31)
-    op = Op(None if mn == "vcmpps" else 0x66, "0F", 0xC2, 0, None)
+    op = _opcode(None if mn == "vcmpps" else 0x66, "0F", 0xC2, 0, None)
     text = f"{mn} {d}, {src1}, {stext}, {pred}"
     if isinstance(src2, Vec) and src1.idx < 8 <= src2.idx and pred & 7 in (0, 3, 4, 7):
         # symmetric predicate: llvm-mc swaps the sources for the 2-byte VEX prefix
