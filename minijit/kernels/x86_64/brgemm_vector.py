@@ -6,9 +6,10 @@ relu, C out. Blocking decisions are in `brgemm_plan`."""
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
-from asm.x86_64 import Assembler, Gpr, bcst, ptr
+from asm.x86_64 import Assembler, Gpr, Mem, bcst, dword, ptr, qword, ymmword, zmmword
 from asm.x86_64.registers import r8, r9, r10, r11, r12, r13, r14, r15, rax, rbp, rbx, rcx, rdi, rdx, rsi
 from minijit.kernels.x86_64.brgemm_plan import (
     A_NEXT_HINT,
@@ -43,6 +44,14 @@ def at(base: Gpr, off: Any, disp: int = 0) -> Any:
     return base + reg * scale + disp
 
 
+@lru_cache(maxsize=4096)
+def operand(size: Any, base: Gpr, off: Any = None, disp: int = 0) -> Mem:
+    """The memory operand ``size(at(base, off, disp))`` (``size``: `ptr`, `bcst`, `dword`, ...),
+    built once: a kernel names the same few hundred addresses in every block, and so do the
+    kernels of other shapes (memory operands are immutable)."""
+    return size(at(base, off, disp))
+
+
 class VectorKernel:
     """One vector-path kernel being emitted: its blocking, stack frame and loops."""
 
@@ -67,6 +76,8 @@ class VectorKernel:
         self.br_outer, self.b_panel, self.a_panel = br_outer, b_panel, a_panel
         self.zero_c, self.relu_c, self.a_copy, self.n_outer = zero_c, relu_c, a_copy, n_outer
         self.es, self.vb = es, vb = t.es, t.vbytes
+        self.vsize = zmmword if t.isa == "avx512" else ymmword  # `Target.vmem` / `Target.smem` as `operand` sizes
+        self.ssize = dword if es == 4 else qword
         self.br_total, self.br = br, (1 if br_outer else br)  # `br`: BR steps inside one block
         self.blocks = blocks = blocking(m, t.isa, t.dtype, uniform_nb=b_panel is not None or n_outer, a_copy=a_copy)
         self.k_loops, self.k_rem = divmod(k, UNROLL)
@@ -99,12 +110,12 @@ class VectorKernel:
         if self.table is not None:
             emit_mask_table(self.a, self.table)
 
-    def b_elem(self, j: int, kk: int) -> Any:
-        """The address of B column j at K row kk of the step."""
+    def b_place(self, j: int, kk: int) -> tuple[Gpr, Any, int]:
+        """B column j at K row kk of the step as `at`'s ``(base, off, disp)``."""
         if self.trans_b:
-            return at(PB[0], B_OFFS[kk], j * self.es)
+            return PB[0], B_OFFS[kk], j * self.es
         g, r = divmod(j, 5)
-        return at(PB[g], B_OFFS[r], kk * self.es)
+        return PB[g], B_OFFS[r], kk * self.es
 
     def prologue(self) -> None:
         """Strides to bytes, BR pointer deltas, per-block pointer steps."""
@@ -274,6 +285,9 @@ class Block:
         self.av = regs[mv * nb : mv * nb + mv]
         self.embedded = self.t.isa == "avx512" and mv == 1  # B as an EVEX {1toN} operand
         self.bc = regs[mv * nb + mv : mv * nb + mv + (2 if self.t.isa == "avx512" else 1)]
+        a, t = self.a, self.t
+        self.vmovups, self.fma = a.vmovups, getattr(a, t.v("vfmadd231"))
+        self.broadcast = a.vbroadcastss if t.es == 4 else a.vbroadcastsd
 
     def emit(self, prefetch: bool, a_next: tuple[int, int]) -> None:
         """The block; ``prefetch``: the next nb columns of C are the next block's. ``a_next``: the
@@ -293,11 +307,13 @@ class Block:
             self.relu()
         self.c_out()
 
-    def vload(self, i: int, dst: Any, addr: Any) -> None:
+    def vload(self, i: int, dst: Any, base: Gpr, off: Any = None, disp: int = 0) -> None:
+        """Vector ``i`` of the block's rows from ``at(base, off, disp)`` (the last one masked in a
+        partial block)."""
         if self.part is not None and i == self.mv - 1:
-            self.part.load(self.a, dst, addr)
+            self.part.load(self.a, dst, at(base, off, disp))
         else:
-            self.a.vmovups(dst, self.t.vmem(addr))
+            self.vmovups(dst, operand(self.kern.vsize, base, off, disp))
 
     def c_in(self) -> None:
         """The accumulators: zero (a fused first touch: C is not read) or the C block."""
@@ -310,7 +326,7 @@ class Block:
         a.mov(PA, C_N)
         for j in range(self.nb):
             for i in range(self.mv):
-                self.vload(i, self.acc[i][j], PA + i * self.kern.vb)
+                self.vload(i, self.acc[i][j], PA, None, i * self.kern.vb)
             if j < self.nb - 1:
                 a.add(PA, LDC)
 
@@ -325,8 +341,8 @@ class Block:
             a.add(PA, C_N)
         for j in range(nb):  # every line of the column's rows, at any alignment of C
             for line in range(0, self.mv * kern.vb, 64):
-                a.prefetcht0(ptr(PA + line))
-            a.prefetcht0(ptr(PA + self.mv * kern.vb - 1))
+                a.prefetcht0(operand(ptr, PA, None, line))
+            a.prefetcht0(operand(ptr, PA, None, self.mv * kern.vb - 1))
             if j < nb - 1:
                 a.add(PA, LDC)
 
@@ -344,22 +360,23 @@ class Block:
 
     def k_step(self, kk: int) -> None:
         """K row kk of the step: mv A vectors (copied on), then per column a B broadcast and mv FMAs."""
-        a, t, kern, col = self.a, self.t, self.kern, self.col
+        kern, col, vb, vsize, vmovups, fma = self.kern, self.col, self.kern.vb, self.kern.vsize, self.vmovups, self.fma
+        av, acc = self.av, self.acc
         for i in range(self.mv):
             if self.a_from == "buffer":  # masked lanes were stored as zeros
-                a.vmovups(self.av[i], t.vmem(PA + kk * col + i * kern.vb))
+                vmovups(av[i], operand(vsize, PA, None, kk * col + i * vb))
                 continue
-            self.vload(i, self.av[i], at(PA, A_ROWS[kk], i * kern.vb))
+            self.vload(i, av[i], PA, A_ROWS[kk], i * vb)
             if self.a_from == "copy":
-                a.vmovups(t.vmem(SCR + kk * col + i * kern.vb), self.av[i])
+                vmovups(operand(vsize, SCR, None, kk * col + i * vb), av[i])
         for j in range(self.nb):
             if self.embedded:
-                getattr(a, t.v("vfmadd231"))(self.acc[0][j], self.av[0], bcst(kern.b_elem(j, kk)))
+                fma(acc[0][j], av[0], operand(bcst, *kern.b_place(j, kk)))
                 continue
             b = self.bc[j % len(self.bc)]
-            getattr(a, "vbroadcastss" if t.es == 4 else "vbroadcastsd")(b, t.smem(kern.b_elem(j, kk)))
+            self.broadcast(b, operand(kern.ssize, *kern.b_place(j, kk)))
             for i in range(self.mv):
-                getattr(a, t.v("vfmadd231"))(self.acc[i][j], self.av[i], b)
+                fma(acc[i][j], av[i], b)
 
     def k_unrolled(self, pf: int = 0) -> None:
         """UNROLL K rows (``pf`` lines of the next A panel between them), then every pointer on."""
@@ -367,7 +384,7 @@ class Block:
         for kk in range(UNROLL):
             self.k_step(kk)
             if kk < pf:  # one line of the next A panel, between the FMA groups
-                getattr(a, A_NEXT_HINT)(ptr(A_NEXT + kk * 64))
+                getattr(a, A_NEXT_HINT)(operand(ptr, A_NEXT, None, kk * 64))
         if pf:
             a.add(A_NEXT, pf * 64)
         if self.a_from == "buffer":
@@ -414,10 +431,9 @@ class Block:
         a.mov(PA, C_N)
         for j in range(self.nb):
             for i in range(self.mv):
-                addr = PA + i * self.kern.vb
                 if self.part is not None and i == self.mv - 1:
-                    self.part.store(a, addr, self.acc[i][j])
+                    self.part.store(a, PA + i * self.kern.vb, self.acc[i][j])
                 else:
-                    a.vmovups(self.t.vmem(addr), self.acc[i][j])
+                    self.vmovups(operand(self.kern.vsize, PA, None, i * self.kern.vb), self.acc[i][j])
             if j < self.nb - 1:
                 a.add(PA, LDC)
