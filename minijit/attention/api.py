@@ -11,13 +11,18 @@ definition gives it.
 
 The plan streams the key axis in tiles and keeps FlashAttention-2's running row max, row sum and
 unscaled output (seed 001, appendix), so memory stays at a few tiles whatever L and S are: an
-L x S score matrix is never formed. This first implementation computes each tile with numpy; the
-fused JIT kernel (issue 50) replaces the tile loop behind the same plan.
+L x S score matrix is never formed. On x86-64 (AVX2, AVX-512) the masks "none" and "causal" run
+the fused kernel (`minijit.kernels.x86_64.attention`, issue 50 part 3): K^T packed per (batch,
+head) with numpy, one kernel call per (batch, head) slice and block of query rows through ctypes
+on raw addresses (the GIL released), the calls split over `minijit.parallel`'s threads
+(``MINIJIT_NUM_THREADS``), a scratch buffer per call. Bool and float masks, other hosts, and
+``FUSED = False`` compute each tile with numpy (`AttentionPlan._rows`, the reference path).
 """
 
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +34,42 @@ __all__ = ["AttentionPlan", "scaled_dot_product_attention"]
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 #: query rows and keys of one tile of the streamed computation (elements)
 TILE_Q, TILE_S = 256, 512
+#: whether masks "none" and "causal" use the fused kernel where the native target has one
+FUSED = True
+#: query rows of one fused-kernel call when a (batch, head) slice is split over threads
+FUSED_ROWS = 96
+
+_fused: dict[str, Any] = {}
+_fused_lock = threading.Lock()
+
+
+def fused_kernel(dtype: np.dtype) -> tuple[Any, str] | None:
+    """The native target's fused attention kernel for ``dtype`` as (ctypes function of six
+    addresses, isa), generated once per process; None where the native target is not x86-64."""
+    name = np.dtype(dtype).name
+    if name in _fused:
+        return _fused[name][1:] if _fused[name] is not None else None
+    with _fused_lock:
+        if name not in _fused:
+            _fused[name] = _load_fused(name)
+    return _fused[name][1:] if _fused[name] is not None else None
+
+
+def _load_fused(name: str) -> tuple[Any, Any, str] | None:
+    import ctypes
+
+    from minijit import targets
+    from minijit.targets.x86_64 import X86Target
+
+    target = targets.native()
+    if not isinstance(target, X86Target):
+        return None
+    from minijit.kernels.x86_64 import attention as kernel
+
+    dtype = {"float32": "fp32", "float64": "fp64"}[name]
+    owner = kernel.generate(dtype, target.isa)  # keeps the code mapped
+    function = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 6)(owner.address)
+    return owner, function, target.isa
 
 
 def _shape_error(msg: str) -> ValueError:
@@ -128,10 +169,56 @@ class AttentionPlan:
         mask = None if attn_mask is None else np.broadcast_to(attn_mask, (*batch, L, S))
         out = np.empty(self.out_shape, self.dtype)
         scale = self.dtype.type(self.scale_value)
+        if FUSED and self.mask in ("none", "causal") and out.size:
+            found = fused_kernel(self.dtype)
+            if found is not None:
+                self._fused(q, k, v, out, scale, *found)
+                return out
         for lo in range(0, L, TILE_Q):
             hi = min(L, lo + TILE_Q)
             out[..., lo:hi, :] = self._rows(q[..., lo:hi, :], k, v, mask, lo, hi, scale)
         return out
+
+    def _fused(self, q, k, v, out, scale, function, isa: str) -> None:
+        """``out`` by the fused kernel: one call per (slice, block of query rows)."""
+        from minijit import parallel
+        from minijit.kernels.x86_64 import attention as kernel
+
+        L, E = q.shape[-2:]
+        S, Ev = v.shape[-2:]
+        n = math.prod(self.batch)
+        dt = self.dtype
+        es = dt.itemsize
+        q = np.ascontiguousarray(q)
+        kt = np.ascontiguousarray(np.swapaxes(k, -1, -2))  # K^T per (batch, head): E x S
+        v = np.ascontiguousarray(v)
+        name = "fp32" if dt == np.float32 else "fp64"
+        scratch_words = kernel.scratch_bytes(name, isa, E, Ev) // 8 + 8
+        params = np.array([scale], dt)
+        threads = parallel.default_threads()
+        blocks = 1 if n >= threads else min(-(-L // FUSED_ROWS), -(-threads // n))
+        rows = -(-L // blocks)
+        qa, ka, va, oa, pa = (x.ctypes.data for x in (q, kt, v, out, params))
+        causal = int(self.mask == "causal")
+
+        def run(begin: int, end: int) -> None:
+            scratch = np.empty(scratch_words, np.float64)
+            args = np.zeros(len(kernel.ARGS), np.int64)
+            args[1:] = (S, E, Ev, E, S, Ev, Ev, 0, causal, scratch.ctypes.data + (-scratch.ctypes.data % 64))
+            aa = args.ctypes.data
+            for job in range(begin, end):
+                b, r = divmod(job, blocks)
+                lo = r * rows
+                count = min(L, lo + rows) - lo
+                if count <= 0:
+                    continue
+                args[0], args[8] = count, lo
+                function(
+                    qa + (b * L + lo) * E * es, ka + b * E * S * es, va + b * S * Ev * es,
+                    oa + (b * L + lo) * Ev * es, aa, pa,
+                )  # fmt: skip
+
+        parallel.run_range(run, n * blocks, threads)
 
     def _rows(self, q, k, v, mask, lo: int, hi: int, scale) -> np.ndarray:
         """Query rows lo..hi: the key axis streamed in tiles, FlashAttention-2's running max m,

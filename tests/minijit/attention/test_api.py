@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from minijit.attention import api
 from minijit.attention.api import AttentionPlan, scaled_dot_product_attention
+from minijit.runtime import detected_host
 from tests.conftest import examples
 
 
@@ -80,7 +81,9 @@ def test_gqa_groups_query_heads_over_key_value_heads():
         scaled_dot_product_attention(q, np.ones((2, 4, 11, 8)), np.ones((2, 4, 11, 4)), enable_gqa=True)
 
 
-def test_tiles_stream_long_sequences_and_odd_strided_views(monkeypatch):
+@pytest.mark.parametrize("fused", [True, False])
+def test_tiles_stream_long_sequences_and_odd_strided_views(monkeypatch, fused):
+    monkeypatch.setattr(api, "FUSED", fused)
     monkeypatch.setattr(api, "TILE_Q", 7)
     monkeypatch.setattr(api, "TILE_S", 5)
     rng = np.random.default_rng(1)
@@ -162,3 +165,46 @@ def test_long_sequences_stay_in_a_few_tiles_of_memory():
     rows = [0, 5000, n - 1]  # spot-check three rows against the reference
     want = reference(q[:, rows], k, v)
     np.testing.assert_allclose(out[:, rows], want, rtol=0, atol=3e-5 * max(1, np.abs(want).max()))
+
+
+X86 = detected_host().isa == "x86_64"
+
+
+@pytest.mark.skipif(not X86, reason="the fused kernel is x86-64 only")
+@pytest.mark.parametrize("threads", ["1", "4"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_fused_kernel_runs_none_and_causal_and_agrees_with_the_numpy_tiles(monkeypatch, threads, dtype):
+    """On x86-64 the plan calls the fused kernel for "none" and "causal" (split into blocks of
+    query rows over threads when slices are few), broadcast and GQA heads included; its result
+    matches the numpy tile loop (``FUSED = False``) and the float64 reference."""
+    monkeypatch.setenv("MINIJIT_NUM_THREADS", threads)
+    monkeypatch.setattr(api, "FUSED_ROWS", 5)
+    calls = []
+    real = api.fused_kernel
+    monkeypatch.setattr(api, "fused_kernel", lambda dt: calls.append(dt) or real(dt))
+    rng = np.random.default_rng(4)
+    tol = 3e-5 if dtype == np.float32 else 1e-12
+    shapes = [
+        ((1, 1, 23, 17), (1, 1, 31, 17), (1, 1, 31, 9), False),
+        ((2, 6, 9, 8), (2, 3, 11, 8), (2, 3, 11, 3), True),
+    ]
+    for qs, ks, vs, gqa in shapes:
+        q, k, v = (rng.standard_normal(s).astype(dtype) for s in (qs, ks, vs))
+        q = np.broadcast_to(q[:, :1], q.shape) if not gqa else q  # a broadcast (stride 0) head
+        for causal in (False, True):
+            got = scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+            want = reference(q, k, v, is_causal=causal, enable_gqa=gqa)
+            np.testing.assert_allclose(got, want, rtol=0, atol=tol * max(1, np.abs(want).max()))
+            monkeypatch.setattr(api, "FUSED", False)
+            tiles = scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+            monkeypatch.setattr(api, "FUSED", True)
+            np.testing.assert_allclose(got, tiles, rtol=0, atol=tol * max(1, np.abs(want).max()))
+    assert len(calls) == 4 and all(np.dtype(c) == dtype for c in calls)
+    assert api.fused_kernel(dtype) is not None
+
+
+def test_bool_and_float_masks_keep_the_numpy_tiles(monkeypatch):
+    monkeypatch.setattr(api, "fused_kernel", lambda dt: pytest.fail("the fused kernel has no masks yet"))
+    q = k = v = np.ones((1, 3, 4))
+    scaled_dot_product_attention(q, k, v, attn_mask=np.ones((3, 3), bool))
+    scaled_dot_product_attention(q, k, v, attn_mask=np.zeros((3, 3)))
