@@ -39,7 +39,23 @@ FUSED = True
 #: query rows of one fused-kernel call when a (batch, head) slice is split over threads
 FUSED_ROWS = 96
 
+#: keys per block of the K^T packing
+PACK_KEYS = 128
+
 _fused: dict[str, Any] = {}
+_local = threading.local()
+
+
+def _thread_buffer(name: str, nbytes: int) -> np.ndarray:
+    """This thread's 8-byte aligned buffer ``name`` of at least ``nbytes`` bytes (kept and grown between calls:
+    fresh pages cost a fault each on first touch)."""
+    buf = getattr(_local, name, None)
+    if buf is None or buf.nbytes < nbytes:
+        buf = np.zeros(max(-(-nbytes // 8), 8), np.float64)  # views as float32 or float64
+        setattr(_local, name, buf)
+    return buf
+
+
 _fused_lock = threading.Lock()
 
 
@@ -180,43 +196,48 @@ class AttentionPlan:
         return out
 
     def _fused(self, q, k, v, out, scale, function, isa: str) -> None:
-        """``out`` by the fused kernel: one call per (slice, block of query rows)."""
+        """``out`` by the fused kernel: one call per (slice, block of query rows); each thread
+        packs the K^T of its slices into a buffer of its own, kept between calls."""
         from minijit import parallel
         from minijit.kernels.x86_64 import attention as kernel
 
         L, E = q.shape[-2:]
         S, Ev = v.shape[-2:]
-        n = math.prod(self.batch)
+        batch = self.batch
+        n = math.prod(batch)
         dt = self.dtype
         es = dt.itemsize
-        q = np.ascontiguousarray(q)
-        kt = np.ascontiguousarray(np.swapaxes(k, -1, -2))  # K^T per (batch, head): E x S
+        q = np.ascontiguousarray(q)  # no copy for C-order operands
         v = np.ascontiguousarray(v)
         name = "fp32" if dt == np.float32 else "fp64"
-        scratch_words = kernel.scratch_bytes(name, isa, E, Ev) // 8 + 8
+        scratch_bytes = kernel.scratch_bytes(name, isa, E, Ev)
         params = np.array([scale], dt)
         threads = parallel.default_threads()
         blocks = 1 if n >= threads else min(-(-L // FUSED_ROWS), -(-threads // n))
         rows = -(-L // blocks)
-        qa, ka, va, oa, pa = (x.ctypes.data for x in (q, kt, v, out, params))
+        qa, va, oa, pa = (x.ctypes.data for x in (q, v, out, params))
         causal = int(self.mask == "causal")
 
         def run(begin: int, end: int) -> None:
-            scratch = np.empty(scratch_words, np.float64)
+            scratch = _thread_buffer("scratch", scratch_bytes + 64)
+            kt = _thread_buffer("kt", E * S * es).view(dt)[: E * S].reshape(E, S)
             args = np.zeros(len(kernel.ARGS), np.int64)
             args[1:] = (S, E, Ev, E, S, Ev, Ev, 0, causal, scratch.ctypes.data + (-scratch.ctypes.data % 64))
-            aa = args.ctypes.data
+            aa, ka = args.ctypes.data, kt.ctypes.data
+            packed = -1
             for job in range(begin, end):
                 b, r = divmod(job, blocks)
                 lo = r * rows
                 count = min(L, lo + rows) - lo
                 if count <= 0:
                     continue
+                if b != packed:  # K^T of slice b, in blocks of keys (a cache-friendly transpose)
+                    ks = k[np.unravel_index(b, batch)] if batch else k
+                    for s0 in range(0, S, PACK_KEYS):
+                        kt[:, s0 : s0 + PACK_KEYS] = ks[s0 : s0 + PACK_KEYS].T
+                    packed = b
                 args[0], args[8] = count, lo
-                function(
-                    qa + (b * L + lo) * E * es, ka + b * E * S * es, va + b * S * Ev * es,
-                    oa + (b * L + lo) * Ev * es, aa, pa,
-                )  # fmt: skip
+                function(qa + (b * L + lo) * E * es, ka, va + b * S * Ev * es, oa + (b * L + lo) * Ev * es, aa, pa)
 
         parallel.run_range(run, n * blocks, threads)
 
