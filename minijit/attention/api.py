@@ -39,8 +39,8 @@ FUSED = True
 #: query rows of one fused-kernel call when a (batch, head) slice is split over threads
 FUSED_ROWS = 96
 
-#: keys per block of the K^T packing
-PACK_KEYS = 128
+#: query rows of the fused kernel's tiles (fewer query rows take a kernel with g = L)
+DEFAULT_G = 6
 
 _fused: dict[str, Any] = {}
 _local = threading.local()
@@ -59,19 +59,21 @@ def _thread_buffer(name: str, nbytes: int) -> np.ndarray:
 _fused_lock = threading.Lock()
 
 
-def fused_kernel(dtype: np.dtype) -> tuple[Any, str] | None:
-    """The native target's fused attention kernel for ``dtype`` as (ctypes function of six
-    addresses, isa), generated once per process; None where the native target is not x86-64."""
-    name = np.dtype(dtype).name
-    if name in _fused:
-        return _fused[name][1:] if _fused[name] is not None else None
-    with _fused_lock:
-        if name not in _fused:
-            _fused[name] = _load_fused(name)
-    return _fused[name][1:] if _fused[name] is not None else None
+def fused_kernel(dtype: np.dtype, g: int | None = None) -> tuple[Any, str, int, int] | None:
+    """The native target's fused attention kernel for ``dtype`` with ``g`` query rows a tile (the
+    default 6; fewer for fewer query rows) as (ctypes function of six addresses, isa, g, s_x),
+    generated once per process; None where the native target is not x86-64."""
+    key = (np.dtype(dtype).name, g)
+    found = _fused.get(key)
+    if found is None:
+        with _fused_lock:
+            if key not in _fused:
+                _fused[key] = _load_fused(*key) or ()
+            found = _fused[key]
+    return found[1:] if found else None
 
 
-def _load_fused(name: str) -> tuple[Any, Any, str] | None:
+def _load_fused(name: str, g: int | None) -> tuple[Any, Any, str, int, int] | None:
     import ctypes
 
     from minijit import targets
@@ -83,9 +85,10 @@ def _load_fused(name: str) -> tuple[Any, Any, str] | None:
     from minijit.kernels.x86_64 import attention as kernel
 
     dtype = {"float32": "fp32", "float64": "fp64"}[name]
-    owner = kernel.generate(dtype, target.isa)  # keeps the code mapped
+    g, s_x = kernel.check_tiles(dtype, target.isa, g)
+    owner = kernel.generate(dtype, target.isa, g, s_x)  # keeps the code mapped
     function = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 6)(owner.address)
-    return owner, function, target.isa
+    return owner, function, target.isa, g, s_x
 
 
 def _shape_error(msg: str) -> ValueError:
@@ -186,7 +189,7 @@ class AttentionPlan:
         out = np.empty(self.out_shape, self.dtype)
         scale = self.dtype.type(self.scale_value)
         if FUSED and self.mask in ("none", "causal") and out.size:
-            found = fused_kernel(self.dtype)
+            found = fused_kernel(self.dtype, L if L < DEFAULT_G else None)
             if found is not None:
                 self._fused(q, k, v, out, scale, *found)
                 return out
@@ -195,9 +198,10 @@ class AttentionPlan:
             out[..., lo:hi, :] = self._rows(q[..., lo:hi, :], k, v, mask, lo, hi, scale)
         return out
 
-    def _fused(self, q, k, v, out, scale, function, isa: str) -> None:
+    def _fused(self, q, k, v, out, scale, function, isa: str, g: int, s_x: int) -> None:
         """``out`` by the fused kernel: one call per (slice, block of query rows); each thread
-        packs the K^T of its slices into a buffer of its own, kept between calls."""
+        packs the K^T of its slices tile-major (key tiles of s_x, E x s_x each, contiguous) into a
+        buffer of its own, kept between calls."""
         from minijit import parallel
         from minijit.kernels.x86_64 import attention as kernel
 
@@ -210,7 +214,8 @@ class AttentionPlan:
         q = np.ascontiguousarray(q)  # no copy for C-order operands
         v = np.ascontiguousarray(v)
         name = "fp32" if dt == np.float32 else "fp64"
-        scratch_bytes = kernel.scratch_bytes(name, isa, E, Ev)
+        scratch_bytes = kernel.scratch_bytes(name, isa, E, Ev, g, s_x)
+        full, tiles = S // s_x, -(-S // s_x)
         params = np.array([scale], dt)
         threads = parallel.default_threads()
         blocks = 1 if n >= threads else min(-(-L // FUSED_ROWS), -(-threads // n))
@@ -220,9 +225,11 @@ class AttentionPlan:
 
         def run(begin: int, end: int) -> None:
             scratch = _thread_buffer("scratch", scratch_bytes + 64)
-            kt = _thread_buffer("kt", E * S * es).view(dt)[: E * S].reshape(E, S)
+            size = tiles * E * s_x
+            kt = _thread_buffer("kt", size * es).view(dt)[:size].reshape(tiles, E, s_x)
             args = np.zeros(len(kernel.ARGS), np.int64)
-            args[1:] = (S, E, Ev, E, S, Ev, Ev, 0, causal, scratch.ctypes.data + (-scratch.ctypes.data % 64))
+            scr = scratch.ctypes.data + (-scratch.ctypes.data % 64)
+            args[1:] = (S, E, Ev, E, s_x, Ev, Ev, 0, causal, scr, E * s_x)
             aa, ka = args.ctypes.data, kt.ctypes.data
             packed = -1
             for job in range(begin, end):
@@ -231,10 +238,11 @@ class AttentionPlan:
                 count = min(L, lo + rows) - lo
                 if count <= 0:
                     continue
-                if b != packed:  # K^T of slice b, in blocks of keys (a cache-friendly transpose)
+                if b != packed:  # K^T of slice b, tile-major (the last tile partial)
                     ks = k[np.unravel_index(b, batch)] if batch else k
-                    for s0 in range(0, S, PACK_KEYS):
-                        kt[:, s0 : s0 + PACK_KEYS] = ks[s0 : s0 + PACK_KEYS].T
+                    kt[:full] = ks[: full * s_x].reshape(full, s_x, E).transpose(0, 2, 1)
+                    if full < tiles:
+                        kt[full, :, : S - full * s_x] = ks[full * s_x :].T
                     packed = b
                 args[0], args[8] = count, lo
                 function(qa + (b * L + lo) * E * es, ka, va + b * S * Ev * es, oa + (b * L + lo) * Ev * es, aa, pa)

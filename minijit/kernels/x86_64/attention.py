@@ -8,7 +8,10 @@ One call computes one (batch, head) slice for ``L`` query rows::
     o[i, :] = softmax_j(scale * q[i, :] . kt[:, j]  (keys j <= row0 + i when causal)) @ v
 
 ``q``: L x E rows (row stride ``ldq`` elements), ``kt``: K transposed, E x S (row stride ``ldkt``,
-contiguous along the keys), ``v``: S x Ev rows (``ldv``), ``o``: L x Ev rows (``ldo``); ``args``
+contiguous along the keys; with ``kt_tile`` > 0 the key tiles of s_x keys lie ``kt_tile``
+elements apart: element (e, j) at ``kt[(j // s_x) * kt_tile + e * ldkt + j % s_x]``, so a K^T
+packed tile-major, ``ldkt = s_x``, ``kt_tile = E * s_x``, streams contiguously; 0 is plain E x S),
+``v``: S x Ev rows (``ldv``), ``o``: L x Ev rows (``ldo``); ``args``
 int64[`ARGS`] (`pack_args`); ``params``: [scale]. ``scratch`` (an address in ``args``) is a
 caller-provided buffer of at least `scratch_bytes` bytes, one per thread (64-byte alignment is
 best; any alignment works). Nothing outside the L x Ev block of ``o`` is written and nothing
@@ -59,7 +62,7 @@ from minijit.runtime.kernel import Kernel
 __all__ = ["ARGS", "G_MAX", "check_tiles", "generate", "pack_args", "program", "scratch_bytes", "signature"]
 
 #: the int64 arguments, in order
-ARGS = ("L", "S", "E", "Ev", "ldq", "ldkt", "ldv", "ldo", "row0", "causal", "scratch")
+ARGS = ("L", "S", "E", "Ev", "ldq", "ldkt", "ldv", "ldo", "row0", "causal", "scratch", "kt_tile")
 OFFSET = {name: 8 * i for i, name in enumerate(ARGS)}
 #: the most query rows of a tile
 G_MAX = 8
@@ -121,8 +124,10 @@ def scratch_bytes(dtype: str, isa: str, E: int, Ev: int, g: int | None = None, s
 
 
 def pack_args(**values: int) -> np.ndarray:
-    """The ``args`` array from keyword values (every name of `ARGS`; ValueError naming a missing,
+    """The ``args`` array from keyword values (every name of `ARGS`, ``kt_tile`` 0 when left out;
+    ValueError naming a missing,
     unknown or non-int one, a negative size or a causal flag other than 0/1)."""
+    values = {"kt_tile": 0} | values
     unknown = sorted(set(values) - set(ARGS))
     missing = [n for n in ARGS if n not in values]
     if unknown or missing:
@@ -166,7 +171,7 @@ class FusedAttention:
         self.frame = Frame(list(CALLEE_SAVED))
         names = (
             "q", "kt", "v", "o", "params", "ldq", "ldkt", "ldv", "ldo", "qb", "ktt", "evmask", "nvec",
-            "rows", "gr", "diag", "kend", "thr", "nk", "ktp", "ktld", "S", "causal", "sfull",
+            "rows", "gr", "diag", "kend", "thr", "nk", "ktp", "ktld", "S", "causal", "sfull", "kttile", "ktcur",
         )  # fmt: skip
         self.slot = {n: self.frame.slot(n) for n in names}
         self.mask_table: Label = a.new_label("masks")
@@ -258,6 +263,14 @@ class FusedAttention:
         for name in ("S", "causal"):
             a.mov(rax, _arg(name))
             a.mov(s[name], rax)
+        a.mov(rax, _arg("kt_tile"))  # elements between key tiles of K^T; 0: s_x (plain E x S)
+        nonzero = a.new_label("kt_tile")
+        a.test(rax, rax)
+        a.jnz(nonzero)
+        a.mov(rax, self.s_x)
+        a.bind(nonzero)
+        a.shl(rax, LOG2[t.es])
+        a.mov(s["kttile"], rax)
         a.cmp(_arg("L"), 0)
         a.jle(done)
         a.cmp(_arg("Ev"), 0)
@@ -317,10 +330,14 @@ class FusedAttention:
         """The last S % s_x columns of K^T, zero-padded to E x s_x in the scratch (``ktt``)."""
         a, t, s = self.a, self.t, self.slot
         a.mov(rax, s["S"])
-        if self.s_x & (self.s_x - 1) == 0:
-            a.and_(rax, -self.s_x)
-        else:
-            self._round_down()
+        a.xor(rdx, rdx)
+        a.mov(rcx, self.s_x)
+        a.div(rcx)  # full tiles
+        a.mov(rsi, rax)
+        a.imul(rsi, s["kttile"])
+        a.add(rsi, s["kt"])
+        a.mov(s["ktcur"], rsi)  # the tail tile's K^T
+        a.imul(rax, rax, self.s_x)
         a.mov(s["sfull"], rax)
         skip = a.new_label("no_tail")
         a.cmp(rax, s["S"])
@@ -330,9 +347,7 @@ class FusedAttention:
         a.imul(rsi, rsi, self.nv)
         self.zero(rdi, rsi, "ktt_zero")
         # rows: rsi walks K^T from column sfull, rdi the copy; r10 counts rows, r11 columns
-        a.mov(rsi, s["sfull"])
-        a.shl(rsi, LOG2[t.es])
-        a.add(rsi, s["kt"])
+        a.mov(rsi, s["ktcur"])
         a.mov(rdi, s["ktt"])
         a.mov(r10, _arg("E"))
 
@@ -352,14 +367,6 @@ class FusedAttention:
 
         self.loop(r10, row, "ktt_row")
         a.bind(skip)
-
-    def _round_down(self) -> None:
-        """rax = rax - reg % s_x (s_x not a power of two; clobbers rdx, rcx)."""
-        a = self.a
-        a.xor(rdx, rdx)
-        a.mov(rcx, self.s_x)
-        a.div(rcx)
-        a.imul(rax, rax, self.s_x)
 
     def query_tile(self) -> None:
         a, t, s, g = self.a, self.t, self.slot, self.g
@@ -432,12 +439,16 @@ class FusedAttention:
         a.mov(s["thr"], rcx)
         # key tiles
         a.xor(J0, J0)
+        a.mov(rax, s["kt"])
+        a.mov(s["ktcur"], rax)
         end = a.new_label("ktiles_end")
         a.cmp(s["kend"], 0)
         a.jle(end)
         top = a.label("ktile")
         self.key_tile()
         a.add(J0, self.s_x)
+        a.mov(rax, s["kttile"])
+        a.add(s["ktcur"], rax)
         a.cmp(J0, s["kend"])
         a.jl(top)
         a.bind(end)
@@ -450,8 +461,7 @@ class FusedAttention:
         a.lea(rax, ptr(J0 + self.s_x))
         a.cmp(rax, s["S"])
         a.jg(tail)
-        a.mov(rax, s["kt"])
-        a.lea(rax, ptr(rax + J0 * t.es))
+        a.mov(rax, s["ktcur"])
         a.mov(s["ktp"], rax)
         a.mov(rax, s["ldkt"])
         a.mov(s["ktld"], rax)

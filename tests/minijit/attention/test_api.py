@@ -181,10 +181,12 @@ def test_the_fused_kernel_runs_none_and_causal_and_agrees_with_the_numpy_tiles(m
     monkeypatch.setattr(api, "FUSED_ROWS", 5)
     calls = []
     real = api.fused_kernel
-    monkeypatch.setattr(api, "fused_kernel", lambda dt: calls.append(dt) or real(dt))
+    monkeypatch.setattr(api, "fused_kernel", lambda dt, g=None: calls.append(dt) or real(dt, g))
     rng = np.random.default_rng(4)
     tol = 3e-5 if dtype == np.float32 else 1e-12
     shapes = [
+        ((1, 4, 1, 16), (1, 4, 300, 16), (1, 4, 300, 7), False),  # decode: a g = 1 kernel
+        ((3, 2, 4, 5), (3, 2, 19, 5), (3, 2, 19, 2), False),  # g = 4
         ((1, 1, 23, 17), (1, 1, 31, 17), (1, 1, 31, 9), False),
         ((2, 6, 9, 8), (2, 3, 11, 8), (2, 3, 11, 3), True),
     ]
@@ -199,12 +201,12 @@ def test_the_fused_kernel_runs_none_and_causal_and_agrees_with_the_numpy_tiles(m
             tiles = scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
             monkeypatch.setattr(api, "FUSED", True)
             np.testing.assert_allclose(got, tiles, rtol=0, atol=tol * max(1, np.abs(want).max()))
-    assert len(calls) == 4 and all(np.dtype(c) == dtype for c in calls)
+    assert len(calls) == 8 and all(np.dtype(c) == dtype for c in calls)
     assert api.fused_kernel(dtype) is not None
 
 
 def test_bool_and_float_masks_keep_the_numpy_tiles(monkeypatch):
-    monkeypatch.setattr(api, "fused_kernel", lambda dt: pytest.fail("the fused kernel has no masks yet"))
+    monkeypatch.setattr(api, "fused_kernel", lambda dt, g=None: pytest.fail("the fused kernel has no masks yet"))
     q = k = v = np.ones((1, 3, 4))
     scaled_dot_product_attention(q, k, v, attn_mask=np.ones((3, 3), bool))
     scaled_dot_product_attention(q, k, v, attn_mask=np.zeros((3, 3)))

@@ -196,3 +196,29 @@ def test_avx512_runs():  # pragma: no cover - AVX-512 hosts only
         call(q, kt, v, o, row0=5, causal=True, scale=0.5, isa="avx512")
         tol = 3e-5 if dtype == np.float32 else 1e-12
         np.testing.assert_allclose(o[:, :33], reference(q, kt, v, 5, True, 0.5), rtol=0, atol=tol)
+
+
+@pytest.mark.skipif(not X86, reason="runs x86-64 code")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tile_major_k_transposed(dtype):
+    """K^T packed tile-major (kt_tile = E * s_x, ldkt = s_x), the last tile partial: the same
+    result as the plain E x S layout."""
+    name, ctype = ("fp32", "float") if dtype == np.float32 else ("fp64", "double")
+    _, s_x = attention.check_tiles(name, NATIVE)
+    rng = np.random.default_rng(5)
+    for L, S, E, Ev, causal in ((13, 2 * s_x + 5, 17, 9, True), (7, s_x, 3, 8, False), (20, 3 * s_x, 8, 5, True)):
+        q, kt, v, _, o = _buffers(rng, L, S, E, Ev, 0, dtype)
+        nt = -(-S // s_x)
+        packed = np.full((nt, E, s_x), np.nan, dtype)
+        for t in range(nt):
+            w = min(s_x, S - t * s_x)
+            packed[t, :, :w] = kt[:, t * s_x : t * s_x + w]
+        scratch = np.full(attention.scratch_bytes(name, NATIVE, E, Ev) // 8 + 1, np.nan)
+        args = attention.pack_args(
+            L=L, S=S, E=E, Ev=Ev, ldq=E, ldkt=s_x, ldv=Ev, ldo=Ev, row0=0, causal=int(causal),
+            scratch=scratch.ctypes.data, kt_tile=E * s_x,
+        )  # fmt: skip
+        params = np.array([0.5], dtype)
+        _raw(dtype, NATIVE)(q.ctypes.data, packed.ctypes.data, v.ctypes.data, o.ctypes.data, args, params)
+        tol = 3e-5 if dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(o, reference(q, kt, v, 0, causal, 0.5), rtol=0, atol=tol)
