@@ -41,6 +41,10 @@ FUSED_ROWS = 96
 
 #: query rows of the fused kernel's tiles (fewer query rows take a kernel with g = L)
 DEFAULT_G = 6
+#: the fewest query rows the fused kernel runs: one row (decode) stays with numpy, whose GEMV
+#: reads K as it is, where the kernel's K^T packing alone costs more than numpy's whole call
+#: (bench/results/x86_64_attention_first_2026-11-28.md)
+FUSED_MIN_ROWS = 2
 
 _fused: dict[str, Any] = {}
 _local = threading.local()
@@ -188,7 +192,7 @@ class AttentionPlan:
         mask = None if attn_mask is None else np.broadcast_to(attn_mask, (*batch, L, S))
         out = np.empty(self.out_shape, self.dtype)
         scale = self.dtype.type(self.scale_value)
-        if FUSED and self.mask in ("none", "causal") and out.size:
+        if FUSED and self.mask in ("none", "causal") and out.size and L >= FUSED_MIN_ROWS:
             found = fused_kernel(self.dtype, L if L < DEFAULT_G else None)
             if found is not None:
                 self._fused(q, k, v, out, scale, *found)

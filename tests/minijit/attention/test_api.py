@@ -185,7 +185,7 @@ def test_the_fused_kernel_runs_none_and_causal_and_agrees_with_the_numpy_tiles(m
     rng = np.random.default_rng(4)
     tol = 3e-5 if dtype == np.float32 else 1e-12
     shapes = [
-        ((1, 4, 1, 16), (1, 4, 300, 16), (1, 4, 300, 7), False),  # decode: a g = 1 kernel
+        ((1, 4, 2, 16), (1, 4, 300, 16), (1, 4, 300, 7), False),  # two rows: a g = 2 kernel
         ((3, 2, 4, 5), (3, 2, 19, 5), (3, 2, 19, 2), False),  # g = 4
         ((1, 1, 23, 17), (1, 1, 31, 17), (1, 1, 31, 9), False),
         ((2, 6, 9, 8), (2, 3, 11, 8), (2, 3, 11, 3), True),
@@ -202,6 +202,10 @@ def test_the_fused_kernel_runs_none_and_causal_and_agrees_with_the_numpy_tiles(m
             monkeypatch.setattr(api, "FUSED", True)
             np.testing.assert_allclose(got, tiles, rtol=0, atol=tol * max(1, np.abs(want).max()))
     assert len(calls) == 8 and all(np.dtype(c) == dtype for c in calls)
+    one = scaled_dot_product_attention(q[..., :1, :], k, v, enable_gqa=True)  # decode: numpy's GEMV
+    assert len(calls) == 8
+    want = reference(q[..., :1, :], k, v, enable_gqa=True)
+    np.testing.assert_allclose(one, want, rtol=0, atol=tol * max(1, np.abs(want).max()))
     assert api.fused_kernel(dtype) is not None
 
 
