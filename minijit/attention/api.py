@@ -12,11 +12,13 @@ definition gives it.
 The plan streams the key axis in tiles and keeps FlashAttention-2's running row max, row sum and
 unscaled output (seed 001, appendix), so memory stays at a few tiles whatever L and S are: an
 L x S score matrix is never formed. On x86-64 (AVX2, AVX-512) the masks "none" and "causal" run
-the fused kernel (`minijit.kernels.x86_64.attention`, issue 50 part 3): K^T packed per (batch,
-head) with numpy, one kernel call per (batch, head) slice and block of query rows through ctypes
-on raw addresses (the GIL released), the calls split over `minijit.parallel`'s threads
-(``MINIJIT_NUM_THREADS``), a scratch buffer per call. Bool and float masks, other hosts, and
-``FUSED = False`` compute each tile with numpy (`AttentionPlan._rows`, the reference path).
+the fused kernel (`minijit.kernels.x86_64.attention`, issue 50 part 3) for 2 or more query rows:
+K^T packed tile-major per (batch, head) with numpy into a per-thread buffer, one kernel call per
+(batch, head) slice and block of query rows through ctypes on raw addresses (the GIL released),
+the calls split over `minijit.parallel`'s threads (``MINIJIT_NUM_THREADS``), a per-thread scratch.
+Bool and float masks, one query row (decode: numpy's GEMV reads K as it is, cheaper than the
+packing), other hosts and ``FUSED = False`` compute each tile with numpy (`AttentionPlan._rows`,
+the reference path).
 """
 
 from __future__ import annotations
