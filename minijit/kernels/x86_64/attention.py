@@ -11,7 +11,10 @@ One call computes one (batch, head) slice for ``L`` query rows::
 contiguous along the keys; with ``kt_tile`` > 0 the key tiles of s_x keys lie ``kt_tile``
 elements apart: element (e, j) at ``kt[(j // s_x) * kt_tile + e * ldkt + j % s_x]``, so a K^T
 packed tile-major, ``ldkt = s_x``, ``kt_tile = E * s_x``, streams contiguously; 0 is plain E x S),
-``v``: S x Ev rows (``ldv``), ``o``: L x Ev rows (``ldo``); ``args``
+``v``: S x Ev rows (``ldv``), ``o``: L x Ev rows (``ldo``); an optional additive ``bias`` (an
+address in ``args``, 0 for none: torch's float attn_mask), element (i, j) at ``bias[i * ldb +
+j * ldb_c]``, ``ldb`` any (0: one row for all), ``ldb_c`` 1 or 0, added to the scaled scores
+(-inf entries are masked keys); ``args``
 int64[`ARGS`] (`pack_args`); ``params``: [scale]. ``scratch`` (an address in ``args``) is a
 caller-provided buffer of at least `scratch_bytes` bytes, one per thread (64-byte alignment is
 best; any alignment works). Nothing outside the L x Ev block of ``o`` is written and nothing
@@ -62,7 +65,23 @@ from minijit.runtime.kernel import Kernel
 __all__ = ["ARGS", "G_MAX", "check_tiles", "generate", "pack_args", "program", "scratch_bytes", "signature"]
 
 #: the int64 arguments, in order
-ARGS = ("L", "S", "E", "Ev", "ldq", "ldkt", "ldv", "ldo", "row0", "causal", "scratch", "kt_tile")
+ARGS = (
+    "L",
+    "S",
+    "E",
+    "Ev",
+    "ldq",
+    "ldkt",
+    "ldv",
+    "ldo",
+    "row0",
+    "causal",
+    "scratch",
+    "kt_tile",
+    "bias",
+    "ldb",
+    "ldb_c",
+)
 OFFSET = {name: 8 * i for i, name in enumerate(ARGS)}
 #: the most query rows of a tile
 G_MAX = 8
@@ -127,7 +146,7 @@ def pack_args(**values: int) -> np.ndarray:
     """The ``args`` array from keyword values (every name of `ARGS`, ``kt_tile`` 0 when left out;
     ValueError naming a missing,
     unknown or non-int one, a negative size or a causal flag other than 0/1)."""
-    values = {"kt_tile": 0} | values
+    values = {"kt_tile": 0, "bias": 0, "ldb": 0, "ldb_c": 0} | values
     unknown = sorted(set(values) - set(ARGS))
     missing = [n for n in ARGS if n not in values]
     if unknown or missing:
@@ -138,6 +157,8 @@ def pack_args(**values: int) -> np.ndarray:
     for name in ("L", "S", "E", "Ev", "row0"):
         if not 0 <= values[name] < 1 << 40:
             raise ValueError(f"attention args: {name} must be in 0..2**40, got {values[name]}")
+    if values["ldb_c"] not in (0, 1):
+        raise ValueError(f"attention args: ldb_c must be 0 or 1, got {values['ldb_c']}")
     if values["causal"] not in (0, 1):
         raise ValueError(f"attention args: causal must be 0 or 1, got {values['causal']}")
     return np.array([values[n] for n in ARGS], dtype=np.int64)
@@ -172,6 +193,7 @@ class FusedAttention:
         names = (
             "q", "kt", "v", "o", "params", "ldq", "ldkt", "ldv", "ldo", "qb", "ktt", "evmask", "nvec",
             "rows", "gr", "diag", "kend", "thr", "nk", "ktp", "ktld", "S", "causal", "sfull", "kttile", "ktcur",
+            "bias", "biasrow", "ldb",
         )  # fmt: skip
         self.slot = {n: self.frame.slot(n) for n in names}
         self.mask_table: Label = a.new_label("masks")
@@ -310,6 +332,12 @@ class FusedAttention:
         a.mov(rax, _arg("row0"))
         a.inc(rax)
         a.mov(s["diag"], rax)
+        a.mov(rax, _arg("bias"))
+        a.mov(s["bias"], rax)
+        a.mov(s["biasrow"], rax)
+        a.mov(rax, _arg("ldb"))
+        a.shl(rax, LOG2[t.es])
+        a.mov(s["ldb"], rax)
         top = a.label("qtile")
         self.query_tile()
         a.mov(rax, s["ldq"])
@@ -319,6 +347,9 @@ class FusedAttention:
         a.imul(rax, rax, self.g)
         a.add(s["o"], rax)
         a.add(s["diag"], self.g)
+        a.mov(rax, s["ldb"])
+        a.imul(rax, rax, self.g)
+        a.add(s["biasrow"], rax)
         a.sub(s["rows"], self.g)
         a.cmp(s["rows"], 0)
         a.jg(top)
@@ -473,6 +504,7 @@ class FusedAttention:
         a.bind(go)
         for c0 in range(0, self.nv, self.cv):
             self.scores(c0, min(self.cv, self.nv - c0))
+        self.bias()
         masked, after = a.new_label("masked"), a.new_label("softmax_done")
         a.lea(rax, ptr(J0 + self.s_x))
         a.cmp(rax, s["thr"])
@@ -525,6 +557,71 @@ class FusedAttention:
             for u in range(cv):
                 self.v("vmul")(acc[i][u], acc[i][u], self.bc)
                 self.v("vmovu")(t.vmem(SCR + self.off["p"] + (i * self.s_x + (c0 + u) * t.vl) * t.es), acc[i][u])
+
+    def bias(self) -> None:
+        """Scores += the bias rows of the tile's valid rows (none when ``bias`` is 0): columns at
+        stride 1 (vector loads; masked past S) or 0 (one element per row, broadcast)."""
+        a, t, s = self.a, self.t, self.slot
+        PS, PB, CNT, SL = r10, r11, r12, r13
+        skip = a.new_label("no_bias")
+        a.cmp(s["bias"], 0)
+        a.je(skip)
+        a.lea(PS, ptr(SCR + self.off["p"]))
+        a.mov(PB, s["biasrow"])
+        a.mov(CNT, s["gr"])
+        col0, crossing, done = a.new_label("bias_col0"), a.new_label("bias_crossing"), a.new_label("bias_done")
+        a.cmp(_arg("ldb_c"), 0)
+        a.je(col0)
+        a.lea(PB, ptr(PB + J0 * t.es))
+        a.lea(rax, ptr(J0 + self.s_x))
+        a.cmp(rax, s["S"])
+        a.jg(crossing)
+        for variant in ("full", "crossing", "col0"):
+            if variant == "crossing":
+                a.bind(crossing)
+                a.mov(SL, s["S"])
+                a.sub(SL, J0)
+            elif variant == "col0":
+                a.bind(col0)
+
+            def row(variant=variant) -> None:
+                if variant == "col0":
+                    self.bcast(self.t2, PB)
+                for u in range(self.nv):
+                    mem = t.vmem(PS + u * t.vbytes)
+                    src = t.vmem(PB + u * t.vbytes)
+                    if variant == "col0":
+                        src = self.t2
+                    elif variant == "crossing":
+                        a.mov(rax, SL)
+                        if u:
+                            a.sub(rax, u * t.vl)
+                        else:
+                            a.test(rax, rax)
+                        pos, small = a.new_label("bpos"), a.new_label("bsmall")
+                        a.jge(pos)
+                        a.xor(rax, rax)
+                        a.bind(pos)
+                        a.cmp(rax, t.vl)
+                        a.jle(small)
+                        a.mov(rax, t.vl)
+                        a.bind(small)
+                        self.count_mask(rax, k1, self.mk)
+                        if t.isa == "avx512":
+                            self.v("vmovu")(self.t2.maskz(k1), src)
+                        else:
+                            getattr(a, t.v("vmaskmov"))(self.t2, self.mk, src)
+                        src = self.t2
+                    self.v("vmovu")(self.tmp, mem)
+                    self.v("vadd")(self.tmp, self.tmp, src)
+                    self.v("vmovu")(mem, self.tmp)
+                a.add(PS, self.s_x * t.es)
+                a.add(PB, s["ldb"])
+
+            self.loop(CNT, row, f"bias_{variant}")
+            a.jmp(done)
+        a.bind(done)
+        a.bind(skip)
 
     def softmax(self, masked: bool) -> None:
         """The g rows of the tile: mask, max, alpha, p = exp(s - m_new), l."""

@@ -222,3 +222,54 @@ def test_tile_major_k_transposed(dtype):
         _raw(dtype, NATIVE)(q.ctypes.data, packed.ctypes.data, v.ctypes.data, o.ctypes.data, args, params)
         tol = 3e-5 if dtype == np.float32 else 1e-12
         np.testing.assert_allclose(o, reference(q, kt, v, 0, causal, 0.5), rtol=0, atol=tol)
+
+
+@pytest.mark.skipif(not X86, reason="runs x86-64 code")
+@settings(max_examples=examples(80), deadline=None)
+@given(
+    L=st.integers(1, 40),
+    S=st.integers(1, 70),
+    E=st.sampled_from([1, 3, 8, 17]),
+    Ev=st.sampled_from([1, 3, 17]),
+    kind=st.sampled_from(["full", "rows broadcast", "columns broadcast", "-inf entries", "a row all -inf"]),
+    causal=st.booleans(),
+    pad=st.integers(0, 3),
+    dtype=st.sampled_from([np.float32, np.float64]),
+    seed=st.integers(0, 2**16),
+)
+def test_additive_bias(L, S, E, Ev, kind, causal, pad, dtype, seed):
+    """A float bias added to the scores (torch's float attn_mask): row stride any (0: one row for
+    every query row), column stride 1 or 0; -inf entries are masked keys, a row of -inf is NaN."""
+    rng = np.random.default_rng(seed)
+    q, kt, v, obuf, o = _buffers(rng, L, S, E, Ev, pad, dtype)
+    full = np.full((L, S + pad), np.nan, dtype)
+    full[:, :S] = rng.uniform(-2, 2, (L, S))
+    ldb, ldb_c, bias = S + pad, 1, full[:, :S]
+    if kind == "rows broadcast":
+        ldb, bias = 0, np.broadcast_to(full[0, :S], (L, S))
+    elif kind == "columns broadcast":
+        ldb_c, bias = 0, np.broadcast_to(full[:, :1], (L, S))
+    elif kind == "-inf entries":
+        full[:, :S][rng.uniform(size=(L, S)) < 0.3] = -np.inf
+    elif kind == "a row all -inf":
+        full[rng.integers(L), :S] = -np.inf
+    name = "fp32" if dtype == np.float32 else "fp64"
+    scratch = np.full(attention.scratch_bytes(name, NATIVE, E, Ev) // 8 + 1, np.nan)
+    es = np.dtype(dtype).itemsize
+    args = attention.pack_args(
+        L=L, S=S, E=E, Ev=Ev, ldq=q.strides[0] // es, ldkt=kt.strides[0] // es, ldv=v.strides[0] // es,
+        ldo=o.strides[0] // es, row0=0, causal=int(causal), scratch=scratch.ctypes.data,
+        bias=full.ctypes.data, ldb=ldb, ldb_c=ldb_c,
+    )  # fmt: skip
+    params = np.array([0.5], dtype)
+    _raw(dtype, NATIVE)(q.ctypes.data, kt.ctypes.data, v.ctypes.data, o.ctypes.data, args, params)
+    s = (q.astype(np.float64) @ kt.astype(np.float64)) * 0.5 + bias.astype(np.float64)
+    if causal:
+        s = np.where(np.tril(np.ones((L, S), bool)), s, -np.inf)
+    m = s.max(axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        p = np.exp(s - m)
+        want = (p / p.sum(axis=-1, keepdims=True)) @ v.astype(np.float64)
+    tol = 3e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(o[:, :Ev], want, rtol=0, atol=tol)
+    assert np.isnan(obuf[:GUARD]).all() and np.isnan(obuf[-GUARD:]).all() and np.isnan(o[:, Ev:]).all()
