@@ -235,7 +235,7 @@ class AttentionPlan:
             kt = _thread_buffer("kt", size * es).view(dt)[:size].reshape(tiles, E, s_x)
             args = np.zeros(len(kernel.ARGS), np.int64)
             scr = scratch.ctypes.data + (-scratch.ctypes.data % 64)
-            args[1:] = (S, E, Ev, E, s_x, Ev, Ev, 0, causal, scr, E * s_x)
+            args[1:12] = (S, E, Ev, E, s_x, Ev, Ev, 0, causal, scr, E * s_x)  # no bias: bias = ldb = ldb_c = 0
             aa, ka = args.ctypes.data, kt.ctypes.data
             packed = -1
             for job in range(begin, end):
