@@ -11,12 +11,13 @@ definition gives it.
 
 The plan streams the key axis in tiles and keeps FlashAttention-2's running row max, row sum and
 unscaled output (seed 001, appendix), so memory stays at a few tiles whatever L and S are: an
-L x S score matrix is never formed. On x86-64 (AVX2, AVX-512) the masks "none" and "causal" run
+L x S score matrix is never formed. On x86-64 (AVX2, AVX-512) the masks "none", "causal" and
+"float" (the kernel's additive bias, strides as given) run
 the fused kernel (`minijit.kernels.x86_64.attention`, issue 50 part 3) for 2 or more query rows:
 K^T packed tile-major per (batch, head) with numpy into a per-thread buffer, one kernel call per
 (batch, head) slice and block of query rows through ctypes on raw addresses (the GIL released),
 the calls split over `minijit.parallel`'s threads (``MINIJIT_NUM_THREADS``), a per-thread scratch.
-Bool and float masks, one query row (decode: numpy's GEMV reads K as it is, cheaper than the
+Bool masks, one query row (decode: numpy's GEMV reads K as it is, cheaper than the
 packing), other hosts and ``FUSED = False`` compute each tile with numpy (`AttentionPlan._rows`,
 the reference path).
 """
@@ -194,20 +195,22 @@ class AttentionPlan:
         mask = None if attn_mask is None else np.broadcast_to(attn_mask, (*batch, L, S))
         out = np.empty(self.out_shape, self.dtype)
         scale = self.dtype.type(self.scale_value)
-        if FUSED and self.mask in ("none", "causal") and out.size and L >= FUSED_MIN_ROWS:
+        if FUSED and self.mask in ("none", "causal", "float") and out.size and L >= FUSED_MIN_ROWS:
             found = fused_kernel(self.dtype, L if L < DEFAULT_G else None)
             if found is not None:
-                self._fused(q, k, v, out, scale, *found)
+                self._fused(q, k, v, mask, out, scale, *found)
                 return out
         for lo in range(0, L, TILE_Q):
             hi = min(L, lo + TILE_Q)
             out[..., lo:hi, :] = self._rows(q[..., lo:hi, :], k, v, mask, lo, hi, scale)
         return out
 
-    def _fused(self, q, k, v, out, scale, function, isa: str, g: int, s_x: int) -> None:
+    def _fused(self, q, k, v, mask, out, scale, function, isa: str, g: int, s_x: int) -> None:
         """``out`` by the fused kernel: one call per (slice, block of query rows); each thread
         packs the K^T of its slices tile-major (key tiles of s_x, E x s_x each, contiguous) into a
-        buffer of its own, kept between calls."""
+        buffer of its own, kept between calls. A float mask is the kernel's bias: its slice's
+        strides as they are (0 where it broadcasts), a copy where a column stride is neither 0
+        nor 1."""
         from minijit import parallel
         from minijit.kernels.x86_64 import attention as kernel
 
@@ -251,6 +254,11 @@ class AttentionPlan:
                         kt[full, :, : S - full * s_x] = ks[full * s_x :].T
                     packed = b
                 args[0], args[8] = count, lo
+                if mask is not None:
+                    ms = mask[np.unravel_index(b, batch)] if batch else mask
+                    if ms.strides[1] not in (0, es) or ms.strides[0] % es:
+                        ms = np.ascontiguousarray(ms)
+                    args[12:] = (ms.ctypes.data + lo * ms.strides[0], ms.strides[0] // es, ms.strides[1] // es)
                 function(qa + (b * L + lo) * E * es, ka, va + b * S * Ev * es, oa + (b * L + lo) * Ev * es, aa, pa)
 
         parallel.run_range(run, n * blocks, threads)

@@ -209,8 +209,38 @@ def test_the_fused_kernel_runs_none_and_causal_and_agrees_with_the_numpy_tiles(m
     assert api.fused_kernel(dtype) is not None
 
 
-def test_bool_and_float_masks_keep_the_numpy_tiles(monkeypatch):
-    monkeypatch.setattr(api, "fused_kernel", lambda dt, g=None: pytest.fail("the fused kernel has no masks yet"))
+def test_bool_masks_keep_the_numpy_tiles(monkeypatch):
+    monkeypatch.setattr(api, "fused_kernel", lambda dt, g=None: pytest.fail("the fused kernel has no bool masks"))
     q = k = v = np.ones((1, 3, 4))
     scaled_dot_product_attention(q, k, v, attn_mask=np.ones((3, 3), bool))
-    scaled_dot_product_attention(q, k, v, attn_mask=np.zeros((3, 3)))
+
+
+@pytest.mark.skipif(not X86, reason="the fused kernel is x86-64 only")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_float_masks_run_the_fused_kernel_with_any_strides(monkeypatch, dtype):
+    """A float mask is the fused kernel's bias: broadcast rows and columns (stride 0), a
+    transposed view (copied), -inf entries and a row of -inf (NaN, as torch's math)."""
+    calls = []
+    real = api.fused_kernel
+    monkeypatch.setattr(api, "fused_kernel", lambda dt, g=None: calls.append(dt) or real(dt, g))
+    rng = np.random.default_rng(6)
+    q, k, v = (rng.standard_normal(s).astype(dtype) for s in ((2, 3, 13, 8), (2, 3, 37, 8), (2, 3, 37, 5)))
+    base = rng.uniform(-2, 2, (37, 13)).astype(dtype)
+    masks = [
+        rng.uniform(-2, 2, (2, 3, 13, 37)).astype(dtype),
+        base.T,  # column stride 13: copied
+        rng.uniform(-2, 2, (37,)).astype(dtype),  # one row for all (row stride 0)
+        rng.uniform(-2, 2, (3, 13, 1)).astype(dtype) + np.zeros((1, 1, 37), dtype),
+        np.broadcast_to(rng.uniform(-2, 2, (13, 1)).astype(dtype), (13, 37)),  # column stride 0
+    ]
+    inf = rng.uniform(-2, 2, (13, 37)).astype(dtype)
+    inf[rng.uniform(size=(13, 37)) < 0.3] = -np.inf
+    inf[4] = -np.inf
+    masks.append(inf)
+    tol = 3e-5 if dtype == np.float32 else 1e-12
+    for m in masks:
+        got = scaled_dot_product_attention(q, k, v, attn_mask=m)
+        want = reference(q, k, v, m)
+        np.testing.assert_allclose(got, want, rtol=0, atol=tol * max(1, np.nanmax(np.abs(want))))
+    assert np.isnan(got[..., 4, :]).all()
+    assert len(calls) == len(masks)
