@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -186,6 +187,9 @@ def _build(subscripts: str, arrays: list[np.ndarray], dtype: np.dtype, key: tupl
         return None
     b, f0, f1, kk = (c for _, c in picks)
     out_shape = tuple(sizes[c] for c in out)
+    from minijit import limits  # the bound the specialised plan checks too, before any allocation
+
+    limits.check_alloc(math.prod(out_shape) * np.dtype(dtype).itemsize, f"einsum result {out_shape}")
     out_strides = {c: int(np.prod(out_shape[i + 1 :], dtype=np.int64)) for i, c in enumerate(out)}
     stride = [dict(zip(s, t, strict=True)) for s, t in ((s0, st[0]), (s1, st[1]))]
 

@@ -286,7 +286,7 @@ class Block:
         self.embedded = self.t.isa == "avx512" and mv == 1  # B as an EVEX {1toN} operand
         self.bc = regs[mv * nb + mv : mv * nb + mv + (2 if self.t.isa == "avx512" else 1)]
         a, t = self.a, self.t
-        self.vmovups, self.fma = a.vmovups, getattr(a, t.v("vfmadd231"))
+        self.vmovups, self.fmadd = a.vmovups, getattr(a, t.v("vfmadd231"))
         self.broadcast = a.vbroadcastss if t.es == 4 else a.vbroadcastsd
 
     def emit(self, prefetch: bool, a_next: tuple[int, int]) -> None:
@@ -360,7 +360,7 @@ class Block:
 
     def k_step(self, kk: int) -> None:
         """K row kk of the step: mv A vectors (copied on), then per column a B broadcast and mv FMAs."""
-        kern, col, vb, vsize, vmovups, fma = self.kern, self.col, self.kern.vb, self.kern.vsize, self.vmovups, self.fma
+        kern, col, vb, vsize, vmovups, fma = self.kern, self.col, self.kern.vb, self.kern.vsize, self.vmovups, self.fmadd
         av, acc = self.av, self.acc
         for i in range(self.mv):
             if self.a_from == "buffer":  # masked lanes were stored as zeros
