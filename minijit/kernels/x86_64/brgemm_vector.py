@@ -360,7 +360,14 @@ class Block:
 
     def k_step(self, kk: int) -> None:
         """K row kk of the step: mv A vectors (copied on), then per column a B broadcast and mv FMAs."""
-        kern, col, vb, vsize, vmovups, fma = self.kern, self.col, self.kern.vb, self.kern.vsize, self.vmovups, self.fmadd
+        kern, col, vb, vsize, vmovups, fma = (
+            self.kern,
+            self.col,
+            self.kern.vb,
+            self.kern.vsize,
+            self.vmovups,
+            self.fmadd,
+        )
         av, acc = self.av, self.acc
         for i in range(self.mv):
             if self.a_from == "buffer":  # masked lanes were stored as zeros
