@@ -8,10 +8,12 @@
 
 Emitters live in the sibling packages `asm` (AArch64, x86-64) and `ptx`.
 
-``import minijit`` loads only this file and the `minijit.einsum` package's index: every public
-name (`__all__`) and the submodules an import used to bring along (``minijit.ir``,
-``minijit.packing``, ...) load on first use (PEP 562 ``__getattr__``), so a program pays for the
-JIT, the code generators, cffi's C parser, the CUDA, sparse and dask paths only once it uses them.
+``import minijit`` loads this file, the `minijit.einsum` package's index and the host einsum's
+fast path (the generic tier: `minijit.einsum.api`, `minijit.einsum.generic`, `minijit.jit`, the
+code cache); every other public name (`__all__`) and the submodules an import used to bring
+along (``minijit.ir``, ``minijit.packing``, ...) load on first use (PEP 562 ``__getattr__``), so a
+program pays for the planner, the code generators, cffi's C parser, the CUDA, sparse and dask
+paths only once it uses them.
 """
 
 from importlib import import_module as _import_module
@@ -21,6 +23,11 @@ from importlib import import_module as _import_module
 # imports first. The import binds the package to ``einsum`` here; removed, the name resolves
 # through `__getattr__` to `minijit.einsum.api.einsum`.
 import minijit.einsum as _einsum_package  # noqa: F401 - see above
+
+# the host einsum's fast path (`minijit.einsum.api` and what a call the generic tier serves needs:
+# no planner, no code generator, no C parser), loaded here so that a process's first einsum on a
+# warm code cache costs about what numpy's call does
+import minijit.einsum.api as _einsum_api  # noqa: F401 - see above
 from minijit.einsum.tensordot import tensordot, transpose
 
 globals().pop("einsum", None)

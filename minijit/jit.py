@@ -82,7 +82,7 @@ def _load_generic(name: str) -> tuple[Any, Any]:
     dtype = {"float32": "fp32", "float64": "fp64"}[name]
     target = targets.native()
     signature = spec.signature("float" if dtype == "fp32" else "double")
-    code = codecache.load_code("generic_gemm", target, {"dtype": dtype}, codecache.signature_text(signature))
+    code = codecache.load_code("generic_gemm", target, {"dtype": dtype}, signature)  # canonical text
     if code is not None:
         owner: Any = ExecutableBuffer(code)
     else:
@@ -91,6 +91,19 @@ def _load_generic(name: str) -> tuple[Any, Any]:
         owner = kernels.generic_gemm(dtype, target=target)  # generated and stored
     function = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 4)(owner.address)
     return owner, function
+
+
+def _prewarm() -> None:
+    """The code cache's generator version (a hash of the generators' source, ~2-3 ms of reading and
+    hashing) computed on a short-lived daemon thread when this module loads, so that a process's
+    first generic call finds it ready."""
+    from minijit.runtime import codecache
+
+    if codecache.configured_directory() is not None:
+        codecache.generator_version()
+
+
+threading.Thread(target=_prewarm, name="minijit-prewarm", daemon=True).start()
 
 
 def specialise(build: Callable[[], object]) -> None:

@@ -34,8 +34,10 @@ OFFSET = {name: 8 * i for i, name in enumerate(ARGS)}
 
 
 def signature(ctype: str) -> str:
-    """The C signature of the generic GEMM kernel for elements of ``ctype`` ("float", "double")."""
-    return f"void(const {ctype}* a, const {ctype}* b, {ctype}* c, const int64_t* args)"
+    """The C signature of the generic GEMM kernel for elements of ``ctype`` ("float", "double"),
+    spelled as the code cache stores it (`minijit.runtime.codecache.signature_text`), so loading
+    the kernel compares the text without parsing it."""
+    return f"void(const {ctype} * a, const {ctype} * b, {ctype} * c, const int64_t * args)"
 
 
 def pack_args(**values: int) -> np.ndarray:

@@ -160,13 +160,18 @@ def directory(create: bool = True) -> Path | None:
     return path
 
 
+_version_lock = threading.Lock()
+
+
 def generator_version() -> str:
     """A hash of the generators' source (``asm/``, ``minijit/kernels/``, ``minijit/targets/``, this
     module) and the minijit version, computed once per process from the file bytes; "" when the
     source cannot be found (the cache is then off)."""
     global _version
     if _version is None:
-        _version = _source_hash()
+        with _version_lock:  # a second caller waits for the first (jit's prewarm thread) to finish
+            if _version is None:
+                _version = _source_hash()
     return _version
 
 
