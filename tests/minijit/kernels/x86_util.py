@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from minijit.kernels.x86_64 import binary, brgemm, unary
-from minijit.runtime.features import host
+from minijit.runtime.features import detected_host
 
-HOST = host()
+#: this machine (never a pinned profile): the kernels these tests generate run on it
+HOST = detected_host()
 ON_X86 = HOST.isa == "x86_64"
 ISAS = [
     pytest.param("avx512", marks=pytest.mark.skipif(not (ON_X86 and HOST.avx512f), reason="host lacks AVX-512F")),
