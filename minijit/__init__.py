@@ -16,8 +16,6 @@ program pays for the planner, the code generators, cffi's C parser, the CUDA, sp
 paths only once it uses them.
 """
 
-from importlib import import_module as _import_module
-
 # the package's index, no JIT behind it (`minijit.einsum.__getattr__`): imported here so that the
 # attribute ``minijit.einsum`` is the function, not the package, whichever submodule a program
 # imports first. The import binds the package to ``einsum`` here; removed, the name resolves
@@ -28,6 +26,7 @@ import minijit.einsum as _einsum_package  # noqa: F401 - see above
 # no planner, no code generator, no C parser), loaded here so that a process's first einsum on a
 # warm code cache costs about what numpy's call does
 import minijit.einsum.api as _einsum_api  # noqa: F401 - see above
+from minijit._lazy import attach as _attach
 from minijit.einsum.tensordot import tensordot, transpose
 
 globals().pop("einsum", None)
@@ -112,19 +111,6 @@ _SUBMODULES = frozenset(
 )
 
 
-def __getattr__(name: str):
-    """A public name of `__all__` from its module (`_LAZY`), or a submodule of `_SUBMODULES`,
-    imported when first asked for (the SparseAuto names: `minijit.sparseauto`)."""
-    module = _LAZY.get(name)
-    if module is not None:
-        value = getattr(_import_module(module), name)
-    elif name in _SUBMODULES:
-        value = _import_module(f"{__name__}.{name}")
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__) | _SUBMODULES)
+# a public name of `__all__` from its module (`_LAZY`), or a submodule of `_SUBMODULES`, imported
+# when first asked for
+__getattr__, __dir__ = _attach(__name__, globals(), _LAZY, _SUBMODULES)

@@ -13,7 +13,7 @@ costs nothing beyond `minijit.einsum.tensordot`'s few lines; the JIT behind `ein
 `EinsumPlan` loads on the first call that needs it, the CUDA plan only for CUDA.
 """
 
-from importlib import import_module as _import_module
+from minijit._lazy import attach as _attach
 
 # light (no JIT behind it): imported here so that ``minijit.einsum.tensordot`` is the function,
 # not its module, as it always was
@@ -53,19 +53,6 @@ _LAZY = {
 _SUBMODULES = frozenset("api builder cuda grammar lowering parse path plan views".split())
 
 
-def __getattr__(name: str):
-    """A public name of `__all__` from its module (`_LAZY`), or a submodule of `_SUBMODULES`,
-    imported when first asked for."""
-    module = _LAZY.get(name)
-    if module is not None:
-        value = getattr(_import_module(module), name)
-    elif name in _SUBMODULES:
-        value = _import_module(f"{__name__}.{name}")
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__) | _SUBMODULES)
+# a public name of `__all__` from its module (`_LAZY`), or a submodule of `_SUBMODULES`, imported
+# when first asked for
+__getattr__, __dir__ = _attach(__name__, globals(), _LAZY, _SUBMODULES)

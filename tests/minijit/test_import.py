@@ -18,6 +18,7 @@ LIGHT = {
     "minijit",
     "minijit.einsum",
     "minijit.einsum.tensordot",
+    "minijit._lazy",
     # the host einsum's fast path (the generic tier): no planner, generator or C parser
     "minijit.arrays",
     "minijit.cache",
