@@ -107,6 +107,12 @@ def einsum(subscripts: str, *operands, out=None, optimize: Any = True, target: s
     for i, x in enumerate(arrays):
         if x.dtype not in _DTYPES:
             raise TypeError(f"einsum: operand {i} has dtype {x.dtype}; only float32 and float64 are supported")
+    if out is not None and any(np.may_share_memory(out, x) for x in arrays):
+        # out is (a view of) an operand: the kernels would read what they already wrote. numpy
+        # computes into a buffer first; so does this call
+        result = einsum(subscripts, *arrays, optimize=optimize, target=target, dtype=dtype)
+        np.copyto(out, result, casting="same_kind")
+        return caller_out
     if dtype is None:
         dt = np.result_type(*arrays) if arrays else np.dtype(np.float64)
     else:

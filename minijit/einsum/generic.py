@@ -127,7 +127,9 @@ class GenericPlan:
 
 
 def usable_out(out: np.ndarray | None, plan: GenericPlan) -> bool:
-    """Whether the generic tier can write ``out`` (None: it allocates)."""
+    """Whether the generic tier can write ``out`` (None: it allocates): C-contiguous, the result's
+    shape and dtype, writable (`minijit.einsum` has already routed an ``out`` that overlaps an
+    operand through a buffer)."""
     if out is None:
         return True
     return (

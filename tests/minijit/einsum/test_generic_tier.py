@@ -161,6 +161,10 @@ def test_out_and_what_the_generic_tier_does_not_take_still_work(monkeypatch):
     out = np.empty((20, 10))
     assert minijit.einsum("ij,jk->ik", a, b, out=out) is out
     np.testing.assert_allclose(out, a @ b)
+    sq = rng.uniform(-1, 1, (16, 16))
+    want = sq @ sq
+    assert minijit.einsum("ij,jk->ik", sq, sq, out=sq) is sq  # out is an operand: computed into a buffer
+    np.testing.assert_allclose(sq, want, rtol=1e-12, atol=1e-12)
     strided_out = np.empty((10, 20)).T  # not C-contiguous: the specialised plan writes it
     minijit.einsum("ij,jk->ik", a, b, out=strided_out)
     np.testing.assert_allclose(strided_out, a @ b)
