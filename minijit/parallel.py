@@ -52,6 +52,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import cffi
 
+from minijit.runtime import features
 from minijit.runtime import team as _team_mod
 
 _POOL: ThreadPoolExecutor | None = None
@@ -67,7 +68,8 @@ BACKENDS = ("native", "python")
 
 
 def default_threads() -> int:
-    """Threads to use when the caller does not say (environment, then CPU count)."""
+    """Threads to use when the caller does not say: the environment, then the CPUs this process
+    may run on (`features.num_cpus`, the pinned profile's cores under `features.pinned`)."""
     for var in ("MINIJIT_NUM_THREADS", "OMP_NUM_THREADS"):
         value = os.environ.get(var, "").strip()
         if value:
@@ -78,10 +80,8 @@ def default_threads() -> int:
             if n < 1:
                 raise ValueError(f"{var} must be a positive integer, got {value!r}")
             return n
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
+    # the host query, so a pinned host profile (`features.pinned`) decides threads as on that host
+    return features.num_cpus()
 
 
 def _pool(threads: int) -> ThreadPoolExecutor:

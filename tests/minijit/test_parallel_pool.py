@@ -150,3 +150,25 @@ def test_quiet_blas_stops_openblas_workers_and_numpy_restarts_them():
     assert _os_threads() == base, started
     np.testing.assert_allclose(a @ a, want)
     assert _os_threads() == base + started
+
+
+@pytest.mark.parametrize("cores", [1, 7, 96])
+def test_default_threads_answers_as_the_pinned_host(monkeypatch, cores):
+    """Without an environment override the thread count is a host decision: under a pinned
+    profile it is that host's core count, not this machine's (issue 49)."""
+    import dataclasses
+
+    from minijit.runtime import features, profiles
+
+    monkeypatch.delenv("MINIJIT_NUM_THREADS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    host = dataclasses.replace(profiles.get("cascadelake"), cores=cores)
+    with features.pinned(host):
+        assert parallel.default_threads() == cores
+        monkeypatch.setenv("OMP_NUM_THREADS", "3")
+        assert parallel.default_threads() == 3
+        monkeypatch.setenv("MINIJIT_NUM_THREADS", "5")
+        assert parallel.default_threads() == 5
+    monkeypatch.delenv("MINIJIT_NUM_THREADS")
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert parallel.default_threads() == features.num_cpus()
