@@ -317,6 +317,22 @@ class NeonMixin:
         vec("bfcvtn2", "rn", rn, ("4s",))
         self._simd_two_reg_misc(f"bfcvtn2 {rd}, {rn}", 1, 0, 0b10, 0b10110, rd.idx, rn.idx)
 
+    # == Advanced SIMD shift by immediate ===================================
+    def _simd_shift_imm(self, text: str, q: int, u: int, immhb: int, opcode: int, rd: int, rn: int) -> None:
+        """``0 Q U 011110 immh immb opcode 1 Rn Rd`` (immh != 0)."""
+        word = q << 30 | u << 29 | 0b011110 << 23 | immhb << 16 | opcode << 11 | 1 << 10 | rn << 5 | rd
+        self.emit(word, text)
+
+    def shl(self, rd: VecReg, rn: VecReg, shift: int) -> None:
+        """``shl vd.T, vn.T, #shift`` (T = 8b/16b/4h/8h/2s/4s/2d; shift 0..element bits - 1): each
+        element shifted left, as an integer."""
+        vec("shl", "rd", rd, NO_1D)
+        vec("shl", "rn", rn, NO_1D)
+        same_arrangement("shl", rd=rd, rn=rn)
+        bits = 8 * ELEM_BYTES[rd.esize]
+        imm("shl", "shift", shift, 0, bits - 1)
+        self._simd_shift_imm(f"shl {rd}, {rn}, #{shift}", rd.q, 0, bits + shift, 0b01010, rd.idx, rn.idx)
+
     # == Advanced SIMD scalar pairwise ======================================
     def _simd_scalar_pairwise(self, mn: str, u: int, opcode: int, rd: ScalarReg, rn: VecReg) -> None:
         """``01 U 11110 size 11000 opcode 10 Rn Rd`` (FP: size = 0:sz)."""

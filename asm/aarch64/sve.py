@@ -831,6 +831,26 @@ class SveMixin:
         g = _preg("sel", "Pg", pg)
         self._sve_sel_z("sel", d, g, n, m, f"sel {d}, {pg}, {n}, {m}")
 
+    # == shifts ===============================================================
+    def _sve_shift_imm_unpred(self, mn: str, zd: ZVec, zn: ZVec, shift: int, opc: int, left: bool) -> None:
+        """SVE bitwise shift by immediate (unpredicated) (ASR, LSR, LSL): ``zd, zn, #shift``."""
+        zvec(mn, "Zd", zd, ALL_SIZES)
+        zvec(mn, "Zn", zn, ALL_SIZES)
+        es = same_esize(mn, Zd=zd, Zn=zn)
+        bits = 8 << SIZE_BITS[es]
+        if left:
+            imm(mn, "shift", shift, 0, bits - 1)
+            value = bits + shift
+        else:
+            imm(mn, "shift", shift, 1, bits)
+            value = 2 * bits - shift
+        word = 0x04209000 | (value >> 5) << 22 | (value & 0x1F) << 16 | opc << 10 | zn.idx << 5 | zd.idx
+        self.emit(word, f"{mn} {zd}, {zn}, #{shift}")
+
+    def sve_lsl(self, zd: ZVec, zn: ZVec, shift: int) -> None:
+        """``lsl zd.<T>, zn.<T>, #shift`` (shift 0..element bits - 1), unpredicated."""
+        self._sve_shift_imm_unpred("lsl", zd, zn, shift, 0b11, True)
+
     # == index generation =====================================================
     def _sve_index(self, zd: ZVec, start: int | XReg | WReg, step: int | XReg | WReg) -> None:
         """SVE index generation: INDEX (immediates), (immediate, scalar), (scalar, immediate), (scalars)."""
