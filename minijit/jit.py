@@ -11,6 +11,7 @@ thread builds the specialised plans in order; `drain` waits until it is idle (te
 
 from __future__ import annotations
 
+import ctypes
 import os
 import queue
 import threading
@@ -19,6 +20,13 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+# what loading the generic kernel from the code cache takes, imported with the module (``import
+# minijit`` loads it: the host einsum's fast path), so that a process's first call only does work
+from minijit import targets
+from minijit.kernels import generic as spec
+from minijit.runtime import codecache
+from minijit.runtime.memory import ExecutableBuffer
 
 __all__ = ["SPECIALISE_SECONDS", "SPECIALISE_WORK", "drain", "due", "generic_kernel", "mode", "specialise"]
 
@@ -72,13 +80,6 @@ def generic_kernel(dtype: np.dtype) -> Any:
 
 
 def _load_generic(name: str) -> tuple[Any, Any]:
-    import ctypes
-
-    from minijit import targets
-    from minijit.kernels import generic as spec
-    from minijit.runtime import codecache
-    from minijit.runtime.memory import ExecutableBuffer
-
     dtype = {"float32": "fp32", "float64": "fp64"}[name]
     target = targets.native()
     signature = spec.signature("float" if dtype == "fp32" else "double")
@@ -91,19 +92,6 @@ def _load_generic(name: str) -> tuple[Any, Any]:
         owner = kernels.generic_gemm(dtype, target=target)  # generated and stored
     function = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 4)(owner.address)
     return owner, function
-
-
-def _prewarm() -> None:
-    """The code cache's generator version (a hash of the generators' source, ~2-3 ms of reading and
-    hashing) computed on a short-lived daemon thread when this module loads, so that a process's
-    first generic call finds it ready."""
-    from minijit.runtime import codecache
-
-    if codecache.configured_directory() is not None:
-        codecache.generator_version()
-
-
-threading.Thread(target=_prewarm, name="minijit-prewarm", daemon=True).start()
 
 
 def specialise(build: Callable[[], object]) -> None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from minijit import jit
+from minijit import jit, limits
 from minijit.cache import LRUCache
 from minijit.kernels import generic as spec
 
@@ -189,8 +189,7 @@ def _build(subscripts: str, arrays: list[np.ndarray], dtype: np.dtype, key: tupl
         return None
     b, f0, f1, kk = (c for _, c in picks)
     out_shape = tuple(sizes[c] for c in out)
-    from minijit import limits  # the bound the specialised plan checks too, before any allocation
-
+    # the bound the specialised plan checks too, before any allocation
     limits.check_alloc(math.prod(out_shape) * np.dtype(dtype).itemsize, f"einsum result {out_shape}")
     out_strides = {c: int(np.prod(out_shape[i + 1 :], dtype=np.int64)) for i, c in enumerate(out)}
     stride = [dict(zip(s, t, strict=True)) for s, t in ((s0, st[0]), (s1, st[1]))]

@@ -10,7 +10,13 @@ bytes instead of generating them again (native kernels, and AArch64 kernels run 
 One entry is one file, named by the sha256 of its key: the generator's name, the target (class,
 name and fields, so ``sve_vl`` too), every generator argument, and `generator_version` (a hash of
 the source of ``asm/``, ``minijit/kernels/``, ``minijit/targets/`` and this module, with the minijit
-version), so an entry of other generator code is never looked up. The file is data only::
+version), so an entry of other generator code is never looked up. A process hashes the sources
+(~3 ms) only where the directory's version record (``version-<folders>.json``, read as an entry
+is) does not hold the version for their stamp: the path, size, mtime_ns, ctime_ns and inode of
+every source file and folder, taken before any file is read. A write to a file changes its stat, a
+file added, removed or renamed its folder's; sources written in the last `SETTLE_NS` are hashed but
+not recorded (a second write within the file system's timestamp granularity could leave the stat
+unchanged). The file is data only::
 
     header  "MJITCODE", u32 format, u32 metadata bytes, u32 code bytes, 32-byte sha256 of the rest
     JSON    key, version, name, signature, isa, sve_vl, unchecked, listing, attrs
@@ -38,6 +44,7 @@ import json
 import os
 import stat
 import struct
+import sys
 import tempfile
 import threading
 import time
@@ -64,6 +71,12 @@ FORMAT = 1
 HEADER = struct.Struct("<8sIII32s")
 SUFFIX = ".mjc"
 STATS_FILE = "stats.json"
+#: the version records' file names: this, 16 hex digits of the source folders, ".json"
+VERSION_RECORD = "version-"
+#: the largest version record read (bytes; one lists a few hundred source files)
+RECORD_MAX_BYTES = 1 << 20
+#: a source file written less than this long ago (ns) keeps the version from being recorded
+SETTLE_NS = 2_000_000_000
 #: the kernel classes whose entries `cached` writes (module, class) and their own attributes
 _KERNEL_CLASSES = {("minijit.runtime.kernel", "Kernel"), ("minijit.runtime.emulator", "EmulatedKernel")}
 _OWN_ATTRIBUTES = {"code", "signature", "name", "listing", "isa", "unchecked", "worker"}
@@ -79,7 +92,10 @@ class _Rejected(Exception):
 
 
 _lock = threading.Lock()
-_stats = {"hits": 0, "misses": 0, "writes": 0, "rejected": 0, "evicted": 0}
+#: this process's counts: entry hits, misses, writes, rejected and evicted entries, and how the
+#: generator version was found (``source_hashes``: hashed from the sources; ``version_records``:
+#: read from the directory's version record)
+_stats = {"hits": 0, "misses": 0, "writes": 0, "rejected": 0, "evicted": 0, "source_hashes": 0, "version_records": 0}
 _flushed = {"hits": 0, "misses": 0}  # the part of _stats already added to the stats file
 _estimates: dict[str, int] = {}  # directory -> bytes of its entries, as this process last knew
 _warned: set[tuple[str, str]] = set()
@@ -165,41 +181,77 @@ _version_lock = threading.Lock()
 
 def generator_version() -> str:
     """A hash of the generators' source (``asm/``, ``minijit/kernels/``, ``minijit/targets/``, this
-    module) and the minijit version, computed once per process from the file bytes; "" when the
-    source cannot be found (the cache is then off)."""
+    module) and the minijit version, once per process; "" when the source cannot be found (the
+    cache is then off). Read from the cache directory's version record where the record's stamp
+    (the stat of every source file and folder) still matches, else hashed from the file bytes and
+    recorded (`_find_version`)."""
     global _version
     if _version is None:
-        with _version_lock:  # a second caller waits for the first (jit's prewarm thread) to finish
+        with _version_lock:
             if _version is None:
-                _version = _source_hash()
+                _version = _find_version()
     return _version
 
 
-def _source_hash() -> str:
-    import minijit
+def _now_ns() -> int:
+    """The wall clock in ns (what file times are compared with; tests move it)."""
+    return time.time_ns()
 
-    here = os.path.realpath(__file__)
-    package = os.path.dirname(os.path.dirname(here))
-    spec = importlib.util.find_spec("asm")
-    if spec is None or not spec.submodule_search_locations:
-        return ""
-    roots = [
+
+def _roots() -> list[tuple[str, str]] | None:
+    """(name, folder) of the generators' source folders, as this process imports them (the `asm`
+    package an import would find); None when `asm` cannot be found."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    module = sys.modules.get("asm")
+    locations = getattr(module, "__path__", None) if module is not None else None
+    if not locations:
+        spec = importlib.util.find_spec("asm")
+        locations = spec.submodule_search_locations if spec is not None else None
+    if not locations:
+        return None
+    return [
         ("minijit/kernels", os.path.join(package, "kernels")),
         ("minijit/targets", os.path.join(package, "targets")),
-        ("asm", next(iter(spec.submodule_search_locations))),
+        ("asm", next(iter(locations))),
     ]
-    files = [("minijit/runtime/codecache.py", here)]
+
+
+def _sources(roots: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], list[str]] | None:
+    """The source files under ``roots`` and this module as (name, path), sorted, and every folder
+    walked (``__pycache__`` left out); None when a root holds no ``.py`` file."""
+    files = [("minijit/runtime/codecache.py", os.path.abspath(__file__))]
+    folders = []
     for name, root in roots:
         found = []
         for folder, dirs, names in os.walk(root):
-            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            folders.append(folder)
             rel = os.path.relpath(folder, root).replace(os.sep, "/")
             found += [(f"{name}/{n}" if rel == "." else f"{name}/{rel}/{n}", os.path.join(folder, n)) for n in names]
         found = sorted(f for f in found if f[0].endswith(".py"))
         if not found:
-            return ""
+            return None
         files += found
-    h = hashlib.sha256(f"minijit {getattr(minijit, '__version__', '?')} format {FORMAT}\0".encode())
+    return files, folders
+
+
+def _prefix() -> str:
+    """What the version hashes before the sources: the minijit version and the entry format."""
+    import minijit
+
+    return f"minijit {getattr(minijit, '__version__', '?')} format {FORMAT}\0"
+
+
+def _source_hash(files: list[tuple[str, str]] | None = None) -> str:
+    """sha256 of `_prefix` and every source file's name, length and bytes ("" when one cannot be
+    read); ``files`` as `_sources` lists them (found here when None)."""
+    if files is None:
+        roots = _roots()
+        found = _sources(roots) if roots is not None else None
+        if found is None:
+            return ""
+        files = found[0]
+    h = hashlib.sha256(_prefix().encode())
     try:
         for name, path in files:
             with open(path, "rb") as f:
@@ -208,7 +260,112 @@ def _source_hash() -> str:
             h.update(data)
     except OSError:
         return ""
+    _count("source_hashes")
     return h.hexdigest()
+
+
+def _stamp(files: list[tuple[str, str]], folders: list[str]) -> tuple[str, bool] | None:
+    """(sha256 of `_prefix`, every file's name and path, and the size, mtime_ns, ctime_ns, device
+    and inode of every file and folder; whether all are settled: mtime and ctime older than
+    `SETTLE_NS`), or None when one cannot be stat'ed. A write to a file changes its ctime (which no
+    user can set), a file added, removed or renamed its folder's; a change within the file
+    system's timestamp granularity of the stat is caught by the settling."""
+    stats = []
+    try:
+        for label, path in [*files, *(("", f) for f in folders)]:
+            st = os.stat(path)
+            stats.append((label, path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_dev, st.st_ino))
+    except OSError:
+        return None
+    newest = max(max(s[3], s[4]) for s in stats)
+    digest = hashlib.sha256((_prefix() + repr(stats)).encode()).hexdigest()
+    return digest, newest < _now_ns() - SETTLE_NS
+
+
+def _version_record(where: Path, roots: list[tuple[str, str]]) -> Path:
+    """The version record of the sources under ``roots`` (one per installation) in ``where``."""
+    text = "\0".join([os.path.abspath(__file__), *(root for _, root in roots)])
+    return where / f"{VERSION_RECORD}{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
+
+
+def _is_version(value: object) -> bool:
+    return isinstance(value, str) and len(value) == 64 and not value.strip("0123456789abcdef")
+
+
+def _read_record(record: Path) -> tuple[str, str, list[tuple[str, str]], list[str]] | None:
+    """(stamp, version, files, folders) of the version ``record`` (None: there is none); a record
+    that is not this user's alone or not of that form is warned about and ignored."""
+    try:
+        data = _read(record, touch=False, limit=RECORD_MAX_BYTES)
+        if data is None:
+            return None
+        value = json.loads(data)
+    except _Rejected as e:
+        _warn(record, f"{e}; the sources are hashed")
+        return None
+    except (OSError, ValueError) as e:
+        _warn(record, f"cannot read it ({e}); the sources are hashed")
+        return None
+    ok = isinstance(value, dict) and _is_version(value.get("stamp")) and _is_version(value.get("version"))
+    files, folders = (value.get("files"), value.get("folders")) if ok else (None, None)
+    ok = ok and isinstance(files, list) and isinstance(folders, list)
+    ok = ok and all(isinstance(f, list) and len(f) == 2 and all(type(x) is str for x in f) for f in files)
+    ok = ok and all(type(f) is str for f in folders)
+    if not ok:
+        _warn(record, "not a version record; the sources are hashed")
+        return None
+    return value["stamp"], value["version"], [(n, p) for n, p in files], folders
+
+
+def _find_version() -> str:
+    """The generator version: the version record's when the stamp of the files and folders it
+    lists matches their stat now, else the hash of the sources found by walking the folders
+    (stamped before any file is read: a write after the stamp changes the stat), recorded when
+    they are all settled and the directory exists and is trusted."""
+    roots = _roots()
+    if roots is None:
+        return ""
+    where = directory(create=False)
+    record = _version_record(where, roots) if where is not None else None
+    known = _read_record(record) if record is not None else None
+    if known is not None:
+        stamp, version, files, folders = known
+        now = _stamp(files, folders)
+        if now is not None and now[0] == stamp:
+            _count("version_records")
+            return version
+    found = _sources(roots)
+    if found is None:
+        return ""
+    files, folders = found
+    stamped = _stamp(files, folders)
+    version = _source_hash(files)
+    if record is not None and version and stamped is not None and stamped[1]:
+        text = {"stamp": stamped[0], "version": version, "files": files, "folders": folders}
+        _write_atomic(where, record, json.dumps(text).encode())
+    return version
+
+
+def _write_atomic(where: Path, path: Path, payload: bytes) -> bool:
+    """Write ``payload`` to ``path`` in ``where`` through a temporary file (mode 0600) and
+    `os.replace`; False (with a warning) when that fails."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=where)  # mode 0600
+    except OSError as e:
+        _warn(where, f"cannot write there ({e.strerror})")
+        return False
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(payload)
+        os.replace(tmp, path)
+    except OSError as e:
+        _warn(where, f"cannot write there ({e.strerror})")
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return False
+    return True
 
 
 # -- keys and entries ---------------------------------------------------------------------------
@@ -327,9 +484,10 @@ def decode(data: bytes, key: str, signature: str | None = None) -> tuple[dict[st
     return meta, code
 
 
-def _read(path: Path) -> bytes | None:
-    """The bytes of entry file ``path`` (None: there is none); `_Rejected` when it is not a
-    regular file of this user that nobody else may write."""
+def _read(path: Path, touch: bool = True, limit: int | None = None) -> bytes | None:
+    """The bytes of entry file ``path`` (None: there is none), its mtime set to now with
+    ``touch`` (the LRU order); `_Rejected` when it is not a regular file of this user that nobody
+    else may write, or larger than ``limit`` bytes (default: the cache's bound)."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
@@ -345,16 +503,17 @@ def _read(path: Path) -> bytes | None:
             raise _Rejected(f"owned by uid {st.st_uid}, not by this user (uid {_euid()})")
         if st.st_mode & 0o022:
             raise _Rejected(f"group- or world-writable (mode {stat.S_IMODE(st.st_mode):o})")
-        if st.st_size > max(max_bytes(), HEADER.size):
+        if st.st_size > (max(max_bytes(), HEADER.size) if limit is None else limit):
             raise _Rejected(f"larger than the cache's bound ({st.st_size} bytes)")
         chunks = []
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)
         data = b"".join(chunks)
-        try:
-            os.utime(fd if os.utime in os.supports_fd else path)  # least recently used goes first
-        except OSError:
-            pass
+        if touch:
+            try:
+                os.utime(fd if os.utime in os.supports_fd else path)  # least recently used goes first
+            except OSError:
+                pass
         return data
     finally:
         os.close(fd)
@@ -448,21 +607,7 @@ def _store(where: Path, path: Path, key: str, kernel: Any, sve_vl: int) -> None:
     bound = max_bytes()
     if payload is None or len(payload) > bound:
         return
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=where)  # mode 0600
-    except OSError as e:
-        _warn(where, f"cannot write there ({e.strerror})")
-        return
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(payload)
-        os.replace(tmp, path)
-    except OSError as e:
-        _warn(where, f"cannot write there ({e.strerror})")
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+    if not _write_atomic(where, path, payload):
         return
     _count("writes")
     with _lock:

@@ -28,13 +28,16 @@ LIGHT = {
     "minijit.einsum.grammar",
     "minijit.einsum.parse",
     "minijit.einsum.views",
+    "minijit.errors",
     "minijit.jit",
     "minijit.kernels",
     "minijit.kernels.generic",
+    "minijit.limits",
     "minijit.runtime",
     "minijit.runtime.codecache",
     "minijit.runtime.device_arrays",
     "minijit.runtime.features",
+    "minijit.runtime.memory",  # maps the cached generic kernel (ctypes, no C parser)
     "minijit.targets",
     "minijit.targets.aarch64",
     "minijit.targets.base",
@@ -58,7 +61,6 @@ HEAVY = (
     "minijit.kernels.x86_64",
     "minijit.kernels.aarch64",
     "minijit.runtime.kernel",
-    "minijit.runtime.memory",
     "minijit.runtime.team",
     "minijit.runtime.emulator",
     "minijit.tune",
@@ -174,18 +176,20 @@ def test_cache_info_lists_every_cache_before_first_use():
 
 def test_a_warm_process_first_einsum_loads_no_planner_generator_or_c_parser(tmp_path):
     """With the generic kernel in the code cache, a fresh process's first GEMM-like einsum maps its
-    bytes and calls them: no planner, no code generator, no cffi (structure, not timing)."""
+    bytes and calls them: no planner, no code generator, no cffi, and no module at all imported
+    by the call (structure, not timing)."""
     import os
 
     code = (
-        "import json, sys, numpy as np, minijit; a = np.ones((64, 64), np.float32);"
+        "import json, sys, numpy as np, minijit; a = np.ones((64, 64), np.float32); before = set(sys.modules);"
         " r = minijit.einsum('ij,jk->ik', a, a); assert (r == 64).all();"
-        " print(json.dumps(sorted(sys.modules)))"
+        " print(json.dumps([sorted(sys.modules), sorted(set(sys.modules) - before)]))"
     )
     env = {**os.environ, "MINIJIT_CACHE_DIR": str(tmp_path / "code"), "MINIJIT_JIT": "tiered"}
     for _ in range(2):  # the first process generates and stores the kernel, the second loads it
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
         assert proc.returncode == 0, proc.stderr
-    modules = json.loads(proc.stdout.strip().splitlines()[-1])
+    modules, imported = json.loads(proc.stdout.strip().splitlines()[-1])
     heavy = ("minijit.einsum.plan", "minijit.tensor_operation", "asm", "cffi", "pycparser", "minijit.runtime.kernel")
     assert _loaded(modules, heavy) == []
+    assert imported == []  # the fast path loaded with ``import minijit``: the first call only works

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -254,6 +255,7 @@ def test_a_directory_others_may_write_is_ignored(cache_dir, generated, loaded, m
     relu()
     entry = only_entry(cache_dir)
     stamp = entry.stat().st_mtime_ns
+    files = sorted(cache_dir.iterdir())  # the entry, the stats and version records
     cache_dir.chmod(mode)
     try:
         with pytest.warns(codecache.CodeCacheWarning, match="group- or world-writable"):
@@ -261,7 +263,7 @@ def test_a_directory_others_may_write_is_ignored(cache_dir, generated, loaded, m
         assert loaded == [] and generated == ["_unary", "_unary"]
         check_relu(kernel)
         # nothing read (not even touched), nothing written
-        assert list(cache_dir.iterdir()) == [entry] and entry.stat().st_mtime_ns == stamp
+        assert sorted(cache_dir.iterdir()) == files and entry.stat().st_mtime_ns == stamp
         assert not codecache.info()["trusted"] and "ignored" in codecache.describe()
     finally:
         cache_dir.chmod(0o700)
@@ -294,6 +296,215 @@ def test_an_entry_of_other_generator_code_is_not_looked_up(cache_dir, generated,
 def test_the_generator_version_hashes_the_generators_source():
     version = codecache.generator_version()
     assert len(version) == 64 and version == codecache._source_hash()
+
+
+# -- the generator version record ----------------------------------------------------------------
+@pytest.fixture
+def sources(tmp_path, monkeypatch, cache_dir):
+    """Stand-ins for the generators' source folders (two files each, one in a subfolder) that
+    `codecache._roots` names, the clock 10 s ahead (the files just written count as settled),
+    and the cache directory created."""
+    roots = []
+    for name in ("minijit/kernels", "minijit/targets", "asm"):
+        root = tmp_path / "src" / name.replace("/", "_")
+        (root / "sub").mkdir(parents=True)
+        (root / "a.py").write_text("A = 1\n")
+        (root / "sub" / "b.py").write_text("B = 2\n")
+        roots.append((name, str(root)))
+    monkeypatch.setattr(codecache, "_roots", lambda: roots)
+    real = codecache._now_ns
+    monkeypatch.setattr(codecache, "_now_ns", lambda: real() + 5 * codecache.SETTLE_NS)
+    assert codecache.directory() == cache_dir
+    return [Path(root) for _, root in roots]
+
+
+def version_of_a_new_process() -> tuple[str, int, int]:
+    """(generator version, sources hashed, versions read from the record) as a new process finds
+    them (this process's memo and counts reset)."""
+    codecache.reset()
+    version = codecache.generator_version()
+    state = codecache.info()
+    return version, state["source_hashes"], state["version_records"]
+
+
+def hash_of_sources(roots: list[Path]) -> str:
+    """The version the sources under ``roots`` hash to now (no record involved)."""
+    return codecache._source_hash(codecache._sources(codecache._roots())[0])
+
+
+def only_record(cache_dir: Path) -> Path:
+    (record,) = cache_dir.glob(codecache.VERSION_RECORD + "*.json")
+    return record
+
+
+def test_a_warm_process_reads_the_version_from_the_record(cache_dir, sources):
+    version, hashed, read = version_of_a_new_process()
+    assert (hashed, read) == (1, 0) and version == hash_of_sources(sources)
+    record = only_record(cache_dir)
+    assert (record.stat().st_mode & 0o777) == 0o600 and record.stat().st_uid == os.geteuid()
+    assert version_of_a_new_process() == (version, 0, 1)
+
+
+def _rewrite_keeping_size_and_mtime(path: Path, text: str) -> None:
+    """``text`` (as long as the old one) into ``path``, its mtime set back: only the ctime tells,
+    and the loop waits until it does (a write in the same tick of the file system's clock)."""
+    before = path.stat()
+    assert len(text.encode()) == before.st_size
+    while True:
+        path.write_text(text)
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+        if path.stat().st_ctime_ns != before.st_ctime_ns:
+            return
+        time.sleep(0.005)
+
+
+CHANGES = {
+    "rewritten, same size and mtime": lambda r: _rewrite_keeping_size_and_mtime(r / "a.py", "A = 9\n"),
+    "appended to": lambda r: (r / "sub" / "b.py").write_text("B = 2\nC = 3\n"),
+    "file added": lambda r: (r / "sub" / "c.py").write_text("C = 3\n"),
+    "file removed": lambda r: (r / "sub" / "b.py").unlink(),
+    "file renamed": lambda r: (r / "sub" / "b.py").rename(r / "sub" / "d.py"),
+    "folder added": lambda r: ((r / "new").mkdir(), (r / "new" / "e.py").write_text("E = 5\n")),
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+@pytest.mark.parametrize("root", [0, 2], ids=["minijit-kernels", "asm"])
+def test_a_changed_source_is_hashed_again(cache_dir, sources, change, root):
+    """A stale version must never look up the entries of other generator code: any change to a
+    source file or folder changes the stamp, so the sources are hashed again (and recorded anew)."""
+    old, _, _ = version_of_a_new_process()
+    assert version_of_a_new_process() == (old, 0, 1)
+    CHANGES[change](sources[root])
+    new, hashed, read = version_of_a_new_process()
+    assert (hashed, read) == (1, 0) and new == hash_of_sources(sources)
+    assert version_of_a_new_process() == (new, 0, 1)
+    assert new != old
+
+
+def test_sources_written_just_now_are_hashed_but_not_recorded(cache_dir, sources, monkeypatch):
+    """Files changed within `SETTLE_NS` of the stamp could change again within the file system's
+    timestamp granularity without their stat telling: no record is written for them."""
+    monkeypatch.setattr(codecache, "_now_ns", lambda: os.stat(sources[1] / "a.py").st_ctime_ns + 1)
+    version, hashed, read = version_of_a_new_process()
+    assert (hashed, read) == (1, 0) and not list(cache_dir.glob(codecache.VERSION_RECORD + "*"))
+    assert version_of_a_new_process() == (version, 1, 0)
+
+
+def _chmod_record(record: Path) -> None:
+    record.chmod(0o666)
+
+
+def _symlink_record(record: Path) -> None:
+    elsewhere = record.with_name("elsewhere")
+    record.rename(elsewhere)
+    record.symlink_to(elsewhere)
+
+
+def _edit_record(record: Path, **fields) -> None:
+    record.write_text(json.dumps({**json.loads(record.read_text()), **fields}))
+
+
+BAD_RECORDS = {
+    "world-writable": (_chmod_record, "group- or world-writable"),
+    "a symbolic link": (_symlink_record, "cannot open it"),
+    "not JSON": (lambda r: r.write_text("{"), "cannot read it"),
+    "a short version": (lambda r: _edit_record(r, version="ab"), "not a version record"),
+    "files of the wrong type": (lambda r: _edit_record(r, files=[[1, 2]]), "not a version record"),
+}
+
+
+@pytest.mark.parametrize("bad", list(BAD_RECORDS))
+def test_a_record_that_is_not_trusted_is_ignored_and_rewritten(cache_dir, sources, bad):
+    version, _, _ = version_of_a_new_process()
+    spoil, match = BAD_RECORDS[bad]
+    spoil(only_record(cache_dir))
+    with pytest.warns(codecache.CodeCacheWarning, match=match):
+        assert version_of_a_new_process() == (version, 1, 0)
+    record = only_record(cache_dir)
+    assert not record.is_symlink() and (record.stat().st_mode & 0o777) == 0o600
+    assert version_of_a_new_process() == (version, 0, 1)
+
+
+def test_a_record_of_another_user_is_ignored(cache_dir, sources, monkeypatch):
+    version, _, _ = version_of_a_new_process()
+    if os.geteuid() == 0:
+        os.chown(only_record(cache_dir), 65534, 65534)
+    else:  # simulated, as for entries
+        mine = os.geteuid()
+        monkeypatch.setattr(codecache, "_trusted", lambda path: None)
+        monkeypatch.setattr(codecache, "_euid", lambda: mine + 1)
+    with pytest.warns(codecache.CodeCacheWarning, match="owned by uid"):
+        assert version_of_a_new_process() == (version, 1, 0)
+
+
+WARM = """
+import json, sys
+import numpy as np
+import minijit
+from minijit import targets
+from minijit.runtime import codecache
+
+if sys.argv[1] == "settled":  # the copy of the sources was just written: count it as settled
+    codecache._now_ns = lambda: 2**62
+if sys.argv[2] == "forbid":  # this process must not generate: the kernel comes from the disk
+    def refuse(*args, **kwargs):
+        raise AssertionError("generated the generic kernel")
+    type(targets.native()).generic_gemm = refuse
+rng = np.random.default_rng(5)
+a = rng.standard_normal((64, 48), dtype=np.float32)
+b = rng.standard_normal((48, 40), dtype=np.float32)
+before = set(sys.modules)
+c = minijit.einsum("ij,jk->ik", a, b)
+imported = sorted(set(sys.modules) - before)
+state = codecache.info()
+print(json.dumps({
+    "minijit": minijit.__file__, "asm": codecache._roots()[2][1], "imported": imported,
+    "ok": bool(np.allclose(c, a @ b, rtol=1e-5, atol=1e-4)), "version": codecache.generator_version(),
+    **{k: state[k] for k in ("hits", "misses", "writes", "source_hashes", "version_records")},
+}))
+"""
+
+
+def test_a_warm_process_loads_the_generic_kernel_without_hashing_or_generating(tmp_path):
+    """Fresh processes on a copy of the sources: the first generates the generic kernel, hashes
+    the sources and records the version; the second reads the record, loads the kernel and
+    imports nothing on its first einsum; after a source changes, the next hashes again and
+    generates anew (counters, not times)."""
+    import shutil
+
+    copy = tmp_path / "src"
+    for package in ("minijit", "asm"):
+        shutil.copytree(ROOT / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "MINIJIT_CACHE_DIR": str(tmp_path / "code"), "PYTHONPATH": str(copy)}
+    env.pop("MINIJIT_CACHE", None)
+    env["MINIJIT_JIT"] = "tiered"
+
+    def run(clock: str, generate: str) -> dict:
+        proc = subprocess.run(
+            [sys.executable, "-c", WARM, clock, generate],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr
+        out = json.loads(proc.stdout.splitlines()[-1])
+        assert out["ok"] and out["minijit"].startswith(str(copy)) and out["asm"].startswith(str(copy))
+        return out
+
+    counts = ("hits", "misses", "writes", "source_hashes", "version_records")
+    cold = run("settled", "allow")
+    assert [cold[k] for k in counts] == [0, 1, 1, 1, 0]
+    warm = run("real", "forbid")
+    assert [warm[k] for k in counts] == [1, 0, 0, 0, 1]
+    assert warm["version"] == cold["version"] and warm["imported"] == []
+    with open(copy / "minijit" / "kernels" / "generic.py", "a") as f:
+        f.write("# a change to a generator source\n")
+    changed = run("real", "allow")
+    assert [changed[k] for k in counts] == [0, 1, 1, 1, 0]
+    assert changed["version"] != cold["version"]
 
 
 # -- bound, switch, other kernels -----------------------------------------------------------------
