@@ -10,12 +10,14 @@
     minijit bench einsum --dask         # minijit.dask vs dask.array.einsum on a LocalCluster (minijit[dask])
     minijit bench dispatch              # thread dispatch cost per execute, native team vs thread pool
     minijit bench warmup                # first calls, new shapes, fresh processes, import time vs numpy (~30 s)
+    minijit bench attention             # scaled_dot_product_attention vs torch SDPA and numpy (--quick, --sweep)
     minijit disasm --config brgemm      # the generated kernels and loop nest as assembly
     minijit info                        # host features, targets, tools, tuned blockings
     minijit tune --budget 300           # time the model's best blockings per GEMM class; store the winners
 
 This module parses the arguments, calls the suites in `minijit.bench` (`configs`, `cpu`,
-`cuda`, `spmm`, `einsum`, `dispatch`, `warmup`; `report` for tables, JSON and ``bench/results``) and prints.
+`cuda`, `spmm`, `einsum`, `dispatch`, `warmup`, `attention`; `report` for tables, JSON and
+``bench/results``) and prints.
 The old ``bench`` flags ``--spmm``, ``--einsum``, ``--dispatch`` and ``--target cuda`` still run
 their suites for one release, with a deprecation note naming the subcommand (`bench_argv`). Errors in the
 arguments or a config file print one line and exit 2; a wrong benchmark result exits 1.
@@ -85,10 +87,11 @@ def _emit(args: argparse.Namespace, rep: report.Report) -> int:
 # bench
 # ---------------------------------------------------------------------------------------------
 #: the suites of ``minijit bench``, one subcommand each; no subcommand means ``cpu``
-BENCH_SUITES = ("cpu", "cuda", "spmm", "einsum", "dispatch", "sparse-einsum", "warmup")
+BENCH_SUITES = ("cpu", "cuda", "spmm", "einsum", "dispatch", "sparse-einsum", "warmup", "attention")
 #: timed repetitions when --reps is not given: (--quick, default)
 DEFAULT_REPS = {"cpu": (5, 10), "cuda": (10, 20), "spmm": (3, 5), "einsum": (3, 5), "einsum-cuda": (10, 20)}
 DEFAULT_REPS["sparse-einsum"] = (3, 5)
+DEFAULT_REPS["attention"] = (3, 5)
 #: the old mode flags of ``minijit bench`` (deprecated, one release) and the subcommands they name
 OLD_MODE_FLAGS = {"--spmm": "spmm", "--einsum": "einsum", "--dispatch": "dispatch"}
 
@@ -245,6 +248,19 @@ def _bench_sparse_einsum(args: argparse.Namespace) -> int:
     rep = sparse_einsum.bench(
         _reps(args, "sparse-einsum"), threads, args.quick, _command(args), _progress_of(args), not args.no_pydata
     )
+    return _emit(args, rep)
+
+
+def _bench_attention(args: argparse.Namespace) -> int:
+    from minijit.bench import attention
+
+    shapes = attention.QUICK if args.quick else attention.SHAPES
+    threads = sorted(_parse_threads(args.threads))
+    dtypes = (args.dtype or "fp32,fp64").split(",")
+    rep = attention.bench(
+        shapes, threads, dtypes, args.rounds or 3, _reps(args, "attention"), args.sweep, _command(args),
+        _progress_of(args),
+    )  # fmt: skip
     return _emit(args, rep)
 
 
@@ -581,6 +597,21 @@ def _add_bench_parsers(bench: argparse.ArgumentParser) -> None:
     p = _suite(suites, "dispatch", _bench_dispatch, "thread dispatch cost per execute: native team vs thread pool")
     p.add_argument("--threads", action="append", metavar="N", help="threads of the no-op rows (default all, >= 2)")
     _add_run_args(p, "2000 tiny calls per row, not 20000 (~2 s)", None, write=False)
+
+    summary = "scaled_dot_product_attention vs torch SDPA and numpy written out: GFLOPS, ratios, softmax share"
+    p = _suite(
+        suites,
+        "attention",
+        _bench_attention,
+        summary,
+        ": issue 50's shapes (--quick: small ones), fp32 and fp64, 1 and all threads, alternating rounds;"
+        " --sweep also times a grid of the fused kernel's (g, s_x) tiles and ranks the plan's own",
+    )
+    p.add_argument("--threads", action="append", metavar="N", help="thread counts (default all,1)")
+    p.add_argument("--dtype", type=_dtype_list, metavar="fp32|fp64", help="element type(s) (default fp32,fp64)")
+    p.add_argument("--rounds", type=_positive, metavar="N", help="alternating rounds, best kept (default 3)")
+    p.add_argument("--sweep", action="store_true", help="also time the (g, s_x) tile grid per shape")
+    _add_run_args(p, "small shapes (seconds)", "best of N calls per side and round (default 5, --quick 3)", write=True)
 
     p = _suite(
         suites,

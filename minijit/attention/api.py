@@ -24,6 +24,7 @@ the reference path).
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from dataclasses import dataclass
@@ -44,10 +45,13 @@ FUSED_ROWS = 96
 
 #: query rows of the fused kernel's tiles (fewer query rows take a kernel with g = L)
 DEFAULT_G = 6
-#: the fewest query rows the fused kernel runs: one row (decode) stays with numpy, whose GEMV
-#: reads K as it is, where the kernel's K^T packing alone costs more than numpy's whole call
-#: (bench/results/x86_64_attention_first_2026-11-28.md)
-FUSED_MIN_ROWS = 2
+#: the most query rows the decode path takes (`AttentionPlan._decode`: the key axis split into
+#: chunks over the threads, numpy's GEMV reading K as it is, the partial (max, sum, output)
+#: triples merged): for so few rows the fused kernel's per-call K^T packing costs more than the
+#: kernel (bench/results/x86_64_attention_first_2026-11-28.md)
+DECODE_MAX_ROWS = 4
+#: the fewest keys of one decode chunk, and the most bytes of one chunk's scores (all slices)
+DECODE_MIN_KEYS, DECODE_CHUNK_BYTES = 256, 4 << 20
 
 _fused: dict[str, Any] = {}
 _local = threading.local()
@@ -66,11 +70,15 @@ def _thread_buffer(name: str, nbytes: int) -> np.ndarray:
 _fused_lock = threading.Lock()
 
 
-def fused_kernel(dtype: np.dtype, g: int | None = None) -> tuple[Any, str, int, int] | None:
+def fused_kernel(
+    dtype: np.dtype, g: int | None = None, s_x: int | None = None, softmax: bool = True
+) -> tuple[Any, str, int, int] | None:
     """The native target's fused attention kernel for ``dtype`` with ``g`` query rows a tile (the
-    default 6; fewer for fewer query rows) as (ctypes function of six addresses, isa, g, s_x),
-    generated once per process; None where the native target is not x86-64."""
-    key = (np.dtype(dtype).name, g)
+    default 6; fewer for fewer query rows) and ``s_x`` keys a tile (the kernel's default when None)
+    as (ctypes function of six addresses, isa, g, s_x), generated once per process; None where the
+    native target is not x86-64. ``softmax=False``: the kernel without its softmax stage (wrong
+    results: only `minijit.bench.attention` uses it, to measure the softmax's share)."""
+    key = (np.dtype(dtype).name, g, s_x, softmax)
     found = _fused.get(key)
     if found is None:
         with _fused_lock:
@@ -80,7 +88,7 @@ def fused_kernel(dtype: np.dtype, g: int | None = None) -> tuple[Any, str, int, 
     return found[1:] if found else None
 
 
-def _load_fused(name: str, g: int | None) -> tuple[Any, Any, str, int, int] | None:
+def _load_fused(name: str, g: int | None, s_x: int | None, softmax: bool) -> tuple[Any, Any, str, int, int] | None:
     import ctypes
 
     from minijit import targets
@@ -92,10 +100,43 @@ def _load_fused(name: str, g: int | None) -> tuple[Any, Any, str, int, int] | No
     from minijit.kernels.x86_64 import attention as kernel
 
     dtype = {"float32": "fp32", "float64": "fp64"}[name]
-    g, s_x = kernel.check_tiles(dtype, target.isa, g)
-    owner = kernel.generate(dtype, target.isa, g, s_x)  # keeps the code mapped
+    g, s_x = kernel.check_tiles(dtype, target.isa, g, s_x)
+    owner = kernel.generate(dtype, target.isa, g, s_x, softmax)  # keeps the code mapped
     function = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 6)(owner.address)
     return owner, function, target.isa, g, s_x
+
+
+def _pack_kt(kt: np.ndarray, ks: np.ndarray, lo: int, hi: int, s_x: int) -> None:
+    """Key tiles lo..hi of ``ks`` (S x E) into ``kt`` (tiles x E x s_x) transposed; of a last
+    partial tile only its S % s_x columns (the kernel reads its own padded copy of them)."""
+    S = ks.shape[0]
+    full = min(hi, S // s_x)
+    if lo < full:
+        kt[lo:full] = ks[lo * s_x : full * s_x].reshape(full - lo, s_x, ks.shape[1]).transpose(0, 2, 1)
+    if hi > full and full * s_x < S:
+        kt[full, :, : S - full * s_x] = ks[full * s_x :].T
+
+
+def decode_chunks(
+    keys: int, slices: int, rows: int, itemsize: int, threads: int, split: int | None = None
+) -> list[tuple[int, int]]:
+    """The decode path's key chunks [(begin, end)]: ``split`` chunks when given, else at least one
+    per thread, none under `DECODE_MIN_KEYS` keys (one chunk for fewer), and more where one
+    chunk's scores (slices x rows x keys elements) would pass `DECODE_CHUNK_BYTES`."""
+    if split is None:
+        split = min(threads, max(1, keys // DECODE_MIN_KEYS))
+        per_key = max(1, slices * rows * itemsize)
+        split = max(split, -(-keys * per_key // DECODE_CHUNK_BYTES))
+    split = max(1, min(split, keys))
+    step = -(-keys // split)
+    return [(c0, min(keys, c0 + step)) for c0 in range(0, keys, step)]
+
+
+@functools.lru_cache(maxsize=256)
+def _kernel_s_x(E: int, Ev: int, dtype: str) -> int:
+    from minijit.attention import model
+
+    return model.kernel_s_x(E, Ev, dtype)
 
 
 def _shape_error(msg: str) -> ValueError:
@@ -106,7 +147,10 @@ def _shape_error(msg: str) -> ValueError:
 class AttentionPlan:
     """Attention for one set of shapes, dtype, mask kind and scale (see the module docstring):
     ``batch`` the broadcast leading dims of the result, ``groups`` the query heads per key/value
-    head (``enable_gqa``; 1 without), ``mask`` "none", "causal", "bool" or "float"."""
+    head (``enable_gqa``; 1 without), ``mask`` "none", "causal", "bool" or "float". ``threads``:
+    threads to split over (None: `minijit.parallel.default_threads` at each call); ``tile``: the
+    fused kernel's (g query rows, s_x keys) (None: `kernel_tile`); ``key_split``: key chunks of
+    the decode path (None: `decode_chunks`)."""
 
     query_shape: tuple[int, ...]
     key_shape: tuple[int, ...]
@@ -116,9 +160,22 @@ class AttentionPlan:
     mask_shape: tuple[int, ...] | None = None
     scale: float | None = None
     enable_gqa: bool = False
+    threads: int | None = None
+    tile: tuple[int, int] | None = None
+    key_split: int | None = None
 
     def __post_init__(self) -> None:
         q, k, v = self.query_shape, self.key_shape, self.value_shape
+        for name in ("threads", "key_split"):
+            x = getattr(self, name)
+            if x is not None and (not isinstance(x, int) or isinstance(x, bool) or x < 1):
+                raise ValueError(f"scaled_dot_product_attention: {name} must be a positive int or None, got {x!r}")
+        if self.tile is not None and (
+            not isinstance(self.tile, tuple)
+            or len(self.tile) != 2
+            or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in self.tile)
+        ):
+            raise ValueError(f"scaled_dot_product_attention: tile must be (g, s_x), positive ints, got {self.tile!r}")
         for name, shape in (("query", q), ("key", k), ("value", v)):
             if len(shape) < 2:
                 raise _shape_error(f"{name} needs at least 2 dims (..., L or S, E), got shape {shape}")
@@ -183,6 +240,25 @@ class AttentionPlan:
 
     def execute(self, query: np.ndarray, key: np.ndarray, value: np.ndarray, attn_mask: np.ndarray | None = None):
         """The attention of numpy arrays of the plan's shapes and dtype (a new C-order array)."""
+        return self._execute(query, key, value, attn_mask)
+
+    def threads_now(self) -> int:
+        """The threads a call splits over now."""
+        from minijit import parallel
+
+        return self.threads or parallel.default_threads()
+
+    def kernel_tile(self) -> tuple[int, int]:
+        """The fused kernel's tile (g query rows, s_x keys): ``tile`` when given, else g = 6 (the
+        AVX2/AVX-512 register block; L when shorter) and the s_x of `minijit.attention.model.kernel_s_x`."""
+        if self.tile is not None:
+            return self.tile
+        L, E, Ev = self.query_shape[-2], self.query_shape[-1], self.value_shape[-1]
+        return min(L, DEFAULT_G), _kernel_s_x(E, Ev, "fp32" if self.dtype == np.float32 else "fp64")
+
+    def _execute(self, query, key, value, attn_mask, softmax: bool = True) -> np.ndarray:
+        """`execute`; ``softmax=False`` (the bench only): the fused kernel without its softmax stage
+        (wrong results; None where the fused kernel would not run)."""
         self._check(query, key, value, attn_mask)
         if self.enable_gqa and self.groups > 1:  # head i of the query uses key/value head i // groups
             key = np.repeat(key, self.groups, axis=-3)
@@ -195,22 +271,31 @@ class AttentionPlan:
         mask = None if attn_mask is None else np.broadcast_to(attn_mask, (*batch, L, S))
         out = np.empty(self.out_shape, self.dtype)
         scale = self.dtype.type(self.scale_value)
-        if FUSED and self.mask in ("none", "causal", "float") and out.size and L >= FUSED_MIN_ROWS:
-            found = fused_kernel(self.dtype, L if L < DEFAULT_G else None)
+        if not out.size:
+            return out
+        if L <= DECODE_MAX_ROWS and softmax:
+            self._decode(q, k, v, mask, out, scale)
+            return out
+        if FUSED and self.mask in ("none", "causal", "float"):
+            found = fused_kernel(self.dtype, *self.kernel_tile(), softmax=softmax)
             if found is not None:
                 self._fused(q, k, v, mask, out, scale, *found)
                 return out
+        if not softmax:
+            return None
         for lo in range(0, L, TILE_Q):
             hi = min(L, lo + TILE_Q)
             out[..., lo:hi, :] = self._rows(q[..., lo:hi, :], k, v, mask, lo, hi, scale)
         return out
 
     def _fused(self, q, k, v, mask, out, scale, function, isa: str, g: int, s_x: int) -> None:
-        """``out`` by the fused kernel: one call per (slice, block of query rows); each thread
-        packs the K^T of its slices tile-major (key tiles of s_x, E x s_x each, contiguous) into a
-        buffer of its own, kept between calls. A float mask is the kernel's bias: its slice's
-        strides as they are (0 where it broadcasts), a copy where a column stride is neither 0
-        nor 1."""
+        """``out`` by the fused kernel: one call per (slice, block of query rows), K^T packed
+        tile-major (key tiles of s_x, E x s_x each, contiguous). With at least as many slices as
+        threads each thread packs its slices in turn into a buffer of its own (kept between
+        calls); with fewer, every slice's K^T is packed once, by all threads, into the caller's
+        buffer, and the threads share it (memory: min(slices, threads) packed slices). A float
+        mask is the kernel's bias: its slice's strides as they are (0 where it broadcasts), a
+        copy where a column stride is neither 0 nor 1."""
         from minijit import parallel
         from minijit.kernels.x86_64 import attention as kernel
 
@@ -224,22 +309,38 @@ class AttentionPlan:
         v = np.ascontiguousarray(v)
         name = "fp32" if dt == np.float32 else "fp64"
         scratch_bytes = kernel.scratch_bytes(name, isa, E, Ev, g, s_x)
-        full, tiles = S // s_x, -(-S // s_x)
+        tiles = -(-S // s_x)
+        size = tiles * E * s_x  # one slice's packed K^T (elements)
         params = np.array([scale], dt)
-        threads = parallel.default_threads()
+        threads = self.threads_now()
         blocks = 1 if n >= threads else min(-(-L // FUSED_ROWS), -(-threads // n))
         rows = -(-L // blocks)
         qa, va, oa, pa = (x.ctypes.data for x in (q, v, out, params))
         causal = int(self.mask == "causal")
 
+        def slice_of(x, b):
+            return x[np.unravel_index(b, batch)] if batch else x
+
+        shared = None
+        if blocks > 1:  # few slices: each packed once, the key tiles split over the threads
+            shared = _thread_buffer("kt_shared", n * size * es).view(dt)[: n * size].reshape(n, tiles, E, s_x)
+
+            def pack_all(begin: int, end: int) -> None:
+                for b in range(n):
+                    lo, hi = max(begin - b * tiles, 0), min(end - b * tiles, tiles)
+                    if lo < hi:
+                        _pack_kt(shared[b], slice_of(k, b), lo, hi, s_x)
+
+            parallel.run_range(pack_all, n * tiles, threads)
+
         def run(begin: int, end: int) -> None:
             scratch = _thread_buffer("scratch", scratch_bytes + 64)
-            size = tiles * E * s_x
-            kt = _thread_buffer("kt", size * es).view(dt)[:size].reshape(tiles, E, s_x)
+            if shared is None:
+                kt = _thread_buffer("kt", size * es).view(dt)[:size].reshape(tiles, E, s_x)
             args = np.zeros(len(kernel.ARGS), np.int64)
             scr = scratch.ctypes.data + (-scratch.ctypes.data % 64)
             args[1:12] = (S, E, Ev, E, s_x, Ev, Ev, 0, causal, scr, E * s_x)  # no bias: bias = ldb = ldb_c = 0
-            aa, ka = args.ctypes.data, kt.ctypes.data
+            aa = args.ctypes.data
             packed = -1
             for job in range(begin, end):
                 b, r = divmod(job, blocks)
@@ -247,21 +348,61 @@ class AttentionPlan:
                 count = min(L, lo + rows) - lo
                 if count <= 0:
                     continue
-                if b != packed:  # K^T of slice b, tile-major (the last tile partial)
-                    ks = k[np.unravel_index(b, batch)] if batch else k
-                    kt[:full] = ks[: full * s_x].reshape(full, s_x, E).transpose(0, 2, 1)
-                    if full < tiles:
-                        kt[full, :, : S - full * s_x] = ks[full * s_x :].T
-                    packed = b
+                if shared is not None:
+                    ka = shared[b].ctypes.data
+                elif b != packed:  # K^T of slice b, tile-major (the last tile partial)
+                    _pack_kt(kt, slice_of(k, b), 0, tiles, s_x)
+                    packed, ka = b, kt.ctypes.data
                 args[0], args[8] = count, lo
                 if mask is not None:
-                    ms = mask[np.unravel_index(b, batch)] if batch else mask
+                    ms = slice_of(mask, b)
                     if ms.strides[1] not in (0, es) or ms.strides[0] % es:
                         ms = np.ascontiguousarray(ms)
                     args[12:] = (ms.ctypes.data + lo * ms.strides[0], ms.strides[0] // es, ms.strides[1] // es)
                 function(qa + (b * L + lo) * E * es, ka, va + b * S * Ev * es, oa + (b * L + lo) * Ev * es, aa, pa)
 
         parallel.run_range(run, n * blocks, threads)
+
+    def _decode(self, q, k, v, mask, out, scale) -> None:
+        """``out`` for few query rows (decode): the key axis in chunks (`decode_chunks`, or
+        ``key_split``) over the threads; per chunk numpy's batched GEMVs read K and V as they are
+        (no packing) and give each row's partial triple (max m, sum l, unscaled output o); the
+        triples are merged at the end (m = max m_c, o = sum exp(m_c - m) o_c / sum exp(m_c - m) l_c)."""
+        from minijit import parallel
+
+        L, S = q.shape[-2], k.shape[-2]
+        keys = min(S, L) if self.mask == "causal" else S  # past the last row's diagonal: no key
+        threads = self.threads_now()
+        bounds = decode_chunks(keys, math.prod(self.batch), L, self.dtype.itemsize, threads, self.key_split)
+        c = len(bounds)
+        shape = (c, *out.shape[:-1], 1)
+        m_parts, l_parts = np.empty(shape, self.dtype), np.empty(shape, self.dtype)
+        o_parts = np.empty((c, *out.shape), self.dtype)
+        rows = np.arange(L)[:, None]
+
+        def run(begin: int, end: int) -> None:
+            for i in range(begin, end):
+                c0, c1 = bounds[i]
+                s = np.matmul(q, np.swapaxes(k[..., c0:c1, :], -1, -2))
+                s *= scale
+                if self.mask == "causal":
+                    s = np.where(np.arange(c0, c1)[None, :] <= rows, s, -np.inf)
+                elif self.mask == "bool":
+                    s = np.where(mask[..., c0:c1], s, -np.inf)
+                elif self.mask == "float":
+                    s += mask[..., c0:c1]
+                m = s.max(axis=-1, keepdims=True)
+                s -= np.where(np.isneginf(m), 0, m)  # a row masked in this chunk: weight 0
+                np.exp(s, out=s)
+                m_parts[i], l_parts[i] = m, s.sum(axis=-1, keepdims=True)
+                np.matmul(s, v[..., c0:c1, :], out=o_parts[i])
+
+        parallel.run_range(run, c, min(threads, c))
+        m = m_parts.max(axis=0)
+        safe = np.where(np.isneginf(m), 0, m)
+        w = np.exp(np.where(np.isneginf(m_parts), -np.inf, m_parts - safe))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            np.divide((w * o_parts).sum(axis=0), (w * l_parts).sum(axis=0), out=out)  # all masked: 0 / 0 = NaN
 
     def _rows(self, q, k, v, mask, lo: int, hi: int, scale) -> np.ndarray:
         """Query rows lo..hi: the key axis streamed in tiles, FlashAttention-2's running max m,

@@ -344,6 +344,33 @@ def _visible(end_row: int, S: int, causal: bool) -> int:
     return min(S, end_row) if causal else S
 
 
+# -- the fused kernel's key tile ------------------------------------------------------------------
+#: the share of L1 the fused kernel's V block and P tile (s_x keys) may fill: V is read once per
+#: column block of the output, P once per column block, K^T once, so V and P are what L1 must keep
+KERNEL_L1_SHARE = 0.5
+#: the fused kernel's query rows a tile (its register block, `minijit.kernels.x86_64.attention`)
+KERNEL_G = 6
+#: the most key vectors of the fused kernel's tile the model proposes (past 8 the per-row,
+#: per-tile costs are spread thin and the tiles only crowd L1; bench sweep, issue 50)
+KERNEL_MAX_VECTORS = 8
+
+
+def kernel_s_x(E: int, Ev: int, dtype: str = "fp32", target=None) -> int:
+    """s_x (keys) of the x86-64 fused kernel's tile (g = `KERNEL_G` rows): the largest multiple of
+    the vector length, at most `KERNEL_MAX_VECTORS` vectors, whose V block (s_x x Ev) and P tile
+    (g x s_x) fill at most `KERNEL_L1_SHARE` of L1 (§3.2's M_L1 with the K/V block streamed and
+    the rows in registers; the per-row costs of a key tile — alpha's exp, two reductions, the
+    output rescale — favour the largest such s_x). ValueError for non-positive E or Ev."""
+    _positive_int("E", E)
+    _positive_int("Ev", Ev)
+    if dtype not in CPU_DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(CPU_DTYPES)}, got {dtype!r}")
+    cpu = _host_cpu(dtype, target)
+    per_key = (Ev + KERNEL_G) * cpu.item
+    fit = int(KERNEL_L1_SHARE * cpu.caps[0] // per_key) // cpu.vl
+    return cpu.vl * max(1, min(KERNEL_MAX_VECTORS, fit))
+
+
 # -- the CPU model --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Cpu:

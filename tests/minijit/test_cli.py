@@ -699,7 +699,7 @@ def test_bench_help_lists_the_suites(capsys):
         cli.main(["bench", "--help"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    assert "{cpu,cuda,spmm,einsum,dispatch,sparse-einsum,warmup}" in out
+    assert "{cpu,cuda,spmm,einsum,dispatch,sparse-einsum,warmup,attention}" in out
     for suite in cli.BENCH_SUITES:
         assert re.search(rf"^\s+{suite}\s+\S", out, re.M), suite
 

@@ -171,8 +171,8 @@ def _arg(name: str):
 class FusedAttention:
     """One attention kernel being emitted."""
 
-    def __init__(self, a: Assembler, t: Target, g: int, s_x: int) -> None:
-        self.a, self.t, self.g, self.s_x = a, t, g, s_x
+    def __init__(self, a: Assembler, t: Target, g: int, s_x: int, softmax: bool = True) -> None:
+        self.a, self.t, self.g, self.s_x, self.with_softmax = a, t, g, s_x, softmax
         self.nv = s_x // t.vl  # vectors of keys in a tile
         regs = t.vregs
         nregs = len(regs)
@@ -442,6 +442,8 @@ class FusedAttention:
         for w in range(-(-g * t.es // t.vbytes)):
             self.v("vmovu")(t.vmem(SCR + self.off["m"] + w * t.vbytes), self.tmp)
             self.v("vmovu")(t.vmem(SCR + self.off["l"] + w * t.vbytes), self.t2)
+            if not self.with_softmax:  # alpha stays 0: O = P . V of the last tile, no NaN from old scratch
+                self.v("vmovu")(t.vmem(SCR + self.off["alpha"] + w * t.vbytes), self.t2)
         a.lea(rdi, ptr(SCR + self.off["o"]))
         a.mov(rsi, s["nvec"])
         a.imul(rsi, rsi, g)
@@ -505,15 +507,16 @@ class FusedAttention:
         for c0 in range(0, self.nv, self.cv):
             self.scores(c0, min(self.cv, self.nv - c0))
         self.bias()
-        masked, after = a.new_label("masked"), a.new_label("softmax_done")
-        a.lea(rax, ptr(J0 + self.s_x))
-        a.cmp(rax, s["thr"])
-        a.jg(masked)
-        self.softmax(masked=False)
-        a.jmp(after)
-        a.bind(masked)
-        self.softmax(masked=True)
-        a.bind(after)
+        if self.with_softmax:  # (without: the bench's measure of the softmax's share)
+            masked, after = a.new_label("masked"), a.new_label("softmax_done")
+            a.lea(rax, ptr(J0 + self.s_x))
+            a.cmp(rax, s["thr"])
+            a.jg(masked)
+            self.softmax(masked=False)
+            a.jmp(after)
+            a.bind(masked)
+            self.softmax(masked=True)
+            a.bind(after)
         # nk = min(s_x, kend - J0)
         a.mov(rax, s["kend"])
         a.sub(rax, J0)
@@ -847,18 +850,23 @@ class FusedAttention:
         self.exp.emit_data(a)
 
 
-def program(dtype: str, isa: str, g: int | None = None, s_x: int | None = None) -> Assembler:
+def program(dtype: str, isa: str, g: int | None = None, s_x: int | None = None, softmax: bool = True) -> Assembler:
     """The assembled attention kernel for ``dtype`` ("fp32", "fp64"), ``isa`` ("avx2", "avx512")
-    and the tile (`check_tiles`)."""
+    and the tile (`check_tiles`). ``softmax=False`` leaves the softmax stage (mask, max, exp, sum)
+    out: the two products and their fills only, wrong results; `minijit bench attention` times it to
+    measure the softmax's share of the kernel's time."""
     t = Target.of(dtype, isa)
     g, s_x = check_tiles(dtype, isa, g, s_x)
+    if not isinstance(softmax, bool):
+        raise TypeError(f"softmax must be a bool, got {softmax!r}")
     a = Assembler(name="attention")
-    FusedAttention(a, t, g, s_x).emit()
+    FusedAttention(a, t, g, s_x, softmax).emit()
     return a
 
 
-def generate(dtype: str, isa: str, g: int | None = None, s_x: int | None = None) -> Kernel:
-    """The fused attention kernel (see the module docstring)."""
+def generate(dtype: str, isa: str, g: int | None = None, s_x: int | None = None, softmax: bool = True) -> Kernel:
+    """The fused attention kernel (see the module docstring; ``softmax`` as in `program`)."""
     t = Target.of(dtype, isa)
     g, s_x = check_tiles(dtype, isa, g, s_x)
-    return build(program(dtype, isa, g, s_x), signature(t.ctype), f"attention_{dtype}_{isa}_g{g}_s{s_x}")
+    name = f"attention_{dtype}_{isa}_g{g}_s{s_x}" + ("" if softmax else "_nosoftmax")
+    return build(program(dtype, isa, g, s_x, softmax), signature(t.ctype), name)

@@ -179,9 +179,10 @@ def test_the_fused_kernel_runs_none_and_causal_and_agrees_with_the_numpy_tiles(m
     matches the numpy tile loop (``FUSED = False``) and the float64 reference."""
     monkeypatch.setenv("MINIJIT_NUM_THREADS", threads)
     monkeypatch.setattr(api, "FUSED_ROWS", 5)
+    monkeypatch.setattr(api, "DECODE_MAX_ROWS", 1)  # two and four rows: the g = 2 and g = 4 kernels
     calls = []
     real = api.fused_kernel
-    monkeypatch.setattr(api, "fused_kernel", lambda dt, g=None: calls.append(dt) or real(dt, g))
+    monkeypatch.setattr(api, "fused_kernel", lambda dt, *a, **kw: calls.append(dt) or real(dt, *a, **kw))
     rng = np.random.default_rng(4)
     tol = 3e-5 if dtype == np.float32 else 1e-12
     shapes = [
@@ -210,7 +211,7 @@ def test_the_fused_kernel_runs_none_and_causal_and_agrees_with_the_numpy_tiles(m
 
 
 def test_bool_masks_keep_the_numpy_tiles(monkeypatch):
-    monkeypatch.setattr(api, "fused_kernel", lambda dt, g=None: pytest.fail("the fused kernel has no bool masks"))
+    monkeypatch.setattr(api, "fused_kernel", lambda dt, *a, **kw: pytest.fail("the fused kernel has no bool masks"))
     q = k = v = np.ones((1, 3, 4))
     scaled_dot_product_attention(q, k, v, attn_mask=np.ones((3, 3), bool))
 
@@ -222,7 +223,7 @@ def test_float_masks_run_the_fused_kernel_with_any_strides(monkeypatch, dtype):
     transposed view (copied), -inf entries and a row of -inf (NaN, as torch's math)."""
     calls = []
     real = api.fused_kernel
-    monkeypatch.setattr(api, "fused_kernel", lambda dt, g=None: calls.append(dt) or real(dt, g))
+    monkeypatch.setattr(api, "fused_kernel", lambda dt, *a, **kw: calls.append(dt) or real(dt, *a, **kw))
     rng = np.random.default_rng(6)
     q, k, v = (rng.standard_normal(s).astype(dtype) for s in ((2, 3, 13, 8), (2, 3, 37, 8), (2, 3, 37, 5)))
     base = rng.uniform(-2, 2, (37, 13)).astype(dtype)
