@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import mma as _mma
+from . import sim_float as _sf
 from . import types as T
 from .sim_memory import _MASK, _U64
 from .sim_parse import Instr
@@ -30,6 +31,60 @@ def _narrow_bits(v: np.ndarray, t: str, n: int) -> np.ndarray:
     return np.where(np.isnan(np.broadcast_to(v, (n,))), _U64(CANONICAL_NAN[t]), _to_bits(v, t, n))
 
 
+#: NaN results of arithmetic that the simulator canonicalises (f64 keeps numpy's NaN: not recorded)
+_ARITH_NAN = {"f32": _NAN_F32, "f16": np.uint16(CANONICAL_NAN["f16"]).view(np.float16)}
+_DIRECTED = ("rz", "rm", "rp")
+
+
+def _float_arith(c: _Cta, ins: Instr, op: str, t: str, exe) -> None:
+    """add/sub/mul/div/min/max/fma/mad in f16/f32/f64, correctly rounded in the instruction's
+    rounding mode (one rounding for fma/mad), .ftz flushing subnormal inputs and results of f32
+    and f16 to a zero of the same sign, .sat clamping to [0, 1] (NaN to 0)."""
+    mods = ins.mods
+    rnd = next((m for m in mods if m in ("rn", *_DIRECTED)), "rn")
+    if t in ("f16x2", "bf16x2", "bf16"):
+        c.fail(ins, f"{op}.{t} is not supported by the simulator")
+    ftz = "ftz" in mods and t != "f64"
+    srcs = ins.ops[1:4] if op in ("fma", "mad") else ins.ops[1:3]
+    vals = [c.get(ins, o, t, exe) for o in srcs]
+    if ftz:
+        vals = [_sf.flush(v) for v in vals]
+    a, b = vals[0], vals[1]
+    with np.errstate(all="ignore"):
+        if op == "add":
+            r = a + b
+        elif op == "sub":
+            r = a - b
+        elif op == "mul":
+            r = a * b
+        elif op == "min":
+            r = np.fmin(a, b)
+        elif op == "max":
+            r = np.fmax(a, b)
+        elif op == "div":
+            if not any(m in ("rn", *_DIRECTED) for m in mods):
+                c.fail(ins, "div.approx/div.full are not supported by the simulator (div.rn/rz/rm/rp are)")
+            r = a / b
+        elif op in ("fma", "mad"):
+            if t == "f64":
+                r = _sf.exact_arith("fma", t, "rn", a * b + vals[2], *vals)
+            else:
+                r = _sf.fma_rn_small(a, b, vals[2])
+        else:
+            c.fail(ins, f"{op}.{t} is not supported")
+    if rnd != "rn":
+        if op in ("min", "max"):
+            c.fail(ins, f"{op} takes no rounding modifier")
+        r = _sf.exact_arith(op, t, rnd, r, *vals)
+    if ftz:
+        r = _sf.flush(r)
+    if t in _ARITH_NAN and op not in ("min", "max"):
+        r = np.where(np.isnan(r), _ARITH_NAN[t], r)
+    if "sat" in mods:
+        r = np.where(np.isnan(r), 0, np.clip(r, 0, 1)).astype(r.dtype)
+    c.put(ins.ops[0].name, r, t, exe)
+
+
 _WRAPPING = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "mad": np.multiply}
 
 
@@ -38,36 +93,7 @@ def _arith(c: _Cta, ins: Instr, exe) -> None:
     mods = ins.mods
     d = ins.ops[0]
     if T.is_float(t):
-        if any(m in ("rz", "rm", "rp") for m in mods):
-            c.fail(ins, "float rounding other than .rn is not supported by the simulator")
-        if t in ("f16x2", "bf16x2", "bf16"):
-            c.fail(ins, f"{op}.{t} is not supported by the simulator")
-        a, b = (c.get(ins, o, t, exe) for o in ins.ops[1:3])
-        with np.errstate(all="ignore"):
-            if op == "add":
-                r = a + b
-            elif op == "sub":
-                r = a - b
-            elif op == "mul":
-                r = a * b
-            elif op == "min":
-                r = np.fmin(a, b)
-            elif op == "max":
-                r = np.fmax(a, b)
-            elif op == "div":
-                if "rn" not in mods:
-                    c.fail(ins, "div.approx/div.full are not supported by the simulator (div.rn is)")
-                r = a / b
-            elif op in ("fma", "mad"):
-                cc = c.get(ins, ins.ops[3], t, exe)
-                r = (a.astype(np.float64) * b + cc).astype(a.dtype) if t != "f64" else a * b + cc
-            else:
-                c.fail(ins, f"{op}.{t} is not supported")
-        if t == "f32" and op not in ("min", "max"):
-            r = np.where(np.isnan(r), _NAN_F32, r)
-        if "sat" in mods:
-            r = np.where(np.isnan(r), 0, np.clip(r, 0, 1))
-        c.put(d.name, r, t, exe)
+        _float_arith(c, ins, op, t, exe)
         return
     mode = next((m for m in mods if m in ("lo", "hi", "wide")), None)
     if op in _WRAPPING and mode in (None, "lo") and T.kind(t) != "pred" and ("sat" not in mods or t != "s32"):
@@ -190,6 +216,8 @@ def _setp(c: _Cta, ins: Instr, exe) -> None:
     x, y = c.get(ins, a, t, exe), c.get(ins, b, t, exe)
     if T.kind(t) == "b":
         x, y = c.raw(ins, a, t, exe), c.raw(ins, b, t, exe)
+    elif "ftz" in ins.mods and t in ("f32", "f16"):
+        x, y = _sf.flush(x), _sf.flush(y)
     with np.errstate(invalid="ignore"):
         if cmp in _CMP:
             r = _CMP[cmp](x, y)
@@ -238,15 +266,29 @@ def _cvt(c: _Cta, ins: Instr, exe) -> None:
         r = np.where(nan, canon, np.where(special, u, _mma.round_tf32(v).view(np.uint32)))
         c.put(d.name, r.astype(_U64), "b32", exe)
         return
+    ftz = "ftz" in mods
+    if ftz and at == "f32":
+        v = _sf.flush(np.asarray(v, np.float32))
     if T.is_float(dt) and T.is_float(at):
-        if T.bits(dt) < T.bits(at) and rnd != "rn":
-            c.fail(ins, "narrowing float cvt with rounding other than .rn is not supported")
         r = np.asarray(v, np.float32 if at != "f64" else np.float64)
+        narrowing = T.bits(dt) < T.bits(at) or {dt, at} == {"f16", "bf16"}  # f16 <-> bf16: range or precision
+        if narrowing and rnd not in ("rn", *_DIRECTED):
+            c.fail(ins, f"narrowing float cvt needs .rn/.rz/.rm/.rp, got {rnd}")
         if "sat" in mods:
-            r = np.where(np.isnan(r), 0, np.clip(r, 0, 1))
-        if dt in ("f16", "bf16") and at == "f32":
+            r = np.where(np.isnan(r), 0, np.clip(r, 0, 1)).astype(r.dtype)
+        if narrowing and (rnd != "rn" or (dt == "bf16" and at == "f64")):  # exactly, per lane
+            bits = _sf.narrow_bits(r, dt, rnd)
+            if dt in ("f16", "bf16"):
+                bits = np.where(np.isnan(r), _U64(CANONICAL_NAN[dt]), bits)
+            if ftz and dt == "f32":
+                bits = _to_bits(_sf.flush(bits.astype(np.uint32).view(np.float32)), "f32", c.n)
+            c.put_raw(d.name, np.broadcast_to(bits, (c.n,)), exe)
+            return
+        if dt in ("f16", "bf16"):  # f32 -> bf16, f32/f64 -> f16: one rounding; the canonical NaN
             c.put_raw(d.name, _narrow_bits(r, dt, c.n), exe)
             return
+        if ftz and dt == "f32":
+            r = _sf.flush(np.asarray(r, np.float32))
         c.put(d.name, r, dt, exe)
         return
     if T.is_float(at):  # float -> int: round, saturate, NaN -> 0
@@ -255,14 +297,20 @@ def _cvt(c: _Cta, ins: Instr, exe) -> None:
             c.fail(ins, f"float -> int cvt needs rni/rzi/rmi/rpi, got {rnd}")
         lo, hi = T.int_range(dt)
         f = np.nan_to_num(fn(np.asarray(v, np.float64)), nan=0.0)
-        r = np.clip(f, lo, hi)
-        r = r.astype(np.int64) if T.kind(dt) == "s" or T.bits(dt) < 64 else r.astype(_U64)
+        top = f >= float(hi)  # float(hi) of a 64-bit type is 2^63 or 2^64: no integer of numpy's
+        r = np.clip(np.where(top, 0.0, f), lo, hi)
+        idt = np.int64 if T.kind(dt) == "s" or T.bits(dt) < 64 else _U64
+        r = np.where(top, idt(hi), r.astype(idt))
         c.put(d.name, r, dt, exe)
         return
-    if T.is_float(dt):  # int -> float
-        if rnd != "rn":
-            c.fail(ins, "int -> float cvt with rounding other than .rn is not supported")
-        c.put(d.name, np.asarray(v, np.float64), dt, exe)
+    if T.is_float(dt):  # int -> float: one rounding
+        if rnd not in ("rn", *_DIRECTED):
+            c.fail(ins, f"int -> float cvt needs .rn/.rz/.rm/.rp, got {rnd}")
+        if rnd == "rn" and dt in ("f16", "f32", "f64"):
+            r = _sf.int_to_float(v, {"f16": np.float16, "f32": np.float32, "f64": np.float64}[dt])
+            c.put(d.name, np.asarray(r), dt, exe)
+        else:
+            c.put_raw(d.name, np.broadcast_to(_sf.int_to_bits(v, dt, rnd), (c.n,)), exe)
         return
     # int -> int: sign/zero extension comes from the source type, truncation from _to_bits
     if "sat" in mods:
