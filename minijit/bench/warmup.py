@@ -14,7 +14,9 @@ Four parts, every row with numpy's figure beside minijit's:
 (c) ``fresh process``: a new interpreter (an argument list, no shell) imports numpy, times its
     first ``np.einsum`` and ``np.matmul`` of two 64x64 fp32 matrices, imports minijit and times
     its first ``minijit.einsum`` of them; with a cold code cache (``MINIJIT_CACHE_DIR`` a new
-    empty directory) and then warm (the same directory again), ``processes`` times each (median).
+    empty directory) and then warm (the same directory again), ``processes`` times each (median);
+    each reports the code cache's counts (`COUNTS`: whether it loaded or generated the generic
+    kernel, hashed the generators' source or read the version record).
 (d) ``import``: the wall time of fresh processes running ``import numpy`` and
     ``import numpy, minijit``, ``imports`` of each, alternating (median; both include the
     interpreter's start).
@@ -63,7 +65,11 @@ CHILD_TIMEOUT_S = 300
 
 SUBSCRIPTS = "ij,jk->ik"
 
-#: the fresh process of (c): prints one JSON line (milliseconds and the check)
+#: the code cache's counts a fresh process of (c) reports: kernels loaded (hits) and generated
+#: (misses), and how it found the generator version (hashed from the sources, or read from the
+#: version record a process before it wrote)
+COUNTS = ("hits", "misses", "source_hashes", "version_records")
+#: the fresh process of (c): prints one JSON line (milliseconds, the check and `COUNTS`)
 FRESH_CODE = """
 import json, time
 t0 = time.perf_counter()
@@ -83,9 +89,12 @@ c = minijit.einsum("ij,jk->ik", a, b)
 t6 = time.perf_counter()
 ok = bool(np.max(np.abs(c - m)) <= %(tol)r * 8 * max(1.0, float(np.max(np.abs(m)))))
 ms = lambda x, y: (y - x) * 1e3
+from minijit.runtime import codecache
+state = codecache.info()
 print(json.dumps({
     "import_numpy_ms": ms(t0, t1), "numpy_einsum_ms": ms(t2, t3), "numpy_matmul_ms": ms(t3, t4),
     "import_minijit_ms": ms(t4, t5), "minijit_ms": ms(t5, t6), "ok": ok,
+    **{k: state[k] for k in COUNTS},
 }))
 """
 
@@ -221,7 +230,7 @@ def _run_child(args: list[str], env: dict[str, str]) -> tuple[float, str]:
 def fresh_process(processes: int, progress: reports.Progress = reports.quiet) -> dict[str, Any]:
     """(c): ``processes`` pairs of fresh processes, each pair on a new empty ``MINIJIT_CACHE_DIR``:
     the first cold, the second warm (the same directory again). Each run's `FRESH_CODE` figures."""
-    code = FRESH_CODE % {"seed": SEED, "tol": TOL}
+    code = FRESH_CODE.replace("COUNTS", repr(COUNTS)) % {"seed": SEED, "tol": TOL}
     runs: dict[str, list[dict[str, Any]]] = {"cold": [], "warm": []}
     for i in range(processes):
         progress(f"warmup (c): fresh processes, cold and warm code cache ({i + 1}/{processes})")
@@ -382,6 +391,7 @@ def bench(
         f" imports and the thread team): {prime_s * 1e3:.1f} ms",
         f"(a) {shapes} shapes drawn from {LOW}..{HIGH} (seed {SEED}), {len(set(loop_shapes))} distinct; np.einsum"
         " is numpy's default (optimize=False); (c) " + cache_dir,
+        *(_counts_line(state, runs) for state, runs in c["runs"].items()),
     ]
     load_end = _load()
     body.append(
@@ -417,6 +427,20 @@ def bench(
         "wall_s": round(time.perf_counter() - started, 1),
     }
     return reports.Report(header, body, result, ok)
+
+
+def _counts_line(state: str, runs: list[dict[str, Any]]) -> str:
+    """What the code cache did in the ``state`` processes of (c), from their counts."""
+    k = len(runs)
+
+    def n(name: str) -> int:
+        return sum(1 for r in runs if r.get(name, 0) > 0)
+
+    return (
+        f"(c) {state} cache, the code cache's counts: the generic kernel loaded in {n('hits')} of {k} processes,"
+        f" generated in {n('misses')}; the generator version hashed from the sources in {n('source_hashes')},"
+        f" read from the version record in {n('version_records')}"
+    )
 
 
 def _default_threads() -> int:
