@@ -9,9 +9,10 @@ import numpy as np
 
 from minijit import jit as _jit
 from minijit.einsum import cached as _cached
+from minijit.einsum import dtypes as _dtypes
 from minijit.einsum import generic as _generic
 from minijit.einsum import grammar as _grammar
-from minijit.einsum.cached import DTYPES as _DTYPES
+from minijit.einsum import keywords as _keywords
 from minijit.einsum.cached import check_dtype as _dtype
 from minijit.einsum.cached import check_target as _check_target
 from minijit.einsum.parse import parse_subscripts
@@ -48,14 +49,36 @@ def contract_path(subscripts: str, *shapes, optimize: Any = True, itemsize: int 
     return path, "\n".join(lines)
 
 
-def einsum(subscripts: str, *operands, out=None, optimize: Any = True, target: str = "auto", dtype=None, driver=None):
-    """numpy-compatible einsum on minijit's kernels (float32/float64).
+def einsum(
+    subscripts: Any = _dtypes.MISSING,
+    *operands,
+    out=None,
+    optimize: Any = _dtypes.AUTO,
+    target: str = "auto",
+    dtype=None,
+    order: Any = "K",
+    casting: str | None = None,
+    driver=None,
+    explain: bool = False,
+):
+    """numpy-compatible einsum on minijit's kernels (float32/float64), numpy's einsum for the rest.
 
-    The result dtype is ``dtype`` or numpy's result type of the operands (float32 or float64; other
-    dtypes raise TypeError). numpy's whole grammar (`minijit.einsum.grammar`): ``...`` with
+    The result dtype is ``dtype`` or numpy's result type of the operands. float32 and float64 run
+    on minijit's kernels; every other dtype numpy takes (integers, bool, float16, longdouble,
+    complex, object, or a ``dtype``/``out`` of such a kind) runs on numpy's einsum, with numpy's
+    result and errors (`minijit.einsum.dtypes`). ``order`` ('C', 'F', 'A', 'K') and ``casting``
+    ('no', 'equiv', 'safe', 'same_kind', 'unsafe') as numpy's (`minijit.einsum.keywords`; the
+    default None is numpy's 'safe', but float32 and float64 convert to each other for ``dtype=``
+    and ``out=`` as they always have in minijit); a
+    call numpy refuses by its keywords (no operands, an unknown order or casting, a cast the rule
+    forbids) raises numpy's error. ``explain=True`` returns, instead of the result, a text saying
+    which path the call takes (numpy's and why, or the compiled plan's listing).
+
+    numpy's whole grammar (`minijit.einsum.grammar`): ``...`` with
     broadcasting, repeated indices within one operand (read as a diagonal view), implicit outputs,
     the sublist form, and ``optimize`` as numpy takes it (a bool, "greedy", "optimal", or an
-    explicit path as ``np.einsum_path`` gives it); ValueError where numpy refuses the subscripts.
+    explicit path as ``np.einsum_path`` gives it; by default True, but numpy's own default for a
+    call numpy's einsum runs); ValueError where numpy refuses the subscripts.
     Plans are cached by subscripts, shapes, strides, dtype, target and optimize (`minijit.cache_info`).
 
     The device follows the data (``target="auto"``, the default): host arrays (numpy, torch CPU
@@ -81,7 +104,22 @@ def einsum(subscripts: str, *operands, out=None, optimize: Any = True, target: s
     `SparseTensor` with a sparse operand's pattern where the output samples it (SDDMM-like).
     """
     if _is_sparse(subscripts) or any(_is_sparse(x) for x in operands):
-        return _einsum_sparse(subscripts, operands, out, optimize, target, dtype, driver)
+        opt = True if optimize is _dtypes.AUTO else optimize
+        return _einsum_sparse(subscripts, operands, out, opt, target, dtype, driver)
+    why = _dtypes.numpy_reason(subscripts, operands, out, dtype, order, casting, target, driver)
+    if explain:
+        return _dtypes.explain(why, subscripts, operands, optimize=optimize, target=target, dtype=dtype)
+    if why is not None:  # no compiled path: numpy's einsum, numpy's result or error
+        return _dtypes.numpy_einsum(
+            subscripts, operands, out=out, dtype=dtype, order=order, casting=casting, optimize=optimize
+        )
+    if out is None and _keywords.layout_needed(order, operands):  # C order is what the kernels write
+        result = einsum(
+            subscripts, *operands, optimize=optimize, target=target, dtype=dtype, order="C", casting=casting
+        )
+        arrays = operands if isinstance(subscripts, str) else [subscripts, *operands][0::2]
+        return _keywords.apply_order(result, order, list(arrays))
+    optimize = True if optimize is _dtypes.AUTO else optimize  # the default: True (numpy's: False)
     subscripts, operands, optimize = _grammar.canonicalize(subscripts, operands, optimize)
     numpy_only = out is None or type(out) is np.ndarray  # the common case: no device or type to look up
     for x in operands:
@@ -104,9 +142,10 @@ def einsum(subscripts: str, *operands, out=None, optimize: Any = True, target: s
         arrays = [host_array(x, f"einsum: operand {i}") for i, x in enumerate(operands)]
         if out is not None and not isinstance(out, np.ndarray):
             out = host_array(out, "einsum: out")  # a torch CPU tensor: its memory, written in place
-    for i, x in enumerate(arrays):
-        if x.dtype not in _DTYPES:
-            raise TypeError(f"einsum: operand {i} has dtype {x.dtype}; only float32 and float64 are supported")
+    why = None if numpy_only else _dtypes.host_reason(arrays, out, dtype, casting)
+    if why is not None:  # torch CPU or DLPack operands of a dtype without a compiled path
+        result = _dtypes.numpy_einsum(subscripts, arrays, out=out, dtype=dtype, casting=casting, optimize=optimize)
+        return caller_out if caller_out is not None else host_result(result, like)
     if out is not None and any(np.may_share_memory(out, x) for x in arrays):
         # out is (a view of) an operand: the kernels would read what they already wrote. numpy
         # computes into a buffer first; so does this call

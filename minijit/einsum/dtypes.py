@@ -1,0 +1,147 @@
+"""Which path a `minijit.einsum` call takes: minijit's compiled kernels (float32/float64 operands,
+result and ``out``) or numpy's own einsum, which gets every call numpy accepts that has no
+compiled path (integers, bool, float16, longdouble, complex, object, a dtype or ``out`` of such a
+kind, a cast the ``casting`` rule forbids) and every misuse numpy refuses by its keywords (no
+operands, an unknown ``order`` or ``casting``, a bad ``dtype`` or ``out``), so that results and
+errors are numpy's, bit for bit. `numpy_reason` says why a call is numpy's (None: compiled);
+`explain` says it in words, or lists the compiled plan.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from minijit.einsum import keywords as _kw
+from minijit.einsum.cached import DTYPES
+
+try:  # numpy's function itself, whatever ``numpy.einsum`` has been replaced by
+    from numpy._core.einsumfunc import einsum as _numpy_einsum
+except ImportError:  # pragma: no cover - numpy < 2
+    from numpy.core.einsumfunc import einsum as _numpy_einsum
+
+__all__ = ["AUTO", "MISSING", "explain", "numpy_einsum", "numpy_reason"]
+
+
+class _Missing:
+    """The ``subscripts`` of a call that passed none (numpy raises ValueError for it)."""
+
+    def __repr__(self) -> str:
+        return "<no subscripts>"
+
+
+#: the default of `minijit.einsum`'s ``subscripts``: a call without arguments
+MISSING = _Missing()
+
+
+class _Auto:
+    """`minijit.einsum`'s default ``optimize``: True on the compiled path; numpy's own default
+    (False) when numpy's einsum runs the call, whose result or error can depend on it."""
+
+    def __repr__(self) -> str:
+        return "True"
+
+
+#: the default of `minijit.einsum`'s ``optimize`` (True, or numpy's default for numpy's einsum)
+AUTO = _Auto()
+
+#: plain operands numpy converts itself (their dtype is read through np.asarray, which is cheap)
+_PLAIN = (np.generic, int, float, complex, bool, list, tuple, type(None))
+
+
+def _array_operands(subscripts: Any, operands: tuple) -> list[Any]:
+    """The operands of a call, without the sublists of numpy's sublist form."""
+    if isinstance(subscripts, str):
+        return list(operands)
+    return [subscripts, *operands][0::2][: (len(operands) + 1) // 2]
+
+
+def numpy_reason(
+    subscripts: Any, operands: tuple, out: Any, dtype: Any, order: Any, casting: Any, target: Any, driver: Any
+) -> str | None:
+    """Why numpy's einsum runs this call (a short text), or None when minijit compiles it.
+
+    Looks only at numpy arrays and plain operands (scalars, lists: their dtype); other host arrays
+    (torch CPU tensors) are read after conversion by `host_reason`, device arrays are the CUDA
+    plan's. ``target="cuda"`` or a ``driver``: None (the CUDA plan takes its own dtypes)."""
+    if subscripts is MISSING:
+        return "no subscripts or operands"
+    if not _kw.valid_order(order):
+        return f"order={order!r} (numpy's error)"
+    if not _kw.valid_casting(casting):
+        return f"casting={casting!r} (numpy's error)"
+    if target == "cuda" or driver is not None:
+        return None
+    if dtype is not None:
+        try:
+            dt = np.dtype(dtype)
+        except TypeError:
+            return f"dtype={dtype!r} (numpy's error)"
+        if dt not in DTYPES:
+            return f"dtype={dt} has no compiled path"
+    if out is not None:
+        if isinstance(out, np.ndarray):
+            if out.dtype not in DTYPES:
+                return f"out has dtype {out.dtype}, which has no compiled path"
+        elif isinstance(out, (_PLAIN, str, bytes)):
+            return f"out is a {type(out).__name__} (numpy's error)"
+    arrays = []
+    for i, x in enumerate(_array_operands(subscripts, operands)):
+        if isinstance(x, _PLAIN):
+            try:
+                x = np.asarray(x)
+            except (ValueError, TypeError):
+                return f"operand {i} is not an array numpy reads as one (numpy's error)"
+        if not isinstance(x, np.ndarray) or not hasattr(x, "dtype"):
+            continue
+        if x.dtype not in DTYPES:
+            return f"operand {i} has dtype {x.dtype}, which has no compiled path"
+        arrays.append(x)
+    return _cast_reason(arrays, dtype, out, casting)
+
+
+def host_reason(arrays: list[np.ndarray], out: Any, dtype: Any, casting: str) -> str | None:
+    """`numpy_reason` for host arrays already converted to numpy (torch CPU tensors, DLPack)."""
+    for i, x in enumerate(arrays):
+        if x.dtype not in DTYPES:
+            return f"operand {i} has dtype {x.dtype}, which has no compiled path"
+    if out is not None and getattr(out, "dtype", None) is not None and out.dtype not in DTYPES:
+        return f"out has dtype {out.dtype}, which has no compiled path"
+    return _cast_reason(arrays, dtype, out, casting)
+
+
+def _cast_reason(arrays: list[np.ndarray], dtype: Any, out: Any, casting: str) -> str | None:
+    if not arrays or casting == "unsafe":
+        return None
+    dt = np.dtype(dtype) if dtype is not None else np.result_type(*arrays)
+    if not _kw.cast_allowed(arrays, dt, out, casting):
+        return f"casting={casting!r} forbids a cast of this call (numpy's error)"
+    return None
+
+
+def numpy_einsum(subscripts: Any, operands: tuple | list, **kwargs: Any) -> Any:
+    """numpy's einsum (the function itself, even where ``numpy.einsum`` has been replaced) on the
+    call as given: the same result, the same errors. ``subscripts`` `MISSING`: no arguments; a
+    keyword that is None (or ``optimize`` `AUTO`) is left out, numpy's default applies."""
+    kwargs = {k: v for k, v in kwargs.items() if v is not None and v is not AUTO}
+    if subscripts is MISSING:
+        return _numpy_einsum(*operands, **kwargs)
+    return _numpy_einsum(subscripts, *operands, **kwargs)
+
+
+def explain(reason: str | None, subscripts: Any, operands: tuple, *, optimize: Any, target: str, dtype: Any) -> str:
+    """The path a call takes, in words: "numpy.einsum: <why>" for a delegated call, else
+    "minijit compiled:" and the plan's listing (its tree and kernels; the CUDA plan's for CUDA)."""
+    if reason is not None:
+        return f"numpy.einsum: {reason}"
+    from minijit.einsum import grammar  # noqa: PLC0415 - the planner loads on first use
+    from minijit.einsum.plan import EinsumPlan  # noqa: PLC0415
+    from minijit.runtime.device_arrays import host_array  # noqa: PLC0415
+
+    optimize = True if optimize is AUTO else optimize
+    subscripts, operands, optimize = grammar.canonicalize(subscripts, operands, optimize)
+    arrays = [x if isinstance(x, np.ndarray) else host_array(x, f"einsum: operand {i}") for i, x in enumerate(operands)]
+    dt = np.dtype(dtype) if dtype is not None else np.result_type(*arrays)
+    plan = EinsumPlan(subscripts, *[x.shape for x in arrays], dtype=dt, target=target, optimize=optimize)
+    return "minijit compiled:\n" + plan.listing(configs=False)
