@@ -128,8 +128,7 @@ def decode_chunks(
         per_key = max(1, slices * rows * itemsize)
         split = max(split, -(-keys * per_key // DECODE_CHUNK_BYTES))
     split = max(1, min(split, keys))
-    step = -(-keys // split)
-    return [(c0, min(keys, c0 + step)) for c0 in range(0, keys, step)]
+    return [(keys * i // split, keys * (i + 1) // split) for i in range(split)]
 
 
 @functools.lru_cache(maxsize=256)
@@ -372,6 +371,9 @@ class AttentionPlan:
 
         L, S = q.shape[-2], k.shape[-2]
         keys = min(S, L) if self.mask == "causal" else S  # past the last row's diagonal: no key
+        if keys == 0:
+            out[...] = np.nan  # no key: 0 / 0, as torch's math
+            return
         threads = self.threads_now()
         bounds = decode_chunks(keys, math.prod(self.batch), L, self.dtype.itemsize, threads, self.key_split)
         c = len(bounds)

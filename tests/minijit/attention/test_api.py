@@ -5,6 +5,7 @@ masks, scale, GQA, huge logits, strided views; bad input refused by name before 
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 import pytest
@@ -146,12 +147,17 @@ def test_a_plan_is_set_up_once_and_checks_what_it_is_given():
         plan.execute(q[:, :3], k, v)
 
 
-def test_long_sequences_stay_in_a_few_tiles_of_memory():
+@pytest.mark.parametrize("threads", [None, "16"])
+def test_long_sequences_stay_in_a_few_tiles_of_memory(monkeypatch, threads):
     """L = S = 16384, one head, E = 64: an L x S fp32 score matrix would be 1 GiB; the streamed
     plan's allocations beyond the operands and the output stay under 64 MiB (tracemalloc sees
-    numpy's buffers)."""
+    numpy's buffers), also with 16 threads' scratch and K^T buffers (the one head's K^T packed
+    once and shared). The buffers kept between calls are dropped first, so they count."""
     import tracemalloc
 
+    if threads:
+        monkeypatch.setenv("MINIJIT_NUM_THREADS", threads)
+    monkeypatch.setattr(api, "_local", threading.local())
     rng = np.random.default_rng(3)
     n = 16384
     q, k, v = (rng.standard_normal((1, n, 64), dtype=np.float32) for _ in range(3))
@@ -245,3 +251,77 @@ def test_float_masks_run_the_fused_kernel_with_any_strides(monkeypatch, dtype):
         np.testing.assert_allclose(got, want, rtol=0, atol=tol * max(1, np.nanmax(np.abs(want))))
     assert np.isnan(got[..., 4, :]).all()
     assert len(calls) == len(masks)
+
+
+@settings(max_examples=examples(40))
+@given(
+    lead=st.lists(st.integers(1, 3), min_size=0, max_size=2),
+    L=st.integers(1, 4),
+    S=st.integers(1, 70),
+    E=st.sampled_from([1, 5, 16]),
+    Ev=st.sampled_from([1, 7]),
+    dtype=st.sampled_from([np.float32, np.float64]),
+    mask=st.sampled_from(["none", "causal", "bool", "float"]),
+    split=st.integers(1, 80),
+    threads=st.integers(1, 5),
+    big=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_decode_merges_key_chunks_at_any_count(lead, L, S, E, Ev, dtype, mask, split, threads, big, seed):
+    """The decode path (L <= DECODE_MAX_ROWS): the key axis in ``split`` chunks (clamped to S) over
+    ``threads`` threads, each chunk's (max, sum, output) triple merged; chunks whose keys are all
+    masked (weight 0) included; against the float64 reference."""
+    rng = np.random.default_rng(seed)
+    mag = 100.0 if big else 1.0
+    q = (rng.uniform(-1, 1, (*lead, L, E)) * mag).astype(dtype)
+    k = (rng.uniform(-1, 1, (*lead, S, E)) * mag).astype(dtype)
+    v = rng.uniform(-1, 1, (*lead, S, Ev)).astype(dtype)
+    m = None
+    if mask == "bool":
+        m = rng.uniform(size=(L, S)) < 0.8
+        m[:, rng.integers(S)] = True  # every row sees a key
+        m[:, : S // 2] = False  # the first chunks see nothing
+    elif mask == "float":
+        m = rng.uniform(-3, 3, (*lead, L, S)).astype(dtype)
+    kind = {"none": "none", "causal": "causal", "bool": "bool", "float": "float"}[mask]
+    plan = AttentionPlan(
+        q.shape,
+        k.shape,
+        v.shape,
+        np.dtype(dtype),
+        kind,
+        None if m is None else m.shape,
+        threads=threads,
+        key_split=split,
+    )
+    keys = min(S, L) if mask == "causal" else S
+    assert len(api.decode_chunks(keys, 1, L, 4, threads, split)) == min(split, keys)
+    got = plan.execute(q, k, v, m)
+    want = reference(q, k, v, m, is_causal=mask == "causal")
+    tol = 3e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=0, atol=tol * max(1, np.abs(want).max()))
+
+
+def test_decode_chunks_cover_the_keys_once():
+    for keys in (1, 7, 255, 256, 4096, 5000):
+        for threads in (1, 2, 16):
+            for split in (None, 1, 3, 64):
+                chunks = api.decode_chunks(keys, 32, 1, 4, threads, split)
+                assert chunks[0][0] == 0 and chunks[-1][1] == keys
+                assert all(a < b for a, b in chunks) and all(
+                    b == c for (_, b), (c, _) in zip(chunks[:-1], chunks[1:], strict=True)
+                )
+                if split is None:
+                    assert len(chunks) == min(threads, max(1, keys // api.DECODE_MIN_KEYS))
+    # one chunk's scores stay under DECODE_CHUNK_BYTES: many slices take more chunks
+    chunks = api.decode_chunks(4096, 4096, 4, 4, 1)
+    assert max(b - a for a, b in chunks) * 4096 * 4 * 4 <= api.DECODE_CHUNK_BYTES
+
+
+def test_decode_takes_no_fused_kernel_and_splits_over_threads(monkeypatch):
+    monkeypatch.setattr(api, "fused_kernel", lambda *a, **kw: pytest.fail("decode reads K as it is"))
+    rng = np.random.default_rng(8)
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ((2, 4, 1, 16), (2, 4, 1000, 16), (2, 4, 1000, 16)))
+    got = AttentionPlan(q.shape, k.shape, v.shape, np.dtype(np.float32), threads=3).execute(q, k, v)
+    want = reference(q, k, v)
+    np.testing.assert_allclose(got, want, rtol=0, atol=3e-5 * max(1, np.abs(want).max()))
