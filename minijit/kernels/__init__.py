@@ -6,14 +6,16 @@ emulated elsewhere at SVE vector length ``sve_vl`` bits), ``x86_64-avx512``,
 through the target object). Strides are in elements, matrices column-major:
 
 - `brgemm`: ``f(a, b, c, lda, ldb, ldc, br_stride_a, br_stride_b)``, C += Σ_br A_br·B_br
+  (then an elementwise epilogue, `minijit.kernels.epilogue`, where the target fuses one)
 - `unary`: ``f(a, b, lda, ldb)``, B = op(A) or op(A)ᵀ for zero/copy/relu
 - `binary`: ``f(in0, in1, out, ld0, ld1, ldo)`` for add/sub/mul/div/min/max
 - `compile_loopnest`: the compiled loop nest of a `LoopNest` plan,
   ``f(in0, in1, out, begin, end)``
 
 `brgemm`, `unary` and `binary` keep the last `CACHE_SIZE` kernels they generated: the same
-arguments (the target resolved) return the same kernel object, which is immutable machine code
-(operations that share it only read it). `cache_clear` empties the cache, `cache_info` counts.
+arguments (the target resolved, an ``epilogue`` as its canonical text) return the same kernel
+object, which is immutable machine code (operations that share it only read it). `cache_clear`
+empties the cache, `cache_info` counts.
 Behind that cache, the persistent code cache (`minijit.runtime.codecache`) loads a kernel an
 earlier process generated instead of generating it again; loop nests are not kept on disk.
 """
@@ -27,6 +29,7 @@ from typing import Any
 
 from minijit import targets
 from minijit.cache import LRUCache
+from minijit.kernels.epilogue import Epilogue
 from minijit.runtime import codecache
 from minijit.targets import CpuTarget, Target
 
@@ -46,8 +49,11 @@ _cache = LRUCache(lambda: CACHE_SIZE, name="kernels")  # also in `minijit.cache_
 
 def _cached(generate: Callable[..., Any]) -> Callable[..., Any]:
     """``generate`` behind the kernel cache, keyed by its name, the target object (``target`` and
-    ``sve_vl`` resolved into it) and every other argument (defaults filled in). Errors are not
-    cached."""
+    ``sve_vl`` resolved into it) and every other argument (defaults filled in). An ``epilogue``
+    argument is keyed by its canonical text (`Epilogue.of`; ValueError/TypeError before anything is
+    generated) and left out of the key when it is none, so kernels without one keep the keys they had
+    before epilogues existed (`minijit.jit` looks the generic GEMM up by ``{"dtype": ...}``). Errors
+    are not cached."""
 
     signature = inspect.signature(generate)
 
@@ -56,6 +62,12 @@ def _cached(generate: Callable[..., Any]) -> Callable[..., Any]:
         t = targets.get_cpu(target, sve_vl=sve_vl)
         bound = signature.bind(*args, target=t, **kwargs)
         bound.apply_defaults()
+        if "epilogue" in bound.arguments:
+            epilogue = Epilogue.of(bound.arguments["epilogue"])
+            if epilogue:
+                bound.arguments["epilogue"] = str(epilogue)
+            else:
+                del bound.arguments["epilogue"]  # the generator's default: none
         key = (generate.__name__, *bound.arguments.items())
         try:
             hash(key)
@@ -112,17 +124,18 @@ def brgemm(
     a_panel=None,
     b_panel=None,
     zero_c=False,
-    relu_c=False,
+    epilogue="none",
     a_copy=False,
     n_outer=False,
 ):
     """A BRGEMM kernel for ``target`` (see the module docstring); x86-64 only: ``a_panel`` /
     ``b_panel``, A / B packed in micro-panels that many elements apart
-    (`minijit.packing.plan_panels`); ``zero_c`` / ``relu_c``, a first touch zero / last touch
-    relu fused into the kernel; ``a_copy``, the kernel packs A itself into a stack buffer;
-    ``n_outer``, the N blocks outermost (C walked down its columns). Other targets refuse these
-    options (ValueError)."""
-    options = {"a_panel": a_panel, "b_panel": b_panel, "zero_c": zero_c, "relu_c": relu_c}
+    (`minijit.packing.plan_panels`); ``zero_c``, a first touch zero fused into the kernel;
+    ``epilogue`` (a `minijit.kernels.epilogue.Epilogue` or its text, "relu"), an elementwise
+    epilogue on the accumulators before the store (a last touch relu fused); ``a_copy``, the
+    kernel packs A itself into a stack buffer; ``n_outer``, the N blocks outermost (C walked down
+    its columns). Other targets refuse these options (ValueError)."""
+    options = {"a_panel": a_panel, "b_panel": b_panel, "zero_c": zero_c, "epilogue": Epilogue.of(epilogue)}
     options.update(a_copy=a_copy, n_outer=n_outer)
     flags = {"trans_a": trans_a, "trans_b": trans_b, "trans_c": trans_c}
     return target.brgemm(m, n, k, br_size, **flags, dtype=dtype, **options)
@@ -144,10 +157,11 @@ def binary(m, n, *, dtype="fp32", ptype="add", target: CpuTarget):
 
 
 @_cached
-def generic_gemm(dtype="fp32", *, target: CpuTarget):
-    """The generic-tier GEMM kernel for ``target`` and ``dtype`` (`minijit.kernels.generic`:
-    ``f(a, b, c, args)``, sizes and strides at run time)."""
-    return target.generic_gemm(dtype)
+def generic_gemm(dtype="fp32", *, target: CpuTarget, epilogue="none"):
+    """The generic-tier GEMM kernel for ``target``, ``dtype`` and ``epilogue`` (an elementwise
+    `minijit.kernels.epilogue.Epilogue` or its text: "none", "relu"; a separate kernel per
+    epilogue) (`minijit.kernels.generic`: ``f(a, b, c, args)``, sizes and strides at run time)."""
+    return target.generic_gemm(dtype, epilogue=Epilogue.of(epilogue))
 
 
 #: the most compiled loop nests `compile_loopnest` keeps (least recently used first out)

@@ -11,6 +11,7 @@ import cffi
 from minijit import kernels
 from minijit.errors import SetupError, error_t
 from minijit.ir import BINARY_PTYPES, GEMM_PTYPES, UNARY_PTYPES, TensorConfig, dim_t, exec_t, ptype_t
+from minijit.kernels.epilogue import Epilogue
 from minijit.kernels.loopnest import Call, Loop, LoopNest
 from minijit.plan.nodes import Kernel
 from minijit.targets import CpuTarget
@@ -150,16 +151,20 @@ def _gemm(
     lda = p.stride(m if trans_a else k, "in0")
     ldb = p.stride(k if trans_b else n, "in1")
     ldc = p.stride(m, "out") if trans_c else p.stride(n, "out")
-    # a first touch zero / last touch relu runs inside the kernel where the target fuses them, every
-    # K is in the prim (each call then writes its C block once, final) and the kernel is the vector
-    # BRGEMM or the GEMV; C crosses memory once
-    fused: dict[str, str] = {}
+    # a first touch zero / a last touch with an elementwise epilogue (relu) runs inside the kernel
+    # where the target fuses them, every K is in the prim (each call then writes its C block once,
+    # final) and the kernel is the vector BRGEMM or the GEMV; C crosses memory once
+    fused: set[str] = set()
+    options: dict[str, Any] = {name: v for name, v in (("a_panel", a_panel), ("b_panel", b_panel)) if v is not None}
     if target.fuses_touches and not any(d.type is dim_t.k for d in cfg.loop_dims):
         if p.size(n) == 1 or not (trans_a or trans_c):
-            touches = (("first", cfg.prim_first, ptype_t.zero), ("last", cfg.prim_last, ptype_t.relu))
-            fused = {w: t.name for w, t, f in touches if t is f}
-    options: dict[str, Any] = {name: v for name, v in (("a_panel", a_panel), ("b_panel", b_panel)) if v is not None}
-    options.update({f"{x}_c": True for x in fused.values()})
+            if cfg.prim_first is ptype_t.zero:
+                fused.add("first")
+                options["zero_c"] = True
+            epilogue = Epilogue.for_last_touch(cfg.prim_last.name)
+            if epilogue is not None and set(epilogue.ops) <= target.epilogue_ops:
+                fused.add("last")
+                options["epilogue"] = epilogue
     if a_copy:
         options["a_copy"] = True
     if n_outer and not trans_a:
@@ -168,7 +173,7 @@ def _gemm(
     flags = {"trans_a": trans_a, "trans_b": trans_b, "trans_c": trans_c}
     kernel = _generate(target, kernels.brgemm, *sizes, **flags, dtype=cfg.dtype.name, **options)
     args = ("in0", "in1", "out", lda, ldb, ldc, p.stride(br, "in0"), p.stride(br, "in1"))
-    return kernel, Call(kernel.address, args), set(fused)
+    return kernel, Call(kernel.address, args), fused
 
 
 def _unary(cfg: TensorConfig, p: _Prims, target: CpuTarget, private_out: bool) -> tuple[Any, Call]:

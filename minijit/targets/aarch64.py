@@ -62,7 +62,8 @@ class AArch64Target(CpuTarget):
         return getattr(mod, neon if self.isa == "neon" else sve)
 
     def _brgemm(self, sizes: tuple[int, ...], trans: tuple[bool, ...], dtype: str, options: dict[str, Any]) -> Any:
-        used = sorted(name for name, v in options.items() if v not in (None, False))
+        # an option is used unless None/False, or the none epilogue (`minijit.kernels.epilogue`)
+        used = sorted(name for name, v in options.items() if v is not None and v is not False and str(v) != "none")
         if used:
             raise ValueError(f"{', '.join(used)}: x86-64 kernel options, not ones of {self.name}")
         g = self._kind("brgemm", "NeonBrgemm", "SveBrgemm")
@@ -77,12 +78,18 @@ class AArch64Target(CpuTarget):
         g = self._kind("binary", "NeonBinary", "SveBinary")
         return g.generate(m, n, dtype, ptype, sve_vl=self.sve_vl)
 
-    def generic_gemm(self, dtype: str = "fp32") -> Any:
+    @property
+    def generic_epilogue_ops(self) -> frozenset[str]:
+        from minijit.kernels.aarch64.common import EPILOGUE_OPS
+
+        return EPILOGUE_OPS
+
+    def generic_gemm(self, dtype: str = "fp32", epilogue: Any = None) -> Any:
         # NEON on SVE targets too: a generic kernel has no fixed vector length to plan for, and
         # every SVE core runs NEON
         from minijit.kernels.aarch64 import generic
 
-        return generic.generate(dtype)
+        return generic.generate(dtype, epilogue)
 
     def loopnest(self, plan: Any) -> Any:
         from minijit.kernels.aarch64 import loopnest

@@ -52,7 +52,8 @@ class CpuTarget(Target):
     #: whether a host of another ISA runs the code in an emulator (for correctness, not speed)
     emulable: ClassVar[bool] = False
     #: capabilities of the x86-64 kernels (False elsewhere): A/B packed in micro-panels, the
-    #: kernel copying A itself, a first-touch zero / last-touch relu fused into the kernel, the
+    #: kernel copying A itself, a first-touch zero / a last touch (as an elementwise epilogue of
+    #: `epilogue_ops`) fused into the BRGEMM / GEMV kernel, the
     #: one-column GEMV kernel (N = 1 reads A once), chunked execution of a large A
     packs_panels: ClassVar[bool] = False
     copies_a: ClassVar[bool] = False
@@ -63,6 +64,17 @@ class CpuTarget(Target):
     @property
     def name(self) -> str:
         return f"{self.family}-{self.isa}"
+
+    @property
+    def epilogue_ops(self) -> frozenset[str]:
+        """The epilogue operations (`minijit.kernels.epilogue`) its BRGEMM / GEMV kernels fuse
+        (the ``epilogue`` option; none unless `fuses_touches`)."""
+        return frozenset()
+
+    @property
+    def generic_epilogue_ops(self) -> frozenset[str]:
+        """The epilogue operations its generic GEMM (`generic_gemm`) has a kernel for."""
+        return frozenset()
 
     @property
     def native(self) -> bool:
@@ -151,9 +163,10 @@ class CpuTarget(Target):
         """The compiled loop nest of a `minijit.kernels.loopnest.LoopNest`."""
         raise NotImplementedError
 
-    def generic_gemm(self, dtype: str = "fp32") -> Any:
+    def generic_gemm(self, dtype: str = "fp32", epilogue: Any = None) -> Any:
         """The generic-tier GEMM kernel (`minijit.kernels.generic`: every size and stride a run-time
-        argument) for ``dtype``."""
+        argument) for ``dtype`` and ``epilogue`` (a `minijit.kernels.epilogue.Epilogue`, its text,
+        or None: none)."""
         raise NotImplementedError(f"{self.name}: no generic GEMM kernel")
 
     # -- sparse generators ---------------------------------------------------------------------

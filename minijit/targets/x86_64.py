@@ -9,7 +9,7 @@ from minijit.targets.base import CpuTarget
 
 ISAS = ("avx512", "avx2")
 #: the BRGEMM kernel's own options (`minijit.kernels.x86_64.brgemm.generate`)
-BRGEMM_OPTIONS = ("a_panel", "b_panel", "zero_c", "relu_c", "a_copy", "n_outer")
+BRGEMM_OPTIONS = ("a_panel", "b_panel", "zero_c", "epilogue", "a_copy", "n_outer")
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,18 @@ class X86Target(CpuTarget):
     def __post_init__(self) -> None:
         if self.isa not in ISAS:
             raise ValueError(f"x86-64 isa must be one of {ISAS}, got {self.isa!r}")
+
+    @property
+    def epilogue_ops(self) -> frozenset[str]:
+        from minijit.kernels.x86_64.common import EPILOGUE_OPS
+
+        return EPILOGUE_OPS
+
+    @property
+    def generic_epilogue_ops(self) -> frozenset[str]:
+        from minijit.kernels.x86_64.common import EPILOGUE_OPS
+
+        return EPILOGUE_OPS
 
     @property
     def supported(self) -> bool:
@@ -80,10 +92,10 @@ class X86Target(CpuTarget):
 
         return binary.generate(m, n, dtype, ptype, isa=self.isa)
 
-    def generic_gemm(self, dtype: str = "fp32") -> Any:
+    def generic_gemm(self, dtype: str = "fp32", epilogue: Any = None) -> Any:
         from minijit.kernels.x86_64 import generic
 
-        return generic.generate(dtype, self.isa)
+        return generic.generate(dtype, self.isa, epilogue)
 
     def loopnest(self, plan: Any) -> Any:
         from minijit.kernels.x86_64 import loopnest

@@ -18,6 +18,7 @@ import numpy as np
 
 from asm.aarch64 import Assembler, X, Z, mem, post, pre, sp
 from asm.aarch64.registers import ScalarReg, VecReg, XReg, ZVec
+from minijit.kernels.epilogue import Epilogue
 
 __all__ = [
     "ARGS",
@@ -25,6 +26,8 @@ __all__ = [
     "CALLEE_SAVED_X",
     "DTYPES",
     "DType",
+    "EPILOGUE_OPS",
+    "EpilogueCode",
     "Frame",
     "GEMV_X_SLOTS",
     "binary_signature",
@@ -32,6 +35,7 @@ __all__ = [
     "check_args",
     "check_bools",
     "check_choice",
+    "check_epilogue",
     "check_positive",
     "dtype_info",
     "epilogue",
@@ -151,6 +155,56 @@ def check_args(limit: int | None, dtype: str, flags: dict[str, object], **sizes:
     t = dtype_info(dtype)
     check_bools(**flags)
     return t
+
+
+# -- fused epilogues ---------------------------------------------------------------------
+#: the epilogue operations (`minijit.kernels.epilogue`) the AArch64 kernels emit on accumulators
+EPILOGUE_OPS = frozenset({"relu"})
+
+
+def check_epilogue(value: object, where: str) -> Epilogue:
+    """``value`` (an `Epilogue`, its text or None) as an epilogue these kernels emit, else
+    ValueError / TypeError naming ``where``."""
+    try:
+        ep = Epilogue.of(value)  # type: ignore[arg-type]
+    except TypeError as e:
+        raise TypeError(f"{where}: epilogue must be an Epilogue or its text, got {value!r}") from e
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
+    return ep.require(EPILOGUE_OPS, where)
+
+
+class EpilogueCode:
+    """The emission of an elementwise `Epilogue` on NEON accumulator registers: `setup` once (its
+    constants into the vector register ``scratch``, which the caller leaves free: relu's zero),
+    then `apply` on each accumulator (``v<idx>``, the full 128 bits: lanes past a partial store
+    are never stored). relu is ``fmax(x, +0)``: NaN stays NaN, -0 gives +0 (as the unary kernel).
+    The none epilogue emits nothing."""
+
+    def __init__(self, a: Assembler, t: DType, epilogue: Epilogue, scratch: int) -> None:
+        self.a, self.t, self.scratch = a, t, scratch
+        self.epilogue = epilogue.require(EPILOGUE_OPS, "AArch64 kernels")
+
+    def setup(self) -> None:
+        """A listing label naming the epilogue (no bytes), then its constants (relu: zero)."""
+        if not self.epilogue:
+            return
+        self.a.label("epilogue_" + "_".join(self.epilogue.ops))
+        if "relu" in self.epilogue.ops:
+            self.a.movi(VecReg(self.scratch, "d", 2), 0)
+
+    def apply(self, idx: int) -> None:
+        t = self.t
+        for op in self.epilogue.ops:
+            if op == "relu":
+                self.a.fmax(t.vec(idx), t.vec(idx), t.vec(self.scratch))
+
+    def emit(self, regs: Iterable[int]) -> None:
+        """`setup`, then `apply` on each register index of ``regs`` in order."""
+        if self.epilogue:
+            self.setup()
+            for idx in regs:
+                self.apply(idx)
 
 
 # -- C signatures ------------------------------------------------------------------------

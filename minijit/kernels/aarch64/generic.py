@@ -1,12 +1,14 @@
 """The generic-tier GEMM kernel on AArch64 (NEON): every size, stride and the batch count are
 run-time arguments (`minijit.kernels.generic`: ``f(a, b, c, args)``), so one kernel per dtype
-serves every shape.
+and epilogue serves every shape.
 
 Register block: C in 16 x 4 (fp32) or 8 x 4 (fp64), four q registers of rows per column in
 v16..v31; per k the A column in four q registers (v0..v3) and each of the block's B elements
 broadcast with ``ld1r`` (v4..v7, the pointer post-incremented by the K stride in bytes), one
 ``fmla`` by element per accumulator and k (`pieces.fma_elem`), in K order: each output element is
-one FMA chain over K, started from zero (``movi``) or from C (``accumulate`` = 1).
+one FMA chain over K, started from zero (``movi``) or from C (``accumulate`` = 1). Before the
+store, the block's epilogue (`minijit.kernels.epilogue`, elementwise: relu is ``fmax`` with a zero
+in v4, free after the K loop) on every accumulator.
 
 Columns run in blocks of 4, then the last 1-3 as one narrower block (3, 2 or 1 columns, chosen by
 comparing the count left). Rows run in blocks of 4 q registers, then the rows left (M mod 16, fp32;
@@ -25,8 +27,17 @@ from typing import Any
 from asm.aarch64 import Assembler, X, mem, post
 from asm.aarch64.registers import VecReg, VElem
 from minijit.kernels import generic as spec
-from minijit.kernels.aarch64.common import DType, dtype_info, epilogue, load_kernel, prologue
+from minijit.kernels.aarch64.common import (
+    DType,
+    EpilogueCode,
+    check_epilogue,
+    dtype_info,
+    load_kernel,
+    prologue,
+)
+from minijit.kernels.aarch64.common import epilogue as leave  # the frame's restore and return
 from minijit.kernels.aarch64.pieces import Piece, fma_elem, ldst_pieces, split
+from minijit.kernels.epilogue import Epilogue
 
 __all__ = ["BLOCK_COLS", "BLOCK_VECTORS", "generate", "name", "program", "signature"]
 
@@ -50,21 +61,21 @@ def signature(dtype: str) -> str:
     return spec.signature(dtype_info(dtype).ctype)
 
 
-def name(dtype: str) -> str:
-    """The kernel's name."""
-    return f"neon_generic_gemm_{dtype}"
+def name(dtype: str, epilogue: Epilogue | str | None = None) -> str:
+    """The kernel's name: ``neon_generic_gemm_<dtype>`` and the epilogue's tag (``_r``: relu)."""
+    return f"neon_generic_gemm_{dtype}{check_epilogue(epilogue, 'generic GEMM').tag}"
 
 
 class NeonGeneric:
     """One generic kernel being emitted: the loops (batch, N, M, K) are methods."""
 
-    def __init__(self, a: Assembler, t: DType) -> None:
-        self.a, self.t = a, t
+    def __init__(self, a: Assembler, t: DType, epilogue: Epilogue = Epilogue.NONE) -> None:
+        self.a, self.t, self.epilogue = a, t, epilogue
         self.shift_lanes = t.lanes.bit_length() - 1  # log2(lanes)
         self.rows = BLOCK_VECTORS * t.lanes  # rows of the full block
 
     def emit(self) -> None:
-        """Prologue, arguments, the batch loop, epilogue."""
+        """Prologue, arguments, the batch loop, the frame restored."""
         a, t = self.a, self.t
         frame = prologue(a, [r.idx for r in (M_CNT, A_M, C_M, XA, K_CNT, XT, *B_COL)])
         # the args array in pairs of neighbours; `accumulate` last, over the args pointer
@@ -82,7 +93,7 @@ class NeonGeneric:
         a.subs(BATCH, BATCH, 1)
         a.b_ne(top)
         a.bind(done)
-        epilogue(a, frame)
+        leave(a, frame)
 
     def columns(self) -> None:
         """Blocks of BLOCK_COLS columns while that many are left, then one block of the 1-3 left."""
@@ -160,7 +171,7 @@ class NeonGeneric:
                 a.b(end)
 
     def block(self, pieces: list[Piece], cols: int) -> None:
-        """C[rows of ``pieces`` at C_M, ``cols`` columns at C_N] = (C or 0) + A B over K."""
+        """C[rows of ``pieces`` at C_M, ``cols`` columns at C_N] = epilogue((C or 0) + A B over K)."""
         a = self.a
         accs = [[V_ACC + j * BLOCK_VECTORS + i for i in range(len(pieces))] for j in range(cols)]  # [column][piece]
         zero, kstart, store = a.new_label("zero"), a.new_label("kstart"), a.new_label("store")
@@ -183,6 +194,7 @@ class NeonGeneric:
         a.subs(K_CNT, K_CNT, 1)
         a.b_ne(top)
         a.bind(store)
+        EpilogueCode(a, self.t, self.epilogue, V_B).emit(r for col in accs for r in col)  # v4: free after K
         self.c_tile(pieces, accs, store=True)
 
     def k_step(self, pieces: list[Piece], accs: list[list[int]]) -> None:
@@ -207,16 +219,18 @@ class NeonGeneric:
                 a.add(XT, XT, LDC)
 
 
-def program(dtype: str = "fp32") -> Assembler:
-    """The generic GEMM kernel for ``dtype`` ("fp32", "fp64") as an `Assembler` (``code()``,
-    ``listing()``); ValueError for another dtype."""
+def program(dtype: str = "fp32", epilogue: Epilogue | str | None = None) -> Assembler:
+    """The generic GEMM kernel for ``dtype`` ("fp32", "fp64") and ``epilogue`` (an
+    elementwise `Epilogue` or its text; None: none) as an `Assembler` (``code()``,
+    ``listing()``); ValueError for another dtype or epilogue."""
     t = dtype_info(dtype)
-    a = Assembler(name=name(dtype))
-    NeonGeneric(a, t).emit()
+    ep = check_epilogue(epilogue, "generic GEMM")
+    a = Assembler(name=name(dtype, ep))
+    NeonGeneric(a, t, ep).emit()
     return a
 
 
-def generate(dtype: str = "fp32") -> Any:
-    """The generic GEMM kernel (`minijit.kernels.generic`) for ``dtype``: native on an AArch64
-    host, else run by the emulator (`minijit.runtime.load`)."""
-    return load_kernel(program(dtype), signature(dtype), name(dtype))
+def generate(dtype: str = "fp32", epilogue: Epilogue | str | None = None) -> Any:
+    """The generic GEMM kernel (`minijit.kernels.generic`) for ``dtype`` and
+    ``epilogue``: native on an AArch64 host, else run by the emulator (`minijit.runtime.load`)."""
+    return load_kernel(program(dtype, epilogue), signature(dtype), name(dtype, epilogue))

@@ -26,9 +26,10 @@ Packed B (``b_panel``, with ``trans_b``): B comes in micro-panels of ``nb`` colu
 block's width, which every M block then uses), each ``k`` rows of ``ldb`` elements with the
 columns adjacent (``b[j + k*ldb]``, ``ldb`` = nb), panel ``p`` at ``b + p*b_panel``: one
 sequential B stream per block instead of one per column (`minijit.packing` writes it).
-Fused touches (``zero_c``, ``relu_c``; the vector path with the BR loop inside the blocks): the
-accumulators start at zero instead of loading C (a first touch ``zero``: C = A·B), and/or ReLU is
-applied before the store (a last touch ``relu``), so C crosses the memory hierarchy once.
+Fused touches (``zero_c``, ``epilogue``; the vector path with the BR loop inside the blocks): the
+accumulators start at zero instead of loading C (a first touch ``zero``: C = A·B), and/or an
+elementwise epilogue (`minijit.kernels.epilogue`: relu, a last touch) is applied to them before
+the store, so C crosses the memory hierarchy once.
 
 Packed A (``a_panel``): A comes in micro-panels of the full block's rows (``lda`` = those rows),
 M block ``i`` at ``a + i*a_panel``: each block's A is one contiguous stream (few pages). In the
@@ -61,6 +62,7 @@ from __future__ import annotations
 
 from asm.x86_64 import Assembler, Gpr
 from asm.x86_64.registers import r8, r9, r10, r11, r12, r13, r14, r15, rax, rbp, rbx, rcx, rdi, rdx, rsi, xmm0, xmm1
+from minijit.kernels.epilogue import Epilogue
 from minijit.kernels.x86_64 import brgemm_plan as plan
 from minijit.kernels.x86_64 import gemv
 from minijit.kernels.x86_64.brgemm_plan import *  # noqa: F403  (the blocking decisions are part of this interface)
@@ -71,6 +73,7 @@ from minijit.kernels.x86_64.common import (
     Target,
     brgemm_signature,
     build,
+    check_epilogue,
     check_flag,
     check_size,
     counted_loop,
@@ -98,7 +101,7 @@ def generate(
     b_panel: int | None = None,
     a_panel: int | None = None,
     zero_c: bool = False,
-    relu_c: bool = False,
+    epilogue: Epilogue | str | None = Epilogue.NONE,
     a_copy: bool = False,
     n_outer: bool = False,
 ) -> Kernel:
@@ -112,8 +115,9 @@ def generate(
     (needs ``trans_b`` and ``ldb`` = panel width at the call; see the module docstring).
     ``a_panel``: A is packed in micro-panels of `panel_rows` rows, ``a_panel`` elements apart
     (``lda`` = panel rows at the call; not with ``trans_a``).
-    ``zero_c`` / ``relu_c``: C = A·B (C is not read) / C = relu(result), fused into the blocks
-    (vector path only; the BR loop then stays inside the blocks).
+    ``zero_c``: C = A·B (C is not read); ``epilogue`` (an elementwise `Epilogue`, or its text:
+    "relu"): C = epilogue(result); both fused into the blocks (vector path only; the BR loop then
+    stays inside the blocks).
     ``a_copy``: each M block's first N block copies its A rows into a stack buffer that the other
     N blocks read (see the module docstring; vector path, BR inside the blocks, not with
     ``a_panel``; `a_copy_fits` says which shapes can).
@@ -131,14 +135,17 @@ def generate(
         check_size("b_panel", b_panel, 1, (1 << 31) // 8)
         if not trans_b or trans_a or trans_c:
             raise ValueError("b_panel (packed B micro-panels) needs trans_b=True and trans_a = trans_c = False")
-    zero_c, relu_c = check_flag("zero_c", zero_c), check_flag("relu_c", relu_c)
+    zero_c, epilogue = check_flag("zero_c", zero_c), check_epilogue(epilogue, "brgemm")
     a_copy, n_outer = check_flag("a_copy", a_copy), check_flag("n_outer", n_outer)
     one_column = n == 1 and a_panel is None and b_panel is None and not (a_copy or n_outer)
     if one_column:
         # one column: the GEMV kernel streams A with every lane busy (any transposes, fused touches)
-        return gemv.generate(m, k, br_size, trans_a, trans_b, dtype, isa, trans_c=trans_c, zero_c=zero_c, relu_c=relu_c)
-    if (zero_c or relu_c) and (trans_a or trans_c or br_outer):
-        raise ValueError("zero_c / relu_c (fused touches) need the vector path (no trans_a, trans_c) and br_outer off")
+        touches = {"zero_c": zero_c, "epilogue": epilogue}
+        return gemv.generate(m, k, br_size, trans_a, trans_b, dtype, isa, trans_c=trans_c, **touches)
+    if (zero_c or epilogue) and (trans_a or trans_c or br_outer):
+        raise ValueError(
+            f"zero_c / epilogue {epilogue} (fused touches) need the vector path (no trans_a, trans_c) and br_outer off"
+        )
     if a_panel is not None:
         check_size("a_panel", a_panel, 1, (1 << 31) // 8)
         if trans_a or trans_c:
@@ -161,17 +168,17 @@ def generate(
     else:
         if br_outer is None:  # packed A panels hold every BR step's rows in one stream: BR stays inside
             big = m * k * br_size * t.es > plan.BR_OUTER_BYTES
-            inside = a_panel is not None or a_copy or zero_c or relu_c or n_outer
+            inside = a_panel is not None or a_copy or zero_c or bool(epilogue) or n_outer
             br_outer = not inside and br_size > 1 and k >= plan.BR_OUTER_MIN_K and big
         br_outer = bool(br_outer) and br_size > 1
         VectorKernel(
-            a, t, m, n, k, br_size, trans_b, br_outer, b_panel, a_panel, zero_c, relu_c, a_copy, n_outer
+            a, t, m, n, k, br_size, trans_b, br_outer, b_panel, a_panel, zero_c, epilogue, a_copy, n_outer
         ).emit()
     flags = "".join(f for f, on in (("_ta", trans_a), ("_tb", trans_b), ("_tc", trans_c)) if on)
     flags += "_bro" if br_outer and br_size > 1 and not (trans_a or trans_c) else ""
     flags += f"_bp{b_panel}" if b_panel is not None else ""
     flags += f"_ap{a_panel}" if a_panel is not None else ""
-    flags += ("_z" if zero_c else "") + ("_r" if relu_c else "") + ("_ac" if a_copy else "")
+    flags += ("_z" if zero_c else "") + epilogue.tag + ("_ac" if a_copy else "")
     flags += "_no" if n_outer else ""
     return build(a, brgemm_signature(t.ctype), f"brgemm_{dtype}_{isa}_{m}x{n}x{k}_br{br_size}{flags}")
 

@@ -2,7 +2,7 @@
 ``trans_c`` false): `VectorKernel` emits the loops over M and N blocks (or N outermost, or the BR
 loop outside), `Block` one mv x nb register block of C: C in, the next columns' prefetch, the A
 and B pointers, BR x K FMAs (K unrolled by `UNROLL`, A copied or read from the copy), the fused
-relu, C out. Blocking decisions are in `brgemm_plan`."""
+epilogue (`minijit.kernels.epilogue`: relu), C out. Blocking decisions are in `brgemm_plan`."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 
 from asm.x86_64 import Assembler, Gpr, Mem, bcst, dword, ptr, qword, ymmword, zmmword
 from asm.x86_64.registers import r8, r9, r10, r11, r12, r13, r14, r15, rax, rbp, rbx, rcx, rdi, rdx, rsi
+from minijit.kernels.epilogue import Epilogue
 from minijit.kernels.x86_64.brgemm_plan import (
     A_NEXT_HINT,
     B_GROUPS,
@@ -19,7 +20,7 @@ from minijit.kernels.x86_64.brgemm_plan import (
     n_tail,
     next_panel_prefetch,
 )
-from minijit.kernels.x86_64.common import LOG2, Frame, Partial, Target, counted_loop, emit_mask_table, relu
+from minijit.kernels.x86_64.common import LOG2, EpilogueCode, Frame, Partial, Target, counted_loop, emit_mask_table
 
 __all__ = ["Block", "VectorKernel"]
 
@@ -68,13 +69,13 @@ class VectorKernel:
         b_panel: int | None,
         a_panel: int | None,
         zero_c: bool = False,
-        relu_c: bool = False,
+        epilogue: Epilogue = Epilogue.NONE,
         a_copy: bool = False,
         n_outer: bool = False,
     ) -> None:
         self.a, self.t, self.n, self.k, self.trans_b = a, t, n, k, trans_b
         self.br_outer, self.b_panel, self.a_panel = br_outer, b_panel, a_panel
-        self.zero_c, self.relu_c, self.a_copy, self.n_outer = zero_c, relu_c, a_copy, n_outer
+        self.zero_c, self.epilogue, self.a_copy, self.n_outer = zero_c, epilogue, a_copy, n_outer
         self.es, self.vb = es, vb = t.es, t.vbytes
         self.vsize = zmmword if t.isa == "avx512" else ymmword  # `Target.vmem` / `Target.smem` as `operand` sizes
         self.ssize = dword if es == 4 else qword
@@ -272,7 +273,7 @@ class VectorKernel:
 
 
 class Block:
-    """One mv x nb block of C at C_N: load (or zero), BR x K FMAs, relu, store. ``a_from``: A is
+    """One mv x nb block of C at C_N: load (or zero), BR x K FMAs, the epilogue, store. ``a_from``: A is
     read from the caller's ``a`` ("a"), also stored into the copied-A buffer ("copy"), or read
     from that buffer ("buffer", ``mv * vb`` bytes a row)."""
 
@@ -303,8 +304,8 @@ class Block:
         counted_loop(a, BRC, kern.br, lambda: self.br_step(per_iter, pf_iters), "br")
         if pf_iters:
             a.mov(kern.s_next, A_NEXT)
-        if kern.relu_c:
-            self.relu()
+        if kern.epilogue:
+            self.epilogue()
         self.c_out()
 
     def vload(self, i: int, dst: Any, base: Gpr, off: Any = None, disp: int = 0) -> None:
@@ -424,13 +425,11 @@ class Block:
             for g in range(1 if kern.trans_b else -(-self.nb // 5)):
                 a.add(PB[g], kern.s_db)
 
-    def relu(self) -> None:
-        """Last touch relu: max(0, x) + 0 (-0 -> +0, NaN kept), as the unary kernel."""
-        a, t, zero = self.a, self.t, self.av[0]
-        getattr(a, t.v("vxor"))(zero, zero, zero)
-        for j in range(self.nb):
-            for i in range(self.mv):
-                relu(a, t, self.acc[i][j], zero)
+    def epilogue(self) -> None:
+        """The fused epilogue on the accumulators, column by column (relu, a last touch: max(0, x)
+        + 0, as the unary kernel); the first A register (free after the FMAs) holds its constants."""
+        accs = [self.acc[i][j] for j in range(self.nb) for i in range(self.mv)]
+        EpilogueCode(self.a, self.t, self.kern.epilogue, self.av[0]).emit(accs)
 
     def c_out(self) -> None:
         """The accumulators -> the C block."""

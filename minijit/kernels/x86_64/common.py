@@ -31,6 +31,7 @@ from asm.x86_64 import (
     zmmword,
 )
 from asm.x86_64.registers import r12, r13, r14, r15, rax, rbp, rbx
+from minijit.kernels.epilogue import Epilogue
 from minijit.runtime.kernel import Kernel
 
 DTYPES = {"fp32": (4, "float"), "fp64": (8, "double")}
@@ -284,6 +285,56 @@ def relu(a: Assembler, t: Target, x: Vec, zero: Vec, scalar: bool = False) -> No
     name = t.s if scalar else t.v
     getattr(a, name("vmax"))(x, zero, x)
     getattr(a, name("vadd"))(x, x, zero)
+
+
+#: the epilogue operations (`minijit.kernels.epilogue`) the x86-64 kernels emit on accumulators
+EPILOGUE_OPS = frozenset({"relu"})
+
+
+def check_epilogue(value: object, where: str) -> Epilogue:
+    """``value`` (an `Epilogue`, its text or None) as an elementwise epilogue these kernels emit,
+    else ValueError / TypeError naming ``where``."""
+    try:
+        ep = Epilogue.of(value)  # type: ignore[arg-type]
+    except TypeError as e:
+        raise TypeError(f"{where}: epilogue must be an Epilogue or its text, got {value!r}") from e
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
+    return ep.require(EPILOGUE_OPS, where)
+
+
+class EpilogueCode:
+    """The emission of an elementwise `Epilogue` on x86-64 registers: `setup` once (its constants
+    into ``scratch``, a vector register the caller leaves free: relu's zero), then `apply` on each
+    accumulator (``scalar``: the low element of an xmm register only). The none epilogue emits
+    nothing."""
+
+    def __init__(self, a: Assembler, t: Target, epilogue: Epilogue, scratch: Vec) -> None:
+        self.a, self.t, self.scratch = a, t, scratch
+        self.epilogue = epilogue.require(EPILOGUE_OPS, "x86-64 kernels")
+
+    def setup(self) -> None:
+        """A listing label naming the epilogue (no bytes), then the operations' constants into the
+        scratch register (relu: zero, the full register)."""
+        if not self.epilogue:
+            return
+        self.a.label("epilogue_" + "_".join(self.epilogue.ops))
+        if "relu" in self.epilogue.ops:
+            getattr(self.a, self.t.v("vxor"))(self.scratch, self.scratch, self.scratch)
+
+    def apply(self, x: Vec, scalar: bool = False) -> None:
+        """Every operation, in order, on ``x`` in place."""
+        zero = self.scratch.xmm if scalar else self.scratch
+        for op in self.epilogue.ops:
+            if op == "relu":
+                relu(self.a, self.t, x, zero, scalar)
+
+    def emit(self, regs: list[Vec]) -> None:
+        """`setup`, then `apply` on each register of ``regs`` in order."""
+        if self.epilogue:
+            self.setup()
+            for x in regs:
+                self.apply(x)
 
 
 def element_loops(

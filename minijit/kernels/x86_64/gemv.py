@@ -8,7 +8,8 @@ over A that keeps the loads of A sequential and every vector lane busy, which a 
 block of one column does not (2 FMA chains of 8 rows on AVX2 column-major, one scalar chain per
 element transposed). The last partial vector (of M or of K) is loaded and stored under an opmask
 (AVX-512) or with vmaskmov (AVX2): nothing outside the operands is touched. Fused touches:
-``zero_c`` (y = A x: y is not read), ``relu_c`` (y = relu(y + A x), before the last store).
+``zero_c`` (y = A x: y is not read), ``epilogue`` (an elementwise `minijit.kernels.epilogue.Epilogue`:
+y = relu(y + A x) with relu, applied before the last store).
 
 Column form (`_Columns`, ``trans_a`` false; y += A x): y in M blocks of `M_BLOCK_BYTES` (they
 stay in L1 over all of K); per block, BR step and group of `COLS` columns the x elements are
@@ -22,7 +23,7 @@ accumulators each walk K together, each x vector loaded once for all rows, the K
 vector; each row's lanes are then summed into y[m] (stored at its stride with ``trans_c``). A
 strided x (``trans_b``) is first copied into a stack buffer (at most `X_COPY_MAX_BYTES`); a longer
 one runs in chunks (`x_chunks`: whole BR steps, or one step's K in pieces), each copied, then added
-into y by every row group (zeroed first with ``zero_c``, relu'd after the last with ``relu_c``).
+into y by every row group (zeroed first with ``zero_c``, the epilogue applied after the last).
 """
 
 from __future__ import annotations
@@ -32,16 +33,18 @@ from typing import Any
 
 from asm.x86_64 import Assembler, ptr
 from asm.x86_64.registers import r8, r9, r10, r11, r12, r13, r14, r15, rax, rbp, rbx, rcx, rdi, rdx, rsi
+from minijit.kernels.epilogue import Epilogue
 from minijit.kernels.x86_64.common import (
     LOG2,
+    EpilogueCode,
     Frame,
     Partial,
     Target,
     build,
+    check_epilogue,
     check_flag,
     check_size,
     counted_loop,
-    relu,
     strided_copy,
 )
 from minijit.kernels.x86_64.common import brgemm_signature as signature
@@ -95,7 +98,7 @@ def generate(
     *,
     trans_c: bool = False,
     zero_c: bool = False,
-    relu_c: bool = False,
+    epilogue: Epilogue | str | None = Epilogue.NONE,
 ) -> Kernel:
     """Generate the GEMV kernel (see the module docstring); bad arguments raise ValueError."""
     check_size("m", m, 1, MAX_SIZE)
@@ -104,24 +107,24 @@ def generate(
     trans_a, trans_b, trans_c = (
         check_flag(n, v) for n, v in (("trans_a", trans_a), ("trans_b", trans_b), ("trans_c", trans_c))
     )
-    zero_c, relu_c = check_flag("zero_c", zero_c), check_flag("relu_c", relu_c)
+    zero_c, epilogue = check_flag("zero_c", zero_c), check_epilogue(epilogue, "gemv")
     t = Target.of(dtype, isa)
     a = Assembler(name="gemv")
     frame = Frame(saved=[rbx, rbp, r12, r13, r14, r15])
     tail = Partial.column_tail(a, t, k if trans_a else m, t.vregs[15])
-    form = Form(m, k, br_size, trans_b, trans_c, zero_c, relu_c)
+    form = Form(m, k, br_size, trans_b, trans_c, zero_c, epilogue)
     (_Rows if trans_a else _Columns)(a, t, frame, form, tail).emit()
     if tail is not None:
         tail.emit_data(a)
-    flags = "".join(
-        f for f, on in (("_ta", trans_a), ("_tb", trans_b), ("_tc", trans_c), ("_z", zero_c), ("_r", relu_c)) if on
-    )
+    flags = "".join(f for f, on in (("_ta", trans_a), ("_tb", trans_b), ("_tc", trans_c), ("_z", zero_c)) if on)
+    flags += epilogue.tag
     return build(a, signature(t.ctype), f"gemv_{dtype}_{isa}_{m}x{k}_br{br_size}{flags}")
 
 
 @dataclass(frozen=True)
 class Form:
-    """What one kernel computes: sizes (elements), the strided x / y flags and the fused touches."""
+    """What one kernel computes: sizes (elements), the strided x / y flags and the fused touches
+    (a first touch zero, an elementwise epilogue)."""
 
     m: int
     k: int
@@ -129,7 +132,7 @@ class Form:
     trans_b: bool
     trans_c: bool
     zero_c: bool
-    relu_c: bool
+    epilogue: Epilogue
 
 
 def _prologue(a: Assembler, t: Target, frame: Frame, br: int, trans_b: bool, tail: Partial | None, strides) -> None:
@@ -190,7 +193,7 @@ class _Columns(_Form):
         regs = t.vregs
         self.acc, self.xs = regs[:ROW_VECTORS], regs[ROW_VECTORS : ROW_VECTORS + COLS]
         self.tmp = regs[ROW_VECTORS + COLS]
-        self.zero = self.xs[0]  # the zero / relu passes run while no x is held
+        self.zero = self.xs[0]  # the zero / epilogue passes run while no x is held
         # column j of the group: ROWS_A + col[j]; x element j: PX + x_at[j % 4] (PX on by 4 after 4)
         self.col = (None, LDA, (LDA, 2), LDA3, (LDA, 4), LDA5, (LDA3, 2), LDA7)
         self.x_at = (None, INCX, (INCX, 2), INCX3) if form.trans_b else tuple(j * t.es for j in range(4))
@@ -235,9 +238,10 @@ class _Columns(_Form):
         a.mov(self.s_a, A)
         a.mov(self.s_x, X)
         counted_loop(a, self.s_br, form.br, lambda: self.br_step(rows), "br")
-        if form.relu_c:  # last touch relu, once every column is in
-            self.vop("vxor", self.zero, self.zero, self.zero)
-            self.elementwise(rows, lambda v: relu(a, t, v, self.zero), read=True)
+        if form.epilogue:  # the epilogue (a last touch relu), once every column is in
+            code = EpilogueCode(a, t, form.epilogue, self.zero)
+            code.setup()
+            self.elementwise(rows, code.apply, read=True)
         a.add(A, rows * self.es)
         if form.trans_c:
             self.y_copy(rows, gather=False)
@@ -368,7 +372,7 @@ class _Rows(_Form):
         self.acc = [regs[r * DOT_VECTORS : (r + 1) * DOT_VECTORS] for r in range(DOT_ROWS)]
         base = DOT_ROWS * DOT_VECTORS
         self.xv, self.tmp = regs[base : base + DOT_VECTORS], regs[base + DOT_VECTORS]
-        self.zero, self.red = self.xv[0], self.tmp  # after the K loop: the relu's zero and the reduction's scratch
+        self.zero, self.red = self.xv[0], self.tmp  # after the K loop: the epilogue's constant, the reduction's scratch
         self.row = (None, LDA, (LDA, 2), LDA3)  # row r of the group: PA + row[r]
         # y[r] of the group: Y + y_at[r] (strided y: LDC_R, LDC3_R hold its stride and 3 strides, bytes)
         self.y_at = (None, (LDC_R, 1), (LDC_R, 2), (LDC3_R, 1)) if form.trans_c else tuple(r * t.es for r in range(4))
@@ -388,7 +392,7 @@ class _Rows(_Form):
                 self.copy_x(form.br, form.k, BSB)
             if form.trans_c:
                 a.lea(LDC3_R, ptr(LDC_R + LDC_R * 2))
-            self.row_pass(form.k, form.br, form.zero_c, form.relu_c)
+            self.row_pass(form.k, form.br, form.zero_c, form.epilogue)
         self.frame.leave(a)
 
     def copy_x(self, steps: int, count: int, x_step: Any) -> None:
@@ -423,17 +427,16 @@ class _Rows(_Form):
         off = self.y_at[r]
         return Y if off is None else Y + off if isinstance(off, int) else Y + off[0] * off[1]
 
-    def row_pass(self, kk: int, steps: int, zero_y: bool, relu_y: bool) -> None:
+    def row_pass(self, kk: int, steps: int, zero_y: bool, epilogue: Epilogue) -> None:
         """Every row group over ``steps`` BR steps of ``kk`` elements of K from A and X (A and Y
         move on past the rows)."""
         m = self.form.m
-        counted_loop(
-            self.a, self.s_groups, m // DOT_ROWS, lambda: self.group(DOT_ROWS, kk, steps, zero_y, relu_y), "row_groups"
-        )
+        group = lambda: self.group(DOT_ROWS, kk, steps, zero_y, epilogue)  # noqa: E731
+        counted_loop(self.a, self.s_groups, m // DOT_ROWS, group, "row_groups")
         if m % DOT_ROWS:
-            self.group(m % DOT_ROWS, kk, steps, zero_y, relu_y)
+            self.group(m % DOT_ROWS, kk, steps, zero_y, epilogue)
 
-    def group(self, rows: int, kk: int, steps: int, zero_y: bool, relu_y: bool) -> None:
+    def group(self, rows: int, kk: int, steps: int, zero_y: bool, epilogue: Epilogue) -> None:
         """``rows`` rows of A (every BR step) into ``rows`` elements of y."""
         a, t = self.a, self.t
         for r in range(rows):
@@ -442,10 +445,11 @@ class _Rows(_Form):
         a.mov(A_BR, A)
         a.mov(X_BR, X)
         counted_loop(a, self.s_br, steps, lambda: self.br_step(rows, kk, steps), "br")
-        if relu_y:
-            self.vop("vxor", self.zero, self.zero, self.zero)
+        code = EpilogueCode(a, t, epilogue, self.zero)
+        if epilogue:
+            code.setup()
         for r in range(rows):
-            self.reduce_into_y(r, zero_y, relu_y)
+            self.reduce_into_y(r, zero_y, code)
         if rows == DOT_ROWS:
             a.lea(A, ptr(A + LDA * 4))
             if self.form.trans_c:
@@ -490,8 +494,8 @@ class _Rows(_Form):
                 else:
                     self.vop("vfmadd231", self.acc[r][v], self.xv[v], t.vmem(self.at(r, v * vb)))
 
-    def reduce_into_y(self, r: int, zero_y: bool, relu_y: bool) -> None:
-        """y[r] (+)= the lanes of row r's accumulators summed (then relu)."""
+    def reduce_into_y(self, r: int, zero_y: bool, code: EpilogueCode) -> None:
+        """y[r] (+)= the lanes of row r's accumulators summed (then the epilogue ``code``, set up)."""
         a, t, red = self.a, self.t, self.red
         s = self.acc[r][0]
         for v in range(1, DOT_VECTORS):
@@ -510,8 +514,7 @@ class _Rows(_Form):
         getattr(a, t.s("vadd"))(s.xmm, s.xmm, red.xmm)
         if not zero_y:
             getattr(a, t.s("vadd"))(s.xmm, s.xmm, t.smem(self.y_addr(r)))
-        if relu_y:
-            relu(a, t, s.xmm, self.zero.xmm, scalar=True)
+        code.apply(s.xmm, scalar=True)
         getattr(a, t.s("vmov"))(t.smem(self.y_addr(r)), s.xmm)
 
     def y_pass(self, op: Any, read: bool) -> None:
@@ -534,7 +537,7 @@ class _Rows(_Form):
     # -- x too long for the buffer -------------------------------------------------------------
     def chunk_passes(self) -> None:
         """Chunks of (bc BR steps) x (kc K elements), each copied and then added into y by every row
-        group; y is zeroed before the first chunk and relu'd after the last."""
+        group; y is zeroed before the first chunk and gets the epilogue after the last."""
         a, t, form = self.a, self.t, self.form
         a.mov(self.s_a, A)
         a.mov(self.s_x, X)
@@ -549,9 +552,10 @@ class _Rows(_Form):
                 self.chunk(form.br % self.bc, form.k)
         else:  # one BR step at a time, its K in pieces of kc: A on by kc elements, x by kc strides
             counted_loop(a, self.s_chunks, form.br, self.pieces_step, "br_steps")
-        if form.relu_c:
-            self.vop("vxor", self.zero, self.zero, self.zero)
-            self.y_pass(lambda v: relu(a, t, v, self.zero.xmm, scalar=True), read=True)
+        if form.epilogue:
+            code = EpilogueCode(a, t, form.epilogue, self.zero)
+            code.setup()
+            self.y_pass(lambda v: code.apply(v, scalar=True), read=True)
 
     def chunk(self, steps: int, kk: int) -> None:
         """One chunk: its x into the buffer, then every row group (A, x and y from the slots)."""
@@ -562,7 +566,7 @@ class _Rows(_Form):
         a.mov(Y, self.s_y)
         if self.form.trans_c:
             a.lea(LDC3_R, ptr(LDC_R + LDC_R * 2))
-        self.row_pass(kk, steps, False, False)
+        self.row_pass(kk, steps, False, Epilogue.NONE)
 
     def steps_chunk(self) -> None:
         """bc whole BR steps, then A and x on by them."""

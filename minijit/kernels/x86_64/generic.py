@@ -1,13 +1,14 @@
 """The generic-tier GEMM kernel on x86-64 (AVX2 and AVX-512): every size, stride and the batch
 count are run-time arguments (`minijit.kernels.generic`: ``f(a, b, c, args)``), so one kernel per
-(ISA, dtype) serves every shape.
+(ISA, dtype, epilogue) serves every shape.
 
 Blocking: the full register block of the BRGEMM (`brgemm_plan.NB`: 2 vectors x 6 columns on AVX2,
 4 x 6 on AVX-512). Columns run in blocks of 6, the last 1-5 columns as one narrower block; rows
 in blocks of the full vectors, the last 1..vl*mv rows as 1..mv vectors whose last one is masked
 (AVX2: ``vmaskmov`` with a mask from a table, AVX-512: ``k1`` from a table of opmasks), so no
 lane outside M is read or written. Each block: C in (or zeros), K steps of A vectors x broadcast
-B elements (one FMA per element and step, in K order), C out.
+B elements (one FMA per element and step, in K order), the epilogue (`minijit.kernels.epilogue`,
+elementwise: relu) on the accumulators, C out.
 """
 
 from __future__ import annotations
@@ -15,10 +16,20 @@ from __future__ import annotations
 from asm.x86_64 import Assembler, Gpr, Label, Vec, k1, ptr, qword, rip, word
 from asm.x86_64.registers import r8, r9, r10, r11, r12, r13, r14, r15, rax, rbp, rbx, rcx, rdi, rdx, rsi
 from minijit.kernels import generic as spec
+from minijit.kernels.epilogue import Epilogue
 from minijit.kernels.x86_64.brgemm_plan import NB
-from minijit.kernels.x86_64.common import CALLEE_SAVED, LOG2, Frame, Target, build, emit_mask_table
+from minijit.kernels.x86_64.common import (
+    CALLEE_SAVED,
+    LOG2,
+    EpilogueCode,
+    Frame,
+    Target,
+    build,
+    check_epilogue,
+    emit_mask_table,
+)
 
-__all__ = ["generate", "program"]
+__all__ = ["generate", "name", "program"]
 
 # general purpose registers
 A_T, B_T, C_T, ARGS = rdi, rsi, rdx, rcx  # batch bases of A, B, C; the args array
@@ -33,10 +44,10 @@ def _arg(name: str):
 
 
 class GenericGemm:
-    """One generic kernel being emitted: its register block, frame and labels."""
+    """One generic kernel being emitted: its register block, frame, labels and epilogue."""
 
-    def __init__(self, a: Assembler, t: Target) -> None:
-        self.a, self.t = a, t
+    def __init__(self, a: Assembler, t: Target, epilogue: Epilogue = Epilogue.NONE) -> None:
+        self.a, self.t, self.epilogue = a, t, epilogue
         self.mv = max(NB[t.isa])  # vectors of M in the full block
         self.nb = NB[t.isa][self.mv]  # columns of N in the full block
         self.mb = self.mv * t.vl  # rows of the full block
@@ -165,7 +176,7 @@ class GenericGemm:
             a.vmovups(self.maskreg, t.vmem(PA + KC * t.es))
 
     def block(self, v: int, w: int, masked: bool) -> None:
-        """One ``v`` vectors x ``w`` columns block at A_M, C_M: C in, K steps, C out."""
+        """One ``v`` vectors x ``w`` columns block at A_M, C_M: C in, K steps, the epilogue, C out."""
         a, t = self.a, self.t
         zero, ksteps, out = a.new_label("zero"), a.new_label("k"), a.new_label("c_out")
         acc = [row[:w] for row in self.acc[:v]]
@@ -200,6 +211,8 @@ class GenericGemm:
         a.dec(KC)
         a.jnz(top)
         a.bind(out)
+        # the epilogue on the accumulators, column by column (the first A register is free now)
+        EpilogueCode(a, t, self.epilogue, self.va[0]).emit([acc[i][j] for j in range(w) for i in range(v)])
         self.c_columns(v, w, masked, lambda vec, mem, last: self.store(mem, vec, last))
 
     def c_columns(self, v: int, w: int, masked: bool, each) -> None:
@@ -247,15 +260,22 @@ def _addr(spec_: Gpr | tuple):
     return base + index * scale
 
 
-def program(dtype: str, isa: str) -> Assembler:
-    """The assembled generic GEMM for ``dtype`` ("fp32", "fp64") and ``isa`` ("avx2", "avx512")."""
+def name(dtype: str, isa: str, epilogue: Epilogue | str | None = None) -> str:
+    """The kernel's name: ``generic_gemm_<dtype>_<isa>`` and the epilogue's tag (``_r``: relu)."""
+    return f"generic_gemm_{dtype}_{isa}{check_epilogue(epilogue, 'generic GEMM').tag}"
+
+
+def program(dtype: str, isa: str, epilogue: Epilogue | str | None = None) -> Assembler:
+    """The assembled generic GEMM for ``dtype`` ("fp32", "fp64"), ``isa`` ("avx2", "avx512") and
+    ``epilogue`` (an elementwise `Epilogue` or its text; None: none)."""
     t = Target.of(dtype, isa)
+    ep = check_epilogue(epilogue, "generic GEMM")
     a = Assembler(name="generic_gemm")
-    GenericGemm(a, t).emit()
+    GenericGemm(a, t, ep).emit()
     return a
 
 
-def generate(dtype: str, isa: str):
-    """The generic GEMM kernel (`minijit.kernels.generic`) for ``dtype`` and ``isa``."""
+def generate(dtype: str, isa: str, epilogue: Epilogue | str | None = None):
+    """The generic GEMM kernel (`minijit.kernels.generic`) for ``dtype``, ``isa`` and ``epilogue``."""
     t = Target.of(dtype, isa)
-    return build(program(dtype, isa), spec.signature(t.ctype), f"generic_gemm_{dtype}_{isa}")
+    return build(program(dtype, isa, epilogue), spec.signature(t.ctype), name(dtype, isa, epilogue))

@@ -313,7 +313,7 @@ def test_fused_touches(isa, dtype, m, n, k, br, touches, seed):
             B[i * n * ldb :][: n * ldb].reshape(n, ldb)[:, :k].T.astype(np.float64)
         )
     want = np.maximum(acc, 0) if relu_c else acc
-    kern = brgemm.generate(m, n, k, br, dtype=dtype, isa=isa, zero_c=zero_c, relu_c=relu_c)
+    kern = brgemm.generate(m, n, k, br, dtype=dtype, isa=isa, zero_c=zero_c, epilogue="relu" if relu_c else "none")
     kern(A, B, C, lda, ldb, ldc, k * lda, n * ldb)
     got = C.reshape(n, ldc)[:, :m].T
     tol = 4 * np.finfo(dt).eps * (k * br + 1)
@@ -329,7 +329,7 @@ def test_fused_touches_need_the_vector_path():
     with pytest.raises(ValueError, match="fused touches"):
         brgemm.generate(8, 4, 4, 1, trans_a=True, dtype="fp32", isa="avx2", zero_c=True)
     with pytest.raises(ValueError, match="fused touches"):
-        brgemm.generate(8, 4, 4, 2, dtype="fp32", isa="avx2", relu_c=True, br_outer=True)
+        brgemm.generate(8, 4, 4, 2, dtype="fp32", isa="avx2", epilogue="relu", br_outer=True)
     with pytest.raises(ValueError, match="zero_c"):
         brgemm.generate(8, 4, 4, 1, dtype="fp32", isa="avx2", zero_c="yes")
 
@@ -381,8 +381,9 @@ def test_copied_a(isa, dtype, m, n, k, br, b_panels, touches, seed):
     else:
         b_arg, ldb, sb, kw = np.ascontiguousarray(B.transpose(0, 2, 1)), k, n * k, {}
     kern = brgemm.generate(
-        m, n, k, br, trans_b=b_panels, dtype=dtype, isa=isa, a_copy=True, zero_c=zero_c, relu_c=relu_c, **kw
-    )
+        m, n, k, br, trans_b=b_panels, dtype=dtype, isa=isa, a_copy=True, zero_c=zero_c,
+        epilogue="relu" if relu_c else "none", **kw,
+    )  # fmt: skip
     assert kern.name.endswith("_ac")
     kern(A, b_arg, C, lda, ldb, ldc, k * lda, sb)
     assert_c_block(C, C0, want, m, n, ldc, k * br, dt)
@@ -486,7 +487,7 @@ def test_n_outer(isa, dtype, m, n, k, br, panels, touches, seed):
         b_arg, ldb, sb = np.ascontiguousarray(B.transpose(0, 2, 1)), k, n * k  # column-major B (br, N, K)
     kern = brgemm.generate(
         m, n, k, br, trans_b=panels in ("b", "ab", "t"), dtype=dtype, isa=isa, n_outer=True,
-        zero_c=zero_c, relu_c=relu_c, **kw,
+        zero_c=zero_c, epilogue="relu" if relu_c else "none", **kw,
     )  # fmt: skip
     assert kern.name.endswith("_no")
     kern(a_arg, b_arg, C, lda, ldb, ldc, sa, sb)

@@ -49,7 +49,8 @@ def run_gemv(m, k, br, *, ta, tb, dtype, isa, tc=False, zero_c=False, relu_c=Fal
         ref = ref + (a.T if ta else a).astype(np.float64) @ x.astype(np.float64)
     want = np.maximum(ref, 0) if relu_c else ref
     if kern is None:
-        kern = gemv.generate(m, k, br, ta, tb, dtype, isa, trans_c=tc, zero_c=zero_c, relu_c=relu_c)
+        epilogue = "relu" if relu_c else "none"
+        kern = gemv.generate(m, k, br, ta, tb, dtype, isa, trans_c=tc, zero_c=zero_c, epilogue=epilogue)
     ldb = incx if tb else k + 7  # ldb is the x stride with trans_b and unused (N = 1) without
     ldc = incy if tc else m + 5  # ldc is the y stride with trans_c and unused without
     kern(A, X, Y, lda, ldb, ldc, sa, sb)
@@ -159,7 +160,7 @@ def test_brgemm_of_one_column_is_the_gemv(isa, form) -> None:
     if not available(isa):
         pytest.skip(f"host lacks {isa}")
     ta, tb, tc = form
-    kern = brgemm.generate(37, 1, 21, 3, ta, tb, tc, dtype="fp32", isa=isa, relu_c=True)
+    kern = brgemm.generate(37, 1, 21, 3, ta, tb, tc, dtype="fp32", isa=isa, epilogue="relu")
     assert kern.name.startswith("gemv_fp32_")
     run_gemv(37, 21, 3, ta=ta, tb=tb, tc=tc, dtype="fp32", isa=isa, relu_c=True, kern=kern)
     assert brgemm.generate(37, 1, 21, 3, trans_b=True, b_panel=21, isa=isa).name.startswith("brgemm_")
@@ -189,10 +190,10 @@ def test_gemv_listings_reassemble_to_the_code() -> None:
     for isa in ("avx512", "avx2"):
         for dtype in ("fp32", "fp64"):
             for kern in (
-                gemv.generate(4200, 7, 2, False, False, dtype, isa, zero_c=True, relu_c=True),
+                gemv.generate(4200, 7, 2, False, False, dtype, isa, zero_c=True, epilogue="relu"),
                 gemv.generate(77, 9, 1, False, True, dtype, isa),
-                gemv.generate(7, 37, 3, True, False, dtype, isa, relu_c=True),
-                gemv.generate(4200, 7, 2, False, True, dtype, isa, trans_c=True, relu_c=True),
+                gemv.generate(7, 37, 3, True, False, dtype, isa, epilogue="relu"),
+                gemv.generate(4200, 7, 2, False, True, dtype, isa, trans_c=True, epilogue="relu"),
                 gemv.generate(7, 37, 3, True, True, dtype, isa, trans_c=True, zero_c=True),
             ):
                 assert llvm.assemble(kern.listing, triple="x86_64", mattr="") == kern.code, kern.name
