@@ -372,3 +372,24 @@ def test_cache_keys_without_epilogue_are_unchanged():
     assert codecache.load_code("generic_gemm", target, {"dtype": "fp32", "epilogue": "relu"}, sig) == relu.code
     assert plain.code != relu.code
     assert codecache.entry_key("generic_gemm", target, {"dtype": "fp32", "epilogue": Epilogue.RELU}) is None
+
+
+# -- the attention kernel's epilogue -------------------------------------------------------------------
+def test_attention_takes_the_online_softmax_epilogue_only():
+    """The fused attention kernel's first product ends in the online softmax; `Epilogue.NONE`
+    leaves that stage out exactly as ``softmax=False`` does; any other epilogue is refused before
+    anything is emitted."""
+    from minijit.kernels.x86_64 import attention
+
+    assert attention.check_epilogue() is True and attention.check_epilogue("online_softmax") is True
+    assert attention.check_epilogue(Epilogue.NONE) is False and attention.check_epilogue(softmax=False) is False
+    default = attention.program("fp32", "avx2").code()
+    assert attention.program("fp32", "avx2", epilogue=Epilogue.ONLINE_SOFTMAX).code() == default
+    without = attention.program("fp32", "avx2", epilogue=Epilogue.NONE).code()
+    assert without == attention.program("fp32", "avx2", softmax=False).code() and without != default
+    with pytest.raises(ValueError, match="attention: epilogue relu not supported"):
+        attention.program("fp32", "avx2", epilogue="relu")
+    with pytest.raises(TypeError, match="attention: epilogue must be"):
+        attention.generate("fp32", "avx2", epilogue=1)
+    with pytest.raises(TypeError, match="softmax must be a bool"):
+        attention.check_epilogue(softmax=1)
