@@ -56,7 +56,7 @@ def einsum(
     optimize: Any = _dtypes.AUTO,
     target: str = "auto",
     dtype=None,
-    order: Any = "K",
+    order: Any = None,
     casting: str | None = None,
     driver=None,
     explain: bool = False,
@@ -67,9 +67,10 @@ def einsum(
     on minijit's kernels; every other dtype numpy takes (integers, bool, float16, longdouble,
     complex, object, or a ``dtype``/``out`` of such a kind) runs on numpy's einsum, with numpy's
     result and errors (`minijit.einsum.dtypes`). ``order`` ('C', 'F', 'A', 'K') and ``casting``
-    ('no', 'equiv', 'safe', 'same_kind', 'unsafe') as numpy's (`minijit.einsum.keywords`; the
-    default None is numpy's 'safe', but float32 and float64 convert to each other for ``dtype=``
-    and ``out=`` as they always have in minijit); a
+    ('no', 'equiv', 'safe', 'same_kind', 'unsafe') as numpy's (`minijit.einsum.keywords`). Their
+    defaults (None) keep minijit's rules: a C-order result (numpy's default 'K' follows the
+    operands' strides: pass order='K' for that), and numpy's 'safe' casting except that float32
+    and float64 convert to each other for ``dtype=`` and ``out=``. A
     call numpy refuses by its keywords (no operands, an unknown order or casting, a cast the rule
     forbids) raises numpy's error. ``explain=True`` returns, instead of the result, a text saying
     which path the call takes (numpy's and why, or the compiled plan's listing).
@@ -117,8 +118,7 @@ def einsum(
         result = einsum(
             subscripts, *operands, optimize=optimize, target=target, dtype=dtype, order="C", casting=casting
         )
-        arrays = operands if isinstance(subscripts, str) else [subscripts, *operands][0::2]
-        return _keywords.apply_order(result, order, list(arrays))
+        return _keywords.apply_order(result, order, subscripts, list(operands))
     optimize = True if optimize is _dtypes.AUTO else optimize  # the default: True (numpy's: False)
     subscripts, operands, optimize = _grammar.canonicalize(subscripts, operands, optimize)
     numpy_only = out is None or type(out) is np.ndarray  # the common case: no device or type to look up

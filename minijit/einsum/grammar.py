@@ -23,7 +23,13 @@ import numpy as np
 
 from minijit.einsum.parse import _shape, expand_subscripts
 
-__all__ = ["canonicalize", "normalize_optimize", "sublist_subscripts"]
+__all__ = ["InvalidPathError", "canonicalize", "normalize_optimize", "sublist_subscripts"]
+
+
+class InvalidPathError(ValueError, RuntimeError):
+    """An explicit ``optimize`` path that does not contract the operands into one: a ValueError
+    as minijit raises for bad arguments, and the RuntimeError numpy's einsum raises for it."""
+
 
 #: numpy's sublist indices 0..51 as letters (0-25: A-Z, 26-51: a-z)
 _SUBLIST_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -214,5 +220,5 @@ def _pairwise_path(path: list | tuple, n: int) -> list[tuple[int, int]]:
             cur, new = new, new + 1
         theirs.append(cur)
     if len(theirs) != 1:
-        raise ValueError(f"einsum: path {list(path)!r} leaves {len(theirs)} of {n} operands, not one")
+        raise InvalidPathError(f"einsum: path {list(path)!r} leaves {len(theirs)} of {n} operands, not one")
     return pairs
