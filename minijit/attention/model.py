@@ -345,30 +345,37 @@ def _visible(end_row: int, S: int, causal: bool) -> int:
 
 
 # -- the fused kernel's key tile ------------------------------------------------------------------
-#: the share of L1 the fused kernel's V block and P tile (s_x keys) may fill: V is read once per
-#: column block of the output, P once per column block, K^T once, so V and P are what L1 must keep
-KERNEL_L1_SHARE = 0.5
+#: the share of L1 the fused kernel's V block and P tile (s_x keys) may fill: K^T's tile streams
+#: through once per query tile, V's block is read once per column block of the output and P's
+#: tile once per column block, so V and P are what L1 must keep
+KERNEL_L1_SHARE = 1.0
 #: the fused kernel's query rows a tile (its register block, `minijit.kernels.x86_64.attention`)
 KERNEL_G = 6
+#: the vectors of keys of the fused kernel's register block (AVX2 2, AVX-512 4): s_x is a multiple
+#: of it (an odd vector on AVX2 runs a half-empty block: 24 keys at E = 128 ran 15 % slower than
+#: 16, 32 or 64 in the bench sweep, bench/results/x86_64_attention_bench_2026-11-28.md)
+KERNEL_BLOCK_VECTORS = {"avx2": 2, "avx512": 4}
 #: the most key vectors of the fused kernel's tile the model proposes (past 8 the per-row,
-#: per-tile costs are spread thin and the tiles only crowd L1; bench sweep, issue 50)
+#: per-tile costs are spread thin and the tiles only crowd L1)
 KERNEL_MAX_VECTORS = 8
 
 
 def kernel_s_x(E: int, Ev: int, dtype: str = "fp32", target=None) -> int:
     """s_x (keys) of the x86-64 fused kernel's tile (g = `KERNEL_G` rows): the largest multiple of
-    the vector length, at most `KERNEL_MAX_VECTORS` vectors, whose V block (s_x x Ev) and P tile
-    (g x s_x) fill at most `KERNEL_L1_SHARE` of L1 (§3.2's M_L1 with the K/V block streamed and
-    the rows in registers; the per-row costs of a key tile — alpha's exp, two reductions, the
-    output rescale — favour the largest such s_x). ValueError for non-positive E or Ev."""
+    the register block's keys (`KERNEL_BLOCK_VECTORS`), at most `KERNEL_MAX_VECTORS` vectors, whose
+    V block (s_x x Ev) and P tile (g x s_x) fill at most `KERNEL_L1_SHARE` of L1 (§3.2's M_L1
+    with K^T's tile streamed and the rows in registers; the per-row costs of a key tile, alpha's
+    exp, two reductions and the output rescale, favour the largest such s_x); one block at least.
+    ValueError for non-positive E or Ev or an unknown dtype."""
     _positive_int("E", E)
     _positive_int("Ev", Ev)
     if dtype not in CPU_DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(CPU_DTYPES)}, got {dtype!r}")
     cpu = _host_cpu(dtype, target)
+    block = KERNEL_BLOCK_VECTORS.get(cpu.isa, 2)
     per_key = (Ev + KERNEL_G) * cpu.item
     fit = int(KERNEL_L1_SHARE * cpu.caps[0] // per_key) // cpu.vl
-    return cpu.vl * max(1, min(KERNEL_MAX_VECTORS, fit))
+    return cpu.vl * block * max(1, min(KERNEL_MAX_VECTORS, fit) // block)
 
 
 # -- the CPU model --------------------------------------------------------------------------------

@@ -275,3 +275,24 @@ def test_other_bad_arguments_are_refused_by_name(pin_host):
         model.hopper_derivation(softmax_overhead=-0.1)
     with pytest.raises(ValueError, match="^d must be a positive int"):
         model.hopper_derivation(d=0)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp64"])
+def test_kernel_s_x_is_whole_register_blocks_whose_v_block_and_p_tile_fit_l1(dtype):
+    from minijit.attention.model import KERNEL_BLOCK_VECTORS, KERNEL_G, KERNEL_MAX_VECTORS, _host_cpu, kernel_s_x
+
+    cpu = _host_cpu(dtype)
+    keys = cpu.vl * KERNEL_BLOCK_VECTORS.get(cpu.isa, 2)
+    for E in (1, 8, 64, 100, 128, 256, 4096):
+        s_x = kernel_s_x(E, E, dtype)
+        assert s_x % keys == 0 and keys <= s_x <= KERNEL_MAX_VECTORS * cpu.vl
+        if (
+            s_x > keys
+        ):  # past one block: V block and P tile within L1, and the next block would not fit or is past the cap
+            assert s_x * (E + KERNEL_G) * cpu.item <= cpu.caps[0]
+        assert s_x + keys > KERNEL_MAX_VECTORS * cpu.vl or (s_x + keys) * (E + KERNEL_G) * cpu.item > cpu.caps[0]
+    assert kernel_s_x(8, 8, dtype) >= kernel_s_x(64, 64, dtype) >= kernel_s_x(256, 256, dtype)
+    with pytest.raises(ValueError, match="Ev"):
+        kernel_s_x(64, 0, dtype)
+    with pytest.raises(ValueError, match="dtype"):
+        kernel_s_x(64, 64, "fp16")
