@@ -270,3 +270,14 @@ def test_fused_kernel_is_native_only():
         assert isa in at.ISAS and g == 3 and s_x == at.check_tiles("fp32", isa)[1]
     else:
         assert found is None
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_empty_head_dim_and_no_keys(isa):
+    """E = 0: every score 0, the mean of V; S = 0: no key, NaN rows (0/0)."""
+    for dtype, f in NP.items():
+        v = np.arange(10, dtype=f).reshape(5, 2)
+        o, obuf = attend(dtype, isa, np.ones((3, 0), f), np.ones((5, 0), f), v, scale=1.0)
+        check(dtype, o, obuf, np.tile(v.mean(axis=0), (3, 1)), 2)
+        o, obuf = attend(dtype, isa, np.ones((3, 2), f), np.ones((0, 2), f), np.ones((0, 2), f), scale=1.0)
+        assert np.isnan(o).all()
