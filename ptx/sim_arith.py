@@ -242,6 +242,11 @@ def _selp(c: _Cta, ins: Instr, exe) -> None:
 
 
 def _cvt(c: _Cta, ins: Instr, exe) -> None:
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN and out-of-range casts: handled below
+        _cvt_values(c, ins, exe)
+
+
+def _cvt_values(c: _Cta, ins: Instr, exe) -> None:
     mods = ins.mods
     dt, at = mods[-2], mods[-1]
     rnd = next((m for m in mods if m in ("rn", "rz", "rm", "rp", "rna", "rni", "rzi", "rmi", "rpi")), None)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 
 NAN = "nan"
 
@@ -52,7 +53,7 @@ class Fmt:
 
     @property
     def max_finite(self) -> Fraction:
-        return (2 - Fraction(1, 2**self.f)) * Fraction(2) ** self.emax
+        return (2 - Fraction(1, 2**self.f)) * p2(self.emax)
 
 
 FMTS = {"f16": Fmt(5, 10), "bf16": Fmt(8, 7), "tf32": Fmt(8, 10), "f32": Fmt(8, 23), "f64": Fmt(11, 52)}
@@ -69,6 +70,13 @@ class Val:
     x: Fraction = Fraction(0)
 
 
+@lru_cache(maxsize=None)
+def p2(k: int) -> Fraction:
+    """2**k as a Fraction (cached: the oracle asks for few distinct powers)."""
+    return Fraction(2) ** k
+
+
+@lru_cache(maxsize=1 << 16)
 def decode(bits: int, t: str) -> Val:
     """The value of ``bits`` in format ``t`` (tf32 read as the f32 it is stored as)."""
     fm = FMTS["f32" if t == "tf32" else t]
@@ -78,17 +86,17 @@ def decode(bits: int, t: str) -> Val:
     if ex == 2**fm.e - 1:
         return Val(NAN if fr else "inf", neg)
     if ex == 0:
-        mag = Fraction(fr) * Fraction(2) ** (fm.emin - fm.f)
+        mag = Fraction(fr) * p2(fm.emin - fm.f)
     else:
-        mag = (1 + Fraction(fr, 2**fm.f)) * Fraction(2) ** (ex - fm.bias)
+        mag = (1 + Fraction(fr, 2**fm.f)) * p2(ex - fm.bias)
     return Val("num", neg, -mag if neg else mag)
 
 
 def _floor_log2(a: Fraction) -> int:
     k = a.numerator.bit_length() - a.denominator.bit_length()
-    while Fraction(2) ** k > a:
+    while p2(k) > a:
         k -= 1
-    while Fraction(2) ** (k + 1) <= a:
+    while p2(k + 1) <= a:
         k += 1
     return k
 
@@ -102,10 +110,10 @@ def _encode_mag(neg: bool, m: Fraction, fm: Fmt) -> int:
         return s
     k = _floor_log2(m)
     if k < fm.emin:
-        q = m / Fraction(2) ** (fm.emin - fm.f)
+        q = m / p2(fm.emin - fm.f)
         assert q.denominator == 1
         return s | int(q)
-    q = m / Fraction(2) ** (k - fm.f)
+    q = m / p2(k - fm.f)
     assert q.denominator == 1 and 2**fm.f <= q < 2**fm.p
     return s | ((k + fm.bias) << fm.f) | (int(q) - 2**fm.f)
 
@@ -118,7 +126,7 @@ def round_to(x: Fraction, t: str, mode: str, neg_zero: bool = False) -> int:
         return _encode_mag(neg_zero, Fraction(0), fm)
     neg, a = x < 0, abs(x)
     k = max(_floor_log2(a), fm.emin)
-    quantum = Fraction(2) ** (k - fm.f)
+    quantum = p2(k - fm.f)
     lo = (a // quantum) * quantum
     hi = lo + quantum
     if lo == a:
@@ -153,7 +161,7 @@ def tf32_bits(x: Fraction, mode: str, neg_zero: bool = False) -> int:
 
 def _is_sub(v: Val, t: str) -> bool:
     fm = FMTS[t]
-    return v.kind == "num" and v.x != 0 and abs(v.x) < Fraction(2) ** fm.emin
+    return v.kind == "num" and v.x != 0 and abs(v.x) < p2(fm.emin)
 
 
 def flush(v: Val, t: str) -> Val:
