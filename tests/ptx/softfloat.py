@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import lru_cache
+from functools import cache, lru_cache
 
 NAN = "nan"
 
@@ -70,7 +70,7 @@ class Val:
     x: Fraction = Fraction(0)
 
 
-@lru_cache(maxsize=None)
+@cache
 def p2(k: int) -> Fraction:
     """2**k as a Fraction (cached: the oracle asks for few distinct powers)."""
     return Fraction(2) ** k
