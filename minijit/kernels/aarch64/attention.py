@@ -980,11 +980,11 @@ def fused_kernel(dtype: Any, g: int | None = None) -> tuple[Any, str, int, int] 
 def _load_fused(name: str, g: int | None) -> tuple[Any, Any, str, int, int] | None:
     import ctypes
 
-    from minijit.runtime import host, runs_natively
+    from minijit.runtime.features import detected_host
 
-    if not runs_natively("aarch64"):
+    h = detected_host()  # the machine the code runs on (never a pinned profile)
+    if h.isa != "aarch64":
         return None
-    h = host()
     isa = f"sve{h.sve_vl_bits}" if h.sve else "neon"
     if isa not in ISAS:
         isa = "neon"

@@ -18,12 +18,14 @@ from hypothesis import strategies as st
 
 from asm import llvm
 from minijit.kernels.aarch64 import attention as at
-from minijit.runtime import host, runs_natively
+from minijit.runtime import runs_natively
+from minijit.runtime.features import detected_host
 from tests.conftest import examples
 
 NATIVE = runs_natively("aarch64")
 if NATIVE:  # pragma: no cover - an AArch64 host runs its own SVE length only
-    ISAS = ["neon"] + ([f"sve{host().sve_vl_bits}"] if host().sve and f"sve{host().sve_vl_bits}" in at.ISAS else [])
+    _VL = f"sve{detected_host().sve_vl_bits}"
+    ISAS = ["neon"] + ([_VL] if detected_host().sve and _VL in at.ISAS else [])
 else:
     ISAS = list(at.ISAS)
 NP = {"fp32": np.float32, "fp64": np.float64}
