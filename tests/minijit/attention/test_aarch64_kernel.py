@@ -283,3 +283,16 @@ def test_empty_head_dim_and_no_keys(isa):
         check(dtype, o, obuf, np.tile(v.mean(axis=0), (3, 1)), 2)
         o, obuf = attend(dtype, isa, np.ones((3, 2), f), np.ones((0, 2), f), np.ones((0, 2), f), scale=1.0)
         assert np.isnan(o).all()
+
+
+@pytest.mark.parametrize(("dtype", "isa"), [("fp32", "neon"), ("fp64", "sve256")])
+def test_inner_loops_for_mca(dtype, isa):
+    """The loops bench/results' llvm-mca estimates read: they reassemble, and the product loops hold
+    g x cv FMAs a step."""
+    loops = at.inner_loops(dtype, isa)
+    assert set(loops) == {"scores", "pv", "exp"}
+    for name, listing in loops.items():
+        lines = [s.split()[0] for s in listing.splitlines() if s.strip() and not s.strip().endswith(":")]
+        if name != "exp":
+            assert lines.count("fmla") == 6 * 4, name
+        assert len(llvm.assemble(listing)) == 4 * len(lines)  # llvm-mc takes every line
