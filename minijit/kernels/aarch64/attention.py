@@ -15,7 +15,7 @@ NaN (0/0).
 
 ``isa`` names the target and, for SVE, the vector length the code is built for: "neon",
 "sve128", "sve256", "sve512" (`ISAS`). An SVE kernel checks the length it runs at on entry and
-returns without touching anything when it differs (`fused_kernel` builds for the host's length).
+only fills o's block with NaN when it differs (`fused_kernel` builds for the host's length).
 
 Algorithm (FlashAttention-2, unscaled; seed 001's appendix), as on x86-64: query tiles of ``g``
 rows, key tiles of ``s_x`` keys (a multiple of the vector length). Per query tile: Q's rows copied
@@ -331,10 +331,11 @@ class FusedAttention:
         frame = prologue(a, range(19, 29), range(8, 16), writeback=True)
         a.sub(sp, sp, FRAME)
         done = a.new_label("done")
-        if vt.sve:  # built for one vector length: nothing at another
+        wrong_vl = a.new_label("wrong_vl")
+        if vt.sve:  # built for one vector length: at another, o = NaN
             a.rdvl(X[9], 1)
             a.cmp(X[9], vt.vbytes)
-            a.b_cond("ne", done)
+            a.b_cond("ne", wrong_vl)
             a.ptrue(getattr(P[0], vt.t.es))
         a.mov(ARG, X[4])
         a.mov(PRM, X[5])
@@ -417,7 +418,33 @@ class FusedAttention:
         a.bind(done)
         a.add(sp, sp, FRAME)
         epilogue(a, frame)
+        if vt.sve:
+            a.bind(wrong_vl)
+            self.nan_output()
+            a.b(done)
         self.data()
+
+    def nan_output(self) -> None:
+        """o's L x Ev block = NaN, element by element (x3: o and x4: args as on entry)."""
+        a, vt = self.a, self.vt
+        a.adr(X[9], self.consts)
+        a.ldr(vt.scalar(self.tmp), mem(X[9], 32))  # the NaN quad
+        a.ldr(X[10], mem(X[4], OFFSET["L"]))
+        a.ldr(X[11], mem(X[4], OFFSET["ldo"]))
+        a.lsl(X[11], X[11], vt.t.shift)
+
+        def row() -> None:
+            a.ldr(X[12], mem(X[4], OFFSET["Ev"]))
+            a.mov(X[13], X[3])
+
+            def element() -> None:
+                a.str(vt.scalar(self.tmp), mem(X[13]))
+                a.add(X[13], X[13], vt.es)
+
+            self.loop(X[12], element, "nan_col")
+            a.add(X[3], X[3], X[11])
+
+        self.loop(X[10], row, "nan_row")
 
     def kt_tail(self) -> None:
         """The last S % s_x columns of K^T, zero-padded to E x s_x in the scratch (``ktt``)."""
@@ -890,12 +917,13 @@ class FusedAttention:
         self.loop(ROWS, row, "o_row")
 
     def data(self) -> None:
-        """The kernel's constants (-inf, the lowest finite value), NEON's lane masks, the exp table."""
+        """The kernel's constants (-inf, the lowest finite value, NaN), NEON's lane masks, the exp table."""
         vt = self.vt
         fmt = "<f" if vt.es == 4 else "<d"
         per = 16 // vt.es
         lowest = float(np.finfo(vt.t.np).min)
-        emit_words(self.a, self.consts, b"".join(struct.pack(fmt, v) * per for v in (float("-inf"), lowest)))
+        values = (float("-inf"), lowest, float("nan"))
+        emit_words(self.a, self.consts, b"".join(struct.pack(fmt, v) * per for v in values))
         if not vt.sve:
             masks = b"".join((b"\xff" * (vt.es * c)).ljust(16, b"\0") for c in range(vt.lanes + 1))
             emit_words(self.a, self.masks, masks)

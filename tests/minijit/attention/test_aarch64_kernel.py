@@ -219,22 +219,22 @@ def test_listing_reassembles_to_the_code(isa, dtype):
 
 
 @pytest.mark.skipif(NATIVE, reason="emulation only: the worker runs at 128 bits, the kernel is built for 256")
-def test_sve_kernel_at_another_length_touches_nothing():
-    """A kernel built for 256-bit SVE returns at once in a 128-bit worker: o keeps its values."""
+def test_sve_kernel_at_another_length_gives_nan():
+    """A kernel built for 256-bit SVE in a 128-bit worker only sets o's block (rows ldo apart) to NaN."""
     q, k, v = np.ones((3, 2), np.float32), np.ones((5, 2), np.float32), np.ones((5, 2), np.float32)
     a = at.program("fp32", "sve256")
     from minijit.kernels.aarch64.common import load_kernel
 
     k128 = load_kernel(a, at.signature("float"), a.name, 128)
     mem = Memory(k128)
-    o = np.full((3, 2), SENTINEL, np.float32)
+    o = np.full((3, 3), SENTINEL, np.float32)
     try:
         scratch = mem.alloc(at.scratch_bytes("fp32", "sve256", 2, 2))
-        args = at.pack_args(L=3, S=5, E=2, Ev=2, ldq=2, ldkt=5, ldv=2, ldo=2, row0=0, causal=0, scratch=scratch)
+        args = at.pack_args(L=3, S=5, E=2, Ev=2, ldq=2, ldkt=5, ldv=2, ldo=3, row0=0, causal=0, scratch=scratch)
         k128(q, np.ascontiguousarray(k.T), v, o, args, np.ones(1, np.float32))
     finally:
         mem.free()
-    assert np.all(o == SENTINEL)
+    assert np.isnan(o[:, :2]).all() and np.all(o[:, 2] == SENTINEL)
 
 
 def test_bad_arguments():
