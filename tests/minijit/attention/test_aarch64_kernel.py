@@ -296,3 +296,20 @@ def test_inner_loops_for_mca(dtype, isa):
         if name != "exp":
             assert lines.count("fmla") == 6 * 4, name
         assert len(llvm.assemble(listing)) == 4 * len(lines)  # llvm-mc takes every line
+
+
+@pytest.mark.parametrize(("dtype", "isa"), [("fp32", i) for i in ISAS] + [("fp64", ISAS[-1])])
+def test_largest_tiles(dtype, isa):
+    """g = 8 and 7, s_x = 32 vectors: offsets past every immediate form, many key tiles, a row
+    offset far down a causal triangle, a bias over several tiles."""
+    f = NP[dtype]
+    rng = np.random.default_rng(1)
+    lanes = at.vtarget(dtype, isa).lanes
+    L, S, E, Ev = 11, 700, 70, 75
+    q, k = rng.standard_normal((L, E)).astype(f), rng.standard_normal((S, E)).astype(f)
+    v, bias = rng.standard_normal((S, Ev)).astype(f), rng.standard_normal((L, S)).astype(f)
+    o, obuf = attend(dtype, isa, q, k, v, scale=0.2, g=8, s_x=32 * lanes, bias=bias, bias_strides=(S, 1),
+                     tile_major=True)  # fmt: skip
+    check(dtype, o, obuf, reference(q, k, v, f(0.2), False, 0, bias.astype(np.float64)), Ev)
+    o, obuf = attend(dtype, isa, q, k, v, scale=0.2, g=7, s_x=32 * lanes, causal=True, row0=600)
+    check(dtype, o, obuf, reference(q, k, v, f(0.2), True, 600, None), Ev)
