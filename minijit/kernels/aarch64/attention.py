@@ -62,11 +62,14 @@ from asm.aarch64 import Assembler, Label, P, V, X, mem, sp
 from asm.aarch64.registers import XReg
 from minijit.kernels.aarch64.common import epilogue, load_kernel, prologue
 from minijit.kernels.aarch64.vexp import SCRATCH, ExpConsts, VTarget, add_offset, emit_exp, emit_words, quads
+from minijit.kernels.epilogue import Epilogue
+from minijit.kernels.x86_64.attention import check_epilogue
 
 __all__ = [
     "ARGS",
     "G_MAX",
     "ISAS",
+    "check_epilogue",
     "check_tiles",
     "fused_kernel",
     "generate",
@@ -212,8 +215,8 @@ def pack_args(**values: int) -> np.ndarray:
 class FusedAttention:
     """One attention kernel being emitted (the stages are methods, in the order they run)."""
 
-    def __init__(self, a: Assembler, vt: VTarget, g: int, s_x: int) -> None:
-        self.a, self.vt, self.g, self.s_x = a, vt, g, s_x
+    def __init__(self, a: Assembler, vt: VTarget, g: int, s_x: int, softmax: bool = True) -> None:
+        self.a, self.vt, self.g, self.s_x, self.with_softmax = a, vt, g, s_x, softmax
         self.nv = s_x // vt.lanes  # vectors of keys in a tile
         self.per = 16 // vt.es  # elements of a quad
         self.mult = list(range(max(2, -(-g // self.per))))  # multipliers: z0.. (indexed elements)
@@ -531,6 +534,8 @@ class FusedAttention:
         for w in range(-(-g * vt.es // vt.vbytes)):
             vt.st(a, self.t2, SCR, self.off["m"] + w * vt.vbytes, TMP)
             vt.st(a, self.tmp, SCR, self.off["l"] + w * vt.vbytes, TMP)
+            if not self.with_softmax:  # alpha stays 0: O = P . V of the last tile, no NaN from old scratch
+                vt.st(a, self.tmp, SCR, self.off["alpha"] + w * vt.vbytes, TMP)
         add_offset(a, X[0], SCR, self.off["o"])
         self.ld(X[1], "nfull")
         self.ld(X[2], "tail")
@@ -588,15 +593,16 @@ class FusedAttention:
         for c0 in range(0, self.nv, self.cv):
             self.scores(c0, min(self.cv, self.nv - c0))
         self.bias()
-        masked, after = a.new_label("masked"), a.new_label("softmax_done")
-        a.add(X[9], J0, self.s_x)
-        a.cmp(X[9], THR)
-        a.b_cond("gt", masked)
-        self.softmax(masked=False)
-        a.b(after)
-        a.bind(masked)
-        self.softmax(masked=True)
-        a.bind(after)
+        if self.with_softmax:  # (without: a measure of the softmax's share, as on x86-64)
+            masked, after = a.new_label("masked"), a.new_label("softmax_done")
+            a.add(X[9], J0, self.s_x)
+            a.cmp(X[9], THR)
+            a.b_cond("gt", masked)
+            self.softmax(masked=False)
+            a.b(after)
+            a.bind(masked)
+            self.softmax(masked=True)
+            a.bind(after)
         # nk = min(s_x, kend - J0)
         a.sub(NK, KEND, J0)
         a.mov(X[9], self.s_x)
@@ -930,21 +936,40 @@ class FusedAttention:
         self.exp.emit_data(self.a)
 
 
-def program(dtype: str, isa: str, g: int | None = None, s_x: int | None = None) -> Assembler:
+def program(
+    dtype: str,
+    isa: str,
+    g: int | None = None,
+    s_x: int | None = None,
+    softmax: bool = True,
+    epilogue: Epilogue | str | None = Epilogue.ONLINE_SOFTMAX,
+) -> Assembler:
     """The assembled attention kernel for ``dtype`` ("fp32", "fp64"), ``isa`` (`ISAS`) and the
-    tile (`check_tiles`)."""
+    tile (`check_tiles`). ``epilogue`` / ``softmax`` as in the x86-64 generator (`check_epilogue`):
+    the online softmax, or none (``softmax=False``), which leaves the softmax stage out (wrong
+    results: the two products and their fills only)."""
     vt = vtarget(dtype, isa)
     g, s_x = check_tiles(dtype, isa, g, s_x)
-    a = Assembler(name=f"attention_{dtype}_{isa}_g{g}_s{s_x}")
-    FusedAttention(a, vt, g, s_x).emit()
+    softmax = check_epilogue(epilogue, softmax)
+    name = f"attention_{dtype}_{isa}_g{g}_s{s_x}" + ("" if softmax else "_nosoftmax")
+    a = Assembler(name=name)
+    FusedAttention(a, vt, g, s_x, softmax).emit()
     return a
 
 
-def generate(dtype: str, isa: str, g: int | None = None, s_x: int | None = None) -> Any:
-    """The fused attention kernel (see the module docstring): native on an AArch64 host, else
-    emulated in the qemu worker at the SVE length of ``isa``."""
+def generate(
+    dtype: str,
+    isa: str,
+    g: int | None = None,
+    s_x: int | None = None,
+    softmax: bool = True,
+    epilogue: Epilogue | str | None = Epilogue.ONLINE_SOFTMAX,
+) -> Any:
+    """The fused attention kernel (see the module docstring; ``softmax``, ``epilogue`` as in
+    `program`): native on an AArch64 host, else emulated in the qemu worker at the SVE length of
+    ``isa``."""
     vt = vtarget(dtype, isa)
-    a = program(dtype, isa, g, s_x)
+    a = program(dtype, isa, g, s_x, softmax, epilogue)
     return load_kernel(a, signature(vt.t.ctype), a.name, vt.vl if vt.sve else 128)
 
 

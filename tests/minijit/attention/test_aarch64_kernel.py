@@ -313,3 +313,28 @@ def test_largest_tiles(dtype, isa):
     check(dtype, o, obuf, reference(q, k, v, f(0.2), False, 0, bias.astype(np.float64)), Ev)
     o, obuf = attend(dtype, isa, q, k, v, scale=0.2, g=7, s_x=32 * lanes, causal=True, row0=600)
     check(dtype, o, obuf, reference(q, k, v, f(0.2), True, 600, None), Ev)
+
+
+@pytest.mark.parametrize("isa", ["neon", ISAS[-1]])
+def test_without_softmax(isa):
+    """``softmax=False`` / the none epilogue (the bench's softmax-share measure, as on x86-64): the
+    products and fills only; l stays 0, so every output is inf or NaN; other epilogues refused."""
+    for kw in ({"softmax": False}, {"epilogue": "none"}):
+        assert at.generate("fp32", isa, **kw).name.endswith("_nosoftmax")
+    assert "#23" not in at.program("fp32", isa, softmax=False).listing()  # no exp: no shift by 23
+    assert "#23" in at.program("fp32", isa).listing()
+    k_ = at.generate("fp32", isa, softmax=False)
+    mem = Memory(k_)
+    q, k, v = (np.ones(s, np.float32) for s in ((4, 3), (5, 3), (5, 2)))
+    o = np.full((4, 2), SENTINEL, np.float32)
+    try:
+        scratch = mem.alloc(at.scratch_bytes("fp32", isa, 3, 2))
+        args = at.pack_args(L=4, S=5, E=3, Ev=2, ldq=3, ldkt=5, ldv=2, ldo=2, row0=0, causal=0, scratch=scratch)
+        k_(q, np.ascontiguousarray(k.T), v, o, args, np.ones(1, np.float32))
+    finally:
+        mem.free()
+    assert not np.isfinite(o).any()
+    with pytest.raises(ValueError, match="attention"):
+        at.program("fp32", isa, epilogue="relu")
+    with pytest.raises(TypeError, match="softmax"):
+        at.program("fp32", isa, softmax=1)
