@@ -106,16 +106,21 @@ def test_x86_emission_reassembles_and_reads_as_relu(isa, dtype):
     _llvm()
     t = x86.Target.of(dtype, isa)
     regs = t.vregs
-    for ep in (Epilogue.RELU, Epilogue.parse("relu")):
+    for ep, scratch in ((Epilogue.RELU, len(regs) - 1), (Epilogue.parse("relu"), 0), (Epilogue.RELU, 8)):
+        others = [r for i, r in enumerate(regs) if i != scratch]
         a = X86Assembler(name="epilogue")
-        code = x86.EpilogueCode(a, t, ep, regs[-1])
-        code.emit(list(regs[:-1]))
-        code.apply(regs[3].xmm, scalar=True)
+        code = x86.EpilogueCode(a, t, ep, regs[scratch])
+        code.emit(others)
+        code.apply(others[3].xmm, scalar=True)
         assert llvm.assemble(a.listing(), triple="x86_64", mattr="") == a.code()
-        lines = [line.split()[0] for line in a.listing().splitlines() if not line.endswith(":")]
+        lines = [line.split() for line in a.listing().splitlines() if not line.endswith(":")]
         p, s = ("ps", "ss") if dtype == "fp32" else ("pd", "sd")
-        assert lines[0] == f"vxor{p}"
-        assert lines[1:] == [f"vmax{p}", f"vadd{p}"] * (len(regs) - 1) + [f"vmax{s}", f"vadd{s}"]
+        assert [line[0] for line in lines] == [f"vxor{p}"] + [f"vmax{p}", f"vadd{p}"] * len(others) + [
+            f"vmax{s}",
+            f"vadd{s}",
+        ]
+        zero = re.compile(rf"\b[xyz]mm{scratch}\b")
+        assert all(zero.search(" ".join(line)) for line in lines)  # every instruction uses the scratch
         assert ".Lepilogue_relu" in a.listing()
     a = X86Assembler(name="none")
     x86.EpilogueCode(a, t, Epilogue.NONE, regs[-1]).emit(list(regs[:-1]))
