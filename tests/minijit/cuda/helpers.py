@@ -5,25 +5,21 @@ Reference: the operands as the tensor cores read them (:func:`tensor_core_operan
 stored; fp32 for tf32 either rounded by ``cvt.rna.tf32.f32`` in the kernel, as the mma.sync family
 does, or truncated to 10 mantissa bits, as an sm_90a ``wgmma`` reads raw fp32 from shared memory),
 multiplied exactly and summed in float64. What remains between a GPU and that reference is the fp32
-accumulation: :func:`accumulation_bound`.
+accumulation: :func:`accumulation_bound` (`minijit.cuda.hwrecord`'s, shared).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from minijit.cuda import gemm
+from minijit.cuda import gemm, hwrecord
 from minijit.cuda.gemm import GemmSpec
 from ptx import mma
 
-#: unit roundoff of fp32 (round to nearest): the accumulation precision of every tensor-core path
-U32 = 2.0**-24
-#: probability, under the rounding-error model of :func:`accumulation_bound`, that a correct launch
-#: has any element outside the bound
-FALSE_ALARM = 1e-6
+#: probability that a correct launch has any element outside the bound (`hwrecord.accumulation_bound`)
+FALSE_ALARM = hwrecord.FALSE_ALARM
 #: how a GEMM family's tensor cores see fp32 (tf32) operands: "rna" (cvt.rna.tf32.f32 in the
 #: kernel: mma.sync) or "truncate" (sm_90a wgmma reads raw fp32 from shared memory and ignores
 #: the low 13 mantissa bits: recorded on an H200, issue 34, where two launches matched the
@@ -57,17 +53,10 @@ def expected_gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, first: str = "zer
 
 def accumulation_bound(scale: np.ndarray, terms: int, checked: int) -> np.ndarray:
     """Bound on ``|got - want|`` per element for sums of ``terms`` exact products (and C) that a
-    GPU accumulates in fp32 in an order of its own, when ``checked`` elements are compared.
-
-    Model: each of the ``terms`` additions rounds its partial sum S_i with a relative error
-    uniform in [-u, u] (u = 2^-24), independent; ``|S_i| <= scale``. The error is then about
-    normal with sigma <= u * sqrt(terms / 3) * scale. The bound is ``z`` sigma with ``z`` =
-    sqrt(2 ln(2 ``checked`` / FALSE_ALARM)), so that the largest of ``checked`` correct errors
-    crosses it with probability under FALSE_ALARM: the multiplier grows with the element count (a
-    fixed 4 sigma, crossed once in about 16 000 elements, is not a bound for 150 000). A ReLU
-    last touch only shrinks differences. Plus one fp32 ulp of the result for the final store."""
-    z = math.sqrt(2.0 * math.log(2.0 * max(checked, 1) / FALSE_ALARM))
-    return z * U32 * math.sqrt(max(terms, 1) / 3.0) * scale + 2.0 * U32 * scale
+    GPU accumulates in fp32 in an order of its own, when ``checked`` elements are compared: the
+    one bound of `minijit.cuda.hwrecord.accumulation_bound` (which `hwrecord` holds recorded
+    launches to), derived in docs/decisions.md. A ReLU last touch only shrinks differences."""
+    return hwrecord.accumulation_bound(terms, scale, checked)
 
 
 def assert_gemm_close(got: np.ndarray, want: np.ndarray, scale: np.ndarray, terms: int, checked: int, err_msg=""):
