@@ -298,7 +298,7 @@ class FusedAttention:
     def hreduce(self, op: str, x: int, tmp: int) -> None:
         """Every lane of ``x`` = max / sum over its lanes."""
         a, vt = self.a, self.vt
-        if vt.sve:
+        if vt.scalable:
             (a.sve_fmaxv if op == "max" else a.faddv)(vt.scalar(tmp), P[0], vt.r(x))
             vt.dup(a, x, (tmp, 0))
             return
@@ -310,7 +310,7 @@ class FusedAttention:
     def mask_lanes(self, d: int, count: XReg, first: int) -> None:
         """Lanes ``i`` of ``d`` with ``first + i >= count`` = -inf (x7, x8 clobbered)."""
         a, vt = self.a, self.vt
-        if vt.sve:
+        if vt.scalable:
             p1 = getattr(P[1], vt.t.es)
             a.mov(X[7], first)
             a.whilelt(p1, X[7], count)
@@ -335,7 +335,7 @@ class FusedAttention:
         a.sub(sp, sp, FRAME)
         done = a.new_label("done")
         wrong_vl = a.new_label("wrong_vl")
-        if vt.sve:  # built for one vector length: at another, o = NaN
+        if vt.scalable:  # built for one vector length: at another, o = NaN
             a.rdvl(X[9], 1)
             a.cmp(X[9], vt.vbytes)
             a.b_cond("ne", wrong_vl)
@@ -374,7 +374,7 @@ class FusedAttention:
         a.lsl(X[12], X[10], shift)
         a.sub(X[11], X[9], X[12])
         self.st("tail", X[11])
-        if vt.sve:
+        if vt.scalable:
             a.whilelt(getattr(P[2], vt.t.es), XZR, X[11])
             a.cmp(X[11], 0)
             a.add(X[12], X[10], 1)
@@ -421,7 +421,7 @@ class FusedAttention:
         a.bind(done)
         a.add(sp, sp, FRAME)
         epilogue(a, frame)
-        if vt.sve:
+        if vt.scalable:
             a.bind(wrong_vl)
             self.nan_output()
             a.b(done)
@@ -539,7 +539,7 @@ class FusedAttention:
         add_offset(a, X[0], SCR, self.off["o"])
         self.ld(X[1], "nfull")
         self.ld(X[2], "tail")
-        if vt.sve:
+        if vt.scalable:
             a.cmp(X[2], 0)
             a.add(X[3], X[1], 1)
             a.csel(X[1], X[3], X[1], "ne")
@@ -798,7 +798,7 @@ class FusedAttention:
         a.madd(OBP, REM, X[13], OBP)
         a.add(EVOFF, EVOFF, REM, "lsl", vt.vbytes.bit_length() - 1)
         self.ld(REM, "tail")
-        if vt.sve:
+        if vt.scalable:
             a.cbz(REM, end)
             self.pv_block(1, "pred")
         else:
@@ -836,7 +836,7 @@ class FusedAttention:
         add_offset(a, PP, SCR, self.off["p"])
         self.ld(LD, "ldv")
         a.mov(CNT, NK)
-        if vt.sve:  # P[i, k] broadcast by ld1rw/ld1rd from a pointer per row
+        if vt.scalable:  # P[i, k] broadcast by ld1rw/ld1rd from a pointer per row
             for i in range(g):
                 add_offset(a, ROW_PTRS[i], PP, i * self.s_x * vt.es)
 
@@ -862,15 +862,15 @@ class FusedAttention:
         a, vt = self.a, self.vt
         for i in range(self.g):
             m = self.mult[i % 2]
-            if vt.sve:
+            if vt.scalable:
                 vt.t.ld1r(a, vt.r(m), P[0].z, mem(ROW_PTRS[i]))
             else:
                 self.scalar_ld(m, PP, i * self.s_x * vt.es)
             for u in range(nvec):
                 vt.fmla(a, acc[i][u], self.vin[u], (m, 0))
-        for i in range(self.g) if vt.sve else ():
+        for i in range(self.g) if vt.scalable else ():
             a.add(ROW_PTRS[i], ROW_PTRS[i], vt.es)
-        if not vt.sve:
+        if not vt.scalable:
             a.add(PP, PP, vt.es)
 
     def epilogue(self) -> None:
@@ -898,7 +898,7 @@ class FusedAttention:
 
             self.loop(NV, vector, "o_vec")
             self.ld(NV, "tail")
-            if vt.sve:
+            if vt.scalable:
                 skip = a.new_label("o_tail")
                 a.cbz(NV, skip)
                 vt.ld(a, x, POB, 0, TMP)
@@ -930,7 +930,7 @@ class FusedAttention:
         lowest = float(np.finfo(vt.t.np).min)
         values = (float("-inf"), lowest, float("nan"))
         emit_words(self.a, self.consts, b"".join(struct.pack(fmt, v) * per for v in values))
-        if not vt.sve:
+        if not vt.scalable:
             masks = b"".join((b"\xff" * (vt.es * c)).ljust(16, b"\0") for c in range(vt.lanes + 1))
             emit_words(self.a, self.masks, masks)
         self.exp.emit_data(self.a)
@@ -970,7 +970,7 @@ def generate(
     ``isa``."""
     vt = vtarget(dtype, isa)
     a = program(dtype, isa, g, s_x, softmax, epilogue)
-    return load_kernel(a, signature(vt.t.ctype), a.name, vt.vl if vt.sve else 128)
+    return load_kernel(a, signature(vt.t.ctype), a.name, vt.vl if vt.scalable else 128)
 
 
 def inner_loops(dtype: str, isa: str, g: int | None = None, s_x: int | None = None) -> dict[str, str]:
@@ -983,7 +983,7 @@ def inner_loops(dtype: str, isa: str, g: int | None = None, s_x: int | None = No
     for name in ("scores", "pv", "exp"):
         a = Assembler(name=name)
         k = FusedAttention(a, vt, g, s_x)
-        if vt.sve:
+        if vt.scalable:
             a.ptrue(getattr(P[0], vt.t.es))
         top = a.label("loop")
         if name == "scores":

@@ -112,17 +112,17 @@ class VTarget:
         return self.vl // 8
 
     @property
-    def sve(self) -> bool:
+    def scalable(self) -> bool:
         return self.isa == "sve"
 
     # -- operands --------------------------------------------------------------------------
     def r(self, n: int) -> VecReg | ZVec:
         """Register ``n`` as a whole vector of elements."""
-        return self.t.z(n) if self.sve else self.t.vec(n)
+        return self.t.z(n) if self.scalable else self.t.vec(n)
 
     def e(self, n: int, lane: int) -> VElem | ZElem:
         """Element ``lane`` of register ``n`` (of each 128-bit segment, on SVE)."""
-        return self.t.z(n)[lane] if self.sve else VElem(n, self.t.es, lane)
+        return self.t.z(n)[lane] if self.scalable else VElem(n, self.t.es, lane)
 
     def scalar(self, n: int) -> Any:
         """The scalar view ``s<n>`` / ``d<n>`` (loads and stores of one element)."""
@@ -140,21 +140,21 @@ class VTarget:
 
     def div(self, a: Assembler, d: int, m: int) -> None:
         """d = d / m."""
-        if self.sve:
+        if self.scalable:
             a.fdiv(self.r(d), P[0].m, self.r(d), self.r(m))
         else:
             a.fdiv(self.r(d), self.r(d), self.r(m))
 
     def max(self, a: Assembler, d: int, m: int) -> None:
         """d = max(d, m) (NaN when either is)."""
-        if self.sve:
+        if self.scalable:
             a.fmax(self.r(d), P[0].m, self.r(d), self.r(m))
         else:
             a.fmax(self.r(d), self.r(d), self.r(m))
 
     def min(self, a: Assembler, d: int, m: int) -> None:
         """d = min(d, m) (NaN when either is)."""
-        if self.sve:
+        if self.scalable:
             a.fmin(self.r(d), P[0].m, self.r(d), self.r(m))
         else:
             a.fmin(self.r(d), self.r(d), self.r(m))
@@ -163,7 +163,7 @@ class VTarget:
         """d += n * m (m a register, or (register, lane): an indexed element)."""
         if isinstance(m, tuple):
             a.fmla(self.r(d), self.r(n), self.e(*m))
-        elif self.sve:
+        elif self.scalable:
             a.fmla(self.r(d), P[0].m, self.r(n), self.r(m))
         else:
             a.fmla(self.r(d), self.r(n), self.r(m))
@@ -177,17 +177,17 @@ class VTarget:
         a.dup(self.r(d), self.e(*m))
 
     def mov(self, a: Assembler, d: int, n: int) -> None:
-        if self.sve:
+        if self.scalable:
             a.mov(Z[d].d, Z[n].d)
         else:
             a.mov(V[d].b16, V[n].b16)
 
     def shl(self, a: Assembler, d: int, n: int, shift: int) -> None:
         """Each element of n shifted left by ``shift`` bits as an integer."""
-        a.lsl(self.r(d), self.r(n), shift) if self.sve else a.shl(self.r(d), self.r(n), shift)
+        a.lsl(self.r(d), self.r(n), shift) if self.scalable else a.shl(self.r(d), self.r(n), shift)
 
     def zero(self, a: Assembler, d: int) -> None:
-        if self.sve:
+        if self.scalable:
             a.dup(Z[d].d, 0)
         else:
             a.movi(V[d].d2, 0)
@@ -202,7 +202,7 @@ class VTarget:
         self._ldst(a, d, base, off, tmp, load=False)
 
     def _ldst(self, a: Assembler, d: int, base: XReg, off: int, tmp: XReg, load: bool) -> None:
-        if self.sve:
+        if self.scalable:
             k, rest = divmod(off, self.vbytes)
             if rest or not -8 <= k <= 7:
                 add_offset(a, tmp, base, off)
@@ -220,7 +220,7 @@ class VTarget:
 
     def ldq(self, a: Assembler, d: int, base: XReg, off: int, tmp: XReg) -> None:
         """Load the quad at ``base + off`` (NEON: the register; SVE: repeated in every segment)."""
-        if not self.sve:
+        if not self.scalable:
             self.ld(a, d, base, off, tmp)
             return
         if off % 16 or not -128 <= off <= 112:
@@ -302,7 +302,7 @@ class ExpConsts:
             raise ValueError(f"regs: need {count} distinct register numbers 0..31 for {self.vt.dtype}, got {self.regs}")
         limit = 7 if self.vt.dtype == "fp32" else 15
         mult = {self.where[n][0] for n in MULTIPLICANDS}
-        if self.vt.sve and any(self.regs[q] > limit for q in mult):
+        if self.vt.scalable and any(self.regs[q] > limit for q in mult):
             raise ValueError(
                 f"regs: the multiplicand quads {sorted(mult)} must be z0..z{limit} on SVE, got {self.regs}"
             )
@@ -327,7 +327,7 @@ class ExpConsts:
         origin = 0  # the byte offset of ``base`` into the table
         for q, r in enumerate(self.regs):
             off = 16 * q - origin
-            if self.vt.sve and off > 112:  # past ld1rq's immediate: move the base on
+            if self.vt.scalable and off > 112:  # past ld1rq's immediate: move the base on
                 a.add(base, base, off)
                 origin, off = 16 * q, 0
             self.vt.ldq(a, r, base, off, base)
@@ -456,10 +456,10 @@ def program(dtype: str = "fp32", isa: str = "neon", sve_vl: int = 128) -> Assemb
     done = a.new_label("done")
     a.cmp(N, 0)
     a.b_cond("le", done)
-    if vt.sve:
+    if vt.scalable:
         a.ptrue(getattr(P[0], t.es))
     consts.setup(a, TMP)
-    if vt.sve:
+    if vt.scalable:
         p1, p2 = getattr(P[1], t.es), getattr(P[2], t.es)
         a.mov(I, 0)
         top = a.label("two")
