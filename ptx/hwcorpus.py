@@ -13,10 +13,11 @@ thresholds). `run` executes a case through a driver module with the `ptx.driver`
 module knows only the file format of those entries). ``tests/ptx/test_hw_record.py`` reruns
 every recorded op in the simulator over the recorded inputs (`check_op`): every bit must match.
 
-Instructions the simulator refuses (rounding .rz/.rm/.rp on arithmetic and narrowing
-conversions, ``div.approx``/``div.full``, f16x2/bf16 arithmetic) or does not know (``rcp``,
-``sqrt``, ``ex2``, ``lg2``, ``neg``, ``abs``) are not in the corpus: a kernel using one fails in
-the simulator before any value could differ.
+Instructions the simulator refuses (``div.approx``/``div.full``, f16x2/bf16 arithmetic) or does
+not know (``rcp``, ``sqrt``, ``ex2``, ``lg2``, ``neg``, ``abs``) are not in the corpus: a kernel
+using one fails in the simulator before any value could differ. Directed rounding (.rz/.rm/.rp),
+which the simulator computes exactly but no kernel emits, is held to the softfloat oracle of
+tests/ptx/test_sim_oracle.py only, not to the chip.
 
 Record file: a numpy ``.npz`` with one JSON string ``meta`` (``format``, ``arch``, ``runs``: the
 device, driver, CUDA/ptxas version, date, commit and command of each recording, and

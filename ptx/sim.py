@@ -27,14 +27,19 @@ names the kernel, the PTX line and the threads when a kernel
 - waits at ``bar.sync`` while other threads of the CTA wait elsewhere or run to a different one;
 - runs for more than ``max_steps`` instructions.
 
-Numerics: integer ops wrap like the hardware; f32/f64 arithmetic is IEEE round-to-nearest
-(``fma`` is computed in float64 and rounded once more, which can differ in the last bit in rare
-cases); ``mma.sync`` and ``wgmma`` multiply the quantized inputs exactly and accumulate in float64
-(the tensor core's internal order and precision are not modelled; ``wgmma`` reads tf32 operands
-from raw fp32 in shared memory by truncating them to 10 mantissa bits, as an H200 does);
-cvt.rna.tf32 (NaN: the H200's 0x7fc00000 with the sign kept), f16/bf16 packing
-and the f32 <-> f16/bf16 conversions are bit-exact. Supported: the instructions
-:mod:`ptx.builder` emits, except ``.b128`` registers and non-.rn float arithmetic rounding.
+Numerics: integer ops wrap like the hardware; float arithmetic and conversions are correctly
+rounded as the PTX ISA defines them (:mod:`ptx.sim_float`): ``fma``/``mad`` round once (f16/f32
+vectorised, f64 exactly per lane), ``.rz/.rm/.rp`` exactly per lane, ``.ftz`` flushes f32/f16
+subnormal inputs and results to a zero of their sign, 64-bit integers convert with one rounding,
+float -> integer saturates; NaN results of f32 arithmetic (0x7fffffff), f16 arithmetic and
+f32 -> f16/bf16 (0x7fff) and cvt.rna.tf32 (the H200's 0x7fc00000 with the sign kept) are the
+canonical ones. ``mma.sync`` and ``wgmma`` multiply the quantized inputs exactly and accumulate in
+float64 (the tensor core's internal order and precision are not modelled: results are held to
+`minijit.cuda.hwrecord.accumulation_bound`; ``wgmma`` reads tf32 operands from raw fp32 in shared
+memory by truncating them to 10 mantissa bits, as an H200 does). tests/ptx/test_sim_oracle.py
+holds every float form to an independent softfloat. Supported: the instructions
+:mod:`ptx.builder` emits, except ``.b128`` registers, f16x2/bf16 arithmetic and
+``div.approx/full``.
 The simulator is slow (tens of microseconds per warp instruction): it is for tests of small
 launches, never for timing.
 """
