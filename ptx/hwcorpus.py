@@ -62,6 +62,8 @@ _VALUE = {
     "f16": ("f16", np.uint16),
     "bf16": ("b16", np.uint16),
     "b16": ("b16", np.uint16),
+    "s16": ("s16", np.uint16),
+    "u16": ("u16", np.uint16),
     "f32": ("f32", np.uint32),
     "tf32": ("b32", np.uint32),
     "b32": ("b32", np.uint32),

@@ -62,6 +62,15 @@ def _setp_ftz(cmp: str):
     return emit
 
 
+def _setp_plain(cmp: str):
+    def emit(k, d, a, b):
+        p = k.reg("pred")
+        k.setp(cmp, p, a, b)
+        k.selp(d, 1, 0, p)
+
+    return emit
+
+
 def _none():
     return ()
 
@@ -83,6 +92,14 @@ def _extra() -> dict[str, H.OpCase]:
                     ("f32", "u64", "rp"), ("f16", "s32", "rn"), ("f64", "u64", "rn"),
                     ("f16", "u64", "rn"), ("f64", "s64", "rm")):  # fmt: skip
         cs.append(H.OpCase(f"cvt.{r}.{d}.{a}", (a,), d, _cvt(d, a, r), _none))
+    for d, a, r in (("u64", "f64", "rzi"), ("s16", "f32", "rni"), ("s64", "f32", "rmi"), ("u16", "f16", "rpi"),
+                    ("s32", "f64", "rzi")):  # fmt: skip
+        cs.append(H.OpCase(f"cvt.{r}.{d}.{a}", (a,), d, _cvt(d, a, r), _none))
+    cs.append(H.OpCase("cvt.rz.f16.u32", ("u32",), "f16", _cvt("f16", "u32", "rz"), _none))
+    cs.append(H.OpCase("cvt.f64.f16", ("f16",), "f64", _cvt("f64", "f16", None), _none))
+    cs.append(H.OpCase("add.sat.f16", ("f16",) * 2, "f16", _emit("add", sat=True), _none))
+    cs.append(H.OpCase("mul.rn.sat.f32", ("f32",) * 2, "f32", _emit("mul", rnd="rn", sat=True), _none))
+    cs.append(H.OpCase("setp.le.f64", ("f64",) * 2, "u32", _setp_plain("le"), _none))
     cs.append(H.OpCase("cvt.rn.ftz.f16.f32", ("f32",), "f16", _cvt("f16", "f32", "rn", ftz=True), _none))
     cs.append(H.OpCase("cvt.rn.ftz.f32.f64", ("f64",), "f32", _cvt("f32", "f64", "rn", ftz=True), _none))
     return {c.name: c for c in cs}
@@ -219,7 +236,7 @@ def check(name: str, inputs: list[np.ndarray], run=None) -> list[str]:
 # --------------------------------------------------------------------------- operands
 
 
-_BITS = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64, "s32": 32, "u32": 32, "s64": 64, "u64": 64}
+_BITS = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64, "s32": 32, "u32": 32, "s64": 64, "u64": 64, "s16": 16, "u16": 16}
 
 
 def _special(t: str) -> list[int]:
