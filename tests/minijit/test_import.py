@@ -24,13 +24,16 @@ LIGHT = {
     "minijit.cache",
     "minijit.einsum.api",
     "minijit.einsum.cached",
+    "minijit.einsum.dtypes",  # which path a call takes (compiled or numpy's), its keywords
     "minijit.einsum.generic",
     "minijit.einsum.grammar",
+    "minijit.einsum.keywords",
     "minijit.einsum.parse",
     "minijit.einsum.views",
     "minijit.errors",
     "minijit.jit",
     "minijit.kernels",
+    "minijit.kernels.epilogue",  # the epilogue description kernels are keyed by (no generator)
     "minijit.kernels.generic",
     "minijit.limits",
     "minijit.runtime",
