@@ -50,6 +50,10 @@ DEFAULT_G = 6
 #: triples merged): for so few rows the fused kernel's per-call K^T packing costs more than the
 #: kernel (bench/results/x86_64_attention_first_2026-11-28.md)
 DECODE_MAX_ROWS = 4
+#: bytes of one slice's K and V the fused path keeps in L2 at a time: longer key axes run in
+#: chunks of keys (whole key tiles), the kernel resuming each row's (max, sum, output) between
+#: them (``chain``), so every 6-row query tile reads K and V from L2, not L3 (issue 50 bench)
+KEY_CHUNK_BYTES = 256 << 10
 #: the fewest keys of one decode chunk, and the most bytes of one chunk's scores (all slices)
 DECODE_MIN_KEYS, DECODE_CHUNK_BYTES = 256, 4 << 20
 
@@ -310,6 +314,7 @@ class AttentionPlan:
         scratch_bytes = kernel.scratch_bytes(name, isa, E, Ev, g, s_x)
         tiles = -(-S // s_x)
         size = tiles * E * s_x  # one slice's packed K^T (elements)
+        chunk = max(s_x, KEY_CHUNK_BYTES // ((E + Ev) * es) // s_x * s_x)  # keys of one L2-resident chunk
         params = np.array([scale], dt)
         threads = self.threads_now()
         blocks = 1 if n >= threads else min(-(-L // FUSED_ROWS), -(-threads // n))
@@ -336,6 +341,7 @@ class AttentionPlan:
             scratch = _thread_buffer("scratch", scratch_bytes + 64)
             if shared is None:
                 kt = _thread_buffer("kt", size * es).view(dt)[:size].reshape(tiles, E, s_x)
+            lse = _thread_buffer("lse", 2 * L * es) if S > chunk else None  # (m, l) of each row between chunks
             args = np.zeros(len(kernel.ARGS), np.int64)
             scr = scratch.ctypes.data + (-scratch.ctypes.data % 64)
             args[1:12] = (S, E, Ev, E, s_x, Ev, Ev, 0, causal, scr, E * s_x)  # no bias: bias = ldb = ldb_c = 0
@@ -344,21 +350,45 @@ class AttentionPlan:
             for job in range(begin, end):
                 b, r = divmod(job, blocks)
                 lo = r * rows
-                count = min(L, lo + rows) - lo
-                if count <= 0:
+                hi = min(L, lo + rows)
+                if hi <= lo:
                     continue
                 if shared is not None:
                     ka = shared[b].ctypes.data
                 elif b != packed:  # K^T of slice b, tile-major (the last tile partial)
                     _pack_kt(kt, slice_of(k, b), 0, tiles, s_x)
                     packed, ka = b, kt.ctypes.data
-                args[0], args[8] = count, lo
+                ms = None
                 if mask is not None:
                     ms = slice_of(mask, b)
                     if ms.strides[1] not in (0, es) or ms.strides[0] % es:
                         ms = np.ascontiguousarray(ms)
-                    args[12:] = (ms.ctypes.data + lo * ms.strides[0], ms.strides[0] // es, ms.strides[1] // es)
-                function(qa + (b * L + lo) * E * es, ka, va + b * S * Ev * es, oa + (b * L + lo) * Ev * es, aa, pa)
+                for c0 in range(0, S, chunk):  # one chunk (the whole key axis) unless S > chunk
+                    c1 = min(S, c0 + chunk)
+                    more = c1 < S
+                    if causal:  # rows r see keys <= r: rows past the chunk's start, final where their diagonal is
+                        parts = ((max(lo, c0), min(hi, c1), False), (max(lo, c1), hi, more))
+                    else:
+                        parts = ((lo, hi, more),)
+                    for r0, r1, keep in parts:
+                        if r1 <= r0:
+                            continue
+                        args[0], args[1], args[8] = r1 - r0, c1 - c0, max(0, r0 - c0) if causal else r0
+                        if ms is not None:
+                            bias = ms.ctypes.data + r0 * ms.strides[0] + c0 * ms.strides[1]
+                            args[12:15] = (bias, ms.strides[0] // es, ms.strides[1] // es)
+                        if lse is not None:
+                            args[15:17] = (lse.ctypes.data + r0 * 2 * es, (c0 > 0) | (2 * keep))
+                        function(
+                            qa + (b * L + r0) * E * es,
+                            ka + (c0 // s_x) * E * s_x * es,
+                            va + (b * S + c0) * Ev * es,
+                            oa + (b * L + r0) * Ev * es,
+                            aa,
+                            pa,
+                        )
+                    if causal and c1 >= hi:
+                        break  # later keys: past every row's diagonal
 
         parallel.run_range(run, n * blocks, threads)
 

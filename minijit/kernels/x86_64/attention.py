@@ -92,6 +92,8 @@ ARGS = (
     "bias",
     "ldb",
     "ldb_c",
+    "lse",
+    "chain",
 )
 OFFSET = {name: 8 * i for i, name in enumerate(ARGS)}
 #: the most query rows of a tile
@@ -157,7 +159,7 @@ def pack_args(**values: int) -> np.ndarray:
     """The ``args`` array from keyword values (every name of `ARGS`, ``kt_tile`` 0 when left out;
     ValueError naming a missing,
     unknown or non-int one, a negative size or a causal flag other than 0/1)."""
-    values = {"kt_tile": 0, "bias": 0, "ldb": 0, "ldb_c": 0} | values
+    values = {"kt_tile": 0, "bias": 0, "ldb": 0, "ldb_c": 0, "lse": 0, "chain": 0} | values
     unknown = sorted(set(values) - set(ARGS))
     missing = [n for n in ARGS if n not in values]
     if unknown or missing:
@@ -172,6 +174,8 @@ def pack_args(**values: int) -> np.ndarray:
         raise ValueError(f"attention args: ldb_c must be 0 or 1, got {values['ldb_c']}")
     if values["causal"] not in (0, 1):
         raise ValueError(f"attention args: causal must be 0 or 1, got {values['causal']}")
+    if values["chain"] not in (0, 1, 2, 3) or (values["chain"] and not values["lse"]):
+        raise ValueError(f"attention args: chain must be 0..3 (1 resume, 2 keep), and needs lse, got {values['chain']}")
     return np.array([values[n] for n in ARGS], dtype=np.int64)
 
 
@@ -204,7 +208,7 @@ class FusedAttention:
         names = (
             "q", "kt", "v", "o", "params", "ldq", "ldkt", "ldv", "ldo", "qb", "ktt", "evmask", "nvec",
             "rows", "gr", "diag", "kend", "thr", "nk", "ktp", "ktld", "S", "causal", "sfull", "kttile", "ktcur",
-            "bias", "biasrow", "ldb",
+            "bias", "biasrow", "ldb", "lse", "chain",
         )  # fmt: skip
         self.slot = {n: self.frame.slot(n) for n in names}
         self.mask_table: Label = a.new_label("masks")
@@ -222,7 +226,7 @@ class FusedAttention:
         getattr(self.a, self.t.s("vmov"))(dst, src)
 
     def const(self, dst: Vec, index: int) -> None:
-        """Broadcast constant ``index`` of the kernel's table (0: -inf, 1: the lowest finite)."""
+        """Broadcast constant ``index`` of the kernel's table (0: -inf, 1: the lowest finite, 2: 1)."""
         self.bcast(dst, rip + self.consts_label + 8 * index)
 
     def loop(self, counter, body, name: str) -> None:
@@ -349,6 +353,9 @@ class FusedAttention:
         a.mov(rax, _arg("ldb"))
         a.shl(rax, LOG2[t.es])
         a.mov(s["ldb"], rax)
+        for name in ("lse", "chain"):
+            a.mov(rax, _arg(name))
+            a.mov(s[name], rax)
         top = a.label("qtile")
         self.query_tile()
         a.mov(rax, s["ldq"])
@@ -361,6 +368,7 @@ class FusedAttention:
         a.mov(rax, s["ldb"])
         a.imul(rax, rax, self.g)
         a.add(s["biasrow"], rax)
+        a.add(s["lse"], 2 * self.g * t.es)  # (read only when chain is set, so never at 0)
         a.sub(s["rows"], self.g)
         a.cmp(s["rows"], 0)
         a.jg(top)
@@ -459,6 +467,7 @@ class FusedAttention:
         a.mov(rsi, s["nvec"])
         a.imul(rsi, rsi, g)
         self.zero(rdi, rsi, "o_zero")
+        self.resume()
         # key range: kend = causal ? min(S, diag - 1 + gr) : S; masking from thr = min(S, diag)
         a.mov(rax, s["S"])
         a.mov(rcx, rax)
@@ -806,8 +815,55 @@ class FusedAttention:
             for u in range(nvec):
                 self.v("vmovu")(t.vmem(OBP + (u * g + i) * t.vbytes), acc[i][u])
 
+    def resume(self) -> None:
+        """chain bit 0 (resume): the tile's rows continue a previous call's state: m, l from
+        ``lse`` (m, l per row) and the unscaled output O from ``o`` (as a keep call left it)."""
+        a, t, s, g = self.a, self.t, self.slot, self.g
+        x = self.acc[0][0]
+        skip = a.new_label("no_resume")
+        a.test(s["chain"], 1)
+        a.jz(skip)
+        if self.vmask is not None:
+            a.mov(rax, s["evmask"])
+            a.vmovups(self.vmask, t.vmem(rax))
+        a.mov(r10, s["gr"])
+        a.mov(rsi, s["o"])
+        a.lea(rdi, ptr(SCR + self.off["o"]))
+        a.mov(r11, s["lse"])
+        a.lea(r12, ptr(SCR + self.off["m"]))
+
+        def row() -> None:
+            for k in (0, 1):  # m, l
+                self.smov(self.tmp.xmm, t.smem(r11 + k * t.es))
+                self.smov(t.smem(r12 + k * (self.off["l"] - self.off["m"])), self.tmp.xmm)
+            a.mov(rax, rsi)
+            a.mov(rcx, rdi)
+            a.mov(rdx, s["nvec"])
+            a.dec(rdx)
+
+            def vector() -> None:
+                self.v("vmovu")(x, t.vmem(rax))
+                self.v("vmovu")(t.vmem(rcx), x)
+                a.add(rax, t.vbytes)
+                a.add(rcx, g * t.vbytes)
+
+            self.loop(rdx, vector, "r_vec")
+            if t.isa == "avx512":
+                self.v("vmovu")(x.maskz(k2), t.vmem(rax))
+            else:
+                getattr(a, t.v("vmaskmov"))(x, self.vmask, t.vmem(rax))
+            self.v("vmovu")(t.vmem(rcx), x)
+            a.add(rsi, s["ldo"])
+            a.add(rdi, t.vbytes)
+            a.add(r11, 2 * t.es)
+            a.add(r12, t.es)
+
+        self.loop(r10, row, "r_row")
+        a.bind(skip)
+
     def epilogue(self) -> None:
-        """o[i] = O[i] / l[i] for the tile's rows; the last vector of each row masked."""
+        """o[i] = O[i] / l[i] for the tile's rows; the last vector of each row masked. chain bit 1
+        (keep): o[i] = O[i] unscaled and (m, l) of each row to ``lse``, for a next call to resume."""
         a, t, s = self.a, self.t, self.slot
         PO, POB, ROWS, PL, NV = rsi, rdi, r12, r11, rcx
         x = self.acc[0][0]
@@ -822,7 +878,14 @@ class FusedAttention:
         def row() -> None:
             a.mov(PO, r13)
             a.mov(POB, r14)
+            norm, go = a.new_label("norm"), a.new_label("norm_go")
+            a.test(s["chain"], 2)
+            a.jz(norm)
+            self.const(self.bc, 2)  # keep: O / 1, exact
+            a.jmp(go)
+            a.bind(norm)
             self.bcast(self.bc, PL)
+            a.bind(go)
             a.mov(NV, s["nvec"])
             a.dec(NV)
 
@@ -845,6 +908,22 @@ class FusedAttention:
             a.add(PL, t.es)
 
         self.loop(ROWS, row, "o_row")
+        keep = a.new_label("no_keep")
+        a.test(s["chain"], 2)
+        a.jz(keep)
+        a.mov(r10, s["gr"])
+        a.mov(r11, s["lse"])
+        a.lea(r15, ptr(SCR + self.off["m"]))
+
+        def state() -> None:
+            for k in (0, 1):  # m, l
+                self.smov(self.tmp.xmm, t.smem(r15 + k * (self.off["l"] - self.off["m"])))
+                self.smov(t.smem(r11 + k * t.es), self.tmp.xmm)
+            a.add(r11, 2 * t.es)
+            a.add(r15, t.es)
+
+        self.loop(r10, state, "lse_row")
+        a.bind(keep)
 
     def data(self) -> None:
         a, t = self.a, self.t
@@ -856,7 +935,7 @@ class FusedAttention:
         a.bind(self.consts_label)
         fmt = "<f" if t.es == 4 else "<d"
         lowest = float(np.finfo(np.float32 if t.es == 4 else np.float64).min)
-        for value in (float("-inf"), lowest):
+        for value in (float("-inf"), lowest, 1.0):
             a.db(struct.pack(fmt, value).ljust(8, b"\0"))
         self.exp.emit_data(a)
 
