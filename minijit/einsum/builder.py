@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from minijit.einsum import blocked as _blocked
 from minijit.einsum.cached import DTYPES
 from minijit.errors import SetupError
 from minijit.tensor_operation import PARALLEL_MIN_ELEMENTS
@@ -183,7 +184,21 @@ class _Builder:
         return xo
 
     def reduce(self, slot: int, ids, drop, out_slot: int | None = None, order=None) -> tuple[int, tuple[str, ...]]:
-        """Sum ``drop`` out of tensor ``ids``; the result in ``order`` (default: ``ids`` without ``drop``)."""
+        """Sum ``drop`` out of tensor ``ids``; the result in ``order`` (default: ``ids`` without ``drop``).
+        A long sum (a C-order tensor, not a view) runs in levels of short chains (`minijit.einsum.blocked`)."""
+        ids = tuple(ids)
+        out_ids = tuple(order) if order is not None else tuple(c for c in ids if c not in drop)
+        cut = None if slot in self.views else _blocked.levels(ids, set(drop), self.sizes)
+        if cut is not None:  # the same memory, its summed indices as factors; one node per level
+            ids, new_sizes, stages = cut
+            self.sizes.update(new_sizes)
+            for stage in stages[:-1]:
+                slot, ids = self._reduce(slot, ids, stage)
+            drop = stages[-1]
+        return self._reduce(slot, ids, drop, out_slot, out_ids)
+
+    def _reduce(self, slot: int, ids, drop, out_slot: int | None = None, order=None) -> tuple[int, tuple[str, ...]]:
+        """One reduce node: ``drop`` summed out of tensor ``ids`` in one chain per result element."""
         ids = tuple(ids)
         out_ids = tuple(order) if order is not None else tuple(c for c in ids if c not in drop)
         red = tuple(c for c in ids if c in drop)
