@@ -61,7 +61,7 @@ def _convert(operands: tuple[Any, ...]) -> tuple[list[SparseTensor | np.ndarray]
         if is_sparse(x):
             if not isinstance(x, SparseTensor) and np.dtype(x.dtype).kind in "iub":  # type: ignore[attr-defined]
                 x = x.astype(np.float64)  # type: ignore[attr-defined]  # integer scipy/pydata data, as numpy does
-            t = as_sparse(x, f"operand {k}")
+            t = as_sparse(x, f"operand {k}", copy=False)
             out.append(t if "compressed" in t.levels else t.to_dense())  # all-dense levels: a dense operand
             continue
         if not isinstance(x, np.ndarray):

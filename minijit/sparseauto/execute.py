@@ -82,17 +82,17 @@ def _positions(t: SparseTensor, level: int) -> int:
 
 def _leaves(t: SparseTensor, level: int | None = None) -> np.ndarray:
     """Positions of storage level ``level`` (default: the last, the stored values) below each
-    position of the first level."""
+    position of the first level: the first level's position bounds carried down through each
+    level's ``pos`` (compressed) or size (dense), O(first-level positions * levels)."""
     last = len(t.storage) - 1 if level is None else level
-    cnt = np.ones(_positions(t, last), np.int64)
-    for lv in reversed(t.storage[1 : last + 1]):
+    bounds = np.arange(_positions(t, 0) + 1, dtype=np.int64)
+    for lv in t.storage[1 : last + 1]:
         if lv.format == "dense":
-            cnt = cnt.reshape(-1, max(lv.size, 1)).sum(axis=1) if lv.size else np.zeros(cnt.size, np.int64)
+            bounds = bounds * lv.size
         else:
             assert lv.pos is not None
-            csum = np.concatenate(([0], np.cumsum(cnt)))
-            cnt = csum[lv.pos[1:]] - csum[lv.pos[:-1]]
-    return cnt
+            bounds = lv.pos[bounds].astype(np.int64)
+    return np.diff(bounds)
 
 
 def statement_work(nest: Nest, x: Operand, extents: Mapping[str, int]) -> list[tuple[int, int]] | None:
