@@ -38,6 +38,7 @@ except ImportError as e:  # pragma: no cover - exercised with dask hidden from s
 import minijit
 from minijit.dask.model import _choose, _cluster_threads, _default_block_bytes, block_sizes
 from minijit.einsum import grammar as _grammar
+from minijit.einsum import keywords as _keywords
 from minijit.einsum.parse import expand_subscripts, parse_subscripts
 
 __all__ = ["block_sizes", "einsum", "matmul", "tensordot"]
@@ -50,9 +51,12 @@ Chunks = None | str | int | Mapping[str, int | Sequence[int]]
 # ---------------------------------------------------------------------------------------------
 # the block kernel and the reduction (module-level functions: pickled by name, nothing else)
 # ---------------------------------------------------------------------------------------------
-def _block_einsum(*blocks: np.ndarray, subscripts: str, extra: int, result_dtype: str) -> np.ndarray:
-    """One task: `minijit.einsum` on numpy blocks, with ``extra`` size-1 axes for the contracted indices."""
-    r = np.asarray(minijit.einsum(subscripts, *[np.asarray(b) for b in blocks], dtype=result_dtype))
+def _block_einsum(
+    *blocks: np.ndarray, subscripts: str, extra: int, result_dtype: str, order: str | None = None
+) -> np.ndarray:
+    """One task: `minijit.einsum` on numpy blocks, with ``extra`` size-1 axes for the contracted
+    indices; ``order``: the block's memory layout, as `minijit.einsum` takes it."""
+    r = np.asarray(minijit.einsum(subscripts, *[np.asarray(b) for b in blocks], dtype=result_dtype, order=order))
     return r.reshape(r.shape + (1,) * extra) if extra else r
 
 
@@ -141,6 +145,7 @@ def _step(
     spec: dict[str, Any] | None,
     dt: np.dtype,
     split_every: int | None,
+    order: str | None = None,
 ) -> da.Array:
     """One blockwise contraction of ``arrays`` (subscripts ``subs``) into ``out`` and the tree
     reduction of its contracted indices."""
@@ -164,6 +169,7 @@ def _step(
         subscripts=",".join(subs) + "->" + out,
         extra=len(contracted),
         result_dtype=dt.name,
+        order=order,
     )
     if not contracted:
         return res
@@ -189,6 +195,8 @@ def einsum(
     optimize: Any = True,
     dtype: Any = None,
     split_every: int | None = None,
+    order: Any = None,
+    casting: Any = None,
 ) -> da.Array:
     """numpy's einsum on dask arrays, every block contracted by `minijit.einsum`; a dask array.
 
@@ -200,6 +208,9 @@ def einsum(
     letters to a block size or a tuple of chunk sizes (the indices it leaves out: the model's).
     ``optimize``: the contraction path of three or more operands, as `minijit.einsum` takes it.
     ``split_every``: blocks summed per node of the reduction tree (dask's default when None).
+    ``order`` and ``casting`` as numpy's einsum takes them (`minijit.einsum.keywords`): ``order``
+    lays out each block, ``casting`` is checked for the operands' cast to the result dtype
+    (TypeError where the rule forbids it; the defaults None are `minijit.einsum`'s).
     Errors (subscripts, shapes, dtypes, chunks) are raised here, before any graph is built.
     """
     where = "minijit.dask.einsum"
@@ -215,6 +226,17 @@ def einsum(
     dt = np.dtype(dtype) if dtype is not None else np.result_type(*[x.dtype for x in arrays])
     if dt not in _DTYPES:
         raise TypeError(f"{where}: dtype must be float32 or float64, got {dt}")
+    if not _keywords.valid_order(order):
+        raise ValueError(f"{where}: order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
+    if not _keywords.valid_casting(casting):
+        raise ValueError(
+            f"{where}: casting must be one of {', '.join(map(repr, _keywords.CASTINGS))} (got {casting!r})"
+        )
+    if casting is not None and not _keywords.cast_allowed(arrays, dt, None, casting):
+        raise TypeError(
+            f"{where}: cannot cast the operands ({', '.join(str(x.dtype) for x in arrays)}) to {dt}"
+            f" with casting rule {casting!r}"
+        )
     spec = _check_chunks(chunks, "".join(dict.fromkeys("".join(inputs))), expr.sizes)
     if split_every is not None and (not isinstance(split_every, (int, np.integer)) or split_every < 2):
         raise ValueError(
@@ -245,7 +267,7 @@ def einsum(
             out = "".join(c for c in dict.fromkeys("".join(s for s, _ in chosen)) if c in later)
         else:
             out = output
-        new = _step([s for s, _ in chosen], [x for _, x in chosen], out, spec, dt, split_every)
+        new = _step([s for s, _ in chosen], [x for _, x in chosen], out, spec, dt, split_every, order)
         steps = [*rest, (out, new)]
     return steps[0][1]
 
