@@ -4,7 +4,7 @@ subprocess (an argument list, no shell) from a temporary directory holding a gen
 makes the replacement. Any failure fails the test, with the subprocess's report. Deselected, with
 their reasons: numpy's ``test_output_order`` (it asserts the memory layout of numpy's default
 order 'K'; minijit's default, order=None, is a C-order result, which the repository's own einsum
-tests require; every explicit order is numpy's and tested there) and dask's
+tests require; the explicit orders of that test are numpy's, asserted in test_dtypes_keywords.py) and dask's
 ``test_einsum_chunksizes`` (it asserts dask's own output chunks; minijit.dask picks block sizes
 with its data-movement model, `minijit.dask.block_sizes`). Each run takes ~10-30 s.
 """
