@@ -101,8 +101,10 @@ def einsum(
     ``sparse.COO``/``GCXS``) run on the SparseAuto path (`minijit.sparseauto.sparse_einsum`,
     native x86-64; ``target="aarch64-neon"``/``"aarch64-sve"`` or an `AArch64Target`: AArch64
     code, emulated on other hosts): the planner's schedule (``optimize=False``: TACO's default linear schedule),
-    compiled once per subscripts, formats, shapes and dtype. The result is dense, or a
-    `SparseTensor` with a sparse operand's pattern where the output samples it (SDDMM-like).
+    compiled once per subscripts, formats, shapes and dtype. The result comes back in the
+    operands' own types (`minijit.sparseauto.interop`): pydata inputs get what ``sparse.einsum``
+    returns, scipy inputs scipy's conventions (a sampled SDDMM-like output as the sampled
+    operand's class), `SparseTensor` inputs a numpy array or a sampled `SparseTensor`.
     """
     if _is_sparse(subscripts) or any(_is_sparse(x) for x in operands):
         opt = True if optimize is _dtypes.AUTO else optimize
@@ -219,32 +221,10 @@ def _is_sparse(x: Any) -> bool:
 
 
 def _einsum_sparse(subscripts, operands, out, optimize, target, dtype, driver):
-    """`einsum` with a sparse operand: checks what the SparseAuto path does not take, then runs it."""
-    from minijit.sparseauto import sparse_einsum  # noqa: PLC0415 - the sparse path loads on first use
+    """`einsum` with a sparse operand: `minijit.sparseauto.front.einsum`."""
+    from minijit.sparseauto.front import einsum as sparse_front  # noqa: PLC0415 - the sparse path loads on first use
 
-    if not isinstance(subscripts, str):
-        raise TypeError("einsum with sparse operands takes the subscripts as a string (not the sublist form)")
-    if target == "cuda" or driver is not None:
-        raise ValueError(
-            f"einsum with sparse operands runs on the native CPU, not target={target!r} "
-            "(or emulated on 'aarch64-neon'/'aarch64-sve')"
-        )
-    if not (isinstance(optimize, bool) or optimize in ("greedy", "optimal")):
-        raise ValueError("einsum with sparse operands takes optimize=True/False (planner or linear schedule)")
-    if dtype is not None and np.dtype(dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise TypeError(f"einsum with sparse operands computes in float32 or float64, not {np.dtype(dtype)}")
-    if dtype is not None:
-        operands = tuple(x.astype(dtype) if hasattr(x, "astype") else x for x in operands)
-    target = "native" if isinstance(target, str) and target == "auto" else target
-    result = sparse_einsum(subscripts, *operands, schedule="auto" if optimize else "linear", target=target)
-    if out is None:
-        return result
-    if not isinstance(out, np.ndarray) or not isinstance(result, np.ndarray):
-        raise TypeError("einsum with sparse operands: out= takes a numpy array, for a dense result only")
-    if out.shape != result.shape:
-        raise ValueError(f"out has shape {out.shape}, the result {result.shape}")
-    np.copyto(out, result, casting="same_kind")
-    return out
+    return sparse_front(subscripts, operands, out, optimize, target, dtype, driver)
 
 
 def _device_target(target: str, operands, out) -> str:

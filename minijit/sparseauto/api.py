@@ -40,7 +40,7 @@ from minijit.sparseauto.nest import fibre_output as nest_fibre_output
 from minijit.sparseauto.schedules import default_linear
 from minijit.sparseauto.tensor import SparseTensor, as_sparse, is_sparse
 
-__all__ = ["SCHEDULES", "compile_einsum", "sparse_einsum"]
+__all__ = ["SCHEDULES", "compile_einsum", "evaluate", "sparse_einsum"]
 
 SCHEDULES = ("auto", "linear")
 _CACHE_SIZE = 64
@@ -224,14 +224,37 @@ def sparse_einsum(
     sparse and dense ``operands``; see the module docstring for types, dtypes, the output and
     the targets. ``fibre_output=True`` returns an output that is not SDDMM-like as a
     `SparseTensor` stored under a sparse operand's fibres (ValueError where none qualifies)."""
+    return evaluate(subscripts, operands, schedule, threads, target, sve_vl, fibre_output)[0]
+
+
+def evaluate(
+    subscripts: str,
+    operands: tuple,
+    schedule: str = "auto",
+    threads: int | None = None,
+    target: Any = "native",
+    sve_vl: int = 128,
+    fibre_output: bool = False,
+) -> tuple[np.ndarray | SparseTensor, int | None]:
+    """`sparse_einsum`'s result and, for a sampled output (SDDMM-like), the position of the
+    operand whose pattern it has (None otherwise)."""
     tgt = cpu_target(target, sve_vl)
     values, dtype = _convert(operands)
     compiled, order = _compiled(subscripts, values, dtype, schedule, threads, tgt, fibre_output)
     result = compiled.execute(*values)
     if order is None:
-        return result
+        return result, None
     assert isinstance(result, SparseTensor)
     shape = [0] * len(order)
     for k, m in enumerate(order):
         shape[m] = result.shape[k]
-    return SparseTensor._trusted(tuple(shape), result.storage, result.vals, order)
+    terms, out_term = parse_subscripts(subscripts, len(values))
+    sampled = next(
+        (
+            k
+            for k, (term, x) in enumerate(zip(terms, values, strict=True))
+            if isinstance(x, SparseTensor) and sorted(term) == sorted(out_term) and len(term) == len(out_term)
+        ),
+        None,
+    )
+    return SparseTensor._trusted(tuple(shape), result.storage, result.vals, order), sampled

@@ -331,8 +331,8 @@ class SparseTensor:
             raise TypeError(f"expected a pydata sparse.COO, sparse.GCXS or sparse.DOK array, got {kind}")
         if array.fill_value != 0:  # type: ignore[attr-defined]
             raise ValueError(f"the fill value must be 0, got {array.fill_value}")  # type: ignore[attr-defined]
-        if kind == "DOK":
-            array = array.to_coo()  # type: ignore[attr-defined]
+        if kind == "DOK" or (kind == "GCXS" and len(array.shape) < 2):  # type: ignore[attr-defined]
+            array = array.to_coo() if kind == "DOK" else array.tocoo()  # type: ignore[attr-defined]
             kind, copy = "COO", False  # a fresh COO: nothing of the caller's is shared
         shape = tuple(int(n) for n in array.shape)  # type: ignore[attr-defined]
         if kind == "COO":

@@ -1,0 +1,99 @@
+"""Results of `minijit.einsum` on sparse operands in the caller's own types (issue 53 part 1).
+
+The family of the operands decides (pydata first, then scipy, when both occur):
+
+* **pydata** (``sparse.COO``/``GCXS``/``DOK``): what ``sparse.einsum`` returns. The class of the
+  pydata sparse operands when they are all of one class, else ``COO``; dense operands do not
+  count; a scalar output is a 0-d ``COO``.
+* **scipy** (``*_array``/``*_matrix`` of any format): a sampled output (SDDMM-like, the output
+  has a sparse operand's pattern) comes back as that operand's class (format, and array or
+  matrix as given); an output of only sparse operands, 2-D, as the first sparse operand's class;
+  anything else (a dense operand that the output does not sample, a 0-d or 1-D output) as a
+  numpy array, as scipy's ``A @ dense`` gives.
+* **minijit** `SparseTensor` only: a numpy array, or a `SparseTensor` for a sampled output.
+
+Every result owns its arrays (no view of an operand's or the kernel's storage).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from minijit.sparseauto.tensor import SparseTensor
+
+__all__ = ["family", "result_like"]
+
+
+def family(x: Any) -> str | None:
+    """ "pydata", "scipy" or "minijit" for a sparse operand, None for anything else (dense)."""
+    if isinstance(x, SparseTensor):
+        return "minijit"
+    mod = type(x).__module__ or ""
+    if mod.startswith("scipy.sparse"):
+        return "scipy"
+    if mod.startswith("sparse") and hasattr(x, "fill_value"):
+        return "pydata"
+    return None
+
+
+def result_like(result: np.ndarray | SparseTensor, operands: tuple, sampled: int | None) -> Any:
+    """``result`` (a dense numpy array, or a `SparseTensor` with the pattern of operand
+    ``sampled``) as the operands' family returns it (module docstring)."""
+    fams = [family(x) for x in operands]
+    if "pydata" in fams:
+        return _pydata(result, [x for x, f in zip(operands, fams, strict=True) if f == "pydata"])
+    if "scipy" in fams:
+        if sampled is not None and isinstance(result, SparseTensor) and fams[sampled] == "scipy":
+            return _scipy(result, operands[sampled])
+        dense = _dense(result)
+        if dense.ndim == 2 and all(f is not None for f in fams):
+            first = next(x for x, f in zip(operands, fams, strict=True) if f == "scipy")
+            return _scipy_from_dense(dense, first)
+        return dense
+    if isinstance(result, SparseTensor):
+        return SparseTensor._trusted(result.shape, result.storage, np.array(result.vals), result.mode_order)
+    return result
+
+
+def _dense(result: np.ndarray | SparseTensor) -> np.ndarray:
+    return result.to_dense() if isinstance(result, SparseTensor) else result
+
+
+def _pydata(result: np.ndarray | SparseTensor, sparse_ops: list) -> Any:
+    import sparse  # noqa: PLC0415 - a pydata operand came in: the package is there
+
+    kinds = {type(x) for x in sparse_ops}
+    cls = kinds.pop() if len(kinds) == 1 else sparse.COO
+    if isinstance(result, SparseTensor):
+        coords, vals = result.to_coo()
+        coo = sparse.COO(coords, np.array(vals), shape=result.shape, has_duplicates=False, sorted=False)
+    else:
+        coo = sparse.COO.from_numpy(np.asarray(result))
+    if coo.ndim == 0 or cls is sparse.COO:
+        return coo
+    return cls.from_coo(coo)
+
+
+def _scipy(result: SparseTensor, like: Any) -> Any:
+    """A sampled 2-D result as ``like``'s class: built as CSR/CSC from its storage when that is
+    its layout, else through COO, then in ``like``'s format."""
+    import scipy.sparse as sp  # noqa: PLC0415 - a scipy operand came in
+
+    matrix = isinstance(like, sp.spmatrix)
+    if result.levels == ("dense", "compressed"):
+        lv = result.storage[1]
+        csr = result.mode_order == (0, 1)
+        kind = {(True, False): sp.csr_array, (True, True): sp.csr_matrix}
+        kind.update({(False, False): sp.csc_array, (False, True): sp.csc_matrix})
+        m = kind[csr, matrix]((np.array(result.vals), lv.crd.copy(), lv.pos.copy()), shape=result.shape)
+    else:
+        coords, vals = result.to_coo()
+        m = (sp.coo_matrix if matrix else sp.coo_array)((np.array(vals), (coords[0], coords[1])), shape=result.shape)
+    return m if m.format == like.format else m.asformat(like.format)
+
+
+def _scipy_from_dense(dense: np.ndarray, like: Any) -> Any:
+    """A dense 2-D result as ``like``'s scipy class (its format, array or matrix)."""
+    return type(like)(dense)

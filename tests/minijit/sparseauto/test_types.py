@@ -1,0 +1,126 @@
+"""`minijit.einsum` on sparse operands returns the caller's own types (issue 53 part 1): pydata
+inputs what ``sparse.einsum`` returns (its class checked against pydata's own call), scipy inputs
+scipy's conventions, `SparseTensor` inputs `SparseTensor`/numpy; values against numpy on the
+densified operands; every result owns its arrays."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import minijit
+from minijit.sparseauto import SparseTensor
+
+sparse = pytest.importorskip("sparse")
+
+PYDATA = ("coo", "gcxs", "dok", "dense")
+#: (subscripts, operand dims) that the sparse path runs for any storage of its operands
+PYDATA_CASES = [("ab,bc->ac", (2, 2)), ("abc,abc->", (3, 3)), ("abc,abc->abc", (3, 3)), ("ab,b->a", (2, 1))]
+
+
+def _pydata_operand(fmt: str, ndim: int, rng: np.random.Generator, density: float):
+    d = np.where(rng.random((3,) * ndim) < density, rng.standard_normal((3,) * ndim), 0.0)
+    return d if fmt == "dense" else sparse.COO.from_numpy(d).asformat(fmt)
+
+
+def _todense(x) -> np.ndarray:
+    if isinstance(x, np.ndarray):
+        return x
+    return x.todense() if hasattr(x, "todense") and not isinstance(x, sp.sparray | sp.spmatrix) else x.toarray()
+
+
+def _owns(result, operands) -> None:
+    """No array of ``result`` shares memory with an operand's."""
+    mine = [
+        getattr(result, a)
+        for a in ("data", "coords", "indices", "indptr")
+        if isinstance(getattr(result, a, None), np.ndarray)
+    ]
+    if isinstance(result, np.ndarray):
+        mine = [result]
+    for x in operands:
+        theirs = [
+            getattr(x, a)
+            for a in ("data", "coords", "indices", "indptr", "row", "col")
+            if isinstance(getattr(x, a, None), np.ndarray)
+        ]
+        if isinstance(x, np.ndarray):
+            theirs = [x]
+        assert not any(np.shares_memory(m, t) for m in mine for t in theirs)
+
+
+@pytest.mark.parametrize(("subscripts", "dims"), PYDATA_CASES)
+@pytest.mark.parametrize("formats", [f for f in itertools.product(PYDATA, repeat=2) if f != ("dense", "dense")])
+def test_pydata_results_have_sparse_einsums_class(subscripts, dims, formats):
+    rng = np.random.default_rng(len(subscripts) + 7 * PYDATA.index(formats[0]) + PYDATA.index(formats[1]))
+    ops = [_pydata_operand(f, d, rng, 0.5) for f, d in zip(formats, dims, strict=True)]
+    got = minijit.einsum(subscripts, *ops)
+    theirs = sparse.einsum(subscripts, *ops)
+    assert type(got) is type(theirs) and got.shape == theirs.shape
+    want = np.einsum(subscripts, *[_todense(x) for x in ops])
+    np.testing.assert_allclose(_todense(got), want, rtol=1e-12, atol=1e-12)
+    _owns(got, ops)
+
+
+SCIPY_FORMATS = ("csr", "csc", "coo")
+
+
+def _scipy_operand(fmt: str, matrix: bool, shape, seed: int, density: float):
+    a = sp.random_array(shape, density=density, format=fmt, rng=seed)
+    return sp.csr_matrix(a).asformat(fmt) if matrix else a
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.sampled_from(SCIPY_FORMATS),
+    st.sampled_from(SCIPY_FORMATS),
+    st.booleans(),
+    st.booleans(),
+    st.integers(1, 7),
+    st.integers(1, 7),
+    st.sampled_from((0.0, 0.2, 0.7)),
+    st.integers(0, 2**31 - 1),
+)
+def test_scipy_results_follow_scipys_conventions(fa, fb, ma, mb, m, k, density, seed):
+    rng = np.random.default_rng(seed)
+    a = _scipy_operand(fa, ma, (m, k), seed, density)
+    b = _scipy_operand(fb, mb, (k, 4), seed + 1, density)
+    dense = rng.standard_normal((k, 4))
+    # sparse with sparse: the first operand's class
+    got = minijit.einsum("ij,jk->ik", a, b)
+    assert type(got) is type(a)
+    np.testing.assert_allclose(got.toarray(), a.toarray() @ b.toarray(), rtol=1e-12, atol=1e-12)
+    _owns(got, (a, b))
+    # sparse with dense: numpy
+    got = minijit.einsum("ij,jk->ik", a, dense)
+    assert type(got) is np.ndarray
+    np.testing.assert_allclose(got, a.toarray() @ dense, rtol=1e-12, atol=1e-12)
+    # sampled (SDDMM): the sampled operand's class, its pattern
+    u, v = rng.standard_normal((m, 3)), rng.standard_normal((k, 3))
+    got = minijit.einsum("ij,ik,jk->ij", a, u, v)
+    assert type(got) is type(a)
+    np.testing.assert_allclose(got.toarray(), a.toarray() * (u @ v.T), rtol=1e-12, atol=1e-12)
+    _owns(got, (a,))
+    # a scalar of sparse operands: numpy
+    got = minijit.einsum("ij,ij->", a, a)
+    assert type(got) is np.ndarray and got.shape == ()
+    np.testing.assert_allclose(got, (a.toarray() ** 2).sum(), rtol=1e-12, atol=1e-12)
+
+
+def test_sparse_tensor_inputs_give_sparse_tensor_or_numpy():
+    rng = np.random.default_rng(3)
+    d = np.where(rng.random((5, 4)) < 0.4, 1.0, 0.0)
+    t = SparseTensor.from_dense(d, ("dense", "compressed"))
+    u, v = rng.standard_normal((5, 2)), rng.standard_normal((4, 2))
+    got = minijit.einsum("ij,ik,jk->ij", t, u, v)
+    assert type(got) is SparseTensor
+    assert got.vals.flags.writeable or not np.shares_memory(got.vals, t.vals)
+    np.testing.assert_allclose(got.to_dense(), d * (u @ v.T), rtol=1e-12)
+    got = minijit.einsum("ij,jk->ik", t, v)
+    assert type(got) is np.ndarray
+    np.testing.assert_allclose(got, d @ v, rtol=1e-12)
