@@ -65,6 +65,12 @@ def numpy_reason(
     Looks only at numpy arrays and plain operands (scalars, lists: their dtype); other host arrays
     (torch CPU tensors) are read after conversion by `host_reason`, device arrays are the CUDA
     plan's. ``target="cuda"`` or a ``driver``: None (the CUDA plan takes its own dtypes)."""
+    if type(subscripts) is str and order is None and casting is None and dtype is None and out is None:
+        for x in operands:  # the common call: float32/float64 numpy arrays, no keywords
+            if type(x) is not np.ndarray or x.dtype not in DTYPES:
+                break
+        else:
+            return None
     if subscripts is MISSING:
         return "no subscripts or operands"
     if not _kw.valid_order(order):
@@ -111,9 +117,9 @@ def host_reason(arrays: list[np.ndarray], out: Any, dtype: Any, casting: str) ->
     return _cast_reason(arrays, dtype, out, casting)
 
 
-def _cast_reason(arrays: list[np.ndarray], dtype: Any, out: Any, casting: str) -> str | None:
-    if not arrays or casting == "unsafe":
-        return None
+def _cast_reason(arrays: list[np.ndarray], dtype: Any, out: Any, casting: str | None) -> str | None:
+    if not arrays or casting is None or casting == "unsafe":
+        return None  # None: float32 <-> float64 are 'same_kind', the only casts left to check here
     dt = np.dtype(dtype) if dtype is not None else np.result_type(*arrays)
     if not _kw.cast_allowed(arrays, dt, out, casting):
         return f"casting={casting!r} forbids a cast of this call (numpy's error)"
