@@ -11,9 +11,10 @@ definition gives it.
 
 The plan streams the key axis in tiles and keeps FlashAttention-2's running row max, row sum and
 unscaled output (seed 001, appendix), so memory stays at a few tiles whatever L and S are: an
-L x S score matrix is never formed. On x86-64 (AVX2, AVX-512) the masks "none", "causal" and
-"float" (the kernel's additive bias, strides as given) run
-the fused kernel (`minijit.kernels.x86_64.attention`, issue 50 part 3) for 2 or more query rows:
+L x S score matrix is never formed. The masks "none", "causal" and "float" (the kernel's
+additive bias, strides as given) run the native target's fused kernel
+(`minijit.targets.base.Target.attention_kernel`: `minijit.kernels.x86_64.attention` on AVX2 and
+AVX-512, `minijit.kernels.aarch64.attention` on NEON and SVE; issue 50 part 3) past the decode rows:
 K^T packed tile-major per (batch, head) with numpy into a per-thread buffer, one kernel call per
 (batch, head) slice and block of query rows through ctypes on raw addresses (the GIL released),
 the calls split over `minijit.parallel`'s threads (``MINIJIT_NUM_THREADS``), a per-thread scratch.
@@ -76,12 +77,13 @@ _fused_lock = threading.Lock()
 
 def fused_kernel(
     dtype: np.dtype, g: int | None = None, s_x: int | None = None, softmax: bool = True
-) -> tuple[Any, str, int, int] | None:
-    """The native target's fused attention kernel for ``dtype`` with ``g`` query rows a tile (the
-    default 6; fewer for fewer query rows) and ``s_x`` keys a tile (the kernel's default when None)
-    as (ctypes function of six addresses, isa, g, s_x), generated once per process; None where the
-    native target is not x86-64. ``softmax=False``: the kernel without its softmax stage (wrong
-    results: only `minijit.bench.attention` uses it, to measure the softmax's share)."""
+) -> tuple[Any, Any, str, int, int] | None:
+    """The native target's fused attention kernel (`minijit.targets.base.Target.attention_kernel`)
+    for ``dtype`` with ``g`` query rows a tile (the default 6; fewer for fewer query rows) and
+    ``s_x`` keys a tile (the kernel's default when None) as (ctypes function of six addresses,
+    generator module, isa, g, s_x), generated once per process; None where the native target has
+    none. ``softmax=False``: the kernel without its softmax stage (wrong results: only
+    `minijit.bench.attention` uses it, to measure the softmax's share)."""
     key = (np.dtype(dtype).name, g, s_x, softmax)
     found = _fused.get(key)
     if found is None:
@@ -92,22 +94,18 @@ def fused_kernel(
     return found[1:] if found else None
 
 
-def _load_fused(name: str, g: int | None, s_x: int | None, softmax: bool) -> tuple[Any, Any, str, int, int] | None:
+def _load_fused(name: str, g: int | None, s_x: int | None, softmax: bool) -> tuple[Any, ...] | None:
     import ctypes
 
     from minijit import targets
-    from minijit.targets.x86_64 import X86Target
-
-    target = targets.native()
-    if not isinstance(target, X86Target):
-        return None
-    from minijit.kernels.x86_64 import attention as kernel
 
     dtype = {"float32": "fp32", "float64": "fp64"}[name]
-    g, s_x = kernel.check_tiles(dtype, target.isa, g, s_x)
-    owner = kernel.generate(dtype, target.isa, g, s_x, softmax)  # keeps the code mapped
+    found = targets.native().attention_kernel(dtype, g, s_x, softmax)
+    if found is None:
+        return None
+    module, owner, isa, g, s_x = found  # owner keeps the code mapped
     function = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 6)(owner.address)
-    return owner, function, target.isa, g, s_x
+    return owner, function, module, isa, g, s_x
 
 
 def _pack_kt(kt: np.ndarray, ks: np.ndarray, lo: int, hi: int, s_x: int) -> None:
@@ -182,8 +180,13 @@ class AttentionPlan:
         for name, shape in (("query", q), ("key", k), ("value", v)):
             if len(shape) < 2:
                 raise _shape_error(f"{name} needs at least 2 dims (..., L or S, E), got shape {shape}")
-        if np.dtype(self.dtype) not in DTYPES:
-            raise TypeError(f"scaled_dot_product_attention: dtype {self.dtype} is not supported (float32 or float64)")
+        try:
+            dtype = np.dtype(self.dtype) if self.dtype is not None else None
+        except TypeError:
+            dtype = None
+        if dtype is None or dtype not in DTYPES:
+            raise TypeError(f"scaled_dot_product_attention: dtype {self.dtype!r} is not supported (float32 or float64)")
+        object.__setattr__(self, "dtype", dtype)  # np.float32 and "float32" name the same plan
         if q[-1] != k[-1]:
             raise _shape_error(f"query and key disagree on E: {q[-1]} and {k[-1]}")
         if k[-2] != v[-2]:
@@ -291,7 +294,7 @@ class AttentionPlan:
             out[..., lo:hi, :] = self._rows(q[..., lo:hi, :], k, v, mask, lo, hi, scale)
         return out
 
-    def _fused(self, q, k, v, mask, out, scale, function, isa: str, g: int, s_x: int) -> None:
+    def _fused(self, q, k, v, mask, out, scale, function, kernel, isa: str, g: int, s_x: int) -> None:
         """``out`` by the fused kernel: one call per (slice, block of query rows), K^T packed
         tile-major (key tiles of s_x, E x s_x each, contiguous). With at least as many slices as
         threads each thread packs its slices in turn into a buffer of its own (kept between
@@ -300,7 +303,6 @@ class AttentionPlan:
         mask is the kernel's bias: its slice's strides as they are (0 where it broadcasts), a
         copy where a column stride is neither 0 nor 1."""
         from minijit import parallel
-        from minijit.kernels.x86_64 import attention as kernel
 
         L, E = q.shape[-2:]
         S, Ev = v.shape[-2:]
@@ -315,6 +317,8 @@ class AttentionPlan:
         tiles = -(-S // s_x)
         size = tiles * E * s_x  # one slice's packed K^T (elements)
         chunk = max(s_x, KEY_CHUNK_BYTES // ((E + Ev) * es) // s_x * s_x)  # keys of one L2-resident chunk
+        if "chain" not in kernel.ARGS:  # a kernel that cannot resume a row's state: the whole key axis at once
+            chunk = max(S, 1)
         params = np.array([scale], dt)
         threads = self.threads_now()
         blocks = 1 if n >= threads else min(-(-L // FUSED_ROWS), -(-threads // n))

@@ -254,16 +254,14 @@ def sweep(
     """The fused kernel's (g, s_x) tiles of `SWEEP_G` x `SWEEP_SX` (vectors) on ``shape`` (the plan
     with ``tile`` pinned, alternating rounds, best kept; every tile's result checked against the
     first's), and the rank of the plan's own tile among them (added to the grid when off it)."""
-    from minijit import parallel
+    from minijit import parallel, targets
     from minijit.attention import api
-    from minijit.kernels.x86_64 import attention as kernel
-    from minijit.kernels.x86_64.common import Target
 
     found = api.fused_kernel(np.dtype(DTYPES[dtype]))
     if found is None or shape.L <= api.DECODE_MAX_ROWS:
         return {"shape": shape.name, "dtype": dtype, "threads": threads, "skipped": "no fused kernel for this shape"}
-    isa = found[1]
-    vl = Target.of(dtype, isa).vl
+    kernel = found[1]  # the generator module: its tile limits
+    vl = targets.native().vector_lanes(DTYPES[dtype])
     q, k, v = _operands(shape, DTYPES[dtype])
     chosen = _plan(shape, dtype, threads).kernel_tile()
     tiles = [(g, vl * n) for g in SWEEP_G for n in SWEEP_SX if n <= kernel.SX_VECTORS_MAX]

@@ -32,7 +32,7 @@ from typing import ClassVar
 
 import numpy as np
 
-__all__ = ["KINDS", "Epilogue", "Kind"]
+__all__ = ["KINDS", "Epilogue", "Kind", "attention_softmax"]
 
 
 @dataclass(frozen=True)
@@ -172,3 +172,20 @@ class Epilogue:
 Epilogue.NONE = Epilogue()
 Epilogue.RELU = Epilogue(("relu",))
 Epilogue.ONLINE_SOFTMAX = Epilogue(("online_softmax",))
+
+
+def attention_softmax(epilogue: Epilogue | str | None = Epilogue.ONLINE_SOFTMAX, softmax: bool = True) -> bool:
+    """Whether a fused attention kernel has its softmax stage: the epilogue of its first product is
+    ``epilogue`` (a `minijit.kernels.epilogue.Epilogue` or its text), the online softmax (the
+    default) or none (the stage left out, as ``softmax=False``). ValueError for another epilogue,
+    TypeError for a non-bool ``softmax`` or an epilogue of another type."""
+    if not isinstance(softmax, bool):
+        raise TypeError(f"softmax must be a bool, got {softmax!r}")
+    try:
+        ep = Epilogue.of(epilogue)  # type: ignore[arg-type]
+    except TypeError as e:
+        raise TypeError(f"attention: epilogue must be an Epilogue or its text, got {epilogue!r}") from e
+    except ValueError as e:
+        raise ValueError(f"attention: {e}") from None
+    ep.require(Epilogue.ONLINE_SOFTMAX.ops, "attention")
+    return softmax and bool(ep)

@@ -91,6 +91,20 @@ class AArch64Target(CpuTarget):
 
         return generic.generate(dtype, epilogue)
 
+    def attention_kernel(
+        self, dtype: str = "fp32", g: int | None = None, s_x: int | None = None, softmax: bool = True
+    ) -> tuple[Any, Any, str, int, int] | None:
+        # native only: the API calls it through ctypes (the emulated kernel is tested on its own)
+        if not self.native:
+            return None
+        from minijit.kernels.aarch64 import attention
+
+        isa = f"sve{self.sve_vl}" if self.isa == "sve" else "neon"
+        if isa not in attention.ISAS:  # SVE past 512 bits: the NEON kernel, at its own default key tile
+            isa, s_x = "neon", None
+        g, s_x = attention.check_tiles(dtype, isa, g, s_x)
+        return attention, attention.generate(dtype, isa, g, s_x, softmax), isa, g, s_x
+
     def loopnest(self, plan: Any) -> Any:
         from minijit.kernels.aarch64 import loopnest
 

@@ -169,6 +169,18 @@ class CpuTarget(Target):
         or None: none)."""
         raise NotImplementedError(f"{self.name}: no generic GEMM kernel")
 
+    def attention_kernel(
+        self, dtype: str = "fp32", g: int | None = None, s_x: int | None = None, softmax: bool = True
+    ) -> tuple[Any, Any, str, int, int] | None:
+        """The fused attention kernel (`minijit.attention`: both products and the online softmax in
+        registers) for ``dtype`` ("fp32"/"fp64") and the tile of ``g`` query rows and ``s_x`` keys
+        (the generator's defaults where None) as ``(module, kernel, isa, g, s_x)``: the generator
+        module (its ``ARGS`` and ``scratch_bytes``), the loaded kernel (``.address``), the kernel's
+        ISA name and the validated tile; None where the target has no such kernel or its code does
+        not run on this host. ``softmax=False``: without the softmax stage (wrong results; the
+        bench's measure of the softmax's share). ValueError for a tile the generator refuses."""
+        return None
+
     # -- sparse generators ---------------------------------------------------------------------
     @property
     def spmm_isa(self) -> str:

@@ -97,6 +97,16 @@ class X86Target(CpuTarget):
 
         return generic.generate(dtype, self.isa, epilogue)
 
+    def attention_kernel(
+        self, dtype: str = "fp32", g: int | None = None, s_x: int | None = None, softmax: bool = True
+    ) -> tuple[Any, Any, str, int, int] | None:
+        if not self.native:
+            return None
+        from minijit.kernels.x86_64 import attention
+
+        g, s_x = attention.check_tiles(dtype, self.isa, g, s_x)
+        return attention, attention.generate(dtype, self.isa, g, s_x, softmax), self.isa, g, s_x
+
     def loopnest(self, plan: Any) -> Any:
         from minijit.kernels.x86_64 import loopnest
 

@@ -15,7 +15,8 @@ NaN (0/0).
 
 ``isa`` names the target and, for SVE, the vector length the code is built for: "neon",
 "sve128", "sve256", "sve512" (`ISAS`). An SVE kernel checks the length it runs at on entry and
-only fills o's block with NaN when it differs (`fused_kernel` builds for the host's length).
+only fills o's block with NaN when it differs (`AArch64Target.attention_kernel` builds for the
+host's length).
 
 Algorithm (FlashAttention-2, unscaled; seed 001's appendix), as on x86-64: query tiles of ``g``
 rows, key tiles of ``s_x`` keys (a multiple of the vector length). Per query tile: Q's rows copied
@@ -53,7 +54,6 @@ params; the rest in a stack frame.
 from __future__ import annotations
 
 import struct
-import threading
 from typing import Any
 
 import numpy as np
@@ -62,16 +62,13 @@ from asm.aarch64 import Assembler, Label, P, V, X, mem, sp
 from asm.aarch64.registers import XReg
 from minijit.kernels.aarch64.common import epilogue, load_kernel, prologue
 from minijit.kernels.aarch64.vexp import SCRATCH, ExpConsts, VTarget, add_offset, emit_exp, emit_words, quads
-from minijit.kernels.epilogue import Epilogue
-from minijit.kernels.x86_64.attention import check_epilogue
+from minijit.kernels.epilogue import Epilogue, attention_softmax
 
 __all__ = [
     "ARGS",
     "G_MAX",
     "ISAS",
-    "check_epilogue",
     "check_tiles",
-    "fused_kernel",
     "generate",
     "inner_loops",
     "pack_args",
@@ -945,12 +942,12 @@ def program(
     epilogue: Epilogue | str | None = Epilogue.ONLINE_SOFTMAX,
 ) -> Assembler:
     """The assembled attention kernel for ``dtype`` ("fp32", "fp64"), ``isa`` (`ISAS`) and the
-    tile (`check_tiles`). ``epilogue`` / ``softmax`` as in the x86-64 generator (`check_epilogue`):
-    the online softmax, or none (``softmax=False``), which leaves the softmax stage out (wrong
-    results: the two products and their fills only)."""
+    tile (`check_tiles`). ``epilogue`` / ``softmax`` as in the x86-64 generator
+    (`minijit.kernels.epilogue.attention_softmax`): the online softmax, or none (``softmax=False``),
+    which leaves the softmax stage out (wrong results: the two products and their fills only)."""
     vt = vtarget(dtype, isa)
     g, s_x = check_tiles(dtype, isa, g, s_x)
-    softmax = check_epilogue(epilogue, softmax)
+    softmax = attention_softmax(epilogue, softmax)
     name = f"attention_{dtype}_{isa}_g{g}_s{s_x}" + ("" if softmax else "_nosoftmax")
     a = Assembler(name=name)
     FusedAttention(a, vt, g, s_x, softmax).emit()
@@ -1007,42 +1004,3 @@ def inner_loops(dtype: str, isa: str, g: int | None = None, s_x: int | None = No
         a.b_cond("ne", top)
         out[name] = a.listing()
     return out
-
-
-_fused: dict[tuple[str, int | None], Any] = {}
-_fused_lock = threading.Lock()
-
-
-def fused_kernel(dtype: Any, g: int | None = None) -> tuple[Any, str, int, int] | None:
-    """The native AArch64 fused attention kernel for ``dtype`` (numpy float32/float64) with ``g``
-    query rows a tile (default 6) as (ctypes function of six addresses, isa, g, s_x), generated
-    once per process; None where the native target is not AArch64 (or its SVE length is not
-    128/256/512 bits). The contract of ``minijit.attention.api.fused_kernel``; ``isa`` (one of
-    `ISAS`) is what `scratch_bytes` and `check_tiles` take."""
-    name = np.dtype(dtype).name
-    if name not in ("float32", "float64"):
-        raise TypeError(f"dtype must be float32 or float64, got {name}")
-    key = (name, g)
-    with _fused_lock:
-        if key not in _fused:
-            _fused[key] = _load_fused(name, g) or ()
-        found = _fused[key]
-    return found[1:] if found else None
-
-
-def _load_fused(name: str, g: int | None) -> tuple[Any, Any, str, int, int] | None:
-    import ctypes
-
-    from minijit.runtime.features import detected_host
-
-    h = detected_host()  # the machine the code runs on (never a pinned profile)
-    if h.isa != "aarch64":
-        return None
-    isa = f"sve{h.sve_vl_bits}" if h.sve else "neon"
-    if isa not in ISAS:
-        isa = "neon"
-    dtype = {"float32": "fp32", "float64": "fp64"}[name]
-    g, s_x = check_tiles(dtype, isa, g)
-    owner = generate(dtype, isa, g, s_x)  # keeps the code mapped
-    function = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 6)(owner.address)
-    return owner, function, isa, g, s_x

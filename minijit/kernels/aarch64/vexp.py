@@ -60,7 +60,7 @@ from typing import Any
 from asm.aarch64 import Assembler, Label, P, V, X, Z, mem, sp
 from asm.aarch64.registers import VecReg, VElem, XReg, ZElem, ZVec
 from minijit.kernels.aarch64.common import DType, dtype_info, epilogue, load_kernel, prologue
-from minijit.kernels.x86_64.vexp import CLAMP, COEFFICIENTS, REDUCTION
+from minijit.kernels.exp import CLAMP, COEFFICIENTS, REDUCTION
 
 __all__ = ["SCRATCH", "VTarget", "ExpConsts", "constants", "emit_exp", "generate", "program", "signature"]
 

@@ -58,7 +58,7 @@ import numpy as np
 
 from asm.x86_64 import Assembler, Label, Vec, ptr, qword, rip, word
 from asm.x86_64.registers import KReg, r8, r9, r10, r11, r12, r13, r14, r15, rax, rbp, rbx, rcx, rdi, rdx, rsi
-from minijit.kernels.epilogue import Epilogue
+from minijit.kernels.epilogue import Epilogue, attention_softmax
 from minijit.kernels.x86_64.common import CALLEE_SAVED, LOG2, Frame, Target, build, emit_mask_table
 from minijit.kernels.x86_64.vexp import SCRATCH, ExpConsts, emit_exp
 from minijit.runtime.kernel import Kernel
@@ -66,7 +66,6 @@ from minijit.runtime.kernel import Kernel
 __all__ = [
     "ARGS",
     "G_MAX",
-    "check_epilogue",
     "check_tiles",
     "generate",
     "pack_args",
@@ -940,23 +939,6 @@ class FusedAttention:
         self.exp.emit_data(a)
 
 
-def check_epilogue(epilogue: Epilogue | str | None = Epilogue.ONLINE_SOFTMAX, softmax: bool = True) -> bool:
-    """Whether the kernel has its softmax stage: the epilogue of its first product is
-    ``epilogue`` (a `minijit.kernels.epilogue.Epilogue` or its text), the online softmax (the
-    default) or none (the stage left out, as ``softmax=False``). ValueError for another epilogue,
-    TypeError for a non-bool ``softmax`` or an epilogue of another type."""
-    if not isinstance(softmax, bool):
-        raise TypeError(f"softmax must be a bool, got {softmax!r}")
-    try:
-        ep = Epilogue.of(epilogue)  # type: ignore[arg-type]
-    except TypeError as e:
-        raise TypeError(f"attention: epilogue must be an Epilogue or its text, got {epilogue!r}") from e
-    except ValueError as e:
-        raise ValueError(f"attention: {e}") from None
-    ep.require(Epilogue.ONLINE_SOFTMAX.ops, "attention")
-    return softmax and bool(ep)
-
-
 def program(
     dtype: str,
     isa: str,
@@ -970,10 +952,10 @@ def program(
     softmax (`Epilogue.ONLINE_SOFTMAX`), or `Epilogue.NONE` (as ``softmax=False``), which leaves
     the softmax stage (mask, max, exp, sum) out: the two products and their fills only, wrong
     results; `minijit bench attention` times it to measure the softmax's share of the kernel's time
-    (`check_epilogue`)."""
+    (`minijit.kernels.epilogue.attention_softmax`)."""
     t = Target.of(dtype, isa)
     g, s_x = check_tiles(dtype, isa, g, s_x)
-    softmax = check_epilogue(epilogue, softmax)
+    softmax = attention_softmax(epilogue, softmax)
     a = Assembler(name="attention")
     FusedAttention(a, t, g, s_x, softmax).emit()
     return a
@@ -990,6 +972,6 @@ def generate(
     """The fused attention kernel (see the module docstring; ``softmax``, ``epilogue`` as in `program`)."""
     t = Target.of(dtype, isa)
     g, s_x = check_tiles(dtype, isa, g, s_x)
-    softmax = check_epilogue(epilogue, softmax)
+    softmax = attention_softmax(epilogue, softmax)
     name = f"attention_{dtype}_{isa}_g{g}_s{s_x}" + ("" if softmax else "_nosoftmax")
     return build(program(dtype, isa, g, s_x, softmax), signature(t.ctype), name)

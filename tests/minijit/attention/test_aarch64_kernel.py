@@ -250,8 +250,6 @@ def test_bad_arguments():
         at.pack_args(L=1)
     with pytest.raises(ValueError, match="causal"):
         at.pack_args(L=1, S=1, E=1, Ev=1, ldq=1, ldkt=1, ldv=1, ldo=1, row0=0, causal=2, scratch=0)
-    with pytest.raises(TypeError, match="dtype"):
-        at.fused_kernel(np.int32)
 
 
 def test_defaults_and_scratch_size():
@@ -262,16 +260,6 @@ def test_defaults_and_scratch_size():
     assert neon - sve == 512 - 320  # 6 rows x 5 slots (2 + 3 columns) vs 6 x 3 (2 + 1) of 16 bytes, 64-aligned
     assert at.ARGS == ("L", "S", "E", "Ev", "ldq", "ldkt", "ldv", "ldo", "row0", "causal", "scratch", "kt_tile",
                        "bias", "ldb", "ldb_c")  # fmt: skip
-
-
-def test_fused_kernel_is_native_only():
-    """On an AArch64 host the API's contract (function, isa, g, s_x); elsewhere None."""
-    found = at.fused_kernel(np.float32, 3)
-    if NATIVE:  # pragma: no cover
-        function, isa, g, s_x = found
-        assert isa in at.ISAS and g == 3 and s_x == at.check_tiles("fp32", isa)[1]
-    else:
-        assert found is None
 
 
 @pytest.mark.parametrize("isa", ISAS)

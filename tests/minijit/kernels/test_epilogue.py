@@ -384,10 +384,11 @@ def test_attention_takes_the_online_softmax_epilogue_only():
     """The fused attention kernel's first product ends in the online softmax; `Epilogue.NONE`
     leaves that stage out exactly as ``softmax=False`` does; any other epilogue is refused before
     anything is emitted."""
+    from minijit.kernels.epilogue import attention_softmax
     from minijit.kernels.x86_64 import attention
 
-    assert attention.check_epilogue() is True and attention.check_epilogue("online_softmax") is True
-    assert attention.check_epilogue(Epilogue.NONE) is False and attention.check_epilogue(softmax=False) is False
+    assert attention_softmax() is True and attention_softmax("online_softmax") is True
+    assert attention_softmax(Epilogue.NONE) is False and attention_softmax(softmax=False) is False
     default = attention.program("fp32", "avx2").code()
     assert attention.program("fp32", "avx2", epilogue=Epilogue.ONLINE_SOFTMAX).code() == default
     without = attention.program("fp32", "avx2", epilogue=Epilogue.NONE).code()
@@ -397,4 +398,4 @@ def test_attention_takes_the_online_softmax_epilogue_only():
     with pytest.raises(TypeError, match="attention: epilogue must be"):
         attention.generate("fp32", "avx2", epilogue=1)
     with pytest.raises(TypeError, match="softmax must be a bool"):
-        attention.check_epilogue(softmax=1)
+        attention_softmax(softmax=1)
