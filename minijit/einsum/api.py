@@ -68,8 +68,8 @@ def einsum(
     complex, object, or a ``dtype``/``out`` of such a kind) runs on numpy's einsum, with numpy's
     result and errors (`minijit.einsum.dtypes`). ``order`` ('C', 'F', 'A', 'K') and ``casting``
     ('no', 'equiv', 'safe', 'same_kind', 'unsafe') as numpy's (`minijit.einsum.keywords`). Their
-    defaults (None) keep minijit's rules: a C-order result (numpy's default 'K' follows the
-    operands' strides: pass order='K' for that), and numpy's 'safe' casting except that float32
+    defaults (None): numpy's 'K' (C-contiguous operands give a C-order result; others the layout
+    numpy's einsum gives, following their strides), and numpy's 'safe' casting except that float32
     and float64 convert to each other for ``dtype=`` and ``out=``. A
     call numpy refuses by its keywords (no operands, an unknown order or casting, a cast the rule
     forbids) raises numpy's error. ``explain=True`` returns, instead of the result, a text saying

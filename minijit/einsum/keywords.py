@@ -25,7 +25,7 @@ __all__ = [
 
 #: numpy's casting rules, as ``np.einsum`` spells them
 CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
-#: numpy's orders (either case; None, minijit's default, is C order)
+#: numpy's orders (either case; None is numpy's default, K)
 ORDERS = ("C", "F", "A", "K")
 
 
@@ -55,11 +55,9 @@ def cast_allowed(arrays: list[np.ndarray], dt: np.dtype, out: Any, casting: str)
 
 def layout_needed(order: Any, operands: tuple) -> bool:
     """True when a C-order result may not be what ``order`` asks for with these operands: 'F' and
-    'A', or 'K' where an operand of more than one dim is not C-contiguous (cheap: nothing converted).
-    None (`minijit.einsum`'s default): C order, always (docs/decisions.md)."""
-    if order is None:
-        return False
-    o = order.upper()
+    'A', or 'K' (None, numpy's default) where an operand of more than one dim is not C-contiguous
+    (cheap: nothing converted)."""
+    o = "K" if order is None else order.upper()
     if o == "C":
         return False
     if o in ("F", "A"):
@@ -70,13 +68,13 @@ def layout_needed(order: Any, operands: tuple) -> bool:
 def apply_order(result: Any, order: Any, subscripts: Any, arrays: list[Any]) -> Any:
     """``result`` (C order, from the compiled path) in the layout numpy's einsum gives for
     ``order``: 'C' as it is, 'F' Fortran order, 'A' Fortran order when every operand is
-    F-contiguous (1-d ones are), else C; 'K' the layout numpy's unoptimised einsum allocates
+    F-contiguous (1-d ones are), else C; 'K' (None: numpy's default) the layout numpy's unoptimised einsum allocates
     (`k_order`), which follows the operands' strides. ``subscripts``: a str (``arrays`` its
     operands) or numpy's sublist form (``arrays`` the operands and sublists, alternating). A
     result of less than 2 dims, or not a numpy array, is returned as it is."""
     if not isinstance(result, np.ndarray) or result.ndim < 2:
         return result
-    o = "C" if order is None else order.upper()
+    o = "K" if order is None else order.upper()
     if o == "C":
         return result
     if not isinstance(subscripts, str):

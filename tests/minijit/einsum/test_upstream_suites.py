@@ -2,10 +2,7 @@
 ``np.einsum`` / ``da.einsum`` replaced by `minijit.einsum` / `minijit.dask.einsum`: pytest in a
 subprocess (an argument list, no shell) from a temporary directory holding a generated plugin that
 makes the replacement. Any failure fails the test, with the subprocess's report. Deselected, with
-their reasons: numpy's ``test_output_order`` (it asserts the memory layout of numpy's default
-order 'K'; minijit's default, order=None, is a C-order result, which the repository's own einsum
-tests require; the explicit orders of that test are numpy's, asserted in test_dtypes_keywords.py) and dask's
-``test_einsum_chunksizes`` (it asserts dask's own output chunks; minijit.dask picks block sizes
+its reason: dask's ``test_einsum_chunksizes`` (it asserts dask's own output chunks; minijit.dask picks block sizes
 with its data-movement model, `minijit.dask.block_sizes`). Each run takes ~10-30 s.
 """
 
@@ -22,9 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[3]
 
 #: numpy's test deselected, and why (see the module docstring)
-NUMPY_DESELECTED = {
-    "test_output_order": "asserts numpy's default 'K' layout; minijit's default is C order",
-}
+NUMPY_DESELECTED: dict[str, str] = {}
 #: dask's test deselected, and why
 DASK_DESELECTED = {
     "test_einsum_chunksizes": "asserts dask's own output chunks; minijit.dask's chunk model differs",
@@ -75,7 +70,8 @@ def _run_suite(tmp_path: Path, test_file: Path, swap: tuple[str, str, str], sele
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     keyword = " and ".join(([f"({select})"] if select else []) + [f"not {name}" for name in deselect])
     args = [sys.executable, "-m", "pytest", str(test_file), "-q", "-p", "minijit_swap", "-p", "no:cacheprovider"]
-    args += ["-p", "no:xdist", "-c", str(tmp_path / "pytest.ini"), "--rootdir", str(tmp_path), "-k", keyword]
+    args += ["-p", "no:xdist", "-c", str(tmp_path / "pytest.ini"), "--rootdir", str(tmp_path)]
+    args += ["-k", keyword] if keyword else []
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tmp_path), str(ROOT), env.get("PYTHONPATH")) if p)
     proc = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
