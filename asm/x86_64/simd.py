@@ -301,6 +301,21 @@ class SimdMixin:
         op = _opcode(0x66, "0F3A", 0x06, 0, None)
         self._vex(mn, f"{mn} {d}, {src1}, {stext}, {sel}", op, l256=1, reg=d.idx, vvvv=src1.idx, rm=rm, imm8=sel)
 
+    def vpslld(self, dst, src, imm8: int) -> None:
+        """``vpslld dst, src, imm8``: each dword shifted left by ``imm8`` (0 past 31). VEX for
+        xmm/ymm 0..15 register sources; EVEX for zmm, registers 16..31, ``{k}{z}`` and memory or
+        ``{1to N}`` sources (the VEX form has none). Destination in vvvv, /6 in ModR/M.reg."""
+        mn = "vpslld"
+        d, k, z = unmask(mn, "dst", dst)
+        vec(mn, "dst", d, ALL)
+        rm, stext, b, n = self._vsrc(mn, "src", src, d.bits, 4)
+        imm(mn, "imm", imm8, 0, 255)
+        text = f"{mn} {dst}, {stext}, {imm8}"
+        op = _opcode(0x66, "0F", 0x72, 0, 0, 4)
+        if d.bits == 512 or k or b or not isinstance(src, Vec) or _high([d, src]):
+            return self._evex(mn, text, op, bits=d.bits, reg=6, vvvv=d.idx, rm=rm, k=k, z=z, b=b, n=n, imm8=imm8)
+        self._vex(mn, text, op, l256=int(d.bits == 256), reg=6, vvvv=d.idx, rm=rm, imm8=imm8)
+
     def vinsertf128(self, dst, src1, src2, lane: int) -> None:
         """``vinsertf128 ymm, ymm, xmm/m128, 0..1`` (VEX only: registers 0..15)."""
         mn = "vinsertf128"
