@@ -1,7 +1,7 @@
 """The AArch64 `Assembler`: instruction words, labels, fixups and a listing.
 
 Encoders live in mixins, one module per part of the ISA (`base`, `neon`,
-`sve`); each mnemonic method checks its operands, builds the 32-bit word and
+`sve`, `sme`); each mnemonic method checks its operands, builds the 32-bit word and
 calls `emit(word, text)` with the assembly text LLVM would accept.
 
     a = Assembler()
@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from asm.aarch64.base import BaseMixin
 from asm.aarch64.neon import NeonMixin
 from asm.aarch64.registers import PQual, PReg, PVec, ZElem, ZReg, ZVec
+from asm.aarch64.sme import SmeMixin
 from asm.aarch64.sve import SveMixin
 from asm.errors import EncodingError
 
@@ -48,7 +49,7 @@ class _Fixup:
 
 
 @dataclass
-class Assembler(NeonMixin, BaseMixin, SveMixin):
+class Assembler(NeonMixin, BaseMixin, SmeMixin, SveMixin):
     """Collects instruction words with their text; `code()` resolves labels."""
 
     name: str = "kernel"

@@ -248,8 +248,27 @@ class PVec:
     idx: int
     esize: str
 
+    def __getitem__(self, index: tuple[WReg, int]) -> PElem:
+        """``p2.s[w12, 1]``: an element selected by a register and an immediate (SME ``psel``)."""
+        if not isinstance(index, tuple) or len(index) != 2:
+            raise EncodingError(f"p{self.idx}.{self.esize} is indexed [w12..w15, imm], got {index!r}")
+        return PElem(self.idx, self.esize, index[0], index[1])
+
     def __str__(self) -> str:
         return f"p{self.idx}.{self.esize}"
+
+
+@dataclass(frozen=True)
+class PElem:
+    """A predicate element ``p<idx>.<T>[wv, index]`` (ranges checked by the instruction)."""
+
+    idx: int
+    esize: str
+    wv: WReg
+    index: int
+
+    def __str__(self) -> str:
+        return f"p{self.idx}.{self.esize}[{self.wv}, {self.index}]"
 
 
 def _export() -> dict:
