@@ -198,10 +198,17 @@ class FusedAttention:
         self.bc = regs[base + self.cv]  # the broadcast register
         self.vmask = regs[15] if t.isa == "avx2" else None
         assert base + self.cv + 1 + mask <= nregs
-        # softmax: exp chunks (ymm0..7 / zmm16..31), reductions in low registers (VEX permutes)
-        self.ce = 2 if t.isa == "avx2" else 4
-        self.ex = regs[: 2 * 4] if t.isa == "avx2" else regs[16:32]
+        # softmax: exp chunks (one at a time in ymm0..3 on AVX2: out-of-order execution overlaps the
+        # unrolled exps; four in zmm16..31 on AVX-512), reductions in low registers (VEX permutes),
+        # the exp's most used constants pinned in 4..7, 10, 11 (the FP load pipes bound it otherwise)
+        self.ce = 1 if t.isa == "avx2" else 4
+        self.ex = regs[:4] if t.isa == "avx2" else regs[16:32]
         self.tmp, self.t2, self.sum, self.mx, self.mk, self.neg = (regs[i] for i in (8, 9, 12, 13, 14, 15))
+        pin = (
+            ("shift", "shift_a", "one", "lo", "hi", "log2e")
+            if t.dtype == "fp32"
+            else ("shift", "one", "lo", "hi", "log2e", "minus_quarter")
+        )
         self.off = _layout(t, g, s_x)
         self.frame = Frame(list(CALLEE_SAVED))
         names = (
@@ -212,7 +219,7 @@ class FusedAttention:
         self.slot = {n: self.frame.slot(n) for n in names}
         self.mask_table: Label = a.new_label("masks")
         self.consts_label: Label = a.new_label("attn_consts")
-        self.exp = ExpConsts.new(a, t)
+        self.exp = ExpConsts.new(a, t, dict(zip(pin, (regs[i] for i in (4, 5, 6, 7, 10, 11)), strict=True)))
 
     # -- helpers -----------------------------------------------------------------------------
     def v(self, name: str):
@@ -650,6 +657,7 @@ class FusedAttention:
         a, t, s = self.a, self.t, self.slot
         PS, PM, CNT, DI, SL, STEP = r10, r11, r12, r13, r14, r15
         vmovu = self.v("vmovu")
+        self.exp.setup(a)  # the pinned constants (the products use their registers)
         a.lea(PS, ptr(SCR + self.off["p"]))
         a.lea(PM, ptr(SCR + self.off["m"]))
         a.mov(CNT, self.g)

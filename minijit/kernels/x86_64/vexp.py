@@ -30,17 +30,19 @@ results flush to +0, with DAZ subnormal inputs read as 0 and give 1 as they do a
    correctly rounded ``p * 2^n`` (gradual underflow, no flush), results past the largest finite
    value are +inf.
 
-``2^n_a`` is built in the exponent field from floating-point and lane-shuffle instructions only
-(asm/x86_64 has no vector-integer shifts, vcvt*, or vscalef yet; with ``vpslld``/``vpsllq`` or
-``vscalefps/pd`` this step would shrink to one or two instructions):
+``2^n_a`` is built in the exponent field:
 
-* fp64: ``n_a + (2^32 + 1023)`` puts ``(n_a + 1023) << 20`` in the low dword of each qword
-  (the sum's ulp is 2^-20); ``vshufps`` gathers those dwords and ``vunpcklps`` with a zero
-  register moves them into the high dwords over zero low dwords: ``2^n_a``;
-* fp32: ``t_a = n_a + 1.5*2^23`` holds ``0x4B400000 + n_a``; ``vunpcklps/vunpckhps`` pair each
-  lane with the dword 0x44A00000 into a double ``2^75 + (0x4B400000 + n_a) * 2^23``; adding the
-  double ``2^52 + 127*2^23 - 2^75 - 0x4B400000*2^23`` (exact: the sum is an integer below 2^53)
-  leaves ``(127 + n_a) << 23`` in each low dword, and ``vshufps`` packs them back: ``2^n_a``.
+* fp32: the shifter of step 4a is ``S_a = 1.5*2^23 + 127`` (an integer in [2^23, 2^24), so
+  ``t_a = n/2 - 1/4 + S_a`` rounds exactly as with ``1.5*2^23``: ``t_a - S_a = n_a`` as before) and
+  ``t_a`` holds the bits ``0x4B400000 + 127 + n_a``; ``vpslld t_a, 23`` drops ``0x4B400000 << 23``
+  (its low 9 bits are 0) and leaves ``(127 + n_a) << 23``: ``2^n_a`` in one integer instruction
+  (+0 at the clamp LO, where ``127 + n_a = 0``);
+* fp64 (no ``vpsllq`` here yet): ``n_a + (2^32 + 1023)`` puts ``(n_a + 1023) << 20`` in the low
+  dword of each qword (the sum's ulp is 2^-20); ``vshufps`` gathers those dwords and ``vunpcklps``
+  with a zero register moves them into the high dwords over zero low dwords: ``2^n_a``.
+
+Both builds are exact, so the results are those of the earlier floating-point-only fp32 build
+(``vunpck``/``vaddpd``/``vshufps``, five instructions) bit for bit.
 
 Error bound: at most 1 ulp (faithful: the result is one of the two neighbours of exp(x), so its
 bit pattern is at most 1 from the correctly rounded one), on the reduced range (|x| <= ln2/2,
@@ -94,15 +96,11 @@ __all__ = ["SCRATCH", "ExpConsts", "emit_exp", "generate", "derive_coefficients"
 #: scratch vector registers `emit_exp` needs per register
 SCRATCH = 3
 
-_FP32_BUILD_HI = 0x44A00000  # high dword of the double 2^75: its ulp is 2^23
-_FP32_SHIFT_BITS = 0x4B400000  # bits of 1.5 * 2^23
-
 
 def constants(dtype: str) -> dict[str, tuple[str, float | int]]:
     """The table of `emit_exp` for ``dtype``: name -> (element kind, value), in table order.
 
-    Kinds: "f" an element of the dtype (a float), "d" a double (fp32's build addend), "u32" a raw
-    dword pattern (fp32's build high dword)."""
+    Kinds: "f" an element of the dtype (a float)."""
     if dtype not in COEFFICIENTS:
         raise ValueError(f"dtype must be 'fp32' or 'fp64', got {dtype!r}")
     p = 23 if dtype == "fp32" else 52
@@ -117,21 +115,14 @@ def constants(dtype: str) -> dict[str, tuple[str, float | int]]:
         table[f"c{k}"] = ("f", coefficients[k - 2])
     table |= {"one": ("f", 1.0), "half": ("f", 0.5), "minus_quarter": ("f", -0.25), "two": ("f", 2.0)}
     if dtype == "fp32":
-        addend = 2**52 + 127 * 2**23 - 2**75 - _FP32_SHIFT_BITS * 2**23
-        assert float(addend) == addend  # exactly representable
-        table["build_hi"] = ("u32", _FP32_BUILD_HI)
-        table["build_add"] = ("d", float(addend))
+        table["shift_a"] = ("f", 1.5 * 2.0**p + 127)  # step 4a's shifter: t_a's bits 0x4B400000 + 127 + n_a
     else:
         table["build_shift"] = ("f", 2.0**32 + 1023)
     return table
 
 
 def _element(kind: str, value: float | int, dtype: str) -> bytes:
-    if kind == "u32":
-        return struct.pack("<I", value)
-    if kind == "d" or dtype == "fp64":
-        return struct.pack("<d", value)
-    return struct.pack("<f", value)
+    return struct.pack("<d" if dtype == "fp64" else "<f", value)
 
 
 @dataclass
@@ -187,7 +178,7 @@ class ExpConsts:
     def _load_entry(self, a: Assembler, dst: Vec, name: str) -> None:
         if self.t.isa == "avx2":
             a.vmovups(dst, ymmword(self._addr(name)))
-        elif self.table[name][0] == "d" or self.t.es == 8:
+        elif self.t.es == 8:
             a.vbroadcastsd(dst, qword(self._addr(name)))
         else:
             a.vbroadcastss(dst, dword(self._addr(name)))
@@ -254,6 +245,7 @@ def _steps(a: Assembler, t: Target, x: Vec, scratch: Sequence[Vec], c: ExpConsts
         yield
         return dst
 
+    shift_a = "shift_a" if t.dtype == "fp32" else "shift"
     # 1. clamp, keeping NaN (the second source of vmax/vmin comes back when either is NaN)
     v("vmax")(x, (yield from const_reg(s0, "lo")), x)
     yield
@@ -275,7 +267,7 @@ def _steps(a: Assembler, t: Target, x: Vec, scratch: Sequence[Vec], c: ExpConsts
     yield
     v("vfmadd231")(s2, s0, op("half"))
     yield
-    v("vadd")(s2, s2, op("shift"))
+    v("vadd")(s2, s2, op(shift_a))
     yield
     # 3. p = 1 + r (1 + r (c2 + r (c3 + ...))) (s1)
     names = [n for n in c.table if n.startswith("c")]
@@ -285,7 +277,7 @@ def _steps(a: Assembler, t: Target, x: Vec, scratch: Sequence[Vec], c: ExpConsts
         v("vfmadd213")(s1, x, op(name))
         yield
     # 4b. n_a = t_a - shift (x), d = n - 2 n_a in {0, 1} (s0), p = p * (1 + d) exactly (s1)
-    v("vsub")(x, s2, op("shift"))
+    v("vsub")(x, s2, op(shift_a))
     yield
     v("vfnmadd231")(s0, x, op("two"))
     yield
@@ -302,15 +294,7 @@ def _steps(a: Assembler, t: Target, x: Vec, scratch: Sequence[Vec], c: ExpConsts
         a.vunpcklps(s2, s0, s2)  # -> high dwords over zero low dwords
         yield
     else:
-        a.vunpcklps(x, s2, op("build_hi"))  # lanes 0, 1 of each 128-bit lane as doubles
-        yield
-        a.vunpckhps(s0, s2, op("build_hi"))  # lanes 2, 3
-        yield
-        a.vaddpd(x, x, op("build_add"))  # low dwords (127 + n_a) << 23
-        yield
-        a.vaddpd(s0, s0, op("build_add"))
-        yield
-        a.vshufps(s2, x, s0, 0x88)  # low dwords back into lanes 0..3
+        a.vpslld(s2, s2, 23)  # (127 + n_a) << 23
         yield
     # 4d. y = (p 2^n_a) 2^n_a: exact, then one rounding (gradual underflow, overflow to inf)
     v("vmul")(x, s1, s2)

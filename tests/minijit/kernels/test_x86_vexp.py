@@ -329,6 +329,10 @@ def test_constants_are_exact():
             with mp.workprec(bits):
                 assert c["ln2_hi"] == float(+ln2) and c["log2e"] == float(+(1 / ln2))
                 assert c["ln2_lo"] == float(+(ln2 - c["ln2_hi"]))
-    table = vexp.constants("fp32")
-    assert table["build_add"][1] == 2**52 + 127 * 2**23 - 2**75 - 0x4B400000 * 2**23
-    assert table["build_hi"][1] == 0x44A00000 and vexp.constants("fp64")["build_shift"][1] == 2**32 + 1023
+    shift_a = vexp.constants("fp32")["shift_a"][1]
+    bits = int(np.array(shift_a, np.float32).view(np.uint32))
+    assert float(np.float32(shift_a)) == shift_a == 1.5 * 2**23 + 127 and bits == 0x4B400000 + 127
+    # vpslld 23 of t_a = S_a + n_a (every n_a of the clamped range) is 2^n_a's bits, +0 at n_a = -127
+    for n_a in range(-127, 65):
+        assert ((bits + n_a) << 23) % 2**32 == (127 + n_a) << 23
+    assert vexp.constants("fp64")["build_shift"][1] == 2**32 + 1023
