@@ -291,6 +291,10 @@ def cmd_disasm(args: argparse.Namespace) -> int:
         check_target(args.target)
     except ValueError as e:
         raise UserError(str(e)) from None
+    if args.attention:
+        print(_attention_plan(args.attention, args.dtype).explain())
+        if not args.config and not args.config_file and not args.generic:
+            return 0
     if args.generic:
         from minijit import kernels
 
@@ -302,13 +306,40 @@ def cmd_disasm(args: argparse.Namespace) -> int:
             return 0
     specs = configs.select(args.config, args.config_file, (), args.dtype)
     if not specs:
-        raise UserError("disasm needs --config NAME (or --config-file PATH), or --generic")
+        raise UserError("disasm needs --config NAME (or --config-file PATH), --generic or --attention")
     threads = _one_thread_count(args.threads, "disasm") or parallel.default_threads()
     for spec in specs:
         op = cpu.make_op(spec, threads, args.target)
         print(f"// ==== {spec.name}: {spec.description}")
         print(op.listing())
     return 0
+
+
+def _attention_plan(text: str, dtype: str | None):
+    """The `AttentionPlan` of ``--attention H,L,S,E[,causal]`` (heads, query and key lengths, head
+    width) and the first of ``--dtype`` (fp32 default)."""
+    import numpy as np
+
+    from minijit.attention.api import AttentionPlan
+
+    parts = [p.strip() for p in text.split(",")]
+    causal = parts[-1:] == ["causal"]
+    parts = parts[:-1] if causal else parts
+    try:
+        heads, L, S, E = (int(p) for p in parts)
+        if min(heads, L, S, E) < 1:
+            raise ValueError
+    except ValueError:
+        raise UserError(f"--attention takes H,L,S,E[,causal] (positive integers), got {text!r}") from None
+    name = (dtype or "fp32").split(",")[0]
+    dt = {"fp32": np.float32, "fp64": np.float64}.get(name)
+    if dt is None:
+        raise UserError(f"--attention runs fp32 or fp64, got --dtype {name!r}")
+    shape = lambda n: (heads, n, E)  # noqa: E731
+    try:
+        return AttentionPlan(shape(L), shape(S), shape(S), dt, mask="causal" if causal else "none")
+    except (TypeError, ValueError) as e:
+        raise UserError(str(e)) from None
 
 
 def _targets() -> dict[str, str]:
@@ -651,6 +682,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common_args(d, "thread target of the optimizer: a positive integer or 'all' (default all)")
     d.add_argument(
         "--generic", action="store_true", help="print the generic-tier GEMM kernel of the target (each --dtype)"
+    )
+    d.add_argument(
+        "--attention",
+        metavar="H,L,S,E[,causal]",
+        help="print the attention plan of H heads, L queries, S keys, head width E: the IO model's derivation, "
+        "the path and the fused kernel's code",
     )
     d.set_defaults(func=cmd_disasm)
 

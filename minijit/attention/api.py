@@ -248,6 +248,43 @@ class AttentionPlan:
         """The attention of numpy arrays of the plan's shapes and dtype (a new C-order array)."""
         return self._execute(query, key, value, attn_mask)
 
+    def path(self) -> str:
+        """Which code a call runs: "decode" (few query rows: key chunks over the threads, numpy's
+        batched GEMVs, the partial triples merged), "fused g x s_x (isa)" (the native target's
+        fused kernel) or "numpy tiles" (bool masks, no fused kernel here, ``FUSED = False``)."""
+        if self.query_shape[-2] <= DECODE_MAX_ROWS:
+            return "decode"
+        if FUSED and self.mask in ("none", "causal", "float"):
+            found = fused_kernel(self.dtype, *self.kernel_tile())
+            if found is not None:
+                _, _, isa, g, s_x = found
+                return f"fused {g} x {s_x} ({isa})"
+        return "numpy tiles"
+
+    def explain(self, code: bool = True) -> str:
+        """The plan in words: seed 001's IO-model derivation for these shapes on this host
+        (`minijit.attention.model.plan`: tiles per level, memory and transfers, the predicted split
+        of time between the products and the softmax), the path a call runs (`path`) and, with
+        ``code``, the listing of the fused kernel it calls."""
+        from minijit.attention import model
+
+        batch, L, S = self.batch, self.query_shape[-2], self.key_shape[-2]
+        E, Ev = self.query_shape[-1], self.value_shape[-1]
+        heads = batch[-1] if batch else 1
+        outer = math.prod(batch[:-1]) if batch else 1
+        dtype = "fp32" if self.dtype == np.float32 else "fp64"
+        derivation = model.plan(
+            outer, heads, L, S, E, Ev, dtype=dtype, causal=self.mask == "causal", threads=self.threads_now()
+        )
+        lines = [derivation.explain(), "", f"path: {self.path()} ({self.threads_now()} threads)"]
+        if self.path() == "decode":
+            chunks = decode_chunks(S, math.prod(batch), L, self.dtype.itemsize, self.threads_now(), self.key_split)
+            lines.append(f"decode: {len(chunks)} key chunks of about {S // len(chunks)} keys")
+        elif code and self.path().startswith("fused"):
+            owner = _fused[(self.dtype.name, *self.kernel_tile(), True)][0]
+            lines += ["", f"// ==== {owner.name}", owner.listing]
+        return "\n".join(lines)
+
     def threads_now(self) -> int:
         """The threads a call splits over now."""
         from minijit import parallel
