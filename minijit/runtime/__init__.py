@@ -47,11 +47,13 @@ def load(
     listing: str = "",
     sve_vl: int = 128,
     unchecked: bool = False,
+    sme_vl: int | None = None,
 ):
     """Make ``code`` callable: natively on a matching host, else AArch64 under emulation.
 
-    ``sve_vl`` (bits) picks the emulation worker's SVE vector length; it is
-    ignored for native code. Raises ValueError for x86-64 code on a non-x86 host.
+    ``sve_vl`` (bits) picks the emulation worker's SVE vector length, ``sme_vl`` (bits, None:
+    qemu's default) its streaming (SME) vector length; both are ignored for native code. Raises
+    ValueError for x86-64 code on a non-x86 host.
     """
     if runs_natively(isa):
         from minijit.runtime.kernel import Kernel
@@ -60,5 +62,7 @@ def load(
     if isa == "aarch64":
         from minijit.runtime.emulator import EmulatedKernel
 
-        return EmulatedKernel(code, signature, name=name, listing=listing, sve_vl=sve_vl, unchecked=unchecked)
+        return EmulatedKernel(
+            code, signature, name=name, listing=listing, sve_vl=sve_vl, unchecked=unchecked, sme_vl=sme_vl
+        )
     raise ValueError(f"cannot run {isa} code on this {detected_host().isa} host")

@@ -76,6 +76,7 @@ PROT_READ, PROT_WRITE, PROT_EXEC = 1, 2, 4
 MAP_PRIVATE, MAP_ANONYMOUS, MAP_FIXED_NOREPLACE = 0x02, 0x20, 0x100000
 PAGE = 4096
 SVE_LENGTHS = (128, 256, 384, 512, 640, 768, 896, 1024, 1152, 1280, 1408, 1536, 1664, 1792, 1920, 2048)
+SME_LENGTHS = (128, 256, 512, 1024, 2048)  # streaming vector lengths (SME: powers of two only)
 # guest addresses for code: 64 GiB .. 256 GiB, above the harness ELF (0x400000) and below
 # qemu's TASK_UNMAPPED_BASE for 64-bit guests on 64-bit hosts (0x40_0000_0000), where
 # mappings without an address start (qemu 7.2 puts the guest stack at 0x55_0000_0000
@@ -204,7 +205,8 @@ def _harness_path() -> str:
 
 
 class Worker:
-    """One qemu-aarch64 process at a fixed SVE vector length (bits).
+    """One qemu-aarch64 process at a fixed SVE vector length (bits), and with ``sme_vl`` a fixed
+    streaming (SME) vector length in bits (None: qemu's default, 256).
 
     ``timeout`` and ``idle_timeout`` (seconds; default from ``MINIJIT_EMU_TIMEOUT``
     and ``MINIJIT_EMU_IDLE_TIMEOUT``) bound the wait for each reply, see the module
@@ -212,10 +214,18 @@ class Worker:
     placed again whenever the process is restarted.
     """
 
-    def __init__(self, sve_vl: int = 128, timeout: float | None = None, idle_timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        sve_vl: int = 128,
+        timeout: float | None = None,
+        idle_timeout: float | None = None,
+        sme_vl: int | None = None,
+    ) -> None:
         if sve_vl not in SVE_LENGTHS:
             raise ValueError(f"sve_vl must be a multiple of 128 in 128..2048 bits, got {sve_vl}")
-        self.sve_vl = sve_vl
+        if sme_vl is not None and sme_vl not in SME_LENGTHS:
+            raise ValueError(f"sme_vl must be None or one of {', '.join(map(str, SME_LENGTHS))} bits, got {sme_vl!r}")
+        self.sve_vl, self.sme_vl = sve_vl, sme_vl
         self.timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
         self.idle_timeout = DEFAULT_IDLE_TIMEOUT_S if idle_timeout is None else idle_timeout
         self.generation = 0
@@ -229,6 +239,8 @@ class Worker:
     # -- process -----------------------------------------------------------------
     def _start(self) -> subprocess.Popen:
         cpu = f"max,sve{self.sve_vl}=on,sve-default-vector-length={self.sve_vl // 8}"
+        if self.sme_vl is not None:
+            cpu += f",sme-default-vector-length={self.sme_vl // 8}"
         proc = subprocess.Popen(
             [find_qemu(), "-cpu", cpu, _harness_path()],
             stdin=subprocess.PIPE,
@@ -568,16 +580,17 @@ class Worker:
                     self.munmap(addr, 4)
 
 
-_WORKERS: dict[int, Worker] = {}
+_WORKERS: dict[tuple[int, int | None], Worker] = {}
 _WORKERS_LOCK = threading.Lock()
 
 
-def worker(sve_vl: int = 128) -> Worker:
-    """The process-wide worker for an SVE vector length (bits)."""
+def worker(sve_vl: int = 128, sme_vl: int | None = None) -> Worker:
+    """The process-wide worker for an SVE vector length and a streaming vector length (bits;
+    ``sme_vl`` None: qemu's default)."""
     with _WORKERS_LOCK:
-        if sve_vl not in _WORKERS:
-            _WORKERS[sve_vl] = Worker(sve_vl)
-        return _WORKERS[sve_vl]
+        if (sve_vl, sme_vl) not in _WORKERS:
+            _WORKERS[sve_vl, sme_vl] = Worker(sve_vl, sme_vl=sme_vl)
+        return _WORKERS[sve_vl, sme_vl]
 
 
 _CREATOR = os.getpid()
@@ -620,6 +633,7 @@ class EmulatedKernel:
         listing: str = "",
         sve_vl: int = 128,
         unchecked: bool = False,
+        sme_vl: int | None = None,
     ) -> None:
         if not code:
             raise ValueError("code must not be empty")
@@ -631,7 +645,7 @@ class EmulatedKernel:
             raise ValueError("emulated kernels take integer and pointer arguments only")
         self.name, self.listing, self.unchecked = name, listing, unchecked
         self.isa = "aarch64"
-        self.worker = worker(sve_vl)
+        self.worker = worker(sve_vl, sme_vl)
         self._address = self.worker.add_code(self.code)
         fin = weakref.finalize(self, self.worker.remove_code, self._address)
         fin.atexit = False

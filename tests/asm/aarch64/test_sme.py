@@ -47,6 +47,7 @@ from asm.aarch64.registers import PReg, WReg
 from asm.aarch64.sme import SLICE_IMM, TILES, ZaDir, ZaReg
 from asm.errors import EncodingError
 from tests.asm.aarch64.strategies import xregs, zvecs
+from tests.asm.oracle import FORMS as ORACLE_FORMS
 
 SME_MATTR = "+sme,+sme2,+sme-f64f64,+sme-i16i64"
 BATCH = 24
@@ -147,6 +148,7 @@ def _check(programs: list[tuple[str, Assembler]]) -> None:
     theirs = llvm.encode_lines(lines, mattr=SME_MATTR)
     bad = [(n, t, o.hex(), e.hex()) for n, t, o, e in zip(names, lines, ours, theirs, strict=True) if o != e]
     assert not bad, "encodings differ from llvm-mc (form, text, ours, llvm):\n" + "\n".join(map(str, bad[:20]))
+    ORACLE_FORMS["aarch64"].update(name for name, _ in programs)  # counted in the run's summary
 
 
 @settings(max_examples=EXAMPLES, deadline=None)

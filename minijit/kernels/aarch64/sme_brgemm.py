@@ -1,0 +1,281 @@
+"""AArch64 SME batch-reduce GEMM: C += sum over br of A_br B_br as outer products into ZA tiles.
+
+`SmeBrgemm` gives ``program(m, n, k, br_size, trans_a, trans_b, trans_c, dtype)`` and
+``generate(..., sme_vl)``, a kernel of `common.brgemm_signature` with the layouts and strides of
+`minijit.kernels.aarch64.brgemm` (column-major, strides in elements; ``trans_*`` as there). The
+kernel is streaming-vector-length agnostic: it reads L = SVL / element bits (``cntw``/``cntd`` in
+streaming mode) and walks M, N and K with ``whilelt`` predicates, so every edge is predicated.
+
+Blocking (T = ZA tiles of the element size: fp32 4, fp64 8):
+
+    C block     mt tiles stacked along M (mt = 3 fp32, 6 fp64: rows mt*L, columns L)
+    transpose   the last tile (za3.s / za7.d) turns L columns of B (contiguous in k) into L rows
+                of B (contiguous in n): columns loaded as vertical slices, rows read back as
+                horizontal ones (``mova``) -- no gathers, which streaming mode lacks
+    per k       mt A vectors (``ld1w``/``ld1d`` of column k), one B row, mt ``fmopa``
+
+Predicates: p0..p(mt-1) rows of the tiles, P_N the block's columns, P_K the K chunk (and the
+scratch of ``psel`` for row-wise C with ``trans_c``); fmopa takes p0..p7, so mt + 2 <= 8. The first
+empty row predicate picks a narrower variant (fewer tiles), as in `brgemm.SveBrgemm`.
+
+Forms: plain; ``trans_b`` reads B rows directly (no transpose tile); ``trans_c`` loads and stores
+C by rows (horizontal slices, each row guarded by ``psel`` on its tile's row predicate);
+``trans_a`` with ``trans_b`` runs Cᵀ = Bᵀ·Aᵀ (the plain form, a/b swapped, ``trans_c`` flipped).
+``trans_a`` without ``trans_b`` (A columns strided as well as B rows) is refused.
+
+Streaming mode and ZA are entered after the prologue (``smstart``) and left before the epilogue
+(``smstop``); nothing is called in between. A change of streaming mode zeroes Z0-Z31, so the
+callee-saved d8-d15 are saved with x19-x28 (AAPCS64). C is loaded into ZA before the batch loop
+(first touch) and stored after it (last touch).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, ClassVar
+
+from asm.aarch64 import Assembler, P, X, mem, w12, w13
+from asm.aarch64.sme import ZaDir, ZaReg
+from minijit.kernels.aarch64.brgemm import Brgemm
+from minijit.kernels.aarch64.common import DType, brgemm_signature, epilogue, prologue
+
+__all__ = ["SmeBrgemm"]
+
+A, B, C, LDA, LDB, LDC, BR_A, BR_B = X[0:8]  # arguments (strides -> bytes)
+L, N0, M0, NCOLS = X[8:12]  # lanes per streaming vector, block origin (elements), columns in the block
+J, KK = X[12], X[13]  # slice indices (w12: C column / B column / C row, w13: k within a chunk)
+M_REG, N_REG, K_REG = X[14], X[15], X[16]  # m, n, k
+B_N, C_N, C_M = X[17], X[19], X[20]  # B and C at column N0, C at (M0, N0)  (x18: platform register)
+A_BR, B_BR, BR_CNT = X[21], X[22], X[23]  # A and B of the current batch, batches left
+K0, KC, A_K, PTR, TMP = X[24], X[25], X[26], X[27], X[28]  # K chunk origin and size, walking pointers
+Z_B = 31  # the B row of one k
+
+
+class SmeBrgemm(Brgemm):
+    """One SME BRGEMM kernel being emitted; the methods mirror its loops (N, M, BR, K)."""
+
+    ISA = "sme"
+    MAX_SIZE = None
+    #: tiles stacked along M per element size (row predicates p0..mt-1, then P_N, P_K)
+    TILES_M: ClassVar[dict[str, int]] = {"s": 3, "d": 6}
+
+    def __init__(self, a: Assembler, m: int, n: int, k: int, br: int, t: DType, tb: bool, tc: bool) -> None:
+        self.a, self.m, self.n, self.k, self.br, self.t, self.tb, self.tc = a, m, n, k, br, t, tb, tc
+        self.mt = self.TILES_M[t.es]
+        self.p_n, self.p_k = P[self.mt], P[self.mt + 1]
+        self.transpose_tile = {"s": 3, "d": 7}[t.es]
+
+    @classmethod
+    def program(
+        cls,
+        m: int,
+        n: int,
+        k: int,
+        br_size: int = 1,
+        trans_a: bool = False,
+        trans_b: bool = False,
+        trans_c: bool = False,
+        dtype: str = "fp32",
+    ) -> Assembler:
+        """The BRGEMM kernel as an `Assembler`. Bad arguments (and ``trans_a`` without ``trans_b``)
+        raise ValueError."""
+        t = cls.check(m, n, k, br_size, trans_a, trans_b, trans_c, dtype)
+        swap = trans_a
+        if trans_a and not trans_b:
+            raise ValueError("trans_a without trans_b is not supported by the SME kernel (A and B both strided)")
+        flags = "".join(f for f, on in (("_ta", trans_a), ("_tb", trans_b), ("_tc", trans_c)) if on)
+        a = Assembler(name=f"sme_brgemm_{dtype}_{m}x{n}x{k}_br{br_size}{flags}")
+        if swap:  # Cᵀ = Bᵀ·Aᵀ: (n, m), neither transposed, trans_c flipped
+            cls(a, n, m, k, br_size, t, False, not trans_c).kernel(swap=True)
+        else:
+            cls(a, m, n, k, br_size, t, trans_b, trans_c).kernel(swap=False)
+        return a
+
+    @classmethod
+    def generate(cls, *args: Any, sme_vl: int | None = None, **kwargs: Any) -> Any:
+        """JIT the kernel of ``program(*args, **kwargs)``: native on an AArch64 host (with SME), else
+        emulated at streaming vector length ``sme_vl`` bits (None: qemu's default, 256)."""
+        from minijit.runtime import load
+
+        p = inspect.signature(cls.program).bind(*args, **kwargs)
+        p.apply_defaults()
+        a = cls.program(*p.args, **p.kwargs)
+        sig = brgemm_signature(p.arguments["dtype"])
+        return load(a.code(), sig, isa="aarch64", name=cls.name(**p.arguments), listing=a.listing(), sme_vl=sme_vl)
+
+    # -- operands ------------------------------------------------------------------------
+    def tile(self, v: int) -> Any:
+        return getattr(ZaReg(v), self.t.es)
+
+    def slice(self, v: int, vertical: bool, ws: Any) -> Any:
+        return getattr(ZaDir(v, vertical), self.t.es)[ws, 0]
+
+    def z(self, idx: int) -> Any:
+        return self.t.z(idx)
+
+    def p(self, idx: int) -> Any:
+        return getattr(P[idx], self.t.es)
+
+    # -- kernel --------------------------------------------------------------------------
+    def kernel(self, swap: bool) -> None:
+        """Prologue (x19-x28, d8-d15), smstart, the N loop, smstop, epilogue."""
+        a, t = self.a, self.t
+        frame = prologue(a, range(19, 29), range(8, 16), writeback=True)
+        self.entry(a, t, swap, TMP)
+        a.smstart()  # streaming mode and ZA on (Z, P and ZA zeroed)
+        t.cnt(a, L)  # lanes per streaming vector
+        for reg, value in ((M_REG, self.m), (N_REG, self.n), (K_REG, self.k)):
+            a.mov(reg, value)
+        self.n_loop()
+        a.smstop()
+        epilogue(a, frame)
+
+    def min_l(self, rd: Any, hi: Any, lo: Any) -> None:
+        """rd = min(L, hi - lo)."""
+        a = self.a
+        a.sub(rd, hi, lo)
+        a.cmp(rd, L)
+        a.csel(rd, L, rd, "gt")
+
+    def n_loop(self) -> None:
+        """Column blocks of L: P_N, NCOLS, B and C at column N0, then the M loop."""
+        a, t = self.a, self.t
+        a.mov(N0, 0)
+        done = a.new_label("n_done")
+        top = a.label("n")
+        a.whilelt(self.p(self.mt), N0, N_REG)
+        a.b_none(done)
+        self.min_l(NCOLS, N_REG, N0)
+        if self.tb:  # row k of B: columns N0.. are elements N0..
+            a.add(B_N, B, N0, "lsl", t.shift)
+        else:
+            a.madd(B_N, N0, LDB, B)
+        if self.tc:  # row-major C: column N0 is element N0 of each row
+            a.add(C_N, C, N0, "lsl", t.shift)
+        else:
+            a.madd(C_N, N0, LDC, C)
+        self.m_loop()
+        a.add(N0, N0, L)
+        a.b(top)
+        a.bind(done)
+
+    def m_loop(self) -> None:
+        """Row blocks of mt*L: row predicates p0.. (the first empty one picks the variant), blocks."""
+        a, t = self.a, self.t
+        a.mov(M0, 0)
+        done = a.new_label("m_done")
+        variants = {mv: a.new_label(f"m{mv}t") for mv in range(1, self.mt + 1)}
+        top = a.label("m")
+        a.whilelt(self.p(0), M0, M_REG)
+        a.b_none(done)
+        a.mov(TMP, M0)
+        for v in range(1, self.mt):
+            a.add(TMP, TMP, L)
+            a.whilelt(self.p(v), TMP, M_REG)
+            a.b_none(variants[v])
+        for mv in range(self.mt, 0, -1):
+            a.bind(variants[mv])
+            self.block(mv)
+            t.inc(a, M0, mv)
+            a.b(top)
+        a.bind(done)
+
+    def block(self, mv: int) -> None:
+        """One block of mv tiles: C into ZA, the batch loop of K loops, ZA back into C."""
+        a, t = self.a, self.t
+        if self.tc:  # row-major C: row M0 starts M0*ldc bytes on
+            a.madd(C_M, M0, LDC, C_N)
+        else:
+            a.add(C_M, C_N, M0, "lsl", t.shift)
+        self.c_tiles(mv, store=False)
+        a.add(A_BR, A, M0, "lsl", t.shift)  # A column 0 at row M0
+        a.mov(B_BR, B_N)
+        a.mov(BR_CNT, self.br)
+        top = a.label("br")
+        self.k_loop(mv)
+        a.add(A_BR, A_BR, BR_A)
+        a.add(B_BR, B_BR, BR_B)
+        a.subs(BR_CNT, BR_CNT, 1)
+        a.b_ne(top)
+        self.c_tiles(mv, store=True)
+
+    def c_tiles(self, mv: int, store: bool) -> None:
+        """Load or store the mv tiles of C at C_M: column j of every tile (vertical slice j) for
+        j < NCOLS; ``trans_c``: row i of every tile (horizontal slice i, L rows, each under
+        ``psel`` of the tile's row predicate and P_N) at C_M + (v*L + i)*ldc."""
+        a, t = self.a, self.t
+        ldst = t.st1 if store else t.ld1
+        a.mov(J, 0)
+        a.mov(PTR, C_M)
+        top = a.label("c_st" if store else "c_ld")
+        if self.tc:
+            a.mul(KC, L, LDC)  # bytes from one tile's rows to the next's
+            a.mov(TMP, PTR)
+            for v in range(mv):
+                a.psel(self.p_k, self.p_n, self.p(v)[w12, 0])
+                ldst(a, self.slice(v, False, w12), self.p_k if store else self.p_k.z, mem(TMP))
+                if v + 1 < mv:
+                    a.add(TMP, TMP, KC)
+            a.add(PTR, PTR, LDC)
+            a.add(J, J, 1)
+            a.cmp(J, L)
+        else:
+            a.mov(TMP, PTR)
+            for v in range(mv):
+                ldst(a, self.slice(v, True, w12), P[v] if store else P[v].z, mem(TMP))
+                if v + 1 < mv:
+                    a.addvl(TMP, TMP, 1)
+            a.add(PTR, PTR, LDC)
+            a.add(J, J, 1)
+            a.cmp(J, NCOLS)
+        a.b_lt(top)
+
+    def k_loop(self, mv: int) -> None:
+        """All K of one batch: chunks of L k (P_K, KC), each B chunk turned into rows in the
+        transpose tile, then KC outer-product steps; ``trans_b``: K steps on B rows directly."""
+        a, t = self.a, self.t
+        a.mov(A_K, A_BR)
+        if self.tb:
+            a.mov(PTR, B_BR)
+            a.mov(KC, K_REG)
+            a.mov(KK, 0)
+            top = a.label("k")
+            t.ld1(a, self.z(Z_B), self.p_n.z, mem(PTR))  # row k of B
+            a.add(PTR, PTR, LDB)
+            self.k_step(mv, top)
+            return
+        a.mov(K0, 0)
+        done = a.new_label("k_done")
+        chunk = a.label("k_chunk")
+        a.whilelt(self.p(self.mt + 1), K0, K_REG)
+        a.b_none(done)
+        self.min_l(KC, K_REG, K0)
+        # B[K0.., N0 + j] (column j, contiguous in k) -> vertical slice j of the transpose tile
+        a.add(PTR, B_BR, K0, "lsl", t.shift)
+        a.mov(J, 0)
+        cols = a.label("b_cols")
+        t.ld1(a, self.slice(self.transpose_tile, True, w12), self.p_k.z, mem(PTR))
+        a.add(PTR, PTR, LDB)
+        a.add(J, J, 1)
+        a.cmp(J, NCOLS)
+        a.b_lt(cols)
+        a.mov(KK, 0)
+        top = a.label("k")
+        a.mova(self.z(Z_B), self.p_n.m, self.slice(self.transpose_tile, False, w13))  # row K0 + kk of B
+        self.k_step(mv, top)
+        a.add(K0, K0, L)
+        a.b(chunk)
+        a.bind(done)
+
+    def k_step(self, mv: int, top: Any) -> None:
+        """One k (B row in Z_B): mv A vectors of column k, mv outer products; back to ``top``
+        while kk < KC."""
+        a, t = self.a, self.t
+        for v in range(mv):
+            t.ld1(a, self.z(v), P[v].z, mem(A_K, vl=v))
+        for v in range(mv):
+            a.fmopa(self.tile(v), P[v].m, self.p_n.m, self.z(v), self.z(Z_B))
+        a.add(A_K, A_K, LDA)
+        a.add(KK, KK, 1)
+        a.cmp(KK, KC)
+        a.b_lt(top)

@@ -1,0 +1,200 @@
+"""SME BRGEMM (`minijit.kernels.aarch64.sme_brgemm`): correct at every streaming vector length.
+
+Kernels run in the qemu worker at streaming vector lengths 128..2048 bits (qemu's
+``sme-default-vector-length``); results are compared with numpy in float64, and guard values
+around every matrix catch reads of the wrong elements and stores outside C. A wrapper kernel
+checks the AAPCS64 contract: x19-x28 and d8-d15 survive, and streaming mode and ZA are off again
+(SVCR = 0) when the kernel returns.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from asm import llvm
+from asm.aarch64 import Assembler, V, X, mem, sp, x0, x9, x10, x29, x30
+from minijit.kernels.aarch64.common import brgemm_signature
+from minijit.kernels.aarch64.sme_brgemm import SmeBrgemm
+from minijit.runtime import load, runs_natively
+from tests.conftest import examples
+
+pytestmark = pytest.mark.skipif(
+    runs_natively("aarch64"), reason="SME kernels are checked in qemu; a native AArch64 host's SME is not detected"
+)
+
+SVLS = [128, 256, 512, 1024, 2048]  # every streaming vector length qemu offers (powers of two)
+MATTR = "+sve,+sme,+sme2,+sme-f64f64,+sme-i16i64"
+NP = {"fp32": np.float32, "fp64": np.float64}
+SENTINEL = -7777.0
+GUARD = 8
+#: (trans_a, trans_b, trans_c) the kernel runs (trans_a alone is refused)
+FORMS = [(False, False, False), (False, True, False), (False, False, True), (True, True, False), (True, True, True)]
+
+_kernels: dict = {}
+D = [v.D for v in V]  # d0..d31
+
+
+def _kernel(m, n, k, br, form, dtype, svl):
+    """The kernel at ``svl``, loaded from bytes that llvm-mc reassembles from its listing."""
+    key = (m, n, k, br, form, dtype, svl)
+    if key not in _kernels:
+        a = SmeBrgemm.program(m, n, k, br, *form, dtype)
+        assert llvm.assemble(a.listing(), mattr=MATTR) == a.code()
+        _kernels[key] = load(a.code(), brgemm_signature(dtype), isa="aarch64", name=a.name, sme_vl=svl)
+    return _kernels[key]
+
+
+def _store(rng, rows, cols, ld, trans, count, t):
+    """``count`` logical rows x cols matrices stored column-major (row-major with ``trans``) with
+    leading dimension ``ld``, one after the other (batch stride returned), sentinels in between."""
+    inner, outer = (cols, rows) if trans else (rows, cols)
+    stride = ld * outer + GUARD
+    buf = np.full(stride * count + GUARD, SENTINEL, dtype=t)
+    mats = rng.standard_normal((count, rows, cols)).astype(t)
+    for i in range(count):
+        view = buf[i * stride : i * stride + ld * outer].reshape(outer, ld)[:, :inner]
+        view[...] = mats[i].T if not trans else mats[i]
+    return buf, mats, stride
+
+
+def _run(m, n, k, br, form, dtype, svl, pads, seed):
+    ta, tb, tc = form
+    t = NP[dtype]
+    rng = np.random.default_rng(seed)
+    lda = (k if ta else m) + pads[0]
+    ldb = (n if tb else k) + pads[1]
+    ldc = (n if tc else m) + pads[2]
+    a_buf, a_mats, sa = _store(rng, m, k, lda, ta, br, t)
+    b_buf, b_mats, sb = _store(rng, k, n, ldb, tb, br, t)
+    c_buf, c_mats, _ = _store(rng, m, n, ldc, tc, 1, t)
+    want_c = c_mats[0].astype(np.float64) + sum(
+        a_mats[i].astype(np.float64) @ b_mats[i].astype(np.float64) for i in range(br)
+    )
+    want = np.full(c_buf.size, SENTINEL)  # sentinels outside C stay as they were
+    inner, outer = (n, m) if tc else (m, n)
+    want[: ldc * outer].reshape(outer, ldc)[:, :inner] = want_c if tc else want_c.T
+    _kernel(m, n, k, br, form, dtype, svl)(a_buf, b_buf, c_buf, lda, ldb, ldc, sa, sb)
+    tol = (1e-5 if dtype == "fp32" else 1e-12) * (k * br + 1)
+    np.testing.assert_allclose(c_buf, want, rtol=tol, atol=tol * 4)
+
+
+@pytest.mark.parametrize("svl", SVLS)
+def test_streaming_vector_length(svl):
+    """The worker runs streaming code at the chosen length: rdsvl gives SVL/8 bytes, cntw SVL/32."""
+    a = Assembler()
+    a.smstart("sm")
+    a.rdsvl(x0, 1)
+    a.cntw(x9)
+    a.add(x0, x0, x9, "lsl", 16)
+    a.smstop("sm")
+    a.ret()
+    kern = load(a.code(), "int64_t()", isa="aarch64", sme_vl=svl)
+    assert kern() == svl // 8 + (svl // 32 << 16)
+
+
+@pytest.mark.parametrize("svl", SVLS)
+@pytest.mark.parametrize("dtype", ["fp32", "fp64"])
+def test_one_by_one(svl, dtype):
+    """1x1x1 at every length (all but one lane of every predicate off)."""
+    _run(1, 1, 1, 1, FORMS[0], dtype, svl, (0, 0, 0), 1)
+
+
+@settings(max_examples=examples(30), deadline=None)
+@given(
+    m=st.integers(1, 40),
+    n=st.integers(1, 40),
+    k=st.integers(1, 24),
+    br=st.integers(1, 3),
+    form=st.sampled_from(FORMS),
+    dtype=st.sampled_from(["fp32", "fp64"]),
+    svl=st.sampled_from(SVLS),
+    pads=st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 3)),
+    seed=st.integers(0, 2**16),
+)
+@example(m=35, n=17, k=19, br=2, form=FORMS[0], dtype="fp32", svl=128, pads=(1, 2, 3), seed=0)
+@example(m=13, n=9, k=5, br=3, form=FORMS[0], dtype="fp64", svl=256, pads=(0, 1, 0), seed=0)
+@example(m=33, n=40, k=7, br=1, form=FORMS[2], dtype="fp32", svl=512, pads=(0, 0, 1), seed=0)
+@example(m=7, n=31, k=3, br=2, form=FORMS[4], dtype="fp64", svl=128, pads=(2, 0, 1), seed=0)
+def test_brgemm_matches_numpy(m, n, k, br, form, dtype, svl, pads, seed):
+    _run(m, n, k, br, form, dtype, svl, pads, seed)
+
+
+def _count_ne(a: Assembler, reg, other) -> None:
+    """x0 += 1 when ``reg`` differs from ``other`` (a register or an immediate)."""
+    same = a.new_label("same")
+    a.cmp(reg, other)
+    a.b_eq(same)
+    a.add(x0, x0, 1)
+    a.bind(same)
+
+
+def _saved_pairs():
+    """(register pair, byte offset) of the wrapper's frame: x19-x28, d8-d15, x29/x30."""
+    regs = [X[r] for r in range(19, 29)] + [D[r] for r in range(8, 16)] + [x29, x30]
+    return [((regs[i], regs[i + 1]), 8 * i) for i in range(0, len(regs), 2)]
+
+
+@pytest.mark.parametrize("svl", [128, 512])
+def test_callee_saved_and_streaming_state(svl):
+    """A caller sets x19-x28 and d8-d15, calls the kernel (same worker, by address) and reads SVCR:
+    it returns how many of those registers changed, plus 100 if streaming mode or ZA is still on."""
+    m, n, k = 5, 3, 2
+    kern = _kernel(m, n, k, 1, FORMS[0], "fp32", svl)
+    a = Assembler()
+    a.sub(sp, sp, 160)
+    for pair, off in _saved_pairs():
+        a.stp(*pair, mem(sp, off))
+    for r in range(19, 29):
+        a.mov(X[r], 1000 + r)
+    for r in range(8, 16):
+        a.mov(x9, 0x4000_0000_0000_0000 + r)
+        a.ins(V[r].d[0], x9)
+    a.mov(x9, kern.address)
+    a.blr(x9)
+    a.mov(x0, 0)
+    for r in range(19, 29):
+        _count_ne(a, X[r], 1000 + r)
+    for r in range(8, 16):
+        a.umov(x9, V[r].d[0])
+        a.mov(x10, 0x4000_0000_0000_0000 + r)
+        _count_ne(a, x9, x10)
+    a.inst(0xD53B4249)  # mrs x9, svcr
+    off = a.new_label("svcr_off")
+    a.cbz(x9, off)
+    a.add(x0, x0, 100)
+    a.bind(off)
+    for pair, off in _saved_pairs():
+        a.ldp(*pair, mem(sp, off))
+    a.add(sp, sp, 160)
+    a.ret()
+    sig = brgemm_signature("fp32").replace("void(", "int64_t(")
+    wrapper = load(a.code(), sig, isa="aarch64", sme_vl=svl)
+    rng = np.random.default_rng(3)
+    a_, b_, c_ = (rng.standard_normal(s).astype(np.float32) for s in (m * k, k * n, m * n))
+    want = c_.reshape(n, m).T + a_.reshape(k, m).T.astype(np.float64) @ b_.reshape(n, k).T
+    assert wrapper(a_, b_, c_, m, k, m, 0, 0) == 0
+    np.testing.assert_allclose(c_.reshape(n, m).T, want, rtol=1e-5)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="trans_a without trans_b"):
+        SmeBrgemm.program(4, 4, 4, 1, True, False, False, "fp32")
+    with pytest.raises(ValueError, match="m must be"):
+        SmeBrgemm.program(0, 4, 4)
+    with pytest.raises(ValueError, match="dtype must be"):
+        SmeBrgemm.program(4, 4, 4, dtype="fp16")
+    with pytest.raises(ValueError, match="sme_vl must be"):
+        SmeBrgemm.generate(4, 4, 4, sme_vl=384)
+
+
+def test_listing_names_the_stages():
+    """The kernel enters and leaves streaming mode once, saves d8-d15, and does one fmopa per tile
+    per k step (3 fp32 variants: 3 + 2 + 1 outer products in the K loops)."""
+    text = SmeBrgemm.program(40, 40, 40, 2).listing()
+    assert text.count("smstart") == 1 and text.count("smstop") == 1
+    assert "stp d8, d9" in text and "ldp d8, d9" in text
+    assert text.count("fmopa") == 6
+    assert "mova z31.s, p3/m, za3h.s[w13, 0]" in text
