@@ -5,8 +5,8 @@ The family of the operands decides (pydata first, then scipy, when both occur):
 * **pydata** (``sparse.COO``/``GCXS``/``DOK``): what ``sparse.einsum`` returns. The class of the
   pydata sparse operands when they are all of one class, else ``COO``; dense operands do not
   count; a scalar output is a 0-d ``COO``.
-* **scipy** (``*_array``/``*_matrix`` of any format): a sampled output (SDDMM-like, the output
-  has a sparse operand's pattern) comes back as that operand's class (format, and array or
+* **scipy** (``*_array``/``*_matrix`` of any format): a sampled 2-D output (SDDMM-like, the
+  output has a sparse operand's pattern) comes back as that operand's class (format, and array or
   matrix as given); an output of only sparse operands, 2-D, as the first sparse operand's class;
   anything else (a dense operand that the output does not sample, a 0-d or 1-D output) as a
   numpy array, as scipy's ``A @ dense`` gives.
@@ -23,7 +23,7 @@ import numpy as np
 
 from minijit.sparseauto.tensor import SparseTensor
 
-__all__ = ["family", "result_like"]
+__all__ = ["family", "pydata_class", "result_like"]
 
 
 def family(x: Any) -> str | None:
@@ -38,14 +38,17 @@ def family(x: Any) -> str | None:
     return None
 
 
-def result_like(result: np.ndarray | SparseTensor, operands: tuple, sampled: int | None) -> Any:
+def result_like(
+    result: np.ndarray | SparseTensor, operands: tuple, sampled: int | None, pydata_class: Any = None
+) -> Any:
     """``result`` (a dense numpy array, or a `SparseTensor` with the pattern of operand
-    ``sampled``) as the operands' family returns it (module docstring)."""
+    ``sampled``) as the operands' family returns it (module docstring); ``pydata_class``:
+    `pydata_class`'s answer for pydata operands (default: the rule of one class or COO)."""
     fams = [family(x) for x in operands]
     if "pydata" in fams:
-        return _pydata(result, [x for x, f in zip(operands, fams, strict=True) if f == "pydata"])
+        return _pydata(result, [x for x, f in zip(operands, fams, strict=True) if f == "pydata"], pydata_class)
     if "scipy" in fams:
-        if sampled is not None and isinstance(result, SparseTensor) and fams[sampled] == "scipy":
+        if sampled is not None and isinstance(result, SparseTensor) and fams[sampled] == "scipy" and result.ndim == 2:
             return _scipy(result, operands[sampled])
         dense = _dense(result)
         if dense.ndim == 2 and all(f is not None for f in fams):
@@ -61,11 +64,54 @@ def _dense(result: np.ndarray | SparseTensor) -> np.ndarray:
     return result.to_dense() if isinstance(result, SparseTensor) else result
 
 
-def _pydata(result: np.ndarray | SparseTensor, sparse_ops: list) -> Any:
+def pydata_class(inputs: tuple[str, ...], output: str, operands: list) -> Any:
+    """The class ``sparse.einsum`` returns for these explicit subscripts and operands, found by
+    following its steps on classes only: each operand reduced to the indices it shares
+    (``_einsum_single``: its class, a 0-d COO when nothing is left; a dense one stays dense),
+    the product of all (one class: it; a dense factor: the other's; two sparse classes: COO),
+    then the final reduction (a full one: a 0-d COO)."""
+    if not any(family(x) == "pydata" for x in operands):
+        return None  # no pydata operand: no class (and no import of the package)
+    import sparse  # noqa: PLC0415 - a pydata operand came in
+
+    def cls(x: Any) -> Any:
+        return type(x) if family(x) == "pydata" else None  # None: dense
+
+    def single(lhs: str, rhs: str, c: Any) -> Any:  # _einsum_single: as it is, summed, or reduced
+        if lhs == rhs:
+            return sparse.COO if not rhs and c is not None else c
+        if c is None:
+            return None
+        return sparse.COO if not rhs else c
+
+    def mul(a: Any, b: Any) -> Any:  # the elementwise product's class
+        if a is None or b is None:
+            return b if a is None else a
+        return a if a is b else sparse.COO
+
+    if len(operands) == 1:
+        return single(inputs[0], output, cls(operands[0]))
+    uses: dict[str, set[int]] = {}
+    for k, term in enumerate(inputs):
+        for c in term:
+            uses.setdefault(c, set()).add(k)
+    for c in output:
+        uses[c].add(-1)
+    aligned = "".join(c for c, k in uses.items() if len(k) > 1)
+    product: Any = None
+    for k, (term, x) in enumerate(zip(inputs, operands, strict=True)):
+        pterm = "".join(i for i in aligned if i in term)
+        c = cls(x) if pterm == term else single(term, pterm, cls(x))
+        product = c if k == 0 else mul(product, c)
+    return single(aligned, output, product)
+
+
+def _pydata(result: np.ndarray | SparseTensor, sparse_ops: list, cls: Any = None) -> Any:
     import sparse  # noqa: PLC0415 - a pydata operand came in: the package is there
 
-    kinds = {type(x) for x in sparse_ops}
-    cls = kinds.pop() if len(kinds) == 1 else sparse.COO
+    if cls is None:
+        kinds = {type(x) for x in sparse_ops}
+        cls = kinds.pop() if len(kinds) == 1 else sparse.COO
     if isinstance(result, SparseTensor):
         coords, vals = result.to_coo()
         coo = sparse.COO(coords, np.array(vals), shape=result.shape, has_duplicates=False, sorted=False)
