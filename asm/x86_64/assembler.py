@@ -35,6 +35,7 @@ from asm.errors import EncodingError
 from asm.x86_64.base import BaseMixin
 from asm.x86_64.labels import Fixup, Label
 from asm.x86_64.simd import SimdMixin
+from asm.x86_64.simd_int import IntSimdMixin
 
 
 @dataclass(slots=True)
@@ -48,7 +49,7 @@ class Instruction:
 
 
 @dataclass
-class Assembler(BaseMixin, SimdMixin):
+class Assembler(BaseMixin, SimdMixin, IntSimdMixin):
     """Collects instructions with their text; `code()` resolves labels."""
 
     name: str = "kernel"
@@ -212,7 +213,7 @@ def _cached(encode):
     return method
 
 
-for _name in sorted({*vars(BaseMixin), *vars(SimdMixin)}):
+for _name in sorted({*vars(BaseMixin), *vars(SimdMixin), *vars(IntSimdMixin)}):
     _fn = getattr(Assembler, _name)
     if not _name.startswith("_") and callable(_fn):
         setattr(Assembler, _name, _cached(_fn))
