@@ -54,8 +54,13 @@ One column (N = 1, no packed operand, ``a_copy`` or ``n_outer``): the kernel is 
 signature and result (any transposes; ``trans_c`` is then a strided y, and the fused touches apply).
 
 ``trans_a`` (``a[k + m*lda]``) and ``trans_c`` (``c[n + m*ldc]``) take a
-simple scalar path (one vfmadd231ss/sd chain per element of C) that also
-handles ``trans_b``.
+simple scalar path (one vfmadd231ss/sd chain per element of C; integers: imul/add
+on a general register) that also handles ``trans_b``.
+
+Integer dtypes ``s32`` / ``s64`` (``T`` int32_t / int64_t): the same kernels with the multiply-add
+of `minijit.kernels.x86_64.muladd` (wrapping as two's complement, numpy's integer einsum); the
+blocks of `brgemm_plan.nb_table` (int64 on AVX2: one vector of M by 6 columns); no GEMV kernel
+(a column is a 1-wide block) and no epilogue.
 """
 
 from __future__ import annotations
@@ -130,14 +135,17 @@ def generate(
     trans_a, trans_b, trans_c = (
         check_flag(nm, v) for nm, v in (("trans_a", trans_a), ("trans_b", trans_b), ("trans_c", trans_c))
     )
-    t = Target.of(dtype, isa)
+    t = Target.of(dtype, isa, ints=True)
     if b_panel is not None:
         check_size("b_panel", b_panel, 1, (1 << 31) // 8)
         if not trans_b or trans_a or trans_c:
             raise ValueError("b_panel (packed B micro-panels) needs trans_b=True and trans_a = trans_c = False")
     zero_c, epilogue = check_flag("zero_c", zero_c), check_epilogue(epilogue, "brgemm")
     a_copy, n_outer = check_flag("a_copy", a_copy), check_flag("n_outer", n_outer)
-    one_column = n == 1 and a_panel is None and b_panel is None and not (a_copy or n_outer)
+    if t.is_int and epilogue:
+        raise ValueError(f"brgemm: epilogue {epilogue} applies to float dtypes only, got dtype {dtype!r}")
+    # (integers: the vector path's 1-column blocks; the GEMV kernel is float only)
+    one_column = n == 1 and a_panel is None and b_panel is None and not (a_copy or n_outer or t.is_int)
     if one_column:
         # one column: the GEMV kernel streams A with every lane busy (any transposes, fused touches)
         touches = {"zero_c": zero_c, "epilogue": epilogue}
@@ -214,9 +222,17 @@ def _emit_scalar(a: Assembler, t: Target, m: int, n: int, k: int, br: int, ta: b
     a.mov(b_n, rsi)
     a.mov(c_n, rdx)
 
+    # the element's sum: xmm0 (float) or, for integers, a general register (wrapping imul/add)
+    acc, tmp = (rdx, rsi) if es == 8 else (rdx.r32, rsi.r32)
+
     def k_step() -> None:
-        getattr(a, t.s("vmov"))(xmm1, t.smem(pa))
-        getattr(a, t.s("vfmadd231"))(xmm0, xmm1, t.smem(pb))
+        if t.is_int:
+            a.mov(tmp, t.smem(pa))
+            a.imul(tmp, t.smem(pb))
+            a.add(acc, tmp)
+        else:
+            getattr(a, t.s("vmov"))(xmm1, t.smem(pa))
+            getattr(a, t.s("vfmadd231"))(xmm0, xmm1, t.smem(pb))
         a.add(pa, sa_k)
         a.add(pb, sb_k)
 
@@ -226,11 +242,17 @@ def _emit_scalar(a: Assembler, t: Target, m: int, n: int, k: int, br: int, ta: b
         a.add(pb, s_db)
 
     def element() -> None:
-        getattr(a, t.s("vmov"))(xmm0, t.smem(c_mn))
+        if t.is_int:
+            a.mov(acc, t.smem(c_mn))
+        else:
+            getattr(a, t.s("vmov"))(xmm0, t.smem(c_mn))
         a.mov(pa, a_m)
         a.mov(pb, b_n)
         counted_loop(a, brc, br, br_step, "br")
-        getattr(a, t.s("vmov"))(t.smem(c_mn), xmm0)
+        if t.is_int:
+            a.mov(t.smem(c_mn), acc)
+        else:
+            getattr(a, t.s("vmov"))(t.smem(c_mn), xmm0)
 
     # a_m, c_mn walk down the column of A and C; B and C move on by a column
     walk = [(a_m, s_a, sa_m), (c_mn, c_n, sc_m)]

@@ -19,8 +19,10 @@ __all__ = [
     "UNROLL",
     "a_copy_bytes",
     "a_copy_fits",
+    "NB_OF",
     "blocking",
     "n_tail",
+    "nb_table",
     "next_panel_prefetch",
     "panel_rows",
     "panel_width",
@@ -50,6 +52,14 @@ A_NEXT_PER_ITER = 2
 MIN_CHAINS = 8
 # accumulator block (vectors of M -> columns of N)
 NB = {"avx512": {4: 6, 3: 8, 2: 12, 1: 20}, "avx2": {2: 6, 1: 12}}
+#: blocks of a dtype whose multiply-add needs other registers: int64 on AVX2 keeps two accumulators
+#: per output vector (`minijit.kernels.x86_64.muladd`), one vector of M by the same 6 columns
+NB_OF = {("avx2", "s64"): {1: 6}}
+
+
+def nb_table(isa: str, dtype: str) -> dict[int, int]:
+    """The register blocks (vectors of M -> columns of N) of ``dtype`` on ``isa``."""
+    return NB_OF.get((isa, dtype), NB[isa])
 
 
 def blocking(
@@ -58,16 +68,17 @@ def blocking(
     """The M blocks: ``(count, mv, nb, lanes in the last vector)`` for full blocks then the remainder
     (``uniform_nb``: the remainder block keeps the full block's ``nb``, as packed B panels need;
     ``a_copy``: at most `A_COPY_MAX_NB` columns, so the last B column-group pointer stays free)."""
-    t = Target.of(dtype, isa)
-    mv_full = max(NB[isa])
+    t = Target.of(dtype, isa, ints=True)
+    nbs = nb_table(isa, t.dtype)
+    mv_full = max(nbs)
     mb = mv_full * t.vl
     out = []
     if m // mb:
-        out.append((m // mb, mv_full, NB[isa][mv_full], t.vl))
+        out.append((m // mb, mv_full, nbs[mv_full], t.vl))
     rem = m % mb
     if rem:
         mv = -(-rem // t.vl)
-        out.append((1, mv, NB[isa][mv_full if uniform_nb else mv], rem - (mv - 1) * t.vl))
+        out.append((1, mv, nbs[mv_full if uniform_nb else mv], rem - (mv - 1) * t.vl))
     if a_copy:
         out = [(count, mv, min(nb, A_COPY_MAX_NB), last) for count, mv, nb, last in out]
     return out
@@ -101,19 +112,21 @@ def next_panel_prefetch(panel_bytes: int, n_blocks: int, br: int, k_loops: int) 
 
 
 def panel_width(isa: str) -> int:
-    """Columns of one packed B micro-panel (the full register block's ``nb``)."""
-    return NB[isa][max(NB[isa])]
+    """Columns of one packed B micro-panel (the full register block's ``nb``; every dtype's)."""
+    width = NB[isa][max(NB[isa])]
+    assert all(nbs[max(nbs)] == width for (i, _), nbs in NB_OF.items() if i == isa)
+    return width
 
 
 def panel_rows(isa: str, dtype: str = "fp32") -> int:
     """Rows of one packed A micro-panel (the full register block's M)."""
-    t = Target.of(dtype, isa)
-    return max(NB[isa]) * t.vl
+    t = Target.of(dtype, isa, ints=True)
+    return max(nb_table(isa, t.dtype)) * t.vl
 
 
 def a_copy_bytes(k: int, br_size: int, isa: str, dtype: str = "fp32") -> int:
     """Bytes of the stack buffer an ``a_copy`` kernel fills: `panel_rows` x ``k`` x ``br_size``."""
-    return panel_rows(isa, dtype) * Target.of(dtype, isa).es * k * br_size
+    return panel_rows(isa, dtype) * Target.of(dtype, isa, ints=True).es * k * br_size
 
 
 def a_copy_fits(m: int, n: int, k: int, br_size: int, isa: str, dtype: str = "fp32", trans_b: bool = False) -> bool:

@@ -21,6 +21,7 @@ from minijit.kernels.x86_64.brgemm_plan import (
     next_panel_prefetch,
 )
 from minijit.kernels.x86_64.common import LOG2, EpilogueCode, Frame, Partial, Target, counted_loop, emit_mask_table
+from minijit.kernels.x86_64.muladd import MulAdd
 
 __all__ = ["Block", "VectorKernel"]
 
@@ -282,13 +283,19 @@ class Block:
         self.mv, self.nb, self.part, self.a_from = mv, nb, part, a_from
         self.col = mv * kern.vb  # bytes of one K row of the copied A
         regs = self.t.vregs
+        self.madd = madd = MulAdd(self.a, self.t, mv)  # the dtype's multiply-add and its registers
         self.acc = [[regs[j * mv + i] for j in range(nb)] for i in range(mv)]
-        self.av = regs[mv * nb : mv * nb + mv]
+        # the second accumulators of a split multiply-add (int64 on AVX2), after the first
+        x0 = mv * nb
+        self.cross = [[regs[x0 + j * mv + i] for j in range(nb)] for i in range(mv)] if madd.chains == 2 else None
+        a0 = mv * nb * madd.chains
+        self.av = regs[a0 : a0 + mv]
         self.embedded = self.t.isa == "avx512" and mv == 1  # B as an EVEX {1toN} operand
-        self.bc = regs[mv * nb + mv : mv * nb + mv + (2 if self.t.isa == "avx512" else 1)]
-        a, t = self.a, self.t
-        self.vmovups, self.fmadd = a.vmovups, getattr(a, t.v("vfmadd231"))
-        self.broadcast = a.vbroadcastss if t.es == 4 else a.vbroadcastsd
+        self.bc = regs[a0 + mv : a0 + mv + madd.n_b]
+        self.scratch = regs[a0 + mv + madd.n_b : a0 + mv + madd.n_b + madd.n_scratch]
+        top = a0 + mv + madd.n_b + madd.n_scratch  # registers in use; AVX2's mask is the last one
+        assert top <= len(regs) - (1 if part is not None and self.t.isa == "avx2" else 0), (mv, nb, self.t)
+        self.vmovups = self.a.vmovups
 
     def emit(self, prefetch: bool, a_next: tuple[int, int]) -> None:
         """The block; ``prefetch``: the next nb columns of C are the next block's. ``a_next``: the
@@ -317,8 +324,11 @@ class Block:
             self.vmovups(dst, operand(self.kern.vsize, base, off, disp))
 
     def c_in(self) -> None:
-        """The accumulators: zero (a fused first touch: C is not read) or the C block."""
+        """The accumulators: zero (a fused first touch: C is not read) or the C block (a split
+        multiply-add's second accumulators: zero)."""
         a, t = self.a, self.t
+        if self.cross is not None:
+            self.madd.start([x for row in self.cross for x in row])
         if self.kern.zero_c:
             for j in range(self.nb):
                 for i in range(self.mv):
@@ -361,14 +371,7 @@ class Block:
 
     def k_step(self, kk: int) -> None:
         """K row kk of the step: mv A vectors (copied on), then per column a B broadcast and mv FMAs."""
-        kern, col, vb, vsize, vmovups, fma = (
-            self.kern,
-            self.col,
-            self.kern.vb,
-            self.kern.vsize,
-            self.vmovups,
-            self.fmadd,
-        )
+        kern, col, vb, vsize, vmovups = self.kern, self.col, self.kern.vb, self.kern.vsize, self.vmovups
         av, acc = self.av, self.acc
         for i in range(self.mv):
             if self.a_from == "buffer":  # masked lanes were stored as zeros
@@ -377,14 +380,15 @@ class Block:
             self.vload(i, av[i], PA, A_ROWS[kk], i * vb)
             if self.a_from == "copy":
                 vmovups(operand(vsize, SCR, None, kk * col + i * vb), av[i])
+        madd, cross, n_b = self.madd, self.cross, len(self.bc)
         for j in range(self.nb):
-            if self.embedded:
-                fma(acc[0][j], av[0], operand(bcst, *kern.b_place(j, kk)))
-                continue
-            b = self.bc[j % len(self.bc)]
-            self.broadcast(b, operand(kern.ssize, *kern.b_place(j, kk)))
-            for i in range(self.mv):
-                fma(acc[i][j], av[i], b)
+            place = kern.b_place(j, kk)
+            b = operand(kern.ssize, *place)
+            bb = operand(bcst, *place) if self.embedded else None
+            # consecutive columns alternate B registers (a split multiply-add uses both in each)
+            regs = (self.bc, self.scratch) if madd.split64 else ((self.bc[j % n_b],), self.scratch)
+            xs = None if cross is None else [cross[i][j] for i in range(self.mv)]
+            madd.column([acc[i][j] for i in range(self.mv)], xs, av, b, bb, regs)
 
     def k_unrolled(self, pf: int = 0) -> None:
         """UNROLL K rows (``pf`` lines of the next A panel between them), then every pointer on."""
@@ -432,8 +436,13 @@ class Block:
         EpilogueCode(self.a, self.t, self.kern.epilogue, self.av[0]).emit(accs)
 
     def c_out(self) -> None:
-        """The accumulators -> the C block."""
+        """The accumulators -> the C block (a split multiply-add's halves folded first, the A
+        register free after the K loop as scratch)."""
         a = self.a
+        if self.cross is not None:
+            for j in range(self.nb):
+                for i in range(self.mv):
+                    self.madd.finish(self.acc[i][j], self.cross[i][j], self.av[0])
         a.mov(PA, C_N)
         for j in range(self.nb):
             for i in range(self.mv):

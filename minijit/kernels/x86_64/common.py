@@ -35,6 +35,9 @@ from minijit.kernels.epilogue import Epilogue
 from minijit.runtime.kernel import Kernel
 
 DTYPES = {"fp32": (4, "float"), "fp64": (8, "double")}
+#: the integer dtypes (wrapping two's-complement multiply-adds) of the kernels that take them
+#: (`Target.of` with ``ints=True``: the BRGEMM); every other generator refuses them
+INT_DTYPES = {"s32": (4, "int32_t"), "s64": (8, "int64_t")}
 ISAS = ("avx512", "avx2")
 CALLEE_SAVED = (rbx, rbp, r12, r13, r14, r15)
 #: bytes of a page: frames larger than this are touched page by page on entry (`Frame.enter`)
@@ -69,18 +72,25 @@ class Target:
     isa: str
 
     @staticmethod
-    def of(dtype: object, isa: object) -> Target:
-        """Validated target (ValueError naming ``dtype`` or ``isa``)."""
-        return Target(check_choice("dtype", dtype, tuple(DTYPES)), check_choice("isa", isa, ISAS))
+    def of(dtype: object, isa: object, ints: bool = False) -> Target:
+        """Validated target (ValueError naming ``dtype`` or ``isa``); ``ints``: the generator
+        also takes the integer dtypes (`INT_DTYPES`)."""
+        names = (*DTYPES, *INT_DTYPES) if ints else tuple(DTYPES)
+        return Target(check_choice("dtype", dtype, names), check_choice("isa", isa, ISAS))
+
+    @property
+    def is_int(self) -> bool:
+        """Whether the elements are integers (`INT_DTYPES`)."""
+        return self.dtype in INT_DTYPES
 
     @property
     def es(self) -> int:
         """Element bytes."""
-        return DTYPES[self.dtype][0]
+        return (INT_DTYPES if self.is_int else DTYPES)[self.dtype][0]
 
     @property
     def ctype(self) -> str:
-        return DTYPES[self.dtype][1]
+        return (INT_DTYPES if self.is_int else DTYPES)[self.dtype][1]
 
     @property
     def vbytes(self) -> int:
