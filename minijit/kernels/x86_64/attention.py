@@ -137,11 +137,13 @@ def _r64(n: int) -> int:
 
 def _layout(t: Target, g: int, s_x: int) -> dict[str, int]:
     """Byte offsets of the fixed part of the scratch: scores/P (g x s_x), m, l, alpha (g each),
-    then the output tile (start of the run-time part)."""
+    the row sums as vectors (g vectors: lane-wise partial sums, reduced once at the end), then the
+    output tile (start of the run-time part)."""
     off = {"p": 0, "m": _r64(g * s_x * t.es)}
     off["l"] = off["m"] + _r64(g * t.es)
     off["alpha"] = off["l"] + _r64(g * t.es)
-    off["o"] = off["alpha"] + _r64(g * t.es)
+    off["lv"] = off["alpha"] + _r64(g * t.es)
+    off["o"] = off["lv"] + _r64(g * t.vbytes)
     return off
 
 
@@ -203,12 +205,10 @@ class FusedAttention:
         # the exp's most used constants pinned in 4..7, 10, 11 (the FP load pipes bound it otherwise)
         self.ce = 1 if t.isa == "avx2" else 4
         self.ex = regs[:4] if t.isa == "avx2" else regs[16:32]
+        self.a_regs = regs
         self.tmp, self.t2, self.sum, self.mx, self.mk, self.neg = (regs[i] for i in (8, 9, 12, 13, 14, 15))
-        pin = (
-            ("shift", "shift_a", "one", "lo", "hi", "log2e")
-            if t.dtype == "fp32"
-            else ("shift", "one", "lo", "hi", "log2e", "minus_quarter")
-        )
+        top_c = "c6" if t.dtype == "fp32" else "c11"  # Horner's first coefficient
+        pin = ("shift", "one", "lo_np", "log2e", "shift_a" if t.dtype == "fp32" else "build_shift", top_c)
         self.off = _layout(t, g, s_x)
         self.frame = Frame(list(CALLEE_SAVED))
         names = (
@@ -467,8 +467,11 @@ class FusedAttention:
         for w in range(-(-g * t.es // t.vbytes)):
             self.v("vmovu")(t.vmem(SCR + self.off["m"] + w * t.vbytes), self.tmp)
             self.v("vmovu")(t.vmem(SCR + self.off["l"] + w * t.vbytes), self.t2)
-            if not self.with_softmax:  # alpha stays 0: O = P . V of the last tile, no NaN from old scratch
-                self.v("vmovu")(t.vmem(SCR + self.off["alpha"] + w * t.vbytes), self.t2)
+            # alpha = 0: without the softmax O = P . V of the last tile; with it, the lanes past g
+            # (exp'ed with the rows' alpha vector) stay finite
+            self.v("vmovu")(t.vmem(SCR + self.off["alpha"] + w * t.vbytes), self.t2)
+        for i in range(g):  # the row sums' vectors
+            self.v("vmovu")(t.vmem(SCR + self.off["lv"] + i * t.vbytes), self.t2)
         a.lea(rdi, ptr(SCR + self.off["o"]))
         a.mov(rsi, s["nvec"])
         a.imul(rsi, rsi, g)
@@ -538,11 +541,12 @@ class FusedAttention:
             a.lea(rax, ptr(J0 + self.s_x))
             a.cmp(rax, s["thr"])
             a.jg(masked)
-            self.softmax(masked=False)
+            self.row_max(masked=False)
             a.jmp(after)
             a.bind(masked)
-            self.softmax(masked=True)
+            self.row_max(masked=True)
             a.bind(after)
+            self.exp_rows()
         # nk = min(s_x, kend - J0)
         a.mov(rax, s["kend"])
         a.sub(rax, J0)
@@ -652,12 +656,12 @@ class FusedAttention:
         a.bind(done)
         a.bind(skip)
 
-    def softmax(self, masked: bool) -> None:
-        """The g rows of the tile: mask, max, alpha, p = exp(s - m_new), l."""
+    def row_max(self, masked: bool) -> None:
+        """Pass 1 over the g rows of the tile: mask (``masked``), the row max, ``m_new = max(m_old,
+        max)``; m = m_new and alpha = m_old - m_new (its exp in `exp_rows`)."""
         a, t, s = self.a, self.t, self.slot
         PS, PM, CNT, DI, SL, STEP = r10, r11, r12, r13, r14, r15
         vmovu = self.v("vmovu")
-        self.exp.setup(a)  # the pinned constants (the products use their registers)
         a.lea(PS, ptr(SCR + self.off["p"]))
         a.lea(PM, ptr(SCR + self.off["m"]))
         a.mov(CNT, self.g)
@@ -682,9 +686,10 @@ class FusedAttention:
             a.jle(le)
             a.mov(r9, SL)
             a.bind(le)
-        # 1. the tile max (masking the scores first)
+        # the tile max (masking the scores first): a tree of vmax over the row's vectors
+        parts, low = [], self.a_regs[:4]  # low registers: the VEX permutes of hreduce
         for u in range(self.nv):
-            dst = self.mx if u == 0 else self.tmp
+            dst = low[u] if u < 4 else self.tmp
             mem = t.vmem(PS + u * t.vbytes)
             if masked:
                 a.mov(rax, r9)
@@ -708,20 +713,54 @@ class FusedAttention:
                     vmovu(dst, mem)
                     getattr(a, t.v("vblendv"))(dst, self.neg, dst, self.mk)
                 vmovu(mem, dst)
+                if u >= 4:
+                    self.v("vmax")(low[u % 4], low[u % 4], dst)
+            elif u >= 4:
+                self.v("vmax")(low[u % 4], low[u % 4], mem)
             else:
                 vmovu(dst, mem)
-            if u:
-                self.v("vmax")(self.mx, self.mx, self.tmp)
-        self.hreduce("vmax", self.mx, self.tmp)
-        # 2. m_new = max(m_old, max); alpha = exp(m_old - m_new)
-        x0 = self.ex[0]
+            if u < 4:
+                parts.append(dst)
+        while len(parts) > 1:  # pairwise
+            half = (len(parts) + 1) // 2
+            for k in range(len(parts) - half):
+                self.v("vmax")(parts[k], parts[k], parts[half + k])
+            parts = parts[:half]
+        mx = parts[0]
+        self.hreduce("vmax", mx, self.tmp)
+        # m_new = max(m_old, max); alpha's argument m_old - m_new
         self.bcast(self.t2, PM)
-        self.v("vmax")(self.mx, self.mx, self.t2)
-        self.v("vsub")(x0, self.t2, self.mx)
-        emit_exp(a, t, x0, self.ex[1 : 1 + SCRATCH], self.exp)
-        self.smov(t.smem(PM + (self.off["alpha"] - self.off["m"])), x0.xmm)
-        self.smov(t.smem(PM), self.mx.xmm)
-        # 3. p = exp(s - m_new) in place, sum
+        self.v("vmax")(mx, mx, self.t2)
+        self.v("vsub")(self.t2, self.t2, mx)
+        self.smov(t.smem(PM + (self.off["alpha"] - self.off["m"])), self.t2.xmm)
+        self.smov(t.smem(PM), mx.xmm)
+        a.add(PS, self.s_x * t.es)
+        a.add(PM, t.es)
+        if masked:
+            a.add(DI, STEP)
+        a.dec(CNT)
+        a.jnz(top)
+
+    def exp_rows(self) -> None:
+        """Pass 2: alpha = exp(m_old - m_new) of the g rows at once (vectors of rows), then per
+        row p = exp(s - m_new) in place and the row sum's vector ``lv = alpha lv + p`` (lane-wise;
+        reduced once, in `epilogue`)."""
+        a, t = self.a, self.t
+        PS, PM, CNT, PLV = r10, r11, r12, r13
+        vmovu = self.v("vmovu")
+        self.exp.setup(a)  # the pinned constants (the products use their registers)
+        x0 = self.ex[0]
+        for w in range(-(-self.g * t.es // t.vbytes)):
+            mem = t.vmem(SCR + self.off["alpha"] + w * t.vbytes)
+            vmovu(x0, mem)
+            emit_exp(a, t, x0, self.ex[1 : 1 + SCRATCH], self.exp, nonpositive=True)
+            vmovu(mem, x0)
+        a.lea(PS, ptr(SCR + self.off["p"]))
+        a.lea(PM, ptr(SCR + self.off["m"]))
+        a.lea(PLV, ptr(SCR + self.off["lv"]))
+        a.mov(CNT, self.g)
+        top = a.label("exp_row")
+        self.bcast(self.mx, PM)
         self.v("vxor")(self.sum, self.sum, self.sum)
         for c0 in range(0, self.nv, self.ce):
             n = min(self.ce, self.nv - c0)
@@ -729,20 +768,17 @@ class FusedAttention:
             for u in range(n):
                 vmovu(xs[u], t.vmem(PS + (c0 + u) * t.vbytes))
                 self.v("vsub")(xs[u], xs[u], self.mx)
-            emit_exp(a, t, xs, self.ex[n : n + SCRATCH * n], self.exp)
+            emit_exp(a, t, xs, self.ex[n : n + SCRATCH * n], self.exp, nonpositive=True)
             for u in range(n):
                 vmovu(t.vmem(PS + (c0 + u) * t.vbytes), xs[u])
                 self.v("vadd")(self.sum, self.sum, xs[u])
-        self.hreduce("vadd", self.sum, self.tmp)
-        # 4. l = fma(alpha, l, sum)
+        # lv = alpha * lv + sum
         self.bcast(self.tmp, PM + (self.off["alpha"] - self.off["m"]))
-        self.bcast(self.t2, PM + (self.off["l"] - self.off["m"]))
-        self.v("vfmadd231")(self.sum, self.tmp, self.t2)
-        self.smov(t.smem(PM + (self.off["l"] - self.off["m"])), self.sum.xmm)
+        self.v("vfmadd231")(self.sum, self.tmp, t.vmem(PLV))
+        vmovu(t.vmem(PLV), self.sum)
         a.add(PS, self.s_x * t.es)
         a.add(PM, t.es)
-        if masked:
-            a.add(DI, STEP)
+        a.add(PLV, t.vbytes)
         a.dec(CNT)
         a.jnz(top)
 
@@ -838,11 +874,14 @@ class FusedAttention:
         a.lea(rdi, ptr(SCR + self.off["o"]))
         a.mov(r11, s["lse"])
         a.lea(r12, ptr(SCR + self.off["m"]))
+        a.lea(r13, ptr(SCR + self.off["lv"]))
 
         def row() -> None:
             for k in (0, 1):  # m, l
                 self.smov(self.tmp.xmm, t.smem(r11 + k * t.es))
                 self.smov(t.smem(r12 + k * (self.off["l"] - self.off["m"])), self.tmp.xmm)
+            self.v("vmovu")(t.vmem(r13), self.tmp)  # the row sum's vector: (l, 0, ..., 0)
+            a.add(r13, t.vbytes)
             a.mov(rax, rsi)
             a.mov(rcx, rdi)
             a.mov(rdx, s["nvec"])
@@ -874,6 +913,11 @@ class FusedAttention:
         a, t, s = self.a, self.t, self.slot
         PO, POB, ROWS, PL, NV = rsi, rdi, r12, r11, rcx
         x = self.acc[0][0]
+        if self.with_softmax:
+            for i in range(self.g):  # l = the sum of each row's vector
+                self.v("vmovu")(x, t.vmem(SCR + self.off["lv"] + i * t.vbytes))
+                self.hreduce("vadd", x, self.tmp)
+                self.smov(t.smem(SCR + self.off["l"] + i * t.es), x.xmm)
         a.mov(r13, s["o"])
         a.lea(r14, ptr(SCR + self.off["o"]))
         a.lea(PL, ptr(SCR + self.off["l"]))

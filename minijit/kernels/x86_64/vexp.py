@@ -95,6 +95,9 @@ __all__ = ["SCRATCH", "ExpConsts", "emit_exp", "generate", "derive_coefficients"
 
 #: scratch vector registers `emit_exp` needs per register
 SCRATCH = 3
+#: the clamp of the ``nonpositive`` form: the largest x where n = round(x log2e) is one below the
+#: smallest normal exponent (-127 / -1023), so that 2^n's exponent field is 0 and the result +0
+NONPOSITIVE_LO = {"fp32": -88.0, "fp64": -709.0}
 
 
 def constants(dtype: str) -> dict[str, tuple[str, float | int]]:
@@ -114,6 +117,7 @@ def constants(dtype: str) -> dict[str, tuple[str, float | int]]:
     for k in range(len(coefficients) + 1, 1, -1):  # Horner order: c_d first
         table[f"c{k}"] = ("f", coefficients[k - 2])
     table |= {"one": ("f", 1.0), "half": ("f", 0.5), "minus_quarter": ("f", -0.25), "two": ("f", 2.0)}
+    table["lo_np"] = ("f", NONPOSITIVE_LO[dtype])
     if dtype == "fp32":
         table["shift_a"] = ("f", 1.5 * 2.0**p + 127)  # step 4a's shifter: t_a's bits 0x4B400000 + 127 + n_a
     else:
@@ -207,8 +211,22 @@ def _check_regs(t: Target, regs: Sequence[object], what: str) -> None:
             raise ValueError(f"{what}: {r!r} is not a {width} register")
 
 
-def emit_exp(a: Assembler, t: Target, x: Vec | Sequence[Vec], scratch: Sequence[Vec], consts: ExpConsts) -> None:
+def emit_exp(
+    a: Assembler,
+    t: Target,
+    x: Vec | Sequence[Vec],
+    scratch: Sequence[Vec],
+    consts: ExpConsts,
+    nonpositive: bool = False,
+) -> None:
     """Emit ``x = exp(x)`` in place (see the module docstring for the method and the error bound).
+
+    ``nonpositive``: the shorter form for ``x <= 0`` (the softmax's shifted scores; NaN and -inf
+    too): no upper clamp and ``y = p * 2^n`` in one product (14 instructions, fp32, against 19).
+    Its results are the general form's bit for bit wherever ``n >= -126`` (fp32; -1022 fp64), that
+    is wherever exp(x) is at least about 2^-126.5; below (x < about -87.68 / -708.7: subnormal
+    results) they are +0 or within 2^-126 (2^-1022) of exp(x) in absolute terms (no gradual
+    underflow). ``exp(-inf) = +0``, NaN in -> NaN out; for ``x > 0`` the results are not defined.
 
     ``x``: one register or several (their instructions are interleaved one by one, for
     instruction-level parallelism); ``scratch``: `SCRATCH` registers per register of ``x``
@@ -223,7 +241,8 @@ def emit_exp(a: Assembler, t: Target, x: Vec | Sequence[Vec], scratch: Sequence[
     _check_regs(t, regs, "registers")
     if len(set(regs) | set(consts.pinned.values())) != len(regs) + len(consts.pinned):
         raise ValueError("registers, scratch registers and pinned constants must all be distinct")
-    steps = [_steps(a, t, r, scratch[SCRATCH * i : SCRATCH * i + SCRATCH], consts) for i, r in enumerate(xs)]
+    form = _steps_nonpositive if nonpositive else _steps
+    steps = [form(a, t, r, scratch[SCRATCH * i : SCRATCH * i + SCRATCH], consts) for i, r in enumerate(xs)]
     while steps:
         for g in list(steps):
             if next(g, StopIteration) is StopIteration:
@@ -303,6 +322,61 @@ def _steps(a: Assembler, t: Target, x: Vec, scratch: Sequence[Vec], c: ExpConsts
     yield
 
 
+def _steps_nonpositive(a: Assembler, t: Target, x: Vec, scratch: Sequence[Vec], c: ExpConsts) -> Iterator[None]:
+    """The instructions of one ``x = exp(x)`` for ``x <= 0`` (`emit_exp`'s ``nonpositive``),
+    yielding after each: the general form's steps 1-3 without the upper clamp and with the clamp
+    at `NONPOSITIVE_LO`, then ``y = p * 2^n`` (exact scaling, one rounding)."""
+    s0, s1, s2 = scratch
+    op = c.operand
+
+    def v(name: str):
+        return getattr(a, t.v(name))
+
+    # 1. clamp below, keeping NaN
+    if "lo_np" in c.pinned:
+        v("vmax")(x, c.pinned["lo_np"], x)
+    else:
+        c.load(a, s0, "lo_np")
+        yield
+        v("vmax")(x, s0, x)
+    yield
+    # 2. n = round(x log2e) (s0), r = x - n ln2 (x): as the general form
+    c.load(a, s0, "shift")
+    yield
+    v("vfmadd231")(s0, x, op("log2e"))
+    yield
+    v("vsub")(s0, s0, op("shift"))
+    yield
+    v("vfnmadd231")(x, s0, op("ln2_hi"))
+    yield
+    v("vfnmadd231")(x, s0, op("ln2_lo"))
+    yield
+    # 3. p (s1): Horner as the general form
+    names = [n for n in c.table if n.startswith("c")]
+    c.load(a, s1, names[0])
+    yield
+    for name in [*names[1:], "one", "one"]:
+        v("vfmadd213")(s1, x, op(name))
+        yield
+    # 4. s2 = 2^n (+0 for n = -127 / -1023, at the clamp), y = p * 2^n
+    if t.dtype == "fp32":
+        a.vaddps(s2, s0, op("shift_a"))  # bits 0x4B400000 + 127 + n
+        yield
+        a.vpslld(s2, s2, 23)  # (127 + n) << 23
+        yield
+    else:
+        a.vaddpd(s2, s0, op("build_shift"))  # low dwords (n + 1023) << 20
+        yield
+        a.vshufps(s2, s2, s2, 0x88)
+        yield
+        a.vxorps(s0, s0, s0)
+        yield
+        a.vunpcklps(s2, s0, s2)
+        yield
+    v("vmul")(x, s1, s2)
+    yield
+
+
 def signature(ctype: str) -> str:
     return f"void(const {ctype}* x, {ctype}* y, int64_t n)"
 
@@ -311,10 +385,11 @@ def signature(ctype: str) -> str:
 AVX512_PINNED = ("lo", "hi", "shift", "minus_quarter", "one", "half")
 
 
-def generate(dtype: str = "fp32", isa: str = "avx2") -> Kernel:
+def generate(dtype: str = "fp32", isa: str = "avx2", nonpositive: bool = False) -> Kernel:
     """The kernel ``void(const T* x, T* y, int64_t n)``: ``y[i] = exp(x[i])`` for ``0 <= i < n``
-    (nothing for ``n <= 0``). Four registers per loop trip, then single registers, then one
-    masked partial register (opmask k1 / vmaskmov). ``x`` and ``y`` may be the same array."""
+    (nothing for ``n <= 0``; ``nonpositive``: `emit_exp`'s form for x <= 0). Four registers per
+    loop trip, then single registers, then one masked partial register (opmask k1 / vmaskmov).
+    ``x`` and ``y`` may be the same array."""
     t = Target.of(dtype, isa)
     a = Assembler(name="vexp")
     regs = t.vregs
@@ -331,7 +406,7 @@ def generate(dtype: str = "fp32", isa: str = "avx2") -> Kernel:
     top = a.label("four")
     for u in range(unroll):
         vmovu(xs[u], t.vmem(rdi + u * t.vbytes))
-    emit_exp(a, t, xs, scratch, consts)
+    emit_exp(a, t, xs, scratch, consts, nonpositive)
     for u in range(unroll):
         vmovu(t.vmem(rsi + u * t.vbytes), xs[u])
     a.add(rdi, unroll * t.vbytes)
@@ -345,7 +420,7 @@ def generate(dtype: str = "fp32", isa: str = "avx2") -> Kernel:
     a.jl(tail)
     one = a.label("one_top")
     vmovu(xs[0], t.vmem(rdi))
-    emit_exp(a, t, xs[0], scratch[:SCRATCH], consts)
+    emit_exp(a, t, xs[0], scratch[:SCRATCH], consts, nonpositive)
     vmovu(t.vmem(rsi), xs[0])
     a.add(rdi, t.vbytes)
     a.add(rsi, t.vbytes)
@@ -364,7 +439,7 @@ def generate(dtype: str = "fp32", isa: str = "avx2") -> Kernel:
         a.dec(eax)
         a.kmovw(k1, eax)
         vmovu(xs[0].maskz(k1), t.vmem(rdi))
-        emit_exp(a, t, xs[0], scratch[:SCRATCH], consts)
+        emit_exp(a, t, xs[0], scratch[:SCRATCH], consts, nonpositive)
         vmovu(t.vmem(rsi).mask(k1), xs[0])
     else:
         mask = regs[15]
@@ -375,7 +450,7 @@ def generate(dtype: str = "fp32", isa: str = "avx2") -> Kernel:
         a.vmovups(mask, ymmword(rax + rcx * t.es))  # the first rdx lanes all ones
         maskmov = getattr(a, t.v("vmaskmov"))
         maskmov(xs[0], mask, t.vmem(rdi))
-        emit_exp(a, t, xs[0], scratch[:SCRATCH], consts)
+        emit_exp(a, t, xs[0], scratch[:SCRATCH], consts, nonpositive)
         maskmov(t.vmem(rsi), mask, xs[0])
     a.bind(done)
     a.vzeroupper()
@@ -383,4 +458,4 @@ def generate(dtype: str = "fp32", isa: str = "avx2") -> Kernel:
     if mask_table is not None:
         emit_mask_table(a, mask_table)
     consts.emit_data(a)
-    return build(a, signature(t.ctype), f"vexp_{dtype}_{isa}")
+    return build(a, signature(t.ctype), f"vexp_{dtype}_{isa}" + ("_nonpositive" if nonpositive else ""))

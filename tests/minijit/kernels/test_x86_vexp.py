@@ -34,10 +34,10 @@ RANGE = {"fp32": (-104.0, 89.0), "fp64": (-746.0, 710.0)}
 kernel = functools.cache(vexp.generate)
 
 
-def run(dtype: str, isa: str, x: np.ndarray) -> np.ndarray:
+def run(dtype: str, isa: str, x: np.ndarray, nonpositive: bool = False) -> np.ndarray:
     x = np.ascontiguousarray(x)  # the kernel walks memory from the first element
     y = np.empty_like(x)
-    kernel(dtype, isa)(x, y, x.size)
+    kernel(dtype, isa, nonpositive)(x, y, x.size)
     return y
 
 
@@ -81,8 +81,9 @@ def test_listing_reassembles_to_the_code(isa, dtype):
         llvm.find_tool("llvm-mc")
     except llvm.LlvmError as e:  # pragma: no cover - the test command installs llvm
         pytest.skip(str(e))
-    k = kernel(dtype, isa)
-    assert llvm.assemble(k.listing, triple="x86_64", mattr="") == k.code
+    for nonpositive in (False, True):
+        k = kernel(dtype, isa, nonpositive)
+        assert llvm.assemble(k.listing, triple="x86_64", mattr="") == k.code
     # the primitive alone: table operands only, every constant pinned, several registers interleaved
     t = Target.of(dtype, isa)
     regs = t.vregs
@@ -100,12 +101,12 @@ def test_listing_reassembles_to_the_code(isa, dtype):
         assert llvm.assemble(a.listing(), triple="x86_64", mattr="") == a.code()
 
 
-def _sequence(isa: str, dtype: str) -> list[str]:
+def _sequence(isa: str, dtype: str, nonpositive: bool = False) -> list[str]:
     """emit_exp's instructions, loads of constants named alike, registers and operands left out."""
     t = Target.of(dtype, isa)
     a = Assembler()
     consts = vexp.ExpConsts.new(a, t)
-    vexp.emit_exp(a, t, t.vregs[0], t.vregs[1:4], consts)
+    vexp.emit_exp(a, t, t.vregs[0], t.vregs[1:4], consts, nonpositive)
     out = []
     for line in a.listing().splitlines():
         mn, _, ops = line.strip().partition(" ")
@@ -119,7 +120,8 @@ def _sequence(isa: str, dtype: str) -> list[str]:
 def test_avx512_sequence_is_the_avx2_one(dtype):
     """The AVX-512 code cannot run here: it must be the AVX2 sequence, instruction for instruction
     (its encodings are checked by llvm-mc; AVX2 is checked numerically)."""
-    assert _sequence("avx512", dtype) == _sequence("avx2", dtype)
+    for nonpositive in (False, True):
+        assert _sequence("avx512", dtype, nonpositive) == _sequence("avx2", dtype, nonpositive)
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp64"])
@@ -133,6 +135,7 @@ def test_table_operands_read_the_intended_constants(isa, dtype):
     consts = vexp.ExpConsts.new(a, t, {"two": regs[4]})
     consts.setup(a)
     vexp.emit_exp(a, t, regs[0], regs[1:4], consts)
+    vexp.emit_exp(a, t, regs[0], regs[1:4], consts, nonpositive=True)  # reads "lo_np"
     a.ret()
     consts.emit_data(a)
     code, base = a.code(), consts.label.pos
@@ -175,6 +178,29 @@ def test_fp32_error_over_the_whole_range(isa):
     assert subnormal.sum() > 10000 and err[subnormal].max() <= ULP  # gradual underflow
     order = np.argsort(x, kind="stable")
     assert np.all(y[order][1:] >= y[order][:-1])  # monotone on the sweep
+
+
+@needs_x86
+@pytest.mark.parametrize("dtype", ["fp32", "fp64"])
+@pytest.mark.parametrize("isa", ISAS)
+def test_nonpositive_form_is_the_general_one_on_normal_results(isa, dtype):
+    """``nonpositive`` (x <= 0): the general form's bits wherever that result is normal, +0 or within
+    the smallest normal of it (absolute) below, +0 for -inf, NaN for NaN."""
+    f = NP[dtype]
+    lo = RANGE[dtype][0]
+    x = sweep(dtype, 1 << 18)
+    x = -np.abs(x[np.isfinite(x)])
+    x = np.concatenate([x, np.linspace(lo, 0.0, 1 << 16), [-np.inf, np.nan, -0.0, 0.0, vexp.NONPOSITIVE_LO[dtype]]])
+    x = x.astype(f)
+    general, short = run(dtype, isa, x), run(dtype, isa, x, nonpositive=True)
+    tiny = np.finfo(f).tiny
+    normal = general >= tiny
+    assert normal.sum() > x.size // 2 and (~normal).sum() > 1000
+    assert np.array_equal(general[normal].view(UINT[dtype]), short[normal].view(UINT[dtype]))
+    below = ~normal & ~np.isnan(x)
+    assert np.all(short[below] >= 0) and np.all(np.abs(short[below] - general[below]) <= tiny)
+    assert short[-5] == 0 and not np.signbit(short[-5]) and np.isnan(short[-4])
+    assert short[-3] == short[-2] == 1 and short[-1] == 0  # exp(+-0) = 1; the clamp gives +0
 
 
 @needs_x86
