@@ -434,6 +434,9 @@ def encode(key: str, kernel: Any, sve_vl: int) -> bytes | None:
         "listing": kernel.listing,
         "attrs": attrs,
     }
+    sme_vl = getattr(getattr(kernel, "worker", None), "sme_vl", None)
+    if sme_vl is not None:  # an emulated kernel of a worker at a streaming vector length (SME)
+        meta["sme_vl"] = sme_vl
     meta_bytes = json.dumps(meta, sort_keys=True).encode()
     code = bytes(kernel.code)
     digest = hashlib.sha256(meta_bytes + code).digest()
@@ -466,6 +469,8 @@ def decode(data: bytes, key: str, signature: str | None = None) -> tuple[dict[st
         raise _Rejected("metadata fields missing or of the wrong type")
     if meta["key"] != key or meta["version"] != json.loads(key)["version"]:
         raise _Rejected("the entry is of another key or generator version")
+    if meta.get("sme_vl", None) not in (None, 128, 256, 512, 1024, 2048) or type(meta.get("sme_vl", 0)) is not int:
+        raise _Rejected("metadata values out of range")
     if meta["isa"] not in ("x86_64", "aarch64") or not all(type(v) in _PLAIN for v in meta["attrs"].values()):
         raise _Rejected("metadata values out of range")
     if signature is not None:
@@ -532,6 +537,7 @@ def _instantiate(meta: Mapping[str, Any], code: bytes) -> Any:
         listing=meta["listing"],
         sve_vl=meta["sve_vl"],
         unchecked=meta["unchecked"],
+        sme_vl=meta.get("sme_vl"),
     )
     for name, value in meta["attrs"].items():
         setattr(kernel, name, value)

@@ -4,7 +4,8 @@
     t.name, t.native, t.max_prim_size, t.panel_column_bytes
     k = t.brgemm(64, 48, 32, 1, dtype="fp32")  # uncached; minijit.kernels.brgemm caches
 
-CPU families: `X86Target` (AVX-512, AVX2) and `AArch64Target` (NEON, SVE at a vector length);
+CPU families: `X86Target` (AVX-512, AVX2) and `AArch64Target` (NEON, SVE at a vector length;
+`AArch64SmeTarget`: the SME BRGEMM in streaming mode, NEON elsewhere);
 the GPU: `CudaTarget` (mma.sync on sm_80+, wgmma/TMA on sm_90a). The core asks a target for its
 capabilities (maximum prim sizes, micro-panel geometry, kernel-side A copy, fused touches, dtypes),
 its generators and its cost-model parameters; it never parses a target string. Host facts (ISA,
@@ -20,11 +21,13 @@ reads the host's ISA flags or switches on a family or ISA name to pick a generat
 from __future__ import annotations
 
 from minijit.targets.aarch64 import AArch64Target
+from minijit.targets.aarch64_sme import AArch64SmeTarget
 from minijit.targets.base import CpuTarget, Target
 from minijit.targets.cuda import CudaTarget
 from minijit.targets.x86_64 import X86Target
 
 __all__ = [
+    "AArch64SmeTarget",
     "AArch64Target",
     "CPU_TARGETS",
     "CpuTarget",
@@ -41,10 +44,13 @@ __all__ = [
 _CPU = {
     "aarch64-neon": (AArch64Target, "neon"),
     "aarch64-sve": (AArch64Target, "sve"),
+    "aarch64-sme": (AArch64SmeTarget, "sme"),
     "x86_64-avx512": (X86Target, "avx512"),
     "x86_64-avx2": (X86Target, "avx2"),
 }
 CPU_TARGETS = tuple(_CPU)
+#: the ISA names `for_isa` takes: "sme" is not one (an SME target's SpMM is NEON, `spmm_isa`)
+_SPMM_ISAS = {name: v for name, v in _CPU.items() if v[1] != "sme"}
 
 
 def native(sve_vl: int = 128) -> CpuTarget:
@@ -72,7 +78,7 @@ def get(target: str | Target = "native", *, sve_vl: int = 128) -> Target:
         return CudaTarget()
     if isinstance(target, str) and target in _CPU:
         cls, isa = _CPU[target]
-        return cls(isa, sve_vl=sve_vl) if cls is AArch64Target else cls(isa)
+        return cls(isa, sve_vl=sve_vl) if issubclass(cls, AArch64Target) else cls(isa)
     raise ValueError(f"target must be 'native', 'cuda' or one of {', '.join(CPU_TARGETS)}, got {target!r}")
 
 
@@ -80,10 +86,10 @@ def for_isa(isa: str, *, sve_vl: int = 128) -> CpuTarget:
     """The CPU target of an ISA name ("avx512", "avx2", "neon", "sve": each belongs to one
     family), for the ``isa`` override of `minijit.sparse.spmm_cpu.CpuSpMM`; ValueError naming them
     otherwise."""
-    for name, (_, own) in _CPU.items():
+    for name, (_, own) in _SPMM_ISAS.items():
         if own == isa:
             return get_cpu(name, sve_vl=sve_vl)
-    raise ValueError(f"isa must be one of {', '.join(own for _, own in _CPU.values())}, got {isa!r}")
+    raise ValueError(f"isa must be one of {', '.join(own for _, own in _SPMM_ISAS.values())}, got {isa!r}")
 
 
 def get_cpu(target: str | Target = "native", *, sve_vl: int = 128) -> CpuTarget:

@@ -92,16 +92,25 @@ class SmeBrgemm(Brgemm):
         return a
 
     @classmethod
-    def generate(cls, *args: Any, sme_vl: int | None = None, **kwargs: Any) -> Any:
+    def generate(cls, *args: Any, sme_vl: int | None = None, sve_vl: int = 128, **kwargs: Any) -> Any:
         """JIT the kernel of ``program(*args, **kwargs)``: native on an AArch64 host (with SME), else
-        emulated at streaming vector length ``sme_vl`` bits (None: qemu's default, 256)."""
+        emulated at streaming vector length ``sme_vl`` bits (None: qemu's default, 256) in the worker
+        of SVE length ``sve_vl`` (the kernel uses none; it picks the worker its callers share)."""
         from minijit.runtime import load
 
         p = inspect.signature(cls.program).bind(*args, **kwargs)
         p.apply_defaults()
         a = cls.program(*p.args, **p.kwargs)
         sig = brgemm_signature(p.arguments["dtype"])
-        return load(a.code(), sig, isa="aarch64", name=cls.name(**p.arguments), listing=a.listing(), sme_vl=sme_vl)
+        return load(
+            a.code(),
+            sig,
+            isa="aarch64",
+            name=cls.name(**p.arguments),
+            listing=a.listing(),
+            sve_vl=sve_vl,
+            sme_vl=sme_vl,
+        )
 
     # -- operands ------------------------------------------------------------------------
     def tile(self, v: int) -> Any:

@@ -1,10 +1,12 @@
-"""SME BRGEMM (`minijit.kernels.aarch64.sme_brgemm`): correct at every streaming vector length.
+"""SME BRGEMM (`minijit.kernels.aarch64.sme_brgemm`) and the ``aarch64-sme`` target: correct at
+every streaming vector length.
 
 Kernels run in the qemu worker at streaming vector lengths 128..2048 bits (qemu's
 ``sme-default-vector-length``); results are compared with numpy in float64, and guard values
 around every matrix catch reads of the wrong elements and stores outside C. A wrapper kernel
 checks the AAPCS64 contract: x19-x28 and d8-d15 survive, and streaming mode and ZA are off again
-(SVCR = 0) when the kernel returns.
+(SVCR = 0) when the kernel returns. The target runs the seed's configurations through
+`TensorOperation` and a GEMM through `minijit.einsum`.
 """
 
 from __future__ import annotations
@@ -14,12 +16,16 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+import minijit
 from asm import llvm
 from asm.aarch64 import Assembler, V, X, mem, sp, x0, x9, x10, x29, x30
+from minijit import targets
 from minijit.kernels.aarch64.common import brgemm_signature
 from minijit.kernels.aarch64.sme_brgemm import SmeBrgemm
 from minijit.runtime import load, runs_natively
+from minijit.targets import AArch64SmeTarget
 from tests.conftest import examples
+from tests.minijit.test_tensor_operation import SEED_SIZES, SEED_VARIANTS, op_for, run_seed, seed_case
 
 pytestmark = pytest.mark.skipif(
     runs_natively("aarch64"), reason="SME kernels are checked in qemu; a native AArch64 host's SME is not detected"
@@ -198,3 +204,69 @@ def test_listing_names_the_stages():
     assert "stp d8, d9" in text and "ldp d8, d9" in text
     assert text.count("fmopa") == 6
     assert "mova z31.s, p3/m, za3h.s[w13, 0]" in text
+
+
+# -- the aarch64-sme target ------------------------------------------------------------------
+def test_target_name_lengths_and_kernels():
+    t = targets.get("aarch64-sme")
+    assert isinstance(t, AArch64SmeTarget) and t.name == "aarch64-sme" and t.sme_vl == 512
+    assert targets.get(AArch64SmeTarget("sme", sme_vl=128)).sme_vl == 128
+    with pytest.raises(ValueError, match="sme_vl must be one of"):
+        AArch64SmeTarget("sme", sme_vl=384)
+    with pytest.raises(ValueError, match="isa must be 'sme'"):
+        AArch64SmeTarget("sve")
+    small = AArch64SmeTarget("sme", sme_vl=128)
+    assert small.brgemm(5, 4, 3, 2).name.startswith("sme_brgemm_")
+    assert small.brgemm(5, 4, 3, trans_a=True, trans_b=True).name.startswith("sme_brgemm_")
+    # the one form the SME kernel refuses runs the NEON kernel; the other kinds are NEON
+    assert small.brgemm(5, 4, 3, trans_a=True).name.startswith("neon_brgemm_")
+    assert small.unary(5, 4).name.startswith("neon_unary")
+    with pytest.raises(ValueError, match="zero_c: x86-64 kernel options"):
+        small.brgemm(5, 4, 3, zero_c=True)
+    # every kernel of the target shares one worker: loop nests call kernels by address
+    assert small.brgemm(5, 4, 3).worker is small.unary(5, 4).worker
+    assert small.brgemm(5, 4, 3).worker.sme_vl == 128
+
+
+@pytest.mark.parametrize("svl", [128, 256, 512])
+def test_seed_configurations_small(svl):
+    """docs/seeds/004 section 5.3 configurations through TensorOperation, at sizes with remainders
+    in every kernel loop; the main kernel is the SME BRGEMM."""
+    target = AArch64SmeTarget("sme", sme_vl=svl)
+    for variant in sorted(SEED_VARIANTS):
+        for shared in (False, True):
+            run_seed(target, variant, shared, (3, 2, 3, 19, 7, 5), seed=1)
+            run_seed(target, variant, shared, (2, 3, 2, 8, 4, 16), seed=2)
+    args, _ = seed_case("brgemm", True, (3, 2, 3, 19, 7, 5))
+    assert "main: sme_brgemm_" in op_for(target, *args).listing()
+
+
+def test_seed_configuration_full_size():
+    run_seed("aarch64-sme", "zero_brgemm_relu", True, SEED_SIZES)
+
+
+def test_einsum_on_the_target():
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((37, 23)).astype(np.float32)
+    b = rng.standard_normal((23, 19)).astype(np.float32)
+    got = minijit.einsum("ik,kj->ij", a, b, target="aarch64-sme")
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_code_cache_keeps_the_streaming_length(tmp_path, monkeypatch):
+    """A kernel of the target read back from the disk cache lands in the worker at its streaming
+    vector length (the one its loop nest runs in) and computes the same."""
+    from minijit.runtime import codecache
+
+    monkeypatch.setenv("MINIJIT_CACHE_DIR", str(tmp_path / "code"))
+    t = AArch64SmeTarget("sme", sme_vl=128)
+    args = {"m": 7, "n": 5, "k": 3, "br_size": 1}
+    made = codecache.cached("brgemm", t, args, lambda: t.brgemm(7, 5, 3))
+    back = codecache.cached("brgemm", t, args, lambda: pytest.fail("not read from the cache"))
+    assert back is not made and back.code == made.code
+    assert back.worker is made.worker and back.worker.sme_vl == 128
+    rng = np.random.default_rng(9)
+    a_, b_ = rng.standard_normal(21).astype(np.float32), rng.standard_normal(15).astype(np.float32)
+    c_ = np.zeros(35, np.float32)
+    back(a_, b_, c_, 7, 3, 7, 0, 0)
+    np.testing.assert_allclose(c_.reshape(5, 7).T, a_.reshape(3, 7).T @ b_.reshape(5, 3).T, rtol=1e-5)
