@@ -112,6 +112,18 @@ class SmeBrgemm(Brgemm):
             sme_vl=sme_vl,
         )
 
+    @classmethod
+    def kloop_body(cls, dtype: str = "fp32") -> str:
+        """Listing of one K step of the widest block (B row from the transpose tile, mt A vectors,
+        mt outer products, the step's counters and branch): what a cost model or llvm-mca reads."""
+        t = cls.check(1, 1, 1, 1, False, False, False, dtype)
+        a = Assembler(name="sme_kstep")
+        kern = cls(a, 1, 1, 1, 1, t, False, False)
+        top = a.label("k")
+        a.mova(kern.z(Z_B), kern.p_n.m, kern.slice(kern.transpose_tile, False, w13))
+        kern.k_step(kern.mt, top)
+        return a.listing()
+
     # -- operands ------------------------------------------------------------------------
     def tile(self, v: int) -> Any:
         return getattr(ZaReg(v), self.t.es)
