@@ -6,8 +6,7 @@ SVE only in streaming mode; SME2 server and client cores): `AArch64SmeTarget`. I
 leaves both before it returns (nothing is called while ZA is live); every other kernel (unary,
 binary, loop nests, the generic GEMM, SpMM, sparse contractions) is the NEON one, which runs in
 non-streaming mode on every such core (NEON is illegal in streaming mode without FEAT_SME_FA64,
-and non-streaming SVE is absent on the M4). The one form the SME kernel refuses, ``trans_a``
-without ``trans_b`` (A columns and B rows both strided), runs the NEON BRGEMM.
+and non-streaming SVE is absent on the M4).
 
 On other hosts the code runs in the qemu worker at streaming vector length ``sme_vl`` bits (128,
 256, 512, 1024 or 2048; 512 as on the M4); the kernels are SVL-agnostic, so the length only
@@ -87,9 +86,6 @@ class AArch64SmeTarget(AArch64Target):
         used = sorted(name for name, v in options.items() if v is not None and v is not False and str(v) != "none")
         if used:
             raise ValueError(f"{', '.join(used)}: x86-64 kernel options, not ones of {self.name}")
-        trans_a, trans_b, _ = trans
-        if trans_a and not trans_b:  # A and B both strided along K: the NEON kernel
-            return self._neon("brgemm", "NeonBrgemm", *sizes, *trans, dtype)
         from minijit.kernels.aarch64.sme_brgemm import SmeBrgemm
 
         return SmeBrgemm.generate(*sizes, *trans, dtype, sme_vl=self.sme_vl, sve_vl=self.sve_vl)

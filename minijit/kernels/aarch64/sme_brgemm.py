@@ -21,7 +21,10 @@ empty row predicate picks a narrower variant (fewer tiles), as in `brgemm.SveBrg
 Forms: plain; ``trans_b`` reads B rows directly (no transpose tile); ``trans_c`` loads and stores
 C by rows (horizontal slices, each row guarded by ``psel`` on its tile's row predicate);
 ``trans_a`` with ``trans_b`` runs Cᵀ = Bᵀ·Aᵀ (the plain form, a/b swapped, ``trans_c`` flipped).
-``trans_a`` without ``trans_b`` (A columns strided as well as B rows) is refused.
+``trans_a`` alone (A columns strided as well as B rows) turns A through ZA too: each accumulating
+tile has a transpose tile of A (rows loaded as horizontal slices under ``psel``, columns read back
+as vertical ones), so fewer tiles accumulate (fp32: 1 + 1 A + 1 B of 4; fp64: 3 + 3 + 1 of 8) and
+P_T, the ``psel`` result, takes the predicate after P_K.
 
 Streaming mode and ZA are entered after the prologue (``smstart``) and left before the epilogue
 (``smstop``); nothing is called in between. A change of streaming mode zeroes Z0-Z31, so the
@@ -58,11 +61,16 @@ class SmeBrgemm(Brgemm):
     MAX_SIZE = None
     #: tiles stacked along M per element size (row predicates p0..mt-1, then P_N, P_K)
     TILES_M: ClassVar[dict[str, int]] = {"s": 3, "d": 6}
+    #: ``trans_a`` alone: accumulating tiles, each with a transpose tile of A (and P_T for psel)
+    TILES_M_TA: ClassVar[dict[str, int]] = {"s": 1, "d": 3}
 
-    def __init__(self, a: Assembler, m: int, n: int, k: int, br: int, t: DType, tb: bool, tc: bool) -> None:
+    def __init__(
+        self, a: Assembler, m: int, n: int, k: int, br: int, t: DType, tb: bool, tc: bool, ta: bool = False
+    ) -> None:
         self.a, self.m, self.n, self.k, self.br, self.t, self.tb, self.tc = a, m, n, k, br, t, tb, tc
-        self.mt = self.TILES_M[t.es]
-        self.p_n, self.p_k = P[self.mt], P[self.mt + 1]
+        self.ta = ta
+        self.mt = (self.TILES_M_TA if ta else self.TILES_M)[t.es]
+        self.p_n, self.p_k, self.p_t = P[self.mt], P[self.mt + 1], P[self.mt + 2]
         self.transpose_tile = {"s": 3, "d": 7}[t.es]
 
     @classmethod
@@ -77,18 +85,15 @@ class SmeBrgemm(Brgemm):
         trans_c: bool = False,
         dtype: str = "fp32",
     ) -> Assembler:
-        """The BRGEMM kernel as an `Assembler`. Bad arguments (and ``trans_a`` without ``trans_b``)
-        raise ValueError."""
+        """The BRGEMM kernel as an `Assembler`. Bad arguments raise ValueError."""
         t = cls.check(m, n, k, br_size, trans_a, trans_b, trans_c, dtype)
-        swap = trans_a
-        if trans_a and not trans_b:
-            raise ValueError("trans_a without trans_b is not supported by the SME kernel (A and B both strided)")
+        swap = trans_a and trans_b
         flags = "".join(f for f, on in (("_ta", trans_a), ("_tb", trans_b), ("_tc", trans_c)) if on)
         a = Assembler(name=f"sme_brgemm_{dtype}_{m}x{n}x{k}_br{br_size}{flags}")
         if swap:  # Cᵀ = Bᵀ·Aᵀ: (n, m), neither transposed, trans_c flipped
             cls(a, n, m, k, br_size, t, False, not trans_c).kernel(swap=True)
         else:
-            cls(a, m, n, k, br_size, t, trans_b, trans_c).kernel(swap=False)
+            cls(a, m, n, k, br_size, t, trans_b, trans_c, trans_a).kernel(swap=False)
         return a
 
     @classmethod
@@ -209,7 +214,10 @@ class SmeBrgemm(Brgemm):
         else:
             a.add(C_M, C_N, M0, "lsl", t.shift)
         self.c_tiles(mv, store=False)
-        a.add(A_BR, A, M0, "lsl", t.shift)  # A column 0 at row M0
+        if self.ta:  # row-major A: row M0 starts M0*lda bytes on
+            a.madd(A_BR, M0, LDA, A)
+        else:
+            a.add(A_BR, A, M0, "lsl", t.shift)  # A column 0 at row M0
         a.mov(B_BR, B_N)
         a.mov(BR_CNT, self.br)
         top = a.label("br")
@@ -280,6 +288,8 @@ class SmeBrgemm(Brgemm):
         a.add(J, J, 1)
         a.cmp(J, NCOLS)
         a.b_lt(cols)
+        if self.ta:
+            self.a_rows(mv)
         a.mov(KK, 0)
         top = a.label("k")
         a.mova(self.z(Z_B), self.p_n.m, self.slice(self.transpose_tile, False, w13))  # row K0 + kk of B
@@ -288,15 +298,34 @@ class SmeBrgemm(Brgemm):
         a.b(chunk)
         a.bind(done)
 
+    def a_rows(self, mv: int) -> None:
+        """``trans_a``: A[row, K0..] (row i of tile v, contiguous in k) -> horizontal slice i of
+        transpose tile mt + v, for the rows of the tile inside M (``psel`` of its row predicate)."""
+        a, t = self.a, self.t
+        a.add(PTR, A_BR, K0, "lsl", t.shift)  # tile v's rows follow tile v-1's: PTR runs on
+        for v in range(mv):
+            a.mov(J, 0)
+            rows = a.label("a_rows")
+            a.psel(self.p_t, self.p_k, self.p(v)[w12, 0])
+            t.ld1(a, self.slice(self.mt + v, False, w12), self.p_t.z, mem(PTR))
+            a.add(PTR, PTR, LDA)
+            a.add(J, J, 1)
+            a.cmp(J, L)
+            a.b_lt(rows)
+
     def k_step(self, mv: int, top: Any) -> None:
-        """One k (B row in Z_B): mv A vectors of column k, mv outer products; back to ``top``
-        while kk < KC."""
+        """One k (B row in Z_B): mv A vectors of column k (``trans_a``: vertical slices kk of the A
+        transpose tiles), mv outer products; back to ``top`` while kk < KC."""
         a, t = self.a, self.t
         for v in range(mv):
-            t.ld1(a, self.z(v), P[v].z, mem(A_K, vl=v))
+            if self.ta:
+                a.mova(self.z(v), P[v].m, self.slice(self.mt + v, True, w13))
+            else:
+                t.ld1(a, self.z(v), P[v].z, mem(A_K, vl=v))
         for v in range(mv):
             a.fmopa(self.tile(v), P[v].m, self.p_n.m, self.z(v), self.z(Z_B))
-        a.add(A_K, A_K, LDA)
+        if not self.ta:
+            a.add(A_K, A_K, LDA)
         a.add(KK, KK, 1)
         a.cmp(KK, KC)
         a.b_lt(top)
