@@ -124,3 +124,16 @@ def test_sparse_tensor_inputs_give_sparse_tensor_or_numpy():
     got = minijit.einsum("ij,jk->ik", t, v)
     assert type(got) is np.ndarray
     np.testing.assert_allclose(got, d @ v, rtol=1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(1, 4), min_size=1, max_size=3), st.sampled_from((0.0, 0.4, 1.0)), st.integers(0, 99))
+def test_dense_results_become_the_coo_pydata_builds(shape, density, seed):
+    from minijit.sparseauto.interop import _coo_from_dense
+
+    rng = np.random.default_rng(seed)
+    d = np.where(rng.random(shape) < density, rng.standard_normal(shape), 0.0)
+    got, want = _coo_from_dense(d), sparse.COO.from_numpy(d)
+    np.testing.assert_array_equal(got.coords, want.coords)
+    np.testing.assert_array_equal(got.data, want.data)
+    assert got.shape == want.shape and not np.shares_memory(got.data, d)
