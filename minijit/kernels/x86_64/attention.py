@@ -41,8 +41,8 @@ scratch) at 0. Per key tile (tiles entirely above a causal diagonal are not visi
    vectors interleaved), ``l = fma(alpha, l, sum(p))``;
 3. ``O = alpha * O + P . V_tile``: register blocks of g rows x cv vectors of Ev (Ev in lanes, P
    elements broadcast, the tile's valid keys in order), the last Ev chunk with a masked V load;
-4. after the last key tile: ``o = O / l`` for the tile's valid rows, the last vector of each row
-   a masked store.
+4. after the last key tile: ``o = O * (1 / l)`` for the tile's valid rows, the last vector of each
+   row a masked store.
 
 Registers (g = 6): AVX2 scores 12 accumulators + 2 K vectors + 1 broadcast, P.V 12 + 2 V + 1
 broadcast + the tail mask = 16; AVX-512 cv = 4: 24 + 4 + 1 (+ k2 for the Ev tail, k1 for the
@@ -908,8 +908,9 @@ class FusedAttention:
         a.bind(skip)
 
     def epilogue(self) -> None:
-        """o[i] = O[i] / l[i] for the tile's rows; the last vector of each row masked. chain bit 1
-        (keep): o[i] = O[i] unscaled and (m, l) of each row to ``lse``, for a next call to resume."""
+        """o[i] = O[i] * (1 / l[i]) for the tile's rows; the last vector of each row masked. chain
+        bit 1 (keep): o[i] = O[i] unscaled and (m, l) of each row to ``lse``, for a next call to
+        resume."""
         a, t, s = self.a, self.t, self.slot
         PO, POB, ROWS, PL, NV = rsi, rdi, r12, r11, rcx
         x = self.acc[0][0]
@@ -932,24 +933,24 @@ class FusedAttention:
             norm, go = a.new_label("norm"), a.new_label("norm_go")
             a.test(s["chain"], 2)
             a.jz(norm)
-            self.const(self.bc, 2)  # keep: O / 1, exact
+            self.const(self.bc, 2)  # keep: O * 1, exact
             a.jmp(go)
             a.bind(norm)
-            self.bcast(self.bc, PL)
+            self.bcast(x, PL)  # O * (1 / l): one division a row
+            self.const(self.bc, 2)
+            self.v("vdiv")(self.bc, self.bc, x)
             a.bind(go)
             a.mov(NV, s["nvec"])
             a.dec(NV)
 
             def vector() -> None:
-                self.v("vmovu")(x, t.vmem(POB))
-                self.v("vdiv")(x, x, self.bc)
+                self.v("vmul")(x, self.bc, t.vmem(POB))
                 self.v("vmovu")(t.vmem(PO), x)
                 a.add(PO, t.vbytes)
                 a.add(POB, self.g * t.vbytes)
 
             self.loop(NV, vector, "o_vec")
-            self.v("vmovu")(x, t.vmem(POB))
-            self.v("vdiv")(x, x, self.bc)
+            self.v("vmul")(x, self.bc, t.vmem(POB))
             if t.isa == "avx512":
                 self.v("vmovu")(t.vmem(PO).mask(k2), x)
             else:
