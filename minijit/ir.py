@@ -58,16 +58,21 @@ class _NamedEnum(enum.Enum):
         return self.name
 
 
+_NUMPY_DTYPES = {"fp32": np.float32, "fp64": np.float64, "s32": np.int32, "s64": np.int64}
+
+
 class dtype_t(_NamedEnum):  # noqa: N801 - mini_jit naming
     """Element data type."""
 
     fp32 = "fp32"
     fp64 = "fp64"
+    s32 = "s32"  # int32, wrapping (the BRGEMM, zero and copy primitives of targets that take it)
+    s64 = "s64"  # int64, wrapping
 
     @property
     def numpy(self) -> np.dtype:
         """The matching numpy dtype."""
-        return np.dtype(np.float32) if self is dtype_t.fp32 else np.dtype(np.float64)
+        return np.dtype(_NUMPY_DTYPES[self.value])
 
     @property
     def itemsize(self) -> int:

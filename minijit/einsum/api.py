@@ -13,8 +13,8 @@ from minijit.einsum import dtypes as _dtypes
 from minijit.einsum import generic as _generic
 from minijit.einsum import grammar as _grammar
 from minijit.einsum import keywords as _keywords
-from minijit.einsum.cached import check_dtype as _dtype
 from minijit.einsum.cached import check_target as _check_target
+from minijit.einsum.dtypes import compiled_dtype as _dtype
 from minijit.einsum.parse import parse_subscripts
 from minijit.einsum.views import view_of_base
 from minijit.runtime.device_arrays import device_kind, host_array, host_result, like_input
@@ -61,12 +61,14 @@ def einsum(
     driver=None,
     explain: bool = False,
 ):
-    """numpy-compatible einsum on minijit's kernels (float32/float64), numpy's einsum for the rest.
+    """numpy-compatible einsum on minijit's kernels (float32/float64, int32/int64), numpy's for the rest.
 
     The result dtype is ``dtype`` or numpy's result type of the operands. float32 and float64 run
-    on minijit's kernels; every other dtype numpy takes (integers, bool, float16, longdouble,
-    complex, object, or a ``dtype``/``out`` of such a kind) runs on numpy's einsum, with numpy's
-    result and errors (`minijit.einsum.dtypes`). ``order`` ('C', 'F', 'A', 'K') and ``casting``
+    on minijit's kernels, and so do int32/int64 numpy arrays with an int32/int64 result (wrapping
+    as numpy's, on targets with integer kernels); every other dtype numpy takes (other integers,
+    bool, float16, longdouble, complex, object, or a ``dtype``/``out`` of such a kind) runs on
+    numpy's einsum, with numpy's result and errors (`minijit.einsum.dtypes`). ``order`` ('C', 'F',
+    'A', 'K') and ``casting``
     ('no', 'equiv', 'safe', 'same_kind', 'unsafe') as numpy's (`minijit.einsum.keywords`). Their
     defaults (None): numpy's 'K' (C-contiguous operands give a C-order result; others the layout
     numpy's einsum gives, following their strides), and numpy's 'safe' casting except that float32

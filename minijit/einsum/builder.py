@@ -32,13 +32,13 @@ from typing import Any
 import numpy as np
 
 from minijit.einsum import blocked as _blocked
-from minijit.einsum.cached import DTYPES
+from minijit.einsum.dtypes import COMPILED
 from minijit.errors import SetupError
 from minijit.tensor_operation import PARALLEL_MIN_ELEMENTS
 
 __all__ = ["SMALL_GEMM_FLOPS", "Step"]
 
-_DTYPES = DTYPES
+_DTYPES = COMPILED  # float32/float64 and the integer dtypes, minijit names
 #: contraction and multiply nodes below this many flops run on one thread; a plan's ``num_threads``
 #: is the most any node uses. It matches `minijit.tensor_operation.PARALLEL_MIN_ELEMENTS` (2^20
 #: multiply-adds), under which an operation runs on the calling thread anyway
@@ -188,7 +188,9 @@ class _Builder:
         A long sum (a C-order tensor, not a view) runs in levels of short chains (`minijit.einsum.blocked`)."""
         ids = tuple(ids)
         out_ids = tuple(order) if order is not None else tuple(c for c in ids if c not in drop)
-        cut = None if slot in self.views else _blocked.levels(ids, set(drop), self.sizes)
+        # integers wrap exactly in any order: one chain
+        flat = slot in self.views or self.dtype.kind == "i"
+        cut = None if flat else _blocked.levels(ids, set(drop), self.sizes)
         if cut is not None:  # the same memory, its summed indices as factors; one node per level
             ids, new_sizes, stages = cut
             self.sizes.update(new_sizes)

@@ -1,7 +1,9 @@
 """Which path a `minijit.einsum` call takes: minijit's compiled kernels (float32/float64 operands,
-result and ``out``) or numpy's own einsum, which gets every call numpy accepts that has no
-compiled path (integers, bool, float16, longdouble, complex, object, a dtype or ``out`` of such a
-kind, a cast the ``casting`` rule forbids) and every misuse numpy refuses by its keywords (no
+result and ``out``; or int32/int64 numpy arrays with an int32/int64 result, `INT_DTYPES`, wrapping
+as numpy's, bit for bit) or numpy's own einsum, which gets every call numpy accepts that has no
+compiled path (other integers, bool, float16, longdouble, complex, object, integers mixed with
+floats, a dtype or ``out`` of such a kind, a cast the ``casting`` rule forbids, integer calls on
+a target without integer kernels) and every misuse numpy refuses by its keywords (no
 operands, an unknown ``order`` or ``casting``, a bad ``dtype`` or ``out``), so that results and
 errors are numpy's, bit for bit. `numpy_reason` says why a call is numpy's (None: compiled);
 `explain` says it in words, or lists the compiled plan.
@@ -9,6 +11,7 @@ errors are numpy's, bit for bit. `numpy_reason` says why a call is numpy's (None
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -21,7 +24,20 @@ try:  # numpy's function itself, whatever ``numpy.einsum`` has been replaced by
 except ImportError:  # pragma: no cover - numpy < 2
     from numpy.core.einsumfunc import einsum as _numpy_einsum
 
-__all__ = ["AUTO", "MISSING", "explain", "numpy_einsum", "numpy_reason"]
+__all__ = ["AUTO", "COMPILED", "INT_DTYPES", "MISSING", "compiled_dtype", "explain", "numpy_einsum", "numpy_reason"]
+
+#: the integer dtypes minijit compiles (numpy arrays of them, a result of them), minijit names
+INT_DTYPES = {np.dtype(np.int32): "s32", np.dtype(np.int64): "s64"}
+#: every dtype an `EinsumPlan` computes in, and its minijit name
+COMPILED = {**DTYPES, **INT_DTYPES}
+
+
+def compiled_dtype(dtype: Any) -> np.dtype:
+    """``dtype`` as a numpy dtype an `EinsumPlan` computes in (`COMPILED`), else TypeError."""
+    dt = np.dtype(dtype)
+    if dt not in COMPILED:
+        raise TypeError(f"einsum: dtype {dt} is not supported (float32, float64, int32 or int64)")
+    return dt
 
 
 class _Missing:
@@ -79,6 +95,9 @@ def numpy_reason(
         return f"casting={casting!r} (numpy's error)"
     if target == "cuda" or driver is not None:
         return None
+    ints = _int_reason(subscripts, operands, out, dtype, casting, target)
+    if ints is not False:
+        return ints
     if dtype is not None:
         try:
             dt = np.dtype(dtype)
@@ -105,6 +124,77 @@ def numpy_reason(
             return f"operand {i} has dtype {x.dtype}, which has no compiled path"
         arrays.append(x)
     return _cast_reason(arrays, dtype, out, casting)
+
+
+def _int_reason(subscripts: Any, operands: tuple, out: Any, dtype: Any, casting: Any, target: Any) -> str | None | bool:
+    """For a call whose array operands are all integers: None when the compiled integer path
+    takes it (numpy arrays of `INT_DTYPES`, a result of them, ``out`` of the result's dtype, a
+    cast numpy's rule allows: 'safe' where ``casting`` is None, a target with integer kernels),
+    else why numpy's einsum runs it; False for any other call (not all integers: the float rules)."""
+    xs = _array_operands(subscripts, operands)
+    if not xs or not all(isinstance(x, np.ndarray) and x.dtype.kind in "iub" for x in xs):
+        return False
+    for i, x in enumerate(xs):
+        if x.dtype not in INT_DTYPES:
+            return f"operand {i} has dtype {x.dtype}, which has no compiled path"
+    if out is None and dtype is None and _is_view(subscripts, operands):
+        return "a permutation or diagonal of one operand (numpy's einsum returns a view of it)"
+    try:
+        dt = np.dtype(dtype) if dtype is not None else np.result_type(*xs)
+    except TypeError:
+        return f"dtype={dtype!r} (numpy's error)"
+    if dt not in INT_DTYPES:
+        return f"dtype={dt} has no compiled path for integer operands"
+    if out is not None and not (isinstance(out, np.ndarray) and out.dtype == dt):
+        return f"out is not a numpy array of the result's dtype {dt} (numpy's rules)"
+    if not _kw.cast_allowed(xs, dt, out, "safe" if casting is None else casting):
+        return f"casting={casting or 'safe'!r} forbids a cast of this call (numpy's error)"
+    if not _int_target(target):
+        return f"target {target!r} has no integer kernels"
+    return None
+
+
+def _is_view(subscripts: Any, operands: tuple) -> bool:
+    """Whether numpy's einsum returns a view for this call: one operand and no summed index (a
+    permutation, a diagonal of repeated indices with an explicit output); str or sublist form."""
+    if isinstance(subscripts, str):
+        if len(operands) != 1:
+            return False
+        text = subscripts.replace(" ", "").replace("...", "")
+        left, arrow, right = text.partition("->")
+        labels, output = list(left), (list(right) if arrow else None)
+    else:  # einsum(a, sublist[, output sublist])
+        if len(operands) not in (1, 2):
+            return False
+        try:
+            labels = [x for x in operands[0] if x is not Ellipsis]
+            output = None if len(operands) == 1 else [x for x in operands[1] if x is not Ellipsis]
+            set(labels), set(output or ())  # noqa: B018 - hashable labels, else not a view numpy takes
+        except TypeError:
+            return False
+    if output is None:  # implicit output: the indices that occur once; a repeated one is summed
+        return len(set(labels)) == len(labels)
+    return set(labels) <= set(output)
+
+
+def _int_target(target: Any) -> bool:
+    """Whether ``target`` ("auto"/"native", a CPU target name or object) has integer BRGEMM kernels."""
+    return _int_target_named(target) if isinstance(target, str) else _int_target_of(target)
+
+
+@functools.lru_cache(maxsize=64)
+def _int_target_named(target: str) -> bool:
+    return _int_target_of(target)
+
+
+def _int_target_of(target: Any) -> bool:
+    from minijit import targets  # noqa: PLC0415 - light: the registry, not the generators
+
+    try:
+        t = targets.get("native" if target == "auto" else target)
+    except (KeyError, ValueError, TypeError):
+        return False
+    return "s32" in getattr(t, "int_dtypes", ())
 
 
 def host_reason(arrays: list[np.ndarray], out: Any, dtype: Any, casting: str) -> str | None:

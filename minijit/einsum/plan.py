@@ -16,8 +16,8 @@ from minijit.arrays import address as _address
 from minijit.cache import LRUCache, ScratchPool
 from minijit.einsum.builder import _DTYPES, SMALL_GEMM_FLOPS, _Builder, _layout
 from minijit.einsum.cached import PLANS
-from minijit.einsum.cached import check_dtype as _dtype
 from minijit.einsum.cached import check_target as _check_target
+from minijit.einsum.dtypes import compiled_dtype as _dtype
 from minijit.einsum.lowering import lower
 from minijit.einsum.parse import _LETTERS, TreeNode, parse_subscripts, parse_tree, tree_subscripts
 from minijit.einsum.views import checked_view, view_of_base, view_strides
@@ -303,7 +303,7 @@ class EinsumPlan(Operation):
                 raise ValueError(f"einsum plan: operand {i} has shape {x.shape}, the plan was built for {shape}")
             if x.dtype != self.dtype:
                 if x.dtype.kind not in "fiub" or x.dtype.kind == "c":
-                    raise TypeError(f"einsum: operand {i} has dtype {x.dtype} (float32/float64 only)")
+                    raise TypeError(f"einsum: operand {i} has dtype {x.dtype} (float32/float64/int32/int64 only)")
                 x = x.astype(self.dtype)
             if self.strides[i] is not None:
                 views[i] = checked_view(i, x, self.strides[i])
@@ -322,8 +322,9 @@ class EinsumPlan(Operation):
                 raise TypeError(f"einsum: out must be a numpy array, got {type(out).__name__}")
             if out.shape != self.out_shape:
                 raise ValueError(f"einsum: out has shape {out.shape}, the result has shape {self.out_shape}")
-            if out.dtype not in _DTYPES:
-                raise TypeError(f"einsum: out has dtype {out.dtype} (float32/float64 only)")
+            if out.dtype not in _DTYPES or (out.dtype.kind == "i") != (self.dtype.kind == "i"):
+                kinds = "int32/int64" if self.dtype.kind == "i" else "float32/float64"
+                raise TypeError(f"einsum: out has dtype {out.dtype} ({kinds} for this plan)")
         result = out if direct else np.empty(self.out_shape, self.dtype)
         if self._empty:
             result[...] = 0

@@ -15,6 +15,7 @@ from minijit.kernels.epilogue import Epilogue
 from minijit.kernels.loopnest import Call, Loop, LoopNest
 from minijit.plan.nodes import Kernel
 from minijit.targets import CpuTarget
+from minijit.targets.base import DtypeError
 
 TENSORS = ("in0", "in1", "out")
 RAW_SIGNATURE = "void(*)(uintptr_t, uintptr_t, uintptr_t, int64_t, int64_t)"
@@ -58,6 +59,8 @@ def _generate(target: CpuTarget, generator: Any, *args: Any, **kwargs: Any) -> A
         return generator(*args, target=target, **kwargs)
     except NotImplementedError as e:
         raise SetupError(error_t.wrong_ptype, f"target {target.name}: {e}") from None
+    except DtypeError as e:  # a dtype the target has no such kernel for
+        raise SetupError(error_t.wrong_dtype, f"target {target.name}: {e}") from None
     except ValueError as e:
         raise SetupError(error_t.wrong_size, f"target {target.name}: {e}") from None
 

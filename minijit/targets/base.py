@@ -6,6 +6,15 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+#: the integer dtypes of `minijit.ir.dtype_t` and the float dtype of the same size whose zero and
+#: copy kernels move their bits
+INT_AS_FLOAT = {"s32": "fp32", "s64": "fp64"}
+
+
+class DtypeError(TypeError):
+    """A generator of the target has no kernel for this dtype (`minijit.plan.kernel`: SetupError
+    wrong_dtype)."""
+
 
 @dataclass(frozen=True)
 class Target:
@@ -55,6 +64,9 @@ class CpuTarget(Target):
     #: kernel copying A itself, a first-touch zero / a last touch (as an elementwise epilogue of
     #: `epilogue_ops`) fused into the BRGEMM / GEMV kernel, the
     #: one-column GEMV kernel (N = 1 reads A once), chunked execution of a large A
+    #: the integer dtypes (`INT_AS_FLOAT`) it has BRGEMM kernels for (wrapping multiply-adds; zero
+    #: and copy as the float kernels of their size); other generators refuse them (`DtypeError`)
+    int_dtypes: ClassVar[tuple[str, ...]] = ()
     packs_panels: ClassVar[bool] = False
     copies_a: ClassVar[bool] = False
     fuses_touches: ClassVar[bool] = False
@@ -136,18 +148,33 @@ class CpuTarget(Target):
         dtype: str = "fp32",
         **options: Any,
     ) -> Any:
-        """A BRGEMM kernel; ``options`` are the family's own (x86-64: panels, fused touches, ...)."""
+        """A BRGEMM kernel; ``options`` are the family's own (x86-64: panels, fused touches, ...).
+        An integer ``dtype`` the target has no kernel for: `DtypeError`."""
+        self._check_int(dtype, "brgemm")
         return self._brgemm((m, n, k, br_size), (trans_a, trans_b, trans_c), dtype, options)
 
     def unary(
         self, m: int, n: int, *, trans_b: bool = False, dtype: str = "fp32", ptype: str = "copy", dense_b: bool = False
     ) -> Any:
-        """A zero/copy/relu kernel (``dense_b``: an x86-64 store hint, see `minijit.kernels.unary`)."""
+        """A zero/copy/relu kernel (``dense_b``: an x86-64 store hint, see `minijit.kernels.unary`);
+        integers (of `int_dtypes`): zero and copy only, the float kernel of their size."""
+        if dtype in INT_AS_FLOAT:
+            self._check_int(dtype, f"unary {ptype}")
+            if ptype not in ("zero", "copy"):
+                raise DtypeError(f"{self.name}: unary {ptype} has no integer kernel (dtype {dtype})")
+            dtype = INT_AS_FLOAT[dtype]
         return self._unary(m, n, trans_b, dtype, ptype, dense_b)
 
     def binary(self, m: int, n: int, *, dtype: str = "fp32", ptype: str = "add") -> Any:
-        """An add/sub/mul/div/min/max kernel."""
+        """An add/sub/mul/div/min/max kernel (float dtypes: `DtypeError` for an integer one)."""
+        if dtype in INT_AS_FLOAT:
+            raise DtypeError(f"{self.name}: binary {ptype} has no integer kernel (dtype {dtype})")
         return self._binary(m, n, dtype, ptype)
+
+    def _check_int(self, dtype: str, what: str) -> None:
+        """`DtypeError` when ``dtype`` is an integer dtype the target has no ``what`` kernel for."""
+        if dtype in INT_AS_FLOAT and dtype not in self.int_dtypes:
+            raise DtypeError(f"{self.name}: {what} has no {dtype} kernel (integer dtypes: {self.int_dtypes or 'none'})")
 
     # the family's generators behind the three above
     def _brgemm(self, sizes: tuple[int, ...], trans: tuple[bool, ...], dtype: str, options: dict[str, Any]) -> Any:

@@ -17,6 +17,8 @@ class X86Target(CpuTarget):
     """``isa`` "avx512" (F, BW and VL) or "avx2" (with FMA)."""
 
     family: ClassVar[str] = "x86_64"
+    dtypes: ClassVar[tuple[str, ...]] = ("fp32", "fp64", "s32", "s64")
+    int_dtypes: ClassVar[tuple[str, ...]] = ("s32", "s64")
     packs_panels: ClassVar[bool] = True
     copies_a: ClassVar[bool] = True
     fuses_touches: ClassVar[bool] = True

@@ -82,8 +82,9 @@ def test_dtype_properties():
     assert dtype_t.fp32.itemsize == 4 and dtype_t.fp64.itemsize == 8
     assert dtype_t.fp32.numpy == np.float32 and dtype_t.fp64.numpy == np.float64
     assert dtype_t.from_numpy(np.float64) is dtype_t.fp64
+    assert dtype_t.from_numpy(np.int32) is dtype_t.s32 and dtype_t.s64.numpy == np.int64
     with pytest.raises(SetupError) as info:
-        dtype_t.from_numpy(np.int32)
+        dtype_t.from_numpy(np.int16)
     assert info.value.code is error_t.wrong_dtype
 
 

@@ -150,7 +150,9 @@ def generate(
         # one column: the GEMV kernel streams A with every lane busy (any transposes, fused touches)
         touches = {"zero_c": zero_c, "epilogue": epilogue}
         return gemv.generate(m, k, br_size, trans_a, trans_b, dtype, isa, trans_c=trans_c, **touches)
-    if (zero_c or epilogue) and (trans_a or trans_c or br_outer):
+    # (integers: the scalar path starts its sums at zero too, as one column's GEMV does for floats)
+    scalar_zero = zero_c and t.is_int and (trans_a or trans_c) and not br_outer
+    if (zero_c or epilogue) and (trans_a or trans_c or br_outer) and not scalar_zero:
         raise ValueError(
             f"zero_c / epilogue {epilogue} (fused touches) need the vector path (no trans_a, trans_c) and br_outer off"
         )
@@ -172,7 +174,7 @@ def generate(
         raise ValueError("n_outer (N blocks outermost) needs trans_a = trans_c = False, no a_copy, br_outer off")
     a = Assembler(name="brgemm")
     if trans_a or trans_c:
-        _emit_scalar(a, t, m, n, k, br_size, trans_a, trans_b, trans_c)
+        _emit_scalar(a, t, m, n, k, br_size, trans_a, trans_b, trans_c, zero_c)
     else:
         if br_outer is None:  # packed A panels hold every BR step's rows in one stream: BR stays inside
             big = m * k * br_size * t.es > plan.BR_OUTER_BYTES
@@ -192,8 +194,11 @@ def generate(
 
 
 # -- scalar path (trans_a / trans_c) ---------------------------------------------------------------
-def _emit_scalar(a: Assembler, t: Target, m: int, n: int, k: int, br: int, ta: bool, tb: bool, tc: bool) -> None:
-    """C[m,n] += sum A[m,k] B[k,n], one element at a time, any combination of transpositions."""
+def _emit_scalar(
+    a: Assembler, t: Target, m: int, n: int, k: int, br: int, ta: bool, tb: bool, tc: bool, zero: bool = False
+) -> None:
+    """C[m,n] += sum A[m,k] B[k,n] (``zero``, integers: C = the sum), one element at a time, any
+    combination of transpositions."""
     es = t.es
     lda, ldb, ldc = rcx, r8, r9
     pa, pb, kc, brc = rax, rbx, rdi, rbp
@@ -243,7 +248,10 @@ def _emit_scalar(a: Assembler, t: Target, m: int, n: int, k: int, br: int, ta: b
 
     def element() -> None:
         if t.is_int:
-            a.mov(acc, t.smem(c_mn))
+            if zero:
+                a.xor(acc, acc)
+            else:
+                a.mov(acc, t.smem(c_mn))
         else:
             getattr(a, t.s("vmov"))(xmm0, t.smem(c_mn))
         a.mov(pa, a_m)

@@ -87,10 +87,11 @@ SHAPES = {
     **SHAPES,
 )
 def test_int_brgemm_sweep(isa, m, n, k, br, seed, kind, dtype, trans, option) -> None:
-    """Every transposition (the vector path, or the scalar path of trans_a / trans_c) and the
-    vector path's options: fused zero C, N blocks outermost, A copied by the kernel, BR outside."""
+    """Every transposition (the vector path, or the scalar path of trans_a / trans_c) with and
+    without a fused zero C, and the vector path's options: N blocks outermost, A copied by the
+    kernel, BR outside."""
     ta, tb, tc = map(bool, trans)
-    opts = {}
+    opts = {"zero_c": True} if option == "zero_c" else {}  # the scalar path starts at zero too
     if not (ta or tc) and option != "plain":
         if option == "a_copy" and not brgemm.a_copy_fits(m, n, k, br, isa, dtype, tb):
             option = "plain"
