@@ -206,7 +206,8 @@ def _harness_path() -> str:
 
 class Worker:
     """One qemu-aarch64 process at a fixed SVE vector length (bits), and with ``sme_vl`` a fixed
-    streaming (SME) vector length in bits (None: qemu's default, 256).
+    streaming (SME) vector length in bits and no FEAT_SME_FA64 (as on the Apple M4: NEON and SVE
+    gathers fault in streaming mode); ``sme_vl`` None: qemu's defaults (256 bits, FA64 on).
 
     ``timeout`` and ``idle_timeout`` (seconds; default from ``MINIJIT_EMU_TIMEOUT``
     and ``MINIJIT_EMU_IDLE_TIMEOUT``) bound the wait for each reply, see the module
@@ -240,7 +241,7 @@ class Worker:
     def _start(self) -> subprocess.Popen:
         cpu = f"max,sve{self.sve_vl}=on,sve-default-vector-length={self.sve_vl // 8}"
         if self.sme_vl is not None:
-            cpu += f",sme-default-vector-length={self.sme_vl // 8}"
+            cpu += f",sme-default-vector-length={self.sme_vl // 8},sme_fa64=off"
         proc = subprocess.Popen(
             [find_qemu(), "-cpu", cpu, _harness_path()],
             stdin=subprocess.PIPE,

@@ -5,7 +5,8 @@ Kernels run in the qemu worker at streaming vector lengths 128..2048 bits (qemu'
 ``sme-default-vector-length``); results are compared with numpy in float64, and guard values
 around every matrix catch reads of the wrong elements and stores outside C. A wrapper kernel
 checks the AAPCS64 contract: x19-x28 and d8-d15 survive, and streaming mode and ZA are off again
-(SVCR = 0) when the kernel returns. The target runs the seed's configurations through
+(SVCR = 0) when the kernel returns. The worker has no FEAT_SME_FA64, so streaming code that
+strays into NEON or gathers faults. The target runs the seed's configurations through
 `TensorOperation` and a GEMM through `minijit.einsum`.
 """
 
@@ -23,6 +24,7 @@ from minijit import targets
 from minijit.kernels.aarch64.common import brgemm_signature
 from minijit.kernels.aarch64.sme_brgemm import SmeBrgemm
 from minijit.runtime import load, runs_natively
+from minijit.runtime.emulator import EmulatorFault
 from minijit.targets import AArch64SmeTarget
 from tests.conftest import examples
 from tests.minijit.test_tensor_operation import SEED_SIZES, SEED_VARIANTS, op_for, run_seed, seed_case
@@ -99,6 +101,18 @@ def test_streaming_vector_length(svl):
     a.ret()
     kern = load(a.code(), "int64_t()", isa="aarch64", sme_vl=svl)
     assert kern() == svl // 8 + (svl // 32 << 16)
+
+
+def test_streaming_mode_refuses_neon():
+    """The worker at a streaming length has no FEAT_SME_FA64 (as the M4): NEON in streaming mode
+    faults, so the kernels' streaming code is checked to be legal without it."""
+    a = Assembler()
+    a.smstart("sm")
+    a.fadd(V[0].s4, V[0].s4, V[1].s4)
+    a.smstop("sm")
+    a.ret()
+    with pytest.raises(EmulatorFault, match="SIGILL"):
+        load(a.code(), "void()", isa="aarch64", sme_vl=256)()
 
 
 @pytest.mark.parametrize("svl", SVLS)
@@ -257,6 +271,7 @@ def test_code_cache_keeps_the_streaming_length(tmp_path, monkeypatch):
     vector length (the one its loop nest runs in) and computes the same."""
     from minijit.runtime import codecache
 
+    monkeypatch.delenv("MINIJIT_CACHE", raising=False)
     monkeypatch.setenv("MINIJIT_CACHE_DIR", str(tmp_path / "code"))
     t = AArch64SmeTarget("sme", sme_vl=128)
     args = {"m": 7, "n": 5, "k": 3, "br_size": 1}
