@@ -15,6 +15,13 @@ best round kept; GFLOPS for every column = the flops of minijit's plan (its node
 ``TensorConfig.flops()``) / time, so the ``minijit/peer`` ratio is the peer's time over
 minijit's. The summary gives the geometric mean of the numpy ratios over the real and over the
 random rows.
+
+Integer rows (`int_cases`: GEMM-like, batched, matrix-vector, attention-scores and row-dot
+expressions in int32 and int64, whatever ``dtype`` the float rows run in) time minijit's integer
+kernels against ``np.einsum(optimize=True)`` and, where the expression is a matmul, ``np.matmul``
+(numpy's integer matmul has no BLAS); each result is checked bit for bit against ``np.einsum``.
+Their rate is GOPS (a multiply-add counts two), their table and geomeans come after the float ones
+(``int_results`` in the JSON).
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ import numpy as np
 from minijit.bench import report
 from minijit.bench.cpu import LONG_CALL_S, SETTLE_S, BlasThreads, settle, timeit
 
-__all__ = ["GENERATORS", "LAB_TREE", "bench", "cases", "generated_cases", "random_cases"]
+__all__ = ["GENERATORS", "LAB_TREE", "bench", "cases", "generated_cases", "int_cases", "random_cases"]
 
 LAB_TREE = "[[8,4],[7,3,8]->[7,3,4]],[[[2,6,7],[1,5,6]->[1,2,5,7]],[0,5]->[0,1,2,7]]->[0,1,2,3,4]"
 #: the lab's sizes (its output has 354 M elements, 1.4 GB in fp32: the "lab-tree-full" row)
@@ -92,6 +99,87 @@ def cases(quick: bool = False) -> list[dict[str, Any]]:
         desc = f"the lab's einsum tree, sizes {','.join(map(str, sz))}"
         out.append({"name": name, "tree": LAB_TREE, "sizes": sz, "description": desc, "kind": "real"})
     return out
+
+
+def int_cases(quick: bool = False) -> list[dict[str, Any]]:
+    """The integer rows: name, subscripts, shapes, description and ``matmul`` (the same product as
+    ``np.matmul`` of the operands as given, or None), for int32 and int64; ``quick``: smaller."""
+    q = 2 if quick else 1
+    n, b, m = 512 // q, 16 // q, 2048 // q
+    rows = [
+        ("matmul", "ij,jk->ik", [(n, n), (n, n)], f"one {n}^3 GEMM", lambda x, y: np.matmul(x, y)),
+        ("batched-matmul", "bij,bjk->bik", [(b, 128, 128), (b, 128, 128)], f"{b} 128^3 GEMMs", np.matmul),
+        ("attention", "bhqd,bhkd->bhqk", [(2, 4, 256 // q, 64), (2, 4, 256 // q, 64)], "scores Q K^T",
+         lambda x, y: np.matmul(x, y.swapaxes(-1, -2))),
+        ("matvec", "ij,j->i", [(m, m), (m,)], f"{m}x{m} matrix-vector", np.matmul),
+        ("row-dots", "ij,ij->i", [(m, 512), (m, 512)], f"{m} dot products of 512", None),
+    ]  # fmt: skip
+    return [
+        {"name": f"{nm}-{dt}", "subscripts": e, "shapes": sh, "description": desc, "kind": dt, "matmul": mm}
+        for dt in ("int32", "int64")
+        for nm, e, sh, desc, mm in rows
+    ]
+
+
+def bench_int_one(case: dict[str, Any], threads: int, reps: int, blas: BlasThreads) -> dict[str, Any]:
+    """One integer row: minijit's plan, ``np.einsum(optimize=True)`` and ``np.matmul`` (where the
+    case has one) timed in alternating rounds; the result checked bit for bit."""
+    from minijit.einsum import EinsumPlan
+
+    dtype = case["kind"]
+    t0 = time.perf_counter()
+    plan = EinsumPlan(case["subscripts"], *case["shapes"], dtype=dtype, num_threads=threads)
+    setup_s = time.perf_counter() - t0
+    subs = plan.subscripts
+    rng = np.random.default_rng(0)
+    ops = [rng.integers(-1000, 1001, s).astype(dtype) for s in plan.shapes]
+    out = np.empty(plan.out_shape, dtype)
+    plan(*ops, out=out)
+    want = np.einsum(subs, *ops, optimize=True)
+    same = bool(np.array_equal(out, want))
+    check = {"ok": same, "max_abs_err": 0.0 if same else float(np.abs(out.astype(np.float64) - want).max())}
+    peers: list[tuple[str, Callable[[], object]]] = [("numpy.einsum", lambda: np.einsum(subs, *ops, optimize=True))]
+    if case["matmul"] is not None:
+        mm = case["matmul"]
+        assert np.array_equal(mm(*ops), want), case["name"]
+        peers.append(("numpy-matmul", lambda: mm(*ops)))
+    best = {"minijit": math.inf, **{name: math.inf for name, _ in peers}}
+    for _ in range(ROUNDS):  # alternate minijit and the peers; a noisy host hits both alike
+        settle()
+        best["minijit"] = min(best["minijit"], timeit(lambda: plan(*ops, out=out), reps))
+        with blas.limit(threads):
+            for name, fn in peers:
+                time.sleep(SETTLE_S)
+                best[name] = min(best[name], timeit(fn, reps))
+    t_mj, flops = best["minijit"], plan.flops
+    return {
+        "config": case["name"],
+        "kind": dtype,
+        "description": case["description"],
+        "subscripts": subs,
+        "shapes": [list(s) for s in plan.shapes],
+        "dtype": {"int32": "s32", "int64": "s64"}[dtype],
+        "threads": threads,
+        "target": plan.target,
+        "flops": flops,
+        "setup_s": round(setup_s, 4),
+        "time_s": t_mj,
+        "unit": "GOPS",
+        "rate": flops / t_mj / 1e9,
+        "check": check,
+        "rounds": ROUNDS,
+        "plan": plan.listing(configs=False),
+        "peers": [
+            {
+                "name": name,
+                "threads": 1,
+                "time_s": best[name],
+                "rate": flops / best[name] / 1e9,
+                "ratio": best[name] / t_mj,
+            }
+            for name, _ in peers
+        ],  # fmt: skip
+    }
 
 
 def _acceptable(subs: str, shapes: list[tuple[int, ...]], max_elements: int, flop_range: tuple[float, float]) -> bool:
@@ -380,6 +468,13 @@ def bench(
     for kind in ("real", "random"):
         ratios = [p["ratio"] for r in rows if r["kind"] == kind for p in r["peers"] if p["name"] == "numpy.einsum"]
         summary[kind] = geomean(ratios)
+    int_rows = []
+    for case in int_cases(quick):
+        progress(f"[int] {case['name']} ...")
+        int_rows.append(bench_int_one(case, threads, reps, blas))
+        r = int_rows[-1]
+        peers = ", ".join(f"{p['name']} {report.fmt(p['rate'])} ({p['ratio']:.2f}x)" for p in r["peers"])
+        progress(f"    minijit {report.fmt(r['rate'])} GOPS; {peers}" + ("" if r["check"]["ok"] else "  WRONG RESULT"))
     table = report.cpu_table(rows)
     over = plan_overhead(np_dtype, threads)
     lines = [table, ""]
@@ -392,6 +487,20 @@ def bench(
                 low = min(got)
                 parts.append(f"{kind} {geomean([x for x, _ in got]):.2f}x (lowest {low[1]} {low[0]:.2f}x)")
         lines.append(f"geomean minijit/{peer}: " + ", ".join(parts))
+    int_summary = {}
+    if int_rows:
+        lines += ["", "integer rows (GOPS: a multiply-add counts two; bit for bit np.einsum's; numpy's"
+                  " integer einsum and matmul have no BLAS; np.matmul single-threaded):", "",
+                  report.cpu_table(int_rows), ""]  # fmt: skip
+        for peer in ("numpy.einsum", "numpy-matmul"):
+            for dt in ("int32", "int64"):
+                got = [p["ratio"] for r in int_rows if r["kind"] == dt for p in r["peers"] if p["name"] == peer]
+                gemms = [r for r in int_rows if r["kind"] == dt and r["config"].startswith(("matmul", "batched"))]
+                gemm = [p["ratio"] for r in gemms for p in r["peers"] if p["name"] == peer]
+                if got:
+                    int_summary[f"{dt}_{peer}"] = geomean(got)
+                    lines.append(f"geomean minijit/{peer} {dt}: {geomean(got):.2f}x over {len(got)} rows"
+                                 f" (GEMM rows {geomean(gemm):.2f}x)")  # fmt: skip
     lines += [
         f"plan reuse overhead (ij,jk->ik, 8x8x8): plan(A, B, out=C) {over['plan_us']:.1f} us, its one node's"
         f" execute_ptr {over['node_us']:.1f} us, overhead {over['plan_us'] - over['node_us']:.1f} us;"
@@ -409,7 +518,7 @@ def bench(
             f"# warning: the host was busy (1-min load average {load_start} at start, {load_end} at end):"
             " other processes distort these ratios (numpy's BLAS threads suffer most)"
         )
-    ok = all(r["check"]["ok"] for r in rows)
+    ok = all(r["check"]["ok"] for r in rows + int_rows)
     result = {
         **report.meta(command),
         "hardware": hw,
@@ -421,9 +530,15 @@ def bench(
             "quick": quick,
             "blas_threads_control": blas.how,
         },
-        "summary": {"geomean_ratio_real": summary["real"], "geomean_ratio_random": summary["random"], **over},
+        "summary": {
+            "geomean_ratio_real": summary["real"],
+            "geomean_ratio_random": summary["random"],
+            **over,
+            "int": int_summary,
+        },
         "wall_s": round(time.perf_counter() - started, 1),
         "results": rows,
+        "int_results": int_rows,
     }
     date = result["date"][:10]
     facts = [
