@@ -149,8 +149,8 @@ def _int_reason(subscripts: Any, operands: tuple, out: Any, dtype: Any, casting:
         return f"out is not a numpy array of the result's dtype {dt} (numpy's rules)"
     if not _kw.cast_allowed(xs, dt, out, "safe" if casting is None else casting):
         return f"casting={casting or 'safe'!r} forbids a cast of this call (numpy's error)"
-    if not _int_target(target):
-        return f"target {target!r} has no integer kernels"
+    if not _int_target(target, INT_DTYPES[dt]):
+        return f"target {target!r} has no {dt} kernels"
     return None
 
 
@@ -177,24 +177,25 @@ def _is_view(subscripts: Any, operands: tuple) -> bool:
     return set(labels) <= set(output)
 
 
-def _int_target(target: Any) -> bool:
-    """Whether ``target`` ("auto"/"native", a CPU target name or object) has integer BRGEMM kernels."""
-    return _int_target_named(target) if isinstance(target, str) else _int_target_of(target)
+def _int_target(target: Any, name: str) -> bool:
+    """Whether ``target`` ("auto"/"native", a CPU target name or object) has BRGEMM kernels for
+    the integer dtype ``name`` ("s32"/"s64")."""
+    return _int_target_named(target, name) if isinstance(target, str) else _int_target_of(target, name)
 
 
 @functools.lru_cache(maxsize=64)
-def _int_target_named(target: str) -> bool:
-    return _int_target_of(target)
+def _int_target_named(target: str, name: str) -> bool:
+    return _int_target_of(target, name)
 
 
-def _int_target_of(target: Any) -> bool:
+def _int_target_of(target: Any, name: str) -> bool:
     from minijit import targets  # noqa: PLC0415 - light: the registry, not the generators
 
     try:
         t = targets.get("native" if target == "auto" else target)
     except (KeyError, ValueError, TypeError):
         return False
-    return "s32" in getattr(t, "int_dtypes", ())
+    return name in getattr(t, "int_dtypes", ())
 
 
 def host_reason(arrays: list[np.ndarray], out: Any, dtype: Any, casting: str) -> str | None:
