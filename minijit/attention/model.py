@@ -115,6 +115,14 @@ GPU_DTYPES = {"fp16": 2, "bf16": 2, "fp8": 1}
 #: shuffle/zeroing ops. Its three register-to-register moves are left out (move elimination at
 #: rename). (Issue 50 estimated 12 FMA-class + 6 integer ops before the primitive existed.)
 EXP_OPS = {"fp32": (21, 3), "fp64": (25, 3)}
+#: the same for the x86-64 kernel, which runs the exp's form for x <= 0 (`emit_exp`'s ``nonpositive``:
+#: the softmax's arguments s - m are never positive): fp32 clamp 1, range reduction 4, Horner 6, 2^n
+#: an add, one multiply, and one integer shift (vpslld); fp64 Horner 11 and 2^n an add + 3
+#: shuffle/zeroing ops. Its delta exps run on vectors of rows, and its row sums stay vectors until
+#: the end (one horizontal sum a row, not one a key block).
+EXP_OPS_X86 = {"fp32": (13, 1), "fp64": (18, 3)}
+#: the ISAs whose kernel is the x86-64 one
+X86_ISAS = ("avx2", "avx512")
 #: vector instructions per vector of scores besides the exp: scale-and-subtract the max (one FMA),
 #: the max, the sum
 SCORE_OPS = 3
@@ -434,7 +442,7 @@ def _host_cpu(dtype: str, target=None) -> _Cpu:
         mr=mr,
         nb=nb,
         fma_rate=fma,
-        exp_ops=sum(EXP_OPS[dtype]),
+        exp_ops=sum((EXP_OPS_X86 if t.isa in X86_ISAS else EXP_OPS)[dtype]),
         caps=(l1.size, l2.size, llc_slice),
         fills=(fma, blocking.L1_FILL, float(core.llc_stream), schedule.MEM_FILL),
         fill_sources=(
@@ -480,10 +488,16 @@ def _softmax_ops(rows: int, v: int, n: int, Ev: int, cpu: _Cpu) -> float:
         score_vecs = rows * -(-v // vl)
         o_vecs = rows * -(-Ev // vl)
     ops = score_vecs * (cpu.exp_ops + SCORE_OPS)
-    ops += n * row_vecs * (cpu.exp_ops + ROW_BLOCK_OPS)  # delta = exp(mu - mu'), z, mu
+    x86 = cpu.isa in X86_ISAS and not along_rows  # delta's exps on vectors of rows, sums reduced at the end
+    delta_exps = -(-rows // vl) if x86 else row_vecs
+    ops += n * (delta_exps * cpu.exp_ops + row_vecs * ROW_BLOCK_OPS)  # delta = exp(mu - mu'), z, mu
     ops += n * o_vecs  # O row *= delta
     if not along_rows:
-        ops += n * rows * 4 * max(1, int(math.log2(vl)))  # horizontal max and sum: shuffle + op per step
+        steps = max(1, int(math.log2(vl)))
+        if x86:  # horizontal max per key block, horizontal sum once: shuffle + op per step
+            ops += (n + 1) * rows * 2 * steps
+        else:
+            ops += n * rows * 4 * steps  # horizontal max and sum: shuffle + op per step
     ops += o_vecs + row_vecs  # tail: 1/z and O *= 1/z
     return ops
 
