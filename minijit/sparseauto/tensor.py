@@ -424,12 +424,15 @@ def is_sparse(x: object) -> bool:
 
 def as_sparse(x: object, name: str = "operand", copy: bool = True) -> SparseTensor:
     """Convert a scipy/pydata sparse operand (or pass a `SparseTensor` through); TypeError naming
-    ``name`` otherwise. ``copy=False``: see `SparseTensor.from_scipy` (for a tensor used at once)."""
+    ``name`` otherwise. ``copy=False``: see `SparseTensor.from_scipy` (for a tensor used at once).
+    scipy formats other than CSR/CSC/COO (BSR, DIA, DOK, LIL) are converted with ``.tocsr()`` first."""
     if isinstance(x, SparseTensor):
         return x
     mod = type(x).__module__ or ""
     try:
         if mod.startswith("scipy.sparse"):
+            if getattr(x, "format", None) not in ("csr", "csc", "coo"):  # BSR, DIA, DOK, LIL: a CSR copy
+                return SparseTensor.from_scipy(x.tocsr(), copy=False)  # type: ignore[attr-defined]
             return SparseTensor.from_scipy(x, copy=copy)
         if mod.startswith("sparse"):
             return SparseTensor.from_pydata(x, copy=copy)

@@ -137,3 +137,40 @@ def test_dense_results_become_the_coo_pydata_builds(shape, density, seed):
     np.testing.assert_array_equal(got.coords, want.coords)
     np.testing.assert_array_equal(got.data, want.data)
     assert got.shape == want.shape and not np.shares_memory(got.data, d)
+
+
+@pytest.mark.parametrize("fmt", ["bsr", "dia", "dok", "lil"])
+@pytest.mark.parametrize("matrix", [False, True])
+def test_other_scipy_formats_come_back_as_themselves(fmt, matrix):
+    a = _scipy_operand("csr", matrix, (6, 6), 3, 0.4).asformat(fmt)
+    rng = np.random.default_rng(1)
+    u, v = rng.standard_normal((6, 2)), rng.standard_normal((6, 2))
+    got = minijit.einsum("ij,ik,jk->ij", a, u, v)  # sampled: a's class
+    assert type(got) is type(a)
+    np.testing.assert_allclose(got.toarray(), a.toarray() * (u @ v.T), rtol=1e-12, atol=1e-12)
+    got = minijit.einsum("ij,jk->ik", a, a)  # sparse x sparse: the first's class
+    assert type(got) is type(a)
+    np.testing.assert_allclose(got.toarray(), a.toarray() @ a.toarray(), rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.sampled_from([sp.csr_array, sp.csc_matrix]))
+def test_unsorted_duplicated_scipy_operands_are_summed_through_einsum(seed, cls):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 30))
+    rows, cols = rng.integers(0, 5, n), rng.integers(0, 4, n)  # duplicates likely, order random
+    vals = rng.standard_normal(n)
+    outer, inner, size = (rows, cols, 5) if cls is sp.csr_array else (cols, rows, 4)
+    order = np.argsort(outer, kind="stable")  # grouped by the compressed axis, unsorted within
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(outer, minlength=size))])
+    a = cls((vals[order], inner[order].astype(np.int32), indptr), shape=(5, 4))
+    want = np.zeros((5, 4))
+    np.add.at(want, (rows, cols), vals)
+    b = rng.standard_normal((4, 3))
+    got = minijit.einsum("ij,jk->ik", a, b)
+    assert type(got) is np.ndarray
+    np.testing.assert_allclose(got, want @ b, rtol=1e-10, atol=1e-12)
+    u = rng.standard_normal((5, 2))
+    got = minijit.einsum("ij,ik,jk->ij", a, u, b[:, :2])
+    assert type(got) is cls
+    np.testing.assert_allclose(got.toarray(), want * (u @ b[:, :2].T), rtol=1e-10, atol=1e-12)
