@@ -32,6 +32,7 @@ ALL = ("8b", "16b", "4h", "8h", "2s", "4s", "1d", "2d")
 NO_1D = ("8b", "16b", "4h", "8h", "2s", "4s", "2d")
 FP = ("2s", "4s", "2d")
 BYTES = ("8b", "16b")
+INT_ARRS = ("8b", "16b", "4h", "8h", "2s", "4s")  # integer arithmetic (no .2d multiply)
 
 # number of registers -> opcode of LD1/ST1 (multiple structures); LDn/STn for n > 1
 _LD1_OPCODE = {1: 0b0111, 2: 0b1010, 3: 0b0110, 4: 0b0010}
@@ -146,6 +147,33 @@ class NeonMixin:
         if len(args) == 3 and isinstance(args[2], VElem):
             return self._fp_by_element("fmla", 0, 0b0001, *args)
         self._fp_three_same("fmla", 0, 0, 0b11001, args, kwargs)
+
+    def mla(self, *args, **kwargs) -> None:
+        """Integer multiply-add (wrapping): ``mla vd.T, vn.T, vm.T`` (T = 8b/16b/4h/8h/2s/4s) or by
+        element ``mla vd.T, vn.T, vm.h[i]`` (T = 4h/8h, vm v0..v15) / ``vm.s[i]`` (T = 2s/4s)."""
+        if len(args) == 3 and isinstance(args[2], VElem):
+            return self._int_by_element("mla", 1, 0b0000, *args)
+        rd = args[0] if args else None
+        if not isinstance(rd, VecReg):
+            return self._defer("mla", "a vector with arrangement 8b/16b/4h/8h/2s/4s", args, kwargs)
+        size = _SHIFT.get(rd.esize, 0)
+        self._simd_three_same("mla", 0, size, 0b10010, *args, arrangements=INT_ARRS, **kwargs)
+
+    def _int_by_element(self, mn: str, u: int, opcode: int, rd: object, rn: object, rm: object) -> None:
+        """MLA/MUL-style integer ops (by element), halfwords and words: the index in H:L:M (h,
+        Rm v0..v15) or H:L (s)."""
+        el = velem(mn, "rm", rm, ("h", "s"))
+        arrs = ("4h", "8h") if el.esize == "h" else ("2s", "4s")
+        vec(mn, "rd", rd, arrs)
+        vec(mn, "rn", rn, arrs)
+        same_arrangement(mn, rd=rd, rn=rn)
+        if el.esize == "h":
+            if el.idx > 15:
+                raise fail(mn, "rm", "v0..v15 for a halfword element", el)
+            size, h, l, rm_field = 1, el.index >> 2, (el.index >> 1) & 1, (el.index & 1) << 4 | el.idx
+        else:
+            size, h, l, rm_field = 2, el.index >> 1, el.index & 1, el.idx
+        self._simd_by_element(f"{mn} {rd}, {rn}, {el}", False, rd.q, u, size, opcode, rd.idx, rn.idx, rm_field, h, l)
 
     def fmls(self, *args, **kwargs) -> None:
         """``fmls vd.T, vn.T, vm.T`` or by element."""

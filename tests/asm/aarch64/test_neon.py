@@ -102,6 +102,9 @@ THREE_SAME = [(f"{mn}.vec.{t}", mn, st.tuples(vecs(t), vecs(t), vecs(t))) for mn
 THREE_SAME += [(f"{text}.vec.{t}", mn, st.tuples(vecs(t), vecs(t), vecs(t))) for mn, text in LOGIC for t in BYTES]
 
 
+INTS = ("8b", "16b", "4h", "8h", "2s", "4s")
+THREE_SAME += [(f"mla.vec.{t}", "mla", st.tuples(vecs(t), vecs(t), vecs(t))) for t in INTS]
+
 _cases(2, *THREE_SAME)
 
 
@@ -111,6 +114,10 @@ for _mn in ("fmla", "fmls", "fmul"):
     BY_ELEMENT += [(f"{_mn}.elem.{t}", _mn, st.tuples(vecs(t), vecs(t), elems(t[-1]))) for t in FP]
     BY_ELEMENT += [(f"{_mn}.elem.scalar.{e}", _mn, st.tuples(scalars(e), scalars(e), elems(e))) for e in "sd"]
 
+# integer mla by element: a halfword element's register is v0..v15 (its index takes the M bit)
+H_ELEMS = st.builds(lambda n, i: VElem(n, "h", i), st.integers(0, 15), st.integers(0, 7))
+BY_ELEMENT += [(f"mla.elem.{t}", "mla", st.tuples(vecs(t), vecs(t), elems("s"))) for t in ("2s", "4s")]
+BY_ELEMENT += [(f"mla.elem.{t}", "mla", st.tuples(vecs(t), vecs(t), H_ELEMS)) for t in ("4h", "8h")]
 
 _cases(3, *BY_ELEMENT)
 
@@ -267,6 +274,10 @@ ERRORS = [
     (lambda a: a.fmul(s0, v1.S, v2.d[1]), "fmul: rd must be a scalar register d0..d31"),
     (lambda a: a.fmla(v0.s4, v1.s4, v2.s[4]), "v2.s must be in 0..3"),
     (lambda a: a.fmla(v0.d2, v1.d2, v2.d[2]), "v2.d must be in 0..1"),
+    (lambda a: a.mla(v0.d2, v1.d2, v2.d2), "mla: rd must be a vector with arrangement 8b/16b/4h/8h/2s/4s"),
+    (lambda a: a.mla(v0.d2, v1.d2, v2.d[1]), "mla: rm must be an indexed element of size h/s"),
+    (lambda a: a.mla(v0.h8, v1.h8, v31.h[1]), "mla: rm must be v0..v15 for a halfword element"),
+    (lambda a: a.mla(v0.s4, v1.s2, v2.s[1]), "arrangements must match"),
     (lambda a: _method("eor")(a, v0.s4, v1.s4, v2.s4), "eor: rd must be a vector with arrangement 8b/16b"),
     (lambda a: _method("orr")(a, v0.b16, v1.b16, v2.b8), "arrangements must match"),
     (lambda a: a.zip1(v0.d1, v1.d1, v2.d1), "zip1: rd must be a vector with arrangement"),
