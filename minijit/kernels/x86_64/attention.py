@@ -34,11 +34,13 @@ scratch) at 0. Per key tile (tiles entirely above a causal diagonal are not visi
    (keys in vector lanes, Q elements broadcast, one FMA chain over E per score), stored as g rows
    of s_x in the scratch. The last, partial key tile of the call reads a zero-padded copy of
    K^T's last S % s_x columns (made once per call), so no load needs a mask;
-2. per row: on a tile that crosses S or a causal diagonal, lanes past the row's last key are set
-   to -inf (a lane mask per vector from its clamped count: ``vblendv`` / merge-masked load); the
-   tile max (vector max, then a butterfly horizontal max), ``m_new = max(m_old, max)``,
-   ``alpha = exp(m_old - m_new)``, ``p = exp(s - m_new)`` in place (`vexp.emit_exp`, a few
-   vectors interleaved), ``l = fma(alpha, l, sum(p))``;
+2. the softmax in two passes over the g rows. Pass 1, per row: on a tile that crosses S or a
+   causal diagonal, lanes past the row's last key are set to -inf (a lane mask per vector from its
+   clamped count: ``vblendv`` / merge-masked load); the tile max (a vmax tree, then a butterfly
+   horizontal max), ``m_new = max(m_old, max)``, ``m_old - m_new`` kept. Then ``alpha =
+   exp(m_old - m_new)`` for all g rows in one vector exp. Pass 2, per row: ``p = exp(s - m_new)``
+   in place and the row sum kept as a vector, ``lv = alpha lv + p`` lane-wise (`vexp.emit_exp`'s
+   form for x <= 0 throughout; ``l`` = the sum of ``lv``'s lanes once, in the epilogue);
 3. ``O = alpha * O + P . V_tile``: register blocks of g rows x cv vectors of Ev (Ev in lanes, P
    elements broadcast, the tile's valid keys in order), the last Ev chunk with a masked V load;
 4. after the last key tile: ``o = O * (1 / l)`` for the tile's valid rows, the last vector of each
@@ -46,8 +48,8 @@ scratch) at 0. Per key tile (tiles entirely above a causal diagonal are not visi
 
 Registers (g = 6): AVX2 scores 12 accumulators + 2 K vectors + 1 broadcast, P.V 12 + 2 V + 1
 broadcast + the tail mask = 16; AVX-512 cv = 4: 24 + 4 + 1 (+ k2 for the Ev tail, k1 for the
-key masks). `emit_exp` runs 2 (AVX2, ymm0..7) or 4 (AVX-512, zmm16..31) vectors at once with
-its constants as memory operands.
+key masks). `emit_exp` runs 1 (AVX2, ymm0..3) or 4 (AVX-512, zmm16..31) vectors at once, six of
+its constants pinned in registers 4..7, 10, 11 (the rest memory operands).
 """
 
 from __future__ import annotations
