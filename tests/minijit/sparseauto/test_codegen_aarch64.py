@@ -233,7 +233,11 @@ def test_unsupported_targets_are_named():
     with pytest.raises(ValueError, match="native CPU, not target='cuda'"):
         minijit.einsum("ij,jk->ik", a, np.ones((3, 2)), target="cuda")
     with pytest.raises(ValueError, match="aarch64-neon"):
-        sparse_einsum("ij,jk->ik", a, np.ones((3, 2)), target="aarch64-sme")
+        sparse_einsum("ij,jk->ik", a, np.ones((3, 2)), target="aarch64-sme2-fantasy")
+    # aarch64-sme is a target: its sparse nests are NEON code (streaming SVE runs only inside
+    # its SME BRGEMM), emulated here
+    got = sparse_einsum("ij,jk->ik", a, np.ones((3, 2)), target="aarch64-sme")
+    np.testing.assert_allclose(got, a.to_dense() @ np.ones((3, 2)), rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError, match="sve_vl must be a multiple of 128"):
         sparse_einsum("ij,jk->ik", a, np.ones((3, 2)), target="aarch64-sve", sve_vl=100)
     operands, out, extents, *_ = _setup("ij,jk->ik", [a, np.ones((3, 2))])
