@@ -28,6 +28,11 @@ class AArch64Target(CpuTarget):
             raise ValueError(f"sve_vl must be a multiple of 128 in 128..2048 (bits), got {self.sve_vl!r}")
 
     @property
+    def int_dtypes(self) -> tuple[str, ...]:  # type: ignore[override]
+        """NEON: int32 (``mla`` by element; NEON has no 64-bit integer multiply); SVE: none yet."""
+        return ("s32",) if self.isa == "neon" else ()
+
+    @property
     def supported(self) -> bool:
         from minijit.runtime import host
 

@@ -10,7 +10,8 @@ problem (n, m, not trans_b, not trans_a, not trans_c) with a and b (lda/ldb, the
 swapped in its first instructions. `Brgemm.generate` (not ``program``) hands one column (n = 1)
 to the GEMV kernel (`minijit.kernels.aarch64.gemv`, every transpose and stride).
 
-NEON (`NeonBrgemm`; fp32, fp64 halves the rows): C in 16 x 4 register blocks, A columns loaded as
+NEON (`NeonBrgemm`; fp32 and s32 (int32, wrapping: ``mla`` by element), fp64 halves the rows):
+C in 16 x 4 register blocks, A columns loaded as
 4 q registers per k, every B column one q register of 4 consecutive k consumed by ``fmla`` by
 element, so K is unrolled by the vector length (64 FMAs per 20 loads). Rows left over run as
 smaller blocks of q/d/s pieces, columns left over as narrower blocks, K % 4 as single steps.
@@ -71,14 +72,15 @@ class Brgemm(KernelKind):
     swapped for Cᵀ = Bᵀ·Aᵀ, strides to bytes) and one column run by the GEMV kernel."""
 
     MAX_SIZE: ClassVar[int | None]  # largest m, n, k, br_size (None: any)
-    GEMV: ClassVar[type[Gemv]]  # the ISA's GEMV kernel, for n = 1
+    GEMV: ClassVar[type[Gemv]]  # the ISA's GEMV kernel, for n = 1 (float dtypes)
+    INTS: ClassVar[tuple[str, ...]] = ()  # the integer dtypes it takes (`common.INT_DTYPES`)
     signature = staticmethod(brgemm_signature)
 
     @classmethod
     def check(cls, m: int, n: int, k: int, br_size: int, ta: bool, tb: bool, tc: bool, dtype: str) -> DType:
         """The dtype of valid arguments; ValueError naming the first bad one."""
         flags = {"trans_a": ta, "trans_b": tb, "trans_c": tc}
-        return check_args(cls.MAX_SIZE, dtype, flags, m=m, n=n, k=k, br_size=br_size)
+        return check_args(cls.MAX_SIZE, dtype, flags, cls.INTS, m=m, n=n, k=k, br_size=br_size)
 
     @classmethod
     def name(
@@ -90,12 +92,13 @@ class Brgemm(KernelKind):
     @classmethod
     def generate(cls, *args: Any, sve_vl: int = 128, **kwargs: Any) -> Any:
         """JIT the kernel of ``program(*args, **kwargs)`` (native on AArch64, else emulated at SVE
-        length ``sve_vl`` bits); one column (n = 1, no explicit ``block``) runs the GEMV kernel."""
+        length ``sve_vl`` bits); one column (n = 1, no explicit ``block``) runs the GEMV kernel
+        (float dtypes; integers run one-column blocks)."""
         p = inspect.signature(cls.program).bind(*args, **kwargs)
         p.apply_defaults()
         m, n, k, br, ta, tb, tc, dtype = (p.arguments[f] for f in list(p.arguments)[:8])
-        cls.check(m, n, k, br, ta, tb, tc, dtype)
-        if n == 1 and p.arguments.get("block") is None:
+        t = cls.check(m, n, k, br, ta, tb, tc, dtype)
+        if n == 1 and p.arguments.get("block") is None and not t.is_int:
             return cls.GEMV.generate(m, k, br, ta, tb, tc, dtype, sve_vl=sve_vl)
         return super().generate(*args, sve_vl=sve_vl, **kwargs)
 
@@ -133,7 +136,9 @@ class NeonBrgemm(Brgemm):
     ISA = "neon"
     MAX_SIZE = 1 << 20
     GEMV = NeonGemv
-    BLOCK: ClassVar[dict[str, tuple[int, int]]] = {"fp32": (16, 4), "fp64": (8, 4)}  # (rows, columns) of C
+    INTS = ("s32",)  # int32: ``mla`` by element (NEON has no 64-bit integer multiply)
+    #: (rows, columns) of C
+    BLOCK: ClassVar[dict[str, tuple[int, int]]] = {"fp32": (16, 4), "fp64": (8, 4), "s32": (16, 4)}
 
     def __init__(
         self, t: DType, m: int, n: int, k: int, br_size: int, ta: bool, tb: bool, mb: int, nb: int, swap: bool

@@ -69,6 +69,11 @@ class DType:
     np: type
 
     @property
+    def is_int(self) -> bool:
+        """Whether the elements are (wrapping) integers (`INT_DTYPES`)."""
+        return np.dtype(self.np).kind == "i"
+
+    @property
     def lanes(self) -> int:
         """Elements per 128-bit NEON vector."""
         return 16 // self.size
@@ -119,10 +124,17 @@ DTYPES: dict[str, DType] = {
 }
 
 
-def dtype_info(dtype: str) -> DType:
-    """The `DType` of ``dtype`` ("fp32"/"fp64"); ValueError otherwise."""
+#: the integer dtypes of the kernels that take them (`dtype_info` with ``ints``: the NEON BRGEMM)
+INT_DTYPES: dict[str, DType] = {"s32": DType("s32", "int32_t", "s", 4, np.int32)}
+
+
+def dtype_info(dtype: str, ints: tuple[str, ...] = ()) -> DType:
+    """The `DType` of ``dtype`` ("fp32"/"fp64", or one of the integer dtypes ``ints`` the caller
+    takes); ValueError otherwise."""
+    if dtype in ints and dtype in INT_DTYPES:
+        return INT_DTYPES[dtype]
     if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        raise ValueError(f"dtype must be one of {', '.join((*DTYPES, *ints))}, got {dtype!r}")
     return DTYPES[dtype]
 
 
@@ -148,11 +160,14 @@ def check_bools(**flags: object) -> None:
             raise ValueError(f"{name} must be a bool, got {flag!r}")
 
 
-def check_args(limit: int | None, dtype: str, flags: dict[str, object], **sizes: object) -> DType:
-    """A kernel's arguments: the ``sizes`` (`check_positive` up to ``limit``), ``dtype``, then the
-    bool ``flags``; returns the `DType` (ValueError naming the first bad argument)."""
+def check_args(
+    limit: int | None, dtype: str, flags: dict[str, object], ints: tuple[str, ...] = (), **sizes: object
+) -> DType:
+    """A kernel's arguments: the ``sizes`` (`check_positive` up to ``limit``), ``dtype`` (float, or
+    one of the integer dtypes ``ints``), then the bool ``flags``; returns the `DType` (ValueError
+    naming the first bad argument)."""
     check_positive(limit, **sizes)
-    t = dtype_info(dtype)
+    t = dtype_info(dtype, ints)
     check_bools(**flags)
     return t
 
@@ -209,8 +224,8 @@ class EpilogueCode:
 
 # -- C signatures ------------------------------------------------------------------------
 def brgemm_signature(dtype: str = "fp32") -> str:
-    """The C signature of a BRGEMM kernel of ``dtype``."""
-    t = dtype_info(dtype).ctype
+    """The C signature of a BRGEMM kernel of ``dtype`` (float or `INT_DTYPES`)."""
+    t = dtype_info(dtype, tuple(INT_DTYPES)).ctype
     return (
         f"void(const {t}* a, const {t}* b, {t}* c, int64_t lda, int64_t ldb, int64_t ldc,"
         " int64_t br_stride_a, int64_t br_stride_b)"

@@ -63,8 +63,11 @@ _LETTER = {16: "q", 8: "d", 4: "s"}
 
 
 def fma_elem(a: Assembler, t: DType, acc: int, src: int, width: int, elem: VElem) -> None:
-    """v<acc> += v<src> * ``elem`` on the ``width`` lanes of a piece (the scalar form for one)."""
-    if width == 1:
+    """v<acc> += v<src> * ``elem`` on the ``width`` lanes of a piece (the scalar form for one;
+    integers: ``mla`` by element, .2s for one lane: the lane above is never stored)."""
+    if t.is_int:
+        a.mla(t.vec(acc, width), t.vec(src, width), elem)
+    elif width == 1:
         a.fmla(t.scalar(acc), t.scalar(src), elem)
     else:
         a.fmla(t.vec(acc, width), t.vec(src, width), elem)
