@@ -115,12 +115,12 @@ GPU_DTYPES = {"fp16": 2, "bf16": 2, "fp8": 1}
 #: shuffle/zeroing ops. Its three register-to-register moves are left out (move elimination at
 #: rename). (Issue 50 estimated 12 FMA-class + 6 integer ops before the primitive existed.)
 EXP_OPS = {"fp32": (21, 3), "fp64": (25, 3)}
-#: the same for the x86-64 kernel, which runs the exp's form for x <= 0 (`emit_exp`'s ``nonpositive``:
-#: the softmax's arguments s - m are never positive): fp32 clamp 1, range reduction 4, Horner 6, 2^n
-#: an add, one multiply, and one integer shift (vpslld); fp64 Horner 11 and 2^n an add + 3
-#: shuffle/zeroing ops. Its delta exps run on vectors of rows, and its row sums stay vectors until
-#: the end (one horizontal sum a row, not one a key block).
-EXP_OPS_X86 = {"fp32": (13, 1), "fp64": (18, 3)}
+#: the same for the x86-64 kernel, which runs the exp's form for x <= 0 (`emit_exp`'s
+#: ``nonpositive``: the softmax's arguments s - m are never positive): fp32 clamp 1, range
+#: reduction 4, Horner 6, 2^n an add, one multiply, and one integer shift (vpslld); fp64 the same
+#: with Horner 11 (vpsllq). Its delta exps run on vectors of rows, and its row sums stay vectors
+#: until the end (one horizontal sum a row, not one a key block).
+EXP_OPS_X86 = {"fp32": (13, 1), "fp64": (18, 1)}
 #: the ISAs whose kernel is the x86-64 one
 X86_ISAS = ("avx2", "avx512")
 #: vector instructions per vector of scores besides the exp: scale-and-subtract the max (one FMA),

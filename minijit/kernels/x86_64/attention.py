@@ -210,7 +210,7 @@ class FusedAttention:
         self.a_regs = regs
         self.tmp, self.t2, self.sum, self.mx, self.mk, self.neg = (regs[i] for i in (8, 9, 12, 13, 14, 15))
         top_c = "c6" if t.dtype == "fp32" else "c11"  # Horner's first coefficient
-        pin = ("shift", "one", "lo_np", "log2e", "shift_a" if t.dtype == "fp32" else "build_shift", top_c)
+        pin = ("shift", "one", "lo_np", "log2e", "shift_a", top_c)
         self.off = _layout(t, g, s_x)
         self.frame = Frame(list(CALLEE_SAVED))
         names = (

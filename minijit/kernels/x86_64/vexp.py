@@ -30,19 +30,15 @@ results flush to +0, with DAZ subnormal inputs read as 0 and give 1 as they do a
    correctly rounded ``p * 2^n`` (gradual underflow, no flush), results past the largest finite
    value are +inf.
 
-``2^n_a`` is built in the exponent field:
-
-* fp32: the shifter of step 4a is ``S_a = 1.5*2^23 + 127`` (an integer in [2^23, 2^24), so
-  ``t_a = n/2 - 1/4 + S_a`` rounds exactly as with ``1.5*2^23``: ``t_a - S_a = n_a`` as before) and
-  ``t_a`` holds the bits ``0x4B400000 + 127 + n_a``; ``vpslld t_a, 23`` drops ``0x4B400000 << 23``
-  (its low 9 bits are 0) and leaves ``(127 + n_a) << 23``: ``2^n_a`` in one integer instruction
-  (+0 at the clamp LO, where ``127 + n_a = 0``);
-* fp64 (no ``vpsllq`` here yet): ``n_a + (2^32 + 1023)`` puts ``(n_a + 1023) << 20`` in the low
-  dword of each qword (the sum's ulp is 2^-20); ``vshufps`` gathers those dwords and ``vunpcklps``
-  with a zero register moves them into the high dwords over zero low dwords: ``2^n_a``.
-
-Both builds are exact, so the results are those of the earlier floating-point-only fp32 build
-(``vunpck``/``vaddpd``/``vshufps``, five instructions) bit for bit.
+``2^n_a`` is built in the exponent field by one integer shift: the shifter of step 4a is
+``S_a = 1.5*2^p + bias`` (bias 127 fp32, 1023 fp64; an integer in [2^p, 2^(p+1)), so ``t_a =
+n/2 - 1/4 + S_a`` rounds exactly as with ``1.5*2^p``: ``t_a - S_a = n_a`` as before) and ``t_a``
+holds the bits ``bits(1.5*2^p) + bias + n_a``; ``vpslld t_a, 23`` (fp32) / ``vpsllq t_a, 52``
+(fp64) drops ``bits(1.5*2^p) << p`` (its low 32 - p / 64 - p bits are 0) and leaves ``(bias +
+n_a) << p``: ``2^n_a`` (+0 at the clamp LO, where ``bias + n_a = 0``). The build is exact, so the
+results are those of the earlier floating-point-only builds (fp32: ``vunpck``/``vaddpd``/
+``vshufps``, five instructions; fp64: ``vaddpd``/``vshufps``/``vxorps``/``vunpcklps``, four)
+bit for bit.
 
 Error bound: at most 1 ulp (faithful: the result is one of the two neighbours of exp(x), so its
 bit pattern is at most 1 from the correctly rounded one), on the reduced range (|x| <= ln2/2,
@@ -76,7 +72,7 @@ Use in a fused kernel::
 
 Registers: ``emit_exp`` writes only its registers, their scratch registers and nothing else (no
 general-purpose registers, flags or opmasks); ``ExpConsts.setup`` writes the pinned registers.
-The fp32 and fp64 forms need AVX2+FMA (VEX) or AVX-512F+DQ (``vxorps zmm``).
+The fp32 and fp64 forms need AVX2+FMA (VEX) or AVX-512F.
 """
 
 from __future__ import annotations
@@ -95,6 +91,8 @@ __all__ = ["SCRATCH", "ExpConsts", "emit_exp", "generate", "derive_coefficients"
 
 #: scratch vector registers `emit_exp` needs per register
 SCRATCH = 3
+#: the exponent bias and the bits of the significand (the shift that puts an integer into the exponent field)
+EXPONENT_BIAS, MANTISSA_BITS = {"fp32": 127, "fp64": 1023}, {"fp32": 23, "fp64": 52}
 #: the clamp of the ``nonpositive`` form: the largest x where n = round(x log2e) is one below the
 #: smallest normal exponent (-127 / -1023), so that 2^n's exponent field is 0 and the result +0
 NONPOSITIVE_LO = {"fp32": -88.0, "fp64": -709.0}
@@ -118,10 +116,7 @@ def constants(dtype: str) -> dict[str, tuple[str, float | int]]:
         table[f"c{k}"] = ("f", coefficients[k - 2])
     table |= {"one": ("f", 1.0), "half": ("f", 0.5), "minus_quarter": ("f", -0.25), "two": ("f", 2.0)}
     table["lo_np"] = ("f", NONPOSITIVE_LO[dtype])
-    if dtype == "fp32":
-        table["shift_a"] = ("f", 1.5 * 2.0**p + 127)  # step 4a's shifter: t_a's bits 0x4B400000 + 127 + n_a
-    else:
-        table["build_shift"] = ("f", 2.0**32 + 1023)
+    table["shift_a"] = ("f", 1.5 * 2.0**p + EXPONENT_BIAS[dtype])  # step 4a's shifter: bits(1.5 2^p) + bias + n_a
     return table
 
 
@@ -222,7 +217,7 @@ def emit_exp(
     """Emit ``x = exp(x)`` in place (see the module docstring for the method and the error bound).
 
     ``nonpositive``: the shorter form for ``x <= 0`` (the softmax's shifted scores; NaN and -inf
-    too): no upper clamp and ``y = p * 2^n`` in one product (14 instructions, fp32, against 19).
+    too): no upper clamp and ``y = p * 2^n`` in one product (14 instructions against 19).
     Its results are the general form's bit for bit wherever ``n >= -126`` (fp32; -1022 fp64), that
     is wherever exp(x) is at least about 2^-126.5; below (x < about -87.68 / -708.7: subnormal
     results) they are +0 or within 2^-126 (2^-1022) of exp(x) in absolute terms (no gradual
@@ -264,7 +259,6 @@ def _steps(a: Assembler, t: Target, x: Vec, scratch: Sequence[Vec], c: ExpConsts
         yield
         return dst
 
-    shift_a = "shift_a" if t.dtype == "fp32" else "shift"
     # 1. clamp, keeping NaN (the second source of vmax/vmin comes back when either is NaN)
     v("vmax")(x, (yield from const_reg(s0, "lo")), x)
     yield
@@ -286,7 +280,7 @@ def _steps(a: Assembler, t: Target, x: Vec, scratch: Sequence[Vec], c: ExpConsts
     yield
     v("vfmadd231")(s2, s0, op("half"))
     yield
-    v("vadd")(s2, s2, op(shift_a))
+    v("vadd")(s2, s2, op("shift_a"))
     yield
     # 3. p = 1 + r (1 + r (c2 + r (c3 + ...))) (s1)
     names = [n for n in c.table if n.startswith("c")]
@@ -296,25 +290,15 @@ def _steps(a: Assembler, t: Target, x: Vec, scratch: Sequence[Vec], c: ExpConsts
         v("vfmadd213")(s1, x, op(name))
         yield
     # 4b. n_a = t_a - shift (x), d = n - 2 n_a in {0, 1} (s0), p = p * (1 + d) exactly (s1)
-    v("vsub")(x, s2, op(shift_a))
+    v("vsub")(x, s2, op("shift_a"))
     yield
     v("vfnmadd231")(s0, x, op("two"))
     yield
     v("vfmadd231")(s1, s1, s0)
     yield
-    # 4c. s2 = 2^n_a
-    if t.dtype == "fp64":
-        a.vaddpd(s2, x, op("build_shift"))  # low dwords (n_a + 1023) << 20
-        yield
-        a.vshufps(s2, s2, s2, 0x88)  # dwords 0, 2 of each 128-bit lane -> 0, 1
-        yield
-        a.vxorps(s0, s0, s0)
-        yield
-        a.vunpcklps(s2, s0, s2)  # -> high dwords over zero low dwords
-        yield
-    else:
-        a.vpslld(s2, s2, 23)  # (127 + n_a) << 23
-        yield
+    # 4c. s2 = 2^n_a: (bias + n_a) << p
+    _shift_left(a, t, s2)
+    yield
     # 4d. y = (p 2^n_a) 2^n_a: exact, then one rounding (gradual underflow, overflow to inf)
     v("vmul")(x, s1, s2)
     yield
@@ -359,22 +343,17 @@ def _steps_nonpositive(a: Assembler, t: Target, x: Vec, scratch: Sequence[Vec], 
         v("vfmadd213")(s1, x, op(name))
         yield
     # 4. s2 = 2^n (+0 for n = -127 / -1023, at the clamp), y = p * 2^n
-    if t.dtype == "fp32":
-        a.vaddps(s2, s0, op("shift_a"))  # bits 0x4B400000 + 127 + n
-        yield
-        a.vpslld(s2, s2, 23)  # (127 + n) << 23
-        yield
-    else:
-        a.vaddpd(s2, s0, op("build_shift"))  # low dwords (n + 1023) << 20
-        yield
-        a.vshufps(s2, s2, s2, 0x88)
-        yield
-        a.vxorps(s0, s0, s0)
-        yield
-        a.vunpcklps(s2, s0, s2)
-        yield
+    v("vadd")(s2, s0, op("shift_a"))  # bits(1.5 2^p) + bias + n, exactly
+    yield
+    _shift_left(a, t, s2)  # (bias + n) << p
+    yield
     v("vmul")(x, s1, s2)
     yield
+
+
+def _shift_left(a: Assembler, t: Target, x: Vec) -> None:
+    """``x`` <<= the significand's bits, per element (vpslld 23 / vpsllq 52)."""
+    (a.vpslld if t.dtype == "fp32" else a.vpsllq)(x, x, MANTISSA_BITS[t.dtype])
 
 
 def signature(ctype: str) -> str:

@@ -355,10 +355,15 @@ def test_constants_are_exact():
             with mp.workprec(bits):
                 assert c["ln2_hi"] == float(+ln2) and c["log2e"] == float(+(1 / ln2))
                 assert c["ln2_lo"] == float(+(ln2 - c["ln2_hi"]))
-    shift_a = vexp.constants("fp32")["shift_a"][1]
-    bits = int(np.array(shift_a, np.float32).view(np.uint32))
-    assert float(np.float32(shift_a)) == shift_a == 1.5 * 2**23 + 127 and bits == 0x4B400000 + 127
-    # vpslld 23 of t_a = S_a + n_a (every n_a of the clamped range) is 2^n_a's bits, +0 at n_a = -127
-    for n_a in range(-127, 65):
-        assert ((bits + n_a) << 23) % 2**32 == (127 + n_a) << 23
-    assert vexp.constants("fp64")["build_shift"][1] == 2**32 + 1023
+    for dtype, f, u, p, bias, lowest in (
+        ("fp32", np.float32, np.uint32, 23, 127, -127),
+        ("fp64", np.float64, np.uint64, 52, 1023, -1023),
+    ):
+        shift_a = vexp.constants(dtype)["shift_a"][1]
+        bits = int(np.array(shift_a, f).view(u))
+        assert float(f(shift_a)) == shift_a == 1.5 * 2**p + bias
+        assert bits == int(np.array(1.5 * 2**p, f).view(u)) + bias
+        # vpslld 23 / vpsllq 52 of t_a = S_a + n_a (every n_a of the clamped range) is 2^n_a's bits, +0 at the clamp
+        width = 32 if dtype == "fp32" else 64
+        for n_a in range(lowest, bias + 1):
+            assert ((bits + n_a) << p) % 2**width == (bias + n_a) << p
