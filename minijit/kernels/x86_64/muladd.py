@@ -42,7 +42,7 @@ class MulAdd:
             self.mul = getattr(a, "vpmulld" if t.es == 4 else "vpmullq")
             self.broadcast = a.vpbroadcastd if t.es == 4 else a.vpbroadcastq
         else:
-            self.fma = getattr(a, t.v("vfmadd231"))
+            self.fmadd = getattr(a, t.v("vfmadd231"))
             self.broadcast = a.vbroadcastss if t.es == 4 else a.vbroadcastsd
 
     def column(self, acc: list[Any], cross: list[Any] | None, av: list[Vec], b: Mem, bcst_b: Mem | None, regs) -> None:
@@ -53,11 +53,11 @@ class MulAdd:
         a, bc, scratch = self.a, regs[0], regs[1]
         if not self.t.is_int:
             if bcst_b is not None:
-                self.fma(acc[0], av[0], bcst_b)
+                self.fmadd(acc[0], av[0], bcst_b)
                 return
             self.broadcast(bc[0], b)
             for i in range(self.mv):
-                self.fma(acc[i], av[i], bc[0])
+                self.fmadd(acc[i], av[i], bc[0])
             return
         if self.split64:  # lo*lo into acc, both cross products (dword lanes) into cross
             lo, swapped = bc
