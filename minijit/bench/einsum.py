@@ -103,8 +103,9 @@ def cases(quick: bool = False) -> list[dict[str, Any]]:
 
 def int_cases(quick: bool = False) -> list[dict[str, Any]]:
     """The integer rows: name, subscripts, shapes, description and ``matmul`` (the same product as
-    ``np.matmul`` of the operands as given, or None), for int32 and int64; ``quick``: smaller."""
-    q = 2 if quick else 1
+    ``np.matmul`` of the operands as given, or None), for int32 and int64; ``quick``: the matmul
+    and matvec rows at a quarter of each size (numpy's integer products are slow)."""
+    q = 4 if quick else 1
     n, b, m = 512 // q, 16 // q, 2048 // q
     rows = [
         ("matmul", "ij,jk->ik", [(n, n), (n, n)], f"one {n}^3 GEMM", lambda x, y: np.matmul(x, y)),
@@ -118,12 +119,15 @@ def int_cases(quick: bool = False) -> list[dict[str, Any]]:
         {"name": f"{nm}-{dt}", "subscripts": e, "shapes": sh, "description": desc, "kind": dt, "matmul": mm}
         for dt in ("int32", "int64")
         for nm, e, sh, desc, mm in rows
+        if not quick or nm in ("matmul", "matvec")
     ]
 
 
-def bench_int_one(case: dict[str, Any], threads: int, reps: int, blas: BlasThreads) -> dict[str, Any]:
+def bench_int_one(
+    case: dict[str, Any], threads: int, reps: int, blas: BlasThreads, rounds: int = ROUNDS
+) -> dict[str, Any]:
     """One integer row: minijit's plan, ``np.einsum(optimize=True)`` and ``np.matmul`` (where the
-    case has one) timed in alternating rounds; the result checked bit for bit."""
+    case has one) timed in ``rounds`` alternating rounds; the result checked bit for bit."""
     from minijit.einsum import EinsumPlan
 
     dtype = case["kind"]
@@ -144,7 +148,7 @@ def bench_int_one(case: dict[str, Any], threads: int, reps: int, blas: BlasThrea
         assert np.array_equal(mm(*ops), want), case["name"]
         peers.append(("numpy-matmul", lambda: mm(*ops)))
     best = {"minijit": math.inf, **{name: math.inf for name, _ in peers}}
-    for _ in range(ROUNDS):  # alternate minijit and the peers; a noisy host hits both alike
+    for _ in range(rounds):  # alternate minijit and the peers; a noisy host hits both alike
         settle()
         best["minijit"] = min(best["minijit"], timeit(lambda: plan(*ops, out=out), reps))
         with blas.limit(threads):
@@ -167,7 +171,7 @@ def bench_int_one(case: dict[str, Any], threads: int, reps: int, blas: BlasThrea
         "unit": "GOPS",
         "rate": flops / t_mj / 1e9,
         "check": check,
-        "rounds": ROUNDS,
+        "rounds": rounds,
         "plan": plan.listing(configs=False),
         "peers": [
             {
@@ -471,7 +475,7 @@ def bench(
     int_rows = []
     for case in int_cases(quick):
         progress(f"[int] {case['name']} ...")
-        int_rows.append(bench_int_one(case, threads, reps, blas))
+        int_rows.append(bench_int_one(case, threads, reps, blas, 1 if quick else ROUNDS))
         r = int_rows[-1]
         peers = ", ".join(f"{p['name']} {report.fmt(p['rate'])} ({p['ratio']:.2f}x)" for p in r["peers"])
         progress(f"    minijit {report.fmt(r['rate'])} GOPS; {peers}" + ("" if r["check"]["ok"] else "  WRONG RESULT"))
