@@ -72,8 +72,11 @@ def test_every_dtype_is_numpys_bit_for_bit(expr, dtype, optimize, seed):
     _same_outcome(
         lambda: minijit.einsum(subs, *ops, optimize=optimize), lambda: np.einsum(subs, *ops, optimize=optimize)
     )
-    path = "minijit compiled:" if dtype in COMPILED_INTS else "numpy.einsum:"
-    assert minijit.einsum(subs, *ops, optimize=optimize, explain=True).startswith(path)
+    text = minijit.einsum(subs, *ops, optimize=optimize, explain=True)
+    if dtype in COMPILED_INTS:  # compiled, but a one-operand view (numpy returns a view of it)
+        assert text.startswith("minijit compiled:") or (len(ops) == 1 and "view" in text), text
+    else:
+        assert text.startswith("numpy.einsum:")
 
 
 @given(
