@@ -25,6 +25,7 @@ through permute nodes.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +38,9 @@ from minijit.errors import SetupError
 from minijit.tensor_operation import PARALLEL_MIN_ELEMENTS
 
 __all__ = ["SMALL_GEMM_FLOPS", "Step"]
+
+#: a BRGEMM kernel name of one column (``..._<m>x1x<k>_...``)
+_ONE_COLUMN = re.compile(r"_\d+x1x\d+_")
 
 _DTYPES = COMPILED  # float32/float64 and the integer dtypes, minijit names
 #: contraction and multiply nodes below this many flops run on one thread; a plan's ``num_threads``
@@ -152,7 +156,8 @@ class _Builder:
         it is: it packs A anyway (its packing copy absorbs the transpose, so a permute node first
         would copy A twice), or it runs a GEMV kernel (one column, x86-64 ``gemv_``, AArch64
         ``neon_gemv_`` / ``sve_gemv_``: it streams a transposed A row by row, and a permute would
-        copy the whole A to save nothing)."""
+        copy the whole A to save nothing), or, for integers, one column of the transposed BRGEMM
+        (``..._<m>x1x<k>_..._ta``: a dot product per row)."""
         if not ks or a_ids[-1] not in ks:
             return False
         try:
@@ -160,7 +165,11 @@ class _Builder:
         except SetupError:
             return False
         main = getattr(op, "primitives", {}).get("main")
-        return "in0" in getattr(op, "packed_operands", ()) or "gemv_" in getattr(main, "name", "")
+        name = getattr(main, "name", "")
+        # integers: one column with A transposed is the scalar kernel's dot products of A's rows
+        # (unrolled: faster than a copy of A and 1-wide vector blocks)
+        int_dots = self.dtype.kind == "i" and "_ta" in name and _ONE_COLUMN.search(name) is not None
+        return "in0" in getattr(op, "packed_operands", ()) or "gemv_" in name or int_dots
 
     def _multiply(self, sa: int, a_ids, sb: int, b_ids, out_ids, out_slot: int | None) -> int | None:
         """``out = a * b`` (no summed index) with the result's unit-stride index, which both operands
