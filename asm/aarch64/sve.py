@@ -623,6 +623,16 @@ class SveMixin:
         """``fmls zda, pg/m, zn, zm`` or, indexed, ``fmls zda, zn, zm.<T>[i]``: zda -= zn * zm."""
         self._sve_fma("fmls", zda, a, b, c, 1)
 
+    def sve_mla(self, zda: ZVec, pg: PQual, zn: ZVec, zm: ZVec) -> None:
+        """``mla zda, pg/m, zn, zm``: zda += zn * zm, integers of any size (wrapping)."""
+        zvec("mla", "Zda", zda, ("b", "h", "s", "d"))
+        zvec("mla", "Zn", zn, ("b", "h", "s", "d"))
+        zvec("mla", "Zm", zm, ("b", "h", "s", "d"))
+        es = same_esize("mla", Zda=zda, Zn=zn, Zm=zm)
+        g = pgov("mla", "Pg", pg, "m")
+        word = 0x04004000 | SIZE_BITS[es] << 22 | zm.idx << 16 | g << 10 | zn.idx << 5 | zda.idx
+        self.emit(word, f"mla {zda}, {pg}, {zn}, {zm}")
+
     def fnmla(self, zda: ZVec, pg: PQual, zn: ZVec, zm: ZVec) -> None:
         """``fnmla zda, pg/m, zn, zm``: zda = -zda - zn * zm."""
         self._sve_fp_mla_pred("fnmla", zda, pg, zn, zm, 2)

@@ -281,6 +281,12 @@ def _fma_pred(mn, es, data):
     return run(data, f"sve.{mn.removeprefix('sve_')}.pred.{es}", ops, getattr(Assembler, mn))
 
 
+@oracle(("es", ["b", "h", "s", "d"]))
+def _int_mla(es, data):
+    ops = st.tuples(zvecs(es), pm(), zvecs(es), zvecs(es))
+    return run(data, f"sve.mla.pred.{es}", ops, Assembler.sve_mla)
+
+
 IDX = {"h": (7, 7), "s": (7, 3), "d": (15, 1)}
 
 
@@ -456,6 +462,8 @@ ILLEGAL = [
     (lambda a: a.ld1rqw(z0.d, p0.z, mem(x0)), "Zt"),
     (lambda a: a.sve_ldr(z0.s, mem(x0)), "Rt"),
     (lambda a: a.sve_ldr(z0, mem(x0, vl=256)), "mul vl"),
+    (lambda a: a.sve_mla(z0.s, p0.m, z1.s, z2.d), "element sizes"),
+    (lambda a: a.sve_mla(z0.s, p0.z, z1.s, z2.s), "Pg"),
     (lambda a: a.sve_fmla(z0.s, p0.m, z1.s, z2.d), "element sizes"),
     (lambda a: a.sve_fmla(z0.b, p0.m, z1.b, z2.b), "Zda"),
     (lambda a: a.sve_fmla(z0.s, p0.z, z1.s, z2.s), "Pg"),
