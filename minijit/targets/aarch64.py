@@ -29,8 +29,9 @@ class AArch64Target(CpuTarget):
 
     @property
     def int_dtypes(self) -> tuple[str, ...]:  # type: ignore[override]
-        """NEON: int32 (``mla`` by element; NEON has no 64-bit integer multiply); SVE: none yet."""
-        return ("s32",) if self.isa == "neon" else ()
+        """NEON: int32 (``mla`` by element; NEON has no 64-bit integer multiply); SVE: int32 and
+        int64 (predicated ``mla``); other ISAs of subclasses (SME): none."""
+        return {"neon": ("s32",), "sve": ("s32", "s64")}.get(self.isa, ())
 
     @property
     def supported(self) -> bool:

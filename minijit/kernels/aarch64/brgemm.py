@@ -18,7 +18,8 @@ smaller blocks of q/d/s pieces, columns left over as narrower blocks, K % 4 as s
 ``trans_b`` loads rows of B; ``trans_a`` loads rows of A and transposes 4 x 4 (2 x 2) tiles with
 ``trn1``/``trn2``. ``trans_c`` always runs the transposed problem; ``block`` names its block.
 
-SVE (`SveBrgemm`, vector-length agnostic): the M loop counts lanes with ``cntw``/``cntd`` and
+SVE (`SveBrgemm`, vector-length agnostic; fp32, fp64, and s32/s64 with ``mla`` in place of
+``fmla``): the M loop counts lanes with ``cntw``/``cntd`` and
 builds one ``whilelt`` predicate per vector; the first all-false one picks a narrower variant:
 
     vectors of M  columns of N  accumulators
@@ -360,6 +361,7 @@ class SveBrgemm(Brgemm):
     ISA = "sve"
     MAX_SIZE = None
     GEMV = SveGemv
+    INTS = ("s32", "s64")  # predicated ``mla`` (wrapping) in place of ``fmla``
     BLOCKING: ClassVar[dict[int, int]] = {4: 6, 3: 8, 2: 8, 1: 8}  # vectors of M -> columns of N
     UNROLL_K = 4  # K steps per loop iteration
 
@@ -566,8 +568,9 @@ class SveBrgemm(Brgemm):
             a.add(B_K[0], B_K[0], rem * t.size)
 
     def k_step(self, mv: int, nb: int, u: int) -> None:
-        """One k: mv A vectors, then per column a broadcast B element and mv FMAs."""
+        """One k: mv A vectors, then per column a broadcast B element and mv FMAs (integers: mla)."""
         a, t = self.a, self.t
+        mla = a.mla if t.is_int else a.fmla
         if self.ta:  # A vectors gathered: lane i at row i (i*lda bytes), vector v v*lanes rows on
             ext = (None,) if t.es == "d" else ("sxtw",)
             for v in range(mv):
@@ -586,6 +589,6 @@ class SveBrgemm(Brgemm):
             else:
                 t.ld1r(a, zb, P[0].z, mem(B_K[j], u * t.size))
             for v in range(mv):
-                a.fmla(self.acc(mv, v, j), P[0].m, t.z(Z_A + v), zb)
+                mla(self.acc(mv, v, j), P[0].m, t.z(Z_A + v), zb)
         if self.tb:
             a.add(B_K[0], B_K[0], LDB)

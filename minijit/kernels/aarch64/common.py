@@ -124,8 +124,11 @@ DTYPES: dict[str, DType] = {
 }
 
 
-#: the integer dtypes of the kernels that take them (`dtype_info` with ``ints``: the NEON BRGEMM)
-INT_DTYPES: dict[str, DType] = {"s32": DType("s32", "int32_t", "s", 4, np.int32)}
+#: the integer dtypes of the kernels that take them (`dtype_info` with ``ints``: the BRGEMMs)
+INT_DTYPES: dict[str, DType] = {
+    "s32": DType("s32", "int32_t", "s", 4, np.int32),
+    "s64": DType("s64", "int64_t", "d", 8, np.int64),
+}
 
 
 def dtype_info(dtype: str, ints: tuple[str, ...] = ()) -> DType:

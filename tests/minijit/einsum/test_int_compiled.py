@@ -134,7 +134,7 @@ def test_paths_numpy_keeps():
         ("ij,jk->ik", [a.astype(np.uint32), a.T.astype(np.uint32)], {}),
         ("ij,jk->ik", [a, a.T.astype(np.float32)], {}),
         ("ij->ji", [a], {}),
-        ("ij,jk->ik", [a, a.T], {"target": "aarch64-sve"}),
+        ("ij,jk->ik", [a, a.T], {"target": "aarch64-sme"}),
     ]
     for subs, ops, kw in cases:
         assert minijit.einsum(subs, *ops, explain=True, **kw).startswith("numpy.einsum:"), (subs, kw)
