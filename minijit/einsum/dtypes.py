@@ -134,11 +134,16 @@ def _int_reason(subscripts: Any, operands: tuple, out: Any, dtype: Any, casting:
     xs = _array_operands(subscripts, operands)
     if not xs or not all(isinstance(x, np.ndarray) and x.dtype.kind in "iub" for x in xs):
         return False
+    if out is None and dtype is None and _is_view(subscripts, operands) and all(x.dtype in INT_DTYPES for x in xs):
+        return "a permutation or diagonal of one operand (numpy's einsum returns a view of it)"
+    return _int_rule(xs, out, dtype, casting, target)
+
+
+def _int_rule(xs: list[np.ndarray], out: Any, dtype: Any, casting: Any, target: Any) -> str | None:
+    """`_int_reason` for integer operands ``xs`` (numpy arrays), whatever their call's form."""
     for i, x in enumerate(xs):
         if x.dtype not in INT_DTYPES:
             return f"operand {i} has dtype {x.dtype}, which has no compiled path"
-    if out is None and dtype is None and _is_view(subscripts, operands):
-        return "a permutation or diagonal of one operand (numpy's einsum returns a view of it)"
     try:
         dt = np.dtype(dtype) if dtype is not None else np.result_type(*xs)
     except TypeError:
@@ -199,7 +204,10 @@ def _int_target_of(target: Any, name: str) -> bool:
 
 
 def host_reason(arrays: list[np.ndarray], out: Any, dtype: Any, casting: str) -> str | None:
-    """`numpy_reason` for host arrays already converted to numpy (torch CPU tensors, DLPack)."""
+    """`numpy_reason` for host arrays already converted to numpy (torch CPU tensors, DLPack) on
+    the native CPU: integers by the integer rules, the rest by the float ones."""
+    if arrays and all(x.dtype.kind in "iub" for x in arrays):
+        return _int_rule(arrays, out, dtype, casting, "native")
     for i, x in enumerate(arrays):
         if x.dtype not in DTYPES:
             return f"operand {i} has dtype {x.dtype}, which has no compiled path"

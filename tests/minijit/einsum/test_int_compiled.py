@@ -158,3 +158,17 @@ def test_integer_operation_refuses_what_it_has_no_kernel_for():
         TensorOperation().setup("s32", "none", "add", "none", ["c", "c"], ["undefined"] * 2, [8, 8],
                                 [1, 8], [1, 8], [1, 8])  # fmt: skip
     assert info.value.code is error_t.wrong_dtype and "s32" in info.value.message
+
+
+def test_torch_cpu_integer_tensors_run_compiled():
+    """torch CPU int32/int64 tensors take the integer rules too (a torch result, numpy's values);
+    int8 ones stay numpy's."""
+    torch = pytest.importorskip("torch")
+    a = torch.from_numpy(int_operands([(9, 13)], np.int64, 4, "edges")[0])
+    b = torch.from_numpy(int_operands([(13, 6)], np.int64, 5, "full")[0])
+    got = minijit.einsum("ij,jk->ik", a, b)
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.int64
+    assert np.array_equal(got.numpy(), np.einsum("ij,jk->ik", a.numpy(), b.numpy()))
+    arrays = [a.numpy(), b.numpy()]
+    assert dtypes.host_reason(arrays, None, None, None) is None
+    assert "int8" in dtypes.host_reason([x.astype(np.int8) for x in arrays], None, None, None)
