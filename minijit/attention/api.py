@@ -248,6 +248,15 @@ class AttentionPlan:
         """The attention of numpy arrays of the plan's shapes and dtype (a new C-order array)."""
         return self._execute(query, key, value, attn_mask)
 
+    def execute_without_softmax(
+        self, query: np.ndarray, key: np.ndarray, value: np.ndarray, attn_mask: np.ndarray | None = None
+    ) -> np.ndarray | None:
+        """`execute` with the fused kernel generated without its softmax stage: the two products
+        and their data movement only, so the result is WRONG; it exists to measure the softmax's
+        share of the time (`minijit bench attention`). None where a call would not run the fused
+        kernel (decode shapes, bool masks, no fused kernel on this host)."""
+        return self._execute(query, key, value, attn_mask, softmax=False)
+
     def path(self) -> str:
         """Which code a call runs: "decode" (few query rows: key chunks over the threads, numpy's
         batched GEMVs, the partial triples merged), "fused g x s_x (isa)" (the native target's

@@ -182,7 +182,7 @@ def measure_row(
     fused = api.FUSED and shape.L > api.DECODE_MAX_ROWS and api.fused_kernel(plan.dtype) is not None
     sides: dict[str, Callable[[], object]] = {"minijit": lambda: plan.execute(q, k, v)}
     if fused:
-        sides["minijit without softmax"] = lambda: plan._execute(q, k, v, None, softmax=False)
+        sides["minijit without softmax"] = lambda: plan.execute_without_softmax(q, k, v)
     if torch is not None:
         sides["torch"] = _torch_call(torch, shape, q, k, v, threads)
     sides["numpy"] = lambda: numpy_attention(q, k, v, shape.causal, scale)

@@ -43,6 +43,7 @@ LIGHT = {
     "minijit.runtime.memory",  # maps the cached generic kernel (ctypes, no C parser)
     "minijit.targets",
     "minijit.targets.aarch64",
+    "minijit.targets.aarch64_sme",
     "minijit.targets.base",
     "minijit.targets.cuda",
     "minijit.targets.x86_64",
