@@ -543,7 +543,7 @@ def _add_common_args(p: argparse.ArgumentParser, threads_help: str) -> None:
     p.add_argument(
         "--target",
         default="native",
-        help="native (default), x86_64-avx512, x86_64-avx2, aarch64-neon, aarch64-sve",
+        help="native (default), x86_64-avx512, x86_64-avx2, aarch64-neon, aarch64-sve, aarch64-sme",
     )
     p.add_argument("--threads", action="append", metavar="N", help=threads_help)
 
