@@ -312,6 +312,10 @@ def cmd_disasm(args: argparse.Namespace) -> int:
         op = cpu.make_op(spec, threads, args.target)
         print(f"// ==== {spec.name}: {spec.description}")
         print(op.listing())
+        describe = getattr(op.target_info, "describe_model", None)  # a target with a stated model (SME)
+        text = describe(op.config) if describe is not None else ""
+        if text:
+            print(text)
     return 0
 
 

@@ -130,7 +130,7 @@ SCORE_OPS = 3
 ROW_BLOCK_OPS = 2
 #: architectural vector registers per ISA (x86-64: 16 ymm with AVX2, 32 zmm with AVX-512;
 #: AArch64: 32 V / Z registers)
-VECTOR_REGISTERS = {"avx2": 16, "avx512": 32, "neon": 32, "sve": 32}
+VECTOR_REGISTERS = {"avx2": 16, "avx512": 32, "neon": 32, "sve": 32, "sme": 32}  # sme: its vector code is NEON
 #: the share of the register file a register-resident score tile may take (an assumption: the rest
 #: holds Q's and V's operand vectors and a column block of O's accumulators)
 REG_SCORE_SHARE = 0.5

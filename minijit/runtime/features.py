@@ -3,8 +3,9 @@
 `host()` reports the instruction set architecture, the operating system and
 the vector extensions the kernel generators care about. On Linux x86-64 the
 flags come from ``/proc/cpuinfo``; on Linux AArch64 from ``getauxval`` (via
-cffi ABI mode on libc) and ``prctl(PR_SVE_GET_VL)``; on macOS arm64 from
-``sysctl`` (NEON always, SVE never). Anything that cannot be determined is
+cffi ABI mode on libc) and ``prctl(PR_SVE_GET_VL)``, SME from /proc/cpuinfo's Features
+(``sme``) and its streaming vector length from ``/proc/sys/abi/sme_default_vector_length``
+(bytes); on macOS arm64 from ``sysctl`` (NEON always, SVE and SME never). Anything that cannot be determined is
 reported as False (or 0). `cache_geometries`, `last_level_cache_bytes` and
 `last_level_cache_sharing` read cpu0's caches from Linux sysfs (`read_sysfs_caches`;
 defaults elsewhere); `cpu_vendor` and `cpu_id` name the CPU; `num_cpus` counts the
@@ -47,6 +48,8 @@ _HWCAP_SVE = 1 << 22
 _HWCAP2_BF16 = 1 << 14
 _PR_SVE_GET_VL = 51
 _PR_SVE_VL_LEN_MASK = 0xFFFF
+#: Linux's default streaming vector length of new processes, in bytes (Documentation/arch/arm64/sme.rst)
+SME_DEFAULT_VL_PATH = "/proc/sys/abi/sme_default_vector_length"
 
 _ISA_ALIASES = {
     "x86_64": "x86_64",
@@ -75,7 +78,9 @@ class HostInfo:
     ``isa`` is "x86_64" or "aarch64" (or the raw ``platform.machine()`` text
     for anything else); ``os`` is ``sys.platform`` ("linux", "darwin", ...).
     x86-64 flags are False on AArch64 hosts and vice versa.
-    ``sve_vl_bits`` is the SVE vector length in bits (0 without SVE).
+    ``sve_vl_bits`` is the SVE vector length in bits (0 without SVE); ``sme`` the Scalable Matrix
+    Extension (streaming mode and ZA) and ``sme_vl_bits`` its streaming vector length in bits (0
+    without SME). An Apple M4 has SME but no non-streaming SVE (``sve`` False).
     """
 
     isa: str
@@ -89,6 +94,8 @@ class HostInfo:
     sve: bool = False
     sve_vl_bits: int = 0
     bf16: bool = False
+    sme: bool = False
+    sme_vl_bits: int = 0
 
     @property
     def avx512(self) -> bool:
@@ -107,6 +114,20 @@ def _cpuinfo_flags() -> set[str]:
     except OSError:
         pass
     return set()
+
+
+def _linux_sme(flags: set[str], path: str = SME_DEFAULT_VL_PATH) -> dict[str, object]:
+    """``sme`` (the "sme" Feature of /proc/cpuinfo, ``flags``) and ``sme_vl_bits``: the default
+    streaming vector length ``path`` gives in bytes, times 8; 0 where it cannot be read or is not a
+    positive number. Never raises."""
+    if "sme" not in flags:
+        return {"sme": False, "sme_vl_bits": 0}
+    try:
+        with open(path, encoding="ascii") as f:
+            vl_bytes = int(f.read().strip())
+    except (OSError, ValueError):
+        vl_bytes = 0
+    return {"sme": True, "sme_vl_bits": 8 * vl_bytes if vl_bytes > 0 else 0}
 
 
 def _linux_aarch64() -> dict[str, object]:
@@ -192,7 +213,8 @@ def detected_host() -> HostInfo:
         )
     if isa == "aarch64":
         if osname.startswith("linux"):
-            return HostInfo(isa=isa, os=osname, **_linux_aarch64())  # type: ignore[arg-type]
+            found = {**_linux_aarch64(), **_linux_sme(_cpuinfo_flags())}
+            return HostInfo(isa=isa, os=osname, **found)  # type: ignore[arg-type]
         if osname == "darwin":
             return HostInfo(isa=isa, os=osname, neon=True, bf16=_sysctl("hw.optional.arm.FEAT_BF16") == "1")
         return HostInfo(isa=isa, os=osname, neon=True)  # Advanced SIMD is mandatory in ARMv8-A

@@ -119,6 +119,43 @@ PROFILES: dict[str, HostProfile] = {
             cores=2,
             source="an SVE-256 server core (Graviton3 class) from its public specification; no project machine yet",
         ),
+        HostProfile(
+            key="apple-m4",
+            name="Apple M4",
+            vendor="Apple",
+            cpu_id="",  # macOS has no /proc/cpuinfo: the query answers "" there
+            # SME with SVL 512 but no non-streaming SVE (sve False): NEON outside streaming mode
+            info=HostInfo(isa="aarch64", os="darwin", neon=True, bf16=True, sme=True, sme_vl_bits=512),
+            caches={
+                # P-core: L1D 128 KiB, 128-byte lines; L2 16 MiB shared by the cluster's 4 P-cores
+                1: CacheGeometry(128 * KiB, 8, 128),
+                2: CacheGeometry(16 * MiB, 16, 128, shared=4),
+            },
+            cores=4,
+            source="Apple M4 P-cluster from public figures (macOS sysctl hw.perflevel0 cache sizes and "
+            "hw.cachelinesize as published; SVL 512 from Remke and Breuer, 'Hello SME!', arXiv:2409.18779); "
+            "associativity (8/16 ways) is not published and is a placeholder; cores: the 4 P-cores whose "
+            "cluster holds the SME unit (the 6 E-cores not counted); no project machine has one",
+        ),
+        HostProfile(
+            key="arm-c1-ultra",
+            name="Arm C1-Ultra",
+            vendor="0x41",
+            cpu_id="implementer 0x41",  # the MIDR part number was not checked: left out
+            # SME2 with non-streaming SVE2 at 128 bits
+            info=HostInfo(
+                isa="aarch64", os="linux", neon=True, sve=True, sve_vl_bits=128, bf16=True, sme=True, sme_vl_bits=512
+            ),
+            caches={
+                1: CacheGeometry(64 * KiB, 4, 64),
+                2: CacheGeometry(2 * MiB, 8, 64),
+                3: CacheGeometry(16 * MiB, 16, 64, shared=2),
+            },
+            cores=2,
+            source="Arm C1-Ultra (Lumex CSS, SME2) from Arm's public product announcement (2025): L1D 64 KiB, "
+            "private L2 2 MiB (3 MiB option), cluster L3 up to 16 MiB; the ways, the 2-core share and the SME2 "
+            "unit's SVL (512 bits) are assumptions, not published figures checked here; no project machine has it",
+        ),
     )
 }
 #: the x86-64 profiles, the hosts every x86-64 decision test runs under

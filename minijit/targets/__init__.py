@@ -21,7 +21,7 @@ reads the host's ISA flags or switches on a family or ISA name to pick a generat
 from __future__ import annotations
 
 from minijit.targets.aarch64 import AArch64Target
-from minijit.targets.aarch64_sme import AArch64SmeTarget
+from minijit.targets.aarch64_sme import SME_VLS, AArch64SmeTarget
 from minijit.targets.base import CpuTarget, Target
 from minijit.targets.cuda import CudaTarget
 from minijit.targets.x86_64 import X86Target
@@ -55,14 +55,17 @@ _SPMM_ISAS = {name: v for name, v in _CPU.items() if v[1] != "sme"}
 
 def native(sve_vl: int = 128) -> CpuTarget:
     """The fastest CPU target this host runs natively (``sve_vl``: see `get`): x86-64 AVX-512
-    where the host has F, BW and VL, else AVX2; AArch64 SVE where the host has it, else NEON.
-    Every stack takes its ISA from here; the host is `minijit.runtime.features.host` (a pinned
-    profile where one is pinned)."""
+    where the host has F, BW and VL, else AVX2; AArch64 SME where the host has it (its BRGEMM is
+    the matrix unit's outer products, at the host's streaming vector length), else SVE where the
+    host has it, else NEON. Every stack takes its ISA from here; the host is
+    `minijit.runtime.features.host` (a pinned profile where one is pinned)."""
     from minijit.runtime import host
 
     h = host()
     if h.isa == "x86_64":
         return X86Target("avx512" if h.avx512 else "avx2")
+    if h.sme and h.sme_vl_bits in SME_VLS:
+        return AArch64SmeTarget("sme", sve_vl=sve_vl, sme_vl=h.sme_vl_bits)
     return AArch64Target("sve" if h.sve else "neon", sve_vl=sve_vl)
 
 

@@ -42,8 +42,10 @@ class AArch64SmeTarget(AArch64Target):
 
     @property
     def supported(self) -> bool:
-        """False on a native AArch64 host: `minijit.runtime.features` does not detect SME."""
-        return not self.native
+        """The host's SME flag (`minijit.runtime.features.HostInfo.sme`; meaningful where `native`)."""
+        from minijit.runtime import host
+
+        return host().sme
 
     @property
     def extensions(self) -> str:
@@ -58,6 +60,19 @@ class AArch64SmeTarget(AArch64Target):
     def panel_column_bytes(self) -> int:
         """One column of the BRGEMM's fp32 block: 3 tiles of SVL/32 rows, 4 bytes each."""
         return _FP32_TILES_M * self.sme_vl // 8
+
+    def describe_model(self, config: Any) -> str:
+        """The SME BRGEMM's stated performance model (`minijit.kernels.aarch64.sme_brgemm.model`, the
+        Apple M4's public figures, at `sme_vl`) for the main kernel of ``config`` (a
+        `minijit.ir.TensorConfig`); "" where its main primitive is not a GEMM or BRGEMM."""
+        from minijit.ir import GEMM_PTYPES
+        from minijit.kernels.aarch64.sme_brgemm import model
+
+        roles = config.prim
+        if config.prim_main not in GEMM_PTYPES or None in (roles.m, roles.n, roles.k):
+            return ""
+        m, n, k = (config.dims[r].size for r in (roles.m, roles.n, roles.k))
+        return model(m, n, k, config.dtype.name, sme_vl=self.sme_vl)
 
     # every kernel of the target is loaded into one emulation worker (sve_vl, sme_vl): a loop nest
     # calls its kernels by address in its own worker

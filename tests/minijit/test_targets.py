@@ -235,6 +235,8 @@ def test_the_isa_guard_flags_a_decision_outside_targets(tmp_path):
         ("cascadelake", "x86_64-avx512", "avx512", 8),
         ("zen4", "x86_64-avx512", "avx512", 8),
         ("neoverse-v1", "aarch64-sve", "neon", 2),  # SVE at the native target's 128 bits
+        ("apple-m4", "aarch64-sme", "neon", 2),  # SME: its BRGEMM streams, everything else NEON
+        ("arm-c1-ultra", "aarch64-sme", "neon", 2),
     ],
 )
 def test_every_stack_takes_the_native_isa_from_the_target(pin_host, profile, name, spmm_isa, lanes):
@@ -291,6 +293,28 @@ def test_the_sparse_isa_choices_belong_to_the_targets():
     with pytest.raises(ValueError, match="isa must be one of neon, sve, avx512, avx2, got 'sse4'"):
         targets.for_isa("sse4")
     assert X86Target("avx2").extensions == "AVX2+FMA" and AArch64Target("sve").extensions == "SVE"
+
+
+def test_sme_hosts_take_the_sme_target_at_their_streaming_length(pin_host):
+    """A host with SME runs `AArch64SmeTarget` at its streaming vector length (SVE or not beside
+    it); `supported` is the host's SME flag; an SVE host without SME keeps the SVE target."""
+    from minijit.runtime import profiles
+    from minijit.targets import AArch64SmeTarget
+
+    for key, sve in (("apple-m4", False), ("arm-c1-ultra", True)):
+        p = pin_host(key)
+        assert p.info.sme and p.info.sme_vl_bits == 512 and p.info.sve == sve and "no project machine" in p.source
+        native = targets.native()
+        assert native == AArch64SmeTarget("sme", sme_vl=512) and native.name == "aarch64-sme"
+        assert native.supported and AArch64Target("neon").supported
+        assert AArch64Target("sve").supported == sve
+    pin_host("neoverse-v1")
+    assert targets.native() == AArch64Target("sve", sve_vl=128) and not AArch64SmeTarget("sme").supported
+    pin_host("zen3")
+    assert not AArch64SmeTarget("sme").supported
+    for key, p in profiles.PROFILES.items():  # every profile validates and names itself
+        assert profiles.get(key) is p and profiles.HostProfile(**vars(p)) == p
+        assert p.info.sme == (p.info.sme_vl_bits > 0) and p.source
 
 
 def test_x86_support_needs_avx2_and_fma(pin_host):

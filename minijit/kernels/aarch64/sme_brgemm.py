@@ -42,7 +42,7 @@ from asm.aarch64.sme import ZaDir, ZaReg
 from minijit.kernels.aarch64.brgemm import Brgemm
 from minijit.kernels.aarch64.common import DType, brgemm_signature, epilogue, prologue
 
-__all__ = ["SmeBrgemm"]
+__all__ = ["SME_CORES", "SmeBrgemm", "model"]
 
 A, B, C, LDA, LDB, LDC, BR_A, BR_B = X[0:8]  # arguments (strides -> bytes)
 L, N0, M0, NCOLS = X[8:12]  # lanes per streaming vector, block origin (elements), columns in the block
@@ -329,3 +329,75 @@ class SmeBrgemm(Brgemm):
         a.add(KK, KK, 1)
         a.cmp(KK, KC)
         a.b_lt(top)
+
+
+# -- a stated performance model (no SME hardware was reached: nothing here is a measurement) ---------
+#: public figures of SME cores, as written in bench/results/aarch64_sme_2026-11-28.md (section 3):
+#: "apple-m4": a little over 2.3 fp32 TFLOPS with ``fmopa`` on one P-core thread at SVL 512 (Remke
+#: and Breuer, "Hello SME!", arXiv:2409.18779), at the P-core's ~4.4 GHz; the NEON comparison runs
+#: llvm-mca on LLVM's ``apple-m4`` model (`minijit.kernels.aarch64.mca`). Keys: fp32 peak (GFLOPS)
+#: at ``svl`` bits, clock (GHz), the llvm-mca -mcpu, the source in words.
+SME_CORES: dict[str, tuple[float, int, float, str, str]] = {
+    "apple-m4": (2300.0, 512, 4.4, "apple-m4", "Remke and Breuer, 'Hello SME!', arXiv:2409.18779"),
+}
+_MODEL_SVLS = (128, 256, 512, 1024, 2048)
+
+
+def _neon_mca(mcpu: str, dtype: str, ghz: float) -> str:
+    """The NEON BRGEMM's llvm-mca line on ``mcpu`` (32x32x32, its default block), or why there is none."""
+    from asm import llvm
+    from minijit.kernels.aarch64 import mca
+
+    try:
+        e = mca.estimate(isa="neon", mcpu=mcpu, dtype=dtype, iterations=100)
+    except (llvm.LlvmError, OSError, ValueError) as err:
+        return f"NEON kernel, llvm-mca -mcpu={mcpu}: unavailable ({str(err).splitlines()[0]})"
+    return (
+        f"NEON kernel, llvm-mca -mcpu={mcpu} ({e.shape}): {e.cycles:.2f} cycles per K group of {e.fmas} FMAs, "
+        f"{e.flops_per_cycle:.1f} flops/cycle = {e.flops_per_cycle * ghz:.0f} GFLOPS at {ghz} GHz (an estimate)"
+    )
+
+
+def model(m: int, n: int, k: int, dtype: str = "fp32", sme_vl: int = 512, core: str = "apple-m4") -> str:
+    """A throughput model of the SME BRGEMM of one ``m`` x ``n`` x ``k`` prim (elements) at streaming
+    vector length ``sme_vl`` bits, from the public figures of ``core`` (`SME_CORES`), as text: outer
+    products per cycle per SVL, the Z-register load bandwidth the K step needs, predicted cycles per
+    K step and GFLOPS at the stated clock, next to the NEON kernel's llvm-mca estimate on the same
+    core model ("unavailable" without llvm-mca). A model, not a measurement. ValueError naming the
+    argument for a bad one."""
+    for name, v in (("m", m), ("n", n), ("k", k)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    if dtype not in ("fp32", "fp64"):
+        raise ValueError(f"dtype must be 'fp32' or 'fp64', got {dtype!r}")
+    if sme_vl not in _MODEL_SVLS:
+        raise ValueError(f"sme_vl must be one of {', '.join(map(str, _MODEL_SVLS))} (bits), got {sme_vl!r}")
+    if core not in SME_CORES:
+        raise ValueError(f"core must be one of {', '.join(SME_CORES)}, got {core!r}")
+    peak, svl0, ghz, mcpu, source = SME_CORES[core]
+    mt = SmeBrgemm.TILES_M["s"]
+    lines = [f"// SME BRGEMM performance model ({core}, {m}x{n}x{k} {dtype}, SVL {sme_vl}): a model, not a measurement"]
+    if dtype == "fp64":
+        lines.append("//   fp64: not modelled (no public fp64 fmopa rate was checked)")
+    else:
+        per_cycle = peak / (2 * (svl0 // 32) ** 2) / ghz  # fp32 outer products of one SVL per cycle
+        lanes = sme_vl // 32
+        step_cycles = mt / per_cycle  # a full block's K step: mt fmopa
+        step_bytes = (mt + 1) * sme_vl // 8  # mt A vectors + (amortised) one B column into ZA
+        fmopas = -(-m // lanes) * -(-n // lanes) * k  # every edge tile is a whole outer product
+        gflops = 2 * m * n * k * per_cycle * ghz / fmopas
+        if sme_vl != svl0:
+            lines.append(f"//   the rate is {core}'s at SVL {svl0}, assumed per outer product at SVL {sme_vl}")
+        lines += [
+            f"//   outer products per cycle per SVL: {per_cycle:.2f} ({peak / 1000:.1f} fp32 TFLOPS at SVL {svl0}"
+            f" / (2*{svl0 // 32}^2 flops) / {ghz} GHz; {source})",
+            f"//   K step ({mt} fmopa of {lanes}x{lanes}, {mt} A loads, 1 mova, 1 B column): {step_cycles:.2f} "
+            f"cycles predicted if one fmopa issues per cycle whatever its tile; {4 / per_cycle:.2f} if the peak "
+            "needs 4 tiles in flight (3 of 4 used)",
+            f"//   Z-register load bandwidth needed: {step_bytes} B per K step = {step_bytes / step_cycles:.1f} B/cycle"
+            " (no public load-bandwidth figure was checked: not compared)",
+            f"//   predicted at {ghz} GHz: {gflops:.0f} GFLOPS for this prim ({gflops * 3 / 4:.0f} under the"
+            f" 4-tile assumption; edge tiles counted whole)",
+        ]
+    lines.append("//   " + _neon_mca(mcpu, dtype, ghz))
+    return "\n".join(lines)

@@ -12,6 +12,8 @@ strays into NEON or gathers faults. The target runs the seed's configurations th
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import example, given, settings
@@ -30,7 +32,7 @@ from tests.conftest import examples
 from tests.minijit.test_tensor_operation import SEED_SIZES, SEED_VARIANTS, op_for, run_seed, seed_case
 
 pytestmark = pytest.mark.skipif(
-    runs_natively("aarch64"), reason="SME kernels are checked in qemu; a native AArch64 host's SME is not detected"
+    runs_natively("aarch64"), reason="SME kernels are checked in qemu (every streaming vector length)"
 )
 
 SVLS = [128, 256, 512, 1024, 2048]  # every streaming vector length qemu offers (powers of two)
@@ -284,3 +286,48 @@ def test_code_cache_keeps_the_streaming_length(tmp_path, monkeypatch):
     c_ = np.zeros(35, np.float32)
     back(a_, b_, c_, 7, 3, 7, 0, 0)
     np.testing.assert_allclose(c_.reshape(5, 7).T, a_.reshape(3, 7).T @ b_.reshape(5, 3).T, rtol=1e-5)
+
+
+# -- the stated performance model ------------------------------------------------------------
+def test_model_numbers_follow_the_public_figures():
+    """2.3 fp32 TFLOPS at SVL 512 and 4.4 GHz: 2300e9 / (2 * 16^2) / 4.4e9 = 1.02 outer products a
+    cycle; a K step of 3 fmopa takes 3 / 1.02 = 2.94 cycles and loads 4 vectors of 64 bytes; a prim
+    of whole tiles predicts the peak, 17 x 16 wastes 15 of 32 rows (2300 * 17 / 32 = 1222)."""
+    from minijit.kernels.aarch64.sme_brgemm import model
+
+    text = model(32, 32, 32, "fp32", sme_vl=512)
+    assert "a model, not a measurement" in text and "arXiv:2409.18779" in text
+    assert "outer products per cycle per SVL: 1.02" in text
+    assert "2.94 cycles predicted" in text and "3.92 if the peak needs 4 tiles" in text
+    assert "256 B per K step = 87.1 B/cycle" in text
+    assert "predicted at 4.4 GHz: 2300 GFLOPS" in text and "(1725 under the 4-tile assumption" in text
+    assert "predicted at 4.4 GHz: 1222 GFLOPS" in model(17, 16, 8)
+    # at SVL 256: 8 x 8 tiles, 3 A vectors + 1 B column of 32 bytes; the rate is stated as assumed
+    small = model(24, 8, 4, sme_vl=256)
+    assert "assumed per outer product at SVL 256" in small and "128 B per K step" in small
+    neon = next(line for line in text.splitlines() if "NEON kernel, llvm-mca -mcpu=apple-m4" in line)
+    assert "unavailable" in neon or re.search(r"\d+ GFLOPS at 4.4 GHz \(an estimate\)", neon)
+    assert "fp64: not modelled" in model(8, 8, 8, "fp64")
+    for kwargs, name in (
+        ({"m": 0}, "m"),
+        ({"dtype": "int32"}, "dtype"),
+        ({"sme_vl": 384}, "sme_vl"),
+        ({"core": "x"}, "core"),
+    ):
+        args = {"m": 4, "n": 4, "k": 4, **kwargs}
+        with pytest.raises(ValueError, match=f"^{name} must be"):
+            model(**args)
+
+
+def test_disasm_prints_the_model_for_the_sme_target(capsys):
+    """``minijit disasm --target aarch64-sme`` prints the listing and the stated model of its main
+    kernel (the seed's gemm: 32 x 32 x 32); an NEON target prints no model."""
+    from minijit import cli
+
+    assert cli.main(["disasm", "--config", "gemm", "--target", "aarch64-sme", "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "fmopa" in out and "smstart" in out
+    assert "// SME BRGEMM performance model (apple-m4, 32x32x32 fp32, SVL 512): a model, not a measurement" in out
+    assert "predicted at 4.4 GHz: 2300 GFLOPS" in out and "NEON kernel, llvm-mca -mcpu=apple-m4" in out
+    assert cli.main(["disasm", "--config", "gemm", "--target", "aarch64-neon", "--threads", "1"]) == 0
+    assert "performance model" not in capsys.readouterr().out

@@ -59,6 +59,23 @@ def test_aarch64_fields_consistent(machine) -> None:
         assert (info.neon, info.sve, info.sve_vl_bits) == (False, False, 0)
 
 
+def test_sme_is_read_from_cpuinfo_features_and_the_default_length(machine, tmp_path) -> None:
+    """SME: the "sme" Feature, and the default streaming vector length in bytes (x 8 = bits); an
+    unreadable or bad length file is 0 bits, never an error; this host's fields agree."""
+    vl = tmp_path / "sme_default_vector_length"
+    vl.write_text("64\n")
+    assert features._linux_sme({"fp", "asimd", "sme", "sme2"}, str(vl)) == {"sme": True, "sme_vl_bits": 512}
+    assert features._linux_sme({"fp", "asimd", "sve"}, str(vl)) == {"sme": False, "sme_vl_bits": 0}
+    assert features._linux_sme({"sme"}, str(tmp_path / "absent")) == {"sme": True, "sme_vl_bits": 0}
+    for bad in ("", "x", "-16"):
+        vl.write_text(bad)
+        assert features._linux_sme({"sme"}, str(vl)) == {"sme": True, "sme_vl_bits": 0}
+    info = host()
+    assert info.sme_vl_bits in range(0, 2049, 128) and (info.sme or info.sme_vl_bits == 0)
+    if info.isa != "aarch64":
+        assert not info.sme
+
+
 def test_cpu_name_and_count(machine) -> None:
     assert isinstance(cpu_name(), str)
     n = num_cpus()
