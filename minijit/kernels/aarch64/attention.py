@@ -60,6 +60,7 @@ import numpy as np
 
 from asm.aarch64 import Assembler, Label, P, V, X, mem, sp
 from asm.aarch64.registers import XReg
+from minijit.kernels import attention as spec
 from minijit.kernels.aarch64.common import epilogue, load_kernel, prologue
 from minijit.kernels.aarch64.vexp import SCRATCH, ExpConsts, VTarget, add_offset, emit_exp, emit_words, quads
 from minijit.kernels.epilogue import Epilogue, attention_softmax
@@ -78,33 +79,14 @@ __all__ = [
     "vtarget",
 ]
 
-#: the int64 arguments, in order (the x86-64 kernel's)
-ARGS = (
-    "L",
-    "S",
-    "E",
-    "Ev",
-    "ldq",
-    "ldkt",
-    "ldv",
-    "ldo",
-    "row0",
-    "causal",
-    "scratch",
-    "kt_tile",
-    "bias",
-    "ldb",
-    "ldb_c",
-)
+#: the int64 arguments, in order (the shared ones: no key-chunk chaining)
+ARGS = spec.ARGS
 OFFSET = {name: 8 * i for i, name in enumerate(ARGS)}
 #: the targets: NEON, and SVE at the vector lengths (bits) the code is built for
 ISAS = ("neon", "sve128", "sve256", "sve512")
-#: the most query rows of a tile
-G_MAX = 8
-#: the most keys of a tile, in vectors
-SX_VECTORS_MAX = 32
-#: default tile: 6 query rows, 4 vectors of keys
-DEFAULT_G, DEFAULT_SX_VECTORS = 6, 4
+G_MAX, SX_VECTORS_MAX = spec.G_MAX, spec.SX_VECTORS_MAX
+DEFAULT_G, DEFAULT_SX_VECTORS = spec.DEFAULT_G, spec.DEFAULT_SX_VECTORS
+signature = spec.signature
 
 ARG, SCR, J0, KTCUR, KEND, THR, GR, NK, SREG, PRM = X[19:29]
 XZR = XReg(31)
@@ -118,14 +100,6 @@ SLOTS = (
 FRAME = 8 * (len(SLOTS) + len(SLOTS) % 2)
 
 
-def signature(ctype: str) -> str:
-    """The C signature of the attention kernel for elements of ``ctype`` ("float", "double")."""
-    return (
-        f"void(const {ctype}* q, const {ctype}* kt, const {ctype}* v, {ctype}* o, const int64_t* args,"
-        f" const {ctype}* params)"
-    )
-
-
 def vtarget(dtype: str, isa: str) -> VTarget:
     """The `VTarget` of ``isa`` (one of `ISAS`) for ``dtype``; ValueError naming a bad one."""
     if isa not in ISAS:
@@ -134,21 +108,8 @@ def vtarget(dtype: str, isa: str) -> VTarget:
 
 
 def check_tiles(dtype: str, isa: str, g: int | None = None, s_x: int | None = None) -> tuple[int, int]:
-    """The validated tile ``(g, s_x)``: ``g`` query rows in 1..`G_MAX`, ``s_x`` keys a multiple of
-    the vector length, 1..`SX_VECTORS_MAX` vectors (defaults 6 and 4 vectors). ValueError naming
-    the parameter otherwise."""
-    vt = vtarget(dtype, isa)
-    g = DEFAULT_G if g is None else g
-    s_x = DEFAULT_SX_VECTORS * vt.lanes if s_x is None else s_x
-    if not isinstance(g, int) or isinstance(g, bool) or not 1 <= g <= G_MAX:
-        raise ValueError(f"g must be an integer in 1..{G_MAX}, got {g!r}")
-    lanes = vt.lanes
-    if not isinstance(s_x, int) or isinstance(s_x, bool) or s_x % lanes or not 1 <= s_x // lanes <= SX_VECTORS_MAX:
-        raise ValueError(
-            f"s_x must be a multiple of the vector length {lanes} ({dtype} {isa}) in {lanes}..{SX_VECTORS_MAX * lanes},"
-            f" got {s_x!r}"
-        )
-    return g, s_x
+    """The validated tile ``(g, s_x)`` for ``dtype`` on ``isa`` (`minijit.kernels.attention.check_tile`)."""
+    return spec.check_tile(g, s_x, vtarget(dtype, isa).lanes, f"{dtype} {isa}")
 
 
 def _align(vt: VTarget) -> int:
@@ -189,24 +150,8 @@ def scratch_bytes(dtype: str, isa: str, E: int, Ev: int, g: int | None = None, s
 
 
 def pack_args(**values: int) -> np.ndarray:
-    """The ``args`` array from keyword values (every name of `ARGS`; ``kt_tile``, ``bias``, ``ldb``,
-    ``ldb_c`` 0 when left out); ValueError naming a missing, unknown or non-int one, a negative size,
-    a causal flag other than 0/1 or ``ldb_c`` other than 0/1."""
-    values = {"kt_tile": 0, "bias": 0, "ldb": 0, "ldb_c": 0} | values
-    unknown = sorted(set(values) - set(ARGS))
-    missing = [n for n in ARGS if n not in values]
-    if unknown or missing:
-        raise ValueError(f"attention args: unknown {unknown}, missing {missing}")
-    for name, v in values.items():
-        if not isinstance(v, int | np.integer) or isinstance(v, bool):
-            raise ValueError(f"attention args: {name} must be an int, got {v!r}")
-    for name in ("L", "S", "E", "Ev", "row0"):
-        if not 0 <= values[name] < 1 << 40:
-            raise ValueError(f"attention args: {name} must be in 0..2**40, got {values[name]}")
-    for name in ("causal", "ldb_c"):
-        if values[name] not in (0, 1):
-            raise ValueError(f"attention args: {name} must be 0 or 1, got {values[name]}")
-    return np.array([values[n] for n in ARGS], dtype=np.int64)
+    """The ``args`` array from keyword values (`minijit.kernels.attention.pack_args` over `ARGS`)."""
+    return spec.pack_args(ARGS, **values)
 
 
 class FusedAttention:

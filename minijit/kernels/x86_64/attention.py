@@ -60,6 +60,7 @@ import numpy as np
 
 from asm.x86_64 import Assembler, Label, Vec, ptr, qword, rip, word
 from asm.x86_64.registers import KReg, r8, r9, r10, r11, r12, r13, r14, r15, rax, rbp, rbx, rcx, rdi, rdx, rsi
+from minijit.kernels import attention as spec
 from minijit.kernels.epilogue import Epilogue, attention_softmax
 from minijit.kernels.x86_64.common import CALLEE_SAVED, LOG2, Frame, Target, build, emit_mask_table
 from minijit.kernels.x86_64.vexp import SCRATCH, ExpConsts, emit_exp
@@ -76,61 +77,24 @@ __all__ = [
     "signature",
 ]
 
-#: the int64 arguments, in order
-ARGS = (
-    "L",
-    "S",
-    "E",
-    "Ev",
-    "ldq",
-    "ldkt",
-    "ldv",
-    "ldo",
-    "row0",
-    "causal",
-    "scratch",
-    "kt_tile",
-    "bias",
-    "ldb",
-    "ldb_c",
-    "lse",
-    "chain",
-)
+#: the int64 arguments, in order: the shared ones, then the key-chunk chaining
+ARGS = (*spec.ARGS, *spec.CHAIN_ARGS)
 OFFSET = {name: 8 * i for i, name in enumerate(ARGS)}
-#: the most query rows of a tile
-G_MAX = 8
-#: the most keys of a tile, in vectors
-SX_VECTORS_MAX = 32
-#: default tile: 6 query rows, 4 vectors of keys
-DEFAULT_G, DEFAULT_SX_VECTORS = 6, 4
+G_MAX, SX_VECTORS_MAX, DEFAULT_G, DEFAULT_SX_VECTORS = (
+    spec.G_MAX,
+    spec.SX_VECTORS_MAX,
+    spec.DEFAULT_G,
+    spec.DEFAULT_SX_VECTORS,
+)
+signature = spec.signature
 
 ARG, SCR, J0 = r8, rbx, rbp  # the args array, the scratch base, the key tile's first key
 k1, k2 = KReg(1), KReg(2)
 
 
-def signature(ctype: str) -> str:
-    """The C signature of the attention kernel for elements of ``ctype`` ("float", "double")."""
-    return (
-        f"void(const {ctype}* q, const {ctype}* kt, const {ctype}* v, {ctype}* o, const int64_t* args,"
-        f" const {ctype}* params)"
-    )
-
-
 def check_tiles(dtype: str, isa: str, g: int | None = None, s_x: int | None = None) -> tuple[int, int]:
-    """The validated tile ``(g, s_x)``: ``g`` query rows in 1..`G_MAX`, ``s_x`` keys a multiple of
-    the vector length, 1..`SX_VECTORS_MAX` vectors (defaults 6 and 4 vectors). ValueError naming
-    the parameter otherwise."""
-    t = Target.of(dtype, isa)
-    g = DEFAULT_G if g is None else g
-    s_x = DEFAULT_SX_VECTORS * t.vl if s_x is None else s_x
-    if not isinstance(g, int) or isinstance(g, bool) or not 1 <= g <= G_MAX:
-        raise ValueError(f"g must be an integer in 1..{G_MAX}, got {g!r}")
-    if not isinstance(s_x, int) or isinstance(s_x, bool) or s_x % t.vl or not 1 <= s_x // t.vl <= SX_VECTORS_MAX:
-        raise ValueError(
-            f"s_x must be a multiple of the vector length {t.vl} ({dtype} {isa}) in {t.vl}..{SX_VECTORS_MAX * t.vl},"
-            f" got {s_x!r}"
-        )
-    return g, s_x
+    """The validated tile ``(g, s_x)`` for ``dtype`` on ``isa`` (`minijit.kernels.attention.check_tile`)."""
+    return spec.check_tile(g, s_x, Target.of(dtype, isa).vl, f"{dtype} {isa}")
 
 
 def _r64(n: int) -> int:
@@ -159,27 +123,8 @@ def scratch_bytes(dtype: str, isa: str, E: int, Ev: int, g: int | None = None, s
 
 
 def pack_args(**values: int) -> np.ndarray:
-    """The ``args`` array from keyword values (every name of `ARGS`, ``kt_tile`` 0 when left out;
-    ValueError naming a missing,
-    unknown or non-int one, a negative size or a causal flag other than 0/1)."""
-    values = {"kt_tile": 0, "bias": 0, "ldb": 0, "ldb_c": 0, "lse": 0, "chain": 0} | values
-    unknown = sorted(set(values) - set(ARGS))
-    missing = [n for n in ARGS if n not in values]
-    if unknown or missing:
-        raise ValueError(f"attention args: unknown {unknown}, missing {missing}")
-    for name, v in values.items():
-        if not isinstance(v, int | np.integer) or isinstance(v, bool):
-            raise ValueError(f"attention args: {name} must be an int, got {v!r}")
-    for name in ("L", "S", "E", "Ev", "row0"):
-        if not 0 <= values[name] < 1 << 40:
-            raise ValueError(f"attention args: {name} must be in 0..2**40, got {values[name]}")
-    if values["ldb_c"] not in (0, 1):
-        raise ValueError(f"attention args: ldb_c must be 0 or 1, got {values['ldb_c']}")
-    if values["causal"] not in (0, 1):
-        raise ValueError(f"attention args: causal must be 0 or 1, got {values['causal']}")
-    if values["chain"] not in (0, 1, 2, 3) or (values["chain"] and not values["lse"]):
-        raise ValueError(f"attention args: chain must be 0..3 (1 resume, 2 keep), and needs lse, got {values['chain']}")
-    return np.array([values[n] for n in ARGS], dtype=np.int64)
+    """The ``args`` array from keyword values (`minijit.kernels.attention.pack_args` over `ARGS`)."""
+    return spec.pack_args(ARGS, **values)
 
 
 def _arg(name: str):
