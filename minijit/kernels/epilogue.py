@@ -32,7 +32,7 @@ from typing import ClassVar
 
 import numpy as np
 
-__all__ = ["KINDS", "Epilogue", "Kind", "attention_softmax"]
+__all__ = ["KINDS", "Epilogue", "Kind", "attention_softmax", "checked"]
 
 
 @dataclass(frozen=True)
@@ -181,11 +181,16 @@ def attention_softmax(epilogue: Epilogue | str | None = Epilogue.ONLINE_SOFTMAX,
     TypeError for a non-bool ``softmax`` or an epilogue of another type."""
     if not isinstance(softmax, bool):
         raise TypeError(f"softmax must be a bool, got {softmax!r}")
+    return softmax and bool(checked(epilogue, Epilogue.ONLINE_SOFTMAX.ops, "attention"))
+
+
+def checked(value: object, allowed: tuple[str, ...] | frozenset[str], where: str) -> Epilogue:
+    """``value`` (an `Epilogue`, its text or None) as an epilogue of only the operations in
+    ``allowed`` (what a generator emits), else ValueError / TypeError naming ``where``."""
     try:
-        ep = Epilogue.of(epilogue)  # type: ignore[arg-type]
+        ep = Epilogue.of(value)  # type: ignore[arg-type]
     except TypeError as e:
-        raise TypeError(f"attention: epilogue must be an Epilogue or its text, got {epilogue!r}") from e
+        raise TypeError(f"{where}: epilogue must be an Epilogue or its text, got {value!r}") from e
     except ValueError as e:
-        raise ValueError(f"attention: {e}") from None
-    ep.require(Epilogue.ONLINE_SOFTMAX.ops, "attention")
-    return softmax and bool(ep)
+        raise ValueError(f"{where}: {e}") from None
+    return ep.require(allowed, where)

@@ -18,7 +18,7 @@ import numpy as np
 
 from asm.aarch64 import Assembler, X, Z, mem, post, pre, sp
 from asm.aarch64.registers import ScalarReg, VecReg, XReg, ZVec
-from minijit.kernels.epilogue import Epilogue
+from minijit.kernels.epilogue import Epilogue, checked
 
 __all__ = [
     "ARGS",
@@ -182,14 +182,8 @@ EPILOGUE_OPS = frozenset({"relu"})
 
 def check_epilogue(value: object, where: str) -> Epilogue:
     """``value`` (an `Epilogue`, its text or None) as an epilogue these kernels emit, else
-    ValueError / TypeError naming ``where``."""
-    try:
-        ep = Epilogue.of(value)  # type: ignore[arg-type]
-    except TypeError as e:
-        raise TypeError(f"{where}: epilogue must be an Epilogue or its text, got {value!r}") from e
-    except ValueError as e:
-        raise ValueError(f"{where}: {e}") from None
-    return ep.require(EPILOGUE_OPS, where)
+    ValueError / TypeError naming ``where`` (`minijit.kernels.epilogue.checked`)."""
+    return checked(value, EPILOGUE_OPS, where)
 
 
 class EpilogueCode:

@@ -31,7 +31,7 @@ from asm.x86_64 import (
     zmmword,
 )
 from asm.x86_64.registers import r12, r13, r14, r15, rax, rbp, rbx
-from minijit.kernels.epilogue import Epilogue
+from minijit.kernels.epilogue import Epilogue, checked
 from minijit.runtime.kernel import Kernel
 
 DTYPES = {"fp32": (4, "float"), "fp64": (8, "double")}
@@ -302,15 +302,9 @@ EPILOGUE_OPS = frozenset({"relu"})
 
 
 def check_epilogue(value: object, where: str) -> Epilogue:
-    """``value`` (an `Epilogue`, its text or None) as an elementwise epilogue these kernels emit,
-    else ValueError / TypeError naming ``where``."""
-    try:
-        ep = Epilogue.of(value)  # type: ignore[arg-type]
-    except TypeError as e:
-        raise TypeError(f"{where}: epilogue must be an Epilogue or its text, got {value!r}") from e
-    except ValueError as e:
-        raise ValueError(f"{where}: {e}") from None
-    return ep.require(EPILOGUE_OPS, where)
+    """``value`` (an `Epilogue`, its text or None) as an elementwise epilogue these kernels emit, else
+    ValueError / TypeError naming ``where`` (`minijit.kernels.epilogue.checked`)."""
+    return checked(value, EPILOGUE_OPS, where)
 
 
 class EpilogueCode:
