@@ -106,9 +106,10 @@ def run(examples: int, seed: int, counts: Counter, show: Callable, expect: Calla
             kw["target"] = "cuda"
         try:  # numpy's answer; None where numpy refuses or the operands are malformed
             want = None
-            # a complex operand is numpy's dtype too: the sparse path computes it (densified)
+            # a complex operand is numpy's dtype too: the sparse path computes it (densified); a
+            # list is array_like to numpy, and so to the sparse path
             kind = np.complex128 if corrupt == "dtype_complex" else np.float64
-            if all(d is not None for d in dense) and corrupt not in ("target", "list"):
+            if all(d is not None for d in dense) and corrupt != "target":
                 want = np.einsum(subscripts, *[np.asarray(d, kind) for d in dense])
         except ValueError:
             want = None
