@@ -77,6 +77,7 @@ The fp32 and fp64 forms need AVX2+FMA (VEX) or AVX-512F.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -244,6 +245,38 @@ def emit_exp(
                 steps.remove(g)
 
 
+def _reduce(a: Assembler, t: Target, x: Vec, s0: Vec, c: ExpConsts) -> Iterator[None]:
+    """Step 2 of both forms, yielding after each instruction: ``n = round(x log2e)`` into ``s0``
+    by the shifter, then Cody-Waite ``r = x - n ln2_hi - n ln2_lo`` in place in ``x``."""
+    v = functools.partial(_op, a, t)
+    c.load(a, s0, "shift")
+    yield
+    v("vfmadd231")(s0, x, c.operand("log2e"))
+    yield
+    v("vsub")(s0, s0, c.operand("shift"))
+    yield
+    v("vfnmadd231")(x, s0, c.operand("ln2_hi"))
+    yield
+    v("vfnmadd231")(x, s0, c.operand("ln2_lo"))
+    yield
+
+
+def _horner(a: Assembler, t: Target, x: Vec, s1: Vec, c: ExpConsts) -> Iterator[None]:
+    """Step 3 of both forms, yielding after each instruction: ``p = 1 + r (1 + r (c2 + r (c3 +
+    ...)))`` into ``s1`` for ``r`` in ``x``."""
+    names = [n for n in c.table if n.startswith("c")]
+    c.load(a, s1, names[0])
+    yield
+    for name in [*names[1:], "one", "one"]:
+        _op(a, t, "vfmadd213")(s1, x, c.operand(name))
+        yield
+
+
+def _op(a: Assembler, t: Target, name: str):
+    """The assembler method of the instruction ``name`` with the dtype's suffix (`Target.v`)."""
+    return getattr(a, t.v(name))
+
+
 def _steps(a: Assembler, t: Target, x: Vec, scratch: Sequence[Vec], c: ExpConsts) -> Iterator[None]:
     """The instructions of one ``x = exp(x)``, yielding after each."""
     s0, s1, s2 = scratch
@@ -265,16 +298,7 @@ def _steps(a: Assembler, t: Target, x: Vec, scratch: Sequence[Vec], c: ExpConsts
     v("vmin")(x, (yield from const_reg(s0, "hi")), x)
     yield
     # 2. n = round(x log2e) (s0), r = x - n ln2 (x)
-    c.load(a, s0, "shift")
-    yield
-    v("vfmadd231")(s0, x, op("log2e"))
-    yield
-    v("vsub")(s0, s0, op("shift"))
-    yield
-    v("vfnmadd231")(x, s0, op("ln2_hi"))
-    yield
-    v("vfnmadd231")(x, s0, op("ln2_lo"))
-    yield
+    yield from _reduce(a, t, x, s0, c)
     # 4a. t_a = floor(n/2) + shift (s2): round(n/2 - 1/4), never a tie
     c.load(a, s2, "minus_quarter")
     yield
@@ -283,12 +307,7 @@ def _steps(a: Assembler, t: Target, x: Vec, scratch: Sequence[Vec], c: ExpConsts
     v("vadd")(s2, s2, op("shift_a"))
     yield
     # 3. p = 1 + r (1 + r (c2 + r (c3 + ...))) (s1)
-    names = [n for n in c.table if n.startswith("c")]
-    c.load(a, s1, names[0])
-    yield
-    for name in [*names[1:], "one", "one"]:
-        v("vfmadd213")(s1, x, op(name))
-        yield
+    yield from _horner(a, t, x, s1, c)
     # 4b. n_a = t_a - shift (x), d = n - 2 n_a in {0, 1} (s0), p = p * (1 + d) exactly (s1)
     v("vsub")(x, s2, op("shift_a"))
     yield
@@ -325,23 +344,9 @@ def _steps_nonpositive(a: Assembler, t: Target, x: Vec, scratch: Sequence[Vec], 
         v("vmax")(x, s0, x)
     yield
     # 2. n = round(x log2e) (s0), r = x - n ln2 (x): as the general form
-    c.load(a, s0, "shift")
-    yield
-    v("vfmadd231")(s0, x, op("log2e"))
-    yield
-    v("vsub")(s0, s0, op("shift"))
-    yield
-    v("vfnmadd231")(x, s0, op("ln2_hi"))
-    yield
-    v("vfnmadd231")(x, s0, op("ln2_lo"))
-    yield
+    yield from _reduce(a, t, x, s0, c)
     # 3. p (s1): Horner as the general form
-    names = [n for n in c.table if n.startswith("c")]
-    c.load(a, s1, names[0])
-    yield
-    for name in [*names[1:], "one", "one"]:
-        v("vfmadd213")(s1, x, op(name))
-        yield
+    yield from _horner(a, t, x, s1, c)
     # 4. s2 = 2^n (+0 for n = -127 / -1023, at the clamp), y = p * 2^n
     v("vadd")(s2, s0, op("shift_a"))  # bits(1.5 2^p) + bias + n, exactly
     yield
