@@ -16,6 +16,7 @@ __all__ = [
     "G_MAX",
     "SX_VECTORS_MAX",
     "check_tile",
+    "kernel_name",
     "pack_args",
     "signature",
 ]
@@ -54,6 +55,11 @@ def signature(ctype: str) -> str:
         f"void(const {ctype}* q, const {ctype}* kt, const {ctype}* v, {ctype}* o, const int64_t* args,"
         f" const {ctype}* params)"
     )
+
+
+def kernel_name(dtype: str, isa: str, g: int, s_x: int, softmax: bool = True) -> str:
+    """The kernel's name: dtype, ISA and tile (``_nosoftmax`` for the bench's variant)."""
+    return f"attention_{dtype}_{isa}_g{g}_s{s_x}" + ("" if softmax else "_nosoftmax")
 
 
 def check_tile(g: int | None, s_x: int | None, lanes: int, what: str) -> tuple[int, int]:

@@ -893,7 +893,7 @@ def program(
     vt = vtarget(dtype, isa)
     g, s_x = check_tiles(dtype, isa, g, s_x)
     softmax = attention_softmax(epilogue, softmax)
-    name = f"attention_{dtype}_{isa}_g{g}_s{s_x}" + ("" if softmax else "_nosoftmax")
+    name = spec.kernel_name(dtype, isa, g, s_x, softmax)
     a = Assembler(name=name)
     FusedAttention(a, vt, g, s_x, softmax).emit()
     return a

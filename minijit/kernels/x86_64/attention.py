@@ -973,5 +973,5 @@ def generate(
     t = Target.of(dtype, isa)
     g, s_x = check_tiles(dtype, isa, g, s_x)
     softmax = attention_softmax(epilogue, softmax)
-    name = f"attention_{dtype}_{isa}_g{g}_s{s_x}" + ("" if softmax else "_nosoftmax")
+    name = spec.kernel_name(dtype, isa, g, s_x, softmax)
     return build(program(dtype, isa, g, s_x, softmax), signature(t.ctype), name)
