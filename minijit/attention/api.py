@@ -15,12 +15,14 @@ L x S score matrix is never formed. The masks "none", "causal" and "float" (the 
 additive bias, strides as given) run the native target's fused kernel
 (`minijit.targets.base.Target.attention_kernel`: `minijit.kernels.x86_64.attention` on AVX2 and
 AVX-512, `minijit.kernels.aarch64.attention` on NEON and SVE; issue 50 part 3) past the decode rows:
-K^T packed tile-major per (batch, head) with numpy into a per-thread buffer, one kernel call per
-(batch, head) slice and block of query rows through ctypes on raw addresses (the GIL released),
-the calls split over `minijit.parallel`'s threads (``MINIJIT_NUM_THREADS``), a per-thread scratch.
-Bool masks, one query row (decode: numpy's GEMV reads K as it is, cheaper than the
-packing), other hosts and ``FUSED = False`` compute each tile with numpy (`AttentionPlan._rows`,
-the reference path).
+K^T packed tile-major per (batch, head) (once per slice, shared by the threads when slices are
+fewer than threads), one kernel call per (batch, head) slice, block of query rows and L2-sized
+key chunk (x86-64 resumes each row's state between chunks) through ctypes on raw addresses (the
+GIL released), the calls split over `minijit.parallel`'s threads (``MINIJIT_NUM_THREADS``), a
+per-thread scratch. Decode shapes (at most `DECODE_MAX_ROWS` query rows) split the key axis over
+the threads, numpy's batched GEMVs reading K and V as they are, and merge the partial (max, sum,
+output) triples (`AttentionPlan.path`, `explain`). Bool masks, hosts without a fused kernel and
+``FUSED = False`` compute each tile with numpy (`AttentionPlan._rows`, the reference path).
 """
 
 from __future__ import annotations
