@@ -13,6 +13,7 @@ from minijit.einsum import dtypes as _dtypes
 from minijit.einsum import generic as _generic
 from minijit.einsum import grammar as _grammar
 from minijit.einsum import keywords as _keywords
+from minijit.einsum import widen as _widen
 from minijit.einsum.cached import check_target as _check_target
 from minijit.einsum.dtypes import compiled_dtype as _dtype
 from minijit.einsum.parse import parse_subscripts
@@ -112,6 +113,10 @@ def einsum(
         opt = True if optimize is _dtypes.AUTO else optimize
         return _einsum_sparse(subscripts, operands, out, opt, target, dtype, driver)
     why = _dtypes.numpy_reason(subscripts, operands, out, dtype, order, casting, target, driver)
+    # other dtypes on the compiled kernels of a wider or real dtype (ints, bool, float16, complex)
+    route = None if why is None else _widen.route(subscripts, operands, out, dtype, order, casting, target)
+    if route is not None:
+        return _einsum_widened(route, subscripts, operands, out, optimize, target, order, explain)
     if explain:
         return _dtypes.explain(why, subscripts, operands, optimize=optimize, target=target, dtype=dtype)
     if why is not None:  # no compiled path: numpy's einsum, numpy's result or error
@@ -147,6 +152,10 @@ def einsum(
         if out is not None and not isinstance(out, np.ndarray):
             out = host_array(out, "einsum: out")  # a torch CPU tensor: its memory, written in place
     why = None if numpy_only else _dtypes.host_reason(arrays, out, dtype, casting)
+    route = None if why is None else _widen.route(subscripts, arrays, out, dtype, None, casting, target)
+    if route is not None:  # torch CPU or DLPack operands of a dtype computed on wider kernels
+        result = _einsum_widened(route, subscripts, arrays, out, optimize, target, None, False)
+        return caller_out if caller_out is not None else host_result(result, like)
     if why is not None:  # torch CPU or DLPack operands of a dtype without a compiled path
         result = _dtypes.numpy_einsum(subscripts, arrays, out=out, dtype=dtype, casting=casting, optimize=optimize)
         return caller_out if caller_out is not None else host_result(result, like)
@@ -210,6 +219,30 @@ def einsum(
         plan = build()
     result = plan.execute(*arrays, out=out)
     return caller_out if caller_out is not None else host_result(result, like)
+
+
+def _einsum_widened(route, subscripts, operands, out, optimize, target, order, explain):
+    """`einsum` of a call `minijit.einsum.widen` computes on wider or real kernels (``route``):
+    numpy's result dtype and layout for ``order``, written to ``out`` (numpy's error when its
+    shape is not the result's); ``explain``: the route in words and the real einsums it runs."""
+    opt = True if optimize is _dtypes.AUTO else optimize
+    subs, arrays, opt = _grammar.canonicalize(subscripts, operands, opt)
+    arrays = [np.asarray(x) for x in arrays]
+
+    def call(s, *xs, optimize=True, explain=False):
+        return einsum(s, *xs, optimize=optimize, target=target, order="C", explain=explain)
+
+    if explain:
+        return _widen.explain(route, subs, arrays, opt, call)
+    result = _widen.run(route, subs, arrays, opt, call)
+    if out is not None:
+        if out.shape != result.shape:  # numpy's error
+            return _dtypes.numpy_einsum(subscripts, operands, out=out, order=order, optimize=optimize)
+        np.copyto(out, result)
+        return out
+    if _keywords.layout_needed(order, operands):
+        return _keywords.apply_order(result, order, subscripts, list(operands))
+    return result
 
 
 def _is_sparse(x: Any) -> bool:
