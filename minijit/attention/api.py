@@ -46,8 +46,6 @@ FUSED = True
 #: query rows of one fused-kernel call when a (batch, head) slice is split over threads
 FUSED_ROWS = 96
 
-#: query rows of the fused kernel's tiles (fewer query rows take a kernel with g = L)
-DEFAULT_G = 6
 #: the most query rows the decode path takes (`AttentionPlan._decode`: the key axis split into
 #: chunks over the threads, numpy's GEMV reading K as it is, the partial (max, sum, output)
 #: triples merged): for so few rows the fused kernel's per-call K^T packing costs more than the
@@ -136,10 +134,11 @@ def decode_chunks(
 
 
 @functools.lru_cache(maxsize=256)
-def _kernel_s_x(E: int, Ev: int, dtype: str) -> int:
+def _kernel_tile(L: int, E: int, Ev: int, dtype: str) -> tuple[int, int]:
     from minijit.attention import model
 
-    return model.kernel_s_x(E, Ev, dtype)
+    s_x = model.kernel_s_x(E, Ev, dtype)
+    return min(L, model.kernel_g(E, Ev, s_x, dtype)), s_x
 
 
 def _shape_error(msg: str) -> ValueError:
@@ -303,12 +302,13 @@ class AttentionPlan:
         return self.threads or parallel.default_threads()
 
     def kernel_tile(self) -> tuple[int, int]:
-        """The fused kernel's tile (g query rows, s_x keys): ``tile`` when given, else g = 6 (the
-        AVX2/AVX-512 register block; L when shorter) and the s_x of `minijit.attention.model.kernel_s_x`."""
+        """The fused kernel's tile (g query rows, s_x keys): ``tile`` when given, else the s_x of
+        `minijit.attention.model.kernel_s_x` and the g of `minijit.attention.model.kernel_g` (L when
+        shorter)."""
         if self.tile is not None:
             return self.tile
         L, E, Ev = self.query_shape[-2], self.query_shape[-1], self.value_shape[-1]
-        return min(L, DEFAULT_G), _kernel_s_x(E, Ev, "fp32" if self.dtype == np.float32 else "fp64")
+        return _kernel_tile(L, E, Ev, "fp32" if self.dtype == np.float32 else "fp64")
 
     def _execute(self, query, key, value, attn_mask, softmax: bool = True) -> np.ndarray:
         """`execute`; ``softmax=False`` (the bench only): the fused kernel without its softmax stage

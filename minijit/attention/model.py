@@ -98,6 +98,8 @@ __all__ = [
     "TimeSplit",
     "hopper_derivation",
     "hopper_plan",
+    "kernel_g",
+    "kernel_s_x",
     "plan",
 ]
 
@@ -366,6 +368,32 @@ KERNEL_BLOCK_VECTORS = {"avx2": 2, "avx512": 4}
 #: the most key vectors of the fused kernel's tile the model proposes (past 8 the per-row,
 #: per-tile costs are spread thin and the tiles only crowd L1)
 KERNEL_MAX_VECTORS = 8
+
+
+#: the most register blocks of rows one x86-64 kernel tile runs over each K^T and V tile
+KERNEL_MAX_BLOCKS = 4
+#: the share of L1 the tile's rows may take (Q^T, the P tile and the output tile, g x (E + s_x +
+#: Ev)): the rest keeps the K^T and V vectors the register blocks share
+KERNEL_ROWS_L1_SHARE = 0.5
+
+
+def kernel_g(E: int, Ev: int, s_x: int, dtype: str = "fp32", target=None) -> int:
+    """Query rows g of the fused kernel's tile with ``s_x`` keys a tile: on x86-64, `KERNEL_G` rows
+    (one register block) times the most blocks, at most `KERNEL_MAX_BLOCKS`, whose rows' state
+    (Q^T, P, O: g x (E + s_x + Ev) elements) fits `KERNEL_ROWS_L1_SHARE` of L1: the blocks run
+    one after another over each K^T and V vector block while it is in L1, so the L2 -> L1 traffic
+    of K and V per multiply-add falls as 1 / g (§3.2, the L1 level's g_q). `KERNEL_G` on the
+    other ISAs (one register block). ValueError for non-positive sizes or an unknown dtype."""
+    for name, value in (("E", E), ("Ev", Ev), ("s_x", s_x)):
+        _positive_int(name, value)
+    if dtype not in CPU_DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(CPU_DTYPES)}, got {dtype!r}")
+    cpu = _host_cpu(dtype, target)
+    if cpu.isa not in X86_ISAS:
+        return KERNEL_G
+    per_row = (E + s_x + Ev) * cpu.item
+    blocks = int(KERNEL_ROWS_L1_SHARE * cpu.caps[0] // (KERNEL_G * per_row))
+    return KERNEL_G * max(1, min(KERNEL_MAX_BLOCKS, blocks))
 
 
 def kernel_s_x(E: int, Ev: int, dtype: str = "fp32", target=None) -> int:

@@ -77,9 +77,10 @@ QUICK = (
     Shape(2, 2, 64, 96, 16),
     Shape(1, 4, 1, 512, 32),
 )
-#: the sweep's query rows and keys (in vectors of the native ISA) of the fused kernel's tile
-SWEEP_G = (4, 5, 6, 8)
-SWEEP_SX = (2, 3, 4, 6, 7, 8, 12, 16)
+#: the sweep's query rows and keys (in vectors of the native ISA) of the fused kernel's tile (rows
+#: past the generator's ``G_MAX`` left out: AArch64 runs one register block a tile)
+SWEEP_G = (4, 6, 8, 12, 18, 24)
+SWEEP_SX = (2, 3, 4, 6, 8, 12, 16)
 
 TOLERANCE = {"fp32": 3e-5, "fp64": 1e-12}
 DTYPES = {"fp32": np.float32, "fp64": np.float64}
@@ -264,7 +265,7 @@ def sweep(
     vl = targets.native().vector_lanes(DTYPES[dtype])
     q, k, v = _operands(shape, DTYPES[dtype])
     chosen = _plan(shape, dtype, threads).kernel_tile()
-    tiles = [(g, vl * n) for g in SWEEP_G for n in SWEEP_SX if n <= kernel.SX_VECTORS_MAX]
+    tiles = [(g, vl * n) for g in SWEEP_G for n in SWEEP_SX if n <= kernel.SX_VECTORS_MAX and g <= kernel.G_MAX]
     if chosen not in tiles:
         tiles.append(chosen)
     plans = {t: _plan(shape, dtype, threads, t) for t in tiles}

@@ -41,7 +41,7 @@ ARGS = (
 )
 #: the arguments of a generator that resumes a row's state between key chunks, after `ARGS`
 CHAIN_ARGS = ("lse", "chain")
-#: the most query rows of a tile
+#: the most query rows of a tile (the AArch64 generator's: one register block)
 G_MAX = 8
 #: the most keys of a tile, in vectors
 SX_VECTORS_MAX = 32
@@ -62,15 +62,15 @@ def kernel_name(dtype: str, isa: str, g: int, s_x: int, softmax: bool = True) ->
     return f"attention_{dtype}_{isa}_g{g}_s{s_x}" + ("" if softmax else "_nosoftmax")
 
 
-def check_tile(g: int | None, s_x: int | None, lanes: int, what: str) -> tuple[int, int]:
+def check_tile(g: int | None, s_x: int | None, lanes: int, what: str, g_max: int = G_MAX) -> tuple[int, int]:
     """The validated tile ``(g, s_x)`` for vectors of ``lanes`` elements (``what``: the dtype and
-    ISA, for the message): ``g`` query rows in 1..`G_MAX`, ``s_x`` keys a multiple of the vector
-    length, 1..`SX_VECTORS_MAX` vectors (defaults `DEFAULT_G` and `DEFAULT_SX_VECTORS` vectors).
-    ValueError naming the parameter otherwise."""
+    ISA, for the message): ``g`` query rows in 1..``g_max`` (the generator's most rows a tile,
+    default `G_MAX`), ``s_x`` keys a multiple of the vector length, 1..`SX_VECTORS_MAX` vectors
+    (defaults `DEFAULT_G` and `DEFAULT_SX_VECTORS` vectors). ValueError naming the parameter otherwise."""
     g = DEFAULT_G if g is None else g
     s_x = DEFAULT_SX_VECTORS * lanes if s_x is None else s_x
-    if not isinstance(g, int) or isinstance(g, bool) or not 1 <= g <= G_MAX:
-        raise ValueError(f"g must be an integer in 1..{G_MAX}, got {g!r}")
+    if not isinstance(g, int) or isinstance(g, bool) or not 1 <= g <= g_max:
+        raise ValueError(f"g must be an integer in 1..{g_max}, got {g!r}")
     if not isinstance(s_x, int) or isinstance(s_x, bool) or s_x % lanes or not 1 <= s_x // lanes <= SX_VECTORS_MAX:
         raise ValueError(
             f"s_x must be a multiple of the vector length {lanes} ({what}) in {lanes}..{SX_VECTORS_MAX * lanes},"

@@ -80,13 +80,16 @@ __all__ = [
 #: the int64 arguments, in order: the shared ones, then the key-chunk chaining
 ARGS = (*spec.ARGS, *spec.CHAIN_ARGS)
 OFFSET = {name: 8 * i for i, name in enumerate(ARGS)}
-G_MAX, SX_VECTORS_MAX, DEFAULT_G, DEFAULT_SX_VECTORS = (
-    spec.G_MAX,
+SX_VECTORS_MAX, DEFAULT_G, DEFAULT_SX_VECTORS = (
     spec.SX_VECTORS_MAX,
     spec.DEFAULT_G,
     spec.DEFAULT_SX_VECTORS,
 )
 signature = spec.signature
+#: the most query rows of a tile: up to four register blocks share each K^T and V tile while it is in L1
+G_MAX = 24
+#: the rows of a register block (AVX2: 6 x 2 vectors of accumulators; AVX-512: 6 x 4)
+BLOCK_ROWS = 6
 
 ARG, SCR, J0 = r8, rbx, rbp  # the args array, the scratch base, the key tile's first key
 k1, k2 = KReg(1), KReg(2)
@@ -94,7 +97,7 @@ k1, k2 = KReg(1), KReg(2)
 
 def check_tiles(dtype: str, isa: str, g: int | None = None, s_x: int | None = None) -> tuple[int, int]:
     """The validated tile ``(g, s_x)`` for ``dtype`` on ``isa`` (`minijit.kernels.attention.check_tile`)."""
-    return spec.check_tile(g, s_x, Target.of(dtype, isa).vl, f"{dtype} {isa}")
+    return spec.check_tile(g, s_x, Target.of(dtype, isa).vl, f"{dtype} {isa}", G_MAX)
 
 
 def _r64(n: int) -> int:
@@ -140,9 +143,13 @@ class FusedAttention:
         regs = t.vregs
         nregs = len(regs)
         mask = 1 if t.isa == "avx2" else 0
-        self.cv = min(4, (nregs - 1 - mask) // (g + 1))  # vectors per register block
-        self.acc = [[regs[i * self.cv + u] for u in range(self.cv)] for i in range(g)]
-        base = g * self.cv
+        # the tile's g rows in register blocks of up to BLOCK_ROWS rows, one after another over
+        # the same K^T / V vectors (L1-resident after the first block)
+        rb = min(g, BLOCK_ROWS)
+        self.blocks = [(r0, min(rb, g - r0)) for r0 in range(0, g, rb)]
+        self.cv = min(4, (nregs - 1 - mask) // (rb + 1))  # vectors per register block
+        self.acc = [[regs[i * self.cv + u] for u in range(self.cv)] for i in range(rb)]
+        base = rb * self.cv
         self.vin = regs[base : base + self.cv]  # K or V vectors
         self.bc = regs[base + self.cv]  # the broadcast register
         self.vmask = regs[15] if t.isa == "avx2" else None
@@ -506,10 +513,16 @@ class FusedAttention:
         self.pv()
 
     def scores(self, c0: int, cv: int) -> None:
-        """Score vectors c0..c0+cv of the tile for the g rows -> the scratch rows."""
+        """Score vectors c0..c0+cv of the tile for the g rows -> the scratch rows, one register
+        block of rows after another over the same K^T vectors."""
+        for r0, rows in self.blocks:
+            self.scores_block(c0, cv, r0, rows)
+
+    def scores_block(self, c0: int, cv: int, r0: int, rows: int) -> None:
+        """Score vectors c0..c0+cv of the tile's rows r0..r0+rows (one register block)."""
         a, t, s, g = self.a, self.t, self.slot, self.g
         PK, PQ, LD, CNT = rsi, rdi, rdx, rcx
-        acc = [row[:cv] for row in self.acc]
+        acc = [row[:cv] for row in self.acc[:rows]]
         for row in acc:
             for x in row:
                 self.v("vxor")(x, x, x)
@@ -517,13 +530,15 @@ class FusedAttention:
         if c0:
             a.add(PK, c0 * t.vbytes)
         a.mov(PQ, s["qb"])
+        if r0:
+            a.add(PQ, r0 * t.es)
         a.mov(LD, s["ktld"])
         a.mov(CNT, _arg("E"))
 
         def step() -> None:
             for u in range(cv):
                 self.v("vmovu")(self.vin[u], t.vmem(PK + u * t.vbytes))
-            for i in range(g):
+            for i in range(rows):
                 self.bcast(self.bc, PQ + i * t.es)
                 for u in range(cv):
                     self.v("vfmadd231")(acc[i][u], self.vin[u], self.bc)
@@ -533,10 +548,11 @@ class FusedAttention:
         self.loop(CNT, step, "e")
         a.mov(rax, s["params"])
         self.bcast(self.bc, rax)
-        for i in range(g):
+        for i in range(rows):
+            row = r0 + i
             for u in range(cv):
                 self.v("vmul")(acc[i][u], acc[i][u], self.bc)
-                self.v("vmovu")(t.vmem(SCR + self.off["p"] + (i * self.s_x + (c0 + u) * t.vl) * t.es), acc[i][u])
+                self.v("vmovu")(t.vmem(SCR + self.off["p"] + (row * self.s_x + (c0 + u) * t.vl) * t.es), acc[i][u])
 
     def bias(self) -> None:
         """Scores += the bias rows of the tile's valid rows (none when ``bias`` is 0): columns at
@@ -767,19 +783,26 @@ class FusedAttention:
         a.bind(end)
 
     def pv_block(self, nvec: int, masked: bool) -> None:
-        a, t, s, g = self.a, self.t, self.slot, self.g
-        OBP, EVOFF = r10, r12
-        PV, PP, CNT, LD = rsi, rdi, rcx, rdx
-        acc = [row[:nvec] for row in self.acc]
-        for i in range(g):
-            self.bcast(self.bc, SCR + self.off["alpha"] + i * t.es)
-            for u in range(nvec):
-                self.v("vmul")(acc[i][u], self.bc, t.vmem(OBP + (u * g + i) * t.vbytes))
+        """O = alpha * O + P . V for ``nvec`` vectors of Ev (the last masked when ``masked``), one
+        register block of rows after another over the same V vectors."""
+        a, t, s = self.a, self.t, self.slot
         if masked and self.vmask is not None:
             a.mov(rax, s["evmask"])
             a.vmovups(self.vmask, t.vmem(rax))
+        for r0, rows in self.blocks:
+            self.pv_rows(nvec, masked, r0, rows)
+
+    def pv_rows(self, nvec: int, masked: bool, r0: int, rows: int) -> None:
+        a, t, s, g = self.a, self.t, self.slot, self.g
+        OBP, EVOFF = r10, r12
+        PV, PP, CNT, LD = rsi, rdi, rcx, rdx
+        acc = [row[:nvec] for row in self.acc[:rows]]
+        for i in range(rows):
+            self.bcast(self.bc, SCR + self.off["alpha"] + (r0 + i) * t.es)
+            for u in range(nvec):
+                self.v("vmul")(acc[i][u], self.bc, t.vmem(OBP + (u * g + r0 + i) * t.vbytes))
         a.lea(PV, ptr(r13 + EVOFF))
-        a.lea(PP, ptr(SCR + self.off["p"]))
+        a.lea(PP, ptr(SCR + self.off["p"] + r0 * self.s_x * t.es))
         a.mov(LD, s["ldv"])
         a.mov(CNT, s["nk"])
 
@@ -793,7 +816,7 @@ class FusedAttention:
                         getattr(a, t.v("vmaskmov"))(self.vin[u], self.vmask, mem)
                 else:
                     self.v("vmovu")(self.vin[u], mem)
-            for i in range(g):
+            for i in range(rows):
                 self.bcast(self.bc, PP + i * self.s_x * t.es)
                 for u in range(nvec):
                     self.v("vfmadd231")(acc[i][u], self.vin[u], self.bc)
@@ -801,9 +824,9 @@ class FusedAttention:
             a.add(PP, t.es)
 
         self.loop(CNT, step, "k")
-        for i in range(g):
+        for i in range(rows):
             for u in range(nvec):
-                self.v("vmovu")(t.vmem(OBP + (u * g + i) * t.vbytes), acc[i][u])
+                self.v("vmovu")(t.vmem(OBP + (u * g + r0 + i) * t.vbytes), acc[i][u])
 
     def resume(self) -> None:
         """chain bit 0 (resume): the tile's rows continue a previous call's state: m, l from

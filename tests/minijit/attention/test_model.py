@@ -296,3 +296,40 @@ def test_kernel_s_x_is_whole_register_blocks_whose_v_block_and_p_tile_fit_l1(dty
         kernel_s_x(64, 0, dtype)
     with pytest.raises(ValueError, match="dtype"):
         kernel_s_x(64, 64, "fp16")
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp64"])
+def test_kernel_g_is_register_blocks_whose_rows_fit_half_of_l1(dtype):
+    from minijit.attention.model import (
+        KERNEL_G,
+        KERNEL_MAX_BLOCKS,
+        KERNEL_ROWS_L1_SHARE,
+        X86_ISAS,
+        _host_cpu,
+        kernel_g,
+        kernel_s_x,
+    )
+
+    cpu = _host_cpu(dtype)
+    seen = set()
+    for E in (1, 8, 64, 100, 128, 256, 4096):
+        s_x = kernel_s_x(E, E, dtype)
+        g = kernel_g(E, E, s_x, dtype)
+        seen.add(g)
+        if cpu.isa not in X86_ISAS:
+            assert g == KERNEL_G
+            continue
+        assert g % KERNEL_G == 0 and KERNEL_G <= g <= KERNEL_MAX_BLOCKS * KERNEL_G
+        per_row = (2 * E + s_x) * cpu.item
+        if g > KERNEL_G:  # past one block: the rows' state fits the share
+            assert g * per_row <= KERNEL_ROWS_L1_SHARE * cpu.caps[0]
+        # one more block would not fit, or is past the cap
+        assert g == KERNEL_MAX_BLOCKS * KERNEL_G or (g + KERNEL_G) * per_row > KERNEL_ROWS_L1_SHARE * cpu.caps[0]
+    if cpu.isa in X86_ISAS:
+        assert len(seen) > 1  # the rule depends on the head size: narrow heads share K, V over more rows
+    for bad in ({"E": 0}, {"Ev": -1}, {"s_x": 0}):
+        args = {"E": 64, "Ev": 64, "s_x": 64, **bad}
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            kernel_g(args["E"], args["Ev"], args["s_x"], dtype)
+    with pytest.raises(ValueError, match="dtype"):
+        kernel_g(64, 64, 64, "fp16")

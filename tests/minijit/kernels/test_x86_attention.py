@@ -157,10 +157,13 @@ def test_matches_the_api_reference_with_torch_causal(dtype):
 
 
 @pytest.mark.skipif(not X86, reason="runs x86-64 code")
-@pytest.mark.parametrize("g,sx_vectors", [(1, 1), (2, 3), (5, 2), (7, 1), (8, 5), (6, 8)])
+@pytest.mark.parametrize(
+    "g,sx_vectors", [(1, 1), (2, 3), (5, 2), (7, 1), (8, 5), (6, 8), (12, 4), (13, 2), (18, 4), (24, 3)]
+)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_other_tiles(g, sx_vectors, dtype):
-    """Tiles other than the default (the IO model's choices): query tails, key tails, causal."""
+    """Tiles other than the default (the IO model's choices): query tails, key tails, causal; tiles
+    of several register blocks (g > 6: blocks of 6 rows and a shorter last one)."""
     vl = 32 // np.dtype(dtype).itemsize if NATIVE == "avx2" else 64 // np.dtype(dtype).itemsize
     rng = np.random.default_rng(g * 10 + sx_vectors)
     for L, S, E, Ev, causal, row0 in ((19, 45, 8, 17, 1, 3), (9, 70, 3, 64, 0, 0), (23, 23, 17, 5, 1, 0)):
