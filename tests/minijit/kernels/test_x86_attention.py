@@ -70,7 +70,7 @@ def test_listing_reassembles_to_the_code(isa, dtype):
     except llvm.LlvmError as e:  # pragma: no cover - the test command installs llvm
         pytest.skip(str(e))
     vl = (32 if isa == "avx2" else 64) // (4 if dtype == "fp32" else 8)
-    for g, s_x in ((None, None), (3, None), (8, 5 * vl)):
+    for g, s_x in ((None, None), (3, None), (8, 5 * vl), (18, 4 * vl), (13, 2 * vl)):
         prog = attention.program(dtype, isa, g, s_x)
         assert llvm.assemble(prog.listing(), triple="x86_64", mattr="") == prog.code()
 
