@@ -6,12 +6,16 @@
     c = minijit.dask.einsum("ij,jk->ik", a, a.T)   # a dask array: c.compute() runs it
 
 `einsum` takes the grammar of `minijit.einsum` (``...``, implicit outputs, repeated indices as
-diagonals, size-1 broadcasting, the sublist form, ``optimize``); `tensordot` and `matmul` are
-numpy's, spelled as einsum. An expression of three or more operands is split into pairwise steps
-on minijit's contraction path (`minijit.contract_path`). Each step is one `dask.array.blockwise`
-whose tasks call `minijit.einsum` on numpy blocks, keeping the contracted indices as size-1 axes,
-and a tree reduction (`dask.array.reduction`, ``split_every`` blocks per node) sums those partial
-blocks. Only subscripts and numpy blocks travel: no kernel is pickled, every worker process JITs
+diagonals, size-1 broadcasting, the sublist form, ``optimize``) and every dtype numpy's einsum
+takes (bool, the integers, float16/32/64, longdouble, complex, object), with numpy's results:
+integers wrap in the result dtype, bool sums are logical or (dask.array's own einsum sums bool and
+small integers into int64 across blocks; numpy does not, nor does this); `tensordot` and `matmul`
+are numpy's, spelled as einsum. An expression of three or more operands is split into pairwise
+steps on minijit's contraction path (`minijit.contract_path`). Each step is one
+`dask.array.blockwise` whose tasks call `minijit.einsum` on numpy blocks, keeping the contracted
+indices as size-1 axes, and a tree reduction (`dask.array.reduction`, ``split_every`` blocks per
+node) sums those partial blocks in the result dtype (numpy's ``+``: wrapping for integers, logical
+or for bool). Only subscripts and numpy blocks travel: no kernel is pickled, every worker process JITs
 and caches its own plans (`minijit.cache_info`), which its threads share.
 
 Block sizes come from a data-movement model (`block_sizes`, in `minijit.dask.model`; seed 001's IO
@@ -43,7 +47,11 @@ from minijit.einsum.parse import expand_subscripts, parse_subscripts
 
 __all__ = ["block_sizes", "einsum", "matmul", "tensordot"]
 
-_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+#: dtype kinds numpy's einsum computes in: bool, signed and unsigned integers, floats (float16 to
+#: longdouble), complex, object (datetimes, strings and structured dtypes it refuses)
+_KINDS = "biufcO"
+#: the dtypes that convert to each other under the default ``casting`` (None), as `minijit.einsum`
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 Chunks = None | str | int | Mapping[str, int | Sequence[int]]
 
@@ -65,7 +73,8 @@ def _flatten(x: Any) -> list[np.ndarray]:
 
 
 def _sum_blocks(x: Any, axis: tuple[int, ...], keepdims: bool) -> np.ndarray:
-    """A node of the tree reduction: the sum of its partial blocks (nested lists), one new array."""
+    """A node of the tree reduction: the sum of its partial blocks (nested lists), one new array,
+    in their dtype with numpy's ``+`` (integers wrap as numpy's einsum does; bool: logical or)."""
     parts = _flatten(x)
     total = parts[0].copy() if len(parts) > 1 else parts[0]
     for p in parts[1:]:
@@ -91,16 +100,30 @@ class _Diagonals:
 
 
 def _as_dask(i: int, x: Any, where: str) -> da.Array:
-    """Operand ``i`` as a float32/float64 dask array with known shape (numpy and the like wrapped)."""
+    """Operand ``i`` as a dask array of a dtype numpy's einsum takes (`_KINDS`), with known shape
+    (numpy arrays, lists and scalars wrapped in one chunk)."""
     if not isinstance(x, da.Array):
         if hasattr(x, "__cuda_array_interface__") or getattr(x, "is_cuda", False):
             raise TypeError(f"{where}: operand {i} is a CUDA device array; minijit.dask runs numpy blocks on CPUs")
         x = da.from_array(np.asarray(x), chunks=-1)
-    if x.dtype not in _DTYPES:
-        raise TypeError(f"{where}: operand {i} has dtype {x.dtype}; only float32 and float64 are supported")
+    if x.dtype.kind not in _KINDS:
+        raise TypeError(
+            f"{where}: operand {i} has dtype {x.dtype}, which numpy's einsum does not take"
+            " (bool, integers, floats, complex or object)"
+        )
     if any(isinstance(n, float) and math.isnan(n) for n in x.shape):
         raise ValueError(f"{where}: operand {i} has unknown chunk sizes {x.shape}: call compute_chunk_sizes() first")
     return x
+
+
+def _cast_allowed(arrays: Sequence[da.Array], dt: np.dtype, casting: str | None) -> bool:
+    """Whether ``casting`` lets every operand be cast to the result dtype ``dt``; None (the
+    default): numpy's 'safe', or float32/float64 operands to a float32/float64 result."""
+    if casting is None:
+        if dt in _FLOATS and all(x.dtype in _FLOATS for x in arrays):
+            return True
+        casting = "safe"
+    return _keywords.cast_allowed(list(arrays), dt, None, casting)
 
 
 def _check_chunks(chunks: Chunks, letters: str, sizes: Mapping[str, int]) -> dict[str, Any] | None:
@@ -200,8 +223,13 @@ def einsum(
 ) -> da.Array:
     """numpy's einsum on dask arrays, every block contracted by `minijit.einsum`; a dask array.
 
-    ``operands``: dask arrays (others, e.g. numpy, are wrapped in one chunk), float32 or float64;
-    the result dtype is ``dtype`` or their result type. The grammar of `minijit.einsum`.
+    ``operands``: dask arrays (others, e.g. numpy, are wrapped in one chunk) of any dtype numpy's
+    einsum takes: bool, int8-int64, uint8-uint64, float16-longdouble, complex64-clongdouble,
+    object. The result dtype is ``dtype`` or numpy's result type of the operands; the operands are
+    cast to it (as numpy's einsum does) and every block is computed and summed in it: integers
+    wrap as numpy's, bool multiplies with logical and and sums with logical or, float16 blocks
+    are rounded to float16 before the reduction adds them (within float16 rounding of numpy's).
+    The grammar of `minijit.einsum`.
     ``chunks``: None (default) lets the model pick every step's block sizes (`block_sizes`) and
     rechunks the operands to them; ``"input"`` keeps the operands' chunks (unified across operands,
     as `dask.array.einsum` does); an int is one block size for every index; a dict maps index
@@ -210,7 +238,8 @@ def einsum(
     ``split_every``: blocks summed per node of the reduction tree (dask's default when None).
     ``order`` and ``casting`` as numpy's einsum takes them (`minijit.einsum.keywords`): ``order``
     lays out each block, ``casting`` is checked for the operands' cast to the result dtype
-    (TypeError where the rule forbids it; the defaults None are `minijit.einsum`'s).
+    (TypeError where the rule forbids it). The default None is `minijit.einsum`'s: numpy's 'safe',
+    except that float32 and float64 convert to each other.
     Errors (subscripts, shapes, dtypes, chunks) are raised here, before any graph is built.
     """
     where = "minijit.dask.einsum"
@@ -224,18 +253,20 @@ def einsum(
     inputs, output = expand_subscripts(subscripts, tuple(x.ndim for x in arrays))
     expr = parse_subscripts(",".join(inputs) + "->" + output, *[x.shape for x in arrays])  # sizes, errors
     dt = np.dtype(dtype) if dtype is not None else np.result_type(*[x.dtype for x in arrays])
-    if dt not in _DTYPES:
-        raise TypeError(f"{where}: dtype must be float32 or float64, got {dt}")
+    if dt.kind not in _KINDS:
+        raise TypeError(
+            f"{where}: dtype {dt} is not one numpy's einsum takes (bool, integers, floats, complex, object)"
+        )
     if not _keywords.valid_order(order):
         raise ValueError(f"{where}: order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
     if not _keywords.valid_casting(casting):
         raise ValueError(
             f"{where}: casting must be one of {', '.join(map(repr, _keywords.CASTINGS))} (got {casting!r})"
         )
-    if casting is not None and not _keywords.cast_allowed(arrays, dt, None, casting):
+    if not _cast_allowed(arrays, dt, casting):
         raise TypeError(
             f"{where}: cannot cast the operands ({', '.join(str(x.dtype) for x in arrays)}) to {dt}"
-            f" with casting rule {casting!r}"
+            f" with casting rule {casting or 'safe'!r}"
         )
     spec = _check_chunks(chunks, "".join(dict.fromkeys("".join(inputs))), expr.sizes)
     if split_every is not None and (not isinstance(split_every, (int, np.integer)) or split_every < 2):

@@ -189,8 +189,8 @@ def test_errors_name_the_operand_or_index():
     a = da.ones((4, 5), chunks=2)
     with pytest.raises(ValueError, match="operand 1"):
         md.einsum("ij,jk->ik", a, da.ones((6, 3)))
-    with pytest.raises(TypeError, match="operand 1 has dtype int64"):
-        md.einsum("ij,jk->ik", a, da.ones((5, 3), dtype=np.int64))
+    with pytest.raises(TypeError, match="operand 1 has dtype datetime64"):  # numpy's einsum refuses it too
+        md.einsum("ij,jk->ik", a, da.zeros((5, 3), dtype="datetime64[s]"))
     with pytest.raises(ValueError, match="invalid character"):
         md.einsum("ij,j2->i", a, a)
     with pytest.raises(ValueError, match="index 'x'"):
