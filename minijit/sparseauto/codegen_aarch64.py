@@ -5,8 +5,9 @@ The emitted function has the x86-64 compiler's ABI (`minijit.sparseauto.codegen`
     void nest(const int64_t* args, int64_t begin, int64_t end)     // x0, x1, x2
 
 with the same ``args`` block (`codegen.arg_slots`), the same `codegen.Program` metadata and the same
-split of the top loop over ``[begin, end)``. The outer stages follow the x86-64 compiler and carry
-the same label names in the listing:
+split of the top loop over ``[begin, end)``. The outer stages are the shared skeleton's
+(`minijit.sparseauto.codegen_skeleton`: this module supplies its instructions) and carry the same
+label names in the listing as on x86-64:
 
 * **Loop, dense** (``dense_<i>``), **one compressed level** (``walk_<T>_<i>``), **two compressed
   levels** (``merge_<i>``: a two-pointer intersection); entering an iteration sets the position of
@@ -24,7 +25,8 @@ the same label names in the listing:
 
 Every other loop (strided, co-iterating, sampled outputs) runs the scalar statement. Loop
 variables, positions, walk bounds and broadcast scalars live in stack slots, so the nest may be
-arbitrarily deep and branched. Registers: x19 holds ``args``; x9-x17 are scratch; the vectorized
+arbitrarily deep and branched. Registers: x19 holds ``args``; x10-x13 are the skeleton's scratch
+registers, x14 the skeleton instructions' own; x9, x15-x17 are the inner loops' scratch; the vectorized
 loop's pointers are x0-x7 and x20-x28; v0-v8 hold products, loaded factors and accumulators,
 v24-v26 the broadcast scalars (z registers under SVE). The code is meant for correctness in the
 emulator first (no prefetch, no registers kept across loops).
@@ -32,16 +34,18 @@ emulator first (no prefetch, no registers kept across loops).
 
 from __future__ import annotations
 
-from asm.aarch64 import Assembler, P, mem, post, sp, wzr, x9, x10, x11, x12, x13, x14, x15, x16, x17, x19, xzr
+from asm.aarch64 import Assembler, P, mem, post, sp, wzr, x9, x10, x11, x12, x13, x14, x16, x17, x19, xzr
 from asm.aarch64.registers import ScalarReg, VecReg, VReg, XReg, ZVec
 from minijit.kernels.aarch64.common import DType, dtype_info, epilogue, loop, prologue, sp_adjust
-from minijit.sparseauto.emitter import NestEmitter, Program
-from minijit.sparseauto.nest import Access, Compute, Loop, Nest, Node, Operand, Temp
+from minijit.sparseauto.codegen_skeleton import Skeleton, check_nest
+from minijit.sparseauto.emitter import Program
+from minijit.sparseauto.nest import Access, Compute, Loop, Nest, Temp
 
 __all__ = ["ISAS", "compile_nest_aarch64"]
 
 ISAS = ("neon", "sve")
 ARGS = x19  # the args block, for the whole function
+_SCRATCH = x14  # the SparseISA instructions' own scratch register
 #: pointers of the vectorized loop's accesses (x18 is the platform register, x19 holds args)
 _PTR_REGS = tuple(XReg(i) for i in (*range(8), *range(20, 29)))
 _BCAST = 24  # v24.. (z24..): one broadcast scalar per vectorized statement
@@ -65,39 +69,101 @@ class _Frame:
         return -(-8 * len(self.slots) // 16) * 16
 
 
-class _Emitter64(NestEmitter):
-    """Walks the nest once and emits its AArch64 code; one instance per compiled program."""
+class _Emitter64(Skeleton):
+    """The AArch64 instructions of `codegen_skeleton.SparseISA` and the inner loops; one instance
+    per compiled program."""
 
     MAX_VEC_STATEMENTS = _MAX_STATEMENTS
     POINTER_REGS = len(_PTR_REGS)
+    w = (x10, x11, x12, x13)  # the skeleton's scratch registers (x14 is the instructions' own)
+    BRANCHES = {"lt": "b_lt", "ge": "b_ge", "gt": "b_gt", "always": "b"}
 
     def __init__(self, nest: Nest, extents: dict[str, int], dtype: str, isa: str) -> None:
         self._analyse(nest, extents)
         self.isa = isa
         self.t: DType = dtype_info(dtype)
+        self.es = self.t.size
         self.a = Assembler(name=f"sparse_nest_{isa}_{dtype}")
         f = self.frame = _Frame()
+        self._layout(f.slot)
+        self.bcast = [f.slot(f"bcast{s}") for s in range(_MAX_STATEMENTS)]
         self.begin, self.end = f.slot("begin"), f.slot("end")
-        self.bcast = [f.slot(f"bcast{s}") for s in range(_MAX_STATEMENTS)]  # low: `add xd, sp, #imm12`
-        indices = sorted({i for o in nest.operands for i in o.indices})
-        self.coord = {i: f.slot(f"coord_{i}") for i in indices}
-        self.pos = {
-            (o.name, k): f.slot(f"pos_{o.name}_{k}") for o in self.sparse.values() for k in range(len(o.levels))
-        }
-        self.ends = [(f.slot(f"end{n}_a"), f.slot(f"end{n}_b")) for n in range(len(self.loops))]
-        self.split = self._split()
+
+    # ---------------------------------------------------------------- SparseISA
+
+    def load(self, r: XReg, slot: int) -> None:
+        self.a.ldr(r, mem(sp, slot))
+
+    def store(self, slot: int, r: XReg) -> None:
+        self.a.str(r, mem(sp, slot))
+
+    def zero(self, r: XReg) -> None:
+        self.a.mov(r, 0)
+
+    def load_arg(self, r: XReg, index: int) -> None:
+        self.a.ldr(r, mem(ARGS, 8 * index))
+
+    def load_u32(self, dst: XReg, base: XReg, idx: XReg, disp: int = 0) -> None:
+        if disp:
+            self.a.add(_SCRATCH, base, idx, "lsl", 2)
+            self.a.ldr(dst.w, mem(_SCRATCH, disp))
+        else:
+            self.a.ldr(dst.w, mem(base, idx, "lsl", 2))
+
+    def cmp_slot(self, r: XReg, slot: int) -> None:
+        self.load(_SCRATCH, slot)
+        self.a.cmp(r, _SCRATCH)
+
+    def cmp_imm(self, r: XReg, imm: int) -> None:
+        if imm < 4096:
+            self.a.cmp(r, imm)
+        else:
+            self.a.mov(_SCRATCH, imm)
+            self.a.cmp(r, _SCRATCH)
+
+    def inc(self, r: XReg) -> None:
+        self.a.add(r, r, 1)
+
+    def inc_slot(self, slot: int) -> None:
+        self.load(_SCRATCH, slot)
+        self.inc(_SCRATCH)
+        self.store(slot, _SCRATCH)
+
+    def mul_imm(self, r: XReg, imm: int) -> None:
+        self.a.mov(_SCRATCH, imm)
+        self.a.mul(r, r, _SCRATCH)
+
+    def add_slot(self, r: XReg, slot: int) -> None:
+        self.load(_SCRATCH, slot)
+        self.a.add(r, r, _SCRATCH)
+
+    def add_scaled(self, r: XReg, idx: XReg, step: int) -> None:
+        if step == 0:
+            return
+        if step & (step - 1) == 0:
+            self.a.add(r, r, idx, "lsl", step.bit_length() - 1)
+        else:
+            self.a.mov(_SCRATCH, step)
+            self.a.madd(r, idx, _SCRATCH, r)
+
+    def scale_add(self, r: XReg, base: XReg, scale: int) -> None:
+        self.a.add(r, base, r, "lsl", scale.bit_length() - 1)
+
+    def prologue(self) -> None:
+        a = self.a
+        self._saved = prologue(a, _CALLEE_X, _CALLEE_V)
+        sp_adjust(a, self.frame.size, alloc=True)
+        a.mov(ARGS, XReg(0))
+        self.store(self.begin, XReg(1))
+        self.store(self.end, XReg(2))
+        if self.isa == "sve":
+            a.ptrue(getattr(P[0], self.t.es))
+
+    def epilogue(self) -> None:
+        sp_adjust(self.a, self.frame.size, alloc=False)
+        epilogue(self.a, self._saved)
 
     # ---------------------------------------------------------------- helpers
-
-    def _ld(self, reg: XReg, slot: int) -> None:
-        self.a.ldr(reg, mem(sp, slot))
-
-    def _st(self, reg: XReg, slot: int) -> None:
-        self.a.str(reg, mem(sp, slot))
-
-    def _base(self, reg: XReg, tensor: str, part: str, level: int | None = None) -> None:
-        """reg = address of ``tensor``'s ``part`` (from the args block)."""
-        self.a.ldr(reg, mem(ARGS, 8 * self.arg[(tensor, part, level)]))
 
     def _s(self, idx: int) -> ScalarReg:
         """The scalar view (s/d) of v<idx>."""
@@ -110,73 +176,8 @@ class _Emitter64(NestEmitter):
     def _z(self, idx: int) -> ZVec:
         return self.t.z(idx)
 
-    def _enter_iteration(self, loop: Loop) -> None:
-        """Positions of dense levels at the loop's index: parent * size + coordinate."""
-        a = self.a
-        for o, k in self._dense_levels(loop):
-            if k == 0:
-                self._ld(x10, self.coord[loop.index])
-            else:
-                self._ld(x10, self.pos[(o.name, k - 1)])
-                a.mov(x11, self.ext[loop.index])
-                self._ld(x12, self.coord[loop.index])
-                a.madd(x10, x10, x11, x12)
-            self._st(x10, self.pos[(o.name, k)])
-
-    def _address(self, acc: Access, reg: XReg, skip: str | None = None) -> None:
-        """reg = address of the element ``acc`` refers to (``skip``: that index left at 0); uses x10, x11."""
-        a, es = self.a, self.t.size
-        sparse = self.sparse.get(acc.tensor)
-        if acc.tensor == self.nest.output.name:
-            sparse = self.sampled  # a sparse output is stored at the sampled operand's positions
-        if sparse is not None:
-            level, row = self.out_row if acc.tensor == self.nest.output.name else (len(sparse.levels) - 1, 1)
-            self._ld(x10, self.pos[(sparse.name, level)])
-            if row != 1:  # a fibre output: its dense row under that position
-                a.mov(x11, row)
-                a.madd(x10, x10, x11, xzr)
-            self._base(reg, acc.tensor, "vals")
-            a.add(reg, reg, x10, "lsl", self.t.shift)
-        else:
-            self._base(reg, acc.tensor, "temp" if acc.tensor in self.temp_sizes else "data")
-        for i in acc.indices:
-            step = self.strides.get(acc.tensor, {}).get(i, 0) * es
-            if i == skip or step == 0:
-                continue
-            self._ld(x10, self.coord[i])
-            if step & (step - 1) == 0:
-                a.add(reg, reg, x10, "lsl", step.bit_length() - 1)
-            else:
-                a.mov(x11, step)
-                a.madd(reg, x10, x11, reg)
-
-    # ---------------------------------------------------------------- program
-
-    def program(self) -> Program:
-        a, f = self.a, self.frame
-        saved = prologue(a, _CALLEE_X, _CALLEE_V)
-        sp_adjust(a, f.size, alloc=True)
-        a.mov(ARGS, XReg(0))
-        self._st(XReg(1), self.begin)
-        self._st(XReg(2), self.end)
-        if self.isa == "sve":
-            a.ptrue(getattr(P[0], self.t.es))
-        self._nodes(self.nest.body, top=True)
-        sp_adjust(a, f.size, alloc=False)
-        epilogue(a, saved)
-        return Program(a, self.slots, dict(self.temp_sizes), self.split, tuple(self.vectorized))
-
-    def _nodes(self, nodes: tuple[Node, ...], top: bool = False) -> None:
-        for node in nodes:
-            split = self._split_here(node, top)
-            if isinstance(node, Temp):
-                self._zero_temp(node)
-            elif isinstance(node, Compute):
-                self._compute(node)
-            elif not split and self._vectorizable(node):
-                self._vector_loop(node)
-            else:
-                self._loop(node, split)
+    def _loop_kind(self, loop: Loop) -> str | None:
+        return "vector" if self._vectorizable(loop) else None
 
     def _vectorizable(self, loop: Loop) -> bool:
         """`NestEmitter._inner_kind` says "vector", and what `_vector_loop` relies on holds: at most
@@ -232,127 +233,6 @@ class _Emitter64(NestEmitter):
         a.ldr(self._s(1), mem(x9))
         a.fadd(self._v(1), self._v(1), self._v(0))
         a.str(self._s(1), mem(x9))
-
-    # ---------------------------------------------------------------- loops
-
-    def _dense_loop(self, loop: Loop, split: bool) -> None:
-        """dense_<i>: for i in 0..extent (or begin..end)."""
-        a, c = self.a, self.coord[loop.index]
-        done = a.new_label(f"dense_{loop.index}_done")
-
-        def load_end() -> None:
-            if split:
-                self._ld(x11, self.end)
-            else:
-                a.mov(x11, self.ext[loop.index])
-
-        if split:
-            self._ld(x10, self.begin)
-        else:
-            a.mov(x10, 0)
-        self._st(x10, c)
-        load_end()
-        a.cmp(x10, x11)
-        a.b_ge(done)
-        top = a.label(f"dense_{loop.index}")
-        self._enter_iteration(loop)
-        self._nodes(loop.body)
-        self._ld(x10, c)
-        a.add(x10, x10, 1)
-        self._st(x10, c)
-        load_end()
-        a.cmp(x10, x11)
-        a.b_lt(top)
-        a.bind(done)
-
-    def _fibre(self, o: Operand, k: int, p: XReg, e: XReg) -> None:
-        """p, e = the position range of level k's fibre under the parent position (uses x9, x12)."""
-        a = self.a
-        if k == 0:
-            a.mov(x9, 0)
-        else:
-            self._ld(x9, self.pos[(o.name, k - 1)])
-        self._base(x12, o.name, "pos", k)
-        a.add(x12, x12, x9, "lsl", 2)
-        a.ldr(p.w, mem(x12))
-        a.ldr(e.w, mem(x12, 4))
-
-    def _walk_loop(self, loop: Loop, o: Operand, split: bool) -> None:
-        """walk_<T>_<i>: for p in pos[parent]..pos[parent+1]: i = crd[p]."""
-        a = self.a
-        k = o.indices.index(loop.index)
-        p, end = self.pos[(o.name, k)], self.ends[self.loop_id[id(loop)]][0]
-        done = a.new_label(f"walk_{o.name}_{loop.index}_done")
-        if split:  # the caller's range of level-0 positions
-            self._ld(x10, self.begin)
-            self._ld(x11, self.end)
-        else:
-            self._fibre(o, k, x10, x11)
-        self._st(x10, p)
-        self._st(x11, end)
-        a.cmp(x10, x11)
-        a.b_ge(done)
-        top = a.label(f"walk_{o.name}_{loop.index}")
-        self._ld(x10, p)
-        self._base(x12, o.name, "crd", k)
-        a.ldr(x10.w, mem(x12, x10, "lsl", 2))
-        self._st(x10, self.coord[loop.index])
-        self._enter_iteration(loop)
-        self._nodes(loop.body)
-        self._ld(x10, p)
-        a.add(x10, x10, 1)
-        self._st(x10, p)
-        self._ld(x11, end)
-        a.cmp(x10, x11)
-        a.b_lt(top)
-        a.bind(done)
-
-    def _bump(self, slot: int) -> None:
-        """The stack slot += 1."""
-        self._ld(x10, slot)
-        self.a.add(x10, x10, 1)
-        self._st(x10, slot)
-
-    def _merge_loop(self, loop: Loop, o1: Operand, o2: Operand) -> None:
-        """merge_<i>: two-pointer intersection of two compressed levels' coordinates."""
-        a = self.a
-        k1, k2 = o1.indices.index(loop.index), o2.indices.index(loop.index)
-        p1, p2 = self.pos[(o1.name, k1)], self.pos[(o2.name, k2)]
-        e1, e2 = self.ends[self.loop_id[id(loop)]]
-        for o, k, p, e in ((o1, k1, p1, e1), (o2, k2, p2, e2)):
-            self._fibre(o, k, x10, x11)
-            self._st(x10, p)
-            self._st(x11, e)
-        done = a.new_label(f"merge_{loop.index}_done")
-        adv1 = a.new_label(f"merge_{loop.index}_next_{o1.name}")
-        adv2 = a.new_label(f"merge_{loop.index}_next_{o2.name}")
-        top = a.label(f"merge_{loop.index}")
-        self._ld(x10, p1)
-        self._ld(x11, e1)
-        a.cmp(x10, x11)
-        a.b_ge(done)
-        self._ld(x12, p2)
-        self._ld(x13, e2)
-        a.cmp(x12, x13)
-        a.b_ge(done)
-        self._base(x14, o1.name, "crd", k1)
-        a.ldr(x14.w, mem(x14, x10, "lsl", 2))
-        self._base(x15, o2.name, "crd", k2)
-        a.ldr(x15.w, mem(x15, x12, "lsl", 2))
-        a.cmp(x14, x15)
-        a.b_lt(adv1)
-        a.b_gt(adv2)
-        self._st(x14, self.coord[loop.index])  # both hold the coordinate: the body runs
-        self._enter_iteration(loop)
-        self._nodes(loop.body)
-        self._bump(p2)
-        a.bind(adv1)
-        self._bump(p1)
-        a.b(top)
-        a.bind(adv2)
-        self._bump(p2)
-        a.b(top)
-        a.bind(done)
 
     # ---------------------------------------------------------------- vectorized innermost loop
 
@@ -477,11 +357,6 @@ def compile_nest_aarch64(nest: Nest, extents: dict[str, int], dtype: str = "fp64
     """Emit the AArch64 code of ``nest`` for the index ``extents``, value ``dtype`` ("fp32"/"fp64")
     and ``isa`` ("neon" or "sve": vector-length agnostic). Raises ValueError for an unsupported
     nest, dtype or isa."""
-    if isa not in ISAS:
-        raise ValueError(f"isa must be one of {ISAS}, got {isa!r}")
+    check_nest(nest, extents, isa, ISAS)
     dtype_info(dtype)
-    nest.validate()
-    for i in {i for o in nest.operands for i in o.indices}:
-        if i not in extents:
-            raise ValueError(f"no extent for index {i!r}")
     return _Emitter64(nest, dict(extents), dtype, isa).program()
