@@ -314,52 +314,76 @@ class AttentionPlan:
         """`execute`; ``softmax=False`` (the bench only): the fused kernel without its softmax stage
         (wrong results; None where the fused kernel would not run)."""
         self._check(query, key, value, attn_mask)
-        if self.enable_gqa and self.groups > 1:  # head i of the query uses key/value head i // groups
-            key = np.repeat(key, self.groups, axis=-3)
-            value = np.repeat(value, self.groups, axis=-3)
         L, S = self.query_shape[-2], self.key_shape[-2]
         batch = self.batch
-        q = np.broadcast_to(query, (*batch, L, query.shape[-1]))
-        k = np.broadcast_to(key, (*batch, S, key.shape[-1]))
-        v = np.broadcast_to(value, (*batch, S, value.shape[-1]))
-        mask = None if attn_mask is None else np.broadcast_to(attn_mask, (*batch, L, S))
         out = np.empty(self.out_shape, self.dtype)
         scale = self.dtype.type(self.scale_value)
         if not out.size:
             return out
+        group = self.groups
+        if group > 1:  # GQA: the heads axis split into (key/value heads, group), key and value
+            # broadcast along the group (stride 0): query head i reads key/value head i // group,
+            # and nothing is copied
+            kv_batch = (*batch[:-1], batch[-1] // group)
+            batch = (*kv_batch, group)
+            key = np.broadcast_to(key, (*kv_batch, S, key.shape[-1]))[..., None, :, :]
+            value = np.broadcast_to(value, (*kv_batch, S, value.shape[-1]))[..., None, :, :]
+            query = np.broadcast_to(query, (*self.batch, L, query.shape[-1])).reshape(*batch, L, -1)
+            out_view = out.reshape(*batch, L, -1)
+            if attn_mask is not None:
+                attn_mask = np.broadcast_to(attn_mask, (*self.batch, L, S)).reshape(*batch, L, S)
+        else:
+            out_view = out
+        q = np.broadcast_to(query, (*batch, L, query.shape[-1]))
+        k = np.broadcast_to(key, (*batch, S, key.shape[-1]))
+        v = np.broadcast_to(value, (*batch, S, value.shape[-1]))
+        mask = None if attn_mask is None else np.broadcast_to(attn_mask, (*batch, L, S))
         if L <= DECODE_MAX_ROWS and softmax:
-            self._decode(q, k, v, mask, out, scale)
+            if group > 1:  # the group's query rows together: one batched product per key/value head
+                rows = (*batch[:-1], group * L)
+                q, k, v = q.reshape(*rows, -1), k[..., 0, :, :], v[..., 0, :, :]
+                mask = None if mask is None else mask.reshape(*rows, S)
+                out_view = out.reshape(*rows, -1)
+            self._decode(q, k, v, mask, out_view, scale, L)
             return out
         if FUSED and self.mask in ("none", "causal", "float"):
             found = fused_kernel(self.dtype, *self.kernel_tile(), softmax=softmax)
             if found is not None:
-                self._fused(q, k, v, mask, out, scale, *found)
+                self._fused(q, k, v, mask, out_view, scale, *found, group=group)
                 return out
         if not softmax:
             return None
         for lo in range(0, L, TILE_Q):
             hi = min(L, lo + TILE_Q)
-            out[..., lo:hi, :] = self._rows(q[..., lo:hi, :], k, v, mask, lo, hi, scale)
+            out_view[..., lo:hi, :] = self._rows(q[..., lo:hi, :], k, v, mask, lo, hi, scale)
         return out
 
-    def _fused(self, q, k, v, mask, out, scale, function, kernel, isa: str, g: int, s_x: int) -> None:
+    def _fused(self, q, k, v, mask, out, scale, function, kernel, isa: str, g: int, s_x: int, group: int = 1) -> None:
         """``out`` by the fused kernel: one call per (slice, block of query rows), K^T packed
         tile-major (key tiles of s_x, E x s_x each, contiguous). With at least as many slices as
         threads each thread packs its slices in turn into a buffer of its own (kept between
         calls); with fewer, every slice's K^T is packed once, by all threads, into the caller's
         buffer, and the threads share it (memory: min(slices, threads) packed slices). A float
         mask is the kernel's bias: its slice's strides as they are (0 where it broadcasts), a
-        copy where a column stride is neither 0 nor 1."""
+        copy where a column stride is neither 0 nor 1. ``group`` > 1 (GQA): the last batch dim is
+        the group, along which key and value are broadcast: slice b reads key/value slice b //
+        group, packed once for the group."""
         from minijit import parallel
 
         L, E = q.shape[-2:]
         S, Ev = v.shape[-2:]
-        batch = self.batch
+        batch = q.shape[:-2]
         n = math.prod(batch)
         dt = self.dtype
         es = dt.itemsize
         q = np.ascontiguousarray(q)  # no copy for C-order operands
-        v = np.ascontiguousarray(v)
+        if group > 1:  # one key/value slice per group (the broadcast group dim dropped)
+            k, v = k[..., 0, :, :], np.ascontiguousarray(v[..., 0, :, :])
+            kv_batch = batch[:-1]
+        else:
+            v = np.ascontiguousarray(v)
+            kv_batch = batch
+        n_kv = n // group
         name = "fp32" if dt == np.float32 else "fp64"
         scratch_bytes = kernel.scratch_bytes(name, isa, E, Ev, g, s_x)
         tiles = -(-S // s_x)
@@ -374,20 +398,21 @@ class AttentionPlan:
         qa, va, oa, pa = (x.ctypes.data for x in (q, v, out, params))
         causal = int(self.mask == "causal")
 
-        def slice_of(x, b):
-            return x[np.unravel_index(b, batch)] if batch else x
+        def slice_of(x, b, shape=batch):
+            return x[np.unravel_index(b, shape)] if shape else x
 
         shared = None
         if blocks > 1:  # few slices: each packed once, the key tiles split over the threads
-            shared = _thread_buffer("kt_shared", n * size * es).view(dt)[: n * size].reshape(n, tiles, E, s_x)
+            shared = _thread_buffer("kt_shared", n_kv * size * es).view(dt)[: n_kv * size]
+            shared = shared.reshape(n_kv, tiles, E, s_x)
 
             def pack_all(begin: int, end: int) -> None:
-                for b in range(n):
+                for b in range(n_kv):
                     lo, hi = max(begin - b * tiles, 0), min(end - b * tiles, tiles)
                     if lo < hi:
-                        _pack_kt(shared[b], slice_of(k, b), lo, hi, s_x)
+                        _pack_kt(shared[b], slice_of(k, b, kv_batch), lo, hi, s_x)
 
-            parallel.run_range(pack_all, n * tiles, threads)
+            parallel.run_range(pack_all, n_kv * tiles, threads)
 
         def run(begin: int, end: int) -> None:
             scratch = _thread_buffer("scratch", scratch_bytes + 64)
@@ -405,11 +430,12 @@ class AttentionPlan:
                 hi = min(L, lo + rows)
                 if hi <= lo:
                     continue
+                kv = b // group  # the key/value slice
                 if shared is not None:
-                    ka = shared[b].ctypes.data
-                elif b != packed:  # K^T of slice b, tile-major (the last tile partial)
-                    _pack_kt(kt, slice_of(k, b), 0, tiles, s_x)
-                    packed, ka = b, kt.ctypes.data
+                    ka = shared[kv].ctypes.data
+                elif kv != packed:  # K^T of slice kv, tile-major (the last tile partial)
+                    _pack_kt(kt, slice_of(k, kv, kv_batch), 0, tiles, s_x)
+                    packed, ka = kv, kt.ctypes.data
                 ms = None
                 if mask is not None:
                     ms = slice_of(mask, b)
@@ -434,7 +460,7 @@ class AttentionPlan:
                         function(
                             qa + (b * L + r0) * E * es,
                             ka + (c0 // s_x) * E * s_x * es,
-                            va + (b * S + c0) * Ev * es,
+                            va + (kv * S + c0) * Ev * es,
                             oa + (b * L + r0) * Ev * es,
                             aa,
                             pa,
@@ -444,25 +470,26 @@ class AttentionPlan:
 
         parallel.run_range(run, n * blocks, threads)
 
-    def _decode(self, q, k, v, mask, out, scale) -> None:
+    def _decode(self, q, k, v, mask, out, scale, L: int) -> None:
         """``out`` for few query rows (decode): the key axis in chunks (`decode_chunks`, or
         ``key_split``) over the threads; per chunk numpy's batched GEMVs read K and V as they are
         (no packing) and give each row's partial triple (max m, sum l, unscaled output o); the
-        triples are merged at the end (m = max m_c, o = sum exp(m_c - m) o_c / sum exp(m_c - m) l_c)."""
+        triples are merged at the end (m = max m_c, o = sum exp(m_c - m) o_c / sum exp(m_c - m) l_c).
+        ``L``: the query rows of a head; ``q``'s rows are several heads' (GQA's group) when more."""
         from minijit import parallel
 
-        L, S = q.shape[-2], k.shape[-2]
+        S = k.shape[-2]
         keys = min(S, L) if self.mask == "causal" else S  # past the last row's diagonal: no key
         if keys == 0:
             out[...] = np.nan  # no key: 0 / 0, as torch's math
             return
         threads = self.threads_now()
-        bounds = decode_chunks(keys, math.prod(self.batch), L, self.dtype.itemsize, threads, self.key_split)
+        bounds = decode_chunks(keys, math.prod(q.shape[:-2]), q.shape[-2], self.dtype.itemsize, threads, self.key_split)
         c = len(bounds)
         shape = (c, *out.shape[:-1], 1)
         m_parts, l_parts = np.empty(shape, self.dtype), np.empty(shape, self.dtype)
         o_parts = np.empty((c, *out.shape), self.dtype)
-        rows = np.arange(L)[:, None]
+        rows = np.tile(np.arange(L), q.shape[-2] // L)[:, None]  # each row's index in its head
 
         def run(begin: int, end: int) -> None:
             for i in range(begin, end):

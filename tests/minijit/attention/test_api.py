@@ -385,3 +385,55 @@ def test_pack_args_refuses_a_chain_without_its_state():
         kernel.pack_args(**(base | {"chain": chain, "lse": 4096}))
     with pytest.raises(ValueError, match="chain"):
         kernel.pack_args(**(base | {"chain": 4, "lse": 4096}))
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(
+    outer=st.sampled_from([(), (2,)]),
+    kv_heads=st.integers(1, 3),
+    group=st.integers(2, 4),
+    L=st.sampled_from([1, 2, 3, 9, 20]),
+    S=st.integers(1, 40),
+    E=st.sampled_from([1, 5, 8]),
+    Ev=st.sampled_from([1, 3, 8]),
+    mask=st.sampled_from(["none", "causal", "bool", "float"]),
+    kv_broadcast=st.booleans(),
+    threads=st.sampled_from(["1", "2"]),
+    dtype=st.sampled_from([np.float32, np.float64]),
+    seed=st.integers(0, 2**16),
+)
+def test_gqa_reads_each_key_value_head_once_without_copies(
+    outer, kv_heads, group, L, S, E, Ev, mask, kv_broadcast, threads, dtype, seed
+):
+    """GQA on every path (fused, decode, numpy tiles; masks; key/value broadcast over the outer
+    dims) against the reference, with K^T packed once per key/value head (never per query head)
+    and no np.repeat of key or value."""
+    packs = []
+    real_pack = api._pack_kt
+
+    def pack(kt, ks, *a):
+        packs.append(ks.__array_interface__["data"][0])
+        real_pack(kt, ks, *a)
+
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((*outer, kv_heads * group, L, E)).astype(dtype)
+    kv_lead = ((1,) if outer and kv_broadcast else outer) + (kv_heads,)
+    k = rng.standard_normal((*kv_lead, S, E)).astype(dtype)
+    v = rng.standard_normal((*kv_lead, S, Ev)).astype(dtype)
+    m = None
+    if mask == "bool":
+        m = rng.uniform(size=(L, S)) < 0.7
+        m[:, 0] = True
+    elif mask == "float":
+        m = rng.uniform(-2, 2, (kv_heads * group, L, S)).astype(dtype)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MINIJIT_NUM_THREADS", threads)
+        mp.setattr(api, "_pack_kt", pack)
+        mp.setattr(np, "repeat", lambda *a, **kw: pytest.fail("key or value repeated"))
+        got = scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=mask == "causal", enable_gqa=True)
+    want = reference(q, k, v, m, mask == "causal", enable_gqa=True)
+    tol = 3e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=0, atol=tol * max(1.0, float(np.abs(want).max(initial=0))))
+    # every packing reads one key/value head's K: at most one distinct head a pack call, and the
+    # heads packed are the key/value heads (outer x kv_heads), not the query heads
+    assert len(set(packs)) <= math.prod(outer or (1,)) * kv_heads
