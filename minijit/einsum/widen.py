@@ -10,8 +10,8 @@ float32/float64 or int32/int64 path, with numpy's result dtype and values (docs/
   wrap-around included.
 - ``"bool"``: numpy's einsum on bool is logical and (products) / or (sums). Computed on float32
   0/1 values (products exact; a sum of non-negative terms is zero iff every term is), ``!= 0``.
-- ``"float"``: float16 operands (or float16 among float32/float64) widened to float32 (or the
-  float64 result dtype), contracted on those kernels, the result rounded once to float16.
+- ``"float"``: float16 operands (or float16 among float32/float64; floats only) widened to
+  float32 (or the float64 result dtype), contracted on those kernels, the result rounded once to float16.
   The conversion is numpy's ``astype`` at the boundary, not inside the kernels.
 - ``"complex"``: complex64/complex128 (with real float operands of any precision) through the
   real "4M" formulation (`complex_contract`): each pairwise contraction of the contraction path is
@@ -121,16 +121,20 @@ def route(
         return Route("int", rt, compute)
     if rt.kind == "b":
         return Route("bool", rt, np.dtype(np.float32))
-    if rt in (np.float16, np.float32, np.float64) and kinds <= set("biuf") and _plain_floats(arrays):
+    if rt in (np.float16, np.float32, np.float64) and kinds == {"f"} and _plain_floats(arrays):
         return Route("float", rt, np.dtype(np.float64 if rt == np.float64 else np.float32))
     if rt in (np.complex64, np.complex128) and kinds <= set("fc") and _plain_floats(arrays):
         return Route("complex", rt, np.dtype(np.float32 if rt == np.complex64 else np.float64))
     return None
 
 
+#: the inexact operand dtypes a route takes (not longdouble or clongdouble: no kernels of their precision)
+_INEXACT = {np.dtype(t) for t in (np.float16, np.float32, np.float64, np.complex64, np.complex128)}
+
+
 def _plain_floats(arrays: list[np.ndarray]) -> bool:
-    """No longdouble or clongdouble operand (their precision has no kernels)."""
-    return all(x.dtype not in (np.longdouble, np.clongdouble) or x.itemsize <= 8 for x in arrays)
+    """Every inexact operand is float16/32/64 or complex64/128."""
+    return all(x.dtype in _INEXACT for x in arrays if x.dtype.kind in "fc")
 
 
 def widen(x: np.ndarray, r: Route) -> np.ndarray:

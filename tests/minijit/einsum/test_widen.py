@@ -1,0 +1,321 @@
+"""`minijit.einsum` on the dtypes `minijit.einsum.widen` computes on other kernels: complex64/128
+(the real 4M formulation on float32/float64), float16 (widened to float32), bool (0/1 float32)
+and int8/int16/uint8-uint64 and mixed integer kinds (int32/int64 mod 2^n), against numpy.
+
+Integers and bool: numpy's result bit for bit (wrap-around included). float16 and complex, against
+the exact result (float64 / complex128 on the same operands) within the bound `assert_bound`
+states. ``out=``/``dtype=``/``casting=``/``order=`` as numpy's, explain naming the path, the 4M
+expansion shown to be what computes the result, emulated NEON/SVE included.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import minijit
+from minijit.einsum import dtypes, widen
+from minijit.einsum.parse import expand_subscripts
+from minijit.targets import native
+
+from .strategies import expressions
+
+NEW = [np.int8, np.int16, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_, np.float16, np.complex64, np.complex128]
+INTS_NATIVE = "s32" in native().int_dtypes
+#: unit roundoff of each compute precision
+UNIT = {np.dtype(np.float32): 2.0**-24, np.dtype(np.float64): 2.0**-53}
+
+
+def draw(shapes, dtype, seed: int) -> list[np.ndarray]:
+    """Operands of ``dtype``: integers over the whole range (products and sums wrap), bool at
+    random, float16 and complex uniform in [-1, 1) (both parts)."""
+    rng = np.random.default_rng(seed)
+    dt = np.dtype(dtype)
+    out = []
+    for s in shapes:
+        if dt.kind in "iu":
+            info = np.iinfo(dt)
+            out.append(rng.integers(info.min, info.max, s, dtype=dt, endpoint=True))
+        elif dt.kind == "b":
+            out.append(rng.integers(0, 2, s).astype(bool))
+        elif dt.kind == "c":
+            out.append((rng.uniform(-1, 1, s) + 1j * rng.uniform(-1, 1, s)).astype(dt))
+        else:
+            out.append(rng.uniform(-1, 1, s).astype(dt))
+    return out
+
+
+def assert_bound(got, subs: str, ops: list[np.ndarray], result: np.dtype) -> None:
+    """float16 and complex results against the exact result ``ref`` (float64/complex128 on the
+    same operands). The compiled part (float32 or float64, unit roundoff u) is a chain of
+    pairwise sums of products: each step's error is at most gamma_n * (its scale) with n at most
+    N = the product of every index size (times 2 for complex: the (re, im) axis is summed too),
+    so for ``ops`` operands |c - ref| <= 1.01 * ops * 2N * u * scale, scale the same einsum on
+    |re| + |im| (an upper bound on the sum of |products|). float16: one rounding more,
+    <= 2^-11 |ref| + 2^-25 (subnormal). Componentwise (re and im each) for complex."""
+    exact = np.einsum(subs, *[o.astype(np.complex128 if o.dtype.kind == "c" else np.float64) for o in ops])
+    absval = [np.abs(o.real).astype(np.float64) + np.abs(o.imag if o.dtype.kind == "c" else 0) for o in ops]
+    scale = np.einsum(subs, *absval)
+    inputs, _ = expand_subscripts(subs, tuple(o.ndim for o in ops))
+    sizes: dict[str, int] = {}
+    for sub, o in zip(inputs, ops, strict=True):
+        for c, n in zip(sub, o.shape, strict=True):
+            sizes[c] = max(sizes.get(c, 1), n)
+    n = 2 * math.prod(sizes.values())
+    u = UNIT[np.dtype(np.float32 if result in (np.float16, np.float32, np.complex64) else np.float64)]
+    bound = 1.01 * len(ops) * n * u * scale + 1e-300
+    if result == np.float16:
+        bound = bound * (1 + 2.0**-11) + 2.0**-11 * np.abs(exact) + 2.0**-25
+    got = np.asarray(got)
+    assert got.dtype == result and got.shape == exact.shape, (subs, got.dtype, got.shape)
+    for part in (np.real, np.imag):
+        err = np.abs(part(got.astype(np.complex128)) - part(exact))
+        assert (err <= bound).all(), f"{subs}: error {err.max()} over the bound {bound.max()}"
+
+
+def check(subs, ops, target="auto", **kw) -> None:
+    """minijit's outcome against numpy's: the same error type, or numpy's dtype and shape and
+    numpy's values (bit for bit for integers and bool, within `assert_bound` for the rest)."""
+    try:
+        want = np.einsum(subs, *ops, **kw)
+    except Exception as e:  # noqa: BLE001 - the error type is compared
+        with pytest.raises(type(e)):
+            minijit.einsum(subs, *ops, target=target, **kw)
+        return
+    got = minijit.einsum(subs, *ops, target=target, **kw)
+    want = np.asarray(want)
+    assert np.asarray(got).dtype == want.dtype and np.shape(got) == want.shape, (subs, np.asarray(got).dtype)
+    if want.dtype.kind in "fc":
+        cast = kw.get("dtype")  # numpy casts every operand to dtype= first; integers to the result's kind
+        ref = [
+            o.astype(cast) if cast is not None else o.astype(want.dtype) if o.dtype.kind in "biu" else o for o in ops
+        ]
+        assert_bound(got, subs, ref, want.dtype)
+    else:
+        assert np.array_equal(got, want), subs
+
+
+def compiled(text: str) -> bool:
+    return text.startswith("minijit compiled:")
+
+
+@given(
+    expr=expressions(min_ops=1, max_ops=3, max_indices=5, max_size=7, max_product=1024),
+    dtype=st.sampled_from(NEW),
+    optimize=st.sampled_from([False, True, "greedy"]),
+    seed=st.integers(0, 2**16),
+)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_new_dtypes_against_numpy(expr, dtype, optimize, seed):
+    subs, shapes = expr
+    ops = draw(shapes, dtype, seed)
+    check(subs, ops, optimize=optimize)
+    text = minijit.einsum(subs, *ops, optimize=optimize, explain=True)
+    viewed = dtypes._is_view(subs, tuple(ops))  # numpy's einsum returns a view of the operand
+    native_ints = INTS_NATIVE or np.dtype(dtype).kind not in "iu"
+    assert compiled(text) or viewed or not native_ints, text
+
+
+@given(
+    expr=expressions(min_ops=2, max_ops=3, max_indices=5, max_size=6, max_product=512),
+    kinds=st.lists(
+        st.sampled_from([np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64, np.bool_]),
+        min_size=2,
+        max_size=3,
+    ),
+    seed=st.integers(0, 2**16),
+)
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_mixed_integer_kinds_bit_for_bit(expr, kinds, seed):
+    subs, shapes = expr
+    ops = [draw([s], kinds[i % len(kinds)], seed + i)[0] for i, s in enumerate(shapes)]
+    check(subs, ops)
+    rt = np.result_type(*ops)
+    text = minijit.einsum(subs, *ops, explain=True)
+    if rt.kind in "iub" and INTS_NATIVE:
+        assert compiled(text), text
+    elif rt.kind == "f":  # uint64 with a signed int: numpy's float64 rule, numpy's einsum
+        assert text.startswith("numpy.einsum:"), text
+
+
+@given(
+    expr=expressions(min_ops=2, max_ops=3, max_indices=5, max_size=6, max_product=512),
+    kinds=st.lists(st.sampled_from([np.complex64, np.complex128, np.float32, np.float64, np.float16]), min_size=2),
+    seed=st.integers(0, 2**16),
+)
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_complex_and_float16_mixed_with_real_floats(expr, kinds, seed):
+    subs, shapes = expr
+    ops = [draw([s], kinds[i % len(kinds)], seed + i)[0] for i, s in enumerate(shapes)]
+    check(subs, ops)
+
+
+def test_wraparound_at_the_edges():
+    for dt in (np.int8, np.uint8, np.int16, np.uint16, np.uint32, np.uint64):
+        info = np.iinfo(dt)
+        a = np.full((5, 9), info.max, dt)
+        a[1] = info.min
+        b = np.full((9, 4), info.max - 1, dt)
+        check("ij,jk->ik", [a, b])
+        check("ij->", [a])
+        check("ij,ij->i", [a, a])
+    got = minijit.einsum("i,i->", np.array([250, 7], np.uint8), np.array([250, 7], np.uint8))
+    assert got == np.uint8((250 * 250 + 49) % 256) and got.dtype == np.uint8
+
+
+def test_bool_is_logical_and_or():
+    rng = np.random.default_rng(3)
+    a, b = rng.random((40, 300)) < 0.01, rng.random((300, 30)) < 0.01  # sparse: many all-false sums
+    for subs, ops in (("ij,jk", [a, b]), ("ij->i", [a]), ("ij->", [a]), ("ij,jk,kl->il", [a, b, b.T])):
+        want = np.einsum(subs, *ops)
+        got = minijit.einsum(subs, *ops)
+        assert got.dtype == np.bool_ and np.array_equal(got, want), subs
+    assert np.einsum("ij,jk", a, b).any() and not np.einsum("ij,jk", a, b).all()  # both values occur
+    check("ij,jk", [a, b], dtype=np.int64)  # counts: the integer path
+    assert "logical and/or" in minijit.einsum("ij,jk", a, b, explain=True)
+
+
+def test_explain_names_the_path():
+    z = draw([(6, 5), (5, 4)], np.complex64, 0)
+    text = minijit.einsum("ij,jk->ik", *z, explain=True)
+    assert text.startswith("minijit compiled: complex64 via the real 4M formulation on float32 kernels"), text
+    assert "4M" in text.splitlines()[1]
+    z2 = [x.astype(np.complex128) for x in z]
+    assert "complex128 via the real 4M formulation on float64 kernels" in minijit.einsum("ij,jk", *z2, explain=True)
+    h = draw([(6, 5), (5, 4)], np.float16, 0)
+    assert "widened to float32" in minijit.einsum("ij,jk", *h, explain=True)
+    assert "rounded once to float16" in minijit.einsum("ij,jk", *h, explain=True)
+    if INTS_NATIVE:
+        i8 = draw([(6, 5), (5, 4)], np.int8, 0)
+        assert "int8 widened to int32" in minijit.einsum("ij,jk", *i8, explain=True)
+        u64 = draw([(6, 5), (5, 4)], np.uint64, 0)
+        assert "uint64 viewed as int64" in minijit.einsum("ij,jk", *u64, explain=True)
+    # what stays numpy's: a one-operand view, longdouble, clongdouble, object, complex with ints
+    assert minijit.einsum("ij->ji", z[0], explain=True).startswith("numpy.einsum:")
+    for ops in ([z[0].astype(np.clongdouble), z[1]], [h[0].astype(np.longdouble), h[1]], [z[0], i8[1]]):
+        assert minijit.einsum("ij,jk", *ops, explain=True).startswith("numpy.einsum:"), [o.dtype for o in ops]
+        check("ij,jk", ops)
+
+
+def test_4m_expansion_computes_the_result(monkeypatch):
+    a, b = draw([(7, 5), (5, 6)], np.complex64, 1)
+    seen = []
+
+    def spy(subs, *xs, optimize=True):
+        seen.append((subs, [x.dtype for x in xs], [x.shape for x in xs]))
+        return minijit.einsum(subs, *xs, optimize=optimize)
+
+    r = widen.route("ij,jk->ik", (a, b), None, None, None, None, "native")
+    got = widen.run(r, "ij,jk->ik", [a, b], True, spy)
+    assert_bound(got, "ij,jk->ik", [a, b], np.dtype(np.complex64))
+    assert len(seen) == 1 and seen[0][1] == [np.float32, np.float32], seen
+    assert seen[0][2] == [(7, 5, 2), (5, 2, 6, 2)], seen  # A (re, im) last; B expanded: (j, r, k, s)
+    e = widen.expand_4m(b, 1)
+    np.testing.assert_array_equal(e[:, 0, :, 0], b.real)
+    np.testing.assert_array_equal(e[:, 1, :, 0], -b.imag)
+    np.testing.assert_array_equal(e[:, 0, :, 1], b.imag)
+    np.testing.assert_array_equal(e[:, 1, :, 1], b.real)
+    # a wrong expansion (the sign of -im dropped) must change minijit's result: it is what computes it
+    good = widen.expand_4m
+
+    def conjugated(x, k):
+        y = good(x, k)
+        np.moveaxis(y, k, -2)[..., 1, 0] *= -1
+        return y
+
+    monkeypatch.setattr(widen, "expand_4m", conjugated)
+    bad = minijit.einsum("ij,jk->ik", a, b)
+    assert not np.allclose(bad, np.einsum("ij,jk->ik", a, b), atol=1e-3)
+
+
+@pytest.mark.filterwarnings("ignore::numpy.exceptions.ComplexWarning")  # dtype=float32 with complex operands
+def test_out_dtype_casting_and_order_as_numpy():
+    z = draw([(6, 5), (5, 4)], np.complex64, 2)
+    h = draw([(6, 5), (5, 4)], np.float16, 2)
+    i8 = draw([(6, 5), (5, 4)], np.int8, 2)
+    for ops in (z, h, i8):
+        rt = np.result_type(*ops)
+        out = np.zeros((6, 4), rt)
+        assert minijit.einsum("ij,jk->ik", *ops, out=out) is out
+        check("ij,jk->ik", ops)
+        want = np.einsum("ij,jk->ik", *ops)
+        if rt.kind in "fc":
+            assert_bound(out, "ij,jk->ik", ops, rt)
+        else:
+            np.testing.assert_array_equal(out, want)
+        for kw in (
+            {"out": np.zeros((6, 5), rt)},  # wrong shape: numpy's error
+            {"out": np.zeros((6, 4), np.float64 if rt.kind != "f" else np.int64)},  # other dtype: numpy's rules
+            {"dtype": np.complex128},
+            {"dtype": np.float32, "casting": "no"},
+            {"dtype": np.float32, "casting": "unsafe"},
+            {"dtype": np.int16, "casting": "same_kind"},
+            {"dtype": np.float64, "casting": "safe"},
+            {"order": "F"},
+            {"order": "A"},
+        ):
+            check("ij,jk->ik", ops, **kw)
+            if "order" in kw:
+                got, want = minijit.einsum("ij,jk->ik", *ops, **kw), np.einsum("ij,jk->ik", *ops, **kw)
+                assert (got.flags.f_contiguous, got.flags.c_contiguous) == (
+                    want.flags.f_contiguous,
+                    want.flags.c_contiguous,
+                )
+    # out aliasing an operand: computed into a buffer first, as numpy does
+    a = draw([(5, 5)], np.complex128, 3)[0]
+    want = np.einsum("ij,jk->ik", a, a)
+    assert minijit.einsum("ij,jk->ik", a, a, out=a) is a
+    np.testing.assert_allclose(a, want, rtol=1e-13, atol=1e-13)
+    # order 'K' with F-order operands: numpy's unoptimised strides
+    f = [np.asfortranarray(x) for x in draw([(3, 4, 5), (5, 6)], np.complex64, 4)]
+    got = minijit.einsum("abc,cd->abd", *f, order="K")
+    assert got.strides == np.einsum("abc,cd->abd", *f, order="K", optimize=False).strides
+    # strided operands (a transpose, gaps): read as views
+    base = draw([(8, 10)], np.complex64, 5)[0]
+    check("ij,jk->ik", [base.T, base])
+    check("ij,jk->ik", [base[::2, 1::3], base[:4, :5]])
+    check("ii->i", [base[:8, :8]])  # a diagonal
+    check("...j,j...->...", [base[:3], base.T[:, :3]])
+
+
+EMULATED_DTYPES = [np.complex64, np.float16, np.int8, np.uint32, np.bool_]
+
+
+@pytest.mark.parametrize("target", ["aarch64-neon", "aarch64-sve"])
+@given(
+    expr=expressions(min_ops=2, max_ops=3, max_indices=4, max_size=6, max_product=256),
+    dtype=st.sampled_from(EMULATED_DTYPES),
+    seed=st.integers(0, 2**16),
+)
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_emulated_aarch64(target, expr, dtype, seed):
+    subs, shapes = expr
+    ops = draw(shapes, dtype, seed)
+    check(subs, ops, target=target)
+    assert compiled(minijit.einsum(subs, *ops, target=target, explain=True))
+
+
+def test_emulated_complex128_and_what_stays_numpys():
+    a, b = draw([(9, 7), (7, 5)], np.complex128, 6)
+    for target in ("aarch64-neon", "aarch64-sve"):
+        check("ij,jk->ik", [a, b], target=target)
+    u = draw([(9, 7), (7, 5)], np.uint64, 6)  # int64 kernels: SVE only
+    assert minijit.einsum("ij,jk", *u, target="aarch64-neon", explain=True).startswith("numpy.einsum:")
+    assert compiled(minijit.einsum("ij,jk", *u, target="aarch64-sve", explain=True))
+    check("ij,jk", u, target="aarch64-neon")
+
+
+def test_torch_cpu_tensors():
+    torch = pytest.importorskip("torch")
+    z = draw([(6, 5), (5, 4)], np.complex64, 7)
+    got = minijit.einsum("ij,jk->ik", *[torch.from_numpy(x) for x in z])
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.complex64
+    assert_bound(got.numpy(), "ij,jk->ik", z, np.dtype(np.complex64))
+    h = draw([(6, 5), (5, 4)], np.float16, 7)
+    got = minijit.einsum("ij,jk->ik", *[torch.from_numpy(x) for x in h])
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.float16
+    assert_bound(got.numpy(), "ij,jk->ik", h, np.dtype(np.float16))
