@@ -78,7 +78,7 @@ from minijit.sparseauto.codegen_inner import (
 )
 from minijit.sparseauto.codegen_skeleton import Skeleton, check_nest
 from minijit.sparseauto.emitter import ArgSlot, Program, arg_slots, sampled_operand, walk_nodes
-from minijit.sparseauto.nest import Compute, Loop, Nest, Node, Operand, Temp
+from minijit.sparseauto.nest import Compute, Loop, Nest, Operand, Temp
 
 __all__ = ["SIGNATURE", "ISAS", "ArgSlot", "Program", "arg_slots", "compile_nest", "sampled_operand"]
 
@@ -177,23 +177,6 @@ class _Emitter(InnerLoops, Skeleton):
         getattr(self.a, self.t.s("vmov"))(dst, src)
 
     # ---------------------------------------------------------------- temporaries
-
-    def _stored_whole(self, temp: Temp, nxt: Node | None) -> bool:
-        """True (and ``nxt`` marked to store its row instead of adding it) when ``nxt`` is a
-        stationary loop whose row is the whole temporary ``T<j>`` (TTMc's ``T(m) += B*D(k,m)``
-        over a fibre): its accumulators start at zero, so storing them zeroes ``T`` too."""
-        if not isinstance(nxt, Loop) or len(temp.indices) != 1:
-            return False
-        inner = self._stationary_inner(nxt)
-        if inner is None or inner.index != temp.indices[0]:
-            return False
-        c = inner.body[0]
-        if not isinstance(c, Compute) or c.out.tensor != temp.name or c.out.indices != temp.indices:
-            return False
-        if self.temp_sizes[temp.name] != self.ext[inner.index]:
-            return False
-        self._store_row = nxt
-        return True
 
     def _zero_temp(self, temp: Temp) -> None:
         """zero_<T>: store zero vectors over the temporary's buffer, then the scalar tail."""

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from asm.x86_64 import XMM, YMM, ZMM, Gpr, Vec, dword, qword
 from asm.x86_64.registers import r8, r9, r10, r11, r12, r13, r14, r15, rax, rbp, rcx, rdi, rdx, rsi, rsp
 from minijit.kernels.x86_64.common import Partial, Target, counted_loop
-from minijit.sparseauto.nest import Access, Compute, Loop, Temp
+from minijit.sparseauto.codegen_rows import RowLoops, RowUpdate, Tight
+from minijit.sparseauto.nest import Access, Compute, Loop
 
 SIGNATURE = "void(const int64_t* args, int64_t begin, int64_t end)"
 ISAS = ("avx2", "avx512")
@@ -39,40 +40,6 @@ _TIGHT_REGS = (rsi, rbp, r8, r9, r10, r11, r12, r13, r14, r15)
 
 
 @dataclass(frozen=True)
-class _Tight:
-    """The registers of a tight stationary loop: position/counter, end, the walked level's
-    ``crd``, the variant scalar factors with their bases and byte strides along the loop's index
-    (negative: the walked operand's values, indexed by position), the invariant scalar factors,
-    the j-factors with their bases and strides (0: invariant), the offset registers of
-    strides an address cannot scale, and a fused dot product's factors (`_fused_dot`)."""
-
-    p: Gpr
-    end: Gpr
-    crd: Gpr | None
-    scalars: tuple[tuple[Access, Gpr, int], ...]
-    fixed: tuple[Access, ...]
-    vectors: tuple[tuple[Access, Gpr, int], ...]
-    offsets: dict[int, Gpr]
-    dots: tuple[tuple[Access, Gpr, int], ...] = ()
-    dot_index: str | None = None
-
-
-@dataclass(frozen=True)
-class _RowUpdate:
-    """The registers of a row update (`InnerLoops._row_update_loop`): counter, end, the output
-    row's pointer and byte step along the loop's index, the variant scalar factors' pointers
-    and steps, the invariant scalar factors, and the j-factors held in registers."""
-
-    p: Gpr
-    end: Gpr
-    out: Gpr
-    out_step: int
-    scalars: tuple[tuple[Access, Gpr, int], ...]
-    fixed: tuple[Access, ...]
-    row: tuple[Access, ...]
-
-
-@dataclass(frozen=True)
 class VecRegs:
     """The vector registers of the inner loops on one ISA: ``work`` holds products, loads and
     accumulators (``work[0]`` a scratch vector, ``work[1:]`` the stationary row's accumulators),
@@ -93,7 +60,7 @@ def vec_regs(t: Target) -> VecRegs:
     return VecRegs(tuple(YMM[:12]), tuple(YMM[12:15]), YMM[15])
 
 
-class InnerLoops:
+class InnerLoops(RowLoops):
     """The emitter's inner-loop stages (see `minijit.sparseauto.codegen` for the conventions)."""
 
     def _compute(self, c: Compute) -> None:
@@ -148,72 +115,42 @@ class InnerLoops:
         part.setup(self.a, rax)
         return part
 
-    def _stationary_inner(self, loop: Loop) -> Loop | None:
-        """The inner loop of ``loop`` when its output row can stay in registers across ``loop``:
-        the body ends with one vectorizable loop over j with one axpy-like statement whose
-        output does not depend on ``loop``'s index (SpMM's row of C across the walk of a row
-        of A) and fits the accumulator registers. Before it the body may hold temporaries and
-        vectorizable loops that neither read nor write that output and fit the registers the
-        accumulators leave (the SDDMM-SpMM fusion: ``T = C(i,:).D(j,:)`` per j, then
-        ``A(i,:) += B(i,j)*T*E(j,:)``)."""
-        if not loop.body or not isinstance(loop.body[-1], Loop) or self._stationary is not None:
-            return None
-        inner = loop.body[-1]
-        if self._inner_kind(inner) != "vector" or len(inner.body) != 1:
-            return None
-        c = inner.body[0]
-        assert isinstance(c, Compute)
-        if loop.index in c.out.indices or inner.index not in c.out.indices:
-            return None
-        if any(x.tensor == c.out.tensor for x in c.ins):
-            return None
-        naccs = -(-self.ext[inner.index] // self.t.vl)
-        if naccs > len(self.regs.work) - 1:
-            return None
-        for node in loop.body[:-1]:
-            if isinstance(node, Temp):
-                continue
-            if not isinstance(node, Loop) or self._inner_kind(node) != "vector":
-                return None
-            stmts = node.body
-            if any(x.tensor == c.out.tensor for s in stmts for x in (s.out, *s.ins)):  # type: ignore[union-attr]
-                return None
-            if 2 * len(stmts) > len(self.regs.work) - naccs:
-                return None
-        return inner
+    # ---------------------------------------------------------------- RowLoops' instructions
 
-    def _stationary_loop(self, loop: Loop, split: bool) -> None:
-        """stationary_<j>: zero accumulators for the output row, run ``loop`` with the inner loop
-        accumulating into them (`_accumulate`), then add them to the output row once."""
+    TIGHT_REGS = _TIGHT_REGS
+
+    @property
+    def lanes(self) -> int:
+        return self.t.vl
+
+    def _row_vectors(self, n: int) -> int:
+        return -(-n // self.t.vl)
+
+    def _scalable(self, step: int) -> bool:
+        return step in (1, 2, 4, 8)
+
+    def set_count(self, r: Gpr, n: int) -> None:
+        self.a.mov(r.r32, n)
+
+    def _row_accumulators(self, n: int) -> tuple[list[Vec], Partial | None]:
+        """The accumulators of a row of n elements and its masked tail (its mask loaded)."""
+        return list(self.regs.work[1 : 1 + self._row_vectors(n)]), self._tail(n)
+
+    def _vzero(self, regs: list[Vec]) -> None:
+        for r in regs:
+            self.a.vxorps(r, r, r)
+
+    def _vsum(self, accs: list[Vec], second: list[Vec]) -> None:
+        for r, r2 in zip(accs, second, strict=True):
+            getattr(self.a, self.t.v("vadd"))(r, r, r2)
+
+    def _row_finish(self, c: Compute, j: str, accs: list[Vec], part: Partial | None, store: bool) -> None:
+        """out += accumulators, once (store them: ``store_<T>``)."""
         a, t = self.a, self.t
-        inner = self._stationary_inner(loop)
-        assert inner is not None
-        c = inner.body[0]
-        assert isinstance(c, Compute)
-        n, j = self.ext[inner.index], inner.index
-        accs = list(self.regs.work[1 : 1 - (-n // t.vl)])
-        part = self._tail(n)
-        a.label(f"stationary_{j}")
-        for r in accs:
-            a.vxorps(r, r, r)
-        self.vectorized.append(j)
-        self._stationary = (inner, accs, part)
-        self._stationary_prefix = len(loop.body) > 1
-        try:
-            plan = self._tight_plan(loop, inner)
-            if plan is None:
-                self._loop(loop, split)
-            else:
-                self._tight_loop(loop, inner, split, plan)
-        finally:
-            self._stationary = None
-            self._stationary_prefix = False
-        self._address(c.out, rdi, skip=j)  # out += accumulators, once
+        self._address(c.out, rdi, skip=j)
         tmp = self.regs.work[0]
-        store = self._store_row is loop  # the row is a whole temporary this loop sets first
         if store:
             a.label(f"store_{c.out.tensor}")
-            self._store_row = None
         for u, r in enumerate(accs):
             p = part if (part is not None and u == len(accs) - 1) else None
             if store:
@@ -229,112 +166,12 @@ class InnerLoops:
                 getattr(a, t.v("vadd"))(r, r, tmp)
                 p.store(a, rdi + u * t.vbytes, r)
 
-    def _tight_plan(self, loop: Loop, inner: Loop) -> _Tight | None:
-        """The register plan of a stationary loop that runs tight (`_tight_loop`): its body is
-        the inner loop alone (SpMM's walk of a row of A, the TTM chain's walk of a fibre), or a
-        scalar temporary, a dot product into it and the inner loop that reads it (the fused
-        SDDMM-SpMM: ``T = C(i,:).D(j,:)`` then ``A(i,:) += B(i,j)*T*E(j,:)``), the temporary
-        then held in a register. None where the loop needs the general path (a merge, positions
-        of dense sparse levels, another body, a dot product with a tail or over 16 vectors, too
-        few registers)."""
-        x = loop.index
-        walked = self.nest.walks(loop)
-        if len(walked) > 1 or self._dense_levels(loop):
-            return None
-        c = inner.body[0]
-        assert isinstance(c, Compute)
-        dot = self._fused_dot(loop, inner)
-        if len(loop.body) != 1 and dot is None:
-            return None
-        temp = None if dot is None else dot.out.tensor
-        regs = iter(_TIGHT_REGS)
-        try:
-            p, end = next(regs), next(regs)
-            crd = next(regs) if walked else None
-
-            def along(acc: Access) -> int:
-                return self.strides[acc.tensor].get(x, 0) * self.t.es
-
-            scalars: list[tuple[Access, Gpr, int]] = []  # variant scalar factors: base, stride along x
-            fixed: list[Access] = []  # scalar factors that do not change in the loop
-            vectors: list[tuple[Access, Gpr, int]] = []  # j-factors: (access, base, byte stride along x)
-            for acc in c.ins:
-                if acc.tensor == temp:
-                    continue  # the dot product's value, in a register
-                if inner.index in acc.indices:
-                    vectors.append((acc, next(regs), along(acc)))
-                elif walked and acc.tensor == walked[0].name:  # the walked operand's values, by position
-                    if walked[0].indices[-1] != x:
-                        return None
-                    scalars.append((acc, next(regs), -self.t.es))  # negative: indexed by position
-                elif x in acc.indices:
-                    if acc.tensor in self.sparse:
-                        return None
-                    scalars.append((acc, next(regs), along(acc)))
-                else:
-                    fixed.append(acc)
-            dots = tuple((acc, next(regs), along(acc)) for acc in (dot.ins if dot is not None else ()))
-            steps = {st for _, _, st in scalars if st > 0} | {st for _, _, st in vectors + list(dots) if st}
-            offsets = {}  # byte stride -> register holding x * stride (strides an address cannot scale)
-            for step in sorted(steps):
-                if step not in (1, 2, 4, 8):
-                    offsets[step] = next(regs)
-        except StopIteration:
-            return None
-        index = None if dot is None else loop.body[1].index  # type: ignore[union-attr]
-        return _Tight(p, end, crd, tuple(scalars), tuple(fixed), tuple(vectors), offsets, dots, index)
-
-    def _fused_dot(self, loop: Loop, inner: Loop) -> Compute | None:
-        """The dot product of a body ``[Temp T<>, for k: T() += x(k)*y(k)..., inner]`` whose inner
-        statement reads ``T()`` once and nothing else touches T, every factor dense with k (no
-        scalar part), k a whole number of vectors (at most 16) and a vector register left for
-        its accumulator; else None."""
-        if len(loop.body) != 3:
-            return None
-        temp, dl, _ = loop.body
-        if not isinstance(temp, Temp) or temp.indices or not isinstance(dl, Loop) or len(dl.body) != 1:
-            return None
-        d, c = dl.body[0], inner.body[0]
-        assert isinstance(c, Compute)
-        if not isinstance(d, Compute) or self._inner_kind(dl) != "vector" or d.out.tensor != temp.name:
-            return None
-        if any(dl.index not in acc.indices or acc.tensor == temp.name for acc in d.ins):
-            return None
-        if [acc.tensor for acc in c.ins].count(temp.name) != 1 or c.out.tensor == temp.name:
-            return None
-        n = self.ext[dl.index]
-        assert self._stationary is not None
-        free = len(self.regs.work) - 1 - len(self._stationary[1])
-        if n == 0 or n % self.t.vl or n // self.t.vl > 16 or free < 1:
-            return None
-        return d
-
-    def _tight_loop(self, loop: Loop, inner: Loop, split: bool, plan: _Tight) -> None:
-        """tight_walk_<T>_<x> / tight_dense_<x>: a stationary loop with its counter, bounds, base
-        pointers and loop-invariant scalar factors in registers: per iteration only the
-        coordinate, a fused dot product (`_tight_dot`), the variant factors' product and its
-        broadcast, and the accumulating FMAs."""
+    def _tight_setup(self, loop: Loop, inner: Loop, plan: Tight) -> None:
+        """A tight loop's base pointers (x's own offset left out), the invariant factors' product
+        and, when nothing varies, its broadcast."""
         a, t = self.a, self.t
-        assert self._stationary is not None
-        _, accs, part = self._stationary
-        c = inner.body[0]
-        assert isinstance(c, Compute)
         x, walked = loop.index, self.nest.walks(loop)
         bc, fixed = self.regs.bcast[0], XMM[14]
-        name = f"tight_walk_{walked[0].name}_{x}" if walked else f"tight_dense_{x}"
-        done = a.new_label(f"{name}_done")
-        # bounds: the fibre under the parent, or 0..extent (never a split top loop: threads split
-        # a loop over an output index, and a stationary loop's output does not have its index)
-        assert not split
-        if walked:
-            o = walked[0]
-            self._fibre(o, o.indices.index(x), plan.p, plan.end)
-        else:
-            a.xor(plan.p.r32, plan.p.r32)
-            a.mov(plan.end.r32, self.ext[x])
-        a.cmp(plan.p, plan.end)
-        a.jge(done)
-        # base pointers (x's own offset left out), the invariant factors' product and broadcast
         if walked:
             o = walked[0]
             self._base(plan.crd, o.name, "crd", o.indices.index(x))
@@ -354,38 +191,8 @@ class InnerLoops:
             self._vmov_s(fixed, t.smem(rsp + self.bcast[0]))
         if not per_iteration:
             getattr(a, "vbroadcastss" if t.es == 4 else "vbroadcastsd")(bc, fixed)
-        if plan.dot_index is not None:
-            self.vectorized.append(plan.dot_index)
-        second = self._second_accumulators(plan, accs)
-        paired = bool(second)
-        if paired:
-            for r in second:
-                a.vxorps(r, r, r)
-        top = a.label(name)
-        self._tight_step(loop, plan, accs, part)
-        if paired:
-            rest = a.new_label(f"{name}_pairs_done")
-            a.inc(plan.p)
-            a.cmp(plan.p, plan.end)
-            a.jge(rest)
-            self._tight_step(loop, plan, second, part)
-        a.inc(plan.p)
-        a.cmp(plan.p, plan.end)
-        a.jl(top)
-        if paired:
-            a.bind(rest)
-            for r, r2 in zip(accs, second, strict=True):
-                getattr(a, t.v("vadd"))(r, r, r2)
-        a.bind(done)
 
-    def _second_accumulators(self, plan: _Tight, accs: list[Vec]) -> list[Vec]:
-        """A second set of accumulators for a tight loop, positions alternating between the two
-        sets so that each FMA chain waits on every other position only; [] where the registers
-        do not allow it or a fused dot product uses them."""
-        second = list(self.regs.work[1 + len(accs) : 1 + 2 * len(accs)])
-        return second if not plan.dots and len(second) == len(accs) else []
-
-    def _tight_step(self, loop: Loop, plan: _Tight, accs: list[Vec], part: Partial | None) -> None:
+    def _tight_step(self, loop: Loop, plan: Tight, accs: list[Vec], part: Partial | None) -> None:
         """One position of a tight loop: the prefetch and coordinate of a walk, a fused dot
         product, the scalar factors' product, broadcast, and the FMAs into ``accs``."""
         a, t = self.a, self.t
@@ -435,7 +242,7 @@ class InnerLoops:
                     getattr(a, t.v("vmul"))(prod, prod, tmp)
             getattr(a, t.v("vfmadd231"))(r, bc, prod)
 
-    def _tight_dot(self, plan: _Tight, accs: list[Vec], at: Callable[..., object]) -> Vec:
+    def _tight_dot(self, plan: Tight, accs: list[Vec], at: Callable[..., object]) -> Vec:
         """dot_<k>: the fused dot product's vectors, unrolled, in up to two accumulators the
         stationary row leaves free (the first vector multiplies, the rest accumulate), summed
         horizontally; returns the xmm whose low lane holds the sum."""
@@ -471,53 +278,7 @@ class InnerLoops:
         else:
             part.load(self.a, dst, addr)
 
-    def _row_update_plan(self, loop: Loop) -> _RowUpdate | None:
-        """The plan of a dense loop over x whose body is one vectorizable loop over j with one
-        axpy-like statement ``out(x, j) += s(x) * ... * r(j) * ...`` whose j-factors do not
-        depend on x (TTMc's ``A(i,l,m) += C(j,l)*T(m)``): the row ``r`` then stays in registers
-        across x (`_row_update_loop`). None where another path applies: a walk or a dense level
-        of a sparse operand at x, an output without x or j last, a j-factor with x, a factor the
-        loop writes, inside a stationary loop, or too few registers."""
-        if self._stationary is not None or self.nest.walks(loop) or self._dense_levels(loop):
-            return None
-        if len(loop.body) != 1 or not isinstance(loop.body[0], Loop):
-            return None
-        inner = loop.body[0]
-        if self._inner_kind(inner) != "vector" or len(inner.body) != 1:
-            return None
-        c = inner.body[0]
-        assert isinstance(c, Compute)
-        x, j = loop.index, inner.index
-        if not self._contiguous(c.out, j) or any(acc.tensor == c.out.tensor for acc in c.ins):
-            return None
-        es = self.t.es
-
-        def step(acc: Access) -> int:
-            return self.strides[acc.tensor].get(x, 0) * es if x in acc.indices else 0
-
-        if step(c.out) == 0:
-            return None  # the output row does not move with x: a stationary loop's case
-        row = tuple(acc for acc in c.ins if j in acc.indices)
-        if not row or any(x in acc.indices for acc in row):
-            return None
-        naccs = -(-self.ext[j] // self.t.vl)
-        if 2 * naccs + 1 > len(self.regs.work):
-            return None
-        regs = iter(_TIGHT_REGS)
-        try:
-            p, end, out = next(regs), next(regs), next(regs)
-            scalars = []
-            for acc in c.ins:
-                if j not in acc.indices and x in acc.indices:
-                    if acc.tensor in self.sparse or x not in self.strides.get(acc.tensor, ()):
-                        return None
-                    scalars.append((acc, next(regs), step(acc)))
-        except StopIteration:
-            return None
-        fixed = tuple(acc for acc in c.ins if j not in acc.indices and x not in acc.indices)
-        return _RowUpdate(p, end, out, step(c.out), tuple(scalars), fixed, row)
-
-    def _row_update_loop(self, loop: Loop, plan: _RowUpdate) -> None:
+    def _row_update_loop(self, loop: Loop, plan: RowUpdate) -> None:
         """row_<x>_<j>: load the j-factors' product into registers once, then per x broadcast
         the scalar factors' product and update the output row (load, FMA, store), the pointers
         stepping by their strides along x."""
