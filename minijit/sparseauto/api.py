@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from minijit.sparseauto.convert import to_compiled
 from minijit.sparseauto.execute import SparseContraction, cpu_target
 from minijit.sparseauto.graph import parse_subscripts
 from minijit.sparseauto.nest import Nest, Operand
@@ -61,8 +62,8 @@ def _convert(operands: tuple[Any, ...]) -> tuple[list[SparseTensor | np.ndarray]
         if is_sparse(x):
             if not isinstance(x, SparseTensor) and np.dtype(x.dtype).kind in "iub":  # type: ignore[attr-defined]
                 x = x.astype(np.float64)  # type: ignore[attr-defined]  # integer scipy/pydata data, as numpy does
-            t = as_sparse(x, f"operand {k}", copy=False)
-            out.append(t if "compressed" in t.levels else t.to_dense())  # all-dense levels: a dense operand
+            t = to_compiled(as_sparse(x, f"operand {k}", copy=False))  # COO, blocked: their CSF form
+            out.append(t if any(f.sparse for f in t.levels) else t.to_dense())  # all-dense levels: a dense operand
             continue
         if not isinstance(x, np.ndarray):
             raise TypeError(

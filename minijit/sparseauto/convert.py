@@ -22,9 +22,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from minijit.sparseauto.formats import COMPRESSED, DENSE, LevelFormat
 from minijit.sparseauto.tensor import INDEX_MAX, Level, SparseTensor, first_unsorted
 
-__all__ = ["from_compressed", "from_sorted_or_not", "is_canonical"]
+__all__ = ["from_compressed", "from_sorted_or_not", "is_canonical", "to_compiled"]
 
 
 def is_canonical(cs: np.ndarray, sizes: Sequence[int]) -> tuple[bool, np.ndarray | None]:
@@ -75,9 +76,9 @@ def _values(x: np.ndarray, dt: np.dtype, share: bool) -> np.ndarray:
 
 
 def _canonical_levels(
-    cs: np.ndarray, prefix: np.ndarray, sizes: Sequence[int], levels: Sequence[str], share: bool
+    cs: np.ndarray, prefix: np.ndarray, sizes: Sequence[int], levels: Sequence[LevelFormat], share: bool
 ) -> list[Level]:
-    """The levels (``"dense"`` ones first, then ``"compressed"`` ones) of canonical coordinates
+    """The levels (full ones first, then unique compressed ones) of canonical coordinates
     ``cs`` (storage order, sizes ``sizes``), bottom-up: the entries of level ``k`` are distinct
     over levels ``0..k``, so each is one position and its coordinate is ``crd``; where the linear
     key over levels ``0..k-1`` changes a position of level ``k - 1`` starts (``pos``), and those
@@ -88,8 +89,8 @@ def _canonical_levels(
     cur, key = list(cs), prefix  # the coordinates of level k's positions, per level 0..k
     for k in reversed(range(nd)):
         n, m = sizes[k], cur[0].shape[0]
-        if levels[k] == "dense":  # dense levels above: every parent position exists
-            storage.extend(Level("dense", sizes[j]) for j in reversed(range(k + 1)))
+        if levels[k].full:  # dense levels above: every parent position exists
+            storage.extend(Level(levels[j], sizes[j]) for j in reversed(range(k + 1)))
             break
         if m > INDEX_MAX:
             raise ValueError(f"level {k} would have {m} positions, more than {INDEX_MAX}")
@@ -101,7 +102,7 @@ def _canonical_levels(
                 np.add(key, cur[j], out=key)
         if k == 0:  # one parent: the whole level
             pos = np.array([0, m], np.int32)
-        elif levels[k - 1] == "dense":  # the parents are every linear position of the dense levels
+        elif levels[k - 1].full:  # the parents are every linear position of the dense levels
             parents = math.prod(sizes[:k])
             if parents > INDEX_MAX:
                 raise ValueError(f"levels 0..{k - 1} would have {parents} positions, more than {INDEX_MAX}")
@@ -117,7 +118,7 @@ def _canonical_levels(
             pos[-1] = m
             cur, key = [row.take(first) for row in cur[:k]], None
         pos.flags.writeable = False
-        storage.append(Level("compressed", n, pos, crd))
+        storage.append(Level(levels[k], n, pos, crd))
     return storage[::-1]
 
 
@@ -125,7 +126,7 @@ def from_sorted_or_not(
     c: np.ndarray,
     v: np.ndarray,
     shape: tuple[int, ...],
-    levels: tuple[str, ...],
+    levels: tuple[LevelFormat, ...],
     order: tuple[int, ...],
     dt: np.dtype,
     share: bool = False,
@@ -136,7 +137,9 @@ def from_sorted_or_not(
     cs = c if order == tuple(range(len(order))) else c[list(order)]
     sizes = [shape[m] for m in order]
     canonical, prefix = is_canonical(cs, sizes)
-    simple = "compressed" in levels and "dense" not in levels[levels.index("compressed") :]
+    # the O(nnz) read-off: full levels on top, then walked levels the codegen iterates (CSR, CSF)
+    first = next((k for k, f in enumerate(levels) if f.sparse), None)
+    simple = first is not None and all(f.compiled and f.sparse for f in levels[first:])
     if canonical and simple and (prefix is not None or len(levels) == 1):
         storage = _canonical_levels(cs, prefix, sizes, levels, share)
         return SparseTensor._trusted(shape, tuple(storage), _values(v, dt, share), order)
@@ -150,39 +153,45 @@ def _general(
     cs: np.ndarray,
     v: np.ndarray,
     sizes: Sequence[int],
-    levels: tuple[str, ...],
+    levels: tuple[LevelFormat, ...],
     shape: tuple[int, ...],
     order: tuple[int, ...],
     dt: np.dtype,
 ) -> SparseTensor:
-    """Any level formats (a dense level under a compressed one included) from sorted coordinates
-    ``cs`` (storage order; duplicates allowed, summed)."""
-    storage: list[Level] = []
+    """Any level formats from sorted coordinates ``cs`` (storage order; duplicates allowed,
+    summed first): each level's format assembles its arrays (`LevelFormat.assemble`)."""
     cs = cs.astype(np.int64, copy=False)
+    v = v.astype(dt, copy=False)
+    nnz = cs.shape[1]
+    if nnz > 1:  # sum duplicates: entries equal on every level
+        new = np.ones(nnz, bool)
+        np.any(cs[:, 1:] != cs[:, :-1], axis=0, out=new[1:])
+        if not new.all():
+            first = new.nonzero()[0]
+            cs, v = cs[:, first], np.add.reduceat(v, first)
+    storage: list[Level] = []
     parent = np.zeros(cs.shape[1], np.int64)  # position of each entry in the level above
     parents = 1
     for k, fmt in enumerate(levels):
-        n = sizes[k]
-        if fmt == "dense":
-            parent = parent * n + cs[k]
-            parents *= n
-            storage.append(Level("dense", n))
-        else:
-            new = np.ones(cs.shape[1], bool)
-            if cs.shape[1]:
-                new[1:] = (parent[1:] != parent[:-1]) | (cs[k, 1:] != cs[k, :-1])
-            first = new.nonzero()[0]
-            counts = np.bincount(parent[first], minlength=parents) if parents else np.zeros(0, np.int64)
-            pos = np.zeros(parents + 1, np.int64)
-            np.cumsum(counts, out=pos[1:])
-            storage.append(Level("compressed", n, pos, cs[k, first]))
-            parent = np.cumsum(new) - 1
-            parents = int(first.shape[0])
+        built = fmt.assemble(cs[k], parent, parents, sizes[k])
+        storage.append(Level(fmt, sizes[k], built.pos, built.crd))
+        parent, parents = built.position, built.positions
         if parents > INDEX_MAX:
             raise ValueError(f"level {k} would have {parents} positions, more than {INDEX_MAX}")
     vals = np.zeros(parents, dt)
-    np.add.at(vals, parent, v.astype(dt, copy=False))
+    vals[parent] = v
     return SparseTensor(shape, storage, vals, order)
+
+
+def to_compiled(t: SparseTensor) -> SparseTensor:
+    """``t`` itself when the codegen iterates every level (`LevelFormat.compiled`), else the same
+    values over each level's `LevelFormat.lowered` format (COO -> CSF, blocked -> compressed,
+    explicit zeros of blocks kept): one O(nnz) pass over ``t``'s sorted coordinates."""
+    if all(f.compiled for f in t.levels):
+        return t
+    coords, vals = t.to_coo()
+    levels = tuple(f.lowered() for f in t.levels)
+    return from_sorted_or_not(coords, vals, t.shape, levels, t.mode_order, t.dtype, share=True)
 
 
 def from_compressed(
@@ -194,7 +203,7 @@ def from_compressed(
     dt: np.dtype,
     share: bool = False,
 ) -> SparseTensor | None:
-    """A CSR-like tensor (``("dense", "compressed")`` in mode order ``order``) straight from
+    """A CSR-like tensor (``(Dense(), Compressed())`` in mode order ``order``) straight from
     checked ``indptr`` (outer + 1 entries from 0, non-decreasing) and ``indices`` (within the
     inner size, ``indptr[-1]`` of them), when every row is strictly increasing (canonical); None
     otherwise (the caller sums duplicates and sorts). O(nnz), no copy with ``share`` where
@@ -206,5 +215,5 @@ def from_compressed(
     outer, inner = shape[order[0]], shape[order[1]]
     if nnz > INDEX_MAX:
         raise ValueError(f"{nnz} stored values, more than {INDEX_MAX}")
-    storage = (Level("dense", outer), Level("compressed", inner, _index(indptr, share), _index(indices, share)))
+    storage = (Level(DENSE, outer), Level(COMPRESSED, inner, _index(indptr, share), _index(indices, share)))
     return SparseTensor._trusted(shape, storage, _values(data, dt, share), order)

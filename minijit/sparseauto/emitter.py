@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from minijit.sparseauto.nest import COMPRESSED, DENSE, Access, Compute, Loop, Nest, Node, Operand
+from minijit.sparseauto.nest import Access, Compute, Loop, Nest, Node, Operand
 
 __all__ = ["ArgSlot", "NestEmitter", "Program", "arg_slots", "c_strides", "dense_size", "sampled_operand", "walk_nodes"]
 
@@ -40,9 +40,8 @@ def arg_slots(nest: Nest) -> tuple[ArgSlot, ...]:
     slots: list[ArgSlot] = []
     for o in nest.operands:
         if o.sparse:
-            for k, fmt in enumerate(o.levels):
-                if fmt == COMPRESSED:
-                    slots += [ArgSlot(o.name, "pos", k), ArgSlot(o.name, "crd", k), ArgSlot(o.name, "size", k)]
+            for k, fmt in enumerate(o.levels):  # the format names its parts: pos, crd, size of a walked level
+                slots += [ArgSlot(o.name, part, k) for part in fmt.slots]
             slots.append(ArgSlot(o.name, "vals"))
         else:
             slots.append(ArgSlot(o.name, "data"))
@@ -156,7 +155,7 @@ class NestEmitter:
         for o in self.sparse.values():
             if o.name in read and loop.index in o.indices:
                 k = o.indices.index(loop.index)
-                if o.levels[k] == DENSE:
+                if o.levels[k].full:
                     out.append((o, k))
         return out
 

@@ -35,7 +35,8 @@ from minijit.errors import SetupError, error_t
 from minijit.limits import check_alloc
 from minijit.sparseauto.codegen import SIGNATURE, Program, sampled_operand
 from minijit.sparseauto.emitter import dense_size
-from minijit.sparseauto.nest import COMPRESSED, DENSE, Compute, Loop, Nest, Operand
+from minijit.sparseauto.formats import DENSE
+from minijit.sparseauto.nest import Compute, Loop, Nest, Operand
 from minijit.sparseauto.tensor import INDEX_MAX, Level, SparseTensor
 from minijit.targets import CpuTarget
 
@@ -76,7 +77,7 @@ def _positions(t: SparseTensor, level: int) -> int:
     """How many positions storage level ``level`` of ``t`` has."""
     count = 1
     for lv in t.storage[: level + 1]:
-        count = int(lv.crd.shape[0]) if lv.format == "compressed" else count * lv.size  # type: ignore[union-attr]
+        count = lv.format.positions(lv.size, lv.pos, lv.crd, count)
     return count
 
 
@@ -87,11 +88,7 @@ def _leaves(t: SparseTensor, level: int | None = None) -> np.ndarray:
     last = len(t.storage) - 1 if level is None else level
     bounds = np.arange(_positions(t, 0) + 1, dtype=np.int64)
     for lv in t.storage[1 : last + 1]:
-        if lv.format == "dense":
-            bounds = bounds * lv.size
-        else:
-            assert lv.pos is not None
-            bounds = lv.pos[bounds].astype(np.int64)
+        bounds = lv.format.carry(lv.size, lv.pos, bounds)
     return np.diff(bounds)
 
 
@@ -108,7 +105,7 @@ def statement_work(nest: Nest, x: Operand, extents: Mapping[str, int]) -> list[t
         walked = nest.walks(loop)
         if loop.index in x.indices:
             k = x.indices.index(loop.index)
-            if k != depth or (x.levels[k] == COMPRESSED and x not in walked) or (x.levels[k] == DENSE and walked):
+            if k != depth or (x.levels[k].sparse and x not in walked) or (x.levels[k].full and walked):
                 return False
             depth += 1
         elif walked:
@@ -267,11 +264,9 @@ class SparseContraction:
         for o, x in zip(ops, operands, strict=True):
             if o.sparse:
                 t = tensors[o.name] = self._check_sparse(o, x)
-                for k, lv in enumerate(t.storage):
-                    if lv.format == "compressed":
-                        arrays[(o.name, "pos", k)] = lv.pos  # type: ignore[assignment]
-                        arrays[(o.name, "crd", k)] = lv.crd  # type: ignore[assignment]
-                        arrays[(o.name, "size", k)] = lv.crd.shape[0]  # type: ignore[union-attr, assignment]
+                for k, lv in enumerate(t.storage):  # the parts the level's format passes (`arg_slots`)
+                    for part in lv.format.slots:
+                        arrays[(o.name, part, k)] = lv.crd.shape[0] if part == "size" else getattr(lv, part)  # type: ignore[union-attr]
                 arrays[(o.name, "vals", None)] = t.vals
             else:
                 arrays[(o.name, "data", None)] = self._check_dense(o, x)
@@ -279,7 +274,7 @@ class SparseContraction:
         if self.sampled is not None:
             pattern = tensors[self.sampled.name]
             shared = self.nest.pattern_levels()
-            storage = pattern.storage[:shared] + tuple(Level("dense", self.extents[i]) for i in out_op.indices[shared:])
+            storage = pattern.storage[:shared] + tuple(Level(DENSE, self.extents[i]) for i in out_op.indices[shared:])
             rows = _positions(pattern, shared - 1)  # a fibre output: one dense row per position there
             out = np.zeros(rows * dense_size(self.extents, out_op.indices[shared:]), self.dtype)
             arrays[(out_op.name, "vals", None)] = out
@@ -329,10 +324,10 @@ class SparseContraction:
             return [(0, 0)]
         kind, what = split
         top = self.nest.body[-1].index  # type: ignore[union-attr]  # the split loop (codegen._split)
-        if kind == "dense":
-            n = int(what)  # type: ignore[arg-type]
-        else:
+        if kind == "walk":  # the walked operand's first level's positions, else a range of extent `what`
             n = int(tensors[str(what)].storage[0].crd.shape[0])  # type: ignore[union-attr]
+        else:
+            n = int(what)  # type: ignore[arg-type]
         by_count = n // _MIN_SPLIT
         if min(self.threads, n) <= 1 or (by_count < 2 and n + self._nnz_bound(tensors) < 2 * _MIN_WORK):
             return [(0, n)]
@@ -343,10 +338,10 @@ class SparseContraction:
         if cached is not None and cached[0] == key:
             return cached[1]
         weight = self._work(tensors, str(what) if kind == "walk" else None)
-        if weight is None and kind == "dense":
+        if weight is None and kind != "walk":
             weight = np.ones(n, np.int64)
             for o in self.nest.operands:  # a sparse operand stored by the top index weighs its rows
-                if o.sparse and o.indices[0] == top and o.levels[0] == "dense":
+                if o.sparse and o.indices[0] == top and o.levels[0].full:
                     weight = weight + _leaves(tensors[o.name])
         elif weight is None:
             weight = 1 + _leaves(tensors[str(what)])
@@ -369,7 +364,7 @@ class SparseContraction:
         `statement_work`; None where the statements' work does not follow one operand's levels."""
         top = self.nest.body[-1].index  # type: ignore[union-attr]
         if walked is None:
-            stored = [o for o in self.nest.operands if o.sparse and o.indices[0] == top and o.levels[0] == "dense"]
+            stored = [o for o in self.nest.operands if o.sparse and o.indices[0] == top and o.levels[0].full]
             if len(stored) != 1:
                 return None
             walked = stored[0].name

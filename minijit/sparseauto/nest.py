@@ -9,7 +9,9 @@ Loop semantics (for code generation): a loop over index ``i`` walks the compress
 the sparse operand(s) whose next unvisited storage level is ``i`` (one such operand: its
 positions; two: the intersection of their coordinates; none: the dense range
 ``0..extent(i)``). Dense accesses to ``i`` index directly. Operand storage order is the order
-of :attr:`Operand.indices` (CSF/TACO style); ``levels[k]`` is the format of level ``k``.
+of :attr:`Operand.indices` (CSF/TACO style); ``levels[k]`` is the format of level ``k``, a
+`minijit.sparseauto.formats.LevelFormat` the codegen iterates (``compiled``: `Dense`, a unique
+`Compressed`; a name is converted); a loop walks the levels that are not ``full``.
 The output is dense unless the expression samples a sparse operand's pattern (SDDMM-like).
 """
 
@@ -18,8 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Union
 
-DENSE = "dense"
-COMPRESSED = "compressed"
+from minijit.sparseauto.formats import COMPRESSED, DENSE, LevelFormat, as_format
+
+#: the level formats a nest holds (those the codegen iterates); each equals its name
 LEVEL_FORMATS = (DENSE, COMPRESSED)
 
 
@@ -195,7 +198,7 @@ class Operand:
 
     name: str
     indices: tuple[str, ...]
-    levels: tuple[str, ...]
+    levels: tuple[LevelFormat, ...]
 
     def __post_init__(self) -> None:
         _check_name("Operand name", self.name)
@@ -205,14 +208,19 @@ class Operand:
                 f"Operand {self.name}: levels {self.levels!r} must be a tuple with one format per "
                 f"index of {self.indices!r}"
             )
-        for level in self.levels:
-            if level not in LEVEL_FORMATS:
-                raise ValueError(f"Operand {self.name}: level format {level!r} is not one of {LEVEL_FORMATS}")
+        levels = tuple(as_format(f, f"Operand {self.name}: level format") for f in self.levels)
+        for level in levels:
+            if not level.compiled:
+                raise ValueError(
+                    f"Operand {self.name}: level format {level.name!r} is not one the codegen iterates "
+                    f"({', '.join(f.name for f in LEVEL_FORMATS)}); convert the tensor first (convert.to_compiled)"
+                )
+        object.__setattr__(self, "levels", levels)
 
     @property
     def sparse(self) -> bool:
-        """True when some level is compressed."""
-        return COMPRESSED in self.levels
+        """True when some level is walked (not full)."""
+        return any(f.sparse for f in self.levels)
 
     @classmethod
     def dense(cls, name: str, indices: tuple[str, ...]) -> Operand:
@@ -221,7 +229,7 @@ class Operand:
 
     def __str__(self) -> str:
         pairs = zip(self.indices, self.levels, strict=True)
-        tags = ",".join(f"{i}:{'c' if f == COMPRESSED else 'd'}" for i, f in pairs)
+        tags = ",".join(f"{i}:{f.tag}" for i, f in pairs)
         return f"{self.name}({tags})"
 
 
@@ -237,7 +245,11 @@ def _prefix_of(pattern: Operand, output: Operand) -> int:
     ):
         p += 1
     rest = output.indices[p:]
-    if COMPRESSED not in pattern.levels[:p] or COMPRESSED in output.levels[p:] or set(rest) & set(pattern.indices):
+    if (
+        not any(f.sparse for f in pattern.levels[:p])
+        or any(f.sparse for f in output.levels[p:])
+        or set(rest) & set(pattern.indices)
+    ):
         return 0
     if p < len(pattern.indices) and pattern.indices[p] in output.indices:
         return 0
@@ -392,7 +404,7 @@ class Nest:
             elif isinstance(node, Compute) and node.out.tensor == self.output.name:
                 for loop in loops:
                     k = pattern.indices.index(loop.index) if loop.index in shared else -1
-                    if k >= 0 and pattern.levels[k] == COMPRESSED and pattern not in self.walks(loop):
+                    if k >= 0 and pattern.levels[k].sparse and pattern not in self.walks(loop):
                         raise PatternError(
                             f"Nest: sparse output {self.output.name} is written by {node} under a "
                             f"loop over {loop.index!r} that does not walk {pattern.name}"
@@ -507,7 +519,7 @@ class Nest:
         return tuple(
             o
             for o in self.operands
-            if o.name in names and loop.index in o.indices and o.levels[o.indices.index(loop.index)] == COMPRESSED
+            if o.name in names and loop.index in o.indices and o.levels[o.indices.index(loop.index)].sparse
         )
 
     def _lines(self, body: tuple[Node, ...], depth: int, lines: list[str]) -> None:

@@ -15,8 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from minijit.sparseauto.complexity import Assumptions, Cost, cost
+from minijit.sparseauto.convert import to_compiled
+from minijit.sparseauto.formats import DENSE, as_format
 from minijit.sparseauto.graph import IterationGraph, parse_subscripts
-from minijit.sparseauto.nest import COMPRESSED, DENSE, LEVEL_FORMATS, Nest, Operand
+from minijit.sparseauto.nest import LEVEL_FORMATS, Nest, Operand
 from minijit.sparseauto.nest import fibre_output as nest_fibre_output
 from minijit.sparseauto.prune import (
     DEFAULT_MAX_MEMORY_DEPTH,
@@ -38,6 +40,7 @@ from minijit.sparseauto.schedules import (
     renumbered,
 )
 from minijit.sparseauto.smt import DEFAULT_TIMEOUT_MS, SmtResult, smt_stage
+from minijit.sparseauto.tensor import SparseTensor
 
 _INPUT_NAMES = "BCDEFGHIJKLMNOPQRSUVWXYZ"
 
@@ -177,8 +180,17 @@ def _describe(k: int, term: tuple[str, ...], desc: object, taken: set[str]) -> t
     if sorted(order) != list(range(len(term))):
         raise ValueError(f"{what}: mode_order {order!r} is not a permutation of 0..{len(term) - 1}")
     levels = tuple(getattr(desc, "levels", None) or (DENSE,) * len(term))
-    if len(levels) != len(term) or any(f not in LEVEL_FORMATS for f in levels):
-        raise ValueError(f"{what}: levels {levels!r} must be {len(term)} formats from {LEVEL_FORMATS}")
+    if isinstance(desc, SparseTensor) and not all(f.compiled for f in levels):
+        # a format the codegen cannot iterate (COO's singleton, blocked): planned as its CSF form
+        desc = to_compiled(desc)
+        levels = desc.levels
+    try:
+        levels = tuple(as_format(f) for f in levels)
+    except ValueError:
+        levels = ()
+    if len(levels) != len(term) or not all(f.compiled for f in levels):
+        names = tuple(f.name for f in LEVEL_FORMATS)
+        raise ValueError(f"{what}: levels {getattr(desc, 'levels', None)!r} must be {len(term)} formats from {names}")
     name = next(n for n in _INPUT_NAMES if n not in taken)
     indices = tuple(term[m] for m in order)
     operand = Operand(name, indices, levels)
@@ -188,8 +200,8 @@ def _describe(k: int, term: tuple[str, ...], desc: object, taken: set[str]) -> t
         storage = getattr(desc, "storage", None)
         crd = [getattr(lv, "crd", None) for lv in storage] if storage is not None else None
         if crd is not None and len(crd) == len(levels):
-            counts = [len(c) for c, f in zip(crd, levels, strict=True) if f == COMPRESSED]
-            if any(c is None for c, f in zip(crd, levels, strict=True) if f == COMPRESSED):
+            counts = [len(c) for c, f in zip(crd, levels, strict=True) if f.sparse]
+            if any(c is None for c, f in zip(crd, levels, strict=True) if f.sparse):
                 counts = None
         if counts is None and isinstance(getattr(desc, "nnz", None), int):
             counts = int(desc.nnz)

@@ -1,17 +1,15 @@
 """`SparseTensor`: a sparse tensor with per-level formats (TACO/CSF style).
 
 A tensor of ``ndim`` modes is stored as ``ndim`` levels in the storage order ``mode_order``
-(level ``k`` holds the coordinates of mode ``mode_order[k]``). Each level is
-
-* ``"dense"``: every coordinate ``0..n-1`` of its mode under every parent position; position
-  ``p`` of the level is ``parent * n + c``;
-* ``"compressed"``: ``pos`` (int32, one entry per parent position plus one, non-decreasing,
-  ``pos[0] == 0``) and ``crd`` (int32, the coordinates, strictly increasing within each fibre
-  ``crd[pos[q]:pos[q + 1]]``); position ``p`` of the level is the index into ``crd``.
+(level ``k`` holds the coordinates of mode ``mode_order[k]``). Each level's format is an object
+of `minijit.sparseauto.formats` (`Dense`, `Compressed`, `Singleton`, `Blocked`), which knows
+how the level is iterated, assembled and checked; the `Level` holds the format, the mode size
+and the format's arrays (``pos``/``crd``, int32, read-only).
 
 ``vals`` (float32 or float64) holds one value per position of the last level. CSR is
-``("dense", "compressed")`` with ``mode_order (0, 1)``, CSC the same with ``(1, 0)``, DCSR/CSF
-all ``"compressed"``.
+``(Dense(), Compressed())`` with ``mode_order (0, 1)``, CSC the same with ``(1, 0)``, DCSR/CSF
+all ``Compressed()``, COO ``(Compressed(unique=False), Singleton(), ...)``. Formats may be given
+by name (``"dense"``, ``"compressed"``, ``"singleton"``, ...; `formats.as_format`).
 
 Duplicate coordinates given to `SparseTensor.from_coo` (and to the scipy/pydata conversions) are
 **summed**, as scipy and pydata do. Indices, positions and the number of positions of every
@@ -27,21 +25,28 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["DTYPES", "FORMATS", "INDEX_MAX", "Level", "SparseTensor", "as_sparse", "is_sparse"]
+from minijit.sparseauto.formats import COMPRESSED, DENSE, LevelFormat, as_format, first_unsorted, format_names
 
-FORMATS = ("dense", "compressed")
+__all__ = ["DTYPES", "FORMATS", "INDEX_MAX", "Level", "SparseTensor", "as_sparse", "first_unsorted", "is_sparse"]
+
+FORMATS = format_names()  # the format names `formats.as_format` accepts
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 INDEX_MAX = 2**31 - 1  # coordinates, positions and level sizes must fit int32
 
 
 @dataclass(frozen=True)
 class Level:
-    """One storage level: its format, mode size, and ``pos``/``crd`` (compressed levels only)."""
+    """One storage level: its format (a `LevelFormat`; a name is converted), mode size, and the
+    format's arrays ``pos``/``crd`` (None where the format has none)."""
 
-    format: str
+    format: LevelFormat
     size: int
     pos: np.ndarray | None = None
     crd: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.format, LevelFormat):
+            object.__setattr__(self, "format", as_format(self.format))
 
 
 def _check_dtype(dtype: object, what: str) -> np.dtype:
@@ -67,13 +72,10 @@ def _check_shape(shape: object) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _check_levels(levels: object, ndim: int) -> tuple[str, ...]:
+def _check_levels(levels: object, ndim: int) -> tuple[LevelFormat, ...]:
     if isinstance(levels, str) or not isinstance(levels, Sequence) or len(levels) != ndim:
-        raise ValueError(f"levels must be a sequence of {ndim} formats from {FORMATS}, got {levels!r}")
-    for k, f in enumerate(levels):
-        if f not in FORMATS:
-            raise ValueError(f"levels[{k}] must be one of {FORMATS}, got {f!r}")
-    return tuple(levels)  # type: ignore[arg-type]
+        raise ValueError(f"levels must be a sequence of {ndim} level formats ({FORMATS}), got {levels!r}")
+    return tuple(as_format(f, f"levels[{k}]") for k, f in enumerate(levels))
 
 
 def _check_mode_order(mode_order: object, ndim: int) -> tuple[int, ...]:
@@ -82,30 +84,6 @@ def _check_mode_order(mode_order: object, ndim: int) -> tuple[int, ...]:
     if not isinstance(mode_order, Sequence) or sorted(int(m) for m in mode_order) != list(range(ndim)):
         raise ValueError(f"mode_order must be a permutation of 0..{ndim - 1}, got {mode_order!r}")
     return tuple(int(m) for m in mode_order)
-
-
-def first_unsorted(pos: np.ndarray, crd: np.ndarray) -> int | None:
-    """The first ``j`` where ``crd[j + 1] <= crd[j]`` inside one fibre (``pos`` delimits the
-    fibres; both 1-D integer arrays, ``pos`` non-decreasing from 0 to ``len(crd)``), or None when
-    every fibre is strictly increasing (sorted, no duplicates)."""
-    if crd.shape[0] < 2:
-        return None
-    down = np.diff(crd) <= 0
-    starts = pos[1:-1]  # a fibre's first entry may be below the previous fibre's last
-    starts = starts[(starts > 0) & (starts < crd.shape[0])]
-    down[starts - 1] = False
-    if not down.any():
-        return None
-    return int(np.argmax(down))
-
-
-def _index_array(name: str, x: object) -> np.ndarray:
-    arr = np.asarray(x)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
-    if arr.dtype.kind not in "iu" and not (arr.size == 0 and arr.dtype.kind == "f"):
-        raise TypeError(f"{name} must be an integer array, got {arr.dtype}")
-    return arr.astype(np.int64)
 
 
 class SparseTensor:
@@ -130,18 +108,13 @@ class SparseTensor:
         levels = []
         parents = 1  # positions of the level above
         for k, lv in enumerate(storage):
-            if not isinstance(lv, Level) or lv.format not in FORMATS:
-                raise TypeError(f"storage[{k}] must be a Level with format in {FORMATS}, got {lv!r}")
+            if not isinstance(lv, Level):
+                raise TypeError(f"storage[{k}] must be a Level, got {lv!r}")
             size = self.shape[self.mode_order[k]]
             if lv.size != size:
                 raise ValueError(f"level {k} (mode {self.mode_order[k]}) has size {lv.size}, the shape says {size}")
-            if lv.format == "dense":
-                levels.append(Level("dense", size))
-                parents *= size
-            else:
-                pos, crd = self._check_compressed(k, lv, parents, size)
-                levels.append(Level("compressed", size, pos, crd))
-                parents = int(crd.shape[0])
+            pos, crd, parents = lv.format.check(k, size, lv.pos, lv.crd, parents)
+            levels.append(Level(lv.format, size, pos, crd))
             if parents > INDEX_MAX:
                 raise ValueError(f"level {k} has {parents} positions, more than {INDEX_MAX} (int32 positions)")
         if not isinstance(vals, np.ndarray):
@@ -152,38 +125,6 @@ class SparseTensor:
         self.storage = tuple(levels)
         self.vals = np.ascontiguousarray(vals).view()  # a read-only view: the caller's array keeps its flags
         self.vals.flags.writeable = False
-
-    @staticmethod
-    def _check_compressed(k: int, lv: Level, parents: int, size: int) -> tuple[np.ndarray, np.ndarray]:
-        if lv.pos is None or lv.crd is None:
-            raise ValueError(f"level {k} is compressed but lacks pos or crd")
-        pos = _index_array(f"level {k} pos", lv.pos)
-        crd = _index_array(f"level {k} crd", lv.crd)
-        if pos.shape[0] != parents + 1:
-            raise ValueError(f"level {k} pos has length {pos.shape[0]}, expected parent positions + 1 = {parents + 1}")
-        if pos[0] != 0:
-            raise ValueError(f"level {k} pos[0] must be 0, got {pos[0]}")
-        step = np.diff(pos)
-        if (step < 0).any():
-            q = int(np.argmax(step < 0))
-            raise ValueError(f"level {k} pos is not monotone: pos[{q + 1}] = {pos[q + 1]} < pos[{q}] = {pos[q]}")
-        if pos[-1] != crd.shape[0]:
-            raise ValueError(f"level {k}: pos[-1] = {pos[-1]} but crd has {crd.shape[0]} entries")
-        if crd.size:
-            lo, hi = int(crd.min()), int(crd.max())
-            if lo < 0 or hi >= size:
-                j = int(np.argmax((crd < 0) | (crd >= size)))
-                raise ValueError(f"level {k} crd[{j}] = {crd[j]} is out of range for size {size}")
-            j = first_unsorted(pos, crd)
-            if j is not None:
-                raise ValueError(
-                    f"level {k} crd is not strictly increasing within a fibre: crd[{j}] = {crd[j]}, "
-                    f"crd[{j + 1}] = {crd[j + 1]} (sorted, no duplicates)"
-                )
-        pos32, crd32 = pos.astype(np.int32), crd.astype(np.int32)  # copies: checked values stay so
-        pos32.flags.writeable = False
-        crd32.flags.writeable = False
-        return pos32, crd32
 
     # ------------------------------------------------------------------ properties
 
@@ -196,8 +137,8 @@ class SparseTensor:
         return self.vals.dtype
 
     @property
-    def levels(self) -> tuple[str, ...]:
-        """Level formats in storage order."""
+    def levels(self) -> tuple[LevelFormat, ...]:
+        """Level formats in storage order (`LevelFormat` objects; each equals its name)."""
         storage, found = self.__dict__.get("_levels", (None, ()))
         if storage is not self.storage:  # computed once per storage tuple
             found = tuple(lv.format for lv in self.storage)
@@ -211,7 +152,7 @@ class SparseTensor:
 
     def __repr__(self) -> str:
         return (
-            f"SparseTensor(shape={self.shape}, dtype={self.dtype}, levels={self.levels}, "
+            f"SparseTensor(shape={self.shape}, dtype={self.dtype}, levels={tuple(f.name for f in self.levels)}, "
             f"mode_order={self.mode_order}, nnz={self.nnz})"
         )
 
@@ -223,7 +164,7 @@ class SparseTensor:
         coords: object,
         values: object,
         shape: Sequence[int],
-        levels: Sequence[str] | None = None,
+        levels: Sequence[LevelFormat | str] | None = None,
         mode_order: Sequence[int] | None = None,
         dtype: object = None,
         *,
@@ -231,7 +172,7 @@ class SparseTensor:
     ) -> SparseTensor:
         """Build from coordinates ``coords`` (ndim x nnz integers) and ``values`` (nnz floats).
 
-        ``levels`` default to all ``"compressed"`` (CSF); ``mode_order`` to ``0..ndim-1``;
+        ``levels`` (format objects or names) default to all `Compressed` (CSF); ``mode_order`` to ``0..ndim-1``;
         ``dtype`` to the values' (float32 or float64). Duplicate coordinates are summed.
 
         Cost: coordinates already strictly increasing in storage order (a pydata ``sparse.COO``
@@ -242,7 +183,7 @@ class SparseTensor:
         """
         shape = _check_shape(shape)
         nd = len(shape)
-        levels = _check_levels(("compressed",) * nd if levels is None else levels, nd)
+        levels = _check_levels((COMPRESSED,) * nd if levels is None else levels, nd)
         order = _check_mode_order(mode_order, nd)
         c = np.asarray(coords)
         if c.ndim == 1 and nd == 1:
@@ -272,7 +213,10 @@ class SparseTensor:
 
     @classmethod
     def from_dense(
-        cls, array: object, levels: Sequence[str] | None = None, mode_order: Sequence[int] | None = None
+        cls,
+        array: object,
+        levels: Sequence[LevelFormat | str] | None = None,
+        mode_order: Sequence[int] | None = None,
     ) -> SparseTensor:
         """The non-zeros of a dense numpy array (float32/float64)."""
         a = np.asarray(array)
@@ -356,7 +300,7 @@ class SparseTensor:
         coords = np.zeros((len(shape), rows.shape[0]), np.int64)
         coords[list(comp)] = np.unravel_index(rows, [shape[a] for a in comp])
         coords[list(rest)] = np.unravel_index(indices, [shape[a] for a in rest])
-        levels = ("dense",) + ("compressed",) * (len(shape) - 1)
+        levels = (DENSE,) + (COMPRESSED,) * (len(shape) - 1)
         return cls.from_coo(coords, data, shape, levels, comp + rest, dtype, copy=False)
 
     # ------------------------------------------------------------------ export
@@ -367,22 +311,19 @@ class SparseTensor:
         coords_s: list[np.ndarray] = []  # per level: the coordinate of every position
         parent_of: list[np.ndarray] = []  # per level: the parent position of every position
         parents = 1
-        for lv in self.storage:
-            if lv.format == "dense":
-                p = np.arange(parents * lv.size, dtype=np.int64)
-                parent_of.append(p // max(lv.size, 1))
-                coords_s.append(p % max(lv.size, 1))
-                parents *= lv.size
-            else:
-                assert lv.pos is not None and lv.crd is not None
-                parent_of.append(np.repeat(np.arange(parents, dtype=np.int64), np.diff(lv.pos)))
-                coords_s.append(lv.crd.astype(np.int64))
-                parents = int(lv.crd.shape[0])
+        for lv in self.storage:  # each format walks its own level
+            par, crd = lv.format.iterate(lv.size, lv.pos, lv.crd, parents)
+            parent_of.append(par)
+            coords_s.append(crd)
+            parents = int(crd.shape[0])
         out = np.zeros((self.ndim, parents), np.int64)
         p = np.arange(parents, dtype=np.int64)
         for k in reversed(range(self.ndim)):
             out[self.mode_order[k]] = coords_s[k][p]
             p = parent_of[k][p]
+        if any(lv.format.pads for lv in self.storage):  # padding coordinates (blocked levels) are not stored ones
+            inside = (out < np.array(self.shape, np.int64)[:, None]).all(axis=0)
+            return out[:, inside], self.vals[inside]
         return out, self.vals
 
     def to_dense(self) -> np.ndarray:
