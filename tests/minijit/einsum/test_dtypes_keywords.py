@@ -1,5 +1,7 @@
 """`minijit.einsum` as a drop-in for np.einsum (issue 52): every dtype numpy takes (those without a
-compiled path run on numpy's einsum: bit for bit numpy's result, integers with their wrap-around),
+compiled path run on numpy's einsum: bit for bit numpy's result, integers with their wrap-around;
+those `minijit.einsum.widen` computes on other kernels: bit for bit for integers and bool, within
+a stated bound for float16 and complex),
 numpy's ``order`` and ``casting`` keywords, and numpy's error types for its misuses."""
 
 from __future__ import annotations
@@ -10,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import minijit
-from minijit.einsum import keywords
+from minijit.einsum import dtypes, keywords, widen
 
 from .strategies import expressions, operands
+from .test_widen import assert_bound
 
 #: dtypes numpy's einsum runs, but int32 and int64 (`COMPILED_INTS`: minijit's integer kernels)
 DELEGATED = [
@@ -21,6 +24,12 @@ DELEGATED = [
 ]  # fmt: skip
 #: integer dtypes with a compiled path (numpy arrays of one of them): bit for bit numpy's too
 COMPILED_INTS = (np.int32, np.int64)
+#: dtypes computed on those kernels (`minijit.einsum.widen`): bit for bit numpy's for integers and
+#: bool, within `test_widen.assert_bound` of the exact result for float16 and complex
+WIDENED = (
+    np.int8, np.int16, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_, np.float16, np.complex64, np.complex128,
+)  # fmt: skip
+WIDENED_INEXACT = (np.float16, np.complex64, np.complex128)
 
 
 def _draw_operands(shapes, dtype, seed):
@@ -42,9 +51,9 @@ def _draw_operands(shapes, dtype, seed):
     return out
 
 
-def _same_outcome(call_ours, call_numpy, exact=True):
+def _same_outcome(call_ours, call_numpy, exact=True, check=None):
     """Both calls give the same arrays (dtype, shape, values: bit for bit where ``exact``, else
-    within float32 rounding of their scale) or raise the same error type."""
+    within float32 rounding of their scale, or as ``check(got)`` asserts) or raise the same error type."""
     try:
         want = call_numpy()
     except Exception as e:  # noqa: BLE001 - the error type is what is compared
@@ -55,6 +64,8 @@ def _same_outcome(call_ours, call_numpy, exact=True):
     assert np.asarray(got).dtype == np.asarray(want).dtype
     if exact:
         assert np.array_equal(got, want, equal_nan=True)
+    elif check is not None:
+        check(got)
     else:
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
@@ -69,12 +80,17 @@ def _same_outcome(call_ours, call_numpy, exact=True):
 def test_every_dtype_is_numpys_bit_for_bit(expr, dtype, optimize, seed):
     subs, shapes = expr
     ops = _draw_operands(shapes, dtype, seed)
-    _same_outcome(
-        lambda: minijit.einsum(subs, *ops, optimize=optimize), lambda: np.einsum(subs, *ops, optimize=optimize)
+    ours, theirs = (
+        (lambda: minijit.einsum(subs, *ops, optimize=optimize)),
+        (lambda: np.einsum(subs, *ops, optimize=optimize)),
     )
+    if dtype in WIDENED_INEXACT:  # float32/float64 kernels: within test_widen's bound of the exact result
+        _same_outcome(ours, theirs, exact=False, check=lambda got: assert_bound(got, subs, ops, np.dtype(dtype)))
+    else:
+        _same_outcome(ours, theirs)
     text = minijit.einsum(subs, *ops, optimize=optimize, explain=True)
-    if dtype in COMPILED_INTS:  # compiled, but a one-operand view (numpy returns a view of it)
-        assert text.startswith("minijit compiled:") or (len(ops) == 1 and "view" in text), text
+    if dtype in COMPILED_INTS or dtype in WIDENED:  # compiled, but a one-operand view (numpy returns a view of it)
+        assert text.startswith("minijit compiled:") or dtypes._is_view(subs, tuple(ops)), text
     else:
         assert text.startswith("numpy.einsum:")
 
@@ -97,6 +113,11 @@ def test_mixed_kinds_dtype_and_casting_are_numpys(expr, kinds, dtype, casting, s
     if compiled and casting is None:
         return  # minijit's default casting lets float64 -> float32 through (docs/decisions.md)
     ours, theirs = (lambda: minijit.einsum(subs, *ops, **mine)), (lambda: np.einsum(subs, *ops, **mine))
+    route = widen.route(subs, tuple(ops), None, dtype, None, casting, "auto")
+    if route is not None and route.kind == "complex":  # the 4M formulation on minijit's float kernels
+        ref = [x.astype(dtype) if dtype is not None else x for x in ops]
+        _same_outcome(ours, theirs, exact=False, check=lambda got: assert_bound(got, subs, ref, route.result))
+        return
     _same_outcome(ours, theirs, exact=not compiled)  # compiled: minijit's kernels, not numpy's order of sums
 
 

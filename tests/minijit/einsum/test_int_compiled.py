@@ -126,12 +126,15 @@ def test_strided_operands_read_in_place_or_copied():
 
 
 def test_paths_numpy_keeps():
-    """Other integer widths, unsigned, bool, integers with floats, a one-operand view and other
-    targets' calls stay numpy's (same result, numpy's path named)."""
+    """Integers with floats, a one-operand view and other targets' calls stay numpy's (same
+    result, numpy's path named); other integer widths and unsigned run on the int32/int64
+    kernels (`minijit.einsum.widen`), numpy's result bit for bit."""
     a = np.arange(12, dtype=np.int32).reshape(3, 4)
+    for dt in (np.int16, np.uint32):
+        ops = [a.astype(dt), a.T.astype(dt)]
+        assert minijit.einsum("ij,jk->ik", *ops, explain=True).startswith("minijit compiled:"), dt
+        assert_numpys("ij,jk->ik", ops)
     cases = [
-        ("ij,jk->ik", [a.astype(np.int16), a.T.astype(np.int16)], {}),
-        ("ij,jk->ik", [a.astype(np.uint32), a.T.astype(np.uint32)], {}),
         ("ij,jk->ik", [a, a.T.astype(np.float32)], {}),
         ("ij->ji", [a], {}),
         ("ij,jk->ik", [a, a.T], {"target": "aarch64-sme"}),
