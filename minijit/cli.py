@@ -210,14 +210,17 @@ def _bench_einsum(args: argparse.Namespace) -> int:
     from minijit.bench import cuda, einsum, einsum_cuda
 
     if args.dask:
-        if args.target == "cuda" or args.dtype or args.threads:
-            raise UserError("bench einsum --dask runs fp32 on CPU workers (no --target cuda, --dtype, --threads)")
+        if args.target == "cuda" or args.dtype or args.threads or args.rows:
+            raise UserError(
+                "bench einsum --dask runs fp32 on CPU workers (no --target cuda, --dtype, --threads, --rows)"
+            )
         from minijit.bench import dask as dask_bench
 
         reps = args.reps if args.reps is not None else 1 if args.quick else 2
         return _emit(args, dask_bench.bench(args.quick, reps, _command(args), _progress_of(args)))
     if args.target == "cuda":
-        given = [flag for flag, value in (("--dtype", args.dtype), ("--threads", args.threads)) if value is not None]
+        flags = (("--dtype", args.dtype), ("--threads", args.threads), ("--rows", args.rows))
+        given = [flag for flag, value in flags if value is not None]
         if given:
             raise UserError(
                 f"bench einsum --target cuda runs fp16 and tf32 on the GPU; it does not take {', '.join(given)}"
@@ -229,7 +232,8 @@ def _bench_einsum(args: argparse.Namespace) -> int:
         return _emit(args, rep)
     threads = _one_thread_count(args.threads, "bench einsum") or parallel.default_threads()
     reps, dtype = _reps(args, "einsum"), _one_dtype(args, "bench einsum") or "fp32"
-    return _emit(args, einsum.bench(reps, threads, args.quick, _command(args), dtype, _progress_of(args)))
+    rows = args.rows or "all"
+    return _emit(args, einsum.bench(reps, threads, args.quick, _command(args), dtype, _progress_of(args), rows))
 
 
 def _bench_dispatch(args: argparse.Namespace) -> int:
@@ -620,6 +624,8 @@ def _add_bench_parsers(bench: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", choices=("fp32", "fp64"), help="element type on the CPU (default fp32)")
     p.add_argument("--threads", action="append", metavar="N", help=one_thread + "; CPU only")
     p.add_argument("--dask", action="store_true", help="minijit.dask vs dask.array.einsum on a 2-process LocalCluster")
+    p.add_argument("--rows", choices=("all", "float", "typed"), help="CPU rows: all (default), the float suite"
+                   " (--dtype), or typed: the int32/int64, complex64/complex128 and float16 rows")  # fmt: skip
     _add_run_args(p, "fewer and smaller cases", "timed calls (CPU: median, default 5, --quick 3;"
                   " cuda: mean, default 20, --quick 10)", write=True)  # fmt: skip
 

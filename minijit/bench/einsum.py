@@ -22,14 +22,27 @@ kernels against ``np.einsum(optimize=True)`` and, where the expression is a matm
 (numpy's integer matmul has no BLAS); each result is checked bit for bit against ``np.einsum``.
 Their rate is GOPS (a multiply-add counts two), their table and geomeans come after the float ones
 (``int_results`` in the JSON).
+
+complex64, complex128 and float16 rows (`dtype_cases`: GEMM-like, batched and matrix-vector, in
+``dtype_results``) time ``minijit.einsum`` itself, on whatever path it takes for the dtype (its
+compiled one, or numpy's einsum where it delegates; the row's ``path`` says which, from
+``explain=True``), against ``np.einsum(optimize=True)`` and, for complex, ``np.matmul`` (OpenBLAS
+cgemm/zgemm, at the row's thread count). Their rate is GFLOPS counted in real flops: a complex
+multiply-add is 8 (4 real multiplies, 4 real adds), a float16 one 2; every column divides the same
+count by its own time. Each result is checked against the exact contraction (float64/complex128
+of the same operands) within a rounding bound, ``(n + 2k + 2) u sum|x|`` (twice that for
+complex; n terms per element, k operands, u the dtype's unit roundoff), and the ``np.matmul``
+peer within the same bound. ``rows`` ("all", "float", "typed") picks the float suite, the typed
+(integer, complex, float16) rows, or both.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -37,7 +50,21 @@ import numpy as np
 from minijit.bench import report
 from minijit.bench.cpu import LONG_CALL_S, SETTLE_S, BlasThreads, settle, timeit
 
-__all__ = ["GENERATORS", "LAB_TREE", "bench", "cases", "generated_cases", "int_cases", "random_cases"]
+__all__ = [
+    "DTYPE_NAMES",
+    "GENERATORS",
+    "LAB_TREE",
+    "ROWS",
+    "bench",
+    "bench_dtype_one",
+    "bench_int_one",
+    "cases",
+    "dtype_cases",
+    "generated_cases",
+    "int_cases",
+    "random_cases",
+    "rounding_bound",
+]
 
 LAB_TREE = "[[8,4],[7,3,8]->[7,3,4]],[[[2,6,7],[1,5,6]->[1,2,5,7]],[0,5]->[0,1,2,7]]->[0,1,2,3,4]"
 #: the lab's sizes (its output has 354 M elements, 1.4 GB in fp32: the "lab-tree-full" row)
@@ -182,6 +209,157 @@ def bench_int_one(
                 "ratio": best[name] / t_mj,
             }
             for name, _ in peers
+        ],  # fmt: skip
+    }
+
+
+#: the complex and float16 rows' dtypes and their names in the tables
+DTYPE_NAMES = {"complex64": "c64", "complex128": "c128", "float16": "fp16"}
+#: which rows `bench` runs: the float suite and the typed rows, the float suite, the typed rows
+ROWS = ("all", "float", "typed")
+
+
+def dtype_cases(quick: bool = False) -> list[dict[str, Any]]:
+    """The complex64, complex128 and float16 rows: name, subscripts, shapes, description and
+    ``matmul`` (``np.matmul`` of the operands as given, the same product; None for float16, whose
+    matmul has no BLAS); ``quick``: the matmul and matvec rows at a quarter of each size."""
+    q = 4 if quick else 1
+    n, b, m = 384 // q, 16 // q, 2048 // q
+    rows = [
+        ("matmul", "ij,jk->ik", [(n, n), (n, n)], f"one {n}^3 GEMM"),
+        ("batched-matmul", "bij,bjk->bik", [(b, 96, 96), (b, 96, 96)], f"{b} 96^3 GEMMs"),
+        ("matvec", "ij,j->i", [(m, m), (m,)], f"{m}x{m} matrix-vector"),
+    ]
+    return [
+        {"name": f"{nm}-{dt}", "subscripts": e, "shapes": sh, "description": desc, "kind": dt,
+         "matmul": np.matmul if dt.startswith("complex") else None}
+        for dt in DTYPE_NAMES
+        for nm, e, sh, desc in rows
+        if not quick or nm in ("matmul", "matvec")
+    ]  # fmt: skip
+
+
+def _typed_values(rng: np.random.Generator, shape: tuple[int, ...], dt: np.dtype) -> np.ndarray:
+    """Operand values: uniform in [-1, 1) (both parts for complex)."""
+    if dt.kind == "c":
+        return (rng.uniform(-1, 1, shape) + 1j * rng.uniform(-1, 1, shape)).astype(dt)
+    return rng.uniform(-1, 1, shape).astype(dt)
+
+
+def rounding_bound(subs: str, ops: list[np.ndarray], dt: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """``(exact, bound)``: the contraction of ``ops`` (``subs`` with an explicit output, no size-1
+    broadcasting) in float64/complex128 and, per element, the
+    error a result of the float or complex dtype ``dt`` may carry against it (first order,
+    recursive summation): (n + 2 k + 2) u |x|, twice that for complex, plus n times the smallest
+    subnormal; n: product terms per element, k: operands, u: unit roundoff of ``dt``, |x|: the
+    contraction of the operands' absolute values."""
+    hi = np.complex128 if dt.kind == "c" else np.float64
+    exact = np.einsum(subs, *[o.astype(hi) for o in ops], optimize=True)
+    scale = np.einsum(subs, *[np.abs(o.astype(hi)) for o in ops], optimize=True)
+    lhs, out = subs.split("->")
+    sizes = {c: n for sub, o in zip(lhs.split(","), ops, strict=True) for c, n in zip(sub, o.shape, strict=True)}
+    terms = math.prod(n for c, n in sizes.items() if c not in out)
+    n = max(1, terms)
+    info = np.finfo(dt)
+    u = float(info.eps) / 2
+    bound = (2 if dt.kind == "c" else 1) * (n + 2 * len(ops) + 2) * u * scale + n * float(info.smallest_subnormal)
+    return exact, bound
+
+
+@contextlib.contextmanager
+def _minijit_env(threads: int) -> Iterator[None]:
+    """``minijit.einsum`` calls inside build plans for ``threads`` threads and specialise them on
+    their first call (``MINIJIT_NUM_THREADS``, ``MINIJIT_JIT=eager``); the environment restored."""
+    keys = {"MINIJIT_NUM_THREADS": str(threads), "MINIJIT_JIT": "eager"}
+    old = {k: os.environ.get(k) for k in keys}
+    os.environ.update(keys)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def bench_dtype_one(
+    case: dict[str, Any], threads: int, reps: int, blas: BlasThreads, rounds: int = ROUNDS
+) -> dict[str, Any]:
+    """One complex or float16 row: ``minijit.einsum``, ``np.einsum(optimize=True)`` and
+    ``np.matmul`` (where the case has one) timed in ``rounds`` alternating rounds; GFLOPS in real
+    flops (a complex multiply-add is 8); minijit's result and the matmul peer's checked against
+    the exact contraction within `rounding_bound`."""
+    import minijit  # noqa: PLC0415 - the bench loads minijit on use
+    from minijit import jit  # noqa: PLC0415
+    from minijit.einsum import parse_subscripts  # noqa: PLC0415
+
+    dt = np.dtype(case["kind"])
+    subs, shapes = case["subscripts"], [tuple(s) for s in case["shapes"]]
+    expr = parse_subscripts(subs, *shapes)
+    flops = (8 if dt.kind == "c" else 2) * math.prod(expr.sizes.values())
+    rng = np.random.default_rng(0)
+    ops = [_typed_values(rng, s, dt) for s in shapes]
+    exact, bound = rounding_bound(subs, ops, dt)
+
+    def run() -> np.ndarray:
+        return minijit.einsum(subs, *ops)
+
+    with _minijit_env(threads):
+        t0 = time.perf_counter()
+        got = np.asarray(run())
+        jit.drain()
+        setup_s = time.perf_counter() - t0
+        path = minijit.einsum(subs, *ops, explain=True).splitlines()[0]
+    err = np.abs(got.astype(exact.dtype) - exact)
+    check = {
+        "ok": bool(got.dtype == dt and got.shape == exact.shape and not (err > bound).any()),
+        "max_abs_err": float(err.max(initial=0.0)),
+        "bound": float(bound.max(initial=0.0)),
+    }
+    peers: list[tuple[str, Callable[[], object], int | str]] = [
+        ("numpy.einsum", lambda: np.einsum(subs, *ops, optimize=True), threads if dt.kind == "c" else 1)
+    ]
+    if case["matmul"] is not None:
+        mm = case["matmul"]
+        if (np.abs(np.asarray(mm(*ops)).astype(exact.dtype) - exact) > bound).any():
+            raise RuntimeError(f"{case['name']}: np.matmul of the operands is not the expression's product")
+        peers.append(("numpy-matmul", lambda: mm(*ops), threads))
+    best = {"minijit": math.inf, **{name: math.inf for name, _, _ in peers}}
+    for _ in range(rounds):  # alternate minijit and the peers; a noisy host hits both alike
+        settle()
+        with _minijit_env(threads):
+            best["minijit"] = min(best["minijit"], timeit(run, reps))
+        with blas.limit(threads):
+            for name, fn, _ in peers:
+                time.sleep(SETTLE_S)
+                best[name] = min(best[name], timeit(fn, reps))
+    t_mj = best["minijit"]
+    return {
+        "config": case["name"],
+        "kind": dt.name,
+        "description": case["description"],
+        "subscripts": subs,
+        "shapes": [list(s) for s in shapes],
+        "dtype": DTYPE_NAMES[dt.name],
+        "threads": threads,
+        "path": path,
+        "flops": flops,
+        "setup_s": round(setup_s, 4),
+        "time_s": t_mj,
+        "unit": "GFLOPS",
+        "rate": flops / t_mj / 1e9,
+        "check": check,
+        "rounds": rounds,
+        "peers": [
+            {
+                "name": name,
+                "threads": pt,
+                "time_s": best[name],
+                "rate": flops / best[name] / 1e9,
+                "ratio": best[name] / t_mj,
+            }
+            for name, _, pt in peers
         ],  # fmt: skip
     }
 
@@ -444,6 +622,31 @@ def geomean(xs: list[float]) -> float | None:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
+def _progress_row(progress: report.Progress, r: dict[str, Any]) -> None:
+    peers = ", ".join(f"{p['name']} {report.fmt(p['rate'])} ({p['ratio']:.2f}x)" for p in r["peers"])
+    bad = "" if r["check"]["ok"] else f"  WRONG RESULT (max err {r['check']['max_abs_err']:.3g})"
+    progress(f"    minijit {report.fmt(r['rate'])} {r['unit']}; {peers}{bad}")
+
+
+def _typed_geomeans(rows: list[dict[str, Any]], dtypes: tuple[str, ...]) -> tuple[dict[str, float | None], list[str]]:
+    """Per dtype and peer: the geomean of minijit/peer over the rows, and over the GEMM-like
+    (matmul, batched) rows; the summary entries (``{dtype}_{peer}``) and the lines."""
+    summary: dict[str, float | None] = {}
+    lines = []
+    for peer in ("numpy.einsum", "numpy-matmul"):
+        for dt in dtypes:
+            got = [p["ratio"] for r in rows if r["kind"] == dt for p in r["peers"] if p["name"] == peer]
+            gemms = [r for r in rows if r["kind"] == dt and r["config"].startswith(("matmul", "batched"))]
+            gemm = [p["ratio"] for r in gemms for p in r["peers"] if p["name"] == peer]
+            if got:
+                summary[f"{dt}_{peer}"] = geomean(got)
+                lines.append(
+                    f"geomean minijit/{peer} {dt}: {geomean(got):.2f}x over {len(got)} rows"
+                    f" (GEMM rows {report.fmt(geomean(gemm), 2)}x)"
+                )
+    return summary, lines
+
+
 def bench(
     reps: int,
     threads: int,
@@ -451,70 +654,94 @@ def bench(
     command: str,
     dtype: str = "fp32",
     progress: report.Progress = report.quiet,
+    rows: str = "all",
 ) -> report.Report:
-    """Every case at ``threads`` threads; a Markdown table and the geomean ratios vs numpy."""
+    """Every case at ``threads`` threads; Markdown tables and the geomean ratios vs numpy.
+    ``rows``: "all" (the float suite in ``dtype``, then the integer, complex and float16 rows),
+    "float" (the float suite) or "typed" (the integer, complex and float16 rows)."""
+    if rows not in ROWS:
+        raise ValueError(f"bench einsum: rows must be one of {', '.join(ROWS)}, got {rows!r}")
     np_dtype = {"fp32": "float32", "fp64": "float64"}[dtype]
     blas = BlasThreads()
-    generated, missing = generated_cases(1 if quick else 2)
-    all_cases = cases(quick) + random_cases(2 if quick else 4) + generated
-    rows: list[dict[str, Any]] = []
     started = time.perf_counter()
     load_start = _load()
+    if rows != "typed":
+        generated, missing = generated_cases(1 if quick else 2)
+        all_cases = cases(quick) + random_cases(2 if quick else 4) + generated
+    else:
+        all_cases, missing = [], []
+    float_rows: list[dict[str, Any]] = []
     for i, case in enumerate(all_cases):
         progress(f"[{i + 1}/{len(all_cases)}] {case['name']} ...")
-        rows.append(bench_one(case, np_dtype, threads, reps, blas))
-        r = rows[-1]
-        peers = ", ".join(f"{p['name']} {report.fmt(p['rate'])} ({p['ratio']:.2f}x)" for p in r["peers"])
-        bad = "" if r["check"]["ok"] else f"  WRONG RESULT (max err {r['check']['max_abs_err']:.3g})"
-        progress(f"    minijit {report.fmt(r['rate'])} GFLOPS; {peers}{bad}")
+        float_rows.append(bench_one(case, np_dtype, threads, reps, blas))
+        _progress_row(progress, float_rows[-1])
     hw = report.hardware()
     summary = {}
     for kind in ("real", "random"):
-        ratios = [p["ratio"] for r in rows if r["kind"] == kind for p in r["peers"] if p["name"] == "numpy.einsum"]
+        ratios = [
+            p["ratio"] for r in float_rows if r["kind"] == kind for p in r["peers"] if p["name"] == "numpy.einsum"
+        ]
         summary[kind] = geomean(ratios)
-    int_rows = []
-    for case in int_cases(quick):
+    int_rows, dtype_rows = [], []
+    typed_rounds = 1 if quick else ROUNDS
+    for case in int_cases(quick) if rows != "float" else []:
         progress(f"[int] {case['name']} ...")
-        int_rows.append(bench_int_one(case, threads, reps, blas, 1 if quick else ROUNDS))
-        r = int_rows[-1]
-        peers = ", ".join(f"{p['name']} {report.fmt(p['rate'])} ({p['ratio']:.2f}x)" for p in r["peers"])
-        progress(f"    minijit {report.fmt(r['rate'])} GOPS; {peers}" + ("" if r["check"]["ok"] else "  WRONG RESULT"))
-    table = report.cpu_table(rows)
-    over = plan_overhead(np_dtype, threads)
-    lines = [table, ""]
-    for peer in dict.fromkeys(p["name"] for r in rows for p in r["peers"]):  # each peer: geomean and lowest row
-        parts = []
-        for kind in ("real", "random"):
-            of_kind = [r for r in rows if r["kind"] == kind]
-            got = [(p["ratio"], r["config"]) for r in of_kind for p in r["peers"] if p["name"] == peer]
-            if got:
-                low = min(got)
-                parts.append(f"{kind} {geomean([x for x, _ in got]):.2f}x (lowest {low[1]} {low[0]:.2f}x)")
-        lines.append(f"geomean minijit/{peer}: " + ", ".join(parts))
-    int_summary = {}
+        int_rows.append(bench_int_one(case, threads, reps, blas, typed_rounds))
+        _progress_row(progress, int_rows[-1])
+    for case in dtype_cases(quick) if rows != "float" else []:
+        progress(f"[{case['kind']}] {case['name']} ...")
+        dtype_rows.append(bench_dtype_one(case, threads, reps, blas, typed_rounds))
+        _progress_row(progress, dtype_rows[-1])
+    lines: list[str] = []
+    over: dict[str, float] = {}
+    if float_rows:
+        over = plan_overhead(np_dtype, threads)
+        lines += [report.cpu_table(float_rows), ""]
+        for peer in dict.fromkeys(p["name"] for r in float_rows for p in r["peers"]):  # geomean and lowest row
+            parts = []
+            for kind in ("real", "random"):
+                of_kind = [r for r in float_rows if r["kind"] == kind]
+                got = [(p["ratio"], r["config"]) for r in of_kind for p in r["peers"] if p["name"] == peer]
+                if got:
+                    low = min(got)
+                    parts.append(f"{kind} {geomean([x for x, _ in got]):.2f}x (lowest {low[1]} {low[0]:.2f}x)")
+            lines.append(f"geomean minijit/{peer}: " + ", ".join(parts))
+    int_summary: dict[str, float | None] = {}
     if int_rows:
         lines += ["", "integer rows (GOPS: a multiply-add counts two; bit for bit np.einsum's; numpy's"
                   " integer einsum and matmul have no BLAS; np.matmul single-threaded):", "",
                   report.cpu_table(int_rows), ""]  # fmt: skip
-        for peer in ("numpy.einsum", "numpy-matmul"):
-            for dt in ("int32", "int64"):
-                got = [p["ratio"] for r in int_rows if r["kind"] == dt for p in r["peers"] if p["name"] == peer]
-                gemms = [r for r in int_rows if r["kind"] == dt and r["config"].startswith(("matmul", "batched"))]
-                gemm = [p["ratio"] for r in gemms for p in r["peers"] if p["name"] == peer]
-                if got:
-                    int_summary[f"{dt}_{peer}"] = geomean(got)
-                    lines.append(f"geomean minijit/{peer} {dt}: {geomean(got):.2f}x over {len(got)} rows"
-                                 f" (GEMM rows {geomean(gemm):.2f}x)")  # fmt: skip
+        int_summary, more = _typed_geomeans(int_rows, ("int32", "int64"))
+        lines += more
+    dtype_summary: dict[str, float | None] = {}
+    if dtype_rows:
+        lines += ["", "complex and float16 rows (GFLOPS in real flops: a complex multiply-add counts 8, a float16"
+                  " one 2; minijit.einsum on the path it takes, below; within the rounding bound of the exact"
+                  " product; np.matmul is OpenBLAS cgemm/zgemm, np.einsum(optimize=True) BLAS-backed for"
+                  " complex GEMMs; float16 has no BLAS):", "",
+                  report.cpu_table(dtype_rows), ""]  # fmt: skip
+        dtype_summary, more = _typed_geomeans(dtype_rows, tuple(DTYPE_NAMES))
+        lines += more
+        lines += ["", "paths (minijit.einsum(..., explain=True)):"]
+        lines += [f"- {r['config']}: {r['path']}" for r in dtype_rows]
+    if over:
+        lines += [
+            f"plan reuse overhead (ij,jk->ik, 8x8x8): plan(A, B, out=C) {over['plan_us']:.1f} us, its one node's"
+            f" execute_ptr {over['node_us']:.1f} us, overhead {over['plan_us'] - over['node_us']:.1f} us;"
+            f" minijit.einsum() {over['einsum_us']:.1f} us",
+        ]
+    typed = int_rows + dtype_rows
     lines += [
-        f"plan reuse overhead (ij,jk->ik, 8x8x8): plan(A, B, out=C) {over['plan_us']:.1f} us, its one node's"
-        f" execute_ptr {over['node_us']:.1f} us, overhead {over['plan_us'] - over['node_us']:.1f} us;"
-        f" minijit.einsum() {over['einsum_us']:.1f} us",
         *missing,
         "",
         "expressions:",
-        *(f"- {r['config']}: `{r['subscripts']}` shapes {r['shapes']} ({r['description']})" for r in rows),
+        *(
+            f"- {r['config']}: `{r['subscripts']}` shapes {r['shapes']} ({r['description']})"
+            for r in float_rows + typed
+        ),
     ]
-    header = [f"# minijit bench einsum: {hw['cpu'] or hw['isa']}, {hw['cores']} cores, {dtype}, threads {threads}"]
+    what = dtype if float_rows else "int32/int64/complex64/complex128/float16"
+    header = [f"# minijit bench einsum: {hw['cpu'] or hw['isa']}, {hw['cores']} cores, {what}, threads {threads}"]
     load_end = _load()
     busy = max(load_start or 0.0, load_end or 0.0) > BUSY_LOAD
     if busy:
@@ -522,7 +749,7 @@ def bench(
             f"# warning: the host was busy (1-min load average {load_start} at start, {load_end} at end):"
             " other processes distort these ratios (numpy's BLAS threads suffer most)"
         )
-    ok = all(r["check"]["ok"] for r in rows + int_rows)
+    ok = all(r["check"]["ok"] for r in float_rows + typed)
     result = {
         **report.meta(command),
         "hardware": hw,
@@ -532,6 +759,7 @@ def bench(
             "threads": threads,
             "dtype": dtype,
             "quick": quick,
+            "rows": rows,
             "blas_threads_control": blas.how,
         },
         "summary": {
@@ -539,10 +767,13 @@ def bench(
             "geomean_ratio_random": summary["random"],
             **over,
             "int": int_summary,
+            "dtypes": dtype_summary,
         },
+        "load_average": [load_start, load_end],
         "wall_s": round(time.perf_counter() - started, 1),
-        "results": rows,
+        "results": float_rows,
         "int_results": int_rows,
+        "dtype_results": dtype_rows,
     }
     date = result["date"][:10]
     facts = [

@@ -679,7 +679,8 @@ SUITE_OPTIONS = {  # each suite's options; every other suite's own options it do
             "--json", "--quiet"},
     "cuda": {"--size", "--reps", "--quick", "--json", "--write", "--quiet"},
     "spmm": {"--n", "--threads", "--reps", "--quick", "--json", "--write", "--quiet"},
-    "einsum": {"--target", "--dtype", "--threads", "--dask", "--reps", "--quick", "--json", "--write", "--quiet"},
+    "einsum": {"--target", "--dtype", "--threads", "--dask", "--rows", "--reps", "--quick", "--json", "--write",
+               "--quiet"},
     "dispatch": {"--threads", "--quick", "--json", "--quiet"},
     "sparse-einsum": {"--threads", "--no-pydata", "--reps", "--quick", "--json", "--write", "--quiet"},
 }  # fmt: skip
