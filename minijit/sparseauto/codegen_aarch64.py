@@ -37,6 +37,7 @@ from __future__ import annotations
 from asm.aarch64 import Assembler, P, mem, post, sp, wzr, x9, x10, x11, x12, x13, x14, x16, x17, x19, xzr
 from asm.aarch64.registers import ScalarReg, VecReg, VReg, XReg, ZVec
 from minijit.kernels.aarch64.common import DType, dtype_info, epilogue, loop, prologue, sp_adjust
+from minijit.sparseauto.codegen_aarch64_rows import RowLoops64
 from minijit.sparseauto.codegen_skeleton import Skeleton, check_nest
 from minijit.sparseauto.emitter import Program
 from minijit.sparseauto.nest import Access, Compute, Loop, Nest, Temp
@@ -69,7 +70,7 @@ class _Frame:
         return -(-8 * len(self.slots) // 16) * 16
 
 
-class _Emitter64(Skeleton):
+class _Emitter64(RowLoops64, Skeleton):
     """The AArch64 instructions of `codegen_skeleton.SparseISA` and the inner loops; one instance
     per compiled program."""
 

@@ -126,6 +126,9 @@ class InnerLoops(RowLoops):
     def _row_vectors(self, n: int) -> int:
         return -(-n // self.t.vl)
 
+    def _prefix_fits(self, statements: int, naccs: int) -> bool:
+        return 2 * statements <= len(self.regs.work) - naccs
+
     def _scalable(self, step: int) -> bool:
         return step in (1, 2, 4, 8)
 
@@ -278,26 +281,23 @@ class InnerLoops(RowLoops):
         else:
             part.load(self.a, dst, addr)
 
-    def _row_update_loop(self, loop: Loop, plan: RowUpdate) -> None:
-        """row_<x>_<j>: load the j-factors' product into registers once, then per x broadcast
-        the scalar factors' product and update the output row (load, FMA, store), the pointers
-        stepping by their strides along x."""
+    def _row_registers(self, n: int) -> tuple[list[Vec], list[Vec], Partial | None]:
+        """A row update's row registers, its temporaries, and the row's masked tail."""
+        naccs = self._row_vectors(n)
+        row = list(self.regs.work[1 : 1 + naccs])
+        return row, list(self.regs.work[1 + naccs : 1 + 2 * naccs]), self._tail(n)
+
+    def _row_load(self, loop: Loop, plan: RowUpdate, regs: tuple[list[Vec], list[Vec], Partial | None]) -> None:
+        """Before a row update: the invariant factors' product (broadcast when nothing varies),
+        the j-factors' product in the row registers, the pointers at x = 0."""
         a, t = self.a, self.t
+        row, tmps, part = regs
         inner = loop.body[0]
         assert isinstance(inner, Loop)
         c = inner.body[0]
         assert isinstance(c, Compute)
         x, j = loop.index, inner.index
-        n = self.ext[j]
-        self.vectorized.append(j)
-        naccs = -(-n // t.vl)
-        row = list(self.regs.work[1 : 1 + naccs])
-        tmps = list(self.regs.work[1 + naccs : 1 + 2 * naccs])
-        part = self._tail(n)
-        bc, fixed, s0 = self.regs.bcast[0], XMM[14], XMM[0]
-        a.label(f"row_{x}_{j}")
-        if self.ext[x] == 0 or n == 0:
-            return
+        bc, fixed = self.regs.bcast[0], XMM[14]
         # the invariant factors: the scalars' product (broadcast now when nothing varies) ...
         if plan.fixed or not plan.scalars:
             self._scalar_product(list(plan.fixed), self.bcast[0])
@@ -309,18 +309,22 @@ class InnerLoops(RowLoops):
         for k, acc in enumerate(plan.row):
             self._address(acc, rdi, skip=skip)
             for u, r in enumerate(row):
-                pp = part if (part is not None and u == naccs - 1) else None
+                pp = part if (part is not None and u == len(row) - 1) else None
                 dst = r if k == 0 else tmps[u]
                 self._vload(dst, rdi + u * t.vbytes, pp)
                 if k:
                     getattr(a, t.v("vmul"))(r, r, dst)
-        # pointers at x = 0, the counter and its end
+        # pointers at x = 0
         self._address(c.out, plan.out, skip=skip)
         for acc, base, _ in plan.scalars:
             self._address(acc, base, skip=skip)
-        a.xor(plan.p.r32, plan.p.r32)
-        a.mov(plan.end.r32, self.ext[x])
-        top = a.label(f"row_{x}_{j}_loop")
+
+    def _row_step(self, loop: Loop, plan: RowUpdate, regs: tuple[list[Vec], list[Vec], Partial | None]) -> None:
+        """One x of a row update: broadcast the scalar factors' product, update the output row
+        (load, FMA, store), step the pointers along x."""
+        a, t = self.a, self.t
+        row, tmps, part = regs
+        bc, fixed, s0 = self.regs.bcast[0], XMM[14], XMM[0]
         if plan.scalars:  # the variant scalars' product, times the invariant one, broadcast
             for k, (_, base, _) in enumerate(plan.scalars):
                 if k == 0:
@@ -331,7 +335,7 @@ class InnerLoops(RowLoops):
                 getattr(a, t.s("vmul"))(s0, s0, fixed)
             getattr(a, "vbroadcastss" if t.es == 4 else "vbroadcastsd")(bc, s0)
         for u, (r, tmp) in enumerate(zip(row, tmps, strict=True)):
-            pp = part if (part is not None and u == naccs - 1) else None
+            pp = part if (part is not None and u == len(row) - 1) else None
             disp = u * t.vbytes
             if pp is None:
                 getattr(a, t.v("vmovu"))(tmp, t.vmem(plan.out + disp))
@@ -344,9 +348,6 @@ class InnerLoops(RowLoops):
         a.add(plan.out, plan.out_step)
         for _, base, st in plan.scalars:
             a.add(base, st)
-        a.inc(plan.p)
-        a.cmp(plan.p, plan.end)
-        a.jl(top)
 
     def _accumulate(self, inner: Loop) -> None:
         """acc_<j>: the inner statement of a stationary loop: acc[j] += s * x[j] * ..."""

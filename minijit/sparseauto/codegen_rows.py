@@ -10,11 +10,13 @@ the fused dot product of SDDMM-SpMM, the row update (TTMc's ``A(i,l,m) += C(j,l)
 * ``TIGHT_REGS``: the general-purpose registers a tight loop or a row update may hold;
 * ``regs.work``: the vector registers (``work[0]`` scratch, ``work[1:]`` accumulators);
 * ``lanes``: elements per vector; ``_row_vectors(n)``: vector registers a row of n elements takes;
+  ``_prefix_fits(statements, naccs)``: whether vectorized loops of that many statements may run
+  before the inner loop of a stationary row of ``naccs`` registers;
   ``_scalable(step)``: whether an address scales an index by ``step`` bytes itself;
 * ``FUSED_DOT``: whether the ISA fuses a dot product into a tight loop (`_fused_dot`);
 * the emission: ``_row_accumulators``, ``_vzero``, ``_vsum``, ``_row_finish``, ``_tight_setup``,
-  ``_tight_step``, ``_accumulate``, ``_row_update_loop`` and ``set_count`` (r = a non-negative
-  32-bit immediate).
+  ``_tight_step``, ``_accumulate``, ``_row_registers``, ``_row_load``, ``_row_step`` and
+  ``set_count`` (r = a non-negative 32-bit immediate).
 """
 
 from __future__ import annotations
@@ -121,7 +123,7 @@ class RowLoops:
             stmts = node.body
             if any(x.tensor == c.out.tensor for s in stmts for x in (s.out, *s.ins)):  # type: ignore[union-attr]
                 return None
-            if 2 * len(stmts) > len(self.regs.work) - naccs:
+            if not self._prefix_fits(len(stmts), naccs):
                 return None
         return inner
 
@@ -332,3 +334,25 @@ class RowLoops:
             self.bind(rest)
             self._vsum(accs, second)
         self.bind(done)
+
+    def _row_update_loop(self, loop: Loop, plan: RowUpdate) -> None:
+        """row_<x>_<j>: load the j-factors' product into registers once (`_row_load`), then per
+        x broadcast the scalar factors' product and update the output row (`_row_step`), the
+        pointers stepping by their strides along x."""
+        inner = loop.body[0]
+        assert isinstance(inner, Loop)
+        x, j = loop.index, inner.index
+        n = self.ext[j]
+        self.vectorized.append(j)
+        regs = self._row_registers(n)
+        self.here(f"row_{x}_{j}")
+        if self.ext[x] == 0 or n == 0:
+            return
+        self._row_load(loop, plan, regs)
+        self.zero(plan.p)
+        self.set_count(plan.end, self.ext[x])
+        top = self.here(f"row_{x}_{j}_loop")
+        self._row_step(loop, plan, regs)
+        self.inc(plan.p)
+        self.cmp_reg(plan.p, plan.end)
+        self.branch("lt", top)

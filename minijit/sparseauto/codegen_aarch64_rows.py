@@ -1,0 +1,254 @@
+"""The AArch64 instructions of the row-in-registers loops (`codegen_rows.RowLoops`): a stationary
+row's accumulators, the tight loop's step, the row update's load and step.
+
+A row of n elements takes ``n // lanes`` 128-bit NEON vectors and, for the last ``n % lanes``
+elements, one register per element (its lane 0): `row_layout`. The code is NEON on both ISAs (a
+vector-length agnostic SVE row would need as many registers as the shortest vectors do; NEON is
+part of every SVE core). Scalar factors are multiplied in lane 0 of a register and the FMAs take
+that lane by element (``fmla v.4s, v.4s, v.s[0]``): no broadcast.
+
+Registers: accumulators v9-v23 then v2-v8 (a stationary loop's other loops use v0-v8 and
+v24-v26: with such loops before the inner one the row takes v9-v23 only); v27 the product of a
+position's row factors, v28 the position's scalar product, v29 a loaded factor, v30 the invariant
+scalars' product. General-purpose: x0-x7, x20-x28 for the counters and base pointers, x15-x17
+for a position's row addresses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from asm.aarch64 import mem, sp, x9, x10, x14, x15, x16, x17
+from asm.aarch64.registers import ScalarReg, VecReg, VReg, XReg
+from minijit.kernels.aarch64.common import add_imm
+from minijit.sparseauto.codegen_rows import RowLoops, RowUpdate, Tight
+from minijit.sparseauto.nest import Compute, Loop
+
+__all__ = ["RowLoops64", "row_layout"]
+
+#: the row's accumulators, in the order they are taken (v0, v1: the scalar statements' registers)
+_POOL = (*range(9, 24), *range(2, 9))
+_PROD, _SCALAR, _TMP, _FIXED = 27, 28, 29, 30
+#: general-purpose registers of a tight loop or a row update (not x9-x17: scratch; x18; x19: args)
+TIGHT_REGS = tuple(XReg(i) for i in (*range(8), *range(20, 29)))
+_ROW_ADDRS = (x15, x16, x17)  # a tight loop's row addresses at this position
+
+
+@dataclass(frozen=True)
+class _Regs:
+    """``work[0]`` the scratch vector, ``work[1:]`` the accumulators (vector register numbers)."""
+
+    work: tuple[int, ...]
+
+
+def row_layout(n: int, lanes: int, es: int) -> list[tuple[int, int]]:
+    """(byte offset, elements) of each register of a row of ``n`` elements: whole vectors, then
+    the last ``n % lanes`` elements one per register."""
+    full = [(u * 16, lanes) for u in range(n // lanes)]
+    return full + [((n // lanes * lanes + e) * es, 1) for e in range(n % lanes)]
+
+
+class RowLoops64(RowLoops):
+    """`RowLoops` on AArch64 (see the module doc); a mixin of `codegen_aarch64._Emitter64`."""
+
+    FUSED_DOT = False
+    TIGHT_REGS = TIGHT_REGS
+    regs = _Regs((_PROD, *_POOL))
+    PREFIX_ACCUMULATORS = 15  # v9-v23: what a row may take when other loops run before its inner loop
+
+    @property
+    def lanes(self) -> int:
+        return self.t.lanes
+
+    def _row_vectors(self, n: int) -> int:
+        return n // self.t.lanes + n % self.t.lanes
+
+    def _prefix_fits(self, statements: int, naccs: int) -> bool:
+        return naccs <= self.PREFIX_ACCUMULATORS
+
+    def _scalable(self, step: int) -> bool:
+        return step & (step - 1) == 0
+
+    def set_count(self, r: XReg, n: int) -> None:
+        self.a.mov(r, n)
+
+    # ---------------------------------------------------------------- registers
+
+    def _elem(self, idx: int) -> object:
+        """Lane 0 of v<idx>, as a by-element operand."""
+        return getattr(VReg(idx), self.t.es)[0]
+
+    def _view(self, idx: int, width: int) -> ScalarReg:
+        """v<idx> as the q register (a whole vector) or its s/d lane 0 (one element)."""
+        return ScalarReg(idx, "q") if width > 1 else self._s(idx)
+
+    def _row_layout(self, n: int) -> list[tuple[int, int]]:
+        return row_layout(n, self.t.lanes, self.t.size)
+
+    def _row_product(self, dst: int, addrs: list[XReg], off: int, width: int) -> None:
+        """v<dst> = the product of the row factors at ``addrs`` + ``off`` (v29 the second's)."""
+        a = self.a
+        for k, r in enumerate(addrs):
+            a.ldr(self._view(dst if k == 0 else _TMP, width), mem(r, off))
+            if k:
+                a.fmul(self._v(dst), self._v(dst), self._v(_TMP))
+
+    # ---------------------------------------------------------------- stationary row
+
+    def _row_accumulators(self, n: int) -> tuple[list[int], list[tuple[int, int]]]:
+        return list(self.regs.work[1 : 1 + self._row_vectors(n)]), self._row_layout(n)
+
+    def _vzero(self, regs: list[int]) -> None:
+        for r in regs:
+            self.a.movi(VecReg(r, "d", 2), 0)
+
+    def _vsum(self, accs: list[int], second: list[int]) -> None:
+        for r, r2 in zip(accs, second, strict=True):
+            self.a.fadd(self._v(r), self._v(r), self._v(r2))
+
+    def _row_finish(self, c: Compute, j: str, accs: list[int], part: list[tuple[int, int]], store: bool) -> None:
+        """out += accumulators, once (store them: ``store_<T>``)."""
+        a = self.a
+        self._address(c.out, x9, skip=j)
+        if store:
+            a.label(f"store_{c.out.tensor}")
+        for r, (off, width) in zip(accs, part, strict=True):
+            if not store:
+                a.ldr(self._view(_TMP, width), mem(x9, off))
+                a.fadd(self._v(r), self._v(r), self._v(_TMP))
+            a.str(self._view(r, width), mem(x9, off))
+
+    def _accumulate(self, inner: Loop) -> None:
+        """acc_<j>: the inner statement of a stationary loop: acc[j] += s * x[j] * ..."""
+        a = self.a
+        assert self._stationary is not None
+        _, accs, part = self._stationary
+        c = inner.body[0]
+        assert isinstance(c, Compute)
+        j = inner.index
+        self._scalar_to_slot([x for x in c.ins if j not in x.indices], self.bcast[0])
+        rows = [x for x in c.ins if j in x.indices]
+        ptrs = list(TIGHT_REGS[: len(rows)])
+        for x, r in zip(rows, ptrs, strict=True):
+            self._address(x, r, skip=j)
+        a.ldr(self._s(_FIXED), mem(sp, self.bcast[0]))
+        a.label(f"acc_{j}")
+        for r, (off, width) in zip(accs, part, strict=True):
+            self._row_product(_PROD, ptrs, off, width)
+            a.fmla(self._v(r), self._v(_PROD), self._elem(_FIXED))
+
+    # ---------------------------------------------------------------- tight loop
+
+    def _tight_plan(self, loop: Loop, inner: Loop) -> Tight | None:
+        plan = super()._tight_plan(loop, inner)
+        return plan if plan is not None and len(plan.vectors) <= len(_ROW_ADDRS) else None
+
+    def _tight_setup(self, loop: Loop, inner: Loop, plan: Tight) -> None:
+        """Base pointers (x's own offset left out), the strides no shift scales, and the invariant
+        factors' product in v30."""
+        x, walked = loop.index, self.nest.walks(loop)
+        if walked:
+            o = walked[0]
+            self._base(plan.crd, o.name, "crd", o.indices.index(x))
+        skip = {x, inner.index}
+        for acc, base, _ in plan.vectors:
+            self._address(acc, base, skip=skip)
+        for acc, base, step in plan.scalars:
+            if step < 0:
+                self._base(base, acc.tensor, "vals")
+            else:
+                self._address(acc, base, skip=skip)
+        for step, r in plan.offsets.items():
+            self.a.mov(r, step)
+        self._fixed_product(list(plan.fixed))
+
+    def _fixed_product(self, factors: list) -> None:
+        """v30 lane 0 = the product of ``factors`` (1.0 for none)."""
+        self._scalar_to_slot(factors, self.bcast[0])
+        self.a.ldr(self._s(_FIXED), mem(sp, self.bcast[0]))
+
+    def _at(self, dst: XReg, base: XReg, xr: XReg, step: int, plan: Tight) -> XReg:
+        """The address of a factor at this x: ``base`` (step 0), else in ``dst``."""
+        if step == 0:
+            return base
+        if step in plan.offsets:
+            self.a.madd(dst, xr, plan.offsets[step], base)
+        else:
+            self.a.add(dst, base, xr, "lsl", step.bit_length() - 1)
+        return dst
+
+    def _tight_step(self, loop: Loop, plan: Tight, accs: list[int], part: list[tuple[int, int]]) -> None:
+        """One position of a tight loop: the coordinate of a walk, the scalar factors' product
+        (v28), the row factors' addresses, and the FMAs into ``accs``."""
+        a = self.a
+        walked = self.nest.walks(loop)
+        xr = x10 if walked else plan.p
+        if walked:
+            a.ldr(x10.w, mem(plan.crd, plan.p, "lsl", 2))  # the coordinate
+        bc = _FIXED
+        if plan.scalars:  # the variant factors' product, times the invariant ones
+            bc = _SCALAR
+            for n, (_, base, step) in enumerate(plan.scalars):
+                dst = _SCALAR if n == 0 else _TMP
+                if step < 0:  # the walked operand's values: by position
+                    a.ldr(self._s(dst), mem(base, plan.p, "lsl", self.t.shift))
+                else:
+                    a.ldr(self._s(dst), mem(self._at(x14, base, xr, step, plan)))
+                if n:
+                    a.fmul(self._v(_SCALAR), self._v(_SCALAR), self._v(_TMP))
+            if plan.fixed:
+                a.fmul(self._v(_SCALAR), self._v(_SCALAR), self._v(_FIXED))
+        addrs = [
+            self._at(r, base, xr, step, plan) for (_, base, step), r in zip(plan.vectors, _ROW_ADDRS, strict=False)
+        ]
+        for r, (off, width) in zip(accs, part, strict=True):
+            self._row_product(_PROD, addrs, off, width)
+            a.fmla(self._v(r), self._v(_PROD), self._elem(bc))
+
+    # ---------------------------------------------------------------- row update
+
+    def _row_registers(self, n: int) -> tuple[list[int], list[int], list[tuple[int, int]]]:
+        naccs = self._row_vectors(n)
+        return list(self.regs.work[1 : 1 + naccs]), list(self.regs.work[1 + naccs : 1 + 2 * naccs]), self._row_layout(n)
+
+    def _row_load(self, loop: Loop, plan: RowUpdate, regs: tuple[list[int], list[int], list]) -> None:
+        """The invariant factors' product (v30), the j-factors' product in the row registers, the
+        pointers at x = 0."""
+        a = self.a
+        row, tmps, part = regs
+        inner = loop.body[0]
+        assert isinstance(inner, Loop)
+        c = inner.body[0]
+        assert isinstance(c, Compute)
+        skip = {loop.index, inner.index}
+        self._fixed_product(list(plan.fixed))
+        for k, acc in enumerate(plan.row):
+            self._address(acc, x9, skip=skip)
+            for r, tmp, (off, width) in zip(row, tmps, part, strict=True):
+                a.ldr(self._view(r if k == 0 else tmp, width), mem(x9, off))
+                if k:
+                    a.fmul(self._v(r), self._v(r), self._v(tmp))
+        self._address(c.out, plan.out, skip=skip)
+        for acc, base, _ in plan.scalars:
+            self._address(acc, base, skip=skip)
+
+    def _row_step(self, loop: Loop, plan: RowUpdate, regs: tuple[list[int], list[int], list]) -> None:
+        """One x: the scalar factors' product (v28), the output row updated by FMAs, the pointers
+        stepped along x."""
+        a = self.a
+        row, tmps, part = regs
+        bc = _FIXED
+        if plan.scalars:
+            bc = _SCALAR
+            for n, (_, base, _) in enumerate(plan.scalars):
+                a.ldr(self._s(_SCALAR if n == 0 else _TMP), mem(base))
+                if n:
+                    a.fmul(self._v(_SCALAR), self._v(_SCALAR), self._v(_TMP))
+            a.fmul(self._v(_SCALAR), self._v(_SCALAR), self._v(_FIXED))
+        for r, tmp, (off, width) in zip(row, tmps, part, strict=True):
+            a.ldr(self._view(tmp, width), mem(plan.out, off))
+            a.fmla(self._v(tmp), self._v(r), self._elem(bc))
+            a.str(self._view(tmp, width), mem(plan.out, off))
+        add_imm(a, plan.out, plan.out_step, x14)
+        for _, base, st in plan.scalars:
+            add_imm(a, base, st, x14)
