@@ -66,8 +66,12 @@ def einsum(
 
     The result dtype is ``dtype`` or numpy's result type of the operands. float32 and float64 run
     on minijit's kernels, and so do int32/int64 numpy arrays with an int32/int64 result (wrapping
-    as numpy's, on targets with integer kernels); every other dtype numpy takes (other integers,
-    bool, float16, longdouble, complex, object, or a ``dtype``/``out`` of such a kind) runs on
+    as numpy's, on targets with integer kernels). Other dtypes run on those kernels too
+    (`minijit.einsum.widen`): complex64/complex128 through the real 4M formulation on the
+    float32/float64 kernels, float16 (and torch CPU bfloat16 tensors) widened to float32 and
+    rounded once, bool as 0/1 float32, and int8/int16/uint8-uint64 and mixed integer kinds on
+    int32/int64 (numpy's wrap-around, bit for bit). What remains (longdouble, clongdouble, object,
+    integers mixed with floats or complex, an ``out`` of another dtype, a one-operand view) runs on
     numpy's einsum, with numpy's result and errors (`minijit.einsum.dtypes`). ``order`` ('C', 'F',
     'A', 'K') and ``casting``
     ('no', 'equiv', 'safe', 'same_kind', 'unsafe') as numpy's (`minijit.einsum.keywords`). Their
@@ -76,7 +80,8 @@ def einsum(
     and float64 convert to each other for ``dtype=`` and ``out=``. A
     call numpy refuses by its keywords (no operands, an unknown order or casting, a cast the rule
     forbids) raises numpy's error. ``explain=True`` returns, instead of the result, a text saying
-    which path the call takes (numpy's and why, or the compiled plan's listing).
+    which path the call takes (numpy's and why, the compiled plan's listing, or the route of
+    `minijit.einsum.widen` in words with the real einsums it runs).
 
     numpy's whole grammar (`minijit.einsum.grammar`): ``...`` with
     broadcasting, repeated indices within one operand (read as a diagonal view), implicit outputs,
@@ -112,6 +117,8 @@ def einsum(
     if _is_sparse(subscripts) or any(_is_sparse(x) for x in operands):
         opt = True if optimize is _dtypes.AUTO else optimize
         return _einsum_sparse(subscripts, operands, out, opt, target, dtype, driver)
+    if dtype is None and operands and all(_widen.is_torch_bf16(x) for x in operands):
+        return _einsum_bf16(subscripts, operands, out, optimize, target, order, casting, explain)
     why = _dtypes.numpy_reason(subscripts, operands, out, dtype, order, casting, target, driver)
     # other dtypes on the compiled kernels of a wider or real dtype (ints, bool, float16, complex)
     route = None if why is None else _widen.route(subscripts, operands, out, dtype, order, casting, target)
@@ -243,6 +250,26 @@ def _einsum_widened(route, subscripts, operands, out, optimize, target, order, e
     if _keywords.layout_needed(order, operands):
         return _keywords.apply_order(result, order, subscripts, list(operands))
     return result
+
+
+def _einsum_bf16(subscripts, operands, out, optimize, target, order, casting, explain):
+    """`einsum` on torch CPU bfloat16 tensors (`minijit.einsum.widen.is_torch_bf16`): widened to
+    float32 in torch, contracted on the float32 kernels, a bfloat16 result (``out``: a bfloat16
+    torch tensor written in place, as torch's ``out=``)."""
+    import torch  # noqa: PLC0415 - the operands are torch tensors: torch is there
+
+    wide = [x.float() for x in operands]
+    kw = {"optimize": optimize, "target": target, "order": order, "casting": casting}
+    if explain:
+        return f"minijit compiled: {_widen.BF16_ROUTE}\n{einsum(subscripts, *wide, explain=True, **kw)}"
+    result = einsum(subscripts, *wide, **kw).to(torch.bfloat16)
+    if out is None:
+        return result
+    if not (isinstance(out, torch.Tensor) and out.dtype == torch.bfloat16 and out.shape == result.shape):
+        shape = tuple(result.shape)
+        raise TypeError(f"einsum: out must be a bfloat16 torch tensor of shape {shape} for bfloat16 operands")
+    out.copy_(result)
+    return out
 
 
 def _is_sparse(x: Any) -> bool:

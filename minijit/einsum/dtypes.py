@@ -6,7 +6,9 @@ floats, a dtype or ``out`` of such a kind, a cast the ``casting`` rule forbids, 
 a target without integer kernels) and every misuse numpy refuses by its keywords (no
 operands, an unknown ``order`` or ``casting``, a bad ``dtype`` or ``out``), so that results and
 errors are numpy's, bit for bit. `numpy_reason` says why a call is numpy's (None: compiled);
-`explain` says it in words, or lists the compiled plan.
+`explain` says it in words, or lists the compiled plan. Of the calls `numpy_reason` gives to
+numpy, `minijit.einsum.widen.route` takes back those it computes on these kernels (complex,
+float16, bool, other integers; `minijit.einsum.api` asks it), so numpy's einsum runs the rest.
 """
 
 from __future__ import annotations

@@ -13,6 +13,10 @@ float32/float64 or int32/int64 path, with numpy's result dtype and values (docs/
 - ``"float"``: float16 operands (or float16 among float32/float64; floats only) widened to
   float32 (or the float64 result dtype), contracted on those kernels, the result rounded once to float16.
   The conversion is numpy's ``astype`` at the boundary, not inside the kernels.
+- torch CPU bfloat16 tensors (every operand one, no ``dtype``; `is_torch_bf16`): widened to
+  float32 with torch's ``.float()`` (exact), float32 kernels, the result rounded once to
+  bfloat16 with torch's ``.to`` (round to nearest even), a bfloat16 tensor as ``torch.einsum``
+  gives; numpy holds no bfloat16, so the widening is done in torch, at the boundary too.
 - ``"complex"``: complex64/complex128 (with real float operands of any precision) through the
   real "4M" formulation (`complex_contract`): each pairwise contraction of the contraction path is
   one real einsum on the float32/float64 kernels, one operand viewed as real with a trailing
@@ -33,7 +37,19 @@ import numpy as np
 
 from minijit.einsum import keywords as _kw
 
-__all__ = ["Route", "as_real", "complex_contract", "expand_4m", "explain", "narrow", "route", "run", "widen"]
+__all__ = [
+    "BF16_ROUTE",
+    "Route",
+    "as_real",
+    "complex_contract",
+    "expand_4m",
+    "explain",
+    "is_torch_bf16",
+    "narrow",
+    "route",
+    "run",
+    "widen",
+]
 
 #: the compiled einsum on real or int32/int64 arrays: ``call(subscripts, *arrays, optimize=...)``,
 #: a C-order result
@@ -72,6 +88,19 @@ class Route:
             return f"operands widened to {c} (numpy's astype at the boundary), {c} kernels, result rounded once to {r}"
         how = "viewed as" if r.itemsize == c.itemsize else "widened to"
         return f"{r} {how} {c} (arithmetic mod 2^{8 * r.itemsize}), {c} kernels, result back to {r}"
+
+
+#: what `explain` says of a call on torch CPU bfloat16 tensors
+BF16_ROUTE = (
+    "bfloat16 widened to float32 (torch's .float() at the boundary), float32 kernels, result rounded once to bfloat16"
+)
+
+
+def is_torch_bf16(x: Any) -> bool:
+    """Whether ``x`` is a torch CPU tensor of bfloat16 (no torch import: its type's module)."""
+    if type(x) is np.ndarray or not (type(x).__module__ or "").startswith("torch"):
+        return False
+    return str(getattr(x, "dtype", "")) == "torch.bfloat16" and getattr(getattr(x, "device", None), "type", "") == "cpu"
 
 
 def _arrays(subscripts: Any, operands: Sequence[Any]) -> list[np.ndarray] | None:

@@ -319,3 +319,22 @@ def test_torch_cpu_tensors():
     got = minijit.einsum("ij,jk->ik", *[torch.from_numpy(x) for x in h])
     assert isinstance(got, torch.Tensor) and got.dtype == torch.float16
     assert_bound(got.numpy(), "ij,jk->ik", h, np.dtype(np.float16))
+
+
+def test_torch_cpu_bfloat16_tensors():
+    """bfloat16 (numpy holds none): widened in torch, float32 kernels, one rounding to bfloat16:
+    |got - exact| <= 2^-8 |exact| + (1 + 2^-8) * 1.01 * 2n * 2^-24 * sum |a||b| (n = 40 terms)."""
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(30, 40, generator=g).to(torch.bfloat16), torch.randn(40, 20, generator=g).to(torch.bfloat16)
+    got = minijit.einsum("ij,jk->ik", a, b)
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.bfloat16
+    exact = a.double() @ b.double()
+    scale = a.double().abs() @ b.double().abs()
+    bound = 2.0**-8 * exact.abs() + (1 + 2.0**-8) * 1.01 * 80 * 2.0**-24 * scale
+    assert bool(((got.double() - exact).abs() <= bound).all())
+    out = torch.empty(30, 20, dtype=torch.bfloat16)
+    assert minijit.einsum("ij,jk->ik", a, b, out=out) is out and torch.equal(out, got)
+    assert "bfloat16 widened to float32" in minijit.einsum("ij,jk->ik", a, b, explain=True)
+    with pytest.raises(TypeError, match="out"):
+        minijit.einsum("ij,jk->ik", a, b, out=torch.empty(30, 20))
