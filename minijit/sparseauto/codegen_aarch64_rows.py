@@ -144,20 +144,8 @@ class RowLoops64(RowLoops):
         return plan if plan is not None and len(plan.vectors) <= len(_ROW_ADDRS) else None
 
     def _tight_setup(self, loop: Loop, inner: Loop, plan: Tight) -> None:
-        """Base pointers (x's own offset left out), the strides no shift scales, and the invariant
-        factors' product in v30."""
-        x, walked = loop.index, self.nest.walks(loop)
-        if walked:
-            o = walked[0]
-            self._base(plan.crd, o.name, "crd", o.indices.index(x))
-        skip = {x, inner.index}
-        for acc, base, _ in plan.vectors:
-            self._address(acc, base, skip=skip)
-        for acc, base, step in plan.scalars:
-            if step < 0:
-                self._base(base, acc.tensor, "vals")
-            else:
-                self._address(acc, base, skip=skip)
+        """The strides no shift scales, in their registers, and the invariant factors' product in
+        v30."""
         for step, r in plan.offsets.items():
             self.a.mov(r, step)
         self._fixed_product(list(plan.fixed))

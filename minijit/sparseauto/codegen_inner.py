@@ -170,24 +170,10 @@ class InnerLoops(RowLoops):
                 p.store(a, rdi + u * t.vbytes, r)
 
     def _tight_setup(self, loop: Loop, inner: Loop, plan: Tight) -> None:
-        """A tight loop's base pointers (x's own offset left out), the invariant factors' product
-        and, when nothing varies, its broadcast."""
+        """A tight loop's invariant factors' product and, when nothing varies, its broadcast (after
+        `_tight_pointers`)."""
         a, t = self.a, self.t
-        x, walked = loop.index, self.nest.walks(loop)
         bc, fixed = self.regs.bcast[0], XMM[14]
-        if walked:
-            o = walked[0]
-            self._base(plan.crd, o.name, "crd", o.indices.index(x))
-        skip = {x, inner.index}
-        for acc, base, _ in plan.vectors:
-            self._address(acc, base, skip=skip)
-        for acc, base, step in plan.scalars:
-            if step < 0:
-                self._base(base, acc.tensor, "vals")
-            else:
-                self._address(acc, base, skip=skip)
-        for acc, base, _ in plan.dots:
-            self._address(acc, base, skip={x, plan.dot_index})
         per_iteration = bool(plan.scalars or plan.dots)  # else one broadcast before the loop
         if plan.fixed or not per_iteration:
             self._scalar_product(list(plan.fixed), self.bcast[0])

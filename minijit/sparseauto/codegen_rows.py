@@ -14,7 +14,8 @@ the fused dot product of SDDMM-SpMM, the row update (TTMc's ``A(i,l,m) += C(j,l)
   before the inner loop of a stationary row of ``naccs`` registers;
   ``_scalable(step)``: whether an address scales an index by ``step`` bytes itself;
 * ``FUSED_DOT``: whether the ISA fuses a dot product into a tight loop (`_fused_dot`);
-* the emission: ``_row_accumulators``, ``_vzero``, ``_vsum``, ``_row_finish``, ``_tight_setup``,
+* the emission: ``_row_accumulators``, ``_vzero``, ``_vsum``, ``_row_finish``, ``_tight_setup``
+  (after `_tight_pointers`),
   ``_tight_step``, ``_accumulate``, ``_row_registers``, ``_row_load``, ``_row_step`` and
   ``set_count`` (r = a non-negative 32-bit immediate).
 """
@@ -312,6 +313,7 @@ class RowLoops:
             self.set_count(plan.end, self.ext[x])
         self.cmp_reg(plan.p, plan.end)
         self.branch("ge", done)
+        self._tight_pointers(loop, inner, plan)
         self._tight_setup(loop, inner, plan)
         if plan.dot_index is not None:
             self.vectorized.append(plan.dot_index)
@@ -356,3 +358,22 @@ class RowLoops:
         self.inc(plan.p)
         self.cmp_reg(plan.p, plan.end)
         self.branch("lt", top)
+
+    def _tight_pointers(self, loop: Loop, inner: Loop, plan: Tight) -> None:
+        """A tight loop's base pointers: the walked level's ``crd``, the row factors' and the
+        scalar factors' (x's own offset left out; the walked operand's values by position), a
+        fused dot product's."""
+        x, walked = loop.index, self.nest.walks(loop)
+        if walked:
+            o = walked[0]
+            self._base(plan.crd, o.name, "crd", o.indices.index(x))
+        skip = {x, inner.index}
+        for acc, base, _ in plan.vectors:
+            self._address(acc, base, skip=skip)
+        for acc, base, step in plan.scalars:
+            if step < 0:
+                self._base(base, acc.tensor, "vals")
+            else:
+                self._address(acc, base, skip=skip)
+        for acc, base, _ in plan.dots:
+            self._address(acc, base, skip={x, plan.dot_index})
