@@ -117,7 +117,7 @@ def einsum(
     if _is_sparse(subscripts) or any(_is_sparse(x) for x in operands):
         opt = True if optimize is _dtypes.AUTO else optimize
         return _einsum_sparse(subscripts, operands, out, opt, target, dtype, driver)
-    if dtype is None and operands and all(_widen.is_torch_bf16(x) for x in operands):
+    if operands and type(operands[0]) is not np.ndarray and dtype is None and all(map(_widen.is_torch_bf16, operands)):
         return _einsum_bf16(subscripts, operands, out, optimize, target, order, casting, explain)
     why = _dtypes.numpy_reason(subscripts, operands, out, dtype, order, casting, target, driver)
     # other dtypes on the compiled kernels of a wider or real dtype (ints, bool, float16, complex)
@@ -237,7 +237,8 @@ def _einsum_widened(route, subscripts, operands, out, optimize, target, order, e
     arrays = [np.asarray(x) for x in arrays]
 
     def call(s, *xs, optimize=True, explain=False):
-        return einsum(s, *xs, optimize=optimize, target=target, order="C", explain=explain)
+        c_order = None if all(x.flags.c_contiguous for x in xs) else "C"  # None: numpy_reason's quick check
+        return einsum(s, *xs, optimize=optimize, target=target, order=c_order, explain=explain)
 
     if explain:
         return _widen.explain(route, subs, arrays, opt, call)

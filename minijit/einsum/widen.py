@@ -312,7 +312,10 @@ def run(
     from minijit.einsum.parse import expand_subscripts  # noqa: PLC0415
 
     inputs, output = expand_subscripts(subscripts, tuple(x.ndim for x in wide))
-    path, _ = contract_path(subscripts, *[x.shape for x in wide], optimize=optimize, itemsize=r.result.itemsize)
+    if len(wide) <= 2 and not isinstance(optimize, list):  # one step or none: no search
+        path = [(0, 1)] if len(wide) == 2 else []
+    else:  # minijit's path for the expression (an explicit one checked)
+        path, _ = contract_path(subscripts, *[x.shape for x in wide], optimize=optimize, itemsize=r.result.itemsize)
 
     def pairwise(subs: str, *xs: np.ndarray) -> np.ndarray:
         return call(subs, *xs, optimize=True)
