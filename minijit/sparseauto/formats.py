@@ -55,6 +55,7 @@ __all__ = [
     "Dense",
     "LevelFormat",
     "as_format",
+    "check_chain",
     "format_names",
 ]
 
@@ -195,6 +196,12 @@ class LevelFormat:
         """Iteration may yield coordinates past the mode's size (padding, never stored ones)."""
         return False
 
+    @property
+    def segmented(self) -> bool:
+        """The positions under parent ``q`` are ``pos[q] .. pos[q+1]-1`` with coordinates ``crd``
+        (what a CSR row kernel walks; repeated coordinates are summed by it)."""
+        return False
+
     def lowered(self) -> LevelFormat:
         """The compiled format with the same coordinates (itself when compiled)."""
         return self
@@ -321,6 +328,10 @@ class Compressed(LevelFormat):
             full=False, ordered=True, unique=self.unique, locate=False, branchless=False, compiled=self.unique
         )
 
+    @property
+    def segmented(self) -> bool:
+        return True
+
     def lowered(self) -> LevelFormat:
         return self if self.unique else Compressed()
 
@@ -354,6 +365,18 @@ class Compressed(LevelFormat):
 DENSE = Dense()
 COMPRESSED = Compressed()
 _BY_NAME = {f.name: f for f in (DENSE, COMPRESSED, Compressed(unique=False))}
+
+
+def check_chain(levels: tuple[LevelFormat, ...]) -> None:
+    """ValueError unless a level that repeats coordinates (not ``unique``) is the last level or has
+    a branchless level (one position per parent position) below it: a dense or compressed level
+    under repeated coordinates would store one coordinate twice."""
+    for k, f in enumerate(levels[:-1]):
+        if not f.capabilities.unique and not levels[k + 1].capabilities.branchless:
+            raise ValueError(
+                f"levels[{k}] ({f.name}) repeats coordinates: it must be the last level or have a branchless "
+                f"level (singleton) below it, not {levels[k + 1].name}"
+            )
 
 
 def format_names() -> tuple[str, ...]:

@@ -25,7 +25,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from minijit.sparseauto.formats import COMPRESSED, DENSE, LevelFormat, as_format, first_unsorted, format_names
+from minijit.sparseauto.formats import (
+    COMPRESSED,
+    DENSE,
+    LevelFormat,
+    as_format,
+    check_chain,
+    first_unsorted,
+    format_names,
+)
 
 __all__ = ["DTYPES", "FORMATS", "INDEX_MAX", "Level", "SparseTensor", "as_sparse", "first_unsorted", "is_sparse"]
 
@@ -75,7 +83,9 @@ def _check_shape(shape: object) -> tuple[int, ...]:
 def _check_levels(levels: object, ndim: int) -> tuple[LevelFormat, ...]:
     if isinstance(levels, str) or not isinstance(levels, Sequence) or len(levels) != ndim:
         raise ValueError(f"levels must be a sequence of {ndim} level formats ({FORMATS}), got {levels!r}")
-    return tuple(as_format(f, f"levels[{k}]") for k, f in enumerate(levels))
+    out = tuple(as_format(f, f"levels[{k}]") for k, f in enumerate(levels))
+    check_chain(out)
+    return out
 
 
 def _check_mode_order(mode_order: object, ndim: int) -> tuple[int, ...]:
@@ -110,6 +120,8 @@ class SparseTensor:
         for k, lv in enumerate(storage):
             if not isinstance(lv, Level):
                 raise TypeError(f"storage[{k}] must be a Level, got {lv!r}")
+            if k:
+                check_chain((storage[k - 1].format, lv.format))
             size = self.shape[self.mode_order[k]]
             if lv.size != size:
                 raise ValueError(f"level {k} (mode {self.mode_order[k]}) has size {lv.size}, the shape says {size}")
@@ -330,8 +342,10 @@ class SparseTensor:
         """The dense numpy array (C order)."""
         coords, vals = self.to_coo()
         out = np.zeros(self.shape, self.dtype)
-        if vals.size:
+        if vals.size and all(f.capabilities.unique for f in self.levels):
             out[tuple(coords)] = vals
+        elif vals.size:  # a level may repeat coordinates: repeated ones are summed
+            np.add.at(out, tuple(coords), vals)
         return out
 
     def astype(self, dtype: object) -> SparseTensor:
