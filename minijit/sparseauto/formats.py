@@ -49,11 +49,13 @@ import numpy as np
 __all__ = [
     "COMPRESSED",
     "DENSE",
+    "SINGLETON",
     "Assembled",
     "Capabilities",
     "Compressed",
     "Dense",
     "LevelFormat",
+    "Singleton",
     "as_format",
     "check_chain",
     "format_names",
@@ -362,9 +364,60 @@ class Compressed(LevelFormat):
         return Assembled(pos, coords[first], np.cumsum(new) - 1, int(first.shape[0]))
 
 
+@dataclass(frozen=True, eq=False)
+class Singleton(LevelFormat):
+    """One coordinate per parent position: position ``q``'s coordinate is ``crd[q]`` (COO's
+    lower levels, under a non-unique compressed or another singleton level)."""
+
+    arrays: ClassVar[tuple[str, ...]] = ("crd",)
+    iteration: ClassVar[str] = "parent"
+    tag: ClassVar[str] = "s"
+
+    @property
+    def name(self) -> str:
+        return "singleton"
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(full=False, ordered=True, unique=True, locate=False, branchless=True, compiled=False)
+
+    def lowered(self) -> LevelFormat:
+        return Compressed()
+
+    def check(self, k, size, pos, crd, parents):  # noqa: ANN001, ANN201
+        if crd is None:
+            raise ValueError(f"level {k} is singleton but lacks crd")
+        if pos is not None:
+            raise ValueError(f"level {k} is singleton: it has no pos")
+        c = _index(f"level {k} crd", crd)
+        if c.shape[0] != parents:
+            raise ValueError(f"level {k} crd has {c.shape[0]} entries, a singleton level one per parent ({parents})")
+        _check_range(k, c, size)
+        (c32,) = _frozen32(c)
+        return None, c32, parents
+
+    def positions(self, size, pos, crd, parents):  # noqa: ANN001, ANN201
+        return parents
+
+    def iterate(self, size, pos, crd, parents):  # noqa: ANN001, ANN201
+        return np.arange(parents, dtype=np.int64), crd.astype(np.int64)
+
+    def carry(self, size, pos, bounds):  # noqa: ANN001, ANN201
+        return bounds
+
+    def assemble(self, coords, parent, parents, size):  # noqa: ANN001, ANN201
+        if parent.shape[0] != parents or (parents and (np.diff(parent) != 1).any()):
+            raise ValueError(
+                "a singleton level needs one entry per position of the level above (a non-unique compressed "
+                "or singleton level there)"
+            )
+        return Assembled(None, coords, parent.copy(), parents)
+
+
 DENSE = Dense()
 COMPRESSED = Compressed()
-_BY_NAME = {f.name: f for f in (DENSE, COMPRESSED, Compressed(unique=False))}
+SINGLETON = Singleton()
+_BY_NAME = {f.name: f for f in (DENSE, COMPRESSED, Compressed(unique=False), SINGLETON)}
 
 
 def check_chain(levels: tuple[LevelFormat, ...]) -> None:
@@ -386,7 +439,7 @@ def format_names() -> tuple[str, ...]:
 
 def as_format(f: object, what: str = "level format") -> LevelFormat:
     """``f`` as a level format object: a `LevelFormat` as is, or its name ("dense",
-    "compressed", "compressed_nonunique"); ValueError naming
+    "compressed", "compressed_nonunique", "singleton"); ValueError naming
     ``what`` otherwise."""
     if isinstance(f, LevelFormat):
         return f

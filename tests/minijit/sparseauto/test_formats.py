@@ -16,13 +16,15 @@ from hypothesis import strategies as st
 from minijit.sparseauto.formats import (
     COMPRESSED,
     DENSE,
+    SINGLETON,
     Compressed,
     Dense,
     LevelFormat,
+    Singleton,
     as_format,
 )
 from minijit.sparseauto.nest import Operand
-from minijit.sparseauto.tensor import SparseTensor
+from minijit.sparseauto.tensor import Level, SparseTensor
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -79,7 +81,8 @@ def test_capabilities_and_names():
     assert COMPRESSED.sparse and COMPRESSED.compiled and COMPRESSED.capabilities.unique
     coo_top = Compressed(unique=False)
     assert coo_top.sparse and not coo_top.compiled and not coo_top.capabilities.unique
-    for f in (DENSE, COMPRESSED, coo_top):
+    assert SINGLETON.capabilities.branchless and not SINGLETON.compiled
+    for f in (DENSE, COMPRESSED, coo_top, SINGLETON):
         assert as_format(f.name) == f and f.lowered().compiled and pickle.loads(pickle.dumps(f)) == f
         assert f == f.name and hash(f) == hash(f.name)  # formats were strings once
     assert COMPRESSED.slots == ("pos", "crd", "size") and DENSE.slots == ()
@@ -92,7 +95,15 @@ def test_bad_formats_are_refused_by_name():
     with pytest.raises(TypeError, match="unique"):
         Compressed(unique=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="not one the codegen iterates"):
-        Operand("B", ("i", "j"), (DENSE, Compressed(unique=False)))
+        Operand("B", ("i", "j"), (DENSE, SINGLETON))
+    with pytest.raises(ValueError, match="level 1 crd has 1 entries, a singleton level one per parent"):
+        SparseTensor(
+            (2, 2),
+            [Level(Compressed(unique=False), 2, np.array([0, 2]), np.array([0, 1])), Level(SINGLETON, 2, None, [1])],
+            np.ones(2),
+        )
+    with pytest.raises(ValueError, match="needs one entry per position of the level above"):
+        SparseTensor.from_coo(np.array([[0, 0], [0, 1]]), np.ones(2), (1, 2), (COMPRESSED, SINGLETON))
 
 
 def test_formats_are_level_format_objects():
@@ -102,7 +113,7 @@ def test_formats_are_level_format_objects():
     assert "levels=('dense', 'compressed')" in repr(t)
 
 
-_LEVELS = st.sampled_from((DENSE, COMPRESSED, Compressed(unique=False)))
+_LEVELS = st.sampled_from((DENSE, COMPRESSED, Compressed(unique=False), SINGLETON, Singleton()))
 
 
 def _build(c: np.ndarray, v: np.ndarray, shape: tuple[int, ...], levels: tuple, order: tuple) -> SparseTensor | None:
@@ -151,3 +162,46 @@ def test_every_format_combination_round_trips(data):
     low = to_compiled(t)
     assert all(f.compiled for f in low.levels) and low.levels == tuple(f.lowered() for f in levels)
     np.testing.assert_allclose(low.to_dense(), want, rtol=1e-12, atol=1e-12)
+
+
+_EXPRESSIONS = (
+    ("ij,jk->ik", ((5, 4), (4, 3))),
+    ("ij,j->i", ((6, 5), (5,))),
+    ("ij,ik,jk->ij", ((4, 5), (4, 3), (5, 3))),  # SDDMM: the output samples the sparse pattern
+    ("ijk,jl,kl->il", ((3, 4, 5), (4, 2), (5, 2))),  # MTTKRP
+)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(_EXPRESSIONS),
+    st.sampled_from(("coo",)),
+    st.integers(0, 2**31 - 1),
+    st.sampled_from((0.2, 0.6)),
+)
+def test_einsum_on_singleton_inputs_matches_numpy(expr, kind, seed, density):
+    from minijit.sparseauto import sparse_einsum
+
+    subscripts, shapes = expr
+    rng = np.random.default_rng(seed)
+    dense = [rng.uniform(-1, 1, s) for s in shapes]
+    dense[0] = np.where(rng.random(shapes[0]) < density, dense[0], 0)
+    nd = len(shapes[0])
+    levels = (Compressed(unique=False),) + (SINGLETON,) * (nd - 1)  # COO
+    s = SparseTensor.from_dense(dense[0], levels)
+    assert s.levels == levels
+    got = sparse_einsum(subscripts, s, *dense[1:])
+    want = np.einsum(subscripts, *dense)
+    got = got.to_dense() if isinstance(got, SparseTensor) else got
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
+def test_the_planner_takes_singleton_tensors_as_their_csf_form():
+    from minijit.sparseauto.plan import sparse_plan
+
+    d = np.zeros((6, 5, 4))
+    d[0, 1, 2], d[3, 4, 0], d[3, 4, 3], d[5, 0, 1] = 1.0, 2.0, 3.0, 4.0
+    coo = SparseTensor.from_dense(d, (Compressed(unique=False), SINGLETON, SINGLETON))
+    csf = SparseTensor.from_dense(d)
+    b, c = np.ones((5, 3)), np.ones((4, 3))
+    assert str(sparse_plan("ijk,jl,kl->il", coo, b, c).chosen) == str(sparse_plan("ijk,jl,kl->il", csf, b, c).chosen)
