@@ -51,6 +51,7 @@ __all__ = [
     "DENSE",
     "SINGLETON",
     "Assembled",
+    "Blocked",
     "Capabilities",
     "Compressed",
     "Dense",
@@ -414,6 +415,74 @@ class Singleton(LevelFormat):
         return Assembled(None, coords, parent.copy(), parents)
 
 
+@dataclass(frozen=True, eq=False)
+class Blocked(LevelFormat):
+    """The blocked-row level: ``pos``/``crd`` over aligned blocks of ``block`` coordinates; stored
+    block ``s`` (coordinates ``crd[s]*block .. +block-1``) has positions ``s*block + t``, every
+    value of the block kept (explicit zeros). Coordinates ``>= size`` (padding of the last block)
+    are never stored coordinates."""
+
+    block: int = 4
+    arrays: ClassVar[tuple[str, ...]] = ("pos", "crd")
+    iteration: ClassVar[str] = "blocks"
+    tag: ClassVar[str] = "b"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.block, bool) or not isinstance(self.block, int | np.integer):
+            raise TypeError(f"Blocked: block must be an int, got {self.block!r}")
+        if not 1 <= int(self.block) <= 4096:
+            raise ValueError(f"Blocked: block must be in 1..4096 (coordinates per block), got {self.block}")
+
+    @property
+    def name(self) -> str:
+        return f"blocked{int(self.block)}"
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(full=False, ordered=True, unique=True, locate=False, branchless=False, compiled=False)
+
+    @property
+    def pads(self) -> bool:
+        return True
+
+    def lowered(self) -> LevelFormat:
+        return Compressed()
+
+    def _blocks(self, size: int) -> int:
+        return -(-size // self.block)
+
+    def check(self, k, size, pos, crd, parents):  # noqa: ANN001, ANN201
+        if pos is None or crd is None:
+            raise ValueError(f"level {k} is {self.name} but lacks pos or crd")
+        p, c = _index(f"level {k} pos", pos), _index(f"level {k} crd", crd)
+        _check_pos(k, p, parents, c.shape[0])
+        _check_range(k, c, self._blocks(size), "block count")
+        _check_sorted(k, p, c, True)
+        p32, c32 = _frozen32(p, c)
+        return p32, c32, int(c.shape[0]) * self.block
+
+    def positions(self, size, pos, crd, parents):  # noqa: ANN001, ANN201
+        return int(crd.shape[0]) * self.block
+
+    def iterate(self, size, pos, crd, parents):  # noqa: ANN001, ANN201
+        b = self.block
+        blocks = crd.shape[0]
+        par = np.repeat(_segments(pos, parents), b)
+        coord = (crd.astype(np.int64)[:, None] * b + np.arange(b, dtype=np.int64)[None, :]).reshape(blocks * b)
+        return par, coord
+
+    def carry(self, size, pos, bounds):  # noqa: ANN001, ANN201
+        return pos[bounds].astype(np.int64) * self.block
+
+    def assemble(self, coords, parent, parents, size):  # noqa: ANN001, ANN201
+        b = self.block
+        blk = coords // b
+        new = _fibre_starts(parent, blk)
+        first = new.nonzero()[0]
+        pos = _pos_of(parent[first], parents)
+        return Assembled(pos, blk[first], (np.cumsum(new) - 1) * b + coords % b, int(first.shape[0]) * b)
+
+
 DENSE = Dense()
 COMPRESSED = Compressed()
 SINGLETON = Singleton()
@@ -433,17 +502,19 @@ def check_chain(levels: tuple[LevelFormat, ...]) -> None:
 
 
 def format_names() -> tuple[str, ...]:
-    """The names `as_format` accepts."""
-    return tuple(_BY_NAME)
+    """The names `as_format` accepts (``"blocked<b>"`` too, for a block of ``b``)."""
+    return (*_BY_NAME, "blocked<b>")
 
 
 def as_format(f: object, what: str = "level format") -> LevelFormat:
     """``f`` as a level format object: a `LevelFormat` as is, or its name ("dense",
-    "compressed", "compressed_nonunique", "singleton"); ValueError naming
+    "compressed", "compressed_nonunique", "singleton", "blocked<b>"); ValueError naming
     ``what`` otherwise."""
     if isinstance(f, LevelFormat):
         return f
     if isinstance(f, str):
         if f in _BY_NAME:
             return _BY_NAME[f]
+        if f.startswith("blocked") and f[7:].isdigit():
+            return Blocked(int(f[7:]))
     raise ValueError(f"{what} {f!r} is not one of {format_names()} (nor a LevelFormat)")

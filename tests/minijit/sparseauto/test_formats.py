@@ -17,6 +17,7 @@ from minijit.sparseauto.formats import (
     COMPRESSED,
     DENSE,
     SINGLETON,
+    Blocked,
     Compressed,
     Dense,
     LevelFormat,
@@ -82,16 +83,21 @@ def test_capabilities_and_names():
     coo_top = Compressed(unique=False)
     assert coo_top.sparse and not coo_top.compiled and not coo_top.capabilities.unique
     assert SINGLETON.capabilities.branchless and not SINGLETON.compiled
-    for f in (DENSE, COMPRESSED, coo_top, SINGLETON):
+    assert Blocked(4).name == "blocked4" and not Blocked(4).compiled and Blocked(4).pads
+    for f in (DENSE, COMPRESSED, coo_top, SINGLETON, Blocked(3)):
         assert as_format(f.name) == f and f.lowered().compiled and pickle.loads(pickle.dumps(f)) == f
         assert f == f.name and hash(f) == hash(f.name)  # formats were strings once
     assert COMPRESSED.slots == ("pos", "crd", "size") and DENSE.slots == ()
-    assert coo_top != COMPRESSED and Dense() != "compressed"
+    assert Blocked(4) != Blocked(2) and coo_top != COMPRESSED and Dense() != "compressed"
 
 
 def test_bad_formats_are_refused_by_name():
     with pytest.raises(ValueError, match="levels\\[1\\] 'csr'"):
         SparseTensor.from_coo(np.zeros((2, 0), int), np.zeros(0), (2, 2), ("dense", "csr"))
+    with pytest.raises(ValueError, match="block must be in"):
+        Blocked(0)
+    with pytest.raises(TypeError, match="block must be an int"):
+        Blocked(2.5)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="unique"):
         Compressed(unique=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="not one the codegen iterates"):
@@ -102,6 +108,8 @@ def test_bad_formats_are_refused_by_name():
             [Level(Compressed(unique=False), 2, np.array([0, 2]), np.array([0, 1])), Level(SINGLETON, 2, None, [1])],
             np.ones(2),
         )
+    with pytest.raises(ValueError, match="out of range for block count 2"):
+        SparseTensor((1, 4), [Level(DENSE, 1), Level(Blocked(2), 4, np.array([0, 1]), np.array([2]))], np.ones(2))
     with pytest.raises(ValueError, match="needs one entry per position of the level above"):
         SparseTensor.from_coo(np.array([[0, 0], [0, 1]]), np.ones(2), (1, 2), (COMPRESSED, SINGLETON))
 
@@ -113,7 +121,9 @@ def test_formats_are_level_format_objects():
     assert "levels=('dense', 'compressed')" in repr(t)
 
 
-_LEVELS = st.sampled_from((DENSE, COMPRESSED, Compressed(unique=False), SINGLETON, Singleton()))
+_LEVELS = st.sampled_from(
+    (DENSE, COMPRESSED, Compressed(unique=False), SINGLETON, Blocked(1), Blocked(2), Blocked(3), Singleton())
+)
 
 
 def _build(c: np.ndarray, v: np.ndarray, shape: tuple[int, ...], levels: tuple, order: tuple) -> SparseTensor | None:
@@ -175,11 +185,11 @@ _EXPRESSIONS = (
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.sampled_from(_EXPRESSIONS),
-    st.sampled_from(("coo",)),
+    st.sampled_from(("coo", "blocked")),
     st.integers(0, 2**31 - 1),
     st.sampled_from((0.2, 0.6)),
 )
-def test_einsum_on_singleton_inputs_matches_numpy(expr, kind, seed, density):
+def test_einsum_on_singleton_and_blocked_inputs_matches_numpy(expr, kind, seed, density):
     from minijit.sparseauto import sparse_einsum
 
     subscripts, shapes = expr
@@ -187,7 +197,10 @@ def test_einsum_on_singleton_inputs_matches_numpy(expr, kind, seed, density):
     dense = [rng.uniform(-1, 1, s) for s in shapes]
     dense[0] = np.where(rng.random(shapes[0]) < density, dense[0], 0)
     nd = len(shapes[0])
-    levels = (Compressed(unique=False),) + (SINGLETON,) * (nd - 1)  # COO
+    if kind == "coo":  # COO: a non-unique compressed level, then singletons
+        levels = (Compressed(unique=False),) + (SINGLETON,) * (nd - 1)
+    else:  # blocked rows: the last level in blocks of 2 or 3 (BCSR with 1 x b blocks)
+        levels = (DENSE,) * (nd - 1) + (Blocked(int(rng.integers(2, 4))),)
     s = SparseTensor.from_dense(dense[0], levels)
     assert s.levels == levels
     got = sparse_einsum(subscripts, s, *dense[1:])
@@ -196,7 +209,7 @@ def test_einsum_on_singleton_inputs_matches_numpy(expr, kind, seed, density):
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
 
 
-def test_the_planner_takes_singleton_tensors_as_their_csf_form():
+def test_the_planner_takes_singleton_and_blocked_tensors_as_their_csf_form():
     from minijit.sparseauto.plan import sparse_plan
 
     d = np.zeros((6, 5, 4))
@@ -205,3 +218,6 @@ def test_the_planner_takes_singleton_tensors_as_their_csf_form():
     csf = SparseTensor.from_dense(d)
     b, c = np.ones((5, 3)), np.ones((4, 3))
     assert str(sparse_plan("ijk,jl,kl->il", coo, b, c).chosen) == str(sparse_plan("ijk,jl,kl->il", csf, b, c).chosen)
+    blocked = SparseTensor.from_dense(d, (DENSE, DENSE, Blocked(2)))
+    plan = sparse_plan("ijk,jl,kl->il", blocked, b, c)
+    assert plan.operands[0].levels == (DENSE, DENSE, COMPRESSED)
