@@ -123,7 +123,7 @@ def einsum(
     # other dtypes on the compiled kernels of a wider or real dtype (ints, bool, float16, complex)
     route = None if why is None else _widen.route(subscripts, operands, out, dtype, order, casting, target)
     if route is not None:
-        return _einsum_widened(route, subscripts, operands, out, optimize, target, order, explain)
+        return _einsum_widened(route, subscripts, operands, out, optimize, target, order, explain, dtype, casting)
     if explain:
         return _dtypes.explain(why, subscripts, operands, optimize=optimize, target=target, dtype=dtype)
     if why is not None:  # no compiled path: numpy's einsum, numpy's result or error
@@ -161,7 +161,7 @@ def einsum(
     why = None if numpy_only else _dtypes.host_reason(arrays, out, dtype, casting)
     route = None if why is None else _widen.route(subscripts, arrays, out, dtype, None, casting, target)
     if route is not None:  # torch CPU or DLPack operands of a dtype computed on wider kernels
-        result = _einsum_widened(route, subscripts, arrays, out, optimize, target, None, False)
+        result = _einsum_widened(route, subscripts, arrays, out, optimize, target, None, False, dtype, casting)
         return caller_out if caller_out is not None else host_result(result, like)
     if why is not None:  # torch CPU or DLPack operands of a dtype without a compiled path
         result = _dtypes.numpy_einsum(subscripts, arrays, out=out, dtype=dtype, casting=casting, optimize=optimize)
@@ -228,7 +228,7 @@ def einsum(
     return caller_out if caller_out is not None else host_result(result, like)
 
 
-def _einsum_widened(route, subscripts, operands, out, optimize, target, order, explain):
+def _einsum_widened(route, subscripts, operands, out, optimize, target, order, explain, dtype=None, casting=None):
     """`einsum` of a call `minijit.einsum.widen` computes on wider or real kernels (``route``):
     numpy's result dtype and layout for ``order``, written to ``out`` (numpy's error when its
     shape is not the result's); ``explain``: the route in words and the real einsums it runs."""
@@ -245,7 +245,8 @@ def _einsum_widened(route, subscripts, operands, out, optimize, target, order, e
     result = _widen.run(route, subs, arrays, opt, call)
     if out is not None:
         if out.shape != result.shape:  # numpy's error
-            return _dtypes.numpy_einsum(subscripts, operands, out=out, order=order, optimize=optimize)
+            kw = {"dtype": dtype, "casting": casting, "order": order, "optimize": optimize}
+            return _dtypes.numpy_einsum(subscripts, operands, out=out, **kw)
         np.copyto(out, result)
         return out
     if _keywords.layout_needed(order, operands):
