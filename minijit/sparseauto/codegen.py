@@ -70,15 +70,14 @@ from minijit.sparseauto.codegen_inner import (
     _MAX_VEC_STATEMENTS,
     _PTR_REGS,
     ISAS,
-    PREFETCH_ROW_BYTES,
     SIGNATURE,
     InnerLoops,
     prefetch_ahead,
     vec_regs,
 )
 from minijit.sparseauto.codegen_skeleton import Skeleton, check_nest
-from minijit.sparseauto.emitter import ArgSlot, Program, arg_slots, sampled_operand, walk_nodes
-from minijit.sparseauto.nest import Compute, Loop, Nest, Operand, Temp
+from minijit.sparseauto.emitter import ArgSlot, Program, arg_slots, sampled_operand
+from minijit.sparseauto.nest import Loop, Nest, Temp
 
 __all__ = ["SIGNATURE", "ISAS", "ArgSlot", "Program", "arg_slots", "compile_nest", "sampled_operand"]
 
@@ -149,6 +148,24 @@ class _Emitter(InnerLoops, Skeleton):
     def add_slot(self, r: Gpr, slot: Mem) -> None:
         self.a.add(r, slot)
 
+    def move(self, dst: Gpr, src: Gpr | Mem) -> None:
+        self.a.mov(dst, src)
+
+    def add_imm(self, r: Gpr, imm: int) -> None:
+        self.a.add(r, imm)
+
+    def cmp_arg(self, r: Gpr, index: int) -> None:
+        self.a.cmp(r, qword(rbx + 8 * index))
+
+    def add_arg(self, r: Gpr, index: int) -> None:
+        self.a.add(r, qword(rbx + 8 * index))
+
+    def mul_imm3(self, dst: Gpr, src: Gpr, imm: int) -> None:
+        self.a.imul(dst, src, imm)
+
+    def prefetch(self, r: Gpr, disp: int) -> None:
+        self.a.prefetcht0(ptr(r + disp))
+
     def add_scaled(self, r: Gpr, idx: Gpr, step: int) -> None:
         if step in (1, 2, 4, 8):
             self.a.lea(r, ptr(r + idx * step))
@@ -195,41 +212,8 @@ class _Emitter(InnerLoops, Skeleton):
         for e in range(n % t.vl):
             self._vmov_s(t.smem(rdi + e * t.es), XMM[0])
 
-    # ---------------------------------------------------------------- walks
-
-    def _walk_head(self, loop: Loop, o: Operand, k: int, p: Mem) -> None:
-        self._prefetch_rows(loop, o, k, p)
-
-    def _prefetch_rows(self, loop: Loop, o: Operand, k: int, p: Mem) -> None:
-        """prefetch_<i>: the rows that iteration p + `prefetch_ahead` of the walk will read, of
-        the dense operands whose first index is the walked one (random rows of B in SpMM, of
-        C and D in SDDMM): their cache misses overlap this iteration's work. Positions past
-        the fibre (the next fibres, walked next) count; only positions inside ``crd`` are
-        looked up, and a prefetch never faults."""
-        a = self.a
-        read = {x.tensor: x for c in walk_nodes(loop.body) if isinstance(c, Compute) for x in c.ins}
-        rows = [
-            (x.tensor, self.strides[x.tensor][loop.index] * self.t.es)
-            for x in read.values()
-            if x.tensor in self.strides and x.tensor not in self.temp_sizes and x.indices[:1] == (loop.index,)
-        ]
-        if not rows:
-            return
-        lines = sum(-(-min(row_bytes, PREFETCH_ROW_BYTES) // 64) for _, row_bytes in rows)
-        skip = a.new_label(f"prefetch_{loop.index}_skip")
-        a.label(f"prefetch_{loop.index}")
-        a.mov(rax, p)
-        a.add(rax, prefetch_ahead(lines))  # the walk's next fibres follow in crd: look past this one
-        a.cmp(rax, qword(rbx + 8 * self.arg[(o.name, "size", k)]))
-        a.jge(skip)
-        self._base(rcx, o.name, "crd", k)
-        a.mov(rcx.r32, dword(rcx + rax * 4))  # the coordinate that many positions on
-        for tensor, row_bytes in rows:
-            a.imul(rdx, rcx, row_bytes)
-            a.add(rdx, qword(rbx + 8 * self.arg[(tensor, "data", None)]))
-            for line in range(0, min(row_bytes, PREFETCH_ROW_BYTES), 64):
-                a.prefetcht0(ptr(rdx + line))
-        a.bind(skip)
+    def _prefetch_ahead(self, lines: int) -> int:
+        return prefetch_ahead(lines)  # this module's name: a bench may replace it (bench/sparse_ab.py)
 
 
 def compile_nest(nest: Nest, extents: dict[str, int], dtype: str = "fp64", isa: str = "avx2") -> Program:

@@ -28,15 +28,16 @@ variables, positions, walk bounds and broadcast scalars live in stack slots, so 
 arbitrarily deep and branched. Registers: x19 holds ``args``; x10-x13 are the skeleton's scratch
 registers, x14 the skeleton instructions' own; x9, x15-x17 are the inner loops' scratch; the vectorized
 loop's pointers are x0-x7 and x20-x28; v0-v8 hold products, loaded factors and accumulators,
-v24-v26 the broadcast scalars (z registers under SVE). The code is meant for correctness in the
-emulator first (no prefetch, no registers kept across loops).
+v24-v26 the broadcast scalars (z registers under SVE). Walks prefetch the dense rows a later
+position reads (``prfm pldl1keep``, the skeleton's ``prefetch_<i>``); the loops that keep an
+output row in registers are `codegen_aarch64_rows`.
 """
 
 from __future__ import annotations
 
 from asm.aarch64 import Assembler, P, mem, post, sp, wzr, x9, x10, x11, x12, x13, x14, x16, x17, x19, xzr
 from asm.aarch64.registers import ScalarReg, VecReg, VReg, XReg, ZVec
-from minijit.kernels.aarch64.common import DType, dtype_info, epilogue, loop, prologue, sp_adjust
+from minijit.kernels.aarch64.common import DType, add_imm, dtype_info, epilogue, loop, prologue, sp_adjust
 from minijit.sparseauto.codegen_aarch64_rows import RowLoops64
 from minijit.sparseauto.codegen_skeleton import Skeleton, check_nest
 from minijit.sparseauto.emitter import Program
@@ -137,6 +138,30 @@ class _Emitter64(RowLoops64, Skeleton):
     def add_slot(self, r: XReg, slot: int) -> None:
         self.load(_SCRATCH, slot)
         self.a.add(r, r, _SCRATCH)
+
+    def move(self, dst: XReg, src: XReg | int) -> None:
+        if isinstance(src, int):
+            self.load(dst, src)
+        else:
+            self.a.mov(dst, src)
+
+    def add_imm(self, r: XReg, imm: int) -> None:
+        add_imm(self.a, r, imm, _SCRATCH)
+
+    def cmp_arg(self, r: XReg, index: int) -> None:
+        self.load_arg(_SCRATCH, index)
+        self.a.cmp(r, _SCRATCH)
+
+    def add_arg(self, r: XReg, index: int) -> None:
+        self.load_arg(_SCRATCH, index)
+        self.a.add(r, r, _SCRATCH)
+
+    def mul_imm3(self, dst: XReg, src: XReg, imm: int) -> None:
+        self.a.mov(_SCRATCH, imm)
+        self.a.mul(dst, src, _SCRATCH)
+
+    def prefetch(self, r: XReg, disp: int) -> None:
+        self.a.prfm("pldl1keep", mem(r, disp))
 
     def add_scaled(self, r: XReg, idx: XReg, step: int) -> None:
         if step == 0:

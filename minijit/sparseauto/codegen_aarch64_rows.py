@@ -166,12 +166,14 @@ class RowLoops64(RowLoops):
         return dst
 
     def _tight_step(self, loop: Loop, plan: Tight, accs: list[int], part: list[tuple[int, int]]) -> None:
-        """One position of a tight loop: the coordinate of a walk, the scalar factors' product
+        """One position of a tight loop: the prefetch and coordinate of a walk, the scalar factors' product
         (v28), the row factors' addresses, and the FMAs into ``accs``."""
         a = self.a
         walked = self.nest.walks(loop)
         xr = x10 if walked else plan.p
         if walked:
+            o = walked[0]
+            self._prefetch_rows(loop, o, o.indices.index(loop.index), plan.p)
             a.ldr(x10.w, mem(plan.crd, plan.p, "lsl", 2))  # the coordinate
         bc = _FIXED
         if plan.scalars:  # the variant factors' product, times the invariant ones

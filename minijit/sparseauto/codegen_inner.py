@@ -15,6 +15,7 @@ from asm.x86_64 import XMM, YMM, ZMM, Gpr, Vec, dword, qword
 from asm.x86_64.registers import r8, r9, r10, r11, r12, r13, r14, r15, rax, rbp, rcx, rdi, rdx, rsi, rsp
 from minijit.kernels.x86_64.common import Partial, Target, counted_loop
 from minijit.sparseauto.codegen_rows import RowLoops, RowUpdate, Tight
+from minijit.sparseauto.codegen_skeleton import PREFETCH_LINES, PREFETCH_ROW_BYTES, prefetch_ahead  # noqa: F401
 from minijit.sparseauto.nest import Access, Compute, Loop
 
 SIGNATURE = "void(const int64_t* args, int64_t begin, int64_t end)"
@@ -22,15 +23,6 @@ ISAS = ("avx2", "avx512")
 #: registers that hold pointers in the vectorized inner loop
 _PTR_REGS = (rdx, rsi, rdi, rbp, r8, r9, r10, r11, r12, r13, r14, r15)
 _MAX_VEC_STATEMENTS = 3  # one broadcast register per vectorized statement
-#: walks prefetch the dense rows of a later position, up to this many bytes per row (`prefetch_ahead`)
-PREFETCH_ROW_BYTES = 512  # an output row kept in registers across a loop (`_stationary_loop`)
-PREFETCH_LINES = 64  # cache lines a walk keeps in flight
-
-
-def prefetch_ahead(lines: int) -> int:
-    """How many positions ahead a walk that prefetches ``lines`` cache lines per position looks:
-    about `PREFETCH_LINES` lines in flight, 4 to 16 positions."""
-    return max(4, min(16, PREFETCH_LINES // max(1, lines)))
 
 
 #: registers of a tight stationary loop (`InnerLoops._tight_loop`): not rax (the coordinate and

@@ -14,10 +14,21 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from minijit.sparseauto.emitter import NestEmitter, Program
+from minijit.sparseauto.emitter import NestEmitter, Program, walk_nodes
 from minijit.sparseauto.nest import Access, Compute, Loop, Nest, Node, Operand, Temp
 
-__all__ = ["SparseISA", "Skeleton", "check_nest"]
+__all__ = ["PREFETCH_LINES", "PREFETCH_ROW_BYTES", "SparseISA", "Skeleton", "check_nest", "prefetch_ahead"]
+
+#: walks prefetch the dense rows of a later position, up to this many bytes per row (`prefetch_ahead`)
+PREFETCH_ROW_BYTES = 512  # an output row kept in registers across a loop (`codegen_rows`)
+PREFETCH_LINES = 64  # cache lines a walk keeps in flight
+
+
+def prefetch_ahead(lines: int) -> int:
+    """How many positions ahead a walk that prefetches ``lines`` cache lines per position looks:
+    about `PREFETCH_LINES` lines in flight, 4 to 16 positions."""
+    return max(4, min(16, PREFETCH_LINES // max(1, lines)))
+
 
 Reg = Any  # an ISA's general-purpose register
 Slot = Any  # an ISA's stack slot (x86-64: a qword memory operand; AArch64: a byte offset from sp)
@@ -64,6 +75,24 @@ class SparseISA(Protocol):
 
     def add_slot(self, r: Reg, slot: Slot) -> None:
         """r += the stack slot."""
+
+    def move(self, dst: Reg, src: Reg | Slot) -> None:
+        """dst = a register or a stack slot."""
+
+    def add_imm(self, r: Reg, imm: int) -> None:
+        """r += a non-negative immediate."""
+
+    def cmp_arg(self, r: Reg, index: int) -> None:
+        """Compare r with entry ``index`` of the args block (signed)."""
+
+    def add_arg(self, r: Reg, index: int) -> None:
+        """r += entry ``index`` of the args block."""
+
+    def mul_imm3(self, dst: Reg, src: Reg, imm: int) -> None:
+        """dst = src * imm."""
+
+    def prefetch(self, r: Reg, disp: int) -> None:
+        """Prefetch the cache line at r + disp (bytes) for reading; never faults."""
 
     def add_scaled(self, r: Reg, idx: Reg, step: int) -> None:
         """r += idx * step (idx may be clobbered)."""
@@ -146,8 +175,8 @@ class Skeleton(NestEmitter):
     def _row_update_plan(self, loop: Loop) -> Any:
         return None
 
-    def _walk_head(self, loop: Loop, o: Operand, k: int, p: Slot) -> None:
-        """At the top of a walk's iteration, before its coordinate (x86-64: prefetches)."""
+    def _prefetch_ahead(self, lines: int) -> int:
+        return prefetch_ahead(lines)
 
     # ---------------------------------------------------------------- program
 
@@ -283,7 +312,7 @@ class Skeleton(NestEmitter):
         self.cmp_reg(lo, idx)
         self.branch("ge", done)
         top = self.here(f"walk_{o.name}_{loop.index}")
-        self._walk_head(loop, o, k, p)
+        self._prefetch_rows(loop, o, k, p)
         self.load(idx, p)
         self._base(crd, o.name, "crd", k)
         self.load_u32(idx, crd, idx)
@@ -292,6 +321,37 @@ class Skeleton(NestEmitter):
         self._nodes(loop.body)
         self._next(p, end, top)
         self.bind(done)
+
+    def _prefetch_rows(self, loop: Loop, o: Operand, k: int, p: Reg | Slot) -> None:
+        """prefetch_<i>: the rows that iteration p + `prefetch_ahead` of the walk will read, of
+        the dense operands whose first index is the walked one (random rows of B in SpMM, of
+        C and D in SDDMM): their cache misses overlap this iteration's work. Positions past
+        the fibre (the next fibres, walked next) count; only positions inside ``crd`` are
+        looked up, and a prefetch never faults. ``p``: the position, a register or a slot."""
+        idx, row, crd = self.w[0], self.w[1], self.w[2]
+        read = {x.tensor: x for c in walk_nodes(loop.body) if isinstance(c, Compute) for x in c.ins}
+        rows = [
+            (x.tensor, self.strides[x.tensor][loop.index] * self.es)
+            for x in read.values()
+            if x.tensor in self.strides and x.tensor not in self.temp_sizes and x.indices[:1] == (loop.index,)
+        ]
+        if not rows:
+            return
+        lines = sum(-(-min(row_bytes, PREFETCH_ROW_BYTES) // 64) for _, row_bytes in rows)
+        skip = self.new_label(f"prefetch_{loop.index}_skip")
+        self.here(f"prefetch_{loop.index}")
+        self.move(idx, p)
+        self.add_imm(idx, self._prefetch_ahead(lines))  # the next fibres follow in crd: look past this one
+        self.cmp_arg(idx, self.arg[(o.name, "size", k)])
+        self.branch("ge", skip)
+        self._base(crd, o.name, "crd", k)
+        self.load_u32(crd, crd, idx)  # the coordinate that many positions on
+        for tensor, row_bytes in rows:
+            self.mul_imm3(row, crd, row_bytes)
+            self.add_arg(row, self.arg[(tensor, "data", None)])
+            for line in range(0, min(row_bytes, PREFETCH_ROW_BYTES), 64):
+                self.prefetch(row, line)
+        self.bind(skip)
 
     def _merge_loop(self, loop: Loop, o1: Operand, o2: Operand) -> None:
         """merge_<i>: two-pointer intersection of two compressed levels' coordinates."""

@@ -127,6 +127,7 @@ def test_spmm_tight_paired_walk_at_every_tail(n, dtype):
         prog = compile_nest_aarch64(nest, extents, fmt, isa)
         assert {"stationary_j", "tight_walk_A_k", "tight_walk_A_k_pairs_done"} <= _labels(prog)
         assert "whilelt" not in prog.asm.listing()  # the row loops are NEON on both ISAs
+        assert "prefetch_k" in _labels(prog) and "prfm pldl1keep" in prog.asm.listing()  # B's rows ahead
         _reassembles(prog)
     want = a.to_dense() @ b
     _runs_everywhere(nest, extents, values, dtype, want, 1e-5 if dtype == np.float32 else 1e-12)
