@@ -167,6 +167,14 @@ def test_wraparound_at_the_edges():
     assert got == np.uint8((250 * 250 + 49) % 256) and got.dtype == np.uint8
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.uint64, np.float16, np.complex64, np.complex128])
+def test_gemm_sized_operands(dtype):
+    """Shapes large enough for packed, remainder and threaded blocks of the kernels underneath."""
+    a, b = draw([(131, 257), (257, 75)], dtype, 8)
+    check("ij,jk->ik", [a, b])
+    check("bij,bkj->bik", [a[:96].reshape(3, 32, 257), b.T[:63].reshape(3, 21, 257)])
+
+
 def test_bool_is_logical_and_or():
     rng = np.random.default_rng(3)
     a, b = rng.random((40, 300)) < 0.01, rng.random((300, 30)) < 0.01  # sparse: many all-false sums
@@ -189,8 +197,8 @@ def test_explain_names_the_path():
     h = draw([(6, 5), (5, 4)], np.float16, 0)
     assert "widened to float32" in minijit.einsum("ij,jk", *h, explain=True)
     assert "rounded once to float16" in minijit.einsum("ij,jk", *h, explain=True)
+    i8 = draw([(6, 5), (5, 4)], np.int8, 0)
     if INTS_NATIVE:
-        i8 = draw([(6, 5), (5, 4)], np.int8, 0)
         assert "int8 widened to int32" in minijit.einsum("ij,jk", *i8, explain=True)
         u64 = draw([(6, 5), (5, 4)], np.uint64, 0)
         assert "uint64 viewed as int64" in minijit.einsum("ij,jk", *u64, explain=True)
