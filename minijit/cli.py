@@ -263,7 +263,7 @@ def _bench_attention(args: argparse.Namespace) -> int:
     dtypes = (args.dtype or "fp32,fp64").split(",")
     rep = attention.bench(
         shapes, threads, dtypes, args.rounds or 3, _reps(args, "attention"), args.sweep, _command(args),
-        _progress_of(args),
+        _progress_of(args), clock=args.clock,
     )  # fmt: skip
     return _emit(args, rep)
 
@@ -652,6 +652,13 @@ def _add_bench_parsers(bench: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", type=_dtype_list, metavar="fp32|fp64", help="element type(s) (default fp32,fp64)")
     p.add_argument("--rounds", type=_positive, metavar="N", help="alternating rounds, best kept (default 3)")
     p.add_argument("--sweep", action="store_true", help="also time the (g, s_x) tile grid per shape")
+    p.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="wall: elapsed time (default); cpu: the process's CPU time over all its threads (on a busy"
+        " host, 1-thread rows without the waits for a core; at N threads it sums them: total work, not latency)",
+    )
     _add_run_args(p, "small shapes (seconds)", "best of N calls per side and round (default 5, --quick 3)", write=True)
 
     p = _suite(

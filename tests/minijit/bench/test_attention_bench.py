@@ -4,6 +4,7 @@ result checked against numpy written out and the float64 reference (the times ar
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -86,3 +87,24 @@ def test_the_kernel_without_softmax_leaves_the_stage_out(dtype):
     np.testing.assert_allclose(plan.execute(q, k, v), want, rtol=0, atol=3e-5)
     without = plan._execute(q, k, v, None, softmax=False)
     assert without.shape == want.shape and not np.allclose(without, want, atol=1e-2)
+
+
+def test_bench_attention_cpu_clock_is_recorded_and_restored(monkeypatch, tmp_path, capsys):
+    """``--clock cpu`` times by the process's CPU time (the clock named in the header and the
+    JSON) and leaves the wall clock in place afterwards; an unknown clock is refused."""
+    monkeypatch.setattr(attention, "QUICK", TINY[:1])
+    seen = []
+    monkeypatch.setitem(attention.CLOCKS, "cpu", lambda: seen.append(1) or time.process_time())
+    out_json = tmp_path / "attention.json"
+    argv = ["bench", "attention", "--quick", "--threads", "1", "--dtype", "fp32", "--rounds", "1", "--reps", "1"]
+    rc = cli.main([*argv, "--clock", "cpu", "--json", str(out_json), "-q"])
+    printed = capsys.readouterr().out
+    assert rc == 0, printed
+    assert seen, "the CPU clock was not used"
+    assert json.loads(out_json.read_text())["settings"]["clock"] == "cpu"
+    assert "clock: the process's CPU time" in printed
+    assert attention._clock is time.perf_counter
+    with pytest.raises(ValueError, match="clock must be"):
+        attention.bench(TINY[:1], [1], ["fp32"], 1, 1, False, "x", clock="sundial")
+    assert cli.main([*argv, "--clock", "sundial"]) == 2  # argparse's usage error
+    assert "invalid choice: 'sundial'" in capsys.readouterr().err
