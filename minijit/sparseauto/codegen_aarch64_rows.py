@@ -1,5 +1,6 @@
 """The AArch64 instructions of the row-in-registers loops (`codegen_rows.RowLoops`): a stationary
-row's accumulators, the tight loop's step, the row update's load and step.
+row's accumulators, the tight loop's step (with a fused dot product, ``dot_<k>``), the row update's
+load and step.
 
 A row of n elements takes ``n // lanes`` 128-bit NEON vectors and, for the last ``n % lanes``
 elements, one register per element (its lane 0): `row_layout`. The code is NEON on both ISAs (a
@@ -10,8 +11,9 @@ that lane by element (``fmla v.4s, v.4s, v.s[0]``): no broadcast.
 Registers: accumulators v9-v23 then v2-v8 (a stationary loop's other loops use v0-v8 and
 v24-v26: with such loops before the inner one the row takes v9-v23 only); v27 the product of a
 position's row factors, v28 the position's scalar product, v29 a loaded factor, v30 the invariant
-scalars' product. General-purpose: x0-x7, x20-x28 for the counters and base pointers, x15-x17
-for a position's row addresses.
+scalars' product; a fused dot product sums into the first two registers the row leaves.
+General-purpose: x0-x7, x20-x28 for the counters and base pointers, x15-x17 for a position's row
+and dot-product addresses.
 """
 
 from __future__ import annotations
@@ -51,7 +53,6 @@ def row_layout(n: int, lanes: int, es: int) -> list[tuple[int, int]]:
 class RowLoops64(RowLoops):
     """`RowLoops` on AArch64 (see the module doc); a mixin of `codegen_aarch64._Emitter64`."""
 
-    FUSED_DOT = False
     TIGHT_REGS = TIGHT_REGS
     regs = _Regs((_PROD, *_POOL))
     PREFIX_ACCUMULATORS = 15  # v9-v23: what a row may take when other loops run before its inner loop
@@ -141,7 +142,8 @@ class RowLoops64(RowLoops):
 
     def _tight_plan(self, loop: Loop, inner: Loop) -> Tight | None:
         plan = super()._tight_plan(loop, inner)
-        return plan if plan is not None and len(plan.vectors) <= len(_ROW_ADDRS) else None
+        fits = plan is not None and len(plan.vectors) + len(plan.dots) <= len(_ROW_ADDRS)
+        return plan if fits else None
 
     def _tight_setup(self, loop: Loop, inner: Loop, plan: Tight) -> None:
         """The strides no shift scales, in their registers, and the invariant factors' product in
@@ -176,24 +178,62 @@ class RowLoops64(RowLoops):
             self._prefetch_rows(loop, o, o.indices.index(loop.index), plan.p)
             a.ldr(x10.w, mem(plan.crd, plan.p, "lsl", 2))  # the coordinate
         bc = _FIXED
-        if plan.scalars:  # the variant factors' product, times the invariant ones
-            bc = _SCALAR
+        if plan.dots:  # the fused dot product, summed into lane 0 of a register (the temporary)
+            bc = self._tight_dot(plan, accs, xr)
+        if plan.scalars or plan.dots:  # the variant factors' product, times the invariant ones
+            if not plan.dots:
+                bc = _SCALAR
             for n, (_, base, step) in enumerate(plan.scalars):
-                dst = _SCALAR if n == 0 else _TMP
+                dst = bc if n == 0 and not plan.dots else _TMP
                 if step < 0:  # the walked operand's values: by position
                     a.ldr(self._s(dst), mem(base, plan.p, "lsl", self.t.shift))
                 else:
                     a.ldr(self._s(dst), mem(self._at(x14, base, xr, step, plan)))
-                if n:
-                    a.fmul(self._v(_SCALAR), self._v(_SCALAR), self._v(_TMP))
+                if dst == _TMP:
+                    a.fmul(self._v(bc), self._v(bc), self._v(_TMP))
             if plan.fixed:
-                a.fmul(self._v(_SCALAR), self._v(_SCALAR), self._v(_FIXED))
+                a.fmul(self._v(bc), self._v(bc), self._v(_FIXED))
         addrs = [
             self._at(r, base, xr, step, plan) for (_, base, step), r in zip(plan.vectors, _ROW_ADDRS, strict=False)
         ]
         for r, (off, width) in zip(accs, part, strict=True):
             self._row_product(_PROD, addrs, off, width)
             a.fmla(self._v(r), self._v(_PROD), self._elem(bc))
+
+    def _tight_dot(self, plan: Tight, accs: list[int], xr: XReg) -> int:
+        """dot_<k>: the fused dot product's vectors, unrolled, in up to two accumulators the row
+        leaves free (the first vectors multiply, the rest accumulate), summed across lanes;
+        returns the register whose lane 0 holds the sum."""
+        a = self.a
+        assert plan.dot_index is not None
+        free = [r for r in self.regs.work[1:] if r not in accs]
+        sums = free[:2]
+        n = self.ext[plan.dot_index] // self.t.lanes
+        regs = _ROW_ADDRS[len(plan.vectors) :]
+        addrs = [self._at(r, base, xr, step, plan) for (_, base, step), r in zip(plan.dots, regs, strict=False)]
+        a.label(f"dot_{plan.dot_index}")
+        for u in range(n):
+            acc, off, first = sums[u % len(sums)], u * 16, u < len(sums)
+            if len(addrs) == 1:  # one factor: a sum
+                a.ldr(ScalarReg(acc if first else _PROD, "q"), mem(addrs[0], off))
+                if not first:
+                    a.fadd(self._v(acc), self._v(acc), self._v(_PROD))
+                continue
+            self._row_product(_PROD, addrs[:-1], off, self.t.lanes)
+            a.ldr(ScalarReg(_TMP, "q"), mem(addrs[-1], off))
+            if first:
+                a.fmul(self._v(acc), self._v(_PROD), self._v(_TMP))
+            else:
+                a.fmla(self._v(acc), self._v(_PROD), self._v(_TMP))
+        total = sums[0]
+        if n > 1 and len(sums) > 1:
+            a.fadd(self._v(total), self._v(total), self._v(sums[1]))
+        if self.t.size == 4:
+            a.faddp(self._v(total), self._v(total), self._v(total))
+            a.faddp(self._s(total), VecReg(total, "s", 2))
+        else:
+            a.faddp(self._s(total), self._v(total))
+        return total
 
     # ---------------------------------------------------------------- row update
 

@@ -165,17 +165,24 @@ def test_row_loops_of_the_enumerated_schedules(subscripts, shapes, stage):
     _runs_everywhere(nest, extents, values, dtype, np.einsum(subscripts, *[_dense(v) for v in values]))
 
 
-@pytest.mark.parametrize("k, n", [(4, 6), (5, 9)])
-def test_fused_sddmm_spmm_row_with_a_dot_product_before_it(k, n):
-    """The fused SDDMM-SpMM (a temporary and a vectorized dot product before the inner loop):
-    the row stays in registers v9-v23 while the dot product's loop uses v0-v8 (``acc_l``)."""
+@pytest.mark.parametrize("k, n, stage", [(4, 6, "dot_k"), (8, 5, "dot_k"), (2, 3, "dot_k"), (5, 9, "acc_l")])
+def test_fused_sddmm_spmm_row(k, n, stage):
+    """The fused SDDMM-SpMM (a temporary and a dot product over k before the inner loop over l):
+    the dot product runs inside the tight walk (``dot_k``) where k is whole vectors, else the
+    vectorized dot product's loop (v0-v8) runs before the inner loop (``acc_l``) while the row
+    stays in v9-v23."""
     nest, extents, values, dtype = _fused_sddmm_spmm(k, n)
     for isa in ("neon", "sve"):
         prog = compile_nest_aarch64(nest, extents, "fp64", isa)
-        assert {"stationary_l", "acc_l"} <= _labels(prog)
+        assert {"stationary_l", stage} <= _labels(prog)
+        assert ("tight_walk_A_j" in _labels(prog)) == (stage == "dot_k")
         _reassembles(prog)
+        _reassembles(compile_nest_aarch64(nest, extents, "fp32", isa))
     want = np.einsum("ij,ik,jk,jl->il", *[_dense(v) for v in values])
     _runs_everywhere(nest, extents, values, dtype, want)
+    f32 = [SparseTensor.from_dense(values[0].to_dense().astype(np.float32), CSR)]
+    f32 += [v.astype(np.float32) for v in values[1:]]
+    _runs_everywhere(nest, extents, f32, np.float32, want, 1e-4)
 
 
 def test_a_row_over_the_registers_takes_the_general_path():
