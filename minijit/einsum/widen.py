@@ -85,7 +85,8 @@ class Route:
         if self.kind == "bool":
             return f"bool as logical and/or: 0/1 {c} on {c} kernels, result != 0"
         if self.kind == "float":
-            return f"operands widened to {c} (numpy's astype at the boundary), {c} kernels, result rounded once to {r}"
+            rounded = f", result rounded once to {r}" if r != c else ""
+            return f"operands widened to {c} (numpy's astype at the boundary), {c} kernels{rounded}"
         how = "viewed as" if r.itemsize == c.itemsize else "widened to"
         return f"{r} {how} {c} (arithmetic mod 2^{8 * r.itemsize}), {c} kernels, result back to {r}"
 
