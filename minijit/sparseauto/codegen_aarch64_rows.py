@@ -242,8 +242,8 @@ class RowLoops64(RowLoops):
         return list(self.regs.work[1 : 1 + naccs]), list(self.regs.work[1 + naccs : 1 + 2 * naccs]), self._row_layout(n)
 
     def _row_load(self, loop: Loop, plan: RowUpdate, regs: tuple[list[int], list[int], list]) -> None:
-        """The invariant factors' product (v30), the j-factors' product in the row registers, the
-        pointers at x = 0."""
+        """The invariant factors' product (v30; where there are some, or nothing varies), the
+        j-factors' product in the row registers, the pointers at x = 0."""
         a = self.a
         row, tmps, part = regs
         inner = loop.body[0]
@@ -251,7 +251,8 @@ class RowLoops64(RowLoops):
         c = inner.body[0]
         assert isinstance(c, Compute)
         skip = {loop.index, inner.index}
-        self._fixed_product(list(plan.fixed))
+        if plan.fixed or not plan.scalars:
+            self._fixed_product(list(plan.fixed))
         for k, acc in enumerate(plan.row):
             self._address(acc, x9, skip=skip)
             for r, tmp, (off, width) in zip(row, tmps, part, strict=True):
@@ -274,7 +275,8 @@ class RowLoops64(RowLoops):
                 a.ldr(self._s(_SCALAR if n == 0 else _TMP), mem(base))
                 if n:
                     a.fmul(self._v(_SCALAR), self._v(_SCALAR), self._v(_TMP))
-            a.fmul(self._v(_SCALAR), self._v(_SCALAR), self._v(_FIXED))
+            if plan.fixed:
+                a.fmul(self._v(_SCALAR), self._v(_SCALAR), self._v(_FIXED))
         for r, tmp, (off, width) in zip(row, tmps, part, strict=True):
             a.ldr(self._view(tmp, width), mem(plan.out, off))
             a.fmla(self._v(tmp), self._v(r), self._elem(bc))

@@ -20,6 +20,7 @@ from minijit.sparseauto import codegen, codegen_aarch64, codegen_rows, codegen_s
 from minijit.sparseauto.codegen_aarch64 import compile_nest_aarch64
 from minijit.sparseauto.codegen_aarch64_rows import row_layout
 from minijit.sparseauto.execute import SparseContraction
+from minijit.sparseauto.nest import Access, Compute, Loop, Nest, Operand
 from minijit.sparseauto.plan import sparse_plan
 from minijit.sparseauto.schedules import default_linear, enumerate_schedules
 from minijit.sparseauto.tensor import SparseTensor
@@ -195,3 +196,30 @@ def test_a_row_over_the_registers_takes_the_general_path():
     prog = compile_nest_aarch64(nest, extents, "fp64", "neon")
     assert "stationary_j" not in _labels(prog) and "vec_j" in _labels(prog)
     _runs_everywhere(nest, extents, values, dtype, a.to_dense() @ b)
+
+
+@pytest.mark.parametrize("m", [12, 7])
+def test_row_update_of_two_row_factors_and_two_scalars(m):
+    """A hand-built ``Out(i,l,m) += A(i,j)*B(j,l)*E(i,l)*C(j,m)*D(i,m)`` (as in test_codegen, on
+    every target): two variant scalars stepping along l, the sparse value fixed, two j-factors
+    multiplied into the row once (``row_l_m``), whole vectors and a tail."""
+    rng = np.random.default_rng(12)
+    a = _sparse((8, 6), 0.5, CSR, 7)
+    b, e, c, d = (rng.standard_normal(s) for s in ((6, 5), (8, 5), (6, m), (8, m)))
+    ops = (
+        Operand("A", ("i", "j"), CSR),
+        Operand.dense("B", ("j", "l")),
+        Operand.dense("E", ("i", "l")),
+        Operand.dense("C", ("j", "m")),
+        Operand.dense("D", ("i", "m")),
+    )
+    ins = tuple(Access(n, o.indices) for n, o in zip("ABECD", ops, strict=True))
+    body = Loop("l", (Loop("m", (Compute(Access("Out", ("i", "l", "m")), ins),)),))
+    nest = Nest(ops, Operand.dense("Out", ("i", "l", "m")), (Loop("i", (Loop("j", (body,)),)),))
+    extents = {"i": 8, "j": 6, "l": 5, "m": m}
+    for isa in ("neon", "sve"):
+        prog = compile_nest_aarch64(nest, extents, "fp64", isa)
+        assert {"row_l_m", "row_l_m_loop"} <= _labels(prog)
+        _reassembles(prog)
+    want = np.einsum("ij,jl,il,jm,im->ilm", a.to_dense(), b, e, c, d)
+    _runs_everywhere(nest, extents, (a, b, e, c, d), np.float64, want)
