@@ -148,20 +148,16 @@ class _Emitter(InnerLoops, Skeleton):
     def add_slot(self, r: Gpr, slot: Mem) -> None:
         self.a.add(r, slot)
 
-    def move(self, dst: Gpr, src: Gpr | Mem) -> None:
+    def move_plus(self, dst: Gpr, src: Gpr | Mem, imm: int) -> None:
         self.a.mov(dst, src)
-
-    def add_imm(self, r: Gpr, imm: int) -> None:
-        self.a.add(r, imm)
+        self.a.add(dst, imm)
 
     def cmp_arg(self, r: Gpr, index: int) -> None:
         self.a.cmp(r, qword(rbx + 8 * index))
 
-    def add_arg(self, r: Gpr, index: int) -> None:
-        self.a.add(r, qword(rbx + 8 * index))
-
-    def mul_imm3(self, dst: Gpr, src: Gpr, imm: int) -> None:
-        self.a.imul(dst, src, imm)
+    def row_address(self, dst: Gpr, idx: Gpr, row_bytes: int, index: int) -> None:
+        self.a.imul(dst, idx, row_bytes)
+        self.a.add(dst, qword(rbx + 8 * index))
 
     def prefetch(self, r: Gpr, disp: int) -> None:
         self.a.prefetcht0(ptr(r + disp))

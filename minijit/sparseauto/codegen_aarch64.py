@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from asm.aarch64 import Assembler, P, mem, post, sp, wzr, x9, x10, x11, x12, x13, x14, x16, x17, x19, xzr
 from asm.aarch64.registers import ScalarReg, VecReg, VReg, XReg, ZVec
-from minijit.kernels.aarch64.common import DType, add_imm, dtype_info, epilogue, loop, prologue, sp_adjust
+from minijit.kernels.aarch64.common import DType, dtype_info, epilogue, loop, prologue, sp_adjust
 from minijit.sparseauto.codegen_aarch64_rows import RowLoops64
 from minijit.sparseauto.codegen_skeleton import Skeleton, check_nest
 from minijit.sparseauto.emitter import Program
@@ -139,26 +139,23 @@ class _Emitter64(RowLoops64, Skeleton):
         self.load(_SCRATCH, slot)
         self.a.add(r, r, _SCRATCH)
 
-    def move(self, dst: XReg, src: XReg | int) -> None:
+    def move_plus(self, dst: XReg, src: XReg | int, imm: int) -> None:
         if isinstance(src, int):
             self.load(dst, src)
-        else:
-            self.a.mov(dst, src)
-
-    def add_imm(self, r: XReg, imm: int) -> None:
-        add_imm(self.a, r, imm, _SCRATCH)
+            src = dst
+        self.a.add(dst, src, imm)
 
     def cmp_arg(self, r: XReg, index: int) -> None:
         self.load_arg(_SCRATCH, index)
         self.a.cmp(r, _SCRATCH)
 
-    def add_arg(self, r: XReg, index: int) -> None:
+    def row_address(self, dst: XReg, idx: XReg, row_bytes: int, index: int) -> None:
         self.load_arg(_SCRATCH, index)
-        self.a.add(r, r, _SCRATCH)
-
-    def mul_imm3(self, dst: XReg, src: XReg, imm: int) -> None:
-        self.a.mov(_SCRATCH, imm)
-        self.a.mul(dst, src, _SCRATCH)
+        if row_bytes and row_bytes & (row_bytes - 1) == 0:
+            self.a.add(dst, _SCRATCH, idx, "lsl", row_bytes.bit_length() - 1)
+        else:
+            self.a.mov(dst, row_bytes)
+            self.a.madd(dst, idx, dst, _SCRATCH)
 
     def prefetch(self, r: XReg, disp: int) -> None:
         self.a.prfm("pldl1keep", mem(r, disp))

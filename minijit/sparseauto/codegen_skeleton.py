@@ -76,20 +76,14 @@ class SparseISA(Protocol):
     def add_slot(self, r: Reg, slot: Slot) -> None:
         """r += the stack slot."""
 
-    def move(self, dst: Reg, src: Reg | Slot) -> None:
-        """dst = a register or a stack slot."""
-
-    def add_imm(self, r: Reg, imm: int) -> None:
-        """r += a non-negative immediate."""
+    def move_plus(self, dst: Reg, src: Reg | Slot, imm: int) -> None:
+        """dst = a register or a stack slot, plus a non-negative immediate."""
 
     def cmp_arg(self, r: Reg, index: int) -> None:
         """Compare r with entry ``index`` of the args block (signed)."""
 
-    def add_arg(self, r: Reg, index: int) -> None:
-        """r += entry ``index`` of the args block."""
-
-    def mul_imm3(self, dst: Reg, src: Reg, imm: int) -> None:
-        """dst = src * imm."""
+    def row_address(self, dst: Reg, idx: Reg, row_bytes: int, index: int) -> None:
+        """dst = entry ``index`` of the args block (an address) + idx * row_bytes."""
 
     def prefetch(self, r: Reg, disp: int) -> None:
         """Prefetch the cache line at r + disp (bytes) for reading; never faults."""
@@ -340,15 +334,13 @@ class Skeleton(NestEmitter):
         lines = sum(-(-min(row_bytes, PREFETCH_ROW_BYTES) // 64) for _, row_bytes in rows)
         skip = self.new_label(f"prefetch_{loop.index}_skip")
         self.here(f"prefetch_{loop.index}")
-        self.move(idx, p)
-        self.add_imm(idx, self._prefetch_ahead(lines))  # the next fibres follow in crd: look past this one
+        self.move_plus(idx, p, self._prefetch_ahead(lines))  # the next fibres follow in crd: look past this one
         self.cmp_arg(idx, self.arg[(o.name, "size", k)])
         self.branch("ge", skip)
         self._base(crd, o.name, "crd", k)
         self.load_u32(crd, crd, idx)  # the coordinate that many positions on
         for tensor, row_bytes in rows:
-            self.mul_imm3(row, crd, row_bytes)
-            self.add_arg(row, self.arg[(tensor, "data", None)])
+            self.row_address(row, crd, row_bytes, self.arg[(tensor, "data", None)])
             for line in range(0, min(row_bytes, PREFETCH_ROW_BYTES), 64):
                 self.prefetch(row, line)
         self.bind(skip)
