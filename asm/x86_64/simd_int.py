@@ -4,7 +4,8 @@ Encoding classes (each one helper; the VEX/EVEX choice and disp8*N as in `asm.x8
 
 * three-operand arithmetic ``dst, src1, src2/mem/{1toN}`` (`INT3`: ``vpaddd``, ``vpaddq``,
   ``vpmulld``, ``vpmullq`` (AVX512DQ, EVEX only), ``vpmuludq``, ``vpxor`` (VEX only),
-  ``vpxord``/``vpxorq`` (EVEX only)) -- `asm.x86_64.simd.SimdMixin._arith3`;
+  ``vpxord``/``vpxorq`` (EVEX only), ``vpand``, ``vpcmpeqq``, ``vpcmpgtq`` (VEX only: their EVEX
+  forms write a mask register)) -- `asm.x86_64.simd.SimdMixin._arith3`;
 * shifts by an immediate ``dst, src/mem/{1toN}, imm8`` (`SHIFT_IMM`: ``vpsllq``, ``vpsrlq``; the
   opcode extension in ModR/M.reg, the destination in VEX/EVEX.vvvv; a memory source is EVEX only);
 * ``vpshufd dst, src/mem/{1toN}, imm8`` (two-operand with an immediate);
@@ -32,6 +33,9 @@ INT3: dict[str, Op] = {
     "vpxor": Op(0x66, "0F", 0xEF, 0, None, 0, True),
     "vpxord": Op(0x66, "0F", 0xEF, None, 0, 4),
     "vpxorq": Op(0x66, "0F", 0xEF, None, 1, 8),
+    "vpand": Op(0x66, "0F", 0xDB, 0, None, 0, True),
+    "vpcmpeqq": Op(0x66, "0F38", 0x29, 0, None, 0),
+    "vpcmpgtq": Op(0x66, "0F38", 0x37, 0, None, 0),
 }
 #: shifts by an immediate: (opcode op, ModR/M.reg extension)
 SHIFT_IMM: dict[str, tuple[Op, int]] = {

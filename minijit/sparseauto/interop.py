@@ -13,6 +13,10 @@ The family of the operands decides (pydata first, then scipy, when both occur):
 * **minijit** `SparseTensor` only: a numpy array, or a `SparseTensor` for a sampled output.
 
 Every result owns its arrays (no view of an operand's or the kernel's storage).
+
+Operands come in through `operand`: a pydata ``COO`` (sorted, no duplicates, int64 coordinates,
+as pydata builds it) is converted by one fused native pass (`convert_native.csf_from_sorted`,
+x86-64), everything else, and anything that pass refuses, by `tensor.as_sparse`.
 """
 
 from __future__ import annotations
@@ -21,9 +25,24 @@ from typing import Any
 
 import numpy as np
 
-from minijit.sparseauto.tensor import SparseTensor
+from minijit.sparseauto import convert_native
+from minijit.sparseauto.tensor import SparseTensor, as_sparse
 
-__all__ = ["family", "pydata_class", "result_like"]
+__all__ = ["family", "operand", "pydata_class", "result_like"]
+
+
+def operand(x: Any, name: str) -> SparseTensor:
+    """A sparse operand of an einsum call (float32/float64 values) as a `SparseTensor` used at
+    once: a pydata ``COO`` with zero fill value through the fused pass (its coordinates only read,
+    its data a read-only view where it already has the dtype), the rest as `as_sparse` converts
+    them with ``copy=False`` (read-only views of the caller's arrays where the layout matches)."""
+    if family(x) == "pydata" and type(x).__name__ == "COO" and len(x.shape) and x.fill_value == 0:
+        dt = np.dtype(x.dtype)
+        if dt in (np.float32, np.float64):
+            t = convert_native.csf_from_sorted(x.coords, x.data, tuple(int(n) for n in x.shape), dt)
+            if t is not None:
+                return t
+    return as_sparse(x, name, copy=False)
 
 
 def family(x: Any) -> str | None:
@@ -123,14 +142,20 @@ def _pydata(result: np.ndarray | SparseTensor, sparse_ops: list, cls: Any = None
 
 
 def _coo_from_dense(a: np.ndarray) -> Any:
-    """``sparse.COO.from_numpy(a)`` (its non-zeros, in C order, own arrays) without its
-    ``np.unravel_index``, which costs ~40 ns a value: coordinates by ``np.indices`` when every
-    value is non-zero, else by one ``divmod`` per axis."""
+    """``sparse.COO.from_numpy(a)`` (its non-zeros, in C order, own arrays; a float is zero when
+    all its bits are, so -0.0 is stored as from_numpy stores it) without its
+    ``np.unravel_index``, which costs ~40 ns a value: one native pass where it applies
+    (`convert_native.coo_from_dense`), else coordinates by ``np.indices`` when every value is
+    non-zero, by one ``divmod`` per axis otherwise."""
     import sparse  # noqa: PLC0415
 
     if a.ndim == 0:
         return sparse.COO.from_numpy(a)
-    flat = np.flatnonzero(a)
+    found = convert_native.coo_from_dense(a)  # one native pass where it applies
+    if found is not None:
+        return sparse.COO(found[0], found[1], shape=a.shape, has_duplicates=False, sorted=True)
+    bits = a.view(f"i{a.dtype.itemsize}") if a.dtype.kind == "f" and a.dtype.itemsize in (2, 4, 8) else a
+    flat = np.flatnonzero(bits)  # floats: -0.0 is stored, as from_numpy stores it
     if flat.shape[0] == a.size:
         coords = np.indices(a.shape, dtype=np.intp).reshape(a.ndim, -1)
     else:
