@@ -9,11 +9,17 @@ with a message naming the array.
 
 Column indices must be non-decreasing within each row (sorted; duplicates
 are allowed and summed, as in ``S @ B``).
+
+A `Csr` is a thin view of the shared sparse layer's tensor type: its levels are
+``(Dense(), Compressed(unique=False))`` (`minijit.sparseauto.formats`), `Csr.tensor` is the
+`minijit.sparseauto.SparseTensor` over the same arrays, and `as_csr` takes such a tensor
+(any matrix whose formats say: a full level, then a segmented one, mode order (0, 1)).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -41,6 +47,32 @@ class Csr:
     @property
     def row_nnz(self) -> np.ndarray:
         return np.diff(self.indptr)
+
+    @property
+    def levels(self) -> tuple:
+        """The level formats (`minijit.sparseauto.formats`): every row, then each row's columns
+        (sorted, repeats allowed)."""
+        from minijit.sparseauto.formats import DENSE, Compressed
+
+        return (DENSE, Compressed(unique=False))
+
+    def tensor(self, values: np.ndarray | None = None) -> Any:
+        """The shared layer's `minijit.sparseauto.SparseTensor` over these arrays (read-only views,
+        nothing copied), with ``values`` (float32/float64, nnz of them; default ``data``, which
+        must then be float32 or float64)."""
+        from minijit.sparseauto.tensor import Level, SparseTensor
+
+        vals = self.data if values is None else values
+        if vals.dtype not in (np.float32, np.float64) or vals.shape != (self.nnz,):
+            raise TypeError(
+                f"values must be nnz = {self.nnz} float32 or float64 numbers, got {vals.dtype} {vals.shape}"
+            )
+        m, k = self.shape
+        rows, cols = self.levels
+        pos, crd, v = self.indptr.view(), self.indices.view(), np.ascontiguousarray(vals).view()
+        for a in (pos, crd, v):
+            a.flags.writeable = False
+        return SparseTensor._trusted((m, k), (Level(rows, m), Level(cols, k, pos, crd)), v, (0, 1))
 
     def to_scipy(self):
         import scipy.sparse as sp
@@ -82,6 +114,8 @@ def as_csr(x: object) -> Csr:
     """Validate ``x`` (scipy CSR or ``(indptr, indices, data, shape)``) into a `Csr`."""
     if isinstance(x, Csr):
         return x
+    if _is_tensor(x):  # the shared layer's tensor: a CSR view when its formats say so
+        return _from_tensor(x)
     if isinstance(x, tuple | list):
         if len(x) != 4:
             raise ValueError(f"a CSR tuple is (indptr, indices, data, shape); got {len(x)} items")
@@ -134,6 +168,22 @@ def as_csr(x: object) -> Csr:
         data,
         (m, k),
     )
+
+
+def _is_tensor(x: object) -> bool:
+    return type(x).__name__ == "SparseTensor" and type(x).__module__ == "minijit.sparseauto.tensor"
+
+
+def _from_tensor(t: Any) -> Csr:
+    """A `Csr` over a `SparseTensor`'s arrays (shared, read-only): a matrix stored by rows whose
+    first level is full and second segmented (`LevelFormat.segmented`); TypeError otherwise."""
+    if t.ndim != 2 or t.mode_order != (0, 1) or not (t.levels[0].full and t.levels[1].segmented):
+        raise TypeError(
+            f"expected a CSR SparseTensor (a full level, then a segmented one, mode order (0, 1)), got {t!r}; "
+            "convert with SparseTensor.from_coo(*t.to_coo(), t.shape, ('dense', 'compressed'))"
+        )
+    lv = t.storage[1]
+    return Csr(lv.pos, lv.crd, t.vals, (int(t.shape[0]), int(t.shape[1])))
 
 
 def check_dense(b: object, k: int, n: int, dtypes: tuple = (np.float16, np.float32)) -> np.ndarray:

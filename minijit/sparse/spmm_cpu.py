@@ -1,6 +1,9 @@
 """`CpuSpMM`: the native target of `minijit.sparse.spmm.SpMM` (JIT'd CPU kernels, `minijit.sparse.cpu`).
 
-Rows are split over minijit's thread pool by cost (nnz + rows). ``dtype="fp16"`` rounds S and B to
+Served by the shared sparse layer: S is the layer's tensor type (`Csr.tensor`: a full level,
+then a segmented one) and ``C = S @ B`` runs through `minijit.sparseauto.execute.RowSpMM`, the
+route sparse einsum ``ij,jk->ik`` takes for the same tensor. Rows are split over minijit's
+thread pool by cost (nnz + rows). ``dtype="fp16"`` rounds S and B to
 fp16 first (the GPU's input precision) and computes in fp32. Host arrays of any kind are taken for
 B and C: numpy arrays, torch CPU tensors and host DLPack producers (C is written in place through
 its memory, `minijit.runtime.device_arrays.host_array`).
@@ -90,11 +93,21 @@ class CpuSpMM(SpMM):
         #: the target whose kernel runs (`spmm_target`), and the kernel's ISA
         self.target_info = spmm_target(isa)
         self.isa = self.target_info.spmm_isa
-        self._kernel = self.target_info.spmm(self.n)
         from minijit.parallel import default_threads
+        from minijit.sparseauto.execute import RowSpMM
 
         self.threads = max(1, int(threads) if threads is not None else default_threads())
-        self._splits = self._row_splits(self.threads)
+        #: the shared layer's CSR route over S as the layer's tensor (values rounded per `dtype`)
+        self._layer = RowSpMM(self.csr.tensor(self._data32), self.n, self.target_info, self.threads)
+        self._kernel = self._layer.kernel
+
+    @property
+    def _splits(self) -> list[tuple[int, int]]:
+        """The row ranges the threads run (`RowSpMM` splits by nnz + rows)."""
+        return self._layer.splits
+
+    def _upload_values(self, data: np.ndarray) -> None:
+        self._layer.use(self.csr.tensor(self._data32))
 
     def _kernel_name(self) -> str:
         return f"csr_spmm_{self.isa}_n{self.n}"
@@ -117,38 +130,8 @@ class CpuSpMM(SpMM):
                 c[...] = dst
         return c if isinstance(out, np.ndarray) else out
 
-    def _row_splits(self, threads: int) -> list[tuple[int, int]]:
-        """Contiguous row ranges of about equal cost (nnz + rows)."""
-        m = self.csr.shape[0]
-        if m == 0:
-            return []
-        cost = self.csr.indptr.astype(np.int64) + np.arange(m + 1)
-        parts = max(1, min(threads, m))
-        cuts = np.searchsorted(cost, np.linspace(0, cost[-1], parts + 1)[1:-1])
-        bounds = [0, *sorted(set(int(x) for x in cuts if 0 < x < m)), m]
-        return list(zip(bounds[:-1], bounds[1:], strict=True))
-
     def _run(self, b: np.ndarray, c: np.ndarray) -> None:
         bb = b
         if self.dtype == "fp16":
             bb = np.asarray(b, np.float16).astype(np.float32)
-        bb = np.ascontiguousarray(bb, dtype=np.float32)
-        indptr, indices, data = self.csr.indptr, self.csr.indices, self._data32
-        if indices.shape[0] == 0:  # pointers must reference something
-            indices, data = np.zeros(1, np.int32), np.zeros(1, np.float32)
-        kern = self._kernel
-
-        def run(r0: int, r1: int) -> None:
-            kern(indptr[r0:], indices, data, bb, c[r0:], r1 - r0)
-
-        if len(self._splits) <= 1:
-            for r0, r1 in self._splits:
-                run(r0, r1)
-            return
-        from minijit.parallel import _pool
-
-        pool = _pool(len(self._splits) - 1)
-        futures = [pool.submit(run, r0, r1) for r0, r1 in self._splits[1:]]
-        run(*self._splits[0])
-        for f in futures:
-            f.result()
+        self._layer.run(np.ascontiguousarray(bb, dtype=np.float32), c)

@@ -40,7 +40,7 @@ from minijit.sparseauto.nest import Compute, Loop, Nest, Operand
 from minijit.sparseauto.tensor import INDEX_MAX, Level, SparseTensor
 from minijit.targets import CpuTarget
 
-__all__ = ["DTYPES", "SparseContraction", "cpu_target"]
+__all__ = ["DTYPES", "RowSpMM", "SparseContraction", "cpu_target", "row_spmm_accepts"]
 
 DTYPES = {np.dtype(np.float32): "fp32", np.dtype(np.float64): "fp64"}
 #: iterations of the top loop per thread, or work (iterations plus the stored values below
@@ -123,6 +123,77 @@ def statement_work(nest: Nest, x: Operand, extents: Mapping[str, int]) -> list[t
     if not isinstance(top, Loop) or not x.indices or top.index != x.indices[0]:
         return None
     return out if visit(top, 0, 1) else None
+
+
+def row_spmm_accepts(t: object) -> bool:
+    """Does `RowSpMM` take ``t``: a float32 matrix stored by rows (mode order (0, 1)) whose first
+    level is full (every row, indexed) and whose second is segmented (a row's positions are
+    ``pos[r] .. pos[r+1]-1`` with columns ``crd``), as its formats say: CSR, duplicates allowed."""
+    return (
+        isinstance(t, SparseTensor)
+        and t.ndim == 2
+        and t.mode_order == (0, 1)
+        and t.dtype == np.float32
+        and t.levels[0].full
+        and t.levels[1].segmented
+    )
+
+
+class RowSpMM:
+    """``C = S @ B`` for a CSR-like `SparseTensor` ``S`` (`row_spmm_accepts`): the shared layer's
+    route for ``ij,jk->ik`` with a sparse first operand, float32, on a CPU whose target has a
+    CSR row kernel (`CpuTarget.spmm`: AVX-512/AVX2/NEON, specialised on N). Rows are split over
+    minijit's thread pool into ranges of about equal cost (non-zeros + rows). ``B``: K x N
+    float32, C-contiguous; ``C``: M x N float32, C-contiguous, overwritten (elements)."""
+
+    def __init__(self, s: SparseTensor, n: int, target: CpuTarget, threads: int = 1, kernel: Any = None) -> None:
+        if not row_spmm_accepts(s):
+            raise ValueError(f"RowSpMM takes a float32 matrix with a full then a segmented level (CSR), got {s!r}")
+        self.n, self.target, self.threads = int(n), target, max(1, int(threads))
+        #: the target's CSR row kernel for N = n (a given one is reused: its generation costs ms)
+        self.kernel = kernel if kernel is not None else target.spmm(self.n)
+        self.use(s)
+
+    def use(self, s: SparseTensor) -> None:
+        """Run on ``s`` from now on (same shape; new values or a new pattern)."""
+        if not row_spmm_accepts(s):
+            raise ValueError(f"RowSpMM takes a float32 matrix with a full then a segmented level (CSR), got {s!r}")
+        lv = s.storage[1]
+        self.s, self.pos, self.crd, self.vals = s, lv.pos, lv.crd, s.vals
+        if self.crd.shape[0] == 0:  # the kernel's pointers must reference something
+            self.crd, self.vals = np.zeros(1, np.int32), np.zeros(1, np.float32)
+        self.splits = self._row_splits()
+
+    def _row_splits(self) -> list[tuple[int, int]]:
+        """Contiguous row ranges of about equal cost (nnz + rows)."""
+        m = self.s.shape[0]
+        if m == 0:
+            return []
+        cost = self.pos.astype(np.int64) + np.arange(m + 1)
+        parts = max(1, min(self.threads, m))
+        cuts = np.searchsorted(cost, np.linspace(0, cost[-1], parts + 1)[1:-1])
+        bounds = [0, *sorted({int(x) for x in cuts if 0 < x < m}), m]
+        return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+    def run(self, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        """``c[:] = S @ b`` (both checked by the caller: float32, C-contiguous, K x N and M x N)."""
+        pos, crd, vals, kern = self.pos, self.crd, self.vals, self.kernel
+
+        def rows(r0: int, r1: int) -> None:
+            kern(pos[r0:], crd, vals, b, c[r0:], r1 - r0)
+
+        if len(self.splits) <= 1:
+            for r0, r1 in self.splits:
+                rows(r0, r1)
+            return c
+        from minijit.parallel import _pool
+
+        pool = _pool(len(self.splits) - 1)
+        futures = [pool.submit(rows, r0, r1) for r0, r1 in self.splits[1:]]
+        rows(*self.splits[0])
+        for f in futures:
+            f.result()
+        return c
 
 
 class SparseContraction:
