@@ -155,9 +155,9 @@ class _Emitter(InnerLoops, Skeleton):
     def cmp_arg(self, r: Gpr, index: int) -> None:
         self.a.cmp(r, qword(rbx + 8 * index))
 
-    def row_address(self, dst: Gpr, idx: Gpr, row_bytes: int, index: int) -> None:
+    def row_address(self, dst: Gpr, idx: Gpr, row_bytes: int, base: int | Gpr) -> None:
         self.a.imul(dst, idx, row_bytes)
-        self.a.add(dst, qword(rbx + 8 * index))
+        self.a.add(dst, qword(rbx + 8 * base) if isinstance(base, int) else base)
 
     def prefetch(self, r: Gpr, disp: int) -> None:
         self.a.prefetcht0(ptr(r + disp))

@@ -149,13 +149,15 @@ class _Emitter64(RowLoops64, Skeleton):
         self.load_arg(_SCRATCH, index)
         self.a.cmp(r, _SCRATCH)
 
-    def row_address(self, dst: XReg, idx: XReg, row_bytes: int, index: int) -> None:
-        self.load_arg(_SCRATCH, index)
+    def row_address(self, dst: XReg, idx: XReg, row_bytes: int, base: int | XReg) -> None:
+        if isinstance(base, int):
+            self.load_arg(_SCRATCH, base)
+            base = _SCRATCH
         if row_bytes and row_bytes & (row_bytes - 1) == 0:
-            self.a.add(dst, _SCRATCH, idx, "lsl", row_bytes.bit_length() - 1)
+            self.a.add(dst, base, idx, "lsl", row_bytes.bit_length() - 1)
         else:
             self.a.mov(dst, row_bytes)
-            self.a.madd(dst, idx, dst, _SCRATCH)
+            self.a.madd(dst, idx, dst, base)
 
     def prefetch(self, r: XReg, disp: int) -> None:
         self.a.prfm("pldl1keep", mem(r, disp))

@@ -54,6 +54,7 @@ class RowLoops64(RowLoops):
     """`RowLoops` on AArch64 (see the module doc); a mixin of `codegen_aarch64._Emitter64`."""
 
     TIGHT_REGS = TIGHT_REGS
+    PREFETCH_HOLDS = True
     regs = _Regs((_PROD, *_POOL))
     PREFIX_ACCUMULATORS = 15  # v9-v23: what a row may take when other loops run before its inner loop
 
@@ -175,7 +176,8 @@ class RowLoops64(RowLoops):
         xr = x10 if walked else plan.p
         if walked:
             o = walked[0]
-            self._prefetch_rows(loop, o, o.indices.index(loop.index), plan.p)
+            held = None if plan.prefetch is None else (plan.crd, *plan.prefetch)
+            self._prefetch_rows(loop, o, o.indices.index(loop.index), plan.p, held)
             a.ldr(x10.w, mem(plan.crd, plan.p, "lsl", 2))  # the coordinate
         bc = _FIXED
         if plan.dots:  # the fused dot product, summed into lane 0 of a register (the temporary)

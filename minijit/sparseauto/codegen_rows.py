@@ -49,6 +49,8 @@ class Tight:
     offsets: dict[int, Reg]
     dots: tuple[tuple[Access, Reg, int], ...] = ()
     dot_index: str | None = None
+    #: registers holding the walked level's size and the prefetched rows' bases (`PREFETCH_HOLDS`)
+    prefetch: tuple[Reg, tuple[Reg, ...]] | None = None
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,7 @@ class RowLoops:
     """The plans and the control flow of the row-in-registers loops (see the module doc)."""
 
     FUSED_DOT = True
+    PREFETCH_HOLDS = False  # a tight walk holds its prefetch's size and row bases in registers
     #: (inner loop, accumulators, the ISA's tail) while emitting a loop whose output stays in registers
     _stationary: tuple[Loop, list[Any], Any] | None = None
     _stationary_prefix = False  # the stationary loop's body has nodes before its inner loop
@@ -181,7 +184,13 @@ class RowLoops:
         except StopIteration:
             return None
         index = None if dot is None else loop.body[1].index  # type: ignore[union-attr]
-        return Tight(p, end, crd, tuple(scalars), tuple(fixed), tuple(vectors), offsets, dots, index)
+        held = None
+        if walked and self.PREFETCH_HOLDS and (rows := self._prefetch_rows_of(loop)):
+            try:
+                held = (next(regs), tuple(next(regs) for _ in rows))
+            except StopIteration:
+                held = None  # the prefetch reads them from the args block
+        return Tight(p, end, crd, tuple(scalars), tuple(fixed), tuple(vectors), offsets, dots, index, held)
 
     def _fused_dot(self, loop: Loop, inner: Loop) -> Compute | None:
         """The dot product of a body ``[Temp T<>, for k: T() += x(k)*y(k)..., inner]`` whose inner
@@ -362,7 +371,7 @@ class RowLoops:
     def _tight_pointers(self, loop: Loop, inner: Loop, plan: Tight) -> None:
         """A tight loop's base pointers: the walked level's ``crd``, the row factors' and the
         scalar factors' (x's own offset left out; the walked operand's values by position), a
-        fused dot product's."""
+        fused dot product's, and what its prefetch holds."""
         x, walked = loop.index, self.nest.walks(loop)
         if walked:
             o = walked[0]
@@ -377,3 +386,9 @@ class RowLoops:
                 self._address(acc, base, skip=skip)
         for acc, base, _ in plan.dots:
             self._address(acc, base, skip={x, plan.dot_index})
+        if plan.prefetch is not None:
+            o = walked[0]
+            size, bases = plan.prefetch
+            self.load_arg(size, self.arg[(o.name, "size", o.indices.index(x))])
+            for (tensor, _), base in zip(self._prefetch_rows_of(loop), bases, strict=True):
+                self._base(base, tensor, "data")

@@ -82,8 +82,9 @@ class SparseISA(Protocol):
     def cmp_arg(self, r: Reg, index: int) -> None:
         """Compare r with entry ``index`` of the args block (signed)."""
 
-    def row_address(self, dst: Reg, idx: Reg, row_bytes: int, index: int) -> None:
-        """dst = entry ``index`` of the args block (an address) + idx * row_bytes."""
+    def row_address(self, dst: Reg, idx: Reg, row_bytes: int, base: int | Reg) -> None:
+        """dst = ``base`` (entry ``base`` of the args block, an address, or a register) + idx *
+        row_bytes."""
 
     def prefetch(self, r: Reg, disp: int) -> None:
         """Prefetch the cache line at r + disp (bytes) for reading; never faults."""
@@ -316,31 +317,44 @@ class Skeleton(NestEmitter):
         self._next(p, end, top)
         self.bind(done)
 
-    def _prefetch_rows(self, loop: Loop, o: Operand, k: int, p: Reg | Slot) -> None:
-        """prefetch_<i>: the rows that iteration p + `prefetch_ahead` of the walk will read, of
-        the dense operands whose first index is the walked one (random rows of B in SpMM, of
-        C and D in SDDMM): their cache misses overlap this iteration's work. Positions past
-        the fibre (the next fibres, walked next) count; only positions inside ``crd`` are
-        looked up, and a prefetch never faults. ``p``: the position, a register or a slot."""
-        idx, row, crd = self.w[0], self.w[1], self.w[2]
+    def _prefetch_rows_of(self, loop: Loop) -> list[tuple[str, int]]:
+        """The dense operands a walk over ``loop`` prefetches (their first index is the walked
+        one: random rows of B in SpMM, of C and D in SDDMM) and their row bytes."""
         read = {x.tensor: x for c in walk_nodes(loop.body) if isinstance(c, Compute) for x in c.ins}
-        rows = [
+        return [
             (x.tensor, self.strides[x.tensor][loop.index] * self.es)
             for x in read.values()
             if x.tensor in self.strides and x.tensor not in self.temp_sizes and x.indices[:1] == (loop.index,)
         ]
+
+    def _prefetch_rows(
+        self, loop: Loop, o: Operand, k: int, p: Reg | Slot, held: tuple[Reg, Reg, tuple[Reg, ...]] | None = None
+    ) -> None:
+        """prefetch_<i>: the rows that iteration p + `prefetch_ahead` of the walk will read
+        (`_prefetch_rows_of`): their cache misses overlap this iteration's work. Positions past
+        the fibre (the next fibres, walked next) count; only positions inside ``crd`` are
+        looked up, and a prefetch never faults. ``p``: the position, a register or a slot;
+        ``held``: registers holding the level's ``crd`` and its size and the rows' bases (else
+        they are read from the args block)."""
+        idx, row, crd = self.w[0], self.w[1], self.w[2]
+        rows = self._prefetch_rows_of(loop)
         if not rows:
             return
         lines = sum(-(-min(row_bytes, PREFETCH_ROW_BYTES) // 64) for _, row_bytes in rows)
         skip = self.new_label(f"prefetch_{loop.index}_skip")
         self.here(f"prefetch_{loop.index}")
         self.move_plus(idx, p, self._prefetch_ahead(lines))  # the next fibres follow in crd: look past this one
-        self.cmp_arg(idx, self.arg[(o.name, "size", k)])
+        if held is None:
+            self.cmp_arg(idx, self.arg[(o.name, "size", k)])
+        else:
+            self.cmp_reg(idx, held[1])
         self.branch("ge", skip)
-        self._base(crd, o.name, "crd", k)
-        self.load_u32(crd, crd, idx)  # the coordinate that many positions on
-        for tensor, row_bytes in rows:
-            self.row_address(row, crd, row_bytes, self.arg[(tensor, "data", None)])
+        if held is None:
+            self._base(crd, o.name, "crd", k)
+        self.load_u32(crd, crd if held is None else held[0], idx)  # the coordinate that many positions on
+        for n, (tensor, row_bytes) in enumerate(rows):
+            base = self.arg[(tensor, "data", None)] if held is None else held[2][n]
+            self.row_address(row, crd, row_bytes, base)
             for line in range(0, min(row_bytes, PREFETCH_ROW_BYTES), 64):
                 self.prefetch(row, line)
         self.bind(skip)

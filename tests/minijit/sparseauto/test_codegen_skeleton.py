@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 
 import minijit
 from asm import llvm
+from minijit.kernels.aarch64.mca import loop_body
 from minijit.runtime import host
 from minijit.sparseauto import codegen, codegen_aarch64, codegen_rows, codegen_skeleton
 from minijit.sparseauto.codegen_aarch64 import compile_nest_aarch64
@@ -129,6 +130,8 @@ def test_spmm_tight_paired_walk_at_every_tail(n, dtype):
         assert {"stationary_j", "tight_walk_A_k", "tight_walk_A_k_pairs_done"} <= _labels(prog)
         assert "whilelt" not in prog.asm.listing()  # the row loops are NEON on both ISAs
         assert "prefetch_k" in _labels(prog) and "prfm pldl1keep" in prog.asm.listing()  # B's rows ahead
+        tight = loop_body(prog.asm.listing(), "tight_walk_A_k")
+        assert "x19" not in tight and "[sp" not in tight  # nothing from the args block or the stack
         _reassembles(prog)
     want = a.to_dense() @ b
     _runs_everywhere(nest, extents, values, dtype, want, 1e-5 if dtype == np.float32 else 1e-12)
