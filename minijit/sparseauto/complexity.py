@@ -23,7 +23,7 @@ import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from minijit.sparseauto.nest import COMPRESSED, Compute, Loop, Nest, Node, Operand, cached_hash, fields_state
+from minijit.sparseauto.nest import Compute, Loop, Nest, Node, Operand, cached_hash, fields_state
 
 #: A symbol: ``("dim", index)`` or ``("nnz", operand, prefix)``.
 Symbol = tuple
@@ -143,13 +143,13 @@ class Assumptions:
             if s[0] == "dim":
                 coef[s[1]] = coef.get(s[1], 0) + e
         for o in self.operands:
-            comp = [k for k, f in enumerate(o.levels) if f == COMPRESSED]
+            comp = [k for k, f in enumerate(o.levels) if f.sparse]
             b = {k: powers.get(nnz_symbol(o.name, o.indices[: k + 1]), 0) for k in comp}
             for u, idx in enumerate(o.indices):
                 # log pos(c) = sum over u <= c of d_u; d_u = log N for a dense level, in [0, log N]
                 # for a compressed one (the minimum takes the end its coefficient prefers).
                 cu = sum(b[c] for c in comp if c >= u)
-                if o.levels[u] != COMPRESSED or cu < 0:
+                if not o.levels[u].sparse or cu < 0:
                     coef[idx] = coef.get(idx, 0) + cu
         return coef
 
@@ -253,7 +253,7 @@ def _statement_count(sparse: _Sparse, loops: _Context) -> _Powers:
         depth = 0
         while depth < len(o.indices) and o.indices[depth] in walked:
             depth += 1
-        comp = [k for k in range(depth) if o.levels[k] == COMPRESSED]
+        comp = [k for k in range(depth) if o.levels[k].sparse]
         if not comp:
             continue
         c = comp[-1]
@@ -318,7 +318,7 @@ def statement_path(nest: Nest, c: Compute, inner: Loop | None) -> str:
     levels = {o.name: o for o in (*nest.operands, nest.output) if o.sparse}
     for acc in uses:
         o = levels.get(acc.tensor)
-        if o is not None and (j not in o.indices or o.levels[o.indices.index(j)] == COMPRESSED or o is not nest.output):
+        if o is not None and (j not in o.indices or o.levels[o.indices.index(j)].sparse or o is not nest.output):
             return "scalar"  # a sparse operand's level, or a sampled output's compressed one
     return "vector" if all(acc.indices[-1] == j for acc in uses) else "strided"
 

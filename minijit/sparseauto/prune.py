@@ -35,7 +35,7 @@ from minijit.sparseauto.complexity import (
     nnz_symbol,
     statement_counts,
 )
-from minijit.sparseauto.nest import COMPRESSED, Compute, Loop, Nest, Node, Operand
+from minijit.sparseauto.nest import Compute, Loop, Nest, Node, Operand
 
 #: Default memory-depth threshold of stage 1 (the seed prunes 3-D temporaries and larger).
 DEFAULT_MAX_MEMORY_DEPTH = 2
@@ -149,7 +149,7 @@ def estimate_level_counts(operand: Operand, sizes: Mapping[str, int], nnz: int) 
     above it holds the expected number of distinct prefixes, ``M * (1 - exp(-n / M))`` for
     ``M`` prefix cells.
     """
-    comp = [k for k, f in enumerate(operand.levels) if f == COMPRESSED]
+    comp = [k for k, f in enumerate(operand.levels) if f.sparse]
     if not comp:
         return {}
     last = comp[-1]
@@ -188,7 +188,7 @@ def environment(
         if o.name not in nnz:
             raise ValueError(f"run-time choice: no non-zero count for sparse operand {o.name}")
         given = nnz[o.name]
-        comp = [k for k, f in enumerate(o.levels) if f == COMPRESSED]
+        comp = [k for k, f in enumerate(o.levels) if f.sparse]
         if isinstance(given, int) and not isinstance(given, bool):
             if given < 0:
                 raise ValueError(f"run-time choice: nnz of {o.name} must be >= 0, got {given}")

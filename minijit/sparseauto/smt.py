@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from minijit.sparseauto.complexity import Monomial, Poly, Symbol, dim_symbol, nnz_symbol, symbol_name
-from minijit.sparseauto.nest import COMPRESSED, Operand
+from minijit.sparseauto.nest import Operand
 from minijit.sparseauto.prune import Bucket
 
 #: Per-query solver timeout (milliseconds).
@@ -72,7 +72,7 @@ def parse_constraints(
     level_names = {}
     for o in operands:
         for k, f in enumerate(o.levels):
-            if f == COMPRESSED:
+            if f.sparse:
                 sym = nnz_symbol(o.name, o.indices[: k + 1])
                 level_names[symbol_name(sym)] = sym
     out = {}
@@ -84,7 +84,7 @@ def parse_constraints(
             out[key] = (((level_names[key], 1),), rng)
         elif any(o.name == key for o in operands):
             o = next(o for o in operands if o.name == key)
-            comp = [k for k, f in enumerate(o.levels) if f == COMPRESSED]
+            comp = [k for k, f in enumerate(o.levels) if f.sparse]
             if not comp:
                 raise ValueError(f"constraint {key!r}: operand {key} is dense; constrain its indices instead")
             last = comp[-1]
@@ -111,7 +111,7 @@ class _Model:
             prev = None  # z3 expression of the positions of the previous level
             for k, (idx, f) in enumerate(zip(o.indices, o.levels, strict=True)):
                 n = self.var(dim_symbol(idx))
-                if f == COMPRESSED:
+                if f.sparse:
                     p = self.var(nnz_symbol(o.name, o.indices[: k + 1]))
                     lower = prev if prev is not None else 1
                     upper = n if prev is None else prev * n

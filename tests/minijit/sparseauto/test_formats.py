@@ -32,8 +32,10 @@ ROOT = Path(__file__).resolve().parents[3]
 #: a level format's name compared as a string: ``== "dense"``, ``in ("compressed", ...)``,
 #: ``"singleton" !=``, ``case "blocked4"``
 _NAME = r"""["'](?:dense|compressed|compressed_nonunique|singleton|blocked\d*)["']"""
+_CONSTANT = r"\b(?:DENSE|COMPRESSED|SINGLETON)\b"  # the format constants: ask a capability instead
 _COMPARISON = re.compile(
-    rf"""(?:==|!=|\bin\b|\bis\b)\s*[(\[{{]?\s*{_NAME}|{_NAME}\s*[)\]}}]?\s*(?:==|!=|\bin\b|\bis\b)|\bcase\s+{_NAME}"""
+    rf"""(?:==|!=|\bin\b|\bis\b)\s*[(\[{{]?\s*(?:{_NAME}|{_CONSTANT})"""
+    rf"""|(?:{_NAME}|{_CONSTANT})\s*[)\]}}]?\s*(?:==|!=|\bin\b|\bnot in\b|\bis\b)|\bcase\s+{_NAME}"""
 )
 #: lines other helpers own (issue 53 part 1's interop), reported, not edited here: exact text
 _ALLOWED = {("minijit/sparseauto/interop.py", 'if result.levels == ("dense", "compressed"):')}
@@ -62,9 +64,11 @@ def test_scan_finds_a_comparison_when_one_is_there():
         'if x in ("dense", "compressed"):',
         'if levels == ("dense", "compressed"):',
         '    case "blocked4":',
+        "comp = [k for k, f in enumerate(o.levels) if f == COMPRESSED]",
+        "if DENSE in levels:",
     ):
         assert _comparisons("x.py", bad), bad
-    for fine in ('Level("dense", 3)', 'levels = ("compressed",) * 3', 'return ("dense", n)'):
+    for fine in ('Level("dense", 3)', 'levels = ("compressed",) * 3', 'return ("dense", n)', "(DENSE,) * len(rest)"):
         assert not _comparisons("x.py", fine), fine
 
 
