@@ -77,6 +77,7 @@ class _Emitter64(RowLoops64, Skeleton):
 
     MAX_VEC_STATEMENTS = _MAX_STATEMENTS
     POINTER_REGS = len(_PTR_REGS)
+    PTR_REGS = _PTR_REGS
     w = (x10, x11, x12, x13)  # the skeleton's scratch registers (x14 is the instructions' own)
     BRANCHES = {"lt": "b_lt", "ge": "b_ge", "gt": "b_gt", "always": "b"}
 
@@ -239,7 +240,7 @@ class _Emitter64(RowLoops64, Skeleton):
             if n:
                 a.fmul(self._v(dst), self._v(dst), self._v(dst + 1))
 
-    def _scalar_to_slot(self, factors: list[Access], slot: int) -> None:
+    def _scalar_product(self, factors: list[Access], slot: int) -> None:
         """The stack ``slot`` = product of ``factors`` (1.0 when there are none); uses x9-x11, v0, v1."""
         a = self.a
         if not factors:
@@ -269,22 +270,7 @@ class _Emitter64(RowLoops64, Skeleton):
         stmts: tuple[Compute, ...] = loop.body  # type: ignore[assignment]
         if n == 0:
             return
-        # prologue: each statement's product of the factors without j, and pointers at j = 0
-        for s, c in enumerate(stmts):
-            self._scalar_to_slot([x for x in c.ins if j not in x.indices], self.bcast[s])
-        regs = iter(_PTR_REGS)
-        plan: list[tuple[XReg | None, list[XReg]]] = []  # (out pointer or None: a dot product, factors)
-        for c in stmts:
-            jf = []
-            for x in c.ins:
-                if j in x.indices:
-                    jf.append(next(regs))
-                    self._address(x, jf[-1], skip=j)
-            out = None
-            if j in c.out.indices:
-                out = next(regs)
-                self._address(c.out, out, skip=j)
-            plan.append((out, jf))
+        plan = self._inner_prologue(stmts, j)  # broadcast factors in slots, pointers at j = 0
         a.label(f"vec_{j}")
         if self.isa == "sve":
             self._sve_loop(n, plan)

@@ -128,11 +128,7 @@ class RowLoops64(RowLoops):
         c = inner.body[0]
         assert isinstance(c, Compute)
         j = inner.index
-        self._scalar_to_slot([x for x in c.ins if j not in x.indices], self.bcast[0])
-        rows = [x for x in c.ins if j in x.indices]
-        ptrs = list(TIGHT_REGS[: len(rows)])
-        for x, r in zip(rows, ptrs, strict=True):
-            self._address(x, r, skip=j)
+        ((_, ptrs),) = self._inner_prologue((c,), j, with_out=False)
         a.ldr(self._s(_FIXED), mem(sp, self.bcast[0]))
         a.label(f"acc_{j}")
         for r, (off, width) in zip(accs, part, strict=True):
@@ -155,7 +151,7 @@ class RowLoops64(RowLoops):
 
     def _fixed_product(self, factors: list) -> None:
         """v30 lane 0 = the product of ``factors`` (1.0 for none)."""
-        self._scalar_to_slot(factors, self.bcast[0])
+        self._scalar_product(factors, self.bcast[0])
         self.a.ldr(self._s(_FIXED), mem(sp, self.bcast[0]))
 
     def _at(self, dst: XReg, base: XReg, xr: XReg, step: int, plan: Tight) -> XReg:

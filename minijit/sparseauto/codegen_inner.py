@@ -55,6 +55,8 @@ def vec_regs(t: Target) -> VecRegs:
 class InnerLoops(RowLoops):
     """The emitter's inner-loop stages (see `minijit.sparseauto.codegen` for the conventions)."""
 
+    PTR_REGS = _PTR_REGS
+
     def _compute(self, c: Compute) -> None:
         """out += prod(ins), one element (scalar loads, multiplies and one add)."""
         a, t = self.a, self.t
@@ -71,30 +73,6 @@ class InnerLoops(RowLoops):
         self._vmov_s(t.smem(rdi), x)
 
     # ---------------------------------------------------------------- vectorized innermost loop
-
-    def _inner_prologue(
-        self, stmts: tuple[Compute, ...], j: str, with_out: bool = True
-    ) -> list[tuple[Gpr | None, list[Gpr]]]:
-        """Before an innermost loop over j: each statement's product of the factors without j in
-        its stack slot, and pointers (at j = 0) to its accesses with j: (out or None, factors);
-        ``with_out=False`` leaves the out pointer (None)."""
-        for s, c in enumerate(stmts):
-            self._scalar_product([x for x in c.ins if j not in x.indices], self.bcast[s])
-        regs = iter(_PTR_REGS)
-        plan = []
-        for c in stmts:
-            jf = []
-            for x in c.ins:
-                if j in x.indices:
-                    r = next(regs)
-                    self._address(x, r, skip=j)
-                    jf.append(r)
-            out = None
-            if with_out and j in c.out.indices:
-                out = next(regs)
-                self._address(c.out, out, skip=j)
-            plan.append((out, jf))
-        return plan
 
     def _tail(self, n: int) -> Partial | None:
         """The masked partial vector for the last ``n % lanes`` elements (None when there are

@@ -116,7 +116,10 @@ def check_nest(nest: Nest, extents: dict[str, int], isa: str, isas: tuple[str, .
 class Skeleton(NestEmitter):
     """The nest's control flow against `SparseISA` (the subclass is the ISA). Inner-loop stages an
     ISA does not have are the hooks' defaults here: no stationary row, no row update, no strided
-    loop; `_loop_kind` says which innermost loops the ISA vectorizes."""
+    loop; `_loop_kind` says which innermost loops the ISA vectorizes. The ISA's innermost loops
+    start with `_inner_prologue`, which asks for ``PTR_REGS`` (the pointer registers of an
+    innermost loop) and ``_scalar_product(factors, slot)`` (a stack slot = a product of scalar
+    factors, 1.0 for none)."""
 
     begin: Slot
     end: Slot
@@ -254,6 +257,32 @@ class Skeleton(NestEmitter):
         self._base(base, o.name, "pos", k)
         self.load_u32(lo, base, idx)
         self.load_u32(hi, base, idx, 4)
+
+    # ---------------------------------------------------------------- innermost loops
+
+    def _inner_prologue(
+        self, stmts: tuple[Compute, ...], j: str, with_out: bool = True
+    ) -> list[tuple[Reg | None, list[Reg]]]:
+        """Before an innermost loop over j: each statement's product of the factors without j in
+        its stack slot, and pointers (at j = 0) to its accesses with j: (out or None, factors);
+        ``with_out=False`` leaves the out pointer (None)."""
+        for s, c in enumerate(stmts):
+            self._scalar_product([x for x in c.ins if j not in x.indices], self.bcast[s])
+        regs = iter(self.PTR_REGS)
+        plan = []
+        for c in stmts:
+            jf = []
+            for x in c.ins:
+                if j in x.indices:
+                    r = next(regs)
+                    self._address(x, r, skip=j)
+                    jf.append(r)
+            out = None
+            if with_out and j in c.out.indices:
+                out = next(regs)
+                self._address(c.out, out, skip=j)
+            plan.append((out, jf))
+        return plan
 
     # ---------------------------------------------------------------- loops
 
