@@ -15,7 +15,12 @@ statistics of FROSTT's NELL-2 as published (`NELL2`: 228 values per fibre, coeff
 variation 0.89, 27.9 fibres per slice) on NELL-2's two long modes, with fewer slices.
 
 Per row, in the same process: `sparse_einsum` with the planner's schedule (``auto``) and with
-TACO's default linear schedule (same code generator), `tensora` (TACO, when it imports),
+TACO's default linear schedule (same code generator); ``minijit.einsum`` as users call it, on the
+pre-converted `SparseTensor` ("einsum pre") and on the user's own operand ("einsum call": a scipy
+CSR matrix for the matrix rows, a pydata ``sparse.COO`` for the tensor rows; the conversion and the
+result in the caller's type are part of the call); `tensora` (TACO, when it imports) timed the
+same two ways: on its tensors built beforehand, and with its own conversion of the user's
+operands (``Tensor.from_scipy_sparse``, ``from_aos``, ``from_numpy``) inside the call;
 pydata ``sparse.einsum`` (one call: it is slow), and scipy for the matrix product. Times are
 medians of ``reps`` calls after a warm-up (``minijit.bench.cpu.timeit``); "plan+compile" is the
 first call's planning and code generation; "model linear/auto" is the planner's cost model at the
@@ -56,6 +61,12 @@ FISSION_ROWS = (
     "TTM chain fibre",
     "TTM chain NELL-2 fibre",
 )
+#: GNN-sized rows: SDDMM-SpMM (attention scores on the edges, then aggregation) on a power-law
+#: graph of `GNN_EDGES` edges over `GNN_NODES` nodes, one row per feature width
+GNN_EDGES = 1_000_000
+GNN_NODES = 50_000
+GNN_WIDTHS = (64, 256)
+GNN_ROWS = tuple(f"SDDMM-SpMM GNN-{w}" for w in GNN_WIDTHS)
 CASES = (
     "SpMM",
     "SDDMM",
@@ -68,6 +79,7 @@ CASES = (
     "TTM chain NELL-2",
     "TTM chain fibre",
     "TTM chain NELL-2 fibre",
+    *GNN_ROWS,
 )
 _TACO = {  # tensora assignments and operand formats (output first)
     "SpMM": ("A(i,j) = S(i,k) * B(k,j)", ("dd", "ds", "dd")),
@@ -80,6 +92,8 @@ _TACO = {  # tensora assignments and operand formats (output first)
 }
 _TACO["TTMc NELL-2"], _TACO["TTM chain NELL-2"] = _TACO["TTMc"], _TACO["TTM chain"]
 _TACO["TTM chain fibre"] = _TACO["TTM chain NELL-2 fibre"] = (_TACO["TTM chain"][0], ("ssd", "sss", "dd", "dd"))
+for _name in GNN_ROWS:
+    _TACO[_name] = _TACO["SDDMM-SpMM"]
 
 
 #: mean non-zeros per fibre of the last mode of the synthetic tensors (see `powerlaw_tensor`)
@@ -209,6 +223,17 @@ def _matrix(m: int, k: int, rng: np.random.Generator):
     return SparseTensor.from_scipy(s)
 
 
+def powerlaw_graph(nodes: int, edges: int, rng: np.random.Generator):
+    """A ``nodes x nodes`` CSR `SparseTensor` with about ``edges`` non-zeros: Pareto-1.3 row
+    lengths (`_matrix`'s law) scaled to the edge count, each row at most a quarter of the nodes."""
+    from minijit.bench.spmm import _csr
+    from minijit.sparseauto.tensor import SparseTensor
+
+    raw = np.floor(rng.pareto(1.3, nodes) * 4 + 1)
+    lengths = np.clip(np.round(raw * edges / raw.sum()), 1, max(1, nodes // 4))
+    return SparseTensor.from_scipy(_csr(nodes, nodes, lengths, rng).astype(np.float64))
+
+
 def cases(quick: bool, rng: np.random.Generator) -> list[dict[str, Any]]:
     """The rows: name, subscripts, operands (sparse first) and a description."""
     q = 4 if quick else 1
@@ -246,6 +271,13 @@ def cases(quick: bool, rng: np.random.Generator) -> list[dict[str, Any]]:
         row = next(r for r in rows if r["name"] == name)
         rows.append({**row, "name": f"{name} fibre", "description": row["description"] + ", fibre output"})
         rows[-1]["fibre_output"] = True
+    nodes, edges = (GNN_NODES, GNN_EDGES) if not quick else (GNN_NODES // 50, GNN_EDGES // 100)
+    g = powerlaw_graph(nodes, edges, rng)
+    for w in GNN_WIDTHS:
+        feats = [rng.standard_normal((nodes, w)) for _ in range(3)]
+        desc = f"{nodes}x{nodes} power-law graph, {g.nnz} edges, K = L = {w}"
+        rows.append({"name": f"SDDMM-SpMM GNN-{w}", "subscripts": "ij,ik,jk,jl->il", "operands": [g, *feats]})
+        rows[-1].update(description=desc, gnn=True)
     return rows
 
 
@@ -317,7 +349,8 @@ def _tensora(case: dict[str, Any]) -> tuple[Callable[[], object] | None, str]:
     try:
         import tensora
     except Exception as e:  # not installed, or its compiler backend fails to load
-        return None, f"tensora unavailable ({type(e).__name__})"
+        why = f"{type(e).__name__}: not installed, or its backend fails"
+        return None, f"tensora unavailable ({why}): its columns are '-'"
     assignment, formats = _TACO[case["name"]]
     names = ["A", "S", "B", "C", "D"][: len(formats)]
     args = {}
@@ -331,6 +364,70 @@ def _tensora(case: dict[str, Any]) -> tuple[Callable[[], object] | None, str]:
             args[name] = tensora.Tensor.from_numpy(x, format=fmt)
     fn = tensora.tensor_method(assignment, dict(zip(names, formats, strict=True)))
     return (lambda: fn(**args)), ""
+
+
+def _user_operands(case: dict[str, Any]) -> tuple[list[Any] | None, str]:
+    """The row's operands as users hold them: a scipy ``csr_matrix`` for a sparse matrix, a
+    pydata ``sparse.COO`` for a sparse tensor (built by pydata's own constructor), dense ones as
+    they are; or None and why not (pydata missing)."""
+    import scipy.sparse as sp
+
+    out = []
+    for x in case["operands"]:
+        if not hasattr(x, "to_coo"):
+            out.append(x)
+            continue
+        coords, vals = x.to_coo()
+        if x.ndim == 2:
+            out.append(sp.csr_matrix((np.array(vals), (coords[0], coords[1])), shape=x.shape))
+            continue
+        try:
+            import sparse
+        except ImportError:
+            return None, "pydata sparse not installed: no call on a COO"
+        out.append(sparse.COO(coords, np.array(vals), shape=x.shape))
+    return out, ""
+
+
+def _tensora_from_user(case: dict[str, Any], user_ops: list[Any]) -> Callable[[], object] | None:
+    """tensora with its own conversion of the user's operands inside the call: scipy matrices by
+    ``Tensor.from_scipy_sparse``, pydata COO by ``Tensor.from_aos`` (Python lists, its only
+    coordinate input), dense arrays by ``Tensor.from_numpy``; None when tensora does not import."""
+    try:
+        import tensora
+    except Exception:
+        return None
+    assignment, formats = _TACO[case["name"]]
+    names = ["A", "S", "B", "C", "D"][: len(formats)]
+    fn = tensora.tensor_method(assignment, dict(zip(names, formats, strict=True)))
+
+    def call() -> object:
+        args = {}
+        for name, fmt, x in zip(names[1:], formats[1:], user_ops, strict=True):
+            if type(x).__module__.startswith("scipy.sparse"):
+                args[name] = tensora.Tensor.from_scipy_sparse(x, format=fmt)
+            elif hasattr(x, "coords"):
+                aos = [tuple(c) for c in x.coords.T.tolist()]
+                args[name] = tensora.Tensor.from_aos(aos, x.data.tolist(), dimensions=x.shape, format=fmt)
+            else:
+                args[name] = tensora.Tensor.from_numpy(x, format=fmt)
+        return fn(**args)
+
+    return call
+
+
+def _as_checkable(x: Any) -> Any:
+    """A result of `minijit.einsum` on user operands as `_check` reads it: scipy and pydata
+    results as a `SparseTensor` (their own conversion), numpy as it is."""
+    from minijit.sparseauto.tensor import SparseTensor, as_sparse
+
+    if isinstance(x, np.ndarray | SparseTensor):
+        return x
+    return as_sparse(x, "einsum result")
+
+
+#: single calls of tensora with its conversion (Python lists of coordinates: slow), best kept
+TENSORA_INCL_CALLS = 3
 
 
 def _pydata(case: dict[str, Any]) -> Callable[[], object]:
@@ -421,6 +518,14 @@ def bench_one(case: dict[str, Any], reps: int, threads: int, pydata: bool, round
         codes[sched] = compiled.program.asm.code()
         timed[sched] = lambda s=sched: sparse_einsum(subs, *ops, schedule=s, threads=threads, fibre_output=fibre)
     row["same_code"] = codes["auto"] == codes["linear"]  # then linear/auto only measures noise
+    user_ops, row["call_note"] = (None, "fibre output: sparse_einsum only") if fibre else _user_operands(case)
+    if user_ops is not None:
+        import minijit
+
+        timed["call_pre"] = lambda: minijit.einsum(subs, *ops)
+        timed["call"] = lambda: minijit.einsum(subs, *user_ops)
+        row["call_check"] = _check(case, _as_checkable(timed["call"]()))
+        ok &= row["call_check"]["ok"]
     fn, row["tensora_note"] = _tensora(case)
     if fn is not None:
         timed["tensora"] = fn
@@ -434,15 +539,27 @@ def bench_one(case: dict[str, Any], reps: int, threads: int, pydata: bool, round
     for r in range(rounds):  # each round starts with the next entry: no entry always follows another
         for name in names[r % len(names) :] + names[: r % len(names)]:
             best[name] = min(best[name], timeit(timed[name], reps))
-    for name in ("auto", "linear", "tensora", "scipy"):
+    for name in ("auto", "linear", "tensora", "scipy", "call", "call_pre"):
         row[f"{name}_s"] = best.get(name)
+    row["tensora_incl_s"] = None
+    incl = _tensora_from_user(case, user_ops) if fn is not None and user_ops is not None else None
+    if incl is not None:
+        row["tensora_incl_s"] = min(_once(incl) for _ in range(TENSORA_INCL_CALLS))
     row["pydata_s"], row["pydata_note"] = None, ""
     if fibre:
         row["pydata_note"] = "dense output only: see the row above"
+    elif case.get("gnn"):
+        row["pydata_note"] = "not run on the GNN rows"
     elif pydata:
         row["pydata_s"], row["pydata_note"] = _once_within(_pydata(case), PYDATA_MEMORY)
     row["ok"] = ok
     return row
+
+
+def _once(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
 
 
 def _ms(x: float | None) -> str:
@@ -492,6 +609,44 @@ def table(rows: list[dict[str, Any]]) -> str:
     return report.markdown_table(head, body)
 
 
+def call_table(rows: list[dict[str, Any]]) -> str:
+    """The rows as users call them: ``minijit.einsum`` on the pre-converted `SparseTensor` and on
+    the user's scipy/pydata operand, and tensora timed both ways (its tensors built beforehand;
+    its conversion of the user's operands inside the call)."""
+    head = [
+        "kernel",
+        "einsum pre ms",
+        "einsum call ms",
+        "call/pre",
+        "tensora ms",
+        "tensora/pre",
+        "tensora incl. conversion ms",
+        "tensora incl./call",
+        "check",
+    ]
+    body = []
+    for r in rows:
+        pre, call = r.get("call_pre_s"), r.get("call_s")
+        if pre is None or call is None:
+            body.append([r["name"], "-", "-", r.get("call_note") or "-", "-", "-", "-", "-", "-"])
+            continue
+        check = r.get("call_check", {}).get("ok")
+        body.append(
+            [
+                r["name"],
+                _ms(pre),
+                _ms(call),
+                f"{call / pre:.2f}x",
+                _ms(r["tensora_s"]),
+                _ratio(r["tensora_s"], pre),
+                _ms(r.get("tensora_incl_s")),
+                _ratio(r.get("tensora_incl_s"), call),
+                "-" if check is None else ("ok" if check else "WRONG"),
+            ]
+        )
+    return report.markdown_table(head, body)
+
+
 def summary(rows: list[dict[str, Any]]) -> dict[str, float | None]:
     """Geomean ratios: linear/auto on the fission rows and the others, tensora/auto, sparse/auto."""
 
@@ -513,16 +668,23 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, float | None]:
             "TTM chain NELL-2 fibre",
         ),
     }
-    others = tuple(r["name"] for r in rows if r["name"] not in FISSION_ROWS)
+    others = tuple(r["name"] for r in rows if r["name"] not in FISSION_ROWS + GNN_ROWS)
     out: dict[str, float | None] = {}
     for label, names in sets.items():
         out[f"linear/auto ({label})"] = g("linear_s", names)
         out[f"model linear/auto ({label})"] = model(names)
+
+    def call(key: str, base: str) -> float | None:
+        return geomean([r[key] / r[base] for r in rows if r.get(key) and r.get(base)])
+
     return {
         **out,
         "linear/auto (other rows)": g("linear_s", others),
         "tensora/auto": g("tensora_s"),
         "sparse.einsum/auto": g("pydata_s"),
+        "einsum call/einsum pre": call("call_s", "call_pre_s"),
+        "tensora/einsum pre": call("tensora_s", "call_pre_s"),
+        "tensora incl. conversion/einsum call": call("tensora_incl_s", "call_s"),
     }
 
 
@@ -558,14 +720,21 @@ def bench(
     lines += [f"- geomean {k}: {'-' if v is None else f'{v:.2f}x'}" for k, v in sums.items()]
     notes = sorted({r["tensora_note"] for r in rows if r["tensora_note"]})
     lines += [f"- {n}" for n in notes]
+    lines += ["", "As users call it (`minijit.einsum` on the pre-converted tensor and on the user's operand):", ""]
+    lines += [call_table(rows)]
     lines += ["", "Schedules (auto):", ""]
     for r in rows:
         lines += [f"{r['name']}:", "```", r["auto_nest"], "```"]
     facts = [
         f"CPU: {report.describe_cpu(hw)}, {hw['cores']} cores, ISA {hw['isa']} ({', '.join(hw['flags'])})",
         f"threads: {threads}; float64; best of {ROUNDS} alternating rounds (order rotated) of the median of"
-        f" {reps} calls;"
-        " sparse.einsum one call",
+        f" {reps} calls; sparse.einsum one call; tensora with its conversion: best of"
+        f" {TENSORA_INCL_CALLS} single calls",
+        "einsum pre / call: `minijit.einsum` (its default threads) on the pre-converted SparseTensor /"
+        " on a scipy csr_matrix (matrix rows) or a pydata sparse.COO (tensor rows), the result in the"
+        " caller's type (pydata: a COO) as part of the call",
+        f"GNN rows: SDDMM-SpMM on a power-law graph (Pareto 1.3 row lengths scaled to {GNN_EDGES} edges"
+        f" over {GNN_NODES} nodes; --quick: 1/100 of the edges, 1/50 of the nodes)",
         "data: matrices power-law CSR (Pareto 1.3 row lengths); tensors FROSTT-like CSF with"
         f" power-law slices (Zipf-{POSITION_ALPHA:g} positions per mode) and Zipf-distributed fibre"
         f" lengths of mean {FIBRE_MEAN:g} on 1..K (see `minijit.bench.sparse_einsum`; a chosen"

@@ -35,6 +35,38 @@ def test_one_row_runs_and_checks(monkeypatch):
     assert rep.ok and row["auto_check"]["ok"] and row["linear_check"]["ok"]
     assert row["same_code"] in (True, False) and "| SDDMM |" in rep.body[0]
     assert "tensora skipped in this test" in "\n".join(rep.body)
+    # as users call it: minijit.einsum on a scipy CSR next to the pre-converted tensor, checked
+    assert row["call_s"] > 0 and row["call_pre_s"] > 0 and row["call_check"]["ok"]
+    assert row["tensora_incl_s"] is None
+    ratio = f"| {row['call_s'] / row['call_pre_s']:.2f}x |"
+    lines = "\n".join(rep.body).splitlines()
+    assert any(line.startswith("| SDDMM |") and ratio in line for line in lines)  # the call table
+
+
+def test_user_operands_are_scipy_and_pydata():
+    sparse = pytest.importorskip("sparse")
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(2)
+    t = se.powerlaw_tensor((20, 15, 100), 400, rng)
+    m = SparseTensor.from_scipy(sp.random(9, 7, density=0.3, format="csr", random_state=1))
+    dense = rng.standard_normal((7, 3))
+    ops, note = se._user_operands({"operands": [t, m, dense]})
+    assert note == "" and isinstance(ops[0], sparse.COO) and sp.issparse(ops[1]) and ops[1].format == "csr"
+    assert ops[2] is dense
+    np.testing.assert_array_equal(ops[0].todense(), t.to_dense())
+    np.testing.assert_array_equal(ops[1].toarray(), m.to_dense())
+
+
+def test_gnn_rows_in_the_quick_set():
+    rows = {r["name"]: r for r in se.cases(True, np.random.default_rng(0))}
+    for w in se.GNN_WIDTHS:
+        r = rows[f"SDDMM-SpMM GNN-{w}"]
+        g, b, c, d = r["operands"]
+        assert r["subscripts"] == "ij,ik,jk,jl->il" and b.shape[1] == c.shape[1] == d.shape[1] == w
+        assert g.shape == (se.GNN_NODES // 50,) * 2 and 0 < g.nnz <= se.GNN_EDGES // 100 * 1.05
+    per_row = np.diff(np.asarray(rows["SDDMM-SpMM GNN-64"]["operands"][0].storage[1].pos))
+    assert per_row.max() > 5 * max(1.0, np.median(per_row))  # power-law rows
 
 
 def _ttmc_case(rng):
