@@ -120,15 +120,10 @@ class RowLoops64(RowLoops):
                 a.fadd(self._v(r), self._v(r), self._v(_TMP))
             a.str(self._view(r, width), mem(x9, off))
 
-    def _accumulate(self, inner: Loop) -> None:
-        """acc_<j>: the inner statement of a stationary loop: acc[j] += s * x[j] * ..."""
+    def _accumulate_row(self, j: str, ptrs: list[XReg], accs: list[int], part: list[tuple[int, int]]) -> None:
+        """acc_<j>: the scalar (its slot) in lane 0 of v30, then per register the j-factors'
+        product and an FMA by element into the row's accumulator."""
         a = self.a
-        assert self._stationary is not None
-        _, accs, part = self._stationary
-        c = inner.body[0]
-        assert isinstance(c, Compute)
-        j = inner.index
-        ((_, ptrs),) = self._inner_prologue((c,), j, with_out=False)
         a.ldr(self._s(_FIXED), mem(sp, self.bcast[0]))
         a.label(f"acc_{j}")
         for r, (off, width) in zip(accs, part, strict=True):

@@ -305,15 +305,10 @@ class InnerLoops(RowLoops):
         for _, base, st in plan.scalars:
             a.add(base, st)
 
-    def _accumulate(self, inner: Loop) -> None:
-        """acc_<j>: the inner statement of a stationary loop: acc[j] += s * x[j] * ..."""
+    def _accumulate_row(self, j: str, jf: list[Gpr], accs: list[Vec], part: Partial | None) -> None:
+        """acc_<j>: broadcast the scalar (its slot), then per vector the j-factors' product and
+        an FMA into the row's accumulator."""
         a, t = self.a, self.t
-        assert self._stationary is not None
-        _, accs, part = self._stationary
-        c = inner.body[0]
-        assert isinstance(c, Compute)
-        j = inner.index
-        ((_, jf),) = self._inner_prologue((c,), j, with_out=False)
         if part is not None and self._stationary_prefix:  # a loop before this one set its own mask
             part.setup(a, rax)
         bc, prod, tmp = self.regs.bcast[0], self.regs.work[0], self.regs.bcast[1]

@@ -16,7 +16,7 @@ the fused dot product of SDDMM-SpMM, the row update (TTMc's ``A(i,l,m) += C(j,l)
 * ``FUSED_DOT``: whether the ISA fuses a dot product into a tight loop (`_fused_dot`);
 * the emission: ``_row_accumulators``, ``_vzero``, ``_vsum``, ``_row_finish``, ``_tight_setup``
   (after `_tight_pointers`),
-  ``_tight_step``, ``_accumulate``, ``_row_registers``, ``_row_load``, ``_row_step`` and
+  ``_tight_step``, ``_accumulate_row``, ``_row_registers``, ``_row_load``, ``_row_step`` and
   ``set_count`` (r = a non-negative 32-bit immediate).
 """
 
@@ -299,6 +299,17 @@ class RowLoops:
         if store:
             self._store_row = None
         self._row_finish(c, j, accs, part, store)
+
+    def _accumulate(self, inner: Loop) -> None:
+        """acc_<j>: the inner statement of a stationary loop on the general path: acc[j] += s *
+        x[j] * ... (the scalar product in its slot, pointers to the j-factors; the ISA's
+        `_accumulate_row` then updates the accumulators)."""
+        assert self._stationary is not None
+        _, accs, part = self._stationary
+        c = inner.body[0]
+        assert isinstance(c, Compute)
+        ((_, jf),) = self._inner_prologue((c,), inner.index, with_out=False)
+        self._accumulate_row(inner.index, jf, accs, part)
 
     def _tight_loop(self, loop: Loop, inner: Loop, split: bool, plan: Tight) -> None:
         """tight_walk_<T>_<x> / tight_dense_<x>: a stationary loop with its counter, bounds, base

@@ -206,20 +206,15 @@ def test_row_update_of_two_row_factors_and_two_scalars(m):
     """A hand-built ``Out(i,l,m) += A(i,j)*B(j,l)*E(i,l)*C(j,m)*D(i,m)`` (as in test_codegen, on
     every target): two variant scalars stepping along l, the sparse value fixed, two j-factors
     multiplied into the row once (``row_l_m``), whole vectors and a tail."""
+    extents = {"i": 8, "j": 6, "l": 5, "m": m}
+    terms = {"A": "ij", "B": "jl", "E": "il", "C": "jm", "D": "im"}  # A sparse (CSR), the rest dense
+    ops = tuple(Operand(n, tuple(t), CSR) if n == "A" else Operand.dense(n, tuple(t)) for n, t in terms.items())
+    compute = Compute(Access("Out", ("i", "l", "m")), tuple(Access(o.name, o.indices) for o in ops))
+    inner = (Loop("i", (Loop("j", (Loop("l", (Loop("m", (compute,)),)),)),)),)
+    nest = Nest(ops, Operand.dense("Out", ("i", "l", "m")), inner)
     rng = np.random.default_rng(12)
     a = _sparse((8, 6), 0.5, CSR, 7)
-    b, e, c, d = (rng.standard_normal(s) for s in ((6, 5), (8, 5), (6, m), (8, m)))
-    ops = (
-        Operand("A", ("i", "j"), CSR),
-        Operand.dense("B", ("j", "l")),
-        Operand.dense("E", ("i", "l")),
-        Operand.dense("C", ("j", "m")),
-        Operand.dense("D", ("i", "m")),
-    )
-    ins = tuple(Access(n, o.indices) for n, o in zip("ABECD", ops, strict=True))
-    body = Loop("l", (Loop("m", (Compute(Access("Out", ("i", "l", "m")), ins),)),))
-    nest = Nest(ops, Operand.dense("Out", ("i", "l", "m")), (Loop("i", (Loop("j", (body,)),)),))
-    extents = {"i": 8, "j": 6, "l": 5, "m": m}
+    b, e, c, d = (rng.standard_normal([extents[i] for i in terms[n]]) for n in "BECD")
     for isa in ("neon", "sve"):
         prog = compile_nest_aarch64(nest, extents, "fp64", isa)
         assert {"row_l_m", "row_l_m_loop"} <= _labels(prog)
