@@ -534,17 +534,22 @@ def bench_one(case: dict[str, Any], reps: int, threads: int, pydata: bool, round
     sc = _scipy(case)
     if sc is not None:
         timed["scipy"] = sc
+    # GNN rows: the unfused products (linear, tensora) take nnz * K * L steps, seconds a call at
+    # K = L = 256: one call each, after the rounds of the others
+    once = {k: timed.pop(k) for k in ("linear", "tensora") if case.get("gnn") and k in timed}
     best = dict.fromkeys(timed, float("inf"))
     names = list(timed)
     for r in range(rounds):  # each round starts with the next entry: no entry always follows another
         for name in names[r % len(names) :] + names[: r % len(names)]:
             best[name] = min(best[name], timeit(timed[name], reps))
+    best.update({k: _once(f) for k, f in once.items()})
+    row["single_call"] = sorted(once)
     for name in ("auto", "linear", "tensora", "scipy", "call", "call_pre"):
         row[f"{name}_s"] = best.get(name)
     row["tensora_incl_s"] = None
     incl = _tensora_from_user(case, user_ops) if fn is not None and user_ops is not None else None
     if incl is not None:
-        row["tensora_incl_s"] = min(_once(incl) for _ in range(TENSORA_INCL_CALLS))
+        row["tensora_incl_s"] = min(_once(incl) for _ in range(1 if case.get("gnn") else TENSORA_INCL_CALLS))
     row["pydata_s"], row["pydata_note"] = None, ""
     if fibre:
         row["pydata_note"] = "dense output only: see the row above"
@@ -729,7 +734,8 @@ def bench(
         f"CPU: {report.describe_cpu(hw)}, {hw['cores']} cores, ISA {hw['isa']} ({', '.join(hw['flags'])})",
         f"threads: {threads}; float64; best of {ROUNDS} alternating rounds (order rotated) of the median of"
         f" {reps} calls; sparse.einsum one call; tensora with its conversion: best of"
-        f" {TENSORA_INCL_CALLS} single calls",
+        f" {TENSORA_INCL_CALLS} single calls; GNN rows: linear, tensora and tensora with its"
+        " conversion one call each (nnz * K * L steps: seconds a call)",
         "einsum pre / call: `minijit.einsum` (its default threads) on the pre-converted SparseTensor /"
         " on a scipy csr_matrix (matrix rows) or a pydata sparse.COO (tensor rows), the result in the"
         " caller's type (pydata: a COO) as part of the call",
