@@ -49,7 +49,7 @@ of the listing):
   loop whose body is the inner loop alone, or a scalar temporary, the dot product that fills it
   and the inner loop that reads it (the fused SDDMM-SpMM), keeps its position, bounds, base
   pointers and loop-invariant scalar factors in registers; the dot product is unrolled and its
-  sum stays in a register (`codegen_inner._tight_plan`).
+  sum stays in a register (`codegen_rows.RowLoops._tight_plan`).
 * Vectorized loops take two registers per statement and unrolled vector (FMA with a memory
   operand for a dot product's last factor).
 * **Innermost dense loop, strided** (``strided_<j>``): when the accesses that use ``j`` are

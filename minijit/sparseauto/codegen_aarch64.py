@@ -23,6 +23,11 @@ label names in the listing as on x86-64:
   length, ``whilelt`` making the last one partial. Dot products sum their accumulator across
   lanes after the loop (``faddp``/``faddv``).
 
+* **Output row in registers** (``stationary_<j>``, ``acc_<j>``, ``tight_walk_<T>_<i>``,
+  ``tight_dense_<i>``, ``dot_<k>``, ``row_<x>_<j>``, ``store_<T>``): the x86-64 compiler's
+  stationary, tight (paired accumulators, fused dot product) and row-update loops, planned and
+  driven by `codegen_rows.RowLoops`, in NEON instructions on both ISAs (`codegen_aarch64_rows`).
+
 Every other loop (strided, co-iterating, sampled outputs) runs the scalar statement. Loop
 variables, positions, walk bounds and broadcast scalars live in stack slots, so the nest may be
 arbitrarily deep and branched. Registers: x19 holds ``args``; x10-x13 are the skeleton's scratch

@@ -1,9 +1,11 @@
 """The innermost loops of a compiled sparse nest (`minijit.sparseauto.codegen`), for AVX2+FMA
 (ymm vectors, ``vmaskmov`` tails) and AVX-512 (zmm vectors, opmask ``k1`` tails): a statement's
 scalar code, the vectorized loop over a unit-stride dense index (axpy-like or dot product, masked
-tail), the output row held in registers across a loop (``stationary``), and the strided loop.
-`InnerLoops` is a mixin of the emitter; the register and stack conventions are codegen's, the
-vector registers of each ISA are `VecRegs` (`vec_regs`).
+tail), the strided loop, and the instructions of the loops that hold an output row in registers
+(the stationary row, the tight loop's step and fused dot product, the row update's load and step:
+planned and driven by `codegen_rows.RowLoops`). `InnerLoops` is a mixin of the emitter; the
+register and stack conventions are codegen's, the vector registers of each ISA are `VecRegs`
+(`vec_regs`).
 """
 
 from __future__ import annotations
