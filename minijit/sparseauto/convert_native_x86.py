@@ -67,7 +67,8 @@ def csf_pass(nd: int, vector: bool = True) -> Kernel:
     s_sizes, s_crd, s_pos, s_counts, s_flag = (f.slot(x) for x in ("sizes", "crd", "pos", "counts", "flag"))
     s_crd_m = [f.slot(f"crd{m}") for m in range(last)]
     s_pos_m = [None] + [f.slot(f"pos{m}") for m in range(1, nd)]
-    s_n = [f.slot(f"n{m}") for m in range(last)]
+    # positions so far of each upper level: registers while they are free (nd <= 4), else slots
+    s_n = [r12, r13, r14][:last] if nd <= 4 else [f.slot(f"n{m}") for m in range(last)]
     f.enter(a)
     # setup: the argument pointers to slots, row pointers, per-level output pointers, counts 0
     a.mov(s_sizes, rdx)
@@ -91,22 +92,16 @@ def csf_pass(nd: int, vector: bool = True) -> Kernel:
         a.mov(s_pos_m[m], t1)
         a.add(t1, t2)
     for m in range(last):
-        a.mov(s_n[m], 0)
+        a.mov(s_n[m], 0) if nd > 4 else a.xor(s_n[m].r32, s_n[m].r32)
     a.mov(t1, s_sizes)
     a.mov(size_last, qword(t1 + 8 * last))
     if vector:
         a.vpbroadcastq(ymm15, qword(t1 + 8 * last))
     a.xor(j.r32, j.r32)
-    a.mov(stop.r32, 1)  # the scalar walk hands over to the blocks after entry 0
-    done, bad, top, nxt = a.new_label("done"), a.new_label("bad"), a.new_label("top"), a.new_label("next")
+    done, bad, top = a.new_label("done"), a.new_label("bad"), a.new_label("top")
     blocks = [a.new_label(f"new{k}") for k in range(nd)]
     entry, vtop = a.new_label("first"), a.new_label("blocks")
     a.jmp(entry)
-    # next entry (after a cold block)
-    a.bind(nxt)
-    a.inc(j)
-    a.cmp(j, stop)
-    a.jae(vtop)
     # scalar walk up to `stop`: the same upper coordinates as the entry before, the last one up
     a.bind(top)
     for k in range(last):
@@ -165,8 +160,9 @@ def csf_pass(nd: int, vector: bool = True) -> Kernel:
     a.bind(done)
     a.mov(t1, s_counts)
     for m in range(last):
-        a.mov(rax, s_n[m])
-        a.mov(qword(t1 + 8 * m), rax)
+        if nd > 4:
+            a.mov(rax, s_n[m])
+        a.mov(qword(t1 + 8 * m), rax if nd > 4 else s_n[m])
     a.mov(rax, -1)
     f.leave(a)
     a.bind(bad)
@@ -185,22 +181,31 @@ def csf_pass(nd: int, vector: bool = True) -> Kernel:
             a.mov(t1, s_sizes)
             a.cmp(rax, qword(t1 + 8 * m))
             a.jae(bad)
-            a.mov(t2, s_n[m])
+            nm = s_n[m] if nd <= 4 else t2
+            if nd > 4:
+                a.mov(t2, s_n[m])
             a.mov(t1, s_crd_m[m])
-            a.mov(dword(t1 + t2 * 4), rax.r32)  # crd_m[n_m] = c_m
+            a.mov(dword(t1 + nm * 4), rax.r32)  # crd_m[n_m] = c_m
             if m + 1 == last:
-                a.mov(rax, j)
+                child = j
+            elif nd <= 4:
+                child = s_n[m + 1]
             else:
                 a.mov(rax, s_n[m + 1])
+                child = rax
             a.mov(t1, s_pos_m[m + 1])
-            a.mov(dword(t1 + t2 * 4), rax.r32)  # pos_{m+1}[n_m] = n_{m+1}: its first child
-            a.inc(t2)
-            a.mov(s_n[m], t2)
+            a.mov(dword(t1 + nm * 4), child.r32)  # pos_{m+1}[n_m] = n_{m+1}: its first child
+            a.inc(nm)
+            if nd > 4:
+                a.mov(s_n[m], t2)
         a.mov(rax, qword(rows[last] + j * 8))
         a.cmp(rax, size_last)
         a.jae(bad)
         a.mov(dword(crd_last + j * 4), rax.r32)
-        a.jmp(nxt)
+        # back to the blocks at once: the block that failed held this fibre start (or bad input,
+        # which the walk finds before its start)
+        a.inc(j)
+        a.jmp(vtop)
 
     # cold blocks: entry 0 (every level new), and a new position from level k on
     for k in range(last):

@@ -233,3 +233,18 @@ def test_numpy_fallback_lists_what_from_numpy_lists() -> None:
         got, want = interop._coo_from_dense(a), sparse.COO.from_numpy(a)
         np.testing.assert_array_equal(got.coords, want.coords)
         np.testing.assert_array_equal(got.data, want.data)
+
+
+@native
+@pytest.mark.parametrize("nd", [5, 6, 7])
+def test_csf_from_sorted_many_modes(nd: int) -> None:
+    """Five to seven modes keep their position counts in stack slots (no free registers)."""
+    rng = np.random.default_rng(nd)
+    shape = (3, 2, 3, 2, 3, 2, 40)[-nd:]
+    keys = np.unique(rng.integers(0, int(np.prod(shape)), 300))
+    coords = np.array(np.unravel_index(keys, shape), np.int64)
+    vals = rng.standard_normal(keys.shape[0])
+    same_tensor(convert_native.csf_from_sorted(coords, vals, shape, F64), SparseTensor.from_coo(coords, vals, shape))
+    bad = coords.copy()
+    bad[nd - 2, 150] = shape[nd - 2]  # past the size of an upper mode
+    assert convert_native.csf_from_sorted(bad, vals, shape, F64) is None
