@@ -17,10 +17,13 @@ float32/float64 or int32/int64 path, with numpy's result dtype and values (docs/
   float32 with torch's ``.float()`` (exact), float32 kernels, the result rounded once to
   bfloat16 with torch's ``.to`` (round to nearest even), a bfloat16 tensor as ``torch.einsum``
   gives; numpy holds no bfloat16, so the widening is done in torch, at the boundary too.
-- ``"complex"``: complex64/complex128 (with real float operands of any precision) through the
-  real "4M" formulation (`complex_contract`): each pairwise contraction of the contraction path is
-  one real einsum on the float32/float64 kernels, one operand viewed as real with a trailing
-  (re, im) axis, the other expanded to a 2x2 real block per element (`expand_4m`).
+- ``"complex"``: complex64/complex128 (with real float operands of any precision) pairwise along
+  the contraction path (`complex_contract`) on the float32/float64 kernels. A step of two complex
+  operands is the real "4M" formulation, one real einsum with one operand viewed as real with a
+  trailing (re, im) axis and the other expanded to a 2x2 real block per element (`expand_4m`),
+  or, when its GEMM sizes m, n, k are all at least `GAUSS_MIN`, the "3M" (Gauss) formulation
+  (`gauss_3m`): three real einsums on planar parts, 25% fewer multiply-adds, a weaker bound on
+  the imaginary part (docs/decisions.md).
 
 Everything else (longdouble, clongdouble, object, integers mixed with floats or complex, an
 integer result of float kind, an ``out`` of another dtype, a one-operand view) stays numpy's.
@@ -29,6 +32,7 @@ The transforms are pure functions of arrays; `run` takes the compiled real einsu
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +48,8 @@ __all__ = [
     "complex_contract",
     "expand_4m",
     "explain",
+    "gauss_3m",
+    "gemm_sizes",
     "is_torch_bf16",
     "narrow",
     "route",
@@ -59,6 +65,12 @@ _KINDS = ("int", "bool", "float", "complex")
 _COMPUTE = {np.dtype(t) for t in (np.int32, np.int64, np.float32, np.float64)}
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _PLAIN = (np.generic, int, float, complex, bool, list, tuple)
+
+#: a step of two complex operands runs 3M when its m, n and k (`gemm_sizes`) are all at least
+#: this (elements); below, 4M. Measured on x86-64 AVX2, 1 thread, 'ij,jk->ik': 3M 0.76-0.94x of
+#: 4M's speed at 128 (its extra passes and three calls), 1.03-1.24x at 160, 1.1-1.3x from 192 up
+#: (bench/results/x86_64_einsum_complex_3m_2026-11-28.md)
+GAUSS_MIN = 160
 
 
 @dataclass(frozen=True)
@@ -78,7 +90,8 @@ class Route:
             raise ValueError(f"Route: compute must be int32/int64/float32/float64, got {self.compute}")
 
     def describe(self) -> str:
-        """The path in words, e.g. "complex64 via the real 4M formulation on float32 kernels"."""
+        """The path in words, e.g. "complex64 via the real 4M formulation on float32 kernels"
+        (`explain` says "via 3M" instead where a step is large enough for it)."""
         r, c = self.result, self.compute
         if self.kind == "complex":
             return f"{r} via the real 4M formulation on {c} kernels"
@@ -234,6 +247,8 @@ def _pair(a: tuple[str, np.ndarray], b: tuple[str, np.ndarray], o: str, call: Re
             steps.append(subs)
         res = call(subs, as_real(xa) if ca else xa, as_real(xb) if cb else xb)
         return _complex(res, xa if ca else xb)
+    if min(gemm_sizes(sa, xa.shape, sb, xb.shape, o)) >= GAUSS_MIN:
+        return gauss_3m(a, b, o, call, steps)
     if xb.size > xa.size:  # expand the smaller one (the expansion writes 4x its size)
         (sa, xa), (sb, xb) = (sb, xb), (sa, xa)
     r, s = _fresh(sa + sb + o, 2)
@@ -249,6 +264,46 @@ def _pair(a: tuple[str, np.ndarray], b: tuple[str, np.ndarray], o: str, call: Re
     if steps is not None:
         steps.append(subs + "  (4M: operand 2 expanded)")
     return _complex(call(subs, as_real(xa), e), xa)
+
+
+def gemm_sizes(sa: str, shape_a: tuple[int, ...], sb: str, shape_b: tuple[int, ...], o: str) -> tuple[int, int, int]:
+    """The GEMM sizes (elements) of the step ``sa, sb -> o``: m, the product of the sizes of
+    ``a``'s indices not in ``b``; n, of ``b``'s not in ``a``; k, of the shared ones summed (not in
+    ``o``). Shared indices kept in ``o`` are the batch and count in none."""
+    size = dict(zip(sa, shape_a, strict=True)) | dict(zip(sb, shape_b, strict=True))
+    m = math.prod(size[c] for c in sa if c not in sb)
+    n = math.prod(size[c] for c in sb if c not in sa)
+    k = math.prod(size[c] for c in sa if c in sb and c not in o)
+    return m, n, k
+
+
+def gauss_3m(
+    a: tuple[str, np.ndarray], b: tuple[str, np.ndarray], o: str, call: RealEinsum, steps: list[str] | None = None
+) -> np.ndarray:
+    """The complex step ``a, b -> o`` (index strings and complex arrays) as three real einsums
+    ``sa, sb -> o`` on planar (C-order copies of the) parts: T1 = re.re, T2 = im.im,
+    T3 = (re + im).(re + im); then re = T1 - T2 and im = (T3 - T1) - T2, written into the
+    complex result's real and imaginary views (C order). Error (docs/decisions.md): re within
+    gamma_{k+1} (|re||re| + |im||im|), im within gamma_{k+4} ((|re|+|im|)(|re|+|im|) + |re||re| +
+    |im||im|), k the summed length."""
+    (sa, xa), (sb, xb) = a, b
+    subs = f"{sa},{sb}->{o}"
+    if steps is not None:  # explain: the three products on the parts' views, nothing combined
+        steps.extend(f"{subs}  (3M: {what})" for what in ("re.re", "im.im", "(re+im).(re+im)"))
+        t1 = call(subs, xa.real, xb.real)
+        return np.zeros(t1.shape, xa.dtype)
+    ar, ai = np.ascontiguousarray(xa.real), np.ascontiguousarray(xa.imag)
+    br, bi = np.ascontiguousarray(xb.real), np.ascontiguousarray(xb.imag)
+    t1 = np.asarray(call(subs, ar, br))
+    t2 = np.asarray(call(subs, ai, bi))
+    np.add(ar, ai, out=ar)  # the parts are not needed again: their sums in place
+    np.add(br, bi, out=br)
+    t3 = np.asarray(call(subs, ar, br))
+    c = np.empty(t1.shape, xa.dtype)
+    np.subtract(t1, t2, out=c.real)
+    np.subtract(t3, t1, out=t3)
+    np.subtract(t3, t2, out=c.imag)
+    return c
 
 
 def _mid(ndim: int, k: int) -> list[int]:
@@ -345,7 +400,12 @@ def explain(r: Route, subscripts: str, arrays: Sequence[np.ndarray], optimize: A
         return np.zeros([sizes[c] for c in out], r.compute)
 
     run(r, subscripts, stand_ins, optimize, shapes_only, steps)
-    return "\n".join([f"minijit compiled: {r.describe()}"] + [f"  {r.compute} einsum {s}" for s in steps])
+    head = r.describe()
+    if any("(3M:" in s for s in steps):  # a step large enough for 3M (`GAUSS_MIN`)
+        head = f"{r.result} via 3M on {r.compute} kernels"
+        if any("(4M:" in s for s in steps):
+            head += " (the smaller steps via the real 4M formulation)"
+    return "\n".join([f"minijit compiled: {head}"] + [f"  {r.compute} einsum {s}" for s in steps])
 
 
 def _stand_in(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:

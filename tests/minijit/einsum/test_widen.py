@@ -5,7 +5,9 @@ and int8/int16/uint8-uint64 and mixed integer kinds (int32/int64 mod 2^n), again
 Integers and bool: numpy's result bit for bit (wrap-around included). float16 and complex, against
 the exact result (float64 / complex128 on the same operands) within the bound `assert_bound`
 states. ``out=``/``dtype=``/``casting=``/``order=`` as numpy's, explain naming the path, the 4M
-expansion shown to be what computes the result, emulated NEON/SVE included.
+expansion shown to be what computes the result, emulated NEON/SVE included. Complex steps large
+enough for the 3M (Gauss) route (`widen.GAUSS_MIN`): against the exact product within the 3M
+bound `assert_bound_3m` states, the three real products shown to run and to be what computes it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import minijit
 from minijit.einsum import dtypes, widen
 from minijit.einsum.parse import expand_subscripts
 from minijit.targets import native
+from tests.conftest import examples
 
 from .strategies import expressions
 
@@ -192,6 +195,10 @@ def test_explain_names_the_path():
     text = minijit.einsum("ij,jk->ik", *z, explain=True)
     assert text.startswith("minijit compiled: complex64 via the real 4M formulation on float32 kernels"), text
     assert "4M" in text.splitlines()[1]
+    g = widen.GAUSS_MIN  # large enough for 3M: three real products named
+    big = minijit.einsum("ij,jk->ik", *draw([(g, g), (g, g)], np.complex64, 0), explain=True).splitlines()
+    assert big[0] == "minijit compiled: complex64 via 3M on float32 kernels", big
+    assert [line.split("(3M: ")[1] for line in big[1:]] == ["re.re)", "im.im)", "(re+im).(re+im))"], big
     z2 = [x.astype(np.complex128) for x in z]
     assert "complex128 via the real 4M formulation on float64 kernels" in minijit.einsum("ij,jk", *z2, explain=True)
     h = draw([(6, 5), (5, 4)], np.float16, 0)
@@ -238,6 +245,117 @@ def test_4m_expansion_computes_the_result(monkeypatch):
     monkeypatch.setattr(widen, "expand_4m", conjugated)
     bad = minijit.einsum("ij,jk->ik", a, b)
     assert not np.allclose(bad, np.einsum("ij,jk->ik", a, b), atol=1e-3)
+
+
+def gamma(n: int, u: float) -> float:
+    """Higham's gamma_n = n u / (1 - n u)."""
+    return n * u / (1 - n * u)
+
+
+def assert_bound_3m(got, subs: str, a: np.ndarray, b: np.ndarray, k: int) -> None:
+    """A 3M (Gauss) step ``subs`` of complex ``a``, ``b`` summing ``k`` terms, against the exact
+    complex128 product, componentwise (docs/decisions.md; Higham, Accuracy and Stability of
+    Numerical Algorithms, 2nd ed., chapter 23, the 3M method), u the unit roundoff of the
+    real kernels:
+    re: |c - ref| <= gamma_{k+1} (|Ar||Br| + |Ai||Bi|) (as 4M's real part);
+    im: |c - ref| <= gamma_{k+4} ((|Ar|+|Ai|)(|Br|+|Bi|) + |Ar||Br| + |Ai||Bi|), which, unlike
+    4M's gamma_{k+1} (|Ar||Bi| + |Ai||Br|), does not shrink with the imaginary parts.
+    The bound is computed in float64 (1.01 covers its own rounding)."""
+    u = UNIT[np.dtype(a.real.dtype)]
+    ar, ai, br, bi = (np.abs(x).astype(np.float64) for x in (a.real, a.imag, b.real, b.imag))
+    exact = np.einsum(subs, a.astype(np.complex128), b.astype(np.complex128))
+    same = np.einsum(subs, ar, br) + np.einsum(subs, ai, bi)
+    re_bound = 1.01 * gamma(k + 1, u) * same
+    im_bound = 1.01 * gamma(k + 4, u) * (np.einsum(subs, ar + ai, br + bi) + same)
+    got = np.asarray(got)
+    assert got.dtype == a.dtype and got.shape == exact.shape, (subs, got.dtype, got.shape)
+    err_re = np.abs(got.real - exact.real)
+    err_im = np.abs(got.imag - exact.imag)
+    assert (err_re <= re_bound).all(), f"{subs}: re error {err_re.max()} over the bound {re_bound.max()}"
+    assert (err_im <= im_bound).all(), f"{subs}: im error {err_im.max()} over the bound {im_bound.max()}"
+
+
+#: GEMM-like complex steps: (subscripts, operand shapes from (m, n, k, batch)), a transposed
+#: operand and a batch included
+GEMM_LIKE = [
+    ("ij,jk->ik", lambda m, n, k, t: [(m, k), (k, n)]),
+    ("ij,kj->ik", lambda m, n, k, t: [(m, k), (n, k)]),
+    ("ji,jk->ki", lambda m, n, k, t: [(k, m), (k, n)]),
+    ("bij,bjk->bik", lambda m, n, k, t: [(t, m, k), (t, k, n)]),
+]
+
+
+@given(
+    form=st.sampled_from(GEMM_LIKE),
+    mnk=st.tuples(*[st.integers(widen.GAUSS_MIN, widen.GAUSS_MIN + 40)] * 3),
+    batch=st.integers(1, 2),
+    dtype=st.sampled_from([np.complex64, np.complex128]),
+    imag_scale=st.sampled_from([1.0, 1e-3]),  # small imaginary parts: where 3M's im bound is weak
+    transposed=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+@settings(max_examples=examples(6), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_3m_route_against_the_exact_product(form, mnk, batch, dtype, imag_scale, transposed, seed):
+    subs, shapes = form
+    m, n, k = mnk
+    rng = np.random.default_rng(seed)
+    parts = [(rng.uniform(-1, 1, s), imag_scale * rng.uniform(-1, 1, s)) for s in shapes(m, n, k, batch)]
+    a, b = ((re + 1j * im).astype(dtype) for re, im in parts)
+    if transposed:  # a strided operand: B read through a transposed copy's view
+        b = np.ascontiguousarray(np.swapaxes(b, -1, -2)).swapaxes(-1, -2)
+    text = minijit.einsum(subs, a, b, explain=True)
+    real = "float32" if dtype == np.complex64 else "float64"
+    assert text.startswith(f"minijit compiled: {np.dtype(dtype).name} via 3M on {real} kernels"), text
+    got = minijit.einsum(subs, a, b)
+    assert_bound_3m(got, subs, a, b, k)
+    out = np.zeros_like(got)
+    assert minijit.einsum(subs, a, b, out=out) is out
+    assert_bound_3m(out, subs, a, b, k)
+
+
+def test_3m_runs_three_real_products_above_the_threshold_and_4m_below():
+    g = widen.GAUSS_MIN
+    a, b = draw([(g + 3, g), (g, g + 1)], np.complex128, 9)
+    seen = []
+
+    def spy(subs, *xs, optimize=True):
+        seen.append((subs, [x.dtype for x in xs], [x.shape for x in xs]))
+        return minijit.einsum(subs, *xs, optimize=optimize)
+
+    r = widen.route("ij,jk->ik", (a, b), None, None, None, None, "native")
+    assert widen.gemm_sizes("ij", a.shape, "jk", b.shape, "ik") == (g + 3, g + 1, g)
+    assert widen.gemm_sizes("bij", (2, 3, 4), "bjk", (2, 4, 5), "bik") == (3, 5, 4)  # the batch counts in none
+    got = widen.run(r, "ij,jk->ik", [a, b], True, spy)
+    assert_bound_3m(got, "ij,jk->ik", a, b, g)
+    assert [s for s, _, _ in seen] == ["ij,jk->ik"] * 3, seen  # T1, T2, T3 on planar parts
+    assert all(d == [np.float64, np.float64] and sh == [a.shape, b.shape] for _, d, sh in seen), seen
+    # one dim below the threshold (k = g - 1): one real einsum, the 4M expansion
+    seen.clear()
+    got = widen.run(r, "ij,jk->ik", [a[:, 1:], b[1:]], True, spy)
+    assert_bound(got, "ij,jk->ik", [a[:, 1:], b[1:]], np.dtype(np.complex128))
+    assert len(seen) == 1 and seen[0][2] == [(g + 3, g - 1, 2), (g - 1, 2, g + 1, 2)], seen
+    assert "4M" in minijit.einsum("ij,jk->ik", a[:, 1:], b[1:], explain=True).splitlines()[0]
+    # the three products are what computes the result: a wrong third one (zeros) changes only im
+    calls = []
+
+    def third_wrong(subs, *xs, optimize=True):
+        calls.append(subs)
+        res = minijit.einsum(subs, *xs, optimize=optimize)
+        return np.zeros_like(res) if len(calls) == 3 else res
+
+    bad = widen.run(r, "ij,jk->ik", [a, b], True, third_wrong)
+    want = a @ b
+    np.testing.assert_allclose(bad.real, want.real, rtol=1e-10, atol=1e-10)
+    assert not np.allclose(bad.imag, want.imag, atol=1e-3)
+    # a three-operand path: the GEMM step runs 3M, the outer product with c (k = 1) 4M
+    c = draw([(3,)], np.complex128, 10)[0]
+    text = minijit.einsum("ij,jk,l->ikl", a, b, c, explain=True).splitlines()
+    assert (
+        text[0]
+        == "minijit compiled: complex128 via 3M on float64 kernels (the smaller steps via the real 4M formulation)"
+    )
+    assert [("3M" in line, "4M" in line) for line in text[1:]] == [(True, False)] * 3 + [(False, True)], text
+    check("ij,jk,l->ikl", [a, b, c])
 
 
 @pytest.mark.filterwarnings("ignore::numpy.exceptions.ComplexWarning")  # dtype=float32 with complex operands
@@ -346,3 +464,21 @@ def test_torch_cpu_bfloat16_tensors():
     assert "bfloat16 widened to float32" in minijit.einsum("ij,jk->ik", a, b, explain=True)
     with pytest.raises(TypeError, match="out"):
         minijit.einsum("ij,jk->ik", a, b, out=torch.empty(30, 20))
+
+
+def test_3m_needs_its_own_imaginary_bound():
+    """With small imaginary parts, 3M's im error is set by |re||re| (T3 - T1 cancels it): over 4M's
+    componentwise gamma_{k+1} (|Ar||Bi| + |Ai||Br|), within `assert_bound_3m`; 4M's stays within its own."""
+    g = widen.GAUSS_MIN
+    rng = np.random.default_rng(1)
+    a, b = ((rng.uniform(-1, 1, (g, g)) + 1e-3j * rng.uniform(-1, 1, (g, g))).astype(np.complex64) for _ in range(2))
+    exact = a.astype(np.complex128) @ b.astype(np.complex128)
+    ar, ai, br, bi = (np.abs(x).astype(np.float64) for x in (a.real, a.imag, b.real, b.imag))
+    im_4m = gamma(g + 1, 2.0**-24) * (ar @ bi + ai @ br)
+    got = minijit.einsum("ij,jk->ik", a, b)  # 3M
+    assert_bound_3m(got, "ij,jk->ik", a, b, g)
+    assert (np.abs(got.imag - exact.imag) > im_4m).any()
+    h = g // 2  # 4M (k below the threshold): within 4M's componentwise bound
+    got4 = minijit.einsum("ij,jk->ik", a[:, :h], b[:h])
+    im_4m = gamma(h + 1, 2.0**-24) * (ar[:, :h] @ bi[:h] + ai[:, :h] @ br[:h])
+    assert (np.abs(got4.imag - (a[:, :h].astype(np.complex128) @ b[:h]).imag) <= im_4m).all()
