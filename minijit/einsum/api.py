@@ -13,7 +13,6 @@ from minijit.einsum import dtypes as _dtypes
 from minijit.einsum import generic as _generic
 from minijit.einsum import grammar as _grammar
 from minijit.einsum import keywords as _keywords
-from minijit.einsum import widen as _widen
 from minijit.einsum.cached import check_target as _check_target
 from minijit.einsum.dtypes import compiled_dtype as _dtype
 from minijit.einsum.parse import parse_subscripts
@@ -24,6 +23,13 @@ if TYPE_CHECKING:
     from minijit.einsum.plan import EinsumPlan
 
 __all__ = ["contract_path", "einsum"]
+
+
+def _widen():
+    """`minijit.einsum.widen`, imported at the first call that needs it (not at ``import minijit``)."""
+    from minijit.einsum import widen
+
+    return widen
 
 
 def contract_path(subscripts: str, *shapes, optimize: Any = True, itemsize: int = 4):
@@ -117,11 +123,12 @@ def einsum(
     if _is_sparse(subscripts) or any(_is_sparse(x) for x in operands):
         opt = True if optimize is _dtypes.AUTO else optimize
         return _einsum_sparse(subscripts, operands, out, opt, target, dtype, driver)
-    if operands and type(operands[0]) is not np.ndarray and dtype is None and all(map(_widen.is_torch_bf16, operands)):
+    first_plain = operands and type(operands[0]) is np.ndarray
+    if operands and not first_plain and dtype is None and all(map(_widen().is_torch_bf16, operands)):
         return _einsum_bf16(subscripts, operands, out, optimize, target, order, casting, explain)
     why = _dtypes.numpy_reason(subscripts, operands, out, dtype, order, casting, target, driver)
     # other dtypes on the compiled kernels of a wider or real dtype (ints, bool, float16, complex)
-    route = None if why is None else _widen.route(subscripts, operands, out, dtype, order, casting, target)
+    route = None if why is None else _widen().route(subscripts, operands, out, dtype, order, casting, target)
     if route is not None:
         return _einsum_widened(route, subscripts, operands, out, optimize, target, order, explain, dtype, casting)
     if explain:
@@ -159,7 +166,7 @@ def einsum(
         if out is not None and not isinstance(out, np.ndarray):
             out = host_array(out, "einsum: out")  # a torch CPU tensor: its memory, written in place
     why = None if numpy_only else _dtypes.host_reason(arrays, out, dtype, casting)
-    route = None if why is None else _widen.route(subscripts, arrays, out, dtype, None, casting, target)
+    route = None if why is None else _widen().route(subscripts, arrays, out, dtype, None, casting, target)
     if route is not None:  # torch CPU or DLPack operands of a dtype computed on wider kernels
         result = _einsum_widened(route, subscripts, arrays, out, optimize, target, None, False, dtype, casting)
         return caller_out if caller_out is not None else host_result(result, like)
@@ -241,8 +248,8 @@ def _einsum_widened(route, subscripts, operands, out, optimize, target, order, e
         return einsum(s, *xs, optimize=optimize, target=target, order=c_order, explain=explain)
 
     if explain:
-        return _widen.explain(route, subs, arrays, opt, call)
-    result = _widen.run(route, subs, arrays, opt, call)
+        return _widen().explain(route, subs, arrays, opt, call)
+    result = _widen().run(route, subs, arrays, opt, call)
     if out is not None:
         if out.shape != result.shape:  # numpy's error
             kw = {"dtype": dtype, "casting": casting, "order": order, "optimize": optimize}
@@ -263,7 +270,7 @@ def _einsum_bf16(subscripts, operands, out, optimize, target, order, casting, ex
     wide = [x.float() for x in operands]
     kw = {"optimize": optimize, "target": target, "order": order, "casting": casting}
     if explain:
-        return f"minijit compiled: {_widen.BF16_ROUTE}\n{einsum(subscripts, *wide, explain=True, **kw)}"
+        return f"minijit compiled: {_widen().BF16_ROUTE}\n{einsum(subscripts, *wide, explain=True, **kw)}"
     result = einsum(subscripts, *wide, **kw).to(torch.bfloat16)
     if out is None:
         return result
