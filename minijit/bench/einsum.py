@@ -30,7 +30,7 @@ compiled one, or numpy's einsum where it delegates; the row's ``path`` says whic
 cgemm/zgemm, at the row's thread count). Their rate is GFLOPS counted in real flops: a complex
 multiply-add is 8 (4 real multiplies, 4 real adds), a float16 one 2; every column divides the same
 count by its own time. Each result is checked against the exact contraction (float64/complex128
-of the same operands) within a rounding bound, ``(n + 2k + 2) u sum|x|`` (twice that for
+of the same operands) within a rounding bound, ``(n + 2k + 2) u sum|x|`` (four times that for
 complex; n terms per element, k operands, u the dtype's unit roundoff), and the ``np.matmul``
 peer within the same bound. ``rows`` ("all", "float", "typed") picks the float suite, the typed
 (integer, complex, float16) rows, or both.
@@ -250,7 +250,8 @@ def rounding_bound(subs: str, ops: list[np.ndarray], dt: np.dtype) -> tuple[np.n
     """``(exact, bound)``: the contraction of ``ops`` (``subs`` with an explicit output, no size-1
     broadcasting) in float64/complex128 and, per element, the
     error a result of the float or complex dtype ``dt`` may carry against it (first order,
-    recursive summation): (n + 2 k + 2) u |x|, twice that for complex, plus n times the smallest
+    recursive summation): (n + 2 k + 2) u |x|, four times that for complex (the modulus of the
+    error of 4M's 2n-term real sums and of 3M's weaker imaginary part, 3 (n + 4) u |x|), plus n times the smallest
     subnormal; n: product terms per element, k: operands, u: unit roundoff of ``dt``, |x|: the
     contraction of the operands' absolute values."""
     hi = np.complex128 if dt.kind == "c" else np.float64
@@ -262,7 +263,7 @@ def rounding_bound(subs: str, ops: list[np.ndarray], dt: np.dtype) -> tuple[np.n
     n = max(1, terms)
     info = np.finfo(dt)
     u = float(info.eps) / 2
-    bound = (2 if dt.kind == "c" else 1) * (n + 2 * len(ops) + 2) * u * scale + n * float(info.smallest_subnormal)
+    bound = (4 if dt.kind == "c" else 1) * (n + 2 * len(ops) + 2) * u * scale + n * float(info.smallest_subnormal)
     return exact, bound
 
 

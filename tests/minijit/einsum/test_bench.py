@@ -272,7 +272,7 @@ def test_rounding_bound_is_the_stated_one():
     exact, bound = bench_einsum.rounding_bound("ij,jk->ik", [a, b], np.dtype(np.complex64))
     np.testing.assert_array_equal(exact, np.full((2, 3), 100 + 100j))
     u = 2.0**-24
-    want = 2 * (100 + 2 * 2 + 2) * u * 100 * np.sqrt(2) + 100 * np.finfo(np.float32).smallest_subnormal
+    want = 4 * (100 + 2 * 2 + 2) * u * 100 * np.sqrt(2) + 100 * np.finfo(np.float32).smallest_subnormal
     np.testing.assert_allclose(bound, np.full((2, 3), want), rtol=1e-12)
 
 
