@@ -482,3 +482,26 @@ def test_3m_needs_its_own_imaginary_bound():
     got4 = minijit.einsum("ij,jk->ik", a[:, :h], b[:h])
     im_4m = gamma(h + 1, 2.0**-24) * (ar[:, :h] @ bi[:h] + ai[:, :h] @ br[:h])
     assert (np.abs(got4.imag - (a[:, :h].astype(np.complex128) @ b[:h]).imag) <= im_4m).all()
+
+
+def test_3m_runs_a_batched_step_in_blocks_of_batch_planes(monkeypatch):
+    """A batch index splits 3M into blocks of whole planes (`widen.GAUSS_BLOCK_BYTES` per planar
+    part): three real products per block on the block's planes, the result the whole step's."""
+    g = widen.GAUSS_MIN
+    a, b = draw([(g, 5, g + 2), (g + 2, 5, g + 1)], np.complex64, 11)  # 'ibj,jbk->bki': batch b, not outermost
+    plane = (g + 1) * (g + 2) * 4  # bytes of B's planar part per batch plane, the largest
+    monkeypatch.setattr(widen, "GAUSS_BLOCK_BYTES", 2 * plane)  # blocks of two planes: 2, 2, 1
+    seen = []
+
+    def spy(subs, *xs, optimize=True):
+        seen.append([x.shape for x in xs])
+        return minijit.einsum(subs, *xs, optimize=optimize)
+
+    r = widen.route("ibj,jbk->bki", (a, b), None, None, None, None, "native")
+    got = widen.run(r, "ibj,jbk->bki", [a, b], True, spy)
+    assert_bound_3m(got, "ibj,jbk->bki", a, b, g + 2)
+    assert [s[0][1] for s in seen] == [2, 2, 2, 2, 2, 2, 1, 1, 1], seen
+    monkeypatch.setattr(widen, "GAUSS_BLOCK_BYTES", 1 << 40)  # one block: three products on every plane
+    seen.clear()
+    assert_bound_3m(widen.run(r, "ibj,jbk->bki", [a, b], True, spy), "ibj,jbk->bki", a, b, g + 2)
+    assert [s[0][1] for s in seen] == [5, 5, 5], seen
