@@ -11,8 +11,9 @@ definition gives it.
 
 The plan streams the key axis in tiles and keeps FlashAttention-2's running row max, row sum and
 unscaled output (seed 001, appendix), so memory stays at a few tiles whatever L and S are: an
-L x S score matrix is never formed. The masks "none", "causal" and "float" (the kernel's
-additive bias, strides as given) run the native target's fused kernel
+L x S score matrix is never formed. Every mask kind runs the native target's fused kernel (a
+float mask is its additive bias, strides as given; a bool mask is made one, 0 / -inf, a block of
+`BOOL_MASK_ROWS` rows x a key chunk just before each call, its broadcast axes kept stride 0)
 (`minijit.targets.base.Target.attention_kernel`: `minijit.kernels.x86_64.attention` on AVX2 and
 AVX-512, `minijit.kernels.aarch64.attention` on NEON and SVE; issue 50 part 3) past the decode rows:
 K^T packed tile-major per (batch, head) (once per slice, shared by the threads when slices are
@@ -21,8 +22,8 @@ key chunk (x86-64 resumes each row's state between chunks) through ctypes on raw
 GIL released), the calls split over `minijit.parallel`'s threads (``MINIJIT_NUM_THREADS``), a
 per-thread scratch. Decode shapes (at most `DECODE_MAX_ROWS` query rows) split the key axis over
 the threads, numpy's batched GEMVs reading K and V as they are, and merge the partial (max, sum,
-output) triples (`AttentionPlan.path`, `explain`). Bool masks, hosts without a fused kernel and
-``FUSED = False`` compute each tile with numpy (`AttentionPlan._rows`, the reference path).
+output) triples (`AttentionPlan.path`, `explain`). Hosts without a fused kernel and ``FUSED =
+False`` compute each tile with numpy (`AttentionPlan._rows`, the reference path).
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ TILE_Q, TILE_S = 256, 512
 FUSED = True
 #: query rows of one fused-kernel call when a (batch, head) slice is split over threads
 FUSED_ROWS = 96
+#: query rows of one fused-kernel call with a bool mask, whose block (these rows x a key chunk)
+#: is made an additive bias (0 / -inf) just before the call
+BOOL_MASK_ROWS = 256
 
 #: the most query rows the decode path takes (`AttentionPlan._decode`: the key axis split into
 #: chunks over the threads, numpy's GEMV reading K as it is, the partial (max, sum, output)
@@ -106,6 +110,16 @@ def _load_fused(name: str, g: int | None, s_x: int | None, softmax: bool) -> tup
     module, owner, isa, g, s_x = found  # owner keeps the code mapped
     function = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 6)(owner.address)
     return owner, function, module, isa, g, s_x
+
+
+def _bool_bias(block: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """A block of a bool mask (True: attend) as the fused kernel's additive bias (0 or -inf) in
+    ``dtype``: only the mask's own elements are converted, its broadcast (stride 0) axes stay
+    stride 0 (a padding mask broadcast over the query rows is one row)."""
+    rows = slice(0, 1) if block.strides[0] == 0 else slice(None)
+    cols = slice(0, 1) if block.strides[1] == 0 else slice(None)
+    own = np.ascontiguousarray(np.where(block[rows, cols], dtype.type(0), dtype.type(-np.inf)))  # column stride 1
+    return np.broadcast_to(own, block.shape)
 
 
 def _pack_kt(kt: np.ndarray, ks: np.ndarray, lo: int, hi: int, s_x: int) -> None:
@@ -255,16 +269,16 @@ class AttentionPlan:
         """`execute` with the fused kernel generated without its softmax stage: the two products
         and their data movement only, so the result is WRONG; it exists to measure the softmax's
         share of the time (`minijit bench attention`). None where a call would not run the fused
-        kernel (decode shapes, bool masks, no fused kernel on this host)."""
+        kernel (decode shapes, no fused kernel on this host)."""
         return self._execute(query, key, value, attn_mask, softmax=False)
 
     def path(self) -> str:
         """Which code a call runs: "decode" (few query rows: key chunks over the threads, numpy's
         batched GEMVs, the partial triples merged), "fused g x s_x (isa)" (the native target's
-        fused kernel) or "numpy tiles" (bool masks, no fused kernel here, ``FUSED = False``)."""
+        fused kernel) or "numpy tiles" (no fused kernel here, ``FUSED = False``)."""
         if self.query_shape[-2] <= DECODE_MAX_ROWS:
             return "decode"
-        if FUSED and self.mask in ("none", "causal", "float"):
+        if FUSED:
             found = fused_kernel(self.dtype, *self.kernel_tile())
             if found is not None:
                 _, _, isa, g, s_x = found
@@ -346,7 +360,7 @@ class AttentionPlan:
                 out_view = out.reshape(*rows, -1)
             self._decode(q, k, v, mask, out_view, scale, L)
             return out
-        if FUSED and self.mask in ("none", "causal", "float"):
+        if FUSED:
             found = fused_kernel(self.dtype, *self.kernel_tile(), softmax=softmax)
             if found is not None:
                 self._fused(q, k, v, mask, out_view, scale, *found, group=group)
@@ -439,7 +453,7 @@ class AttentionPlan:
                 ms = None
                 if mask is not None:
                     ms = slice_of(mask, b)
-                    if ms.strides[1] not in (0, es) or ms.strides[0] % es:
+                    if ms.dtype != np.bool_ and (ms.strides[1] not in (0, es) or ms.strides[0] % es):
                         ms = np.ascontiguousarray(ms)
                 for c0 in range(0, S, chunk):  # one chunk (the whole key axis) unless S > chunk
                     c1 = min(S, c0 + chunk)
@@ -448,13 +462,19 @@ class AttentionPlan:
                         parts = ((max(lo, c0), min(hi, c1), False), (max(lo, c1), hi, more))
                     else:
                         parts = ((lo, hi, more),)
+                    if ms is not None and ms.dtype == np.bool_:  # rows in pieces: each piece's bias made at once
+                        parts = tuple(
+                            (p0, min(r1, p0 + BOOL_MASK_ROWS), keep)
+                            for r0, r1, keep in parts
+                            for p0 in range(r0, r1, BOOL_MASK_ROWS)
+                        )
                     for r0, r1, keep in parts:
                         if r1 <= r0:
                             continue
                         args[0], args[1], args[8] = r1 - r0, c1 - c0, max(0, r0 - c0) if causal else r0
                         if ms is not None:
-                            bias = ms.ctypes.data + r0 * ms.strides[0] + c0 * ms.strides[1]
-                            args[12:15] = (bias, ms.strides[0] // es, ms.strides[1] // es)
+                            bs = _bool_bias(ms[r0:r1, c0:c1], dt) if ms.dtype == np.bool_ else ms[r0:, c0:]
+                            args[12:15] = (bs.ctypes.data, bs.strides[0] // es, bs.strides[1] // es)
                         if lse is not None:
                             args[15:17] = (lse.ctypes.data + r0 * 2 * es, (c0 > 0) | (2 * keep))
                         function(

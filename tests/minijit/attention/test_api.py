@@ -216,10 +216,55 @@ def test_the_fused_kernel_runs_none_and_causal_and_agrees_with_the_numpy_tiles(m
     assert api.fused_kernel(dtype) is not None
 
 
-def test_bool_masks_keep_the_numpy_tiles(monkeypatch):
-    monkeypatch.setattr(api, "fused_kernel", lambda dt, *a, **kw: pytest.fail("the fused kernel has no bool masks"))
-    q = k = v = np.ones((1, 3, 4))
-    scaled_dot_product_attention(q, k, v, attn_mask=np.ones((3, 3), bool))
+@pytest.mark.skipif(not X86, reason="the fused kernel is x86-64 only")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bool_masks_run_the_fused_kernel_as_a_bias(monkeypatch, dtype):
+    """A bool mask runs the fused kernel, its blocks made the additive bias (0 / -inf) just before
+    each call: full masks, a padding mask broadcast over rows and heads (converted as one row), a
+    transposed view, a column broadcast, a row with no key (NaN, as torch's math); rows in pieces
+    (`BOOL_MASK_ROWS`) and several key chunks, so pieces and chunks resume each row's state."""
+    calls, made = [], []
+    real, real_bias = api.fused_kernel, api._bool_bias
+    monkeypatch.setattr(api, "fused_kernel", lambda dt, *a, **kw: calls.append(dt) or real(dt, *a, **kw))
+    monkeypatch.setattr(api, "_bool_bias", lambda b, dt: made.append(b.shape) or real_bias(b, dt))
+    monkeypatch.setattr(api, "BOOL_MASK_ROWS", 5)
+    monkeypatch.setattr(api, "KEY_CHUNK_BYTES", 16 * 13 * np.dtype(dtype).itemsize)  # a few keys a chunk
+    rng = np.random.default_rng(7)
+    q, k, v = (rng.standard_normal(s).astype(dtype) for s in ((2, 3, 13, 8), (2, 3, 97, 8), (2, 3, 97, 5)))
+    full = rng.uniform(size=(2, 3, 13, 97)) < 0.6
+    full[..., 0] = True
+    none_row = rng.uniform(size=(13, 97)) < 0.5
+    none_row[:, 3] = True
+    none_row[4] = False  # row 4 attends nowhere: NaN
+    masks = [
+        full,
+        rng.uniform(size=(2, 1, 1, 97)) < 0.7,  # padding: one row for all rows and heads (row stride 0)
+        (rng.uniform(size=(97, 13)) < 0.6).T | (np.arange(97) == 0)[:, None].T,  # a transposed view
+        np.broadcast_to(rng.uniform(size=(13, 1)) < 0.8, (13, 97)) | (np.arange(97) == 1),  # rows all-or-most
+        none_row,
+    ]
+    tol = 3e-5 if dtype == np.float32 else 1e-12
+    for m in masks:
+        got = scaled_dot_product_attention(q, k, v, attn_mask=m)
+        want = reference(q, k, v, m)
+        np.testing.assert_allclose(got, want, rtol=0, atol=tol * max(1, np.nanmax(np.abs(want))))
+    assert np.isnan(got[..., 4, :]).all() and not np.isnan(np.delete(got, 4, axis=-2)).any()
+    assert len(calls) == len(masks)
+    assert made and max(r for r, _ in made) <= 5
+    plan = AttentionPlan(q.shape, k.shape, v.shape, dtype, "bool", mask_shape=full.shape)
+    assert plan.path().startswith("fused")
+
+
+def test_bool_bias_converts_only_the_masks_own_elements():
+    m = np.broadcast_to(np.array([True, False, True]), (4, 3))  # row stride 0
+    b = api._bool_bias(m, np.dtype(np.float32))
+    assert b.strides == (0, 4) and b.dtype == np.float32
+    np.testing.assert_array_equal(b[2], [0, -np.inf, 0])
+    c = api._bool_bias(np.broadcast_to(np.array([[True], [False]]), (2, 5)), np.dtype(np.float64))
+    assert c.strides == (8, 0)
+    np.testing.assert_array_equal(c[:, 4], [0, -np.inf])
+    f = np.asfortranarray(np.eye(3, dtype=bool))  # an F-order mask: the bias still has column stride 1
+    assert api._bool_bias(f, np.dtype(np.float32)).strides == (12, 4)
 
 
 @pytest.mark.skipif(not X86, reason="the fused kernel is x86-64 only")

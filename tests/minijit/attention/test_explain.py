@@ -30,7 +30,14 @@ def test_decode_and_bool_masks_name_their_paths():
     decode = api.AttentionPlan((4, 1, 32), (4, 900, 32), (4, 900, 32), np.float64, threads=3)
     assert decode.path() == "decode" and "decode: 3 key chunks of about 300 keys" in decode.explain()
     boolean = api.AttentionPlan((40, 8), (50, 8), (50, 8), np.float32, mask="bool", mask_shape=(40, 50))
-    assert boolean.path() == "numpy tiles"
+    fused = api.fused_kernel(np.dtype(np.float32)) is not None  # bool masks run the fused kernel as a bias
+    assert boolean.path().startswith("fused") if fused else boolean.path() == "numpy tiles"
+    api_fused = api.FUSED
+    try:
+        api.FUSED = False
+        assert boolean.path() == "numpy tiles"
+    finally:
+        api.FUSED = api_fused
 
 
 def test_disasm_attention(capsys):
