@@ -431,6 +431,53 @@ class SimdMixin:
         """``vmovntpd m128/m256/m512, xmm/ymm/zmm``: a non-temporal store (as `vmovntps`)."""
         self._vmovnt("vmovntpd", dst, src)
 
+    # -- half-precision conversions (F16C; AVX-512F/VL) ----------------------------------------
+    def vcvtph2ps(self, dst, src) -> None:
+        """``vcvtph2ps xmm/ymm/zmm{k}{z}, xmm/m64 | xmm/m128 | ymm/m256``: fp16 -> fp32 (exact).
+
+        The source is half the destination's width (an xmm register for an xmm destination).
+        VEX (F16C) for xmm/ymm 0..15 without a mask; EVEX (AVX-512F, VL for xmm/ymm) for zmm,
+        registers 16..31 and ``{k}{z}``; EVEX disp8*N with N = the source bytes (Half Mem)."""
+        mn = "vcvtph2ps"
+        d, k, z = unmask(mn, "dst", dst)
+        vec(mn, "dst", d, ALL)
+        half = d.bits // 2
+        if isinstance(src, Vec):
+            vec(mn, "src", src, (max(half, 128),))
+            rm, stext = src.idx, str(src)
+        else:
+            m = memop(mn, "src", src, half // 8)
+            rm, stext = m.addr, str(m)
+        op = _opcode(0x66, "0F38", 0x13, 0, 0, 0)
+        text = f"{mn} {dst}, {stext}"
+        self._vex_or_evex(mn, text, op, [d, src], bits=d.bits, reg=d.idx, vvvv=0, rm=rm, k=k, z=z, n=half // 8)
+
+    def vcvtps2ph(self, dst, src, imm8: int) -> None:
+        """``vcvtps2ph xmm/m64 | xmm/m128 | ymm/m256 {k}{z}, xmm/ymm/zmm, imm8``: fp32 -> fp16.
+
+        ``imm8`` bits 1:0 pick the rounding (0: to nearest even), bit 2 set means MXCSR.RC
+        instead. The destination is half the source's width (xmm for an xmm source); a memory
+        destination takes ``{k}`` but not ``{z}``. VEX (F16C) for xmm/ymm 0..15 without a mask,
+        EVEX otherwise (disp8*N with N = the destination bytes)."""
+        mn = "vcvtps2ph"
+        s = vec(mn, "src", src, ALL)
+        half = s.bits // 2
+        inner = dst.op if isinstance(dst, Masked) else dst
+        d, k, z = unmask(mn, "dst", dst, zero_ok=not isinstance(inner, Mem))
+        if isinstance(d, Vec):
+            vec(mn, "dst", d, (max(half, 128),))
+            rm, dtext = d.idx, str(d)
+        else:
+            m = memop(mn, "dst", d, half // 8)
+            rm, dtext = m.addr, str(m)
+        if k:
+            dtext += f" {{k{k}}}" + (" {z}" if z else "")
+        imm(mn, "imm", imm8, 0, 255)
+        op = _opcode(0x66, "0F3A", 0x1D, 0, 0, 0)
+        text = f"{mn} {dtext}, {s}, {imm8}"
+        regs = [d, s]
+        self._vex_or_evex(mn, text, op, regs, bits=s.bits, reg=s.idx, vvvv=0, rm=rm, k=k, z=z, n=half // 8, imm8=imm8)
+
     def vzeroupper(self) -> None:
         """``vzeroupper``."""
         self.emit(b"\xc5\xf8\x77", "vzeroupper")
