@@ -478,6 +478,36 @@ class SimdMixin:
         regs = [d, s]
         self._vex_or_evex(mn, text, op, regs, bits=s.bits, reg=s.idx, vvvv=0, rm=rm, k=k, z=z, n=half // 8, imm8=imm8)
 
+    # -- word inserts / extracts (AVX, VEX only) ----------------------------------------------
+    def vpinsrw(self, dst, src1, src2, index: int) -> None:
+        """``vpinsrw xmm, xmm, r32/m16, imm8``: ``src1`` with word ``imm8 & 7`` replaced by the low
+        word of ``src2`` (VEX only: xmm0..15)."""
+        mn = "vpinsrw"
+        d = vec(mn, "dst", self._nomask(mn, "dst", dst), (128,), 15)
+        vec(mn, "src1", src1, (128,), 15)
+        if isinstance(src2, Gpr):
+            rm, stext = gpr(mn, "src2", src2, (32,)).idx, str(src2)
+        else:
+            m = memop(mn, "src2", src2, 2)
+            rm, stext = m.addr, str(m)
+        imm(mn, "imm", index, 0, 255)
+        op = _opcode(0x66, "0F", 0xC4, 0, None)
+        self._vex(mn, f"{mn} {d}, {src1}, {stext}, {index}", op, l256=0, reg=d.idx, vvvv=src1.idx, rm=rm, imm8=index)
+
+    def vpextrw(self, dst, src, index: int) -> None:
+        """``vpextrw r32/m16, xmm, imm8``: word ``imm8 & 7`` of ``src`` (zero-extended into a
+        register; VEX only: xmm0..15; the register form is 0F C5, the memory form 0F3A 15)."""
+        mn = "vpextrw"
+        s = vec(mn, "src", src, (128,), 15)
+        imm(mn, "imm", index, 0, 255)
+        if isinstance(dst, Gpr):
+            d = gpr(mn, "dst", dst, (32,))
+            op = _opcode(0x66, "0F", 0xC5, 0, None)
+            return self._vex(mn, f"{mn} {d}, {s}, {index}", op, l256=0, reg=d.idx, vvvv=0, rm=s.idx, imm8=index)
+        m = memop(mn, "dst", dst, 2)
+        op = _opcode(0x66, "0F3A", 0x15, 0, None)
+        self._vex(mn, f"{mn} {m}, {s}, {index}", op, l256=0, reg=s.idx, vvvv=0, rm=m.addr, imm8=index)
+
     def vzeroupper(self) -> None:
         """``vzeroupper``."""
         self.emit(b"\xc5\xf8\x77", "vzeroupper")

@@ -1,5 +1,5 @@
-"""``vcvtph2ps`` / ``vcvtps2ph`` (F16C VEX forms, AVX-512 EVEX forms) against llvm-mc, byte for byte,
-and their operand errors.
+"""``vcvtph2ps`` / ``vcvtps2ph`` (F16C VEX forms, AVX-512 EVEX forms) and ``vpinsrw`` / ``vpextrw``
+(VEX; the conversion kernels' one-element tails) against llvm-mc, byte for byte, and their operand errors.
 
 Same scheme as `test_encodings`: each form draws a list of instructions with operands over their
 legal ranges (registers, every addressing form, masks, imm8 0..255) in every hypothesis example,
@@ -12,10 +12,10 @@ import pytest
 from hypothesis import strategies as st
 
 from asm.errors import EncodingError
-from asm.x86_64 import Assembler, qword, xmmword, ymmword
+from asm.x86_64 import Assembler, dword, qword, word, xmmword, ymmword
 from asm.x86_64.registers import KReg, Vec, rax, rdi
 from tests.asm.oracle import check_chunk, chunk_params
-from tests.asm.x86_64.strategies import int_range, masked, mems, vregs
+from tests.asm.x86_64.strategies import gpr32s, int_range, masked, mems, vregs
 from tests.asm.x86_64.test_encodings import CHUNK, Case, oracle_forms
 
 IMM8 = int_range(0, 255, (0, 1, 3, 4, 7, 8))
@@ -52,9 +52,18 @@ def narrow_operands(draw, form: str):
     return dst, src, draw(IMM8)
 
 
-CASES = [Case(f"vcvtph2ps {f}", widen_operands(f), "vcvtph2ps") for f in ("vex", "evex")] + [
-    Case(f"vcvtps2ph {f}", narrow_operands(f), "vcvtps2ph") for f in ("vex", "evex")
-]
+@st.composite
+def word_operands(draw, method: str):
+    """vpinsrw (dst, src1, r32/m16, imm8) or vpextrw (r32/m16, xmm, imm8), xmm0..15."""
+    other = draw(st.one_of(gpr32s(), mems(2)))
+    if method == "vpinsrw":
+        return draw(vregs(128, 15)), draw(vregs(128, 15)), other, draw(IMM8)
+    return other, draw(vregs(128, 15)), draw(IMM8)
+
+
+CASES = [Case(m, word_operands(m), m) for m in ("vpinsrw", "vpextrw")]
+CASES += [Case(f"vcvtph2ps {f}", widen_operands(f), "vcvtph2ps") for f in ("vex", "evex")]
+CASES += [Case(f"vcvtps2ph {f}", narrow_operands(f), "vcvtps2ph") for f in ("vex", "evex")]
 
 
 @pytest.mark.parametrize("chunk", chunk_params(oracle_forms(CASES, 20), CHUNK))
@@ -90,6 +99,13 @@ def test_kernel_forms() -> None:
         ("vcvtps2ph", (Vec(0, 128), Vec(1, 256), -1), "imm"),
         ("vcvtps2ph", (Vec(0, 128), rax, 0), "src"),
         ("vcvtps2ph", (xmmword(rax).mask(KReg(1), zero=True), Vec(1, 256), 0), "dst mask"),
+        ("vpinsrw", (Vec(16, 128), Vec(1, 128), word(rax), 0), "dst"),  # VEX only
+        ("vpinsrw", (Vec(0, 128), Vec(1, 128), rax, 0), "src2"),  # r32
+        ("vpinsrw", (Vec(0, 128), Vec(1, 128), dword(rax), 0), "src2"),
+        ("vpinsrw", (Vec(0, 128), Vec(1, 128), word(rax), 256), "imm"),
+        ("vpextrw", (word(rax), Vec(1, 256), 0), "src"),
+        ("vpextrw", (rax, Vec(1, 128), 0), "dst"),
+        ("vpextrw", (word(rdi), Vec(1, 128), -1), "imm"),
     ],
 )
 def test_rejects_bad_operands(method, operands, word) -> None:
