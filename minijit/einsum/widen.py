@@ -67,10 +67,10 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _PLAIN = (np.generic, int, float, complex, bool, list, tuple)
 
 #: a step of two complex operands runs 3M when its m, n and k (`gemm_sizes`) are all at least
-#: this (elements); below, 4M. Measured on x86-64 AVX2, 1 thread, 'ij,jk->ik': 3M 0.76-0.94x of
-#: 4M's speed at 128 (its extra passes and three calls), 1.03-1.24x at 160, 1.1-1.3x from 192 up
-#: (bench/results/x86_64_einsum_complex_3m_2026-11-28.md)
-GAUSS_MIN = 160
+#: this (elements); below, 4M. Measured on x86-64 AVX2, 1 thread, 'ij,jk->ik', 3M's speed over
+#: 4M's: 0.76-0.94x at 128 (its extra passes and three calls), 0.98-1.24x at 160 (break-even),
+#: 1.08-1.20x at 192, 1.05-1.40x at 256-1024 (bench/results/x86_64_einsum_complex_3m_2026-11-28.md)
+GAUSS_MIN = 192
 
 
 @dataclass(frozen=True)
