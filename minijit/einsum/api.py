@@ -73,9 +73,10 @@ def einsum(
     The result dtype is ``dtype`` or numpy's result type of the operands. float32 and float64 run
     on minijit's kernels, and so do int32/int64 numpy arrays with an int32/int64 result (wrapping
     as numpy's, on targets with integer kernels). Other dtypes run on those kernels too
-    (`minijit.einsum.widen`): complex64/complex128 through the real 4M formulation on the
-    float32/float64 kernels, float16 (and torch CPU bfloat16 tensors) widened to float32 and
-    rounded once, bool as 0/1 float32, and int8/int16/uint8-uint64 and mixed integer kinds on
+    (`minijit.einsum.widen`): complex64/complex128 on the float32/float64 kernels (3M, three real
+    products, for steps whose m, n, k reach `widen.GAUSS_MIN`; the real 4M formulation below),
+    float16 (and torch CPU bfloat16 tensors) widened to float32 and rounded once, bool as 0/1
+    float32, and int8/int16/uint8-uint64 and mixed integer kinds on
     int32/int64 (numpy's wrap-around, bit for bit). What remains (longdouble, clongdouble, object,
     integers mixed with floats or complex, an ``out`` of another dtype, a one-operand view) runs on
     numpy's einsum, with numpy's result and errors (`minijit.einsum.dtypes`). ``order`` ('C', 'F',
