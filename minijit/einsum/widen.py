@@ -12,7 +12,9 @@ float32/float64 or int32/int64 path, with numpy's result dtype and values (docs/
   0/1 values (products exact; a sum of non-negative terms is zero iff every term is), ``!= 0``.
 - ``"float"``: float16 operands (or float16 among float32/float64; floats only) widened to
   float32 (or the float64 result dtype), contracted on those kernels, the result rounded once to float16.
-  The conversion is numpy's ``astype`` at the boundary, not inside the kernels.
+  The conversion is at the boundary, not inside the kernels: float16 <-> float32 by the host's
+  conversion kernel (`minijit.kernels.convert`; numpy's ``astype`` where there is none), bit for
+  bit numpy's ``astype``; float16 -> float64 by ``astype``.
 - torch CPU bfloat16 tensors (every operand one, no ``dtype``; `is_torch_bf16`): widened to
   float32 with torch's ``.float()`` (exact), float32 kernels, the result rounded once to
   bfloat16 with torch's ``.to`` (round to nearest even), a bfloat16 tensor as ``torch.einsum``
@@ -40,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from minijit.einsum import keywords as _kw
+from minijit.kernels import convert as _convert
 
 __all__ = [
     "BF16_ROUTE",
@@ -99,7 +102,7 @@ class Route:
             return f"bool as logical and/or: 0/1 {c} on {c} kernels, result != 0"
         if self.kind == "float":
             rounded = f", result rounded once to {r}" if r != c else ""
-            return f"operands widened to {c} (numpy's astype at the boundary), {c} kernels{rounded}"
+            return f"operands widened to {c} (converted at the boundary), {c} kernels{rounded}"
         how = "viewed as" if r.itemsize == c.itemsize else "widened to"
         return f"{r} {how} {c} (arithmetic mod 2^{8 * r.itemsize}), {c} kernels, result back to {r}"
 
@@ -186,6 +189,8 @@ def widen(x: np.ndarray, r: Route) -> np.ndarray:
     bool: 0/1). "complex": complex operands as ``r.result``, real ones as ``r.compute``."""
     if r.kind == "complex":
         return x.astype(r.result if x.dtype.kind == "c" else r.compute, copy=False)
+    if x.dtype == np.float16 and r.compute == np.float32:  # exact either way: the conversion kernel
+        return _convert.to_float32(x)
     y = x.astype(r.result, copy=False)
     if r.kind == "int" and y.itemsize == r.compute.itemsize:
         return y.view(r.compute)
@@ -200,6 +205,8 @@ def narrow(result: np.ndarray, r: Route) -> np.ndarray:
         return result != 0
     if r.kind == "int" and result.itemsize == r.result.itemsize:
         return result.view(r.result)
+    if r.result == np.float16 and result.dtype == np.float32:  # rounded once, by the conversion kernel
+        return _convert.to_float16(result)
     return result.astype(r.result, copy=False)
 
 
