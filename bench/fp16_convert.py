@@ -6,7 +6,7 @@
 
 Rows: fp16 -> fp32 and fp32 -> fp16 of ``--elements`` contiguous elements (kernel vs astype), and
 float16 ``ij,jk->ik`` at ``--size`` through minijit.einsum with the kernel vs with astype (the
-kernel lookup patched to None), and np.einsum-free: numpy's float16 matmul is not a peer here.
+kernel lookup patched to None; numpy's own float16 einsum, far slower, is not timed).
 Rounds interleave the candidates; reported: the best over rounds of ``time.process_time``
 (1 thread: this process's CPU time). Results are checked bit for bit against astype first.
 """
