@@ -333,6 +333,18 @@ class NeonMixin:
         """``fcvtn2 vd.8h, vn.4s`` / ``fcvtn2 vd.4s, vn.2d`` (narrow into the upper half)."""
         self._fcvt_narrow("fcvtn2", 1, rd, rn)
 
+    def fcvt(self, rd: ScalarReg, rn: ScalarReg) -> None:
+        """``fcvt`` between scalar h/s/d registers (two different sizes): ``fcvt s0, h1`` widens
+        exactly, ``fcvt h0, s1`` rounds by FPCR (floating-point data-processing, 1 source:
+        ``0 0 0 11110 ftype 1 0001 opc 10000 Rn Rd``, ftype = the source's size, opc = the result's)."""
+        code = {"s": 0b00, "d": 0b01, "h": 0b11}
+        scalar("fcvt", "rd", rd, ("h", "s", "d"))
+        scalar("fcvt", "rn", rn, ("h", "s", "d"))
+        if rd.esize == rn.esize:
+            raise fail("fcvt", "rd", f"a size other than rn's ({rn.esize})", rd)
+        word = 0b11110 << 24 | code[rn.esize] << 22 | 1 << 21 | 0b0001 << 17 | code[rd.esize] << 15 | 0b10000 << 10
+        self.emit(word | rn.idx << 5 | rd.idx, f"fcvt {rd}, {rn}")
+
     def bfcvtn(self, rd: VecReg, rn: VecReg) -> None:
         """``bfcvtn vd.4h, vn.4s`` (fp32 -> bf16, lower half; FEAT_BF16)."""
         vec("bfcvtn", "rd", rd, ("4h",))

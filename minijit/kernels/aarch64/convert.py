@@ -1,17 +1,17 @@
-"""AArch64 fp16 <-> fp32 conversion kernels (NEON ``fcvtl``/``fcvtl2``, ``fcvtn``/``fcvtn2``).
+"""AArch64 fp16 <-> fp32 conversion kernels (NEON ``fcvtl``/``fcvtl2``, ``fcvtn``/``fcvtn2``, scalar ``fcvt``).
 
 ``program(src, dst)`` is the kernel ``void(const void* src, void* dst, int64_t n)``:
 ``dst[i] = convert(src[i])`` for ``0 <= i < n`` (nothing for ``n <= 0``); ``src`` and ``dst`` are
 contiguous runs of ``n`` elements (fp16: 2 bytes, fp32: 4 bytes) that do not overlap.
 ``generate`` loads it (native on an AArch64 host, else in the emulator worker).
 
-* ``("fp16", "fp32")``: ``fcvtl`` / ``fcvtl2``, exact;
-* ``("fp32", "fp16")``: ``fcvtn`` / ``fcvtn2`` in FPCR's rounding mode (round to nearest even, the
+* ``("fp16", "fp32")``: ``fcvtl`` / ``fcvtl2`` (tail: ``fcvt s, h``), exact;
+* ``("fp32", "fp16")``: ``fcvtn`` / ``fcvtn2`` (tail: ``fcvt h, s``) in FPCR's rounding mode (round to nearest even, the
   Linux default; FPCR.FZ16 clear: no flush of fp16 subnormals), overflow to +-inf.
 
 Layout: eight elements a loop trip (one q register of fp16, two of fp32), then one 4-element
-step, then element by element through ``h``/``s`` register loads and stores (lane 0 of the
-vector conversions), so nothing outside the ``n`` elements is read or written. SVE targets run
+step, then element by element (``ldr``/``str`` of ``h``/``s`` registers, scalar ``fcvt``, the
+same rounding), so nothing outside the ``n`` elements is read or written. SVE targets run
 this NEON code (no SVE form yet). Only v0..v3 are used (caller-saved): no frame.
 """
 
@@ -67,16 +67,16 @@ def program(src: str = "fp16", dst: str = "fp32") -> Assembler:
         a.fcvtn(V[2].h4, V[0].s4)
         a.str(V[2].D, post(DP, 8))
     a.sub(N, N, 4)
-    # the last 0..3 elements, one at a time (lane 0)
+    # the last 0..3 elements, one at a time (scalar fcvt)
     a.bind(single)
     a.cbz(N, done)
     if widen:
         a.ldr(V[0].H, post(SP, 2))
-        a.fcvtl(V[1].s4, V[0].h4)
+        a.fcvt(V[1].S, V[0].H)
         a.str(V[1].S, post(DP, 4))
     else:
         a.ldr(V[0].S, post(SP, 4))
-        a.fcvtn(V[2].h4, V[0].s4)
+        a.fcvt(V[2].H, V[0].S)
         a.str(V[2].H, post(DP, 2))
     a.sub(N, N, 1)
     a.b(single)
