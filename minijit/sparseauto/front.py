@@ -188,8 +188,7 @@ def _in_one_order(terms: list[str], values: list, compute: np.dtype) -> list:
     others' (no loop order visits every sparse level in order) stored again as CSF in one global
     order: the first sparse operand's storage order, then letters in order of appearance."""
     out = [
-        interop.operand(_floating(x, compute), f"operand {i}") if interop.family(x) else x
-        for i, x in enumerate(values)
+        interop.operand(_floating(x, compute), f"operand {i}") if interop.family(x) else x for i, x in enumerate(values)
     ]
     orders = [tuple(terms[i][m] for m in x.mode_order) for i, x in enumerate(out) if isinstance(x, SparseTensor)]
     if _acyclic(orders):
