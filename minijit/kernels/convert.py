@@ -3,10 +3,11 @@
 `to_float32(x)` / `to_float16(x)` return a new array of the same shape and layout (C or Fortran
 order, as ``x.astype(..., order="K")``) whose bits equal numpy's ``astype`` (widening is exact;
 narrowing rounds to nearest even, overflows to inf; quiet NaNs keep sign and payload). They run
-the host's conversion kernel (`kernel`): x86-64 with AVX2 and F16C `minijit.kernels.x86_64.convert`
-("avx2" form; the AVX-512 form is generated and checked by llvm-mc but not picked yet), an AArch64
-host `minijit.kernels.aarch64.convert` natively. Elsewhere (a host without F16C, or an AArch64
-kernel that would only run emulated) and for arrays that are not contiguous, numpy's ``astype``.
+the native target's conversion kernel (`kernel`, `Target.half_convert_kernel`): x86-64 with F16C
+`minijit.kernels.x86_64.convert` ("avx2" form; the AVX-512 form is generated and checked by
+llvm-mc but not picked yet), an AArch64 host `minijit.kernels.aarch64.convert` natively.
+Elsewhere (a host without F16C, or an AArch64 kernel that would only run emulated) and for arrays
+that are not contiguous, numpy's ``astype``.
 The arrays live on the host whatever the einsum target is, so the host's kernel converts them:
 the emulated AArch64 kernel is for tests, never used here.
 """
@@ -27,20 +28,15 @@ _DTYPES = {"fp16": np.dtype(np.float16), "fp32": np.dtype(np.float32)}
 def kernel(src: str, dst: str) -> Any | None:
     """The native ``void(const void* src, void* dst, int64_t n)`` kernel converting ``src`` to
     ``dst`` ("fp16"/"fp32") on this host, or None where there is none (numpy's astype then)."""
-    from minijit.runtime import features  # noqa: PLC0415 - loaded with the first conversion
+    from minijit import targets  # noqa: PLC0415 - loaded with the first conversion
 
     if (src, dst) not in (("fp16", "fp32"), ("fp32", "fp16")):
         raise ValueError(f"(src, dst) must be ('fp16', 'fp32') or ('fp32', 'fp16'), got {(src, dst)!r}")
-    host = features.detected_host()
-    if host.isa == "x86_64" and host.avx2 and "f16c" in features._cpuinfo_flags():
-        from minijit.kernels.x86_64 import convert  # noqa: PLC0415
-
-        return convert.generate(src, dst, "avx2")
-    if host.isa == "aarch64":  # native here: load_kernel emulates only on other hosts
-        from minijit.kernels.aarch64 import convert as a64  # noqa: PLC0415
-
-        return a64.generate(src, dst)
-    return None
+    try:
+        native = targets.native()
+    except Exception:  # noqa: BLE001 - a host minijit has no target for: numpy's astype
+        return None
+    return native.half_convert_kernel(src, dst)
 
 
 def _convert(x: np.ndarray, src: str, dst: str) -> np.ndarray:

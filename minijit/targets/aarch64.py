@@ -111,6 +111,13 @@ class AArch64Target(CpuTarget):
         g, s_x = attention.check_tiles(dtype, isa, g, s_x)
         return attention, attention.generate(dtype, isa, g, s_x, softmax), isa, g, s_x
 
+    def half_convert_kernel(self, src: str, dst: str) -> Any | None:
+        if not self.native:  # native only (the emulated kernel is tested on its own)
+            return None
+        from minijit.kernels.aarch64 import convert
+
+        return convert.generate(src, dst)
+
     def loopnest(self, plan: Any) -> Any:
         from minijit.kernels.aarch64 import loopnest
 

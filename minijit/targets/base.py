@@ -208,6 +208,12 @@ class CpuTarget(Target):
         bench's measure of the softmax's share). ValueError for a tile the generator refuses."""
         return None
 
+    def half_convert_kernel(self, src: str, dst: str) -> Any | None:
+        """The ``void(const void* src, void* dst, int64_t n)`` kernel converting ``n`` contiguous
+        elements from ``src`` to ``dst`` ("fp16"/"fp32", `minijit.kernels.convert`), or None where
+        the target has none that runs on this host (numpy's astype then)."""
+        return None
+
     # -- sparse generators ---------------------------------------------------------------------
     @property
     def spmm_isa(self) -> str:

@@ -109,6 +109,16 @@ class X86Target(CpuTarget):
         g, s_x = attention.check_tiles(dtype, self.isa, g, s_x)
         return attention, attention.generate(dtype, self.isa, g, s_x, softmax), self.isa, g, s_x
 
+    def half_convert_kernel(self, src: str, dst: str) -> Any | None:
+        # F16C's VEX forms (on AVX-512 hosts too: the EVEX form has not run on hardware yet)
+        from minijit.runtime import features
+
+        if not self.native or "f16c" not in features._cpuinfo_flags():
+            return None
+        from minijit.kernels.x86_64 import convert
+
+        return convert.generate(src, dst, "avx2")
+
     def loopnest(self, plan: Any) -> Any:
         from minijit.kernels.x86_64 import loopnest
 
