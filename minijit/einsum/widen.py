@@ -225,7 +225,9 @@ def expand_4m(b: np.ndarray, k: int) -> np.ndarray:
     v = np.moveaxis(e, k, -2)  # b's axes, then r, s
     v[..., 0, 0] = b.real
     v[..., 0, 1] = b.imag
-    np.negative(b.imag, out=v[..., 1, 0])
+    # assigned, not np.negative(b.imag, out=...): numpy 2.4.6's negative writes wrong values into
+    # this strided view when b is a transposed view with an axis of 2 (test_widen's regression test)
+    v[..., 1, 0] = -b.imag
     v[..., 1, 1] = b.real
     return e
 

@@ -505,3 +505,19 @@ def test_3m_runs_a_batched_step_in_blocks_of_batch_planes(monkeypatch):
     seen.clear()
     assert_bound_3m(widen.run(r, "ibj,jbk->bki", [a, b], True, spy), "ibj,jbk->bki", a, b, g + 2)
     assert [s[0][1] for s in seen] == [5, 5, 5], seen
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+@pytest.mark.parametrize("shapes", [((2, 2), (2, 2)), ((2, 5), (3, 2)), ((2, 4), (2, 2))])
+def test_4m_expansion_of_a_transposed_operand_with_an_axis_of_two(dtype, shapes):
+    """``bc,ab->`` expands ``ab`` transposed: numpy 2.4.6's ``np.negative(x, out=view)`` wrote wrong
+    values into the expansion for such views with an axis of 2 (found by minijit.dask's drawn
+    dtype test); the expansion assigns instead."""
+    rng = np.random.default_rng(3)
+    a, b = ((rng.standard_normal(s) + 1j * rng.standard_normal(s)).astype(dtype) for s in shapes)
+    for subs in ("bc,ab->", "bc,ab->b", "bc,ab->ca"):
+        want = np.einsum(subs, a.astype(np.complex128), b.astype(np.complex128))
+        got = minijit.einsum(subs, a, b)
+        np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.complex64 else 1e-12, atol=1e-5)
+    t = widen.expand_4m(b.T, 1)
+    np.testing.assert_array_equal(t[:, 1, :, 0], -b.T.imag)
