@@ -41,7 +41,7 @@ MAX_DENSE_NDIM = 4
 
 _lock = threading.Lock()
 _kernels: dict[tuple[str, int, str], Any] = {}  # kind, nd, variant -> (Kernel, direct entry)
-_host: tuple[bool, bool] | None = None  # (x86-64, AVX2)
+_native: list[Any] = []  # the native target, once looked up (None: no runtime on this host)
 #: the passes' signatures (`convert_native_x86`) with every pointer a char* (cffi buffers)
 _DIRECT = {
     "csf": "int64_t(*)(char *, int64_t, char *, char *, char *, char *)",
@@ -49,22 +49,24 @@ _DIRECT = {
 }
 
 
-def _detect() -> tuple[bool, bool]:
-    global _host
-    if _host is None:
+def _target() -> Any:
+    """The native target (`minijit.targets.native`), which hands out the passes; None where this
+    host has none."""
+    if not _native:
         try:
-            from minijit.runtime.features import detected_host  # noqa: PLC0415
+            from minijit import targets  # noqa: PLC0415
 
-            h = detected_host()
-            _host = (h.isa == "x86_64", bool(h.isa == "x86_64" and h.avx2))
-        except Exception:  # no runtime on this host: the numpy path
-            _host = (False, False)
-    return _host
+            _native.append(targets.native())
+        except Exception:  # noqa: BLE001 - no runtime on this host: the numpy path
+            _native.append(None)
+    return _native[0]
 
 
 def available() -> bool:
-    """True when this host runs the x86-64 passes natively (else the callers use numpy)."""
-    return _detect()[0]
+    """True when the native target runs the passes (`Target.sparse_convert_passes`; else the
+    callers use numpy)."""
+    t = _target()
+    return t is not None and t.sparse_convert_passes
 
 
 def _kernel(kind: str, nd: int, dtype: str = "") -> Any:
@@ -74,12 +76,7 @@ def _kernel(kind: str, nd: int, dtype: str = "") -> Any:
         with _lock:
             k = _kernels.get(key)
             if k is None:
-                from minijit.sparseauto import convert_native_x86 as gen  # noqa: PLC0415
-
-                if kind == "csf":
-                    kern = gen.csf_pass(nd, vector=dtype == "avx2")
-                else:
-                    kern = gen.nonzero_pass(nd, dtype)
+                kern = _target().sparse_convert_pass(kind, nd, dtype)
                 # called directly (the Kernel stays alive here, never closed): the arrays are
                 # built or checked by the callers below, so the generic per-call argument check
                 # (~18 us a call) is not needed
@@ -121,7 +118,7 @@ def csf_from_sorted(coords: np.ndarray, vals: np.ndarray, shape: tuple[int, ...]
     crd = np.empty((nd, nnz), np.int32)
     pos = np.empty((max(nd - 1, 1), nnz + 1), np.int32)
     counts = np.zeros(nd, np.int64)
-    fn = _kernel("csf", nd, "avx2" if _detect()[1] else "")
+    fn = _kernel("csf", nd)
     bad = fn(_buf(coords), nnz, _buf(sizes), _buf(crd), _buf(pos), _buf(counts))
     if bad != -1:
         return None

@@ -216,6 +216,18 @@ class CpuTarget(Target):
 
     # -- sparse generators ---------------------------------------------------------------------
     @property
+    def sparse_convert_passes(self) -> bool:
+        """Whether `sparse_convert_pass` hands out kernels here (natively run conversion passes)."""
+        return False
+
+    def sparse_convert_pass(self, kind: str, nd: int, dtype: str = "") -> Any:
+        """The native conversion pass of `minijit.sparseauto.convert_native`: ``kind`` "csf"
+        (sorted COO coordinates of ``nd`` modes to CSF levels) or "nonzero" (a dense ``dtype``
+        array of ``nd`` dimensions to COO); NotImplementedError where `sparse_convert_passes` is
+        False (the callers take numpy's path then)."""
+        raise NotImplementedError(f"{self.name}: no native sparse conversion passes")
+
+    @property
     def spmm_isa(self) -> str:
         """The ISA of the CSR SpMM kernel (`minijit.sparse.cpu`) this target runs: its own ISA
         where that generator has one."""

@@ -119,6 +119,21 @@ class X86Target(CpuTarget):
 
         return convert.generate(src, dst, "avx2")
 
+    @property
+    def sparse_convert_passes(self) -> bool:
+        return self.native
+
+    def sparse_convert_pass(self, kind: str, nd: int, dtype: str = "") -> Any:
+        if not self.native:
+            raise NotImplementedError(f"{self.name}: the conversion passes run natively only")
+        from minijit.sparseauto import convert_native_x86 as gen
+
+        if kind == "csf":
+            return gen.csf_pass(nd, vector=True)  # both x86-64 targets have AVX2
+        if kind == "nonzero":
+            return gen.nonzero_pass(nd, dtype)
+        raise ValueError(f"kind must be 'csf' or 'nonzero', got {kind!r}")
+
     def loopnest(self, plan: Any) -> Any:
         from minijit.kernels.x86_64 import loopnest
 

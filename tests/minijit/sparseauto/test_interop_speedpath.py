@@ -83,7 +83,7 @@ def test_csf_from_sorted_equals_numpy_conversion(case) -> None:
     # both variants of the pass (AVX2 blocks and the scalar walk) write the same arrays
     nd, nnz = coords.shape
     outs = []
-    for vector in (False, True) if convert_native._detect()[1] else (False,):
+    for vector in (False, True) if convert_native.available() else (False,):
         from minijit.sparseauto.convert_native_x86 import csf_pass
 
         k = csf_pass(nd, vector=vector)
