@@ -60,6 +60,7 @@ __all__ = [
     "as_format",
     "check_chain",
     "format_names",
+    "is_scipy_compressed",
 ]
 
 INDEX_MAX = 2**31 - 1  # coordinates, positions and level sizes must fit int32
@@ -499,6 +500,19 @@ def check_chain(levels: tuple[LevelFormat, ...]) -> None:
                 f"levels[{k}] ({f.name}) repeats coordinates: it must be the last level or have a branchless "
                 f"level (singleton) below it, not {levels[k + 1].name}"
             )
+
+
+def is_scipy_compressed(levels: tuple[LevelFormat, ...]) -> bool:
+    """Whether ``levels`` store a matrix as scipy's CSR/CSC arrays do: two levels, the first full
+    (the rows, or columns), the second segmented with unique coordinates (``indptr`` = its pos,
+    ``indices`` = its crd)."""
+    return (
+        len(levels) == 2
+        and levels[0].full
+        and levels[1].segmented
+        and levels[1].capabilities.unique
+        and levels[1].iteration == "segment"
+    )
 
 
 def format_names() -> tuple[str, ...]:

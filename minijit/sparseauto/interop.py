@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from minijit.sparseauto import convert_native
+from minijit.sparseauto import convert_native, formats
 from minijit.sparseauto.tensor import SparseTensor, as_sparse
 
 __all__ = ["family", "operand", "pydata_class", "result_like"]
@@ -172,7 +172,7 @@ def _scipy(result: SparseTensor, like: Any) -> Any:
     import scipy.sparse as sp  # noqa: PLC0415 - a scipy operand came in
 
     matrix = isinstance(like, sp.spmatrix)
-    if result.levels == ("dense", "compressed"):
+    if formats.is_scipy_compressed(tuple(formats.as_format(f) for f in result.levels)):
         lv = result.storage[1]
         csr = result.mode_order == (0, 1)
         kind = {(True, False): sp.csr_array, (True, True): sp.csr_matrix}

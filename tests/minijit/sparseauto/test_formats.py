@@ -37,8 +37,8 @@ _COMPARISON = re.compile(
     rf"""(?:==|!=|\bin\b|\bis\b)\s*[(\[{{]?\s*(?:{_NAME}|{_CONSTANT})"""
     rf"""|(?:{_NAME}|{_CONSTANT})\s*[)\]}}]?\s*(?:==|!=|\bin\b|\bnot in\b|\bis\b)|\bcase\s+{_NAME}"""
 )
-#: lines other helpers own (issue 53 part 1's interop), reported, not edited here: exact text
-_ALLOWED = {("minijit/sparseauto/interop.py", 'if result.levels == ("dense", "compressed"):')}
+#: lines allowed to compare a format name (path, exact text): none
+_ALLOWED: set[tuple[str, str]] = set()
 
 
 def _sources() -> list[str]:
@@ -225,3 +225,18 @@ def test_the_planner_takes_singleton_and_blocked_tensors_as_their_csf_form():
     blocked = SparseTensor.from_dense(d, (DENSE, DENSE, Blocked(2)))
     plan = sparse_plan("ijk,jl,kl->il", blocked, b, c)
     assert plan.operands[0].levels == (DENSE, DENSE, COMPRESSED)
+
+
+def test_scipy_compressed_layout_is_asked_of_the_formats():
+    from minijit.sparseauto.formats import Blocked, Compressed, Dense, Singleton, is_scipy_compressed
+
+    assert is_scipy_compressed((Dense(), Compressed()))
+    for levels in (
+        (Dense(), Compressed(unique=False)),  # repeated columns: not canonical CSR
+        (Compressed(), Compressed()),  # DCSR
+        (Dense(), Blocked(4)),  # block coordinates, not columns
+        (Dense(), Singleton()),
+        (Dense(), Dense()),
+        (Dense(), Compressed(), Dense()),
+    ):
+        assert not is_scipy_compressed(levels), levels
