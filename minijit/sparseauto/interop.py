@@ -87,47 +87,67 @@ def pydata_class(inputs: tuple[str, ...], output: str, operands: list) -> Any:
     """The class ``sparse.einsum`` returns for these explicit subscripts and operands, found by
     following its steps on classes only: each operand reduced to the indices it shares
     (``_einsum_single``: its class, a 0-d COO when nothing is left; a dense one stays dense),
-    the product of all (one class: it; a dense factor: the other's; two sparse classes: COO),
-    then the final reduction (a full one: a 0-d COO)."""
+    the product of all (one class: it; two sparse classes: COO), then the final reduction (a full
+    one: a 0-d COO). A sparse operand reduced to nothing is a 0-d COO whose *fill value* is its
+    sum: where that is not 0, its product with a dense factor is dense (so the class depends on
+    that one value, computed as pydata computes it, O(nnz)). ``np.ndarray`` for a dense result;
+    None without pydata operands."""
     if not any(family(x) == "pydata" for x in operands):
         return None  # no pydata operand: no class (and no import of the package)
     import sparse  # noqa: PLC0415 - a pydata operand came in
 
-    def cls(x: Any) -> Any:
-        return type(x) if family(x) == "pydata" else None  # None: dense
+    # a factor: (class or None for dense, whether a sparse factor's fill value is non-zero, the
+    # aligned indices along which it is longer than 1)
+    Factor = tuple[Any, bool, frozenset]
 
-    def single(lhs: str, rhs: str, c: Any) -> Any:  # _einsum_single: as it is, summed, or reduced
-        if lhs == rhs:
-            return sparse.COO if not rhs and c is not None else c
+    def single(lhs: str, rhs: str, c: Any) -> Any:  # _einsum_single's class: as is, summed, reduced
         if c is None:
             return None
         return sparse.COO if not rhs else c
 
-    def mul(a: Any, b: Any) -> Any:  # the elementwise product's class
-        if a is None or b is None:
-            return b if a is None else a
-        return a if a is b else sparse.COO
+    def mul(a: Factor, b: Factor) -> Factor:  # the elementwise product (numpy broadcasting)
+        ext = a[2] | b[2]
+        if a[0] is None and b[0] is None:
+            return (None, False, ext)
+        if a[0] is None or b[0] is None:
+            (sc, fill, se), (_, _, de) = (b, a) if a[0] is None else (a, b)
+            if fill and not de <= se:  # a non-zero fill broadcast by a dense factor: dense
+                return (None, False, ext)
+            return (sc, fill, ext)
+        return (a[0] if a[0] is b[0] else sparse.COO, a[1] and b[1], ext)
 
     if len(operands) == 1:
-        return single(inputs[0], output, cls(operands[0]))
+        x = operands[0]
+        return single(inputs[0], output, type(x) if family(x) == "pydata" else None) or np.ndarray
     uses: dict[str, set[int]] = {}
-    for k, term in enumerate(inputs):
-        for c in term:
+    size: dict[str, int] = {}
+    for k, (term, x) in enumerate(zip(inputs, operands, strict=True)):
+        for c, n in zip(term, x.shape, strict=True):
             uses.setdefault(c, set()).add(k)
+            size[c] = n
     for c in output:
         uses[c].add(-1)
     aligned = "".join(c for c, k in uses.items() if len(k) > 1)
-    product: Any = None
+    product: Factor = (None, False, frozenset())
     for k, (term, x) in enumerate(zip(inputs, operands, strict=True)):
         pterm = "".join(i for i in aligned if i in term)
-        c = cls(x) if pterm == term else single(term, pterm, cls(x))
+        ext = frozenset(i for i in pterm if size[i] > 1)
+        c: Factor = (type(x), False, ext) if family(x) == "pydata" else (None, False, ext)
+        if pterm != term and c[0] is not None:
+            if pterm:
+                c = (single(term, pterm, c[0]), False, ext)
+            else:  # reduced to nothing: a 0-d COO holding its value as the fill value
+                c = (sparse.COO, bool(sparse.einsum(f"{term}->", x).fill_value != 0), ext)
         product = c if k == 0 else mul(product, c)
-    return single(aligned, output, product)
+    product_cls = product[0]
+    return single(aligned, output, product_cls) or np.ndarray  # np.ndarray: a dense result
 
 
 def _pydata(result: np.ndarray | SparseTensor, sparse_ops: list, cls: Any = None) -> Any:
     import sparse  # noqa: PLC0415 - a pydata operand came in: the package is there
 
+    if cls is np.ndarray:  # sparse.einsum's result is dense here (`pydata_class`)
+        return np.array(_dense(result))
     if cls is None:
         kinds = {type(x) for x in sparse_ops}
         cls = kinds.pop() if len(kinds) == 1 else sparse.COO

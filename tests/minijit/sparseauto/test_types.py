@@ -174,3 +174,30 @@ def test_unsorted_duplicated_scipy_operands_are_summed_through_einsum(seed, cls)
     got = minijit.einsum("ij,ik,jk->ij", a, u, b[:, :2])
     assert type(got) is cls
     np.testing.assert_allclose(got.toarray(), want * (u @ b[:, :2].T), rtol=1e-10, atol=1e-12)
+
+
+def test_pydata_result_class_follows_the_fill_value_of_a_fully_reduced_operand():
+    """sparse.einsum reduces an operand that shares no index to a 0-d COO whose fill value is its
+    sum; a non-zero fill broadcast by a dense factor makes the result dense, a zero one (or a
+    scalar factor) keeps it sparse: the result's class follows that value, as pydata's does."""
+    sparse = pytest.importorskip("sparse")
+    x = sparse.COO.from_numpy(np.array([1.0, 0, -1.0]))  # sums to 0
+    y = sparse.COO.from_numpy(np.array([1.0, 0, 2.0]))  # sums to 3
+    d, d1, d3, c = np.array([1.0, 2.0]), np.array([5.0]), np.array([1.0, 2.0, 3.0]), np.float64(3.0)
+    cases = [
+        ("b,a->a", (x, d)), ("b,a->a", (y, d)), ("b,a->a", (y, d1)), ("b,a->ab", (y, d)), ("b,b->b", (y, d3)),
+        (",b->b", (c, y)), ("b,,a->a", (y, c, d)), ("b,,a->a", (x, c, d)), ("b,,->", (y, c, c)),
+        ("b,c,a->a", (y, y, d)), ("b,c,a->a", (x, y, d)), ("bb,a->a", (sparse.COO.from_numpy(np.eye(3)), d)),
+        ("a,b->", (d, y)), ("a,b->a", (d, y)), ("a,b,ac->c", (d, y, np.ones((2, 4)))),
+    ]  # fmt: skip
+    classes = set()
+    for subs, ops in cases:
+        want, got = sparse.einsum(subs, *ops), minijit.einsum(subs, *ops)
+        assert type(got) is type(want), (subs, type(got), type(want))
+        classes.add(type(want))
+        np.testing.assert_allclose(_as_dense(got), _as_dense(want), rtol=1e-12)
+    assert classes == {np.ndarray, sparse.COO}  # both outcomes drawn
+
+
+def _as_dense(r):
+    return r.todense() if hasattr(r, "todense") else np.asarray(r)
