@@ -29,6 +29,21 @@ SIGNATURE = "void(const void* src, void* dst, int64_t n)"
 SP, DP, N = X[0], X[1], X[2]
 
 
+def _step(a: Assembler, widen: bool, lanes: int) -> None:
+    """Convert ``lanes`` (4: half a vector, 1: a scalar) elements from SP to DP, both advanced:
+    load, fcvtl / fcvtn (fcvt for a scalar), store."""
+    if lanes == 4:
+        load, x, y, store = (V[0].D, V[0].h4, V[1].s4, V[1].Q) if widen else (V[0].Q, V[0].s4, V[2].h4, V[2].D)
+        cvt = a.fcvtl if widen else a.fcvtn
+    else:
+        load, x, y, store = (V[0].H, V[0].H, V[1].S, V[1].S) if widen else (V[0].S, V[0].S, V[2].H, V[2].H)
+        cvt = a.fcvt
+    fp16, fp32 = 2 * lanes, 4 * lanes
+    a.ldr(load, post(SP, fp16 if widen else fp32))
+    cvt(y, x)
+    a.str(store, post(DP, fp32 if widen else fp16))
+
+
 def program(src: str = "fp16", dst: str = "fp32") -> Assembler:
     """The conversion kernel's code (see the module docstring). Bad arguments raise ValueError."""
     if (src, dst) not in DIRECTIONS:
@@ -54,30 +69,15 @@ def program(src: str = "fp16", dst: str = "fp32") -> Assembler:
         a.str(V[2].Q, post(DP, 16))
     a.sub(N, N, 8)
     a.b(eight)
-    # one 4-element step
+    # one 4-element step, then the last 0..3 elements one at a time (scalar fcvt)
     a.bind(four)
     a.cmp(N, 4)
     a.b_cond("lt", single)
-    if widen:
-        a.ldr(V[0].D, post(SP, 8))
-        a.fcvtl(V[1].s4, V[0].h4)
-        a.str(V[1].Q, post(DP, 16))
-    else:
-        a.ldr(V[0].Q, post(SP, 16))
-        a.fcvtn(V[2].h4, V[0].s4)
-        a.str(V[2].D, post(DP, 8))
+    _step(a, widen, 4)
     a.sub(N, N, 4)
-    # the last 0..3 elements, one at a time (scalar fcvt)
     a.bind(single)
     a.cbz(N, done)
-    if widen:
-        a.ldr(V[0].H, post(SP, 2))
-        a.fcvt(V[1].S, V[0].H)
-        a.str(V[1].S, post(DP, 4))
-    else:
-        a.ldr(V[0].S, post(SP, 4))
-        a.fcvt(V[2].H, V[0].S)
-        a.str(V[2].H, post(DP, 2))
+    _step(a, widen, 1)
     a.sub(N, N, 1)
     a.b(single)
     a.bind(done)

@@ -46,6 +46,25 @@ def operands(shapes, dtype, seed: int = 0):
     return [rng.uniform(-1, 1, s).astype(dtype) for s in shapes]
 
 
+def typed_operands(shapes, dtype, seed: int) -> list[np.ndarray]:
+    """Operands of ``dtype``: integers over the whole range (products and sums wrap), bool at
+    random, float16 and complex uniform in [-1, 1) (both parts), other floats too."""
+    rng = np.random.default_rng(seed)
+    dt = np.dtype(dtype)
+    out = []
+    for s in shapes:
+        if dt.kind in "iu":
+            info = np.iinfo(dt)
+            out.append(rng.integers(info.min, info.max, s, dtype=dt, endpoint=True))
+        elif dt.kind == "b":
+            out.append(rng.integers(0, 2, s).astype(bool))
+        elif dt.kind == "c":
+            out.append((rng.uniform(-1, 1, s) + 1j * rng.uniform(-1, 1, s)).astype(dt))
+        else:
+            out.append(rng.uniform(-1, 1, s).astype(dt))
+    return out
+
+
 def reference(subs, ops):
     """np.einsum in float64, and the same on absolute values (the scale of the rounding error)."""
     ref = np.einsum(subs, *[o.astype(np.float64) for o in ops])

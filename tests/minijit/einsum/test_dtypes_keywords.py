@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import minijit
 from minijit.einsum import dtypes, keywords, widen
 
-from .strategies import expressions, operands
+from .strategies import expressions, operands, typed_operands
 from .test_widen import assert_bound
 
 #: dtypes numpy's einsum runs, but int32 and int64 (`COMPILED_INTS`: minijit's integer kernels)
@@ -32,23 +32,7 @@ WIDENED = (
 WIDENED_INEXACT = (np.float16, np.complex64, np.complex128)
 
 
-def _draw_operands(shapes, dtype, seed):
-    """Operands of ``dtype`` over its whole range for integers (products and sums wrap around),
-    uniform in [-1, 1) (and imaginary parts) for inexact kinds, random for bool."""
-    rng = np.random.default_rng(seed)
-    dt = np.dtype(dtype)
-    out = []
-    for s in shapes:
-        if dt.kind in "iu":
-            info = np.iinfo(dt)
-            out.append(rng.integers(info.min, info.max, s, dtype=dt, endpoint=True))
-        elif dt.kind == "b":
-            out.append(rng.integers(0, 2, s).astype(bool))
-        elif dt.kind == "c":
-            out.append((rng.uniform(-1, 1, s) + 1j * rng.uniform(-1, 1, s)).astype(dt))
-        else:
-            out.append(rng.uniform(-1, 1, s).astype(dt))
-    return out
+_draw_operands = typed_operands  # operands of a dtype over its whole range (strategies)
 
 
 def _same_outcome(call_ours, call_numpy, exact=True, check=None):

@@ -25,7 +25,7 @@ from minijit.einsum.parse import expand_subscripts
 from minijit.targets import native
 from tests.conftest import examples
 
-from .strategies import expressions
+from .strategies import expressions, typed_operands
 
 NEW = [np.int8, np.int16, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_, np.float16, np.complex64, np.complex128]
 INTS_NATIVE = "s32" in native().int_dtypes
@@ -33,23 +33,7 @@ INTS_NATIVE = "s32" in native().int_dtypes
 UNIT = {np.dtype(np.float32): 2.0**-24, np.dtype(np.float64): 2.0**-53}
 
 
-def draw(shapes, dtype, seed: int) -> list[np.ndarray]:
-    """Operands of ``dtype``: integers over the whole range (products and sums wrap), bool at
-    random, float16 and complex uniform in [-1, 1) (both parts)."""
-    rng = np.random.default_rng(seed)
-    dt = np.dtype(dtype)
-    out = []
-    for s in shapes:
-        if dt.kind in "iu":
-            info = np.iinfo(dt)
-            out.append(rng.integers(info.min, info.max, s, dtype=dt, endpoint=True))
-        elif dt.kind == "b":
-            out.append(rng.integers(0, 2, s).astype(bool))
-        elif dt.kind == "c":
-            out.append((rng.uniform(-1, 1, s) + 1j * rng.uniform(-1, 1, s)).astype(dt))
-        else:
-            out.append(rng.uniform(-1, 1, s).astype(dt))
-    return out
+draw = typed_operands  # operands of a dtype over its whole range (strategies)
 
 
 def assert_bound(got, subs: str, ops: list[np.ndarray], result: np.dtype) -> None:
