@@ -269,10 +269,26 @@ def _pair(a: tuple[str, np.ndarray], b: tuple[str, np.ndarray], o: str, call: Re
         e = expand_4m(xt, len(shared))
     else:  # explain: the expanded operand's shape only, nothing written
         e = np.broadcast_to(xt.real[..., None, None], xt.shape + (2, 2)).transpose(_mid(xt.ndim, len(shared)))
-    subs = f"{sa}{r},{''.join(shared)}{r}{''.join(rest)}{s}->{o}{s}"
+    ra = as_real(xa)
+    c = sa[-1] if sa else ""
+    merge = bool(c) and c in sb and c not in o and xa.shape[-1] == xt.shape[len(shared) - 1]
+    if merge and xa.strides[-1] != xa.itemsize and not (steps is not None and xa.strides[-1] == 0):
+        merge = False  # not contiguous (zero strides: explain's stand-ins, which say what a C-order call runs)
+    if merge:
+        # a's last index is summed and contiguous: it and (re, im) are one index of 2n values in
+        # both operands (one K of the real GEMM, not an inner loop of 2)
+        n, k = xa.shape[-1], len(shared)
+        a_shape, e_shape = ra.shape[:-2] + (2 * n,), e.shape[: k - 1] + (2 * n,) + e.shape[k + 1 :]
+        if steps is None:
+            ra, e = ra.reshape(a_shape), e.reshape(e_shape)
+        else:  # explain: shapes only
+            ra, e = (np.broadcast_to(np.zeros((), ra.dtype), x) for x in (a_shape, e_shape))
+        subs = f"{sa},{''.join(shared)}{''.join(rest)}{s}->{o}{s}"
+    else:
+        subs = f"{sa}{r},{''.join(shared)}{r}{''.join(rest)}{s}->{o}{s}"
     if steps is not None:
         steps.append(subs + "  (4M: operand 2 expanded)")
-    return _complex(call(subs, as_real(xa), e), xa)
+    return _complex(call(subs, ra, e), xa)
 
 
 def gemm_sizes(sa: str, shape_a: tuple[int, ...], sb: str, shape_b: tuple[int, ...], o: str) -> tuple[int, int, int]:

@@ -212,7 +212,8 @@ def test_4m_expansion_computes_the_result(monkeypatch):
     got = widen.run(r, "ij,jk->ik", [a, b], True, spy)
     assert_bound(got, "ij,jk->ik", [a, b], np.dtype(np.complex64))
     assert len(seen) == 1 and seen[0][1] == [np.float32, np.float32], seen
-    assert seen[0][2] == [(7, 5, 2), (5, 2, 6, 2)], seen  # A (re, im) last; B expanded: (j, r, k, s)
+    # A (re, im) last, merged with its summed contiguous j: (i, 2j); B expanded: (j, r, k, s) -> (2j, k, s)
+    assert seen[0][2] == [(7, 10), (10, 6, 2)], seen
     e = widen.expand_4m(b, 1)
     np.testing.assert_array_equal(e[:, 0, :, 0], b.real)
     np.testing.assert_array_equal(e[:, 1, :, 0], -b.imag)
@@ -317,7 +318,7 @@ def test_3m_runs_three_real_products_above_the_threshold_and_4m_below():
     seen.clear()
     got = widen.run(r, "ij,jk->ik", [a[:, 1:], b[1:]], True, spy)
     assert_bound(got, "ij,jk->ik", [a[:, 1:], b[1:]], np.dtype(np.complex128))
-    assert len(seen) == 1 and seen[0][2] == [(g + 3, g - 1, 2), (g - 1, 2, g + 1, 2)], seen
+    assert len(seen) == 1 and seen[0][2] == [(g + 3, 2 * (g - 1)), (2 * (g - 1), g + 1, 2)], seen
     assert "4M" in minijit.einsum("ij,jk->ik", a[:, 1:], b[1:], explain=True).splitlines()[0]
     # the three products are what computes the result: a wrong third one (zeros) changes only im
     calls = []
@@ -505,3 +506,23 @@ def test_4m_expansion_of_a_transposed_operand_with_an_axis_of_two(dtype, shapes)
         np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.complex64 else 1e-12, atol=1e-5)
     t = widen.expand_4m(b.T, 1)
     np.testing.assert_array_equal(t[:, 1, :, 0], -b.T.imag)
+
+
+def test_4m_merges_a_contiguous_summed_last_index_and_only_then():
+    """A's last index summed and contiguous: it and (re, im) become one K of 2n (matrix-vector:
+    ``ij,j->i`` runs ``ij,jb->ib``); a broadcast length-1 operand, a 0-d one, a strided A or an
+    index kept in the output take the (re, im) index of their own; all match numpy."""
+    rng = np.random.default_rng(11)
+
+    def c(*s):
+        return (rng.standard_normal(s) + 1j * rng.standard_normal(s)).astype(np.complex64)
+
+    z, v = c(30, 40), c(40)
+    assert "einsum ij,jb->ib" in minijit.einsum("ij,j->i", z, v, explain=True)
+    cases = [
+        ("ij,j->i", z, v), ("ij,j->i", z[:, ::2], v[::2]), ("ij,j->ij", z, v), ("a,a->", c(2), c(1)),
+        ("a,a->", c(1), c(2)), ("a,->a", c(3), c()), (",a->", c(), c(3)), ("bij,bjk->bik", c(4, 5, 6), c(4, 6, 3)),
+    ]  # fmt: skip
+    for subs, a, b in cases:
+        want = np.einsum(subs, a.astype(np.complex128), b.astype(np.complex128))
+        np.testing.assert_allclose(minijit.einsum(subs, a, b), want, rtol=1e-4, atol=1e-4)
