@@ -46,7 +46,11 @@ scratch) at 0. Per key tile (tiles entirely above a causal diagonal are not visi
 4. after the last key tile: ``o = O * (1 / l)`` for the tile's valid rows, the last vector of each
    row a masked store.
 
-Registers (g = 6): AVX2 scores 12 accumulators + 2 K vectors + 1 broadcast, P.V 12 + 2 V + 1
+A tile of more than `BLOCK_ROWS` rows (up to `G_MAX`) runs its rows as register blocks of 6 (the
+last shorter) one after another in steps 1 and 3, over the same K^T / V vectors, which the first
+block brought into L1; steps 2 and 4 walk all g rows.
+
+Registers (a block of 6 rows): AVX2 scores 12 accumulators + 2 K vectors + 1 broadcast, P.V 12 + 2 V + 1
 broadcast + the tail mask = 16; AVX-512 cv = 4: 24 + 4 + 1 (+ k2 for the Ev tail, k1 for the
 key masks). `emit_exp` runs 1 (AVX2, ymm0..3) or 4 (AVX-512, zmm16..31) vectors at once, six of
 its constants pinned in registers 4..7, 10, 11 (the rest memory operands).
