@@ -39,7 +39,7 @@ MAX_NDIM = 7
 #: most dimensions `coo_from_dense` generates code for (an index and a row pointer per dimension)
 MAX_DENSE_NDIM = 4
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # _kernel looks the target up while holding it
 _kernels: dict[tuple[str, int, str], Any] = {}  # kind, nd, variant -> (Kernel, direct entry)
 _native: list[Any] = []  # the native target, once looked up (None: no runtime on this host)
 #: the passes' signatures (`convert_native_x86`) with every pointer a char* (cffi buffers)
@@ -53,12 +53,15 @@ def _target() -> Any:
     """The native target (`minijit.targets.native`), which hands out the passes; None where this
     host has none."""
     if not _native:
-        try:
-            from minijit import targets  # noqa: PLC0415
+        with _lock:  # looked up once, whichever thread comes first
+            if not _native:
+                try:
+                    from minijit import targets  # noqa: PLC0415
 
-            _native.append(targets.native())
-        except Exception:  # noqa: BLE001 - no runtime on this host: the numpy path
-            _native.append(None)
+                    t = targets.native()
+                except Exception:  # noqa: BLE001 - no runtime on this host: the numpy path
+                    t = None
+                _native.append(t)
     return _native[0]
 
 
